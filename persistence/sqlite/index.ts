@@ -1,0 +1,1 @@
+export { SqliteStore, loadMigrations, type SqliteStoreOptions } from './SqliteStore.ts';

@@ -1,0 +1,56 @@
+-- Spool schema 1: jobs, their durable inbox, their history.
+-- Migrations are append-only: never edit a released file, add the next number.
+
+CREATE TABLE jobs (
+  id               TEXT    PRIMARY KEY,
+  machine_id       TEXT    NOT NULL,
+  machine_version  TEXT    NOT NULL,
+  revision         INTEGER NOT NULL CHECK (revision >= 1),
+  status           TEXT    NOT NULL CHECK (status IN ('active', 'done', 'error', 'stopped')),
+  state_value      TEXT    NOT NULL,             -- JSON
+  state_paths      TEXT    NOT NULL,             -- '|a|a.b|' for list --state
+  context          TEXT    NOT NULL,             -- JSON
+  snapshot         TEXT    NOT NULL,             -- XState persisted snapshot, JSON
+  input            TEXT    NOT NULL,             -- JSON
+  input_hash       TEXT    NOT NULL,
+  idempotency_key  TEXT,
+  owner            TEXT    NOT NULL DEFAULT '',  -- '' = unscoped
+  quarantine       TEXT,                         -- reason, or NULL
+  created_at       INTEGER NOT NULL,
+  updated_at       INTEGER NOT NULL
+) STRICT;
+
+CREATE UNIQUE INDEX jobs_idempotency ON jobs (owner, idempotency_key) WHERE idempotency_key IS NOT NULL;
+CREATE INDEX jobs_machine ON jobs (machine_id, machine_version);
+CREATE INDEX jobs_status ON jobs (status, id);
+
+CREATE TABLE inbox (
+  seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+  job_id        TEXT    NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+  event_id      TEXT    NOT NULL,
+  type          TEXT    NOT NULL,
+  payload       TEXT    NOT NULL,                -- JSON (sensitive fields redacted once processed)
+  payload_hash  TEXT    NOT NULL,
+  status        TEXT    NOT NULL CHECK (status IN ('pending', 'applied', 'ignored', 'failed', 'rejected')),
+  error         TEXT,                            -- JSON ErrorInfo
+  revision      INTEGER,
+  accepted_at   INTEGER NOT NULL,
+  processed_at  INTEGER,
+  UNIQUE (job_id, event_id)
+) STRICT;
+
+CREATE INDEX inbox_pending ON inbox (job_id, seq) WHERE status = 'pending';
+
+CREATE TABLE transitions (
+  job_id      TEXT    NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+  revision    INTEGER NOT NULL,
+  event_id    TEXT,
+  event_type  TEXT    NOT NULL,
+  payload     TEXT    NOT NULL,                  -- JSON, sensitive fields redacted
+  from_value  TEXT,                              -- JSON
+  to_value    TEXT    NOT NULL,                  -- JSON
+  outcome     TEXT    NOT NULL CHECK (outcome IN ('started', 'applied', 'ignored', 'failed', 'migrated')),
+  error       TEXT,                              -- JSON ErrorInfo
+  at          INTEGER NOT NULL,
+  PRIMARY KEY (job_id, revision)
+) STRICT, WITHOUT ROWID;

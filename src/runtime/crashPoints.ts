@@ -1,0 +1,25 @@
+/**
+ * Named crash points inside the engine. They do nothing unless armed: tests arm one through the
+ * `SPOOL_CRASH_AT` environment variable of a child process (`SPOOL_CRASH_AT=after-accept`), and
+ * the process then kills itself with SIGKILL the moment it passes that point. This is how crash
+ * tests hit an exact race window instead of hoping a random kill lands in it.
+ *
+ * `SPOOL_CRASH_AT=name:n` crashes at the n-th pass (1-based).
+ */
+export type CrashPointName = 'after-accept' | 'before-commit' | 'after-commit';
+
+const armed = parse(process.env['SPOOL_CRASH_AT']);
+let passes = 0;
+
+function parse(spec: string | undefined): { name: string; at: number } | undefined {
+  if (!spec) return undefined;
+  const [name, n] = spec.split(':');
+  return { name: name!, at: n ? Math.max(1, Number(n)) : 1 };
+}
+
+/** Pass a named crash point: SIGKILLs this process if a test armed it. */
+export function crashPoint(name: CrashPointName): void {
+  if (armed === undefined || armed.name !== name) return;
+  passes += 1;
+  if (passes >= armed.at) process.kill(process.pid, 'SIGKILL');
+}

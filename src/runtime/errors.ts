@@ -1,0 +1,118 @@
+/**
+ * Spool's errors: classes with a stable `code`, grouped by what the caller should do.
+ *
+ * - `bad-input`: fix the request; nothing was changed.
+ * - `not-found`: no such job (also what another owner's job looks like).
+ * - `conflict`: the request disagrees with what is stored; read it and decide.
+ * - `terminal`: the job has ended; nothing more can happen to it.
+ * - `retryable`: try again later.
+ * - `internal`: a bug or a broken database; see the message.
+ *
+ * @example
+ * try { await runtime.send(id, { type: 'PAUSE' }) }
+ * catch (e) { if (e instanceof SpoolError && e.category === 'bad-input') console.error(e.message) }
+ */
+export type ErrorCategory = 'bad-input' | 'not-found' | 'conflict' | 'terminal' | 'retryable' | 'internal';
+
+export abstract class SpoolError extends Error {
+  abstract readonly code: string;
+  abstract readonly category: ErrorCategory;
+  /** Structured, non-sensitive details for tools (`--json`). */
+  readonly details: Record<string, unknown>;
+  constructor(message: string, details: Record<string, unknown> = {}) {
+    super(message);
+    this.name = new.target.name;
+    this.details = details;
+  }
+  toJSON(): Record<string, unknown> {
+    return { code: this.code, category: this.category, message: this.message, ...this.details };
+  }
+}
+
+/** Input, an event or a payload failed validation. */
+export class ValidationError extends SpoolError {
+  readonly code = 'SPOOL_INVALID';
+  readonly category = 'bad-input';
+}
+
+/** No machine is registered under that id. */
+export class UnknownMachineError extends SpoolError {
+  readonly code = 'SPOOL_UNKNOWN_MACHINE';
+  readonly category = 'bad-input';
+}
+
+/** The job's machine does not know this event type. */
+export class UnknownEventError extends SpoolError {
+  readonly code = 'SPOOL_UNKNOWN_EVENT';
+  readonly category = 'bad-input';
+}
+
+/** The payload is larger than `maxPayloadBytes`. */
+export class PayloadTooLargeError extends SpoolError {
+  readonly code = 'SPOOL_PAYLOAD_TOO_LARGE';
+  readonly category = 'bad-input';
+}
+
+/** A machine definition cannot be registered as given. */
+export class MachineDefinitionError extends SpoolError {
+  readonly code = 'SPOOL_BAD_MACHINE';
+  readonly category = 'bad-input';
+}
+
+/** No job with that id is visible to this caller. */
+export class JobNotFoundError extends SpoolError {
+  readonly code = 'SPOOL_NOT_FOUND';
+  readonly category = 'not-found';
+  constructor(jobId: string) {
+    super(`No job "${jobId}". Check the id with \`spool list\`.`, { jobId });
+  }
+}
+
+/** The job is in a final state: terminal means terminal. */
+export class JobTerminalError extends SpoolError {
+  readonly code = 'SPOOL_TERMINAL';
+  readonly category = 'terminal';
+}
+
+/** The same idempotency key or event id was used before with a different payload. */
+export class IdempotencyConflictError extends SpoolError {
+  readonly code = 'SPOOL_IDEMPOTENCY_CONFLICT';
+  readonly category = 'conflict';
+}
+
+/** A commit found the job at another revision than the one it was computed from. */
+export class RevisionConflictError extends SpoolError {
+  readonly code = 'SPOOL_REVISION_CONFLICT';
+  readonly category = 'conflict';
+}
+
+/** The database was written by a newer Spool than this one. */
+export class SchemaTooNewError extends SpoolError {
+  readonly code = 'SPOOL_SCHEMA_TOO_NEW';
+  readonly category = 'internal';
+}
+
+/** A stored row could not be read back (corrupted or hand-edited). */
+export class CorruptRecordError extends SpoolError {
+  readonly code = 'SPOOL_CORRUPT_RECORD';
+  readonly category = 'internal';
+}
+
+/** The runtime or store was closed. */
+export class ClosedError extends SpoolError {
+  readonly code = 'SPOOL_CLOSED';
+  readonly category = 'internal';
+}
+
+/** A wait ended before its predicate held. */
+export class WaitTimeoutError extends SpoolError {
+  readonly code = 'SPOOL_WAIT_TIMEOUT';
+  readonly category = 'retryable';
+}
+
+/** Turn anything thrown into stored error details. */
+export function toErrorInfo(error: unknown): { name: string; message: string; code?: string } {
+  if (error instanceof SpoolError) return { name: error.name, message: error.message, code: error.code };
+  if (error instanceof Error) return { name: error.name, message: error.message };
+  return { name: 'Error', message: typeof error === 'string' ? error : JSON.stringify(error) ?? String(error) };
+}

@@ -1,0 +1,41 @@
+import { createActor, type AnyMachineSnapshot } from 'xstate';
+import type { JobRecord } from '../ports/store.ts';
+import type { PersistedSnapshotJson, RegisteredMachine } from './registry.ts';
+
+export type Hydrated = { ok: true; snapshot: AnyMachineSnapshot } | { ok: false; reason: string };
+
+/** Parse stored snapshot text afresh (XState mutates what it restores from). */
+export function parseSnapshot(text: string): PersistedSnapshotJson | string {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    return 'the stored snapshot is not valid JSON';
+  }
+  if (json === null || typeof json !== 'object' || Array.isArray(json) || !('value' in json)) {
+    return 'the stored snapshot is not an XState snapshot object';
+  }
+  return json as PersistedSnapshotJson;
+}
+
+/**
+ * Turn a persisted snapshot into one `transition()` accepts, without starting anything:
+ * no entry action re-runs, no invoked work starts. A snapshot that no longer fits its machine
+ * comes back as a reason, never as a half-restored actor.
+ */
+export function hydrate(def: RegisteredMachine, json: PersistedSnapshotJson, storedStatus: JobRecord['status']): Hydrated {
+  let snapshot: AnyMachineSnapshot;
+  try {
+    snapshot = createActor(def.machine, { snapshot: json as never }).getSnapshot() as AnyMachineSnapshot;
+  } catch (error) {
+    return { ok: false, reason: `snapshot does not fit machine ${def.id}@${def.version}: ${(error as Error).message}` };
+  }
+  if (snapshot.status === 'error' && storedStatus !== 'error') {
+    const message = snapshot.error instanceof Error ? snapshot.error.message : String(snapshot.error);
+    return { ok: false, reason: `snapshot does not fit machine ${def.id}@${def.version}: ${message}` };
+  }
+  if (snapshot.status !== storedStatus) {
+    return { ok: false, reason: `stored status "${storedStatus}" disagrees with the snapshot's "${snapshot.status}"` };
+  }
+  return { ok: true, snapshot };
+}

@@ -1,0 +1,173 @@
+import type { AnyStateMachine } from 'xstate';
+import type { ZodType } from 'zod';
+import { MachineDefinitionError, UnknownMachineError } from './errors.ts';
+
+/** A persisted snapshot as plain JSON, the unit a migration rewrites. */
+export type PersistedSnapshotJson = Record<string, unknown> & { value: unknown; context?: unknown };
+
+/** Rewrites a snapshot of the version it is keyed by into one that fits this definition's machine. */
+export type SnapshotMigration = (snapshot: PersistedSnapshotJson) => PersistedSnapshotJson;
+
+/**
+ * A machine Spool can run as a job. A module of `machines/` exports these as plain objects
+ * (they need nothing from Spool), or exports bare XState machines (version 1, no schemas).
+ *
+ * @example
+ * export const invoice = {
+ *   machine: invoiceMachine,          // id defaults to machine.id
+ *   version: 2,                       // default: machine.version ?? 1
+ *   input: z.object({ amount: z.number() }),
+ *   events: { PAY: z.object({ type: z.literal('PAY'), card: z.string() }) },
+ *   sensitive: ['card'],              // redacted from history, logs and errors
+ *   migrations: { 1: (s) => ({ ...s, context: { ...s.context, currency: 'EUR' } }) },
+ * };
+ */
+export interface JobDefinition {
+  machine: AnyStateMachine;
+  /** Stable machine id; default `machine.id`. */
+  id?: string;
+  /** Default `machine.version`, else `1`. Jobs stay on the version they started on. */
+  version?: string | number;
+  /** Validates `start` input; default: any JSON object. */
+  input?: ZodType;
+  /** Per event type, a schema for the whole event object. */
+  events?: Record<string, ZodType>;
+  /** Keyed by the version migrated from: moves jobs of that version onto this one. */
+  migrations?: Record<string, SnapshotMigration>;
+  /** Property names redacted wherever Spool records or prints a payload. */
+  sensitive?: readonly string[];
+  description?: string;
+}
+
+/** A definition as the runtime holds it: defaults resolved. */
+export interface RegisteredMachine {
+  id: string;
+  version: string;
+  machine: AnyStateMachine;
+  input: ZodType | undefined;
+  events: Record<string, ZodType>;
+  /** Every event type the machine or its schemas name. */
+  eventTypes: ReadonlySet<string>;
+  migrations: Record<string, SnapshotMigration>;
+  sensitive: ReadonlySet<string>;
+  description: string | undefined;
+}
+
+const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
+
+/** True for a value that looks like an XState v5 machine. */
+export function isStateMachine(value: unknown): value is AnyStateMachine {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    'root' in value &&
+    typeof (value as { transition?: unknown }).transition === 'function' &&
+    typeof (value as { getInitialSnapshot?: unknown }).getInitialSnapshot === 'function'
+  );
+}
+
+/** True for a value shaped like a {@link JobDefinition}. */
+export function isJobDefinition(value: unknown): value is JobDefinition {
+  return typeof value === 'object' && value !== null && isStateMachine((value as { machine?: unknown }).machine);
+}
+
+/** Versions sort numerically when both are numbers, else as text. */
+export function compareVersions(a: string, b: string): number {
+  return a.localeCompare(b, 'en', { numeric: true });
+}
+
+/** The machines a runtime knows, by id and version. */
+export class MachineRegistry {
+  readonly #byId = new Map<string, Map<string, RegisteredMachine>>();
+
+  constructor(definitions: Iterable<JobDefinition | AnyStateMachine> = []) {
+    for (const def of definitions) this.register(def);
+  }
+
+  register(input: JobDefinition | AnyStateMachine): RegisteredMachine {
+    const def: JobDefinition = isStateMachine(input) ? { machine: input } : input;
+    if (!isJobDefinition(def)) {
+      throw new MachineDefinitionError('A machine definition needs `machine`: an XState v5 machine from createMachine() or setup().createMachine().');
+    }
+    const machine = def.machine;
+    const id = def.id ?? machine.id;
+    if (!id || id === '(machine)' || !ID_PATTERN.test(id)) {
+      throw new MachineDefinitionError(
+        `Machine id "${id}" is not usable: give the machine an \`id\` (letters, digits, _ . : -), e.g. createMachine({ id: 'invoice', ... }).`,
+      );
+    }
+    const version = String(def.version ?? machine.version ?? 1);
+    if (!ID_PATTERN.test(version)) throw new MachineDefinitionError(`Machine "${id}": version "${version}" is not usable.`);
+    const versions = this.#byId.get(id) ?? new Map<string, RegisteredMachine>();
+    const existing = versions.get(version);
+    if (existing) {
+      if (existing.machine === machine) return existing;
+      throw new MachineDefinitionError(`Machine "${id}" version ${version} is registered twice with different machines: bump the version of the changed one.`);
+    }
+    for (const [type, schema] of Object.entries(def.events ?? {})) {
+      if (typeof (schema as { safeParse?: unknown })?.safeParse !== 'function') {
+        throw new MachineDefinitionError(`Machine "${id}": the schema for event ${type} is not a zod schema.`);
+      }
+    }
+    if (def.input !== undefined && typeof (def.input as { safeParse?: unknown }).safeParse !== 'function') {
+      throw new MachineDefinitionError(`Machine "${id}": \`input\` is not a zod schema.`);
+    }
+    const registered: RegisteredMachine = {
+      id,
+      version,
+      machine,
+      input: def.input,
+      events: { ...(def.events ?? {}) },
+      eventTypes: new Set([...machine.events, ...Object.keys(def.events ?? {})]),
+      migrations: { ...(def.migrations ?? {}) },
+      sensitive: new Set(def.sensitive ?? []),
+      description: def.description,
+    };
+    versions.set(version, registered);
+    this.#byId.set(id, versions);
+    return registered;
+  }
+
+  /** The newest version of a machine: what `start` uses. */
+  latest(id: string): RegisteredMachine {
+    const versions = this.#byId.get(id);
+    if (!versions || versions.size === 0) {
+      const known = [...this.#byId.keys()].sort().join(', ') || 'none';
+      throw new UnknownMachineError(`No machine "${id}" is registered (registered: ${known}).`, { machineId: id });
+    }
+    return [...versions.values()].sort((a, b) => compareVersions(b.version, a.version))[0]!;
+  }
+
+  get(id: string, version: string): RegisteredMachine | undefined {
+    return this.#byId.get(id)?.get(version);
+  }
+
+  /**
+   * Where a job of (id, version) should run: its own version, unless a migration chain leads
+   * from it to a newer registered version (then the newest reachable one).
+   */
+  route(id: string, version: string): { target: RegisteredMachine; chain: RegisteredMachine[] } | undefined {
+    const versions = this.#byId.get(id);
+    if (!versions) return undefined;
+    const chain: RegisteredMachine[] = [];
+    let current = version;
+    const seen = new Set<string>([version]);
+    for (;;) {
+      const next = [...versions.values()]
+        .filter((m) => m.migrations[current] !== undefined && !seen.has(m.version))
+        .sort((a, b) => compareVersions(b.version, a.version))[0];
+      if (!next) break;
+      chain.push(next);
+      seen.add(next.version);
+      current = next.version;
+    }
+    const target = chain.at(-1) ?? versions.get(version);
+    return target ? { target, chain } : undefined;
+  }
+
+  all(): RegisteredMachine[] {
+    return [...this.#byId.values()]
+      .flatMap((v) => [...v.values()])
+      .sort((a, b) => a.id.localeCompare(b.id) || compareVersions(a.version, b.version));
+  }
+}
