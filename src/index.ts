@@ -5,8 +5,11 @@
  * import { createRuntime } from 'spool';
  * import { SqliteStore } from 'spool/sqlite';
  */
-export { createRuntime, Runtime, JobQuarantined } from './runtime/runtime.ts';
-export type { RuntimeOptions, Job, SendResult, SendOptions, StartOptions, ListFilter, RuntimeEvent, LogEntry } from './runtime/runtime.ts';
+export { createRuntime, Runtime, JobQuarantined, TokenError, JobNotFinishedError } from './runtime/runtime.ts';
+export type { RuntimeOptions, Job, JobDetails, SendResult, SendOptions, StartOptions, ListFilter, RuntimeEvent, LogEntry } from './runtime/runtime.ts';
+export { RetryableError, TerminalError, IndeterminateOutcomeError, backoffDelay } from './runtime/retry.ts';
+export type { RetryPolicy, ActivityPolicy } from './runtime/retry.ts';
+export type { ActivityArgs, AssetInput, DeferredCompletion } from './runtime/activities.ts';
 export { MachineRegistry, isStateMachine, isJobDefinition } from './runtime/registry.ts';
 export type { JobDefinition, RegisteredMachine, SnapshotMigration, PersistedSnapshotJson } from './runtime/registry.ts';
 export * from './runtime/errors.ts';

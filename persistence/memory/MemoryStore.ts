@@ -1,26 +1,58 @@
 import type {
   AcceptResult,
+  AssetRecord,
+  AttemptRecord,
+  AttemptResult,
   CommitResult,
   CreateJobResult,
+  EffectRecord,
+  EffectStatus,
   ErrorInfo,
+  EventStatus,
   InboxRecord,
   JobFilter,
   JobRecord,
   JobStore,
+  JsonValue,
+  NewEffect,
   NewInboxEvent,
   NewJob,
+  NewTimer,
+  NoteRecord,
+  TimerRecord,
   TransitionCommit,
+  TransitionDraft,
   TransitionRecord,
 } from '../../src/ports/store.ts';
 import { ClosedError } from '../../src/runtime/errors.ts';
 
 interface StoredJob extends JobRecord {
-  statePaths: string[];
+  /** `|a|a.b|`, as the SQLite store keeps it, so `listJobs({ state })` matches the same way. */
+  statePaths: string;
 }
+
+/** Thrown where the SQLite schema would refuse a row (a foreign key or a unique column). */
+class ConstraintError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConstraintError';
+  }
+}
+
+/** Ends one commit of a batch with its result; everything the commit wrote is rolled back. */
+class Abort {
+  constructor(readonly result: CommitResult) {}
+}
+
+type Undo = () => void;
 
 /**
  * A store in process memory, for fast tests. It keeps the same contract as the SQLite store
- * (the shared contract suite runs against both) but nothing survives the process.
+ * (the shared contract suites run against both) but nothing survives the process.
+ *
+ * Every write runs like a SQLite transaction: each change is journaled and a write that fails
+ * half-way (a conflict, a missing job, a duplicate id) is undone entirely. Values go in and come
+ * out as JSON, exactly as through the SQLite columns, and every record returned is a copy.
  *
  * @example
  * const runtime = await createRuntime({ store: new MemoryStore(), machines });
@@ -28,191 +60,687 @@ interface StoredJob extends JobRecord {
 export class MemoryStore implements JobStore {
   readonly description = 'memory';
   readonly #jobs = new Map<string, StoredJob>();
-  readonly #inbox: InboxRecord[] = [];
+  /** Every inbox event in seq order. */
+  readonly #inbox = new Map<number, InboxRecord>();
+  /** `jobId \0 eventId` → event: the UNIQUE (job_id, event_id) index. */
+  readonly #eventIndex = new Map<string, InboxRecord>();
+  /** Each job's events in seq order. */
+  readonly #jobEvents = new Map<string, InboxRecord[]>();
   readonly #history = new Map<string, TransitionRecord[]>();
+  /** In insertion (rowid) order. */
+  readonly #effects = new Map<string, EffectRecord>();
+  /** Effect id → its attempts in attempt order. */
+  readonly #attempts = new Map<string, AttemptRecord[]>();
+  readonly #timers = new Map<string, TimerRecord>();
+  readonly #notes = new Map<string, NoteRecord[]>();
+  /** `jobId \0 key` → asset: the (job_id, key) primary key. */
+  readonly #assets = new Map<string, AssetRecord>();
+  /** The last inbox seq handed out (AUTOINCREMENT: never reused, rolled back with its write). */
   #seq = 0;
+  #journal: Undo[] | null = null;
   #closed = false;
 
   async createJob(job: NewJob): Promise<CreateJobResult> {
     this.#open();
-    const existing = this.#jobs.get(job.id) ?? (job.idempotencyKey === null ? undefined : this.#byKey(job.owner, job.idempotencyKey));
-    if (existing) return { job: copy(existing), created: false };
-    const stored: StoredJob = {
-      id: job.id,
-      machineId: job.machineId,
-      machineVersion: job.machineVersion,
-      revision: 1,
-      status: job.status,
-      value: clone(job.value),
-      statePaths: [...job.statePaths],
-      context: clone(job.context),
-      snapshot: job.snapshot,
-      input: clone(job.input),
-      inputHash: job.inputHash,
-      idempotencyKey: job.idempotencyKey,
-      owner: job.owner,
-      quarantine: null,
-      createdAt: job.at,
-      updatedAt: job.at,
-    };
-    this.#jobs.set(job.id, stored);
-    this.#history.set(job.id, [{ ...clone(job.transition), jobId: job.id, revision: 1 }]);
-    return { job: copy(stored), created: true };
+    return this.#tx(() => {
+      const existing = this.#jobs.get(job.id) ?? (job.idempotencyKey === null ? undefined : this.#byKey(job.owner, job.idempotencyKey));
+      if (existing) return { job: toJobRecord(existing), created: false };
+      const stored: StoredJob = {
+        id: job.id,
+        machineId: job.machineId,
+        machineVersion: job.machineVersion,
+        revision: 1,
+        status: job.status,
+        value: json(job.value),
+        statePaths: pathsText(job.statePaths),
+        context: json(job.context),
+        snapshot: job.snapshot,
+        input: json(job.input),
+        inputHash: job.inputHash,
+        idempotencyKey: job.idempotencyKey,
+        owner: job.owner === '' ? null : job.owner,
+        quarantine: null,
+        progress: null,
+        cancelRequestedAt: null,
+        cancelReason: null,
+        createdAt: job.at,
+        updatedAt: job.at,
+      };
+      this.#mapSet(this.#jobs, job.id, stored);
+      this.#mapSet(this.#history, job.id, []);
+      this.#insertTransition(job.id, 1, job.transition);
+      return { job: toJobRecord(stored), created: true };
+    });
   }
 
   async getJob(id: string): Promise<JobRecord | undefined> {
     this.#open();
     const job = this.#jobs.get(id);
-    return job ? copy(job) : undefined;
+    return job ? toJobRecord(job) : undefined;
   }
 
   async findByIdempotencyKey(owner: string | null, key: string): Promise<JobRecord | undefined> {
     this.#open();
     const job = this.#byKey(owner, key);
-    return job ? copy(job) : undefined;
+    return job ? toJobRecord(job) : undefined;
   }
 
   async listJobs(filter: JobFilter): Promise<JobRecord[]> {
     this.#open();
+    const state = filter.state === undefined ? undefined : `|${filter.state}|`;
     const out = [...this.#jobs.values()]
       .filter(
         (j) =>
           (filter.machineId === undefined || j.machineId === filter.machineId) &&
-          (filter.state === undefined || j.statePaths.includes(filter.state)) &&
+          (state === undefined || j.statePaths.includes(state)) &&
           (filter.status === undefined || j.status === filter.status) &&
           (filter.quarantined === undefined || (j.quarantine !== null) === filter.quarantined) &&
-          (filter.owner === undefined || j.owner === filter.owner) &&
-          (filter.afterId === undefined || j.id > filter.afterId),
+          (filter.owner === undefined || (j.owner ?? '') === (filter.owner ?? '')) &&
+          (filter.afterId === undefined || compareText(j.id, filter.afterId) > 0),
       )
-      .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-    return (filter.limit === undefined ? out : out.slice(0, filter.limit)).map(copy);
+      .sort((a, b) => compareText(a.id, b.id));
+    return limited(out, filter.limit ?? -1).map(toJobRecord);
   }
 
   async acceptEvent(event: NewInboxEvent): Promise<AcceptResult> {
     this.#open();
-    const existing = this.#findEvent(event.jobId, event.eventId);
-    if (existing) return { event: clone(existing), duplicate: true };
-    const record = this.#newEvent(event, 'pending', null, null, null);
-    this.#inbox.push(record);
-    return { event: clone(record), duplicate: false };
+    return this.#tx(() => {
+      const inserted = this.#insertEvent(event, { status: 'pending', error: null, revision: null, processedAt: null });
+      const stored = this.#eventIndex.get(eventKey(event.jobId, event.eventId))!;
+      return { event: copy(stored), duplicate: !inserted };
+    });
   }
 
   async getEvent(jobId: string, eventId: string): Promise<InboxRecord | undefined> {
     this.#open();
-    const e = this.#findEvent(jobId, eventId);
-    return e ? clone(e) : undefined;
+    const e = this.#eventIndex.get(eventKey(jobId, eventId));
+    return e ? copy(e) : undefined;
   }
 
   async listEvents(jobId: string): Promise<InboxRecord[]> {
     this.#open();
-    return this.#inbox.filter((e) => e.jobId === jobId).map(clone);
+    return (this.#jobEvents.get(jobId) ?? []).map(copy);
   }
 
   async pendingEvents(jobId: string, limit: number): Promise<InboxRecord[]> {
     this.#open();
-    return this.#inbox
-      .filter((e) => e.jobId === jobId && e.status === 'pending')
-      .slice(0, limit)
-      .map(clone);
+    return limited(
+      (this.#jobEvents.get(jobId) ?? []).filter((e) => e.status === 'pending'),
+      limit,
+    ).map(copy);
   }
 
   async jobsWithPendingEvents(limit: number): Promise<string[]> {
     this.#open();
-    const ids: string[] = [];
-    for (const e of this.#inbox) {
-      if (e.status !== 'pending' || ids.includes(e.jobId) || this.#jobs.get(e.jobId)?.quarantine !== null) continue;
-      ids.push(e.jobId);
-      if (ids.length >= limit) break;
+    const ids = new Set<string>();
+    for (const e of this.#inbox.values()) {
+      if (e.status !== 'pending' || ids.has(e.jobId) || this.#jobs.get(e.jobId)?.quarantine !== null) continue;
+      ids.add(e.jobId);
     }
-    return ids;
+    return limited([...ids], limit);
   }
 
   async commit(commits: readonly TransitionCommit[]): Promise<CommitResult[]> {
     this.#open();
-    return commits.map((c) => this.#commitOne(c));
+    return this.#tx(() =>
+      commits.map((c): CommitResult => {
+        try {
+          return this.#tx(() => this.#applyCommit(c));
+        } catch (error) {
+          if (error instanceof Abort) return error.result;
+          return { ok: false, reason: 'error', error: { name: (error as Error).name, message: (error as Error).message } };
+        }
+      }),
+    );
   }
 
   async rejectEvent(seq: number, error: ErrorInfo, at: number): Promise<boolean> {
     this.#open();
-    const e = this.#inbox.find((x) => x.seq === seq);
-    if (!e || e.status !== 'pending') return false;
-    Object.assign(e, { status: 'rejected', error: clone(error), processedAt: at });
-    return true;
+    return this.#tx(() => {
+      const e = this.#inbox.get(seq);
+      if (!e || e.status !== 'pending') return false;
+      this.#assign(e, { status: 'rejected', error: json(error), processedAt: at });
+      return true;
+    });
   }
 
   async setQuarantine(jobId: string, reason: string | null, at: number): Promise<void> {
     this.#open();
-    const job = this.#jobs.get(jobId);
-    if (job) Object.assign(job, { quarantine: reason, updatedAt: at });
+    this.#tx(() => {
+      const job = this.#jobs.get(jobId);
+      if (job) this.#assign(job, { quarantine: reason, updatedAt: at });
+    });
   }
 
   async history(jobId: string): Promise<TransitionRecord[]> {
     this.#open();
-    return (this.#history.get(jobId) ?? []).map(clone);
+    return (this.#history.get(jobId) ?? []).map(copy);
+  }
+
+  // Effects
+
+  async getEffect(id: string): Promise<EffectRecord | undefined> {
+    this.#open();
+    const e = this.#effects.get(id);
+    return e ? copy(e) : undefined;
+  }
+
+  async listEffects(jobId: string): Promise<EffectRecord[]> {
+    this.#open();
+    return this.#effectsOf(jobId).map(copy);
+  }
+
+  async listAttempts(jobId: string): Promise<AttemptRecord[]> {
+    this.#open();
+    // ORDER BY e.created_revision, a.effect_id, a.attempt
+    return this.#effectsOf(jobId).flatMap((e) => [...(this.#attempts.get(e.id) ?? [])].sort((a, b) => a.attempt - b.attempt).map(copy));
+  }
+
+  async dueEffects(now: number, limit: number): Promise<EffectRecord[]> {
+    this.#open();
+    const due = [...this.#effects.values()].filter(
+      (e) =>
+        e.active &&
+        (e.status === 'pending' ||
+          (e.status === 'backoff' && e.nextRunAt !== null && e.nextRunAt <= now) ||
+          (e.status === 'running' && e.claimExpiresAt !== null && e.claimExpiresAt <= now)),
+    );
+    // ORDER BY coalesce(next_run_at, created_at); ties stay in insertion order.
+    due.sort((a, b) => (a.nextRunAt ?? a.createdAt) - (b.nextRunAt ?? b.createdAt));
+    return limited(due, limit).map(copy);
+  }
+
+  async runningEffects(limit: number): Promise<EffectRecord[]> {
+    this.#open();
+    return limited(
+      [...this.#effects.values()].filter((e) => e.active && e.status === 'running'),
+      limit,
+    ).map(copy);
+  }
+
+  async claimEffect(id: string, runner: string, now: number, claimUntil: number, takeOver?: string): Promise<EffectRecord | undefined> {
+    this.#open();
+    return this.#tx(() => {
+      const e = this.#effects.get(id);
+      if (!e || !e.active) return undefined;
+      const claimable =
+        e.status === 'pending' ||
+        (e.status === 'backoff' && e.nextRunAt !== null && e.nextRunAt <= now) ||
+        (e.status === 'running' && ((e.claimExpiresAt !== null && e.claimExpiresAt <= now) || (takeOver !== undefined && e.claimedBy === takeOver)));
+      if (!claimable) return undefined;
+      const previous = { status: e.status, attempt: e.attempt };
+      this.#assign(e, { status: 'running', attempt: e.attempt + 1, claimedBy: runner, claimExpiresAt: claimUntil, nextRunAt: null, updatedAt: now });
+      if (previous.status === 'running') this.#interruptAttempt(id, previous.attempt, now);
+      this.#insertAttempt({ effectId: id, attempt: e.attempt, runner, startedAt: now, endedAt: null, outcome: 'running', error: null });
+      return copy(e);
+    });
+  }
+
+  async renewClaim(id: string, attempt: number, runner: string, claimUntil: number): Promise<boolean> {
+    this.#open();
+    return this.#tx(() => {
+      const e = this.#effects.get(id);
+      if (!e || e.attempt !== attempt || e.claimedBy !== runner || e.status !== 'running') return false;
+      this.#assign(e, { claimExpiresAt: claimUntil });
+      return true;
+    });
+  }
+
+  async finishAttempt(id: string, attempt: number, result: AttemptResult, at: number): Promise<'current' | 'stale'> {
+    this.#open();
+    return this.#tx(() => {
+      const settled: Pick<EffectRecord, 'status' | 'output' | 'error' | 'nextRunAt' | 'token'> =
+        result.kind === 'succeeded'
+          ? { status: 'succeeded', output: json(result.output), error: null, nextRunAt: null, token: null }
+          : result.kind === 'waiting'
+            ? { status: 'waiting', output: null, error: null, nextRunAt: null, token: result.token }
+            : { status: result.retryAt === null ? 'failed' : 'backoff', output: null, error: json(result.error), nextRunAt: result.retryAt, token: null };
+      const e = this.#effects.get(id);
+      const current = e !== undefined && e.attempt === attempt && e.status === 'running' && e.active;
+      if (current) {
+        if (settled.token !== null) this.#checkToken(settled.token, e);
+        this.#assign(e, { ...settled, claimedBy: null, claimExpiresAt: null, updatedAt: at });
+      }
+      this.#endAttempt(id, attempt, current ? result.kind : 'stale', at, result.kind === 'failed' ? result.error : null);
+      const event = result.kind === 'waiting' ? null : result.event;
+      if (event) this.#acceptPending(event);
+      return current ? 'current' : 'stale';
+    });
+  }
+
+  async failEffect(id: string, error: ErrorInfo, event: NewInboxEvent, at: number): Promise<boolean> {
+    this.#open();
+    return this.#tx(() => {
+      const e = this.#effects.get(id);
+      if (!e || !e.active || e.status === 'succeeded' || e.status === 'failed' || e.status === 'cancelled') return false;
+      const wasRunning = e.status === 'running';
+      // Like the SQLite store, the token (if any) is left as it is.
+      this.#assign(e, { status: 'failed', error: json(error), claimedBy: null, claimExpiresAt: null, updatedAt: at });
+      if (wasRunning) this.#interruptAttempt(id, e.attempt, at);
+      this.#acceptPending(event);
+      return true;
+    });
+  }
+
+  async effectByToken(token: string): Promise<EffectRecord | undefined> {
+    this.#open();
+    const e = this.#byToken(token);
+    return e ? copy(e) : undefined;
+  }
+
+  async completeByToken(
+    token: string,
+    result: { kind: 'succeeded'; output: JsonValue } | { kind: 'failed'; error: ErrorInfo },
+    event: NewInboxEvent,
+    at: number,
+  ): Promise<boolean> {
+    this.#open();
+    return this.#tx(() => {
+      const e = this.#byToken(token);
+      if (!e || e.status !== 'waiting' || !e.active) return false;
+      this.#assign(e, {
+        status: result.kind,
+        output: result.kind === 'succeeded' ? json(result.output) : null,
+        error: result.kind === 'failed' ? json(result.error) : null,
+        token: null,
+        updatedAt: at,
+      });
+      this.#endAttempt(e.id, e.attempt, result.kind, at, result.kind === 'failed' ? result.error : null);
+      this.#acceptPending(event);
+      return true;
+    });
+  }
+
+  // Timers
+
+  async listTimers(jobId: string): Promise<TimerRecord[]> {
+    this.#open();
+    return [...this.#timers.values()]
+      .filter((t) => t.jobId === jobId)
+      .sort(byDueThenId)
+      .map(copy);
+  }
+
+  async dueTimers(now: number, limit: number): Promise<TimerRecord[]> {
+    this.#open();
+    return limited(
+      [...this.#timers.values()].filter((t) => t.status === 'scheduled' && t.dueAt <= now).sort(byDueThenId),
+      limit,
+    ).map(copy);
+  }
+
+  async fireTimer(id: string, event: NewInboxEvent): Promise<boolean> {
+    this.#open();
+    return this.#tx(() => {
+      const t = this.#timers.get(id);
+      if (!t || t.status !== 'scheduled') return false;
+      this.#assign(t, { status: 'fired' });
+      this.#acceptPending(event);
+      return true;
+    });
+  }
+
+  async nextWakeAt(): Promise<number | null> {
+    this.#open();
+    let next: number | null = null;
+    const consider = (t: number | null) => {
+      if (t !== null && (next === null || t < next)) next = t;
+    };
+    for (const t of this.#timers.values()) if (t.status === 'scheduled') consider(t.dueAt);
+    for (const e of this.#effects.values()) {
+      if (!e.active) continue;
+      if (e.status === 'backoff') consider(e.nextRunAt);
+      else if (e.status === 'running') consider(e.claimExpiresAt);
+    }
+    return next;
+  }
+
+  // Cancellation, progress, notes, assets
+
+  async requestCancel(jobId: string, reason: string, event: NewInboxEvent, at: number): Promise<{ first: boolean }> {
+    this.#open();
+    return this.#tx(() => {
+      const job = this.#jobs.get(jobId);
+      const first = job !== undefined && job.cancelRequestedAt === null;
+      if (first) {
+        this.#assign(job, { cancelRequestedAt: at, cancelReason: reason });
+        this.#acceptPending(event);
+      }
+      return { first };
+    });
+  }
+
+  async setProgress(jobId: string, progress: number, _at: number): Promise<boolean> {
+    this.#open();
+    return this.#tx(() => {
+      const job = this.#jobs.get(jobId);
+      if (!job || job.status !== 'active') return false;
+      this.#assign(job, { progress });
+      return true;
+    });
+  }
+
+  async addNote(note: NoteRecord): Promise<void> {
+    this.#open();
+    this.#tx(() => {
+      this.#requireJob(note.jobId);
+      const notes = this.#notes.get(note.jobId);
+      const record: NoteRecord = { jobId: note.jobId, kind: note.kind, message: note.message, at: note.at };
+      if (notes) this.#push(notes, record);
+      else this.#mapSet(this.#notes, note.jobId, [record]);
+    });
+  }
+
+  async listNotes(jobId: string): Promise<NoteRecord[]> {
+    this.#open();
+    return (this.#notes.get(jobId) ?? []).map(copy);
+  }
+
+  async attachAsset(a: AssetRecord): Promise<boolean> {
+    this.#open();
+    return this.#tx(() => {
+      const key = eventKey(a.jobId, a.key);
+      if (this.#assets.has(key)) return false;
+      this.#requireJob(a.jobId);
+      this.#mapSet(this.#assets, key, {
+        jobId: a.jobId,
+        key: a.key,
+        type: a.type,
+        uri: a.uri,
+        size: a.size,
+        meta: a.meta === null ? null : json(a.meta),
+        effectId: a.effectId,
+        attempt: a.attempt,
+        createdAt: a.createdAt,
+      });
+      return true;
+    });
+  }
+
+  async listAssets(jobId: string): Promise<AssetRecord[]> {
+    this.#open();
+    return [...this.#assets.values()]
+      .filter((a) => a.jobId === jobId)
+      .sort((a, b) => a.createdAt - b.createdAt || compareText(a.key, b.key))
+      .map(copy);
+  }
+
+  async purgeJob(jobId: string): Promise<boolean> {
+    this.#open();
+    return this.#tx(() => {
+      if (!this.#jobs.has(jobId)) return false;
+      // What ON DELETE CASCADE removes with the jobs row.
+      for (const e of this.#jobEvents.get(jobId) ?? []) {
+        this.#mapDelete(this.#inbox, e.seq);
+        this.#mapDelete(this.#eventIndex, eventKey(e.jobId, e.eventId));
+      }
+      this.#mapDelete(this.#jobEvents, jobId);
+      this.#mapDelete(this.#history, jobId);
+      for (const e of [...this.#effects.values()]) {
+        if (e.jobId !== jobId) continue;
+        this.#mapDelete(this.#effects, e.id);
+        this.#mapDelete(this.#attempts, e.id);
+      }
+      for (const t of [...this.#timers.values()]) if (t.jobId === jobId) this.#mapDelete(this.#timers, t.id);
+      this.#mapDelete(this.#notes, jobId);
+      for (const [key, a] of [...this.#assets]) if (a.jobId === jobId) this.#mapDelete(this.#assets, key);
+      this.#mapDelete(this.#jobs, jobId);
+      return true;
+    });
   }
 
   async close(): Promise<void> {
     this.#closed = true;
   }
 
-  /** All checks first, then all writes: a commit applies entirely or not at all. */
-  #commitOne(c: TransitionCommit): CommitResult {
+  /** The SQLite store's `applyCommit`, step for step and in the same order. Runs inside its own savepoint. */
+  #applyCommit(c: TransitionCommit): CommitResult {
     const job = this.#jobs.get(c.jobId);
-    if (!job || job.revision !== c.expectedRevision) return { ok: false, reason: 'conflict', currentRevision: job?.revision ?? null };
-    const e = c.event;
-    let pending: InboxRecord | undefined;
-    if (e?.accept) {
-      if (this.#findEvent(e.accept.jobId, e.accept.eventId)) return { ok: false, reason: 'duplicate-event' };
-    } else if (e) {
-      pending = this.#inbox.find((x) => x.seq === e.seq && x.jobId === c.jobId);
-      if (!pending || pending.status !== 'pending') return { ok: false, reason: 'event-settled' };
+    if (!job || job.revision !== c.expectedRevision) {
+      throw new Abort({ ok: false, reason: 'conflict', currentRevision: job?.revision ?? null });
     }
     const revision = c.expectedRevision + 1;
-    Object.assign(job, {
+    const at = c.job.at;
+    this.#assign(job, {
       revision,
       status: c.job.status,
-      value: clone(c.job.value),
-      statePaths: [...c.job.statePaths],
-      context: clone(c.job.context),
+      value: json(c.job.value),
+      statePaths: pathsText(c.job.statePaths),
+      context: json(c.job.context),
       snapshot: c.job.snapshot,
       machineVersion: c.job.machineVersion,
-      updatedAt: c.job.at,
+      updatedAt: at,
+      ...(c.job.progress === undefined ? {} : { progress: c.job.progress ?? null }),
     });
-    this.#history.get(c.jobId)!.push({ ...clone(c.transition), jobId: c.jobId, revision });
-    if (e?.accept) {
-      const record = this.#newEvent(e.accept, e.status, e.error, revision, c.job.at);
-      record.payload = clone(e.payload);
-      this.#inbox.push(record);
-    } else if (e && pending) {
-      Object.assign(pending, { status: e.status, error: clone(e.error), revision, processedAt: c.job.at, payload: clone(e.payload) });
+    this.#insertTransition(c.jobId, revision, c.transition);
+    const e = c.event;
+    if (e) {
+      if (e.accept) {
+        const inserted = this.#insertEvent(e.accept, { status: e.status, error: e.error ? json(e.error) : null, revision, processedAt: at, payload: e.payload });
+        if (!inserted) throw new Abort({ ok: false, reason: 'duplicate-event' });
+      } else {
+        const pending = this.#inbox.get(e.seq);
+        if (!pending || pending.jobId !== c.jobId || pending.status !== 'pending') throw new Abort({ ok: false, reason: 'event-settled' });
+        this.#assign(pending, { status: e.status, error: e.error ? json(e.error) : null, revision, processedAt: at, payload: json(e.payload) });
+      }
     }
+    for (const actorId of c.effects?.deactivate ?? []) {
+      for (const effect of this.#effects.values()) {
+        if (effect.jobId !== c.jobId || effect.actorId !== actorId || !effect.active) continue;
+        this.#assign(effect, { active: false, token: null, updatedAt: at, status: deactivatedStatus(effect.status) });
+      }
+    }
+    for (const n of c.effects?.create ?? []) this.#insertEffect(n);
+    // The consumed timer is delivered before this transition's cancellations, so a timer whose own
+    // key the transition cancels (every `after` transition leaving its state) is still `delivered`.
+    if (c.consumedTimer !== undefined) {
+      const t = this.#timers.get(c.consumedTimer);
+      if (t && t.status === 'fired') this.#assign(t, { status: 'delivered' });
+    }
+    for (const key of c.timers?.cancel ?? []) {
+      for (const t of this.#timers.values()) {
+        if (t.jobId === c.jobId && t.key === key && (t.status === 'scheduled' || t.status === 'fired')) this.#assign(t, { status: 'cancelled' });
+      }
+    }
+    for (const t of c.timers?.schedule ?? []) this.#insertTimer(t);
+    for (const d of c.deliveries ?? []) this.#acceptPending(d);
     return { ok: true, revision };
   }
 
-  #newEvent(event: NewInboxEvent, status: InboxRecord['status'], error: ErrorInfo | null, revision: number | null, processedAt: number | null): InboxRecord {
+  // Row writes (journaled), with the constraints of the SQLite schema.
+
+  /** INSERT … ON CONFLICT (job_id, event_id) DO NOTHING: false when the event was already there. */
+  #insertEvent(
+    event: NewInboxEvent,
+    fields: { status: EventStatus; error: ErrorInfo | null; revision: number | null; processedAt: number | null; payload?: JsonValue },
+  ): boolean {
+    const key = eventKey(event.jobId, event.eventId);
+    if (this.#eventIndex.has(key)) return false;
+    this.#requireJob(event.jobId);
+    const previousSeq = this.#seq;
     this.#seq += 1;
-    return {
+    this.#record(() => {
+      this.#seq = previousSeq;
+    });
+    const record: InboxRecord = {
       seq: this.#seq,
       jobId: event.jobId,
       eventId: event.eventId,
       type: event.type,
-      payload: clone(event.payload),
+      payload: json(fields.payload === undefined ? event.payload : fields.payload),
       payloadHash: event.payloadHash,
-      status,
-      error: clone(error),
-      revision,
+      status: fields.status,
+      error: fields.error,
+      revision: fields.revision,
       acceptedAt: event.at,
-      processedAt,
+      processedAt: fields.processedAt,
+      source: event.source ?? 'external',
+      sourceId: event.sourceId ?? null,
+      attempt: event.attempt ?? null,
     };
+    this.#mapSet(this.#inbox, record.seq, record);
+    this.#mapSet(this.#eventIndex, key, record);
+    const list = this.#jobEvents.get(event.jobId);
+    if (list) this.#push(list, record);
+    else this.#mapSet(this.#jobEvents, event.jobId, [record]);
+    return true;
   }
 
-  #findEvent(jobId: string, eventId: string): InboxRecord | undefined {
-    return this.#inbox.find((e) => e.jobId === jobId && e.eventId === eventId);
+  #acceptPending(event: NewInboxEvent): boolean {
+    return this.#insertEvent(event, { status: 'pending', error: null, revision: null, processedAt: null });
+  }
+
+  #insertTransition(jobId: string, revision: number, t: TransitionDraft): void {
+    const history = this.#history.get(jobId);
+    if (!history) throw new ConstraintError('FOREIGN KEY constraint failed');
+    this.#push(history, {
+      jobId,
+      revision,
+      eventId: t.eventId,
+      eventType: t.eventType,
+      payload: json(t.payload),
+      from: t.from === null ? null : json(t.from),
+      to: json(t.to),
+      outcome: t.outcome,
+      error: t.error ? json(t.error) : null,
+      at: t.at,
+    });
+  }
+
+  #insertEffect(n: NewEffect): void {
+    if (this.#effects.has(n.id)) throw new ConstraintError('UNIQUE constraint failed: effects.id');
+    this.#requireJob(n.jobId);
+    this.#mapSet(this.#effects, n.id, {
+      id: n.id,
+      jobId: n.jobId,
+      actorId: n.actorId,
+      src: n.src,
+      input: json(n.input),
+      status: 'pending',
+      active: true,
+      attempt: 0,
+      maxAttempts: n.maxAttempts,
+      unsafe: n.unsafe,
+      nextRunAt: null,
+      claimedBy: null,
+      claimExpiresAt: null,
+      token: null,
+      output: null,
+      error: null,
+      createdRevision: n.createdRevision,
+      createdAt: n.at,
+      updatedAt: n.at,
+    });
+  }
+
+  #insertTimer(t: NewTimer): void {
+    if (this.#timers.has(t.id)) throw new ConstraintError('UNIQUE constraint failed: timers.id');
+    this.#requireJob(t.jobId);
+    this.#mapSet(this.#timers, t.id, {
+      id: t.id,
+      jobId: t.jobId,
+      key: t.key,
+      kind: t.kind,
+      event: json(t.event),
+      dueAt: t.dueAt,
+      status: 'scheduled',
+      createdRevision: t.createdRevision,
+      createdAt: t.createdAt,
+    });
+  }
+
+  #insertAttempt(a: AttemptRecord): void {
+    const list = this.#attempts.get(a.effectId);
+    if (list?.some((x) => x.attempt === a.attempt)) throw new ConstraintError('UNIQUE constraint failed: effect_attempts.effect_id, effect_attempts.attempt');
+    if (list) this.#push(list, a);
+    else this.#mapSet(this.#attempts, a.effectId, [a]);
+  }
+
+  /** `UPDATE effect_attempts SET outcome = 'interrupted' … AND outcome = 'running'`. */
+  #interruptAttempt(effectId: string, attempt: number, at: number): void {
+    const a = this.#attempts.get(effectId)?.find((x) => x.attempt === attempt);
+    if (a && a.outcome === 'running') this.#assign(a, { outcome: 'interrupted', endedAt: at });
+  }
+
+  /** `UPDATE effect_attempts SET outcome, ended_at, error WHERE effect_id AND attempt` (whatever its outcome was). */
+  #endAttempt(effectId: string, attempt: number, outcome: AttemptRecord['outcome'], at: number, error: ErrorInfo | null): void {
+    const a = this.#attempts.get(effectId)?.find((x) => x.attempt === attempt);
+    if (a) this.#assign(a, { outcome, endedAt: at, error: error === null ? null : json(error) });
+  }
+
+  /** The UNIQUE token column. */
+  #checkToken(token: string, owner: EffectRecord): void {
+    const holder = this.#byToken(token);
+    if (holder && holder !== owner) throw new ConstraintError('UNIQUE constraint failed: effects.token');
+  }
+
+  #byToken(token: string): EffectRecord | undefined {
+    for (const e of this.#effects.values()) if (e.token === token) return e;
+    return undefined;
+  }
+
+  #requireJob(jobId: string): void {
+    if (!this.#jobs.has(jobId)) throw new ConstraintError('FOREIGN KEY constraint failed');
+  }
+
+  /** ORDER BY created_revision, id */
+  #effectsOf(jobId: string): EffectRecord[] {
+    return [...this.#effects.values()]
+      .filter((e) => e.jobId === jobId)
+      .sort((a, b) => a.createdRevision - b.createdRevision || compareText(a.id, b.id));
   }
 
   #byKey(owner: string | null, key: string): StoredJob | undefined {
-    for (const job of this.#jobs.values()) if (job.owner === owner && job.idempotencyKey === key) return job;
+    for (const job of this.#jobs.values()) if ((job.owner ?? '') === (owner ?? '') && job.idempotencyKey === key) return job;
     return undefined;
+  }
+
+  // The journal: every change records how to undo it, so a failed write leaves nothing behind.
+
+  /** Run `fn` as a transaction (or, inside one, as a savepoint): if it throws, undo what it changed. */
+  #tx<T>(fn: () => T): T {
+    const outer = this.#journal;
+    const journal = outer ?? [];
+    const mark = journal.length;
+    this.#journal = journal;
+    try {
+      return fn();
+    } catch (error) {
+      while (journal.length > mark) journal.pop()!();
+      throw error;
+    } finally {
+      this.#journal = outer;
+    }
+  }
+
+  #record(undo: Undo): void {
+    this.#journal?.push(undo);
+  }
+
+  #assign<T extends object>(target: T, patch: Partial<T>): void {
+    const previous: Partial<T> = {};
+    for (const key of Object.keys(patch) as (keyof T)[]) previous[key] = target[key];
+    Object.assign(target, patch);
+    this.#record(() => Object.assign(target, previous));
+  }
+
+  #mapSet<K, V>(map: Map<K, V>, key: K, value: V): void {
+    const had = map.has(key);
+    const previous = map.get(key);
+    map.set(key, value);
+    this.#record(() => (had ? map.set(key, previous as V) : map.delete(key)));
+  }
+
+  #mapDelete<K, V>(map: Map<K, V>, key: K): void {
+    if (!map.has(key)) return;
+    const previous = map.get(key) as V;
+    map.delete(key);
+    this.#record(() => map.set(key, previous));
+  }
+
+  #push<T>(list: T[], value: T): void {
+    list.push(value);
+    this.#record(() => list.pop());
   }
 
   #open(): void {
@@ -220,11 +748,56 @@ export class MemoryStore implements JobStore {
   }
 }
 
-function clone<T>(value: T): T {
-  return value === null || value === undefined ? value : structuredClone(value);
+/** `deactivateEffects`: an unfinished effect is cancelled; a finished one keeps its status. */
+function deactivatedStatus(status: EffectStatus): EffectStatus {
+  return status === 'pending' || status === 'running' || status === 'waiting' || status === 'backoff' ? 'cancelled' : status;
 }
 
-function copy(job: StoredJob): JobRecord {
+function eventKey(jobId: string, id: string): string {
+  return `${jobId}\u0000${id}`;
+}
+
+function pathsText(paths: string[]): string {
+  return `|${paths.join('|')}|`;
+}
+
+/** A value as it comes back from a JSON column. */
+function json<T>(value: T): T {
+  return value === null || value === undefined ? (null as T) : (JSON.parse(JSON.stringify(value)) as T);
+}
+
+function copy<T>(value: T): T {
+  return structuredClone(value);
+}
+
+function toJobRecord(job: StoredJob): JobRecord {
   const { statePaths: _paths, ...record } = job;
-  return clone(record);
+  return structuredClone(record);
+}
+
+/** SQL `LIMIT n`: a negative limit means no limit. */
+function limited<T>(rows: T[], limit: number): T[] {
+  return limit < 0 ? rows : rows.slice(0, limit);
+}
+
+function byDueThenId(a: TimerRecord, b: TimerRecord): number {
+  return a.dueAt - b.dueAt || compareText(a.id, b.id);
+}
+
+/** SQLite's BINARY collation: UTF-8 byte order, i.e. code point order (not UTF-16 code unit order). */
+function compareText(a: string, b: string): number {
+  if (a === b) return 0;
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i += 1) {
+    const x = a.charCodeAt(i);
+    const y = b.charCodeAt(i);
+    if (x !== y) return codePointRank(x) - codePointRank(y);
+  }
+  return a.length - b.length;
+}
+
+/** Surrogates (D800-DFFF) stand for code points above FFFF: rank them after E000-FFFF. */
+function codePointRank(unit: number): number {
+  if (unit < 0xd800) return unit;
+  return unit >= 0xe000 ? unit - 0x800 : unit + 0x2000;
 }

@@ -3,6 +3,12 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type {
   AcceptResult,
+  AssetRecord,
+  AttemptRecord,
+  AttemptResult,
+  EffectRecord,
+  NoteRecord,
+  TimerRecord,
   CommitResult,
   CreateJobResult,
   ErrorInfo,
@@ -11,8 +17,10 @@ import type {
   JobRecord,
   JobStore,
   JsonValue,
+  NewEffect,
   NewInboxEvent,
   NewJob,
+  NewTimer,
   TransitionCommit,
   TransitionRecord,
 } from '../../src/ports/store.ts';
@@ -110,9 +118,11 @@ export class SqliteStore implements JobStore {
         input_hash: job.inputHash,
         idempotency_key: job.idempotencyKey,
         owner: job.owner ?? '',
+        progress: job.progress ?? null,
         at: job.at,
       });
       insertTransition(s, job.id, 1, job.transition);
+      writeRequests(s, job.effects, job.timers, job.deliveries);
       return { job: toJobRecord(s.getJob.get(job.id) as Row), created: true };
     });
   }
@@ -214,6 +224,172 @@ export class SqliteStore implements JobStore {
     return (this.#stmts.history.all(jobId) as Row[]).map(toTransitionRecord);
   }
 
+  async getEffect(id: string): Promise<EffectRecord | undefined> {
+    const row = this.#stmts.getEffect.get(id) as Row | undefined;
+    return row ? toEffectRecord(row) : undefined;
+  }
+
+  async listEffects(jobId: string): Promise<EffectRecord[]> {
+    return (this.#stmts.listEffects.all(jobId) as Row[]).map(toEffectRecord);
+  }
+
+  async listAttempts(jobId: string): Promise<AttemptRecord[]> {
+    return (this.#stmts.listAttempts.all(jobId) as Row[]).map(toAttemptRecord);
+  }
+
+  async dueEffects(now: number, limit: number): Promise<EffectRecord[]> {
+    return (this.#stmts.dueEffects.all({ now, limit }) as Row[]).map(toEffectRecord);
+  }
+
+  async runningEffects(limit: number): Promise<EffectRecord[]> {
+    return (this.#stmts.runningEffects.all(limit) as Row[]).map(toEffectRecord);
+  }
+
+  async claimEffect(id: string, runner: string, now: number, claimUntil: number, takeOver?: string): Promise<EffectRecord | undefined> {
+    const s = this.#stmts;
+    return this.#write(() => {
+      const before = s.getEffect.get(id) as Row | undefined;
+      const row = s.claimEffect.get({ id, runner, until: claimUntil, now, takeOver: takeOver ?? null }) as Row | undefined;
+      if (!row) return undefined;
+      if (before && before['status'] === 'running') s.interruptAttempt.run(now, id, before['attempt']);
+      s.insertAttempt.run(id, row['attempt'], runner, now);
+      return toEffectRecord(row);
+    });
+  }
+
+  async renewClaim(id: string, attempt: number, runner: string, claimUntil: number): Promise<boolean> {
+    return this.#write(() => this.#stmts.renewClaim.run(claimUntil, id, attempt, runner).changes === 1);
+  }
+
+  async finishAttempt(id: string, attempt: number, result: AttemptResult, at: number): Promise<'current' | 'stale'> {
+    const s = this.#stmts;
+    return this.#write(() => {
+      const params =
+        result.kind === 'succeeded'
+          ? { status: 'succeeded', output: JSON.stringify(result.output), error: null, next: null, token: null }
+          : result.kind === 'waiting'
+            ? { status: 'waiting', output: null, error: null, next: null, token: result.token }
+            : {
+                status: result.retryAt === null ? 'failed' : 'backoff',
+                output: null,
+                error: JSON.stringify(result.error),
+                next: result.retryAt,
+                token: null,
+              };
+      const current = s.settleEffect.run({ ...params, id, attempt, at }).changes === 1;
+      const error = result.kind === 'failed' ? JSON.stringify(result.error) : null;
+      s.endAttempt.run(current ? result.kind : 'stale', at, error, id, attempt);
+      const event = result.kind === 'waiting' ? null : result.event;
+      if (event) acceptPending(s, event);
+      return current ? 'current' : 'stale';
+    });
+  }
+
+  async failEffect(id: string, error: ErrorInfo, event: NewInboxEvent, at: number): Promise<boolean> {
+    const s = this.#stmts;
+    return this.#write(() => {
+      const effect = s.getEffect.get(id) as Row | undefined;
+      if (s.failEffect.run(JSON.stringify(error), at, id).changes !== 1) return false;
+      if (effect && effect['status'] === 'running') s.interruptAttempt.run(at, id, effect['attempt']);
+      acceptPending(s, event);
+      return true;
+    });
+  }
+
+  async effectByToken(token: string): Promise<EffectRecord | undefined> {
+    const row = this.#stmts.effectByToken.get(token) as Row | undefined;
+    return row ? toEffectRecord(row) : undefined;
+  }
+
+  async completeByToken(
+    token: string,
+    result: { kind: 'succeeded'; output: JsonValue } | { kind: 'failed'; error: ErrorInfo },
+    event: NewInboxEvent,
+    at: number,
+  ): Promise<boolean> {
+    const s = this.#stmts;
+    return this.#write(() => {
+      const row = s.completeByToken.get({
+        token,
+        at,
+        status: result.kind,
+        output: result.kind === 'succeeded' ? JSON.stringify(result.output) : null,
+        error: result.kind === 'failed' ? JSON.stringify(result.error) : null,
+      }) as Row | undefined;
+      if (!row) return false;
+      s.endAttempt.run(result.kind, at, result.kind === 'failed' ? JSON.stringify(result.error) : null, row['id'], row['attempt']);
+      acceptPending(s, event);
+      return true;
+    });
+  }
+
+  async listTimers(jobId: string): Promise<TimerRecord[]> {
+    return (this.#stmts.listTimers.all(jobId) as Row[]).map(toTimerRecord);
+  }
+
+  async dueTimers(now: number, limit: number): Promise<TimerRecord[]> {
+    return (this.#stmts.dueTimers.all(now, limit) as Row[]).map(toTimerRecord);
+  }
+
+  async fireTimer(id: string, event: NewInboxEvent): Promise<boolean> {
+    const s = this.#stmts;
+    return this.#write(() => {
+      if (s.fireTimer.run(id).changes !== 1) return false;
+      acceptPending(s, event);
+      return true;
+    });
+  }
+
+  async nextWakeAt(): Promise<number | null> {
+    const s = this.#stmts;
+    const times = [s.nextTimer.get(), s.nextRetry.get(), s.nextClaimExpiry.get()]
+      .map((r) => (r as { t: number | null }).t)
+      .filter((t): t is number => t !== null);
+    return times.length ? Math.min(...times) : null;
+  }
+
+  async requestCancel(jobId: string, reason: string, event: NewInboxEvent, at: number): Promise<{ first: boolean }> {
+    const s = this.#stmts;
+    return this.#write(() => {
+      const first = s.requestCancel.run(at, reason, jobId).changes === 1;
+      if (first) acceptPending(s, event);
+      return { first };
+    });
+  }
+
+  async setProgress(jobId: string, progress: number, _at: number): Promise<boolean> {
+    return this.#write(() => this.#stmts.setProgress.run(progress, jobId).changes === 1);
+  }
+
+  async addNote(note: NoteRecord): Promise<void> {
+    this.#write(() => this.#stmts.addNote.run(note.jobId, note.kind, note.message, note.at));
+  }
+
+  async listNotes(jobId: string): Promise<NoteRecord[]> {
+    return (this.#stmts.listNotes.all(jobId) as Row[]).map((r) => ({
+      jobId: r['job_id'] as string,
+      kind: r['kind'] as string,
+      message: r['message'] as string,
+      at: r['at'] as number,
+    }));
+  }
+
+  async attachAsset(a: AssetRecord): Promise<boolean> {
+    return this.#write(
+      () =>
+        this.#stmts.attachAsset.run(a.jobId, a.key, a.type, a.uri, a.size, a.meta === null ? null : JSON.stringify(a.meta), a.effectId, a.attempt, a.createdAt)
+          .changes === 1,
+    );
+  }
+
+  async listAssets(jobId: string): Promise<AssetRecord[]> {
+    return (this.#stmts.listAssets.all(jobId) as Row[]).map(toAssetRecord);
+  }
+
+  async purgeJob(jobId: string): Promise<boolean> {
+    return this.#write(() => this.#stmts.purge.run(jobId).changes === 1);
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
@@ -255,17 +431,20 @@ function prepare(db: Database.Database) {
     getJob: db.prepare('SELECT * FROM jobs WHERE id = ?'),
     byKey: db.prepare('SELECT * FROM jobs WHERE owner = ? AND idempotency_key = ?'),
     insertJob: db.prepare(`INSERT INTO jobs (id, machine_id, machine_version, revision, status, state_value, state_paths, context,
-        snapshot, input, input_hash, idempotency_key, owner, quarantine, created_at, updated_at)
+        snapshot, input, input_hash, idempotency_key, owner, quarantine, progress, created_at, updated_at)
       VALUES (@id, @machine_id, @machine_version, 1, @status, @state_value, @state_paths, @context,
-        @snapshot, @input, @input_hash, @idempotency_key, @owner, NULL, @at, @at)`),
+        @snapshot, @input, @input_hash, @idempotency_key, @owner, NULL, @progress, @at, @at)`),
     updateJob: db.prepare(`UPDATE jobs SET revision = revision + 1, status = @status, state_value = @state_value,
-        state_paths = @state_paths, context = @context, snapshot = @snapshot, machine_version = @machine_version, updated_at = @at
+        state_paths = @state_paths, context = @context, snapshot = @snapshot, machine_version = @machine_version, updated_at = @at,
+        progress = CASE WHEN @set_progress = 1 THEN @progress ELSE progress END
       WHERE id = @id AND revision = @expected`),
     revisionOf: db.prepare('SELECT revision FROM jobs WHERE id = ?'),
     insertTransition: db.prepare(`INSERT INTO transitions (job_id, revision, event_id, event_type, payload, from_value, to_value, outcome, error, at)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-    insertEvent: db.prepare(`INSERT INTO inbox (job_id, event_id, type, payload, payload_hash, status, error, revision, accepted_at, processed_at)
-      VALUES (@job_id, @event_id, @type, @payload, @payload_hash, @status, @error, @revision, @accepted_at, @processed_at)
+    insertEvent: db.prepare(`INSERT INTO inbox (job_id, event_id, type, payload, payload_hash, status, error, revision, accepted_at, processed_at,
+        source_kind, source_id, attempt)
+      VALUES (@job_id, @event_id, @type, @payload, @payload_hash, @status, @error, @revision, @accepted_at, @processed_at,
+        @source_kind, @source_id, @attempt)
       ON CONFLICT (job_id, event_id) DO NOTHING`),
     settleEvent: db.prepare(`UPDATE inbox SET status = @status, error = @error, revision = @revision, processed_at = @at, payload = @payload
       WHERE seq = @seq AND job_id = @job_id AND status = 'pending'`),
@@ -277,6 +456,55 @@ function prepare(db: Database.Database) {
       WHERE i.status = 'pending' AND j.quarantine IS NULL GROUP BY i.job_id ORDER BY first LIMIT ?`),
     quarantine: db.prepare('UPDATE jobs SET quarantine = ?, updated_at = ? WHERE id = ?'),
     history: db.prepare('SELECT * FROM transitions WHERE job_id = ? ORDER BY revision'),
+    insertEffect: db.prepare(`INSERT INTO effects (id, job_id, actor_id, src, input, status, active, attempt, max_attempts, unsafe,
+        created_revision, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 'pending', 1, 0, ?, ?, ?, ?, ?)`),
+    deactivateEffects: db.prepare(`UPDATE effects SET active = 0, token = NULL, updated_at = ?,
+        status = CASE WHEN status IN ('pending', 'running', 'waiting', 'backoff') THEN 'cancelled' ELSE status END
+      WHERE job_id = ? AND actor_id = ? AND active = 1`),
+    getEffect: db.prepare('SELECT * FROM effects WHERE id = ?'),
+    listEffects: db.prepare('SELECT * FROM effects WHERE job_id = ? ORDER BY created_revision, id'),
+    listAttempts: db.prepare(`SELECT a.* FROM effect_attempts a JOIN effects e ON e.id = a.effect_id
+      WHERE e.job_id = ? ORDER BY e.created_revision, a.effect_id, a.attempt`),
+    dueEffects: db.prepare(`SELECT * FROM effects WHERE active = 1 AND (status = 'pending'
+        OR (status = 'backoff' AND next_run_at <= @now) OR (status = 'running' AND claim_expires_at <= @now))
+      ORDER BY coalesce(next_run_at, created_at) LIMIT @limit`),
+    runningEffects: db.prepare(`SELECT * FROM effects WHERE active = 1 AND status = 'running' LIMIT ?`),
+    claimEffect: db.prepare(`UPDATE effects SET status = 'running', attempt = attempt + 1, claimed_by = @runner,
+        claim_expires_at = @until, next_run_at = NULL, updated_at = @now
+      WHERE id = @id AND active = 1 AND (status = 'pending' OR (status = 'backoff' AND next_run_at <= @now)
+        OR (status = 'running' AND (claim_expires_at <= @now OR claimed_by = @takeOver)))
+      RETURNING *`),
+    interruptAttempt: db.prepare(`UPDATE effect_attempts SET outcome = 'interrupted', ended_at = ?
+      WHERE effect_id = ? AND attempt = ? AND outcome = 'running'`),
+    insertAttempt: db.prepare(`INSERT INTO effect_attempts (effect_id, attempt, runner, started_at, outcome) VALUES (?, ?, ?, ?, 'running')`),
+    renewClaim: db.prepare(`UPDATE effects SET claim_expires_at = ? WHERE id = ? AND attempt = ? AND claimed_by = ? AND status = 'running'`),
+    endAttempt: db.prepare(`UPDATE effect_attempts SET outcome = ?, ended_at = ?, error = ? WHERE effect_id = ? AND attempt = ?`),
+    settleEffect: db.prepare(`UPDATE effects SET status = @status, output = @output, error = @error, next_run_at = @next,
+        token = @token, claimed_by = NULL, claim_expires_at = NULL, updated_at = @at
+      WHERE id = @id AND attempt = @attempt AND status = 'running' AND active = 1`),
+    failEffect: db.prepare(`UPDATE effects SET status = 'failed', error = ?, claimed_by = NULL, claim_expires_at = NULL, updated_at = ?
+      WHERE id = ? AND active = 1 AND status NOT IN ('succeeded', 'failed', 'cancelled')`),
+    effectByToken: db.prepare('SELECT * FROM effects WHERE token = ?'),
+    completeByToken: db.prepare(`UPDATE effects SET status = @status, output = @output, error = @error, token = NULL, updated_at = @at
+      WHERE token = @token AND status = 'waiting' AND active = 1 RETURNING id, attempt`),
+    listTimers: db.prepare('SELECT * FROM timers WHERE job_id = ? ORDER BY due_at, id'),
+    dueTimers: db.prepare(`SELECT * FROM timers WHERE status = 'scheduled' AND due_at <= ? ORDER BY due_at, id LIMIT ?`),
+    fireTimer: db.prepare(`UPDATE timers SET status = 'fired' WHERE id = ? AND status = 'scheduled'`),
+    insertTimer: db.prepare(`INSERT INTO timers (id, job_id, key, kind, event, due_at, status, created_revision, created_at)
+      VALUES (?, ?, ?, ?, ?, ?, 'scheduled', ?, ?)`),
+    cancelTimers: db.prepare(`UPDATE timers SET status = 'cancelled' WHERE job_id = ? AND key = ? AND status IN ('scheduled', 'fired')`),
+    deliverTimer: db.prepare(`UPDATE timers SET status = 'delivered' WHERE id = ? AND status = 'fired'`),
+    nextTimer: db.prepare(`SELECT min(due_at) AS t FROM timers WHERE status = 'scheduled'`),
+    nextRetry: db.prepare(`SELECT min(next_run_at) AS t FROM effects WHERE active = 1 AND status = 'backoff'`),
+    nextClaimExpiry: db.prepare(`SELECT min(claim_expires_at) AS t FROM effects WHERE active = 1 AND status = 'running'`),
+    requestCancel: db.prepare(`UPDATE jobs SET cancel_requested_at = ?, cancel_reason = ? WHERE id = ? AND cancel_requested_at IS NULL`),
+    setProgress: db.prepare(`UPDATE jobs SET progress = ? WHERE id = ? AND status = 'active'`),
+    addNote: db.prepare('INSERT INTO notes (job_id, kind, message, at) VALUES (?, ?, ?, ?)'),
+    listNotes: db.prepare('SELECT job_id, kind, message, at FROM notes WHERE job_id = ? ORDER BY id'),
+    attachAsset: db.prepare(`INSERT INTO assets (job_id, key, type, uri, size, meta, effect_id, attempt, created_at)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id, key) DO NOTHING`),
+    listAssets: db.prepare('SELECT * FROM assets WHERE job_id = ? ORDER BY created_at, key'),
+    purge: db.prepare('DELETE FROM jobs WHERE id = ?'),
   };
 }
 
@@ -292,6 +520,8 @@ function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
     snapshot: c.job.snapshot,
     machine_version: c.job.machineVersion,
     at: c.job.at,
+    set_progress: c.job.progress === undefined ? 0 : 1,
+    progress: c.job.progress ?? null,
   });
   if (updated.changes !== 1) {
     const row = s.revisionOf.get(c.jobId) as { revision: number } | undefined;
@@ -316,7 +546,22 @@ function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
       if (info.changes !== 1) throw new Abort({ ok: false, reason: 'event-settled' });
     }
   }
+  for (const actorId of c.effects?.deactivate ?? []) s.deactivateEffects.run(c.job.at, c.jobId, actorId);
+  for (const key of c.timers?.cancel ?? []) s.cancelTimers.run(c.jobId, key);
+  if (c.consumedTimer !== undefined) s.deliverTimer.run(c.consumedTimer);
+  writeRequests(s, c.effects?.create, c.timers?.schedule, c.deliveries);
   return { ok: true, revision };
+}
+
+/** Effects, timers and self-sends a transition asked for: written in the transition's own transaction. */
+function writeRequests(s: ReturnType<typeof prepare>, effects: NewEffect[] = [], timers: NewTimer[] = [], deliveries: NewInboxEvent[] = []): void {
+  for (const e of effects) {
+    s.insertEffect.run(e.id, e.jobId, e.actorId, e.src, JSON.stringify(e.input), e.maxAttempts, e.unsafe ? 1 : 0, e.createdRevision, e.at, e.at);
+  }
+  for (const t of timers) {
+    s.insertTimer.run(t.id, t.jobId, t.key, t.kind, JSON.stringify(t.event), t.dueAt, t.createdRevision, t.createdAt);
+  }
+  for (const d of deliveries) acceptPending(s, d);
 }
 
 function insertTransition(s: ReturnType<typeof prepare>, jobId: string, revision: number, t: TransitionCommit['transition']): void {
@@ -342,7 +587,14 @@ function inboxParams(e: NewInboxEvent) {
     payload: JSON.stringify(e.payload),
     payload_hash: e.payloadHash,
     accepted_at: e.at,
+    source_kind: e.source ?? 'external',
+    source_id: e.sourceId ?? null,
+    attempt: e.attempt ?? null,
   };
+}
+
+function acceptPending(s: ReturnType<typeof prepare>, e: NewInboxEvent): boolean {
+  return s.insertEvent.run({ ...inboxParams(e), status: 'pending', error: null, revision: null, processed_at: null }).changes === 1;
 }
 
 function pathsText(paths: string[]): string {
@@ -385,6 +637,9 @@ function toJobRecord(row: Row): JobRecord {
     idempotencyKey: (row['idempotency_key'] as string | null) ?? null,
     owner: row['owner'] === '' ? null : (row['owner'] as string),
     quarantine: (row['quarantine'] as string | null) ?? corrupt,
+    progress: (row['progress'] as number | null) ?? null,
+    cancelRequestedAt: (row['cancel_requested_at'] as number | null) ?? null,
+    cancelReason: (row['cancel_reason'] as string | null) ?? null,
     ...(corrupt ? { corruption: corrupt } : {}),
     createdAt: row['created_at'] as number,
     updatedAt: row['updated_at'] as number,
@@ -405,6 +660,77 @@ function toInboxRecord(row: Row): InboxRecord {
     revision: (row['revision'] as number | null) ?? null,
     acceptedAt: row['accepted_at'] as number,
     processedAt: (row['processed_at'] as number | null) ?? null,
+    source: row['source_kind'] as InboxRecord['source'],
+    sourceId: (row['source_id'] as string | null) ?? null,
+    attempt: (row['attempt'] as number | null) ?? null,
+  };
+}
+
+function toEffectRecord(row: Row): EffectRecord {
+  const problems: string[] = [];
+  return {
+    id: row['id'] as string,
+    jobId: row['job_id'] as string,
+    actorId: row['actor_id'] as string,
+    src: row['src'] as string,
+    input: column(row, 'input', problems),
+    status: row['status'] as EffectRecord['status'],
+    active: row['active'] === 1,
+    attempt: row['attempt'] as number,
+    maxAttempts: row['max_attempts'] as number,
+    unsafe: row['unsafe'] === 1,
+    nextRunAt: (row['next_run_at'] as number | null) ?? null,
+    claimedBy: (row['claimed_by'] as string | null) ?? null,
+    claimExpiresAt: (row['claim_expires_at'] as number | null) ?? null,
+    token: (row['token'] as string | null) ?? null,
+    output: column(row, 'output', problems),
+    error: column(row, 'error', problems) as ErrorInfo | null,
+    createdRevision: row['created_revision'] as number,
+    createdAt: row['created_at'] as number,
+    updatedAt: row['updated_at'] as number,
+  };
+}
+
+function toAttemptRecord(row: Row): AttemptRecord {
+  const problems: string[] = [];
+  return {
+    effectId: row['effect_id'] as string,
+    attempt: row['attempt'] as number,
+    runner: (row['runner'] as string | null) ?? null,
+    startedAt: row['started_at'] as number,
+    endedAt: (row['ended_at'] as number | null) ?? null,
+    outcome: row['outcome'] as AttemptRecord['outcome'],
+    error: column(row, 'error', problems) as ErrorInfo | null,
+  };
+}
+
+function toTimerRecord(row: Row): TimerRecord {
+  const problems: string[] = [];
+  return {
+    id: row['id'] as string,
+    jobId: row['job_id'] as string,
+    key: row['key'] as string,
+    kind: row['kind'] as TimerRecord['kind'],
+    event: column(row, 'event', problems),
+    dueAt: row['due_at'] as number,
+    status: row['status'] as TimerRecord['status'],
+    createdRevision: row['created_revision'] as number,
+    createdAt: row['created_at'] as number,
+  };
+}
+
+function toAssetRecord(row: Row): AssetRecord {
+  const problems: string[] = [];
+  return {
+    jobId: row['job_id'] as string,
+    key: row['key'] as string,
+    type: row['type'] as string,
+    uri: row['uri'] as string,
+    size: (row['size'] as number | null) ?? null,
+    meta: column(row, 'meta', problems),
+    effectId: (row['effect_id'] as string | null) ?? null,
+    attempt: (row['attempt'] as number | null) ?? null,
+    createdAt: row['created_at'] as number,
   };
 }
 

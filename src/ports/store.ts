@@ -33,6 +33,11 @@ export interface JobRecord {
   owner: string | null;
   /** Why this job is held back (unknown machine version, snapshot that no longer fits…), or null. */
   quarantine: string | null;
+  /** 0-100 when the job reports progress (from `context.progress` or `setProgress`), else null. */
+  progress: number | null;
+  /** When a cancel was requested (a request, not a completed cancellation), and why. */
+  cancelRequestedAt: number | null;
+  cancelReason: string | null;
   /** Set by a store when a stored column could not be read back: the job cannot run. */
   corruption?: string;
   createdAt: number;
@@ -57,6 +62,11 @@ export interface NewJob {
   at: number;
   /** The `xstate.init` history record (revision 1). */
   transition: TransitionDraft;
+  progress?: number | null;
+  /** Effects, timers and self-sends the initial state asked for, written in the same transaction. */
+  effects?: NewEffect[];
+  timers?: NewTimer[];
+  deliveries?: NewInboxEvent[];
 }
 
 /** The result of `createJob`: the new job, or the existing one with the same id or idempotency key. */
@@ -65,7 +75,10 @@ export interface CreateJobResult {
   created: boolean;
 }
 
-export type EventStatus = 'pending' | 'applied' | 'ignored' | 'failed' | 'rejected';
+export type EventStatus = 'pending' | 'applied' | 'ignored' | 'failed' | 'rejected' | 'stale';
+
+/** Where an inbox event came from: a caller, a due timer, an effect's outcome, the machine itself, or a cancel request. */
+export type EventSource = 'external' | 'timer' | 'effect' | 'self' | 'cancel';
 
 /** Error details as stored: never a live Error, never a sensitive field. */
 export interface ErrorInfo {
@@ -89,6 +102,11 @@ export interface InboxRecord {
   revision: number | null;
   acceptedAt: number;
   processedAt: number | null;
+  source: EventSource;
+  /** The timer or effect id behind a `timer`/`effect` event. */
+  sourceId: string | null;
+  /** The effect attempt behind an `effect` event. */
+  attempt: number | null;
 }
 
 export interface NewInboxEvent {
@@ -98,6 +116,10 @@ export interface NewInboxEvent {
   payload: JsonValue;
   payloadHash: string;
   at: number;
+  /** Default `external`. */
+  source?: EventSource;
+  sourceId?: string | null;
+  attempt?: number | null;
 }
 
 export interface AcceptResult {
@@ -106,7 +128,7 @@ export interface AcceptResult {
   duplicate: boolean;
 }
 
-export type TransitionOutcome = 'started' | 'applied' | 'ignored' | 'failed' | 'migrated';
+export type TransitionOutcome = 'started' | 'applied' | 'ignored' | 'failed' | 'migrated' | 'stale';
 
 /** One history record: the commit that produced `revision`. */
 export interface TransitionRecord {
@@ -140,9 +162,19 @@ export interface TransitionCommit {
     context: JsonValue;
     snapshot: string;
     machineVersion: string;
+    /** 0-100 or null; `undefined` leaves the stored progress as it is. */
+    progress?: number | null;
     at: number;
   };
   transition: TransitionDraft;
+  /** Effects this transition asked for, and invocations it left (by invoke id). */
+  effects?: { create: NewEffect[]; deactivate: string[] };
+  /** Timers this transition scheduled, and keys it cancelled. */
+  timers?: { schedule: NewTimer[]; cancel: string[] };
+  /** Events the machine sent itself without delay: accepted in the same commit. */
+  deliveries?: NewInboxEvent[];
+  /** The timer this event consumed: marked delivered. */
+  consumedTimer?: string;
   /**
    * The inbox event this commit settles: a pending one (`seq`, which must still be pending), or
    * a new one (`accept`) recorded and settled in the same transaction (the inline fast path).
@@ -161,6 +193,105 @@ export type CommitResult =
   | { ok: false; reason: 'event-settled' }
   | { ok: false; reason: 'duplicate-event' }
   | { ok: false; reason: 'error'; error: ErrorInfo };
+
+export type EffectStatus = 'pending' | 'running' | 'waiting' | 'backoff' | 'succeeded' | 'failed' | 'cancelled';
+
+/** One invocation of an activity: its idempotency key is `id`, stable across retries and restarts. */
+export interface EffectRecord {
+  id: string;
+  jobId: string;
+  /** The invoke id: outcomes come back as `xstate.done.actor.<actorId>` / `xstate.error.actor.<actorId>`. */
+  actorId: string;
+  src: string;
+  input: JsonValue;
+  status: EffectStatus;
+  /** True while the state that invoked it is current. */
+  active: boolean;
+  /** Attempts started so far. */
+  attempt: number;
+  maxAttempts: number;
+  /** Never re-run after a crash: the machine gets an indeterminate-outcome error instead. */
+  unsafe: boolean;
+  nextRunAt: number | null;
+  claimedBy: string | null;
+  claimExpiresAt: number | null;
+  token: string | null;
+  output: JsonValue | null;
+  error: ErrorInfo | null;
+  createdRevision: number;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export interface NewEffect {
+  id: string;
+  jobId: string;
+  actorId: string;
+  src: string;
+  input: JsonValue;
+  maxAttempts: number;
+  unsafe: boolean;
+  createdRevision: number;
+  at: number;
+}
+
+export type AttemptOutcome = 'running' | 'succeeded' | 'failed' | 'waiting' | 'interrupted' | 'stale';
+
+export interface AttemptRecord {
+  effectId: string;
+  attempt: number;
+  runner: string | null;
+  startedAt: number;
+  endedAt: number | null;
+  outcome: AttemptOutcome;
+  error: ErrorInfo | null;
+}
+
+/** How an attempt ended, as recorded by `finishAttempt`. */
+export type AttemptResult =
+  | { kind: 'succeeded'; output: JsonValue; event: NewInboxEvent }
+  /** `retryAt` set: another attempt is due then; null: the error goes to the machine as `event`. */
+  | { kind: 'failed'; error: ErrorInfo; retryAt: number | null; event: NewInboxEvent | null }
+  | { kind: 'waiting'; token: string };
+
+export type TimerKind = 'after' | 'raise' | 'sendTo';
+export type TimerStatus = 'scheduled' | 'fired' | 'delivered' | 'cancelled';
+
+/** A durable timer: an event due at an absolute time. */
+export interface TimerRecord {
+  id: string;
+  jobId: string;
+  key: string;
+  kind: TimerKind;
+  event: JsonValue;
+  dueAt: number;
+  status: TimerStatus;
+  createdRevision: number;
+  createdAt: number;
+}
+
+export type NewTimer = Omit<TimerRecord, 'status'>;
+
+export interface NoteRecord {
+  jobId: string;
+  kind: string;
+  message: string;
+  at: number;
+}
+
+/** An output linked to its job (a file, an upload, a report). */
+export interface AssetRecord {
+  jobId: string;
+  /** Unique per job: attaching the same key again (a retried attempt) is a no-op. */
+  key: string;
+  type: string;
+  uri: string;
+  size: number | null;
+  meta: JsonValue | null;
+  effectId: string | null;
+  attempt: number | null;
+  createdAt: number;
+}
 
 export interface JobFilter {
   machineId?: string;
@@ -202,5 +333,56 @@ export interface JobStore {
   setQuarantine(jobId: string, reason: string | null, at: number): Promise<void>;
   /** A job's history in revision order. */
   history(jobId: string): Promise<TransitionRecord[]>;
+
+  // Effects
+  getEffect(id: string): Promise<EffectRecord | undefined>;
+  listEffects(jobId: string): Promise<EffectRecord[]>;
+  listAttempts(jobId: string): Promise<AttemptRecord[]>;
+  /** Active effects ready to run: pending, backoff due by `now`, or running with a claim expired by `now`. */
+  dueEffects(now: number, limit: number): Promise<EffectRecord[]>;
+  /** Active effects claimed as running (to check their runners after a restart). */
+  runningEffects(limit: number): Promise<EffectRecord[]>;
+  /**
+   * Start the next attempt: only if the effect is active and pending, due from backoff, or
+   * running under a claim that expired (or `takeOver` names the dead runner). The attempt a
+   * dead runner left is recorded as interrupted.
+   */
+  claimEffect(id: string, runner: string, now: number, claimUntil: number, takeOver?: string): Promise<EffectRecord | undefined>;
+  /** Extend the claim of a running attempt. False if the attempt is no longer this runner's. */
+  renewClaim(id: string, attempt: number, runner: string, claimUntil: number): Promise<boolean>;
+  /**
+   * Record how an attempt ended, with its outcome event accepted in the same transaction. When
+   * the attempt is no longer current (the state was left, a newer attempt started) the attempt is
+   * recorded as stale and the event, if any, is still accepted so the history shows it as stale.
+   */
+  finishAttempt(id: string, attempt: number, result: AttemptResult, at: number): Promise<'current' | 'stale'>;
+  /** Settle an effect that may not run again (unsafe to repeat, exhausted) with its error event. */
+  failEffect(id: string, error: ErrorInfo, event: NewInboxEvent, at: number): Promise<boolean>;
+  /** Find the waiting effect that holds this completion token. */
+  effectByToken(token: string): Promise<EffectRecord | undefined>;
+  /** Claim a completion token once: the effect settles and its outcome event is accepted. */
+  completeByToken(token: string, result: { kind: 'succeeded'; output: JsonValue } | { kind: 'failed'; error: ErrorInfo }, event: NewInboxEvent, at: number): Promise<boolean>;
+
+  // Timers
+  listTimers(jobId: string): Promise<TimerRecord[]>;
+  dueTimers(now: number, limit: number): Promise<TimerRecord[]>;
+  /** Move a due timer into its job's inbox, once. */
+  fireTimer(id: string, event: NewInboxEvent): Promise<boolean>;
+  /** The earliest scheduled timer or effect retry, for sleeping until it. */
+  nextWakeAt(): Promise<number | null>;
+
+  // Cancellation, progress, notes, assets
+  /** Record a cancel request once and accept its cancel event in the same transaction. */
+  requestCancel(jobId: string, reason: string, event: NewInboxEvent, at: number): Promise<{ first: boolean }>;
+  /** Set progress on a job that is still active; false if it is final (nothing changed). */
+  setProgress(jobId: string, progress: number, at: number): Promise<boolean>;
+  addNote(note: NoteRecord): Promise<void>;
+  listNotes(jobId: string): Promise<NoteRecord[]>;
+  /** Attach an asset once per (job, key); returns false when it was already attached. */
+  attachAsset(asset: AssetRecord): Promise<boolean>;
+  listAssets(jobId: string): Promise<AssetRecord[]>;
+  /** Delete a job with its inbox, history, effects, timers, notes and assets. */
+  purgeJob(jobId: string): Promise<boolean>;
+
   close(): Promise<void>;
 }

@@ -1,6 +1,8 @@
 import type { AnyStateMachine } from 'xstate';
 import type { ZodType } from 'zod';
+import { activityKind } from './actions.ts';
 import { MachineDefinitionError, UnknownMachineError } from './errors.ts';
+import type { ActivityPolicy } from './retry.ts';
 
 /** A persisted snapshot as plain JSON, the unit a migration rewrites. */
 export type PersistedSnapshotJson = Record<string, unknown> & { value: unknown; context?: unknown };
@@ -36,6 +38,13 @@ export interface JobDefinition {
   migrations?: Record<string, SnapshotMigration>;
   /** Property names redacted wherever Spool records or prints a payload. */
   sensitive?: readonly string[];
+  /** Per invoked actor src: retry policy and crash behaviour. Default: 3 attempts, safe to repeat. */
+  activities?: Record<string, ActivityPolicy>;
+  /**
+   * How `cancel()` reaches the machine: the event it sends (default `CANCEL`) and the state
+   * that means "cancelled" (default `cancelled`).
+   */
+  cancel?: { event?: string; state?: string };
   description?: string;
 }
 
@@ -50,6 +59,8 @@ export interface RegisteredMachine {
   eventTypes: ReadonlySet<string>;
   migrations: Record<string, SnapshotMigration>;
   sensitive: ReadonlySet<string>;
+  activities: Record<string, ActivityPolicy>;
+  cancel: { event: string; state: string };
   description: string | undefined;
 }
 
@@ -112,6 +123,7 @@ export class MachineRegistry {
     if (def.input !== undefined && typeof (def.input as { safeParse?: unknown }).safeParse !== 'function') {
       throw new MachineDefinitionError(`Machine "${id}": \`input\` is not a zod schema.`);
     }
+    checkChildren(id, machine);
     const registered: RegisteredMachine = {
       id,
       version,
@@ -121,6 +133,8 @@ export class MachineRegistry {
       eventTypes: new Set([...machine.events, ...Object.keys(def.events ?? {})]),
       migrations: { ...(def.migrations ?? {}) },
       sensitive: new Set(def.sensitive ?? []),
+      activities: { ...(def.activities ?? {}) },
+      cancel: { event: def.cancel?.event ?? 'CANCEL', state: def.cancel?.state ?? 'cancelled' },
       description: def.description,
     };
     versions.set(version, registered);
@@ -170,4 +184,39 @@ export class MachineRegistry {
       .flatMap((v) => [...v.values()])
       .sort((a, b) => a.id.localeCompare(b.id) || compareVersions(a.version, b.version));
   }
+}
+
+interface StateNodeLike {
+  id: string;
+  invoke: { id: string; src: unknown }[];
+  states: Record<string, StateNodeLike>;
+}
+
+/**
+ * Refuse machines whose children Spool could not persist and restore: invoked actors need an
+ * explicit id and a named src (a key of `setup({ actors })`), and must be fromPromise activities.
+ */
+function checkChildren(machineId: string, machine: AnyStateMachine): void {
+  const actors = (machine.implementations.actors ?? {}) as Record<string, unknown>;
+  const visit = (node: StateNodeLike): void => {
+    node.invoke.forEach((inv, index) => {
+      const where = `Machine "${machineId}", state "${node.id}"`;
+      if (inv.id === `${index}.${node.id}`) {
+        throw new MachineDefinitionError(`${where}: an invoke has no id. Give it one, e.g. invoke: { id: 'upload', src: 'upload' }, so it can be persisted and restored.`);
+      }
+      if (typeof inv.src !== 'string' || !(inv.src in actors)) {
+        throw new MachineDefinitionError(
+          `${where}: invoke "${inv.id}" uses inline logic, which cannot be persisted. Declare it by name: setup({ actors: { ${inv.id}: fromPromise(...) } }) and invoke: { id: '${inv.id}', src: '${inv.id}' }.`,
+        );
+      }
+      const kind = activityKind(actors[inv.src]);
+      if (kind !== 'promise') {
+        throw new MachineDefinitionError(
+          `${where}: invoke "${inv.id}" (src "${inv.src}") is ${kind === 'machine' ? 'a child machine' : 'callback/observable logic'}; Spool runs fromPromise activities durably. Model a child machine as its own job started by an activity.`,
+        );
+      }
+    });
+    for (const child of Object.values(node.states)) visit(child);
+  };
+  visit(machine.root as unknown as StateNodeLike);
 }

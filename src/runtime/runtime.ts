@@ -2,7 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { initialTransition, transition, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
 import { systemClock, type Clock } from '../ports/clock.ts';
 import type {
+  AssetRecord,
+  AttemptRecord,
+  EffectRecord,
   ErrorInfo,
+  NoteRecord,
+  TimerRecord,
   EventStatus,
   InboxRecord,
   JobFilter,
@@ -31,6 +36,9 @@ import { hydrate, parseSnapshot } from './hydrate.ts';
 import { hashJson, redact, statePaths, toJson } from './json.ts';
 import { MachineRegistry, type JobDefinition, type RegisteredMachine } from './registry.ts';
 import { crashPoint } from './crashPoints.ts';
+import { planActions, type ActionPlan } from './actions.ts';
+import { deferred, isDeferred, newRunnerId, retireRunner, runnerIsGone, type ActivityArgs, type AssetInput } from './activities.ts';
+import { backoffDelay, classify, IndeterminateOutcomeError } from './retry.ts';
 
 /** Options of {@link createRuntime}. */
 export interface RuntimeOptions {
@@ -53,6 +61,15 @@ export interface RuntimeOptions {
   processEvents?: boolean;
   /** On open: quarantine or migrate jobs that need it and process accepted events. Default `true`. */
   recover?: boolean;
+  /**
+   * Whether this runtime runs activities (after their commit) and fires due timers in `tick()`.
+   * Default: same as `processEvents`. A CLI command sets it to false and leaves that to a worker.
+   */
+  runEffects?: boolean;
+  /** Activities running at once in this runtime. Default 8. */
+  maxConcurrentActivities?: number;
+  /** How long a claim on a running activity lasts without renewal, in ms. Default 30000. */
+  claimMs?: number;
   /** Structured log sink, one object per lifecycle event, sensitive fields already redacted. */
   log?: (entry: LogEntry) => void;
 }
@@ -79,6 +96,10 @@ export interface Job {
   context: JsonValue;
   input: JsonValue;
   output: JsonValue | undefined;
+  /** 0-100, or null when the job does not report progress. */
+  progress: number | null;
+  /** A cancel request and whether the machine has reached its cancelled state. */
+  cancel: { requestedAt: number; reason: string | null; completed: boolean } | null;
   quarantine: string | null;
   idempotencyKey: string | null;
   owner: string | null;
@@ -131,7 +152,30 @@ export type RuntimeEvent =
   | { type: 'job.quarantined'; jobId: string; reason: string }
   | { type: 'job.released'; jobId: string }
   | { type: 'action.failed'; jobId: string; action: string; error: ErrorInfo }
-  | { type: 'emitted'; jobId: string; event: JsonValue };
+  | { type: 'emitted'; jobId: string; event: JsonValue }
+  | { type: 'timers.scheduled'; jobId: string; dueAt: number[] }
+  | { type: 'timer.fired'; jobId: string; timerId: string; eventType: string }
+  | { type: 'activity.started'; jobId: string; effectId: string; src: string; attempt: number }
+  | { type: 'activity.finished'; jobId: string; effectId: string; attempt: number; outcome: 'succeeded' | 'failed' | 'retrying' | 'waiting' | 'stale'; error?: ErrorInfo }
+  | { type: 'cancel.requested'; jobId: string; reason: string };
+
+/** Everything `show` needs about one job. */
+export interface JobDetails {
+  job: Job;
+  history: TransitionRecord[];
+  events: InboxRecord[];
+  effects: EffectRecord[];
+  attempts: AttemptRecord[];
+  timers: TimerRecord[];
+  notes: NoteRecord[];
+  assets: AssetRecord[];
+}
+
+interface RunningActivity {
+  jobId: string;
+  actorId: string;
+  controller: AbortController;
+}
 
 const MAX_CONFLICT_RETRIES = 100;
 const DEFAULT_MAX_PAYLOAD = 256 * 1024;
@@ -172,6 +216,16 @@ export class Runtime {
   readonly #listeners = new Set<(event: RuntimeEvent) => void>();
   readonly #locks = new Map<string, Promise<void>>();
   readonly #background = new Set<Promise<unknown>>();
+  readonly #running = new Map<string, RunningActivity>();
+  readonly #pendingDrains = new Set<string>();
+  readonly #runEffects: boolean;
+  readonly #maxActivities: number;
+  readonly #claimMs: number;
+  /** Identifies this runtime's claims on running activities. */
+  readonly runnerId: string;
+  #pumping = false;
+  #pumpAgain = false;
+  #closing = false;
   #closed = false;
 
   constructor(options: RuntimeOptions) {
@@ -183,6 +237,10 @@ export class Runtime {
     this.#maxPayload = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD;
     this.#process = options.processEvents ?? true;
     this.#log = options.log;
+    this.#runEffects = options.runEffects ?? this.#process;
+    this.#maxActivities = Math.max(1, options.maxConcurrentActivities ?? 8);
+    this.#claimMs = Math.max(1000, options.claimMs ?? 30_000);
+    this.runnerId = newRunnerId();
   }
 
   /** Listen to runtime events; returns the unsubscribe function. */
@@ -213,6 +271,11 @@ export class Runtime {
     const [snapshot, actions] = safeInitial(def, parsed);
     const persisted = toJson(def.machine.getPersistedSnapshot(snapshot));
     const now = this.clock.now();
+    const plan = planActions(def, jobId, 1, actions, now);
+    if (plan.problems.length > 0) {
+      throw new ValidationError(`Machine ${def.id} cannot start durably: ${plan.problems.join('; ')}`, { machineId: def.id });
+    }
+    const context = toJson(snapshot.context);
     const { job: record, created } = await this.store.createJob({
       id: jobId,
       machineId: def.id,
@@ -220,9 +283,13 @@ export class Runtime {
       status: snapshot.status as JobStatus,
       value: toJson(snapshot.value),
       statePaths: statePaths(snapshot.value),
-      context: toJson(snapshot.context),
+      context,
       snapshot: JSON.stringify(persisted),
       input: parsed,
+      progress: contextProgress(context) ?? null,
+      effects: plan.effects.create,
+      timers: plan.timers.schedule,
+      deliveries: plan.deliveries,
       inputHash,
       idempotencyKey: key,
       owner: this.#owner,
@@ -239,10 +306,14 @@ export class Runtime {
       },
     });
     if (!created) return this.#sameStart(record, inputHash, jobId, key);
-    const job = toJob(record);
+    const job = toJob(record, def);
     this.#emit({ type: 'job.started', job });
     this.#logEntry('info', 'job started', { jobId, machine: def.id, version: def.version, state: job.value });
-    this.#runActions(record.id, actions);
+    this.#afterCommit(record.id, plan);
+    if (this.#pendingDrains.delete(record.id) && this.#process) {
+      await this.#drain(record.id);
+      return this.get(record.id);
+    }
     return job;
   }
 
@@ -297,7 +368,10 @@ export class Runtime {
 
     if (this.#process && (options.wait ?? true)) {
       const inline = await this.#withLock(jobId, () => this.#applyInline(accept));
-      if (inline) return this.#outcome(jobId, eventId, false, true);
+      if (inline) {
+        if (this.#pendingDrains.delete(jobId)) await this.#drain(jobId);
+        return this.#outcome(jobId, eventId, false, true);
+      }
     }
     const { event: stored, duplicate } = await this.store.acceptEvent(accept);
     if (duplicate && stored.payloadHash !== accept.payloadHash) {
@@ -311,14 +385,14 @@ export class Runtime {
   /** A job by id. Throws {@link JobNotFoundError} for unknown ids and other owners' jobs. */
   async get(jobId: string): Promise<Job> {
     this.#assertOpen();
-    return toJob(await this.#visible(jobId));
+    return this.#view(await this.#visible(jobId));
   }
 
   /** Jobs by machine, state path, status or quarantine, ordered by id. */
   async list(filter: ListFilter = {}): Promise<Job[]> {
     this.#assertOpen();
     const f: JobFilter = { ...filter, owner: this.#owner };
-    return (await this.store.listJobs(f)).map(toJob);
+    return (await this.store.listJobs(f)).map((r) => this.#view(r));
   }
 
   /** Every commit of a job, in revision order: start, transitions, ignored and failed events, migrations. */
@@ -408,15 +482,220 @@ export class Runtime {
     return { checked, quarantined, migrated, processed };
   }
 
-  /** Wait for in-flight work, then close the store. Idempotent. */
+  /**
+   * Stop: abort running activities (their attempts are taken over by the next runtime, as after a
+   * crash), wait for event processing in flight, then close the store. Idempotent.
+   */
   async close(): Promise<void> {
     if (this.#closed) return;
+    this.#closing = true;
+    for (const running of this.#running.values()) running.controller.abort(new Error('runtime shutting down'));
     while (this.#background.size > 0 || this.#locks.size > 0) {
       await Promise.allSettled([...this.#background, ...this.#locks.values()]);
     }
     this.#closed = true;
+    retireRunner(this.runnerId);
     this.#listeners.clear();
     await this.store.close();
+  }
+
+  /**
+   * One round of time-driven work at the clock's current time: fire every due timer (each once,
+   * into its job's inbox, then applied), start due activities and retries, and take over
+   * activities whose runner is gone. The worker calls it in a loop; tests call it after moving
+   * a virtual clock. Resolves when the round's events are applied (activities keep running: see `idle`).
+   */
+  async tick(): Promise<{ timersFired: number; activitiesStarted: number }> {
+    this.#assertOpen();
+    let timersFired = 0;
+    if (this.#runEffects) {
+      const now = this.clock.now();
+      const touched = new Set<string>();
+      for (;;) {
+        const due = await this.store.dueTimers(now, 200);
+        if (due.length === 0) break;
+        for (const timer of due) {
+          const event = timer.event as { type: string };
+          const fired = await this.store.fireTimer(timer.id, {
+            jobId: timer.jobId,
+            eventId: `timer~${timer.id}`,
+            type: event.type,
+            payload: timer.event,
+            payloadHash: hashJson(timer.event),
+            at: now,
+            source: 'timer',
+            sourceId: timer.id,
+          });
+          if (fired) {
+            timersFired += 1;
+            touched.add(timer.jobId);
+            this.#emit({ type: 'timer.fired', jobId: timer.jobId, timerId: timer.id, eventType: event.type });
+          }
+        }
+      }
+      if (this.#process) for (const jobId of touched) await this.#drain(jobId);
+    }
+    const activitiesStarted = await this.#pumpEffects();
+    return { timersFired, activitiesStarted };
+  }
+
+  /** When the next timer or retry is due (clock time), or null: a worker sleeps until then. */
+  async nextWakeAt(): Promise<number | null> {
+    this.#assertOpen();
+    return this.store.nextWakeAt();
+  }
+
+  /** Resolve when this runtime has no activity running and no event processing in flight. */
+  async idle(): Promise<void> {
+    while (this.#background.size > 0 || this.#locks.size > 0 || this.#pumping) {
+      await Promise.allSettled([...this.#background, ...this.#locks.values()]);
+      if (this.#pumping) await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  }
+
+  /**
+   * Request cancellation: recorded once (visible on the job), running activities of the job are
+   * aborted, and the machine's cancel event (default `CANCEL`) is delivered through the inbox.
+   * The job is cancelled only when the machine reaches its cancelled state. Repeating is harmless.
+   *
+   * @example
+   * await runtime.cancel(jobId, 'customer asked');
+   */
+  async cancel(jobId: string, reason = 'cancelled'): Promise<Job> {
+    this.#assertOpen();
+    if (typeof reason !== 'string' || reason.length > 2000) throw new ValidationError('A cancel reason must be a string of at most 2000 characters.');
+    const record = await this.#visible(jobId);
+    if (TERMINAL.has(record.status)) {
+      throw new JobTerminalError(`Job ${jobId} is ${describeEnd(record)}: there is nothing to cancel.`, { jobId, status: record.status });
+    }
+    const def = this.registry.route(record.machineId, record.machineVersion)?.target;
+    if (!def) throw new JobQuarantined(jobId, record.quarantine ?? `machine ${record.machineId}@${record.machineVersion} is not registered`);
+    if (!def.eventTypes.has(def.cancel.event)) {
+      throw new ValidationError(`Machine ${def.id} has no "${def.cancel.event}" event, so it cannot be cancelled; handle it or set \`cancel: { event }\` in its definition.`);
+    }
+    const payload = this.#cancelPayload(def, reason);
+    const now = this.clock.now();
+    const { first } = await this.store.requestCancel(
+      jobId,
+      reason,
+      { jobId, eventId: 'spool.cancel', type: def.cancel.event, payload, payloadHash: hashJson(payload), at: now, source: 'cancel' },
+      now,
+    );
+    if (first) {
+      this.#emit({ type: 'cancel.requested', jobId, reason });
+      this.#logEntry('info', 'cancel requested', { jobId, reason });
+    }
+    for (const running of this.#running.values()) {
+      if (running.jobId === jobId) running.controller.abort(new Error(`job cancelled: ${reason}`));
+    }
+    if (this.#process) await this.#drain(jobId);
+    return this.get(jobId);
+  }
+
+  #cancelPayload(def: RegisteredMachine, reason: string): JsonValue {
+    const schema = def.events[def.cancel.event];
+    const withReason = { type: def.cancel.event, reason };
+    if (!schema) return withReason;
+    if (schema.safeParse(withReason).success) return withReason;
+    return { type: def.cancel.event };
+  }
+
+  /**
+   * Complete an activity that finished out of band (see `defer` in {@link ActivityArgs}). The
+   * token is single-use; a rejected payload leaves it usable.
+   */
+  async complete(token: string, output: unknown = null): Promise<Job> {
+    return this.#settleToken(token, { kind: 'succeeded', output: this.#jsonPayload('output', output) });
+  }
+
+  /** Fail an activity that was waiting out of band. The machine receives `xstate.error.actor.<id>`. */
+  async fail(token: string, error: unknown = 'failed'): Promise<Job> {
+    const payload = this.#jsonPayload('error', error);
+    const info: ErrorInfo =
+      payload !== null && typeof payload === 'object' && !Array.isArray(payload)
+        ? { name: typeof payload['name'] === 'string' ? payload['name'] : 'Error', message: typeof payload['message'] === 'string' ? payload['message'] : JSON.stringify(payload) }
+        : { name: 'Error', message: String(payload) };
+    return this.#settleToken(token, { kind: 'failed', error: info });
+  }
+
+  async #settleToken(token: string, result: { kind: 'succeeded'; output: JsonValue } | { kind: 'failed'; error: ErrorInfo }): Promise<Job> {
+    this.#assertOpen();
+    if (typeof token !== 'string' || !/^[A-Za-z0-9_-]{16,128}$/.test(token)) throw new TokenError('This is not a completion token.');
+    const effect = await this.store.effectByToken(token);
+    const record = effect ? await this.store.getJob(effect.jobId) : undefined;
+    if (!effect || !record || record.owner !== this.#owner) throw new TokenError('Unknown completion token, or it was already used.');
+    if (!effect.active || effect.status !== 'waiting') {
+      throw new TokenError(`The invocation behind this token is no longer current (${effect.status}); its outcome would be stale.`);
+    }
+    const now = this.clock.now();
+    const payload = outcomeEvent(effect, effect.attempt, result.kind === 'succeeded' ? { output: result.output } : { error: result.error });
+    const ok = await this.store.completeByToken(token, result, { ...payload, at: now }, now);
+    if (!ok) throw new TokenError('Unknown completion token, or it was already used.');
+    this.#emit({ type: 'activity.finished', jobId: effect.jobId, effectId: effect.id, attempt: effect.attempt, outcome: result.kind });
+    if (this.#process) await this.#drain(effect.jobId);
+    return this.get(effect.jobId);
+  }
+
+  /** Set a job's progress (0-100). Once the job is final the update is ignored, with a visible note. */
+  async setProgress(jobId: string, percent: number): Promise<Job> {
+    this.#assertOpen();
+    if (typeof percent !== 'number' || !Number.isFinite(percent) || percent < 0 || percent > 100) {
+      throw new ValidationError('Progress must be a number from 0 to 100.');
+    }
+    await this.#visible(jobId);
+    const now = this.clock.now();
+    if (!(await this.store.setProgress(jobId, percent, now))) {
+      await this.store.addNote({ jobId, kind: 'progress-ignored', message: `progress update to ${percent} ignored: the job is final`, at: now });
+    }
+    return this.get(jobId);
+  }
+
+  /** Link an output to a job. The same key (default: the uri) is attached once, however often it is sent. */
+  async attachAsset(jobId: string, asset: AssetInput, from?: { effectId: string; attempt: number }): Promise<{ attached: boolean }> {
+    this.#assertOpen();
+    await this.#visible(jobId);
+    if (asset === null || typeof asset !== 'object' || typeof asset.type !== 'string' || typeof asset.uri !== 'string' || asset.uri.length === 0) {
+      throw new ValidationError('An asset needs a string `type` and a non-empty string `uri`.');
+    }
+    if (asset.size !== undefined && (!Number.isInteger(asset.size) || asset.size < 0)) throw new ValidationError('An asset `size` must be a non-negative integer.');
+    const meta = asset.meta === undefined ? null : this.#jsonPayload('asset meta', asset.meta);
+    const attached = await this.store.attachAsset({
+      jobId,
+      key: asset.key ?? asset.uri,
+      type: asset.type,
+      uri: asset.uri,
+      size: asset.size ?? null,
+      meta,
+      effectId: from?.effectId ?? null,
+      attempt: from?.attempt ?? null,
+      createdAt: this.clock.now(),
+    });
+    return { attached };
+  }
+
+  /** Delete a finished job with its history, inbox, effects, timers, notes and assets. */
+  async purge(jobId: string): Promise<void> {
+    this.#assertOpen();
+    const record = await this.#visible(jobId);
+    if (!TERMINAL.has(record.status)) {
+      throw new JobNotFinishedError(`Job ${jobId} is still ${record.status}; cancel it and let it finish before purging.`, { jobId });
+    }
+    await this.store.purgeJob(jobId);
+  }
+
+  /** Everything recorded about one job: what `spool show` prints. */
+  async details(jobId: string): Promise<JobDetails> {
+    const job = await this.get(jobId);
+    const [history, events, effects, attempts, timers, notes, assets] = await Promise.all([
+      this.store.history(jobId),
+      this.store.listEvents(jobId),
+      this.store.listEffects(jobId),
+      this.store.listAttempts(jobId),
+      this.store.listTimers(jobId),
+      this.store.listNotes(jobId),
+      this.store.listAssets(jobId),
+    ]);
+    return { job, history, events, effects, attempts, timers, notes, assets };
   }
 
   // ---------------------------------------------------------------- internals
@@ -449,7 +728,7 @@ export class Runtime {
         { jobId: record.id },
       );
     }
-    return toJob(record);
+    return this.#view(record);
   }
 
   #validateInput(def: RegisteredMachine, input: unknown): JsonValue {
@@ -521,7 +800,7 @@ export class Runtime {
       revision: event.revision,
       error: event.error,
       duplicate,
-      job: toJob(record),
+      job: this.#view(record),
     };
   }
 
@@ -554,6 +833,7 @@ export class Runtime {
       for (;;) {
         const loaded = await this.#load(jobId);
         if (!loaded || loaded.kind === 'held') return settled;
+        this.#pendingDrains.delete(jobId);
         const [event] = await this.store.pendingEvents(jobId, 1);
         if (!event) return settled;
         const result = await this.#applyPending(loaded, event);
@@ -680,36 +960,65 @@ export class Runtime {
       this.#emit({ type: 'event.rejected', jobId: event.jobId, eventId: event.eventId, error });
       return 'ok';
     }
-    return this.#applyEvent(loaded, event.payload, { seq: event.seq, eventId: event.eventId });
+    const stale = await this.#staleReason(event);
+    return this.#applyEvent(loaded, event.payload, { seq: event.seq, eventId: event.eventId }, stale, event.source === 'timer' ? event.sourceId : null);
   }
 
-  /** Compute the transition for one event and commit it with the event's settlement. */
+  /** Why an outcome or timer event no longer belongs to the current state, or null if it does. */
+  async #staleReason(event: InboxRecord): Promise<string | null> {
+    if (event.source === 'effect' && event.sourceId !== null) {
+      const effect = await this.store.getEffect(event.sourceId);
+      if (!effect || !effect.active) return `invocation ${event.sourceId} is no longer current (its state was left)`;
+      if (effect.attempt !== event.attempt) return `attempt ${event.attempt} of ${event.sourceId} was superseded by attempt ${effect.attempt}`;
+      if (effect.status !== 'succeeded' && effect.status !== 'failed') return `invocation ${event.sourceId} is ${effect.status}`;
+    }
+    if (event.source === 'timer' && event.sourceId !== null) {
+      const timer = (await this.store.listTimers(event.jobId)).find((t) => t.id === event.sourceId);
+      if (!timer || timer.status !== 'fired') return `timer ${event.sourceId} was cancelled`;
+    }
+    return null;
+  }
+
+  /** Compute the transition for one event and commit it, with every record it asks for, in one transaction. */
   async #applyEvent(
     loaded: Extract<Loaded, { kind: 'ready' }>,
     payload: JsonValue,
     source: { accept: NewInboxEvent } | { seq: number; eventId: string },
+    stale: string | null = null,
+    timerId: string | null = null,
   ): Promise<'ok' | 'conflict' | 'duplicate'> {
     const { record, def, snapshot } = loaded;
     const event = payload as { type: string };
     const eventId = 'accept' in source ? source.accept.eventId : source.eventId;
+    const now = this.clock.now();
+    const revision = record.revision + 1;
     let next: AnyMachineSnapshot = snapshot;
     let actions: unknown[] = [];
-    let status: 'applied' | 'ignored' | 'failed' = 'applied';
-    let error: ErrorInfo | null = null;
-    try {
-      [next, actions] = transition(def.machine, snapshot, structuredClone(event));
-      if (next === snapshot) status = 'ignored';
-      else if (next.status === 'error') {
+    let status: 'applied' | 'ignored' | 'failed' | 'stale' = stale ? 'stale' : 'applied';
+    let error: ErrorInfo | null = stale ? { name: 'StaleOutcome', message: stale } : null;
+    let plan: ActionPlan | undefined;
+    if (!stale) {
+      try {
+        [next, actions] = transition(def.machine, snapshot, structuredClone(event));
+        if (next === snapshot) status = 'ignored';
+        else if (next.status === 'error') {
+          status = 'failed';
+          error = toErrorInfo(next.error);
+        } else {
+          plan = planActions(def, record.id, revision, actions, now);
+          if (plan.problems.length > 0) {
+            status = 'failed';
+            error = { name: 'UnsupportedAction', message: plan.problems.join('; ') };
+          }
+        }
+      } catch (thrown) {
         status = 'failed';
-        error = toErrorInfo(next.error);
+        error = toErrorInfo(thrown);
       }
-    } catch (thrown) {
-      status = 'failed';
-      error = toErrorInfo(thrown);
     }
     if (status !== 'applied') {
       next = snapshot;
-      actions = [];
+      plan = undefined;
     }
     if (error) error = { ...error, message: redactText(error.message, payload, def.sensitive) };
     const redacted = redact(payload, def.sensitive);
@@ -726,7 +1035,7 @@ export class Runtime {
         to: toJson(next.value),
         outcome: status,
         error,
-        at: this.clock.now(),
+        at: now,
       },
       {
         ...('accept' in source ? { accept: source.accept } : { seq: source.seq }),
@@ -734,11 +1043,14 @@ export class Runtime {
         error,
         payload: redacted,
       },
+      plan,
+      status === 'applied' && timerId !== null ? timerId : undefined,
     );
     if (result !== 'ok') return result;
     crashPoint('after-commit');
     if (status === 'failed') this.#logEntry('warn', 'event failed', { jobId: record.id, eventId, eventType: event.type, error });
-    this.#runActions(record.id, actions);
+    if (status === 'stale') this.#logEntry('info', 'stale outcome recorded', { jobId: record.id, eventId, eventType: event.type, reason: stale });
+    if (plan) this.#afterCommit(record.id, plan);
     return 'ok';
   }
 
@@ -748,8 +1060,12 @@ export class Runtime {
     next: AnyMachineSnapshot,
     transitionDraft: TransitionCommit['transition'],
     event?: TransitionCommit['event'],
+    plan?: ActionPlan,
+    consumedTimer?: string,
   ): Promise<'ok' | 'conflict' | 'duplicate'> {
     const now = transitionDraft.at;
+    const context = toJson(next.context);
+    const progress = contextProgress(context);
     const commit: TransitionCommit = {
       jobId: record.id,
       expectedRevision: record.revision,
@@ -757,13 +1073,16 @@ export class Runtime {
         status: next.status as JobStatus,
         value: toJson(next.value),
         statePaths: statePaths(next.value),
-        context: toJson(next.context),
+        context,
         snapshot: JSON.stringify(def.machine.getPersistedSnapshot(next)),
         machineVersion: def.version,
+        ...(progress !== undefined ? { progress } : {}),
         at: now,
       },
       transition: transitionDraft,
       ...(event ? { event } : {}),
+      ...(plan ? { effects: plan.effects, timers: plan.timers, deliveries: plan.deliveries } : {}),
+      ...(consumedTimer !== undefined ? { consumedTimer } : {}),
     };
     const [result] = await this.store.commit([commit]);
     if (!result) throw new RevisionConflictError(`The store returned no result for job ${record.id}.`);
@@ -780,14 +1099,30 @@ export class Runtime {
       context: commit.job.context,
       snapshot: commit.job.snapshot,
       machineVersion: def.version,
+      progress: commit.job.progress === undefined ? record.progress : commit.job.progress,
       updatedAt: now,
     };
-    const job = toJob(updated);
+    const job = toJob(updated, def);
     this.#emit({ type: 'job.committed', job, transition: { ...transitionDraft, jobId: record.id, revision: result.revision } });
     if (job.final && !TERMINAL.has(record.status)) {
       this.#logEntry('info', 'job finished', { jobId: record.id, status: job.status, state: job.value });
     }
     return 'ok';
+  }
+
+  /** Carry out what a committed transition asked for: abort left invocations, run actions, start effects. */
+  #afterCommit(jobId: string, plan: ActionPlan): void {
+    for (const actorId of plan.effects.deactivate) {
+      for (const [effectId, running] of this.#running) {
+        if (running.jobId === jobId && running.actorId === actorId && !plan.effects.create.some((e) => e.id === effectId)) {
+          running.controller.abort(new Error(`state left: invocation ${actorId} is no longer current`));
+        }
+      }
+    }
+    this.#runActions(jobId, plan.afterCommit);
+    if (plan.deliveries.length > 0) this.#pendingDrains.add(jobId);
+    if (plan.effects.create.length > 0) this.#pumpEffects();
+    if (plan.timers.schedule.length > 0) this.#emit({ type: 'timers.scheduled', jobId, dueAt: plan.timers.schedule.map((t) => t.dueAt) });
   }
 
   /** Carry out the actions a committed transition asked for. Runs only after the commit. */
@@ -808,6 +1143,189 @@ export class Runtime {
         this.#logEntry('error', 'action failed after commit', { jobId, action: action.type, error: info });
       }
     }
+  }
+
+  #view(record: JobRecord): Job {
+    return toJob(record, this.registry.get(record.machineId, record.machineVersion));
+  }
+
+  /** Start due activities up to the concurrency limit. Returns how many attempts it started. */
+  async #pumpEffects(): Promise<number> {
+    if (!this.#runEffects || this.#closing) return 0;
+    if (this.#pumping) {
+      this.#pumpAgain = true;
+      return 0;
+    }
+    this.#pumping = true;
+    let started = 0;
+    try {
+      do {
+        this.#pumpAgain = false;
+        await this.#takeOverOrphans();
+        const free = this.#maxActivities - this.#running.size;
+        if (free <= 0) break;
+        const due = await this.store.dueEffects(this.clock.now(), free + this.#running.size);
+        for (const effect of due) {
+          if (this.#running.size >= this.#maxActivities || this.#closing) break;
+          if (this.#running.has(effect.id)) continue;
+          if (await this.#startAttempt(effect)) started += 1;
+        }
+      } while (this.#pumpAgain && !this.#closing);
+    } finally {
+      this.#pumping = false;
+    }
+    return started;
+  }
+
+  /** Activities claimed by a runner that is gone (crashed process, closed runtime) are taken over now. */
+  async #takeOverOrphans(): Promise<void> {
+    for (const effect of await this.store.runningEffects(500)) {
+      if (effect.claimedBy === null || this.#running.has(effect.id) || !runnerIsGone(effect.claimedBy)) continue;
+      await this.#recoverInterrupted(effect, effect.claimedBy);
+    }
+  }
+
+  /**
+   * An attempt was interrupted (its runner died). Safe activities run again with the same
+   * idempotency key; unsafe ones, and ones out of attempts, deliver an error event instead.
+   */
+  async #recoverInterrupted(effect: EffectRecord, deadRunner: string): Promise<void> {
+    const now = this.clock.now();
+    let error: ErrorInfo | undefined;
+    if (effect.unsafe) {
+      error = toErrorInfo(
+        new IndeterminateOutcomeError(`Attempt ${effect.attempt} of ${effect.src} was interrupted and it is unsafe to repeat; its outcome is unknown. Reconcile with the provider.`),
+      );
+      error.code = 'SPOOL_INDETERMINATE';
+    } else if (effect.attempt >= effect.maxAttempts) {
+      error = { name: 'RetriesExhausted', message: `Attempt ${effect.attempt} of ${effect.maxAttempts} of ${effect.src} was interrupted and no attempts are left.`, code: 'SPOOL_RETRIES_EXHAUSTED' };
+    }
+    if (error) {
+      const event = { ...outcomeEvent(effect, effect.attempt, { error }), at: now };
+      if (await this.store.failEffect(effect.id, error, event, now)) {
+        this.#logEntry('warn', 'interrupted activity not re-run', { jobId: effect.jobId, effectId: effect.id, error });
+        if (this.#process) this.#track(this.#drain(effect.jobId));
+      }
+      return;
+    }
+    await this.#startAttempt(effect, deadRunner);
+  }
+
+  /** Claim the next attempt of an activity and run it in the background. */
+  async #startAttempt(effect: EffectRecord, takeOver?: string): Promise<boolean> {
+    if (effect.status === 'running' && takeOver === undefined) {
+      // Its claim expired: the runner may be alive but stuck. Treat as interrupted.
+      if (effect.claimedBy !== null && (effect.unsafe || effect.attempt >= effect.maxAttempts)) {
+        await this.#recoverInterrupted(effect, effect.claimedBy);
+        return false;
+      }
+    }
+    const now = this.clock.now();
+    const claimed = await this.store.claimEffect(effect.id, this.runnerId, now, now + this.#claimMs, takeOver);
+    if (!claimed) return false;
+    const record = await this.store.getJob(claimed.jobId);
+    const def = record ? this.registry.get(record.machineId, record.machineVersion) : undefined;
+    const controller = new AbortController();
+    this.#running.set(claimed.id, { jobId: claimed.jobId, actorId: claimed.actorId, controller });
+    if (record?.cancelRequestedAt !== null && record?.cancelRequestedAt !== undefined) controller.abort(new Error('job cancel requested'));
+    this.#emit({ type: 'activity.started', jobId: claimed.jobId, effectId: claimed.id, src: claimed.src, attempt: claimed.attempt });
+    this.#logEntry('info', 'activity started', { jobId: claimed.jobId, effectId: claimed.id, src: claimed.src, attempt: claimed.attempt });
+    this.#track(this.#runAttempt(claimed, def, controller));
+    return true;
+  }
+
+  async #runAttempt(effect: EffectRecord, def: RegisteredMachine | undefined, controller: AbortController): Promise<void> {
+    const attempt = effect.attempt;
+    const heartbeat = setInterval(() => {
+      void this.store.renewClaim(effect.id, attempt, this.runnerId, this.clock.now() + this.#claimMs).catch(() => undefined);
+    }, Math.max(1000, Math.floor(this.#claimMs / 3)));
+    heartbeat.unref();
+    let outcome: { ok: true; value: unknown } | { ok: false; error: unknown };
+    try {
+      const logic = def?.machine.implementations.actors[effect.src] as { config?: (args: unknown) => unknown } | undefined;
+      if (!def || typeof logic?.config !== 'function') {
+        throw Object.assign(new Error(`No activity "${effect.src}" in the registered machine.`), { terminal: true });
+      }
+      const args: ActivityArgs & { self: undefined; system: undefined; emit: () => void } = {
+        input: structuredClone(effect.input),
+        idempotencyKey: effect.id,
+        attempt,
+        signal: controller.signal,
+        jobId: effect.jobId,
+        defer: (onToken) => {
+          const token = tokenFor();
+          pendingToken = { token, onToken };
+          return deferred(token);
+        },
+        progress: async (percent) => {
+          await this.setProgress(effect.jobId, percent);
+        },
+        attachAsset: async (asset) => {
+          await this.attachAsset(effect.jobId, asset, { effectId: effect.id, attempt });
+        },
+        self: undefined,
+        system: undefined,
+        emit: () => undefined,
+      };
+      let pendingToken: { token: string; onToken: (token: string) => void | Promise<void> } | undefined;
+      const value = await logic.config(args);
+      if (isDeferred(value) && pendingToken && pendingToken.token === value.token) {
+        const status = await this.store.finishAttempt(effect.id, attempt, { kind: 'waiting', token: value.token }, this.clock.now());
+        this.#emit({ type: 'activity.finished', jobId: effect.jobId, effectId: effect.id, attempt, outcome: status === 'current' ? 'waiting' : 'stale' });
+        if (status === 'current') await pendingToken.onToken(value.token);
+        return;
+      }
+      outcome = { ok: true, value };
+    } catch (error) {
+      outcome = { ok: false, error };
+    } finally {
+      clearInterval(heartbeat);
+      this.#running.delete(effect.id);
+    }
+    if (this.#closing && controller.signal.aborted) return; // shutdown: the next runtime takes the attempt over
+    await this.#recordOutcome(effect, def, outcome);
+  }
+
+  async #recordOutcome(effect: EffectRecord, def: RegisteredMachine | undefined, outcome: { ok: true; value: unknown } | { ok: false; error: unknown }): Promise<void> {
+    const attempt = effect.attempt;
+    const now = this.clock.now();
+    let status: 'current' | 'stale';
+    let reported: 'succeeded' | 'failed' | 'retrying' | 'stale';
+    let errorInfo: ErrorInfo | undefined;
+    let output: JsonValue | undefined;
+    if (outcome.ok) {
+      try {
+        output = toJson(outcome.value === undefined ? null : outcome.value);
+      } catch (error) {
+        outcome = { ok: false, error: Object.assign(new Error(`activity output is not JSON: ${(error as Error).message}`), { terminal: true }) };
+      }
+    }
+    if (outcome.ok) {
+      const event = { ...outcomeEvent(effect, attempt, { output: output ?? null }), at: now };
+      status = await this.store.finishAttempt(effect.id, attempt, { kind: 'succeeded', output: output ?? null, event }, now);
+      reported = 'succeeded';
+    } else {
+      const { info, terminal, retryAfterMs } = classify(outcome.error);
+      const policy = def?.activities[effect.src] ?? {};
+      errorInfo = { ...info, message: redactText(info.message, effect.input, def?.sensitive ?? new Set()) };
+      const retry = !terminal && attempt < effect.maxAttempts && (policy.retryOn ? policy.retryOn(errorInfo) : true);
+      if (retry) {
+        const retryAt = now + (retryAfterMs ?? backoffDelay(policy, attempt, effect.id));
+        status = await this.store.finishAttempt(effect.id, attempt, { kind: 'failed', error: errorInfo, retryAt, event: null }, now);
+        reported = 'retrying';
+      } else {
+        const error: ErrorInfo = terminal ? errorInfo : { ...errorInfo, code: errorInfo.code ?? 'SPOOL_RETRIES_EXHAUSTED' };
+        const event = { ...outcomeEvent(effect, attempt, { error: { ...error, attempts: attempt } }), at: now };
+        status = await this.store.finishAttempt(effect.id, attempt, { kind: 'failed', error, retryAt: null, event }, now);
+        reported = 'failed';
+      }
+    }
+    if (status === 'stale') reported = 'stale';
+    this.#emit({ type: 'activity.finished', jobId: effect.jobId, effectId: effect.id, attempt, outcome: reported, ...(errorInfo ? { error: errorInfo } : {}) });
+    this.#logEntry(reported === 'succeeded' ? 'info' : 'warn', `activity ${reported}`, { jobId: effect.jobId, effectId: effect.id, attempt, ...(errorInfo ? { error: errorInfo } : {}) });
+    if (this.#process && reported !== 'retrying') await this.#drain(effect.jobId);
+    if (reported === 'retrying') this.#emit({ type: 'timers.scheduled', jobId: effect.jobId, dueAt: [] });
+    void this.#pumpEffects();
   }
 
   #emit(event: RuntimeEvent): void {
@@ -834,6 +1352,39 @@ export class JobQuarantined extends SpoolError {
   }
 }
 
+/** A completion token that is unknown, used, malformed, or for an invocation no longer current. */
+export class TokenError extends SpoolError {
+  readonly code = 'SPOOL_BAD_TOKEN';
+  readonly category = 'conflict';
+}
+
+/** The operation needs a finished job. */
+export class JobNotFinishedError extends SpoolError {
+  readonly code = 'SPOOL_NOT_FINISHED';
+  readonly category = 'conflict';
+}
+
+function tokenFor(): string {
+  return randomUUID().replace(/-/g, '') + randomUUID().replace(/-/g, '').slice(0, 16);
+}
+
+/** The inbox event that carries an activity's outcome back to its machine. */
+function outcomeEvent(effect: EffectRecord, attempt: number, result: { output: JsonValue } | { error: JsonValue | ErrorInfo }): Omit<NewInboxEvent, 'at'> {
+  const payload = ('output' in result
+    ? { type: `xstate.done.actor.${effect.actorId}`, output: result.output, actorId: effect.actorId }
+    : { type: `xstate.error.actor.${effect.actorId}`, error: toJson(result.error), actorId: effect.actorId }) as JsonValue;
+  return {
+    jobId: effect.jobId,
+    eventId: `effect~${effect.id}~a${attempt}`,
+    type: (payload as { type: string }).type,
+    payload,
+    payloadHash: hashJson(payload),
+    source: 'effect',
+    sourceId: effect.id,
+    attempt,
+  };
+}
+
 function safeInitial(def: RegisteredMachine, input: JsonValue): [AnyMachineSnapshot, unknown[]] {
   let result: [AnyMachineSnapshot, unknown[]];
   try {
@@ -847,8 +1398,9 @@ function safeInitial(def: RegisteredMachine, input: JsonValue): [AnyMachineSnaps
   return result;
 }
 
-function toJob(record: JobRecord): Job {
+function toJob(record: JobRecord, def?: RegisteredMachine): Job {
   const parsed = parseSnapshot(record.snapshot);
+  const cancelState = def?.cancel.state ?? 'cancelled';
   const output = typeof parsed === 'string' ? undefined : (parsed['output'] as JsonValue | undefined);
   return {
     id: record.id,
@@ -861,12 +1413,23 @@ function toJob(record: JobRecord): Job {
     context: record.context,
     input: record.input,
     output,
+    progress: record.progress,
+    cancel:
+      record.cancelRequestedAt === null
+        ? null
+        : { requestedAt: record.cancelRequestedAt, reason: record.cancelReason, completed: statePaths(record.value).includes(cancelState) },
     quarantine: record.quarantine,
     idempotencyKey: record.idempotencyKey,
     owner: record.owner,
     createdAt: record.createdAt,
     updatedAt: record.updatedAt,
   };
+}
+
+/** `context.progress` when the machine keeps one (a number 0-100). */
+function contextProgress(context: JsonValue): number | undefined {
+  const p = context !== null && typeof context === 'object' && !Array.isArray(context) ? context['progress'] : undefined;
+  return typeof p === 'number' && Number.isFinite(p) ? Math.min(100, Math.max(0, p)) : undefined;
 }
 
 function describeEnd(record: JobRecord): string {

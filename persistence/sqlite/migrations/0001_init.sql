@@ -16,6 +16,9 @@ CREATE TABLE jobs (
   idempotency_key  TEXT,
   owner            TEXT    NOT NULL DEFAULT '',  -- '' = unscoped
   quarantine       TEXT,                         -- reason, or NULL
+  progress         REAL,                         -- 0-100, or NULL
+  cancel_requested_at INTEGER,
+  cancel_reason    TEXT,
   created_at       INTEGER NOT NULL,
   updated_at       INTEGER NOT NULL
 ) STRICT;
@@ -31,7 +34,10 @@ CREATE TABLE inbox (
   type          TEXT    NOT NULL,
   payload       TEXT    NOT NULL,                -- JSON (sensitive fields redacted once processed)
   payload_hash  TEXT    NOT NULL,
-  status        TEXT    NOT NULL CHECK (status IN ('pending', 'applied', 'ignored', 'failed', 'rejected')),
+  status        TEXT    NOT NULL CHECK (status IN ('pending', 'applied', 'ignored', 'failed', 'rejected', 'stale')),
+  source_kind   TEXT    NOT NULL DEFAULT 'external' CHECK (source_kind IN ('external', 'timer', 'effect', 'self', 'cancel')),
+  source_id     TEXT,                            -- the timer or effect that produced this event
+  attempt       INTEGER,                         -- the effect attempt that produced it
   error         TEXT,                            -- JSON ErrorInfo
   revision      INTEGER,
   accepted_at   INTEGER NOT NULL,
@@ -49,7 +55,7 @@ CREATE TABLE transitions (
   payload     TEXT    NOT NULL,                  -- JSON, sensitive fields redacted
   from_value  TEXT,                              -- JSON
   to_value    TEXT    NOT NULL,                  -- JSON
-  outcome     TEXT    NOT NULL CHECK (outcome IN ('started', 'applied', 'ignored', 'failed', 'migrated')),
+  outcome     TEXT    NOT NULL CHECK (outcome IN ('started', 'applied', 'ignored', 'failed', 'migrated', 'stale')),
   error       TEXT,                              -- JSON ErrorInfo
   at          INTEGER NOT NULL,
   PRIMARY KEY (job_id, revision)

@@ -1,0 +1,307 @@
+/**
+ * `npm run bench -- --profile`: where one Spool `send` spends its time beyond the raw limit.
+ *
+ * A. The real send loop with a timing proxy around the store: store calls per send and their
+ *    cost, the rest being engine work (validation, hashing, hydration, transition, serialisation).
+ * B. Each step of the send path timed on its own (µs/op, median of repeats), on the same
+ *    machine, snapshot and event, to split the engine remainder.
+ * C. WAL frames written per commit (Spool vs raw): what a FULL commit has to write and sync.
+ *
+ * Only the public API, the store port and xstate are used, so the profile keeps working while
+ * the engine changes; the engine steps in B mirror src/runtime (runtime.ts, hydrate.ts, json.ts).
+ */
+import Database from 'better-sqlite3';
+import { createHash, randomUUID } from 'node:crypto';
+import { statSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
+import { createActor, transition, type AnyActorScope, type AnyMachineSnapshot } from 'xstate';
+import { createRuntime, type JobStore, type JsonValue, type TransitionCommit } from '../src/index.ts';
+import { SqliteStore } from '../persistence/sqlite/index.ts';
+import { jobLifecycle } from '../machines/index.ts';
+import { runRaw, type Synchronous } from './rawRun.ts';
+import { runSpool } from './spoolRun.ts';
+import { median } from './stats.ts';
+import { freshDbPath } from './tempDb.ts';
+import { JOB_INPUT, MACHINE_ID, persistedSnapshotTemplate, progressEvent } from './workload.ts';
+
+interface ProfileOptions {
+  durationMs: number;
+  warmupOps: number;
+  gc: () => void;
+}
+
+export async function runProfile(options: ProfileOptions): Promise<void> {
+  console.log('Spool send profile (job-lifecycle PROGRESS, one event = one commit)\n');
+  await inRunBreakdown(options);
+  options.gc();
+  await stepCosts();
+  options.gc();
+  await walFrames();
+}
+
+// ------------------------------------------------------------------ A. store calls inside real sends
+
+type Timed = { calls: number; ms: number };
+
+function timingStore(store: SqliteStore, table: Map<string, Timed>): JobStore {
+  return new Proxy(store, {
+    get(target, key, receiver) {
+      const value = Reflect.get(target, key, receiver) as unknown;
+      if (typeof value !== 'function' || typeof key !== 'string') return value;
+      const fn = value as (...args: unknown[]) => unknown;
+      return (...args: unknown[]) => {
+        const t0 = performance.now();
+        // SqliteStore methods are async but do all their work synchronously before returning.
+        const result = fn.apply(target, args);
+        const entry = table.get(key) ?? { calls: 0, ms: 0 };
+        entry.calls += 1;
+        entry.ms += performance.now() - t0;
+        table.set(key, entry);
+        return result;
+      };
+    },
+  }) as unknown as JobStore;
+}
+
+async function inRunBreakdown(options: ProfileOptions): Promise<void> {
+  console.log('A. Inside real sends (store wrapped in a timing proxy)');
+  for (const synchronous of ['NORMAL', 'FULL'] as const) {
+    options.gc();
+    const rawRun = runRaw({ synchronous, durationMs: Math.min(options.durationMs, 1500), warmupOps: options.warmupOps });
+    const table = new Map<string, Timed>();
+    const result = await runSpool({
+      synchronous,
+      durationMs: options.durationMs,
+      warmupOps: options.warmupOps,
+      wrapStore: (store) => timingStore(store, table),
+      onMeasureStart: () => table.clear(),
+    });
+    const perSendUs = 1e6 / result.perSec;
+    const sends = result.ops;
+    const rows = [...table.entries()].sort((a, b) => b[1].ms - a[1].ms);
+    const storeUs = rows.reduce((n, [, t]) => n + (t.ms * 1000) / sends, 0);
+    console.log(
+      `  ${synchronous}: ${fmt(result.perSec)} sends/s = ${perSendUs.toFixed(1)} µs/send; raw limit ${fmt(rawRun.perSec)}/s = ${(1e6 / rawRun.perSec).toFixed(1)} µs/commit`,
+    );
+    for (const [name, t] of rows) {
+      console.log(`    store.${name.padEnd(14)} ${(t.calls / sends).toFixed(2)} calls/send  ${((t.ms * 1000) / sends).toFixed(1).padStart(6)} µs/send`);
+    }
+    console.log(`    ${'store total'.padEnd(20)} ${''.padEnd(15)} ${storeUs.toFixed(1).padStart(6)} µs/send`);
+    console.log(`    ${'engine + awaits'.padEnd(20)} ${''.padEnd(15)} ${(perSendUs - storeUs).toFixed(1).padStart(6)} µs/send\n`);
+  }
+}
+
+// ------------------------------------------------------------------ B. each step on its own
+
+/** µs per call: `iterations` calls, repeated, median of the repeats (first repeat is warm-up). */
+function usPerOp(iterations: number, fn: (i: number) => unknown, repeats = 6): number {
+  const results: number[] = [];
+  let sink: unknown;
+  let i = 0;
+  for (let r = 0; r < repeats; r += 1) {
+    const t0 = performance.now();
+    for (let k = 0; k < iterations; k += 1) sink = fn(i++);
+    const us = ((performance.now() - t0) * 1000) / iterations;
+    if (r > 0) results.push(us);
+  }
+  if (sink === Symbol.for('never')) console.log('');
+  return median(results);
+}
+
+async function usPerOpAsync(iterations: number, fn: (i: number) => Promise<unknown>, repeats = 6): Promise<number> {
+  const results: number[] = [];
+  let i = 0;
+  for (let r = 0; r < repeats; r += 1) {
+    const t0 = performance.now();
+    for (let k = 0; k < iterations; k += 1) await fn(i++);
+    const us = ((performance.now() - t0) * 1000) / iterations;
+    if (r > 0) results.push(us);
+  }
+  return median(results);
+}
+
+function sortKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sortKeys);
+  if (value !== null && typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const key of Object.keys(value).sort()) out[key] = sortKeys((value as Record<string, unknown>)[key]);
+    return out;
+  }
+  return value;
+}
+const hashJson = (v: unknown) => createHash('sha256').update(JSON.stringify(sortKeys(v))).digest('hex').slice(0, 32);
+const toJson = (v: unknown) => JSON.parse(JSON.stringify(v)) as JsonValue;
+
+async function stepCosts(): Promise<void> {
+  console.log('B. Steps of one send, each timed alone (µs/op, NORMAL, job with ~2k events of history)');
+  const tmp = freshDbPath('profile-steps');
+  const store = await SqliteStore.open(tmp.path, { synchronous: 'NORMAL' });
+  const runtime = await createRuntime({ store, machines: [jobLifecycle] });
+  const rows: [string, number, string][] = [];
+  const add = (name: string, us: number, note = '') => {
+    rows.push([name, us, note]);
+    console.log(`    ${name.padEnd(58)} ${us.toFixed(2).padStart(7)} µs  ${note}`);
+  };
+  try {
+    const job = await runtime.start(MACHINE_ID, JOB_INPUT);
+    await runtime.send(job.id, { type: 'START' });
+    for (let i = 0; i < 2000; i += 1) await runtime.send(job.id, progressEvent(i));
+    const machine = jobLifecycle.machine;
+    const record = (await store.getJob(job.id))!;
+    const snapshotText = record.snapshot;
+    const event = progressEvent(42);
+    const schema = jobLifecycle.events.PROGRESS;
+
+    console.log('  send() before the transaction:');
+    add('randomUUID() event id', usPerOp(20000, () => randomUUID()));
+    add('#jsonPayload: JSON.stringify + byteLength + JSON.parse', usPerOp(20000, () => JSON.parse(JSON.stringify(event))));
+    add('zod safeParse(PROGRESS) + toJson', usPerOp(20000, () => toJson(schema.safeParse(event).data)));
+    add('hashJson(payload) (sortKeys + sha256)', usPerOp(20000, () => hashJson(event)));
+    add('store.getJob (SELECT * + 3 JSON.parse) — ×3 per send', await usPerOpAsync(5000, () => store.getJob(job.id)));
+    add('store.pendingEvents(jobId, 1) — empty', await usPerOpAsync(5000, () => store.pendingEvents(job.id, 1)));
+    add('store.getEvent(jobId, eventId) — #outcome', await usPerOpAsync(5000, () => store.getEvent(job.id, 'missing')));
+
+    console.log('  hydrate and transition:');
+    add('parseSnapshot: JSON.parse(snapshot)', usPerOp(20000, () => JSON.parse(snapshotText)));
+    add('hydrate: createActor(machine, { snapshot }).getSnapshot()', usPerOp(5000, () => createActor(machine, { snapshot: JSON.parse(snapshotText) as never }).getSnapshot()));
+    const hydrated = createActor(machine, { snapshot: JSON.parse(snapshotText) as never }).getSnapshot() as AnyMachineSnapshot;
+    add('structuredClone(event)', usPerOp(20000, () => structuredClone(event)));
+    add('xstate transition(machine, snapshot, event)', usPerOp(5000, (i) => transition(machine, hydrated, progressEvent(i))));
+    add('  of which createActor(machine) for the inert scope', usPerOp(5000, () => createActor(machine)), '← getInitialSnapshot(): context factory runs with input undefined and throws');
+    const self = createActor(machine);
+    const actions: unknown[] = [];
+    const scope = {
+      self,
+      defer: () => {},
+      id: '',
+      logger: () => {},
+      sessionId: '',
+      stopChild: () => {},
+      system: self.system,
+      emit: () => {},
+      actionExecutor: (a: unknown) => actions.push(a),
+    } as unknown as AnyActorScope;
+    add('machine.transition(snapshot, event, reusedScope)', usPerOp(5000, (i) => {
+      actions.length = 0;
+      return machine.transition(hydrated, progressEvent(i) as never, scope);
+    }), '← what transition() costs without the throwaway actor');
+    const next = transition(machine, hydrated, event)[0];
+
+    console.log('  building the commit and the result:');
+    add('getPersistedSnapshot + JSON.stringify (snapshot column)', usPerOp(20000, () => JSON.stringify(machine.getPersistedSnapshot(next))));
+    add('toJson(value) ×2 + toJson(context) + statePaths + redact', usPerOp(20000, () => [toJson(next.value), toJson(next.value), toJson(next.context), [String(next.value)], toJson(event)]));
+    add('toJob(): JSON.parse(snapshot) for `output` — ×2 per send', usPerOp(20000, () => JSON.parse(snapshotText)));
+
+    console.log('  the write transaction:');
+    let revision = (await store.getJob(job.id))!.revision;
+    const snapshot = JSON.stringify(machine.getPersistedSnapshot(next));
+    const commitFor = (i: number): TransitionCommit => {
+      const eventId = `bench-${i}-${revision}`;
+      const at = Date.now();
+      return {
+        jobId: job.id,
+        expectedRevision: revision,
+        job: { status: 'active', value: 'processing', statePaths: ['processing'], context: next.context as JsonValue, snapshot, machineVersion: record.machineVersion, at },
+        transition: { eventId, eventType: 'PROGRESS', payload: event, from: 'processing', to: 'processing', outcome: 'applied', error: null, at },
+        event: {
+          accept: { jobId: job.id, eventId, type: 'PROGRESS', payload: event, payloadHash: 'x'.repeat(32), at },
+          status: 'applied',
+          error: null,
+          payload: event,
+        },
+      };
+    };
+    add('store.commit([one]) (UPDATE + transitions INSERT + inbox INSERT)', await usPerOpAsync(3000, async (i) => {
+      const [r] = await store.commit([commitFor(i)]);
+      if (!r?.ok) throw new Error(`profile: commit failed ${JSON.stringify(r)}`);
+      revision = r.revision;
+    }));
+    const db = store.db;
+    add('  of which db.transaction(fn) wrapper creation (2 per commit)', usPerOp(20000, () => db.transaction(() => 0)));
+    const begin = db.prepare('BEGIN IMMEDIATE');
+    const commit = db.prepare('COMMIT');
+    const savepoint = db.prepare('SAVEPOINT s');
+    const release = db.prepare('RELEASE s');
+    add('  of which SAVEPOINT + RELEASE (nested transaction)', usPerOp(20000, () => {
+      begin.run();
+      savepoint.run();
+      release.run();
+      commit.run();
+    }) - usPerOp(20000, () => {
+      begin.run();
+      commit.run();
+    }));
+    add('raw limit step (UPDATE + INSERT, one IMMEDIATE tx)', rawStepUs('NORMAL'));
+  } finally {
+    await runtime.close();
+    tmp.dispose();
+  }
+  console.log('');
+}
+
+function rawStepUs(synchronous: Synchronous): number {
+  const r = runRaw({ synchronous, durationMs: 1000, warmupOps: 300 });
+  return 1e6 / r.perSec;
+}
+
+// ------------------------------------------------------------------ C. WAL frames per commit
+
+async function walFrames(): Promise<void> {
+  console.log('C. WAL frames (4 KiB pages) written per commit, autocheckpoint off, 500 commits');
+  const n = 500;
+  const frameBytes = 4096 + 24;
+  // Spool
+  {
+    const tmp = freshDbPath('profile-wal');
+    const store = await SqliteStore.open(tmp.path, { synchronous: 'NORMAL' });
+    const runtime = await createRuntime({ store, machines: [jobLifecycle] });
+    try {
+      const job = await runtime.start(MACHINE_ID, JOB_INPUT);
+      await runtime.send(job.id, { type: 'START' });
+      for (let i = 0; i < 200; i += 1) await runtime.send(job.id, progressEvent(i));
+      store.db.pragma('wal_checkpoint(TRUNCATE)');
+      store.db.pragma('wal_autocheckpoint = 0');
+      for (let i = 0; i < n; i += 1) await runtime.send(job.id, progressEvent(i));
+      const frames = (statSync(`${tmp.path}-wal`).size - 32) / frameBytes / n;
+      console.log(`    Spool send: ${frames.toFixed(2)} frames/commit (default autocheckpoint 1000 → a checkpoint every ~${Math.round(1000 / frames)} commits)`);
+    } finally {
+      await runtime.close();
+      tmp.dispose();
+    }
+  }
+  // Raw
+  {
+    const tmp = freshDbPath('profile-wal-raw');
+    const db = new Database(tmp.path);
+    try {
+      db.pragma('journal_mode = WAL');
+      db.exec(`CREATE TABLE jobs (id TEXT PRIMARY KEY, revision INTEGER NOT NULL, snapshot TEXT NOT NULL, updated_at INTEGER NOT NULL) STRICT;
+        CREATE TABLE transitions (job_id TEXT NOT NULL, revision INTEGER NOT NULL, event_type TEXT NOT NULL, payload TEXT NOT NULL,
+          at INTEGER NOT NULL, PRIMARY KEY (job_id, revision)) STRICT, WITHOUT ROWID;`);
+      const template = persistedSnapshotTemplate();
+      db.prepare('INSERT INTO jobs VALUES (?, 1, ?, 0)').run('j', JSON.stringify(template));
+      const update = db.prepare('UPDATE jobs SET revision = revision + 1, snapshot = ?, updated_at = ? WHERE id = ? AND revision = ?');
+      const insert = db.prepare('INSERT INTO transitions VALUES (?, ?, ?, ?, ?)');
+      let revision = 1;
+      const step = db.transaction((i: number) => {
+        update.run(JSON.stringify({ ...template, context: { ...template.context, progress: i % 101 } }), Date.now(), 'j', revision);
+        revision += 1;
+        insert.run('j', revision, 'PROGRESS', JSON.stringify(progressEvent(i)), Date.now());
+      });
+      for (let i = 0; i < 200; i += 1) step.immediate(i);
+      db.pragma('wal_checkpoint(TRUNCATE)');
+      db.pragma('wal_autocheckpoint = 0');
+      for (let i = 0; i < n; i += 1) step.immediate(i);
+      const frames = (statSync(`${tmp.path}-wal`).size - 32) / frameBytes / n;
+      console.log(`    raw limit:  ${frames.toFixed(2)} frames/commit (a checkpoint every ~${Math.round(1000 / frames)} commits)`);
+    } finally {
+      db.close();
+      tmp.dispose();
+    }
+  }
+  console.log('');
+}
+
+function fmt(n: number): string {
+  return Math.round(n).toLocaleString('en-US');
+}

@@ -1,0 +1,56 @@
+/** Small statistics helpers for the bench: medians and latency percentiles. */
+
+export function median(values: readonly number[]): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+/** Nearest-rank percentile (p in 0..100) of an already sorted array. */
+export function percentileSorted(sorted: Float64Array | readonly number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[rank]!;
+}
+
+/** A growable buffer of latency samples (ms) that avoids boxing numbers in an array. */
+export class Samples {
+  #data = new Float64Array(1 << 14);
+  #length = 0;
+
+  push(value: number): void {
+    if (this.#length === this.#data.length) {
+      const bigger = new Float64Array(this.#data.length * 2);
+      bigger.set(this.#data);
+      this.#data = bigger;
+    }
+    this.#data[this.#length++] = value;
+  }
+
+  get length(): number {
+    return this.#length;
+  }
+
+  values(): Float64Array {
+    return this.#data.subarray(0, this.#length);
+  }
+
+  /** Pool several sample sets and return p50/p99/max in ms. */
+  static summarize(sets: readonly Samples[]): { p50Ms: number; p99Ms: number; maxMs: number; samples: number } {
+    const total = sets.reduce((n, s) => n + s.length, 0);
+    const all = new Float64Array(total);
+    let at = 0;
+    for (const s of sets) {
+      all.set(s.values(), at);
+      at += s.length;
+    }
+    all.sort();
+    return {
+      p50Ms: percentileSorted(all, 50),
+      p99Ms: percentileSorted(all, 99),
+      maxMs: total ? all[total - 1]! : Number.NaN,
+      samples: total,
+    };
+  }
+}

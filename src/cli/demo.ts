@@ -1,0 +1,181 @@
+/**
+ * `spool demo` (what `npm start` runs): four `job-lifecycle` jobs driven to their four ends,
+ * narrated from the runtime's event stream, then the commands to try next.
+ */
+import { randomBytes } from 'node:crypto';
+import { JobNotFoundError, type Job, type Runtime, type RuntimeEvent } from '../index.ts';
+import { formatJson, formatState, table } from './format.ts';
+
+export interface DemoOptions {
+  /** Receives each line of narration (no trailing newline). */
+  print: (line: string) => void;
+  /** How to name the database in the narration, e.g. `./spool.db`. */
+  dbLabel: string;
+  /** What suggested commands start with, e.g. `npx spool --db /tmp/x.db`. */
+  commandPrefix: string;
+}
+
+interface Script {
+  name: string;
+  input: { name: string; items?: number };
+  events: Record<string, unknown>[];
+  /** What the narration says this job shows. */
+  shows: string;
+}
+
+const MACHINE = 'job-lifecycle';
+
+const SCRIPTS: readonly Script[] = [
+  {
+    name: 'thumbnails',
+    input: { name: 'thumbnails' },
+    events: [{ type: 'START' }, { type: 'PROGRESS', percent: 40 }, { type: 'START' }, { type: 'PROGRESS', percent: 90 }, { type: 'FINISH' }],
+    shows: 'reports progress, ignores a repeated START, completes',
+  },
+  {
+    name: 'import',
+    input: { name: 'import-csv', items: 3 },
+    events: [{ type: 'START' }, { type: 'ITEM_DONE' }, { type: 'ITEM_FAILED', reason: 'row 2: bad date' }, { type: 'ITEM_DONE' }],
+    shows: 'counts 3 items, one fails: ends partial by itself',
+  },
+  {
+    name: 'emails',
+    input: { name: 'send-emails' },
+    events: [{ type: 'START' }, { type: 'PROGRESS', percent: 10 }, { type: 'FAIL', reason: 'SMTP 550 mailbox unavailable' }],
+    shows: 'fails with a reason',
+  },
+  {
+    name: 'reindex',
+    input: { name: 'reindex' },
+    events: [{ type: 'CANCEL', reason: 'superseded' }],
+    shows: 'is cancelled before it starts',
+  },
+];
+
+/**
+ * Run the demo on `runtime` (which must know `job-lifecycle`) and resolve with the four jobs
+ * at their ends. Job ids are fresh on every run, so it can run again on the same database.
+ */
+export async function runDemo(runtime: Runtime, options: DemoOptions): Promise<Job[]> {
+  const { print } = options;
+  const suffix = await freshSuffix(runtime);
+  const ids = SCRIPTS.map((s) => `demo-${suffix}-${s.name}`);
+  const width = Math.max(...ids.map((id) => id.length));
+
+  print(`Spool demo on ${options.dbLabel}: four ${MACHINE} jobs. Every line below is a transition committed to SQLite.`);
+  print('');
+  const narrate = narrator(width);
+  const unsubscribe = runtime.subscribe((event) => {
+    const line = narrate(event);
+    if (line !== undefined) print(line);
+  });
+  const jobs: Job[] = [];
+  try {
+    for (const [i, script] of SCRIPTS.entries()) {
+      const id = ids[i]!;
+      print(`# ${id}: ${script.shows}`);
+      await runtime.start(MACHINE, script.input, { jobId: id });
+      for (const event of script.events) await runtime.send(id, event);
+      jobs.push(await runtime.get(id));
+      print('');
+    }
+  } finally {
+    unsubscribe();
+  }
+
+  print(
+    table(
+      ['JOB', 'STATE', 'PROGRESS', 'OUTCOME'],
+      jobs.map((j) => {
+        const c = j.context as { progress?: unknown; outcome?: unknown } | null;
+        return [j.id, formatState(j.value), `${String(c?.progress ?? '-')}%`, String(c?.outcome ?? '-')];
+      }),
+    ),
+  );
+  const p = options.commandPrefix;
+  const mine = `mine-${suffix}`;
+  const look: [string, string][] = [
+    [`${p} list`, 'every job in this database'],
+    [`${p} show ${ids[1]!}`, 'one job: context, history event by event'],
+    [`${p} machines`, 'the registered machines and their events'],
+  ];
+  const width2 = Math.max(...look.map(([c]) => c.length));
+  print('');
+  print('Look around:');
+  for (const [command, what] of look) print(`  ${command.padEnd(width2)}  # ${what}`);
+  print('');
+  print('Start and drive a job of your own (an event is JSON or a bare type):');
+  for (const command of [
+    `${p} start ${MACHINE} --id ${mine} --input '{"name":"my-job","items":2}'`,
+    `${p} send ${mine} START`,
+    `${p} send ${mine} '{"type":"ITEM_FAILED","reason":"timeout"}'`,
+    `${p} send ${mine} ITEM_DONE`,
+    `${p} show ${mine}`,
+  ]) {
+    print(`  ${command}`);
+  }
+  return jobs;
+}
+
+/** A short random suffix no existing demo job uses. */
+async function freshSuffix(runtime: Runtime): Promise<string> {
+  for (;;) {
+    const suffix = randomBytes(3).toString('hex');
+    const taken = await Promise.all(
+      [...SCRIPTS.map((s) => `demo-${suffix}-${s.name}`), `mine-${suffix}`].map((id) =>
+        runtime.get(id).then(
+          () => true,
+          (error: unknown) => {
+            if (error instanceof JobNotFoundError) return false;
+            throw error;
+          },
+        ),
+      ),
+    );
+    if (!taken.includes(true)) return suffix;
+  }
+}
+
+/** `PROGRESS {"percent":40}`: the type, then any other fields. */
+function eventLabel(type: string, payload: unknown): string {
+  const fields = payload !== null && typeof payload === 'object' && !Array.isArray(payload) ? { ...(payload as Record<string, unknown>) } : {};
+  delete fields['type'];
+  return Object.keys(fields).length > 0 ? `${type} ${formatJson(fields)}` : type;
+}
+
+const LABEL_WIDTH = Math.max(...SCRIPTS.flatMap((s) => s.events.map((e) => eventLabel(String(e['type']), e).length)));
+
+/** One narration line per runtime event (or nothing for events the demo does not show). */
+function narrator(width: number): (event: RuntimeEvent) => string | undefined {
+  const lastProgress = new Map<string, unknown>();
+  const progressOf = (job: Job) => (job.context as { progress?: unknown } | null)?.progress;
+  return (event) => {
+    switch (event.type) {
+      case 'job.started':
+        lastProgress.set(event.job.id, progressOf(event.job));
+        return `  ${event.job.id.padEnd(width)}  rev ${event.job.revision}  started ${event.job.machineId}@${event.job.machineVersion} in ${formatState(event.job.value)}`;
+      case 'job.committed': {
+        const t = event.transition;
+        const label = eventLabel(t.eventType, t.payload);
+        const from = t.from === null ? '-' : formatState(t.from);
+        const to = formatState(t.to);
+        let what: string;
+        if (t.outcome === 'ignored') what = `ignored: no transition in ${from}`;
+        else if (t.outcome === 'failed') what = `failed: ${t.error?.message ?? 'unknown error'}`;
+        else what = from === to ? `stays in ${to}` : `${from} -> ${to}`;
+        const progress = progressOf(event.job);
+        let line = `  ${event.job.id.padEnd(width)}  rev ${t.revision}  ${label.padEnd(LABEL_WIDTH)}  ${what}`;
+        if (typeof progress === 'number' && progress !== lastProgress.get(event.job.id)) line += `  (progress ${progress}%)`;
+        lastProgress.set(event.job.id, progress);
+        if (event.job.final) line += `\n  ${' '.repeat(width)}  ended: ${event.job.status}, output ${formatJson(event.job.output)}`;
+        return line;
+      }
+      case 'job.quarantined':
+        return `  ${event.jobId.padEnd(width)}  quarantined: ${event.reason}`;
+      case 'action.failed':
+        return `  ${event.jobId.padEnd(width)}  action ${event.action} failed: ${event.error.message}`;
+      default:
+        return undefined;
+    }
+  };
+}

@@ -1,0 +1,46 @@
+import { SpoolError } from '../index.ts';
+
+/** The command line was not understood (unknown command or option, missing argument). */
+export class UsageError extends SpoolError {
+  readonly code = 'SPOOL_USAGE';
+  readonly category = 'bad-input';
+}
+
+/** A JSON argument (`--input`, an event) could not be parsed. */
+export class BadJsonArgumentError extends SpoolError {
+  readonly code = 'SPOOL_BAD_JSON';
+  readonly category = 'bad-input';
+}
+
+/** `--machines` names a module that cannot be loaded or exports no machines. */
+export class MachinesModuleError extends SpoolError {
+  readonly code = 'SPOOL_BAD_MACHINES_MODULE';
+  readonly category = 'bad-input';
+}
+
+/** The database file could not be opened. */
+export class DatabaseError extends SpoolError {
+  readonly code = 'SPOOL_DATABASE';
+  readonly category = 'internal';
+}
+
+/** The first line of an error message, for the one-line error report. */
+export function firstLine(text: string): string {
+  const line = text.split('\n').find((l) => l.trim() !== '') ?? text;
+  return line.trim();
+}
+
+/**
+ * Parse a JSON command-line argument, or throw {@link BadJsonArgumentError} naming the argument
+ * and showing an example of what it expects.
+ */
+export function parseJsonArgument(text: string, what: string, example: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (error) {
+    const reason = (error as Error).message;
+    throw new BadJsonArgumentError(`${what} is not valid JSON (${firstLine(reason)}); expected e.g. ${example}. Quote it for your shell.`, {
+      argument: what,
+    });
+  }
+}

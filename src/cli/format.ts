@@ -1,0 +1,67 @@
+/**
+ * Plain-text rendering for the `spool` command: aligned tables, key/value blocks, state values
+ * and timestamps. No colour, no terminal detection: the same text goes to a pipe and a terminal.
+ */
+
+/** A state value for people: `processing`, `checkout.paying`, `{upload.done, scan.running}` for parallel states. */
+export function formatState(value: unknown): string {
+  if (value === null || value === undefined) return '-';
+  const leaves = leafPaths(value, '');
+  return leaves.length === 1 ? leaves[0]! : `{${leaves.join(', ')}}`;
+}
+
+function leafPaths(value: unknown, prefix: string): string[] {
+  if (typeof value === 'string') return [prefix ? `${prefix}.${value}` : value];
+  if (value === null || typeof value !== 'object') return [prefix || String(value)];
+  const entries = Object.entries(value);
+  if (entries.length === 0) return [prefix || '(none)'];
+  return entries.flatMap(([key, child]) => leafPaths(child, prefix ? `${prefix}.${key}` : key));
+}
+
+/** Epoch milliseconds as `2025-01-31 12:00:00.000Z` (UTC, sortable). */
+export function formatTime(at: number | null | undefined): string {
+  if (at === null || at === undefined || !Number.isFinite(at)) return '-';
+  return new Date(at).toISOString().replace('T', ' ');
+}
+
+/** Compact one-line JSON (`-` for undefined). */
+export function formatJson(value: unknown): string {
+  return value === undefined ? '-' : JSON.stringify(value);
+}
+
+/**
+ * Columns padded to their widest cell, two spaces apart; the last column is not padded.
+ *
+ * @example
+ * table(['ID', 'STATE'], [['a', 'queued']]) // "ID  STATE\na   queued"
+ */
+export function table(headers: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((cell, i) => (i === cells.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd();
+  return [line(headers), ...rows.map(line)].join('\n');
+}
+
+/**
+ * Key/value lines with the keys aligned. Multi-line values are indented under their key.
+ *
+ * @example
+ * keyValues([['state', 'queued'], ['revision', '1']]) // "state     queued\nrevision  1"
+ */
+export function keyValues(pairs: readonly (readonly [string, string])[]): string {
+  const width = Math.max(0, ...pairs.map(([k]) => k.length));
+  const pad = ' '.repeat(width + 2);
+  return pairs
+    .map(([key, value]) => `${key.padEnd(width)}  ${value.split('\n').join(`\n${pad}`)}`)
+    .join('\n');
+}
+
+/** Pretty JSON for a block value: one line when short, indented otherwise. */
+export function formatBlock(value: unknown): string {
+  if (value === undefined) return '-';
+  const compact = JSON.stringify(value);
+  return compact.length <= 72 ? compact : JSON.stringify(value, null, 2);
+}

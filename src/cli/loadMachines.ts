@@ -1,0 +1,76 @@
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { AnyStateMachine } from 'xstate';
+import { isJobDefinition, isStateMachine, type JobDefinition } from '../index.ts';
+import { MachinesModuleError, firstLine } from './errors.ts';
+
+/** The project's reference machines: what `spool` loads without `--machines`. */
+export const DEFAULT_MACHINES_MODULE = fileURLToPath(new URL('../../machines/index.ts', import.meta.url));
+
+export type Definition = JobDefinition | AnyStateMachine;
+
+/**
+ * The machines a module exports: every export that is a job definition or a bare XState machine,
+ * arrays of those, and a default export that is either, an array, or an object of those.
+ * A bare machine that a definition in the same module wraps is left out (the definition,
+ * with its version and schemas, stands for it). Each value is taken once.
+ *
+ * @example
+ * collectDefinitions(await import('./machines/index.ts')) // [jobLifecycle]
+ */
+export function collectDefinitions(moduleNamespace: Record<string, unknown>): Definition[] {
+  const found: Definition[] = [];
+  const seen = new Set<unknown>();
+  const take = (value: unknown): boolean => {
+    if (!isJobDefinition(value) && !isStateMachine(value)) return false;
+    if (!seen.has(value)) {
+      seen.add(value);
+      found.push(value);
+    }
+    return true;
+  };
+  const takeMany = (value: unknown): void => {
+    if (take(value)) return;
+    if (Array.isArray(value)) for (const item of value) take(item);
+  };
+  for (const [name, value] of Object.entries(moduleNamespace)) {
+    if (name === 'default' && value !== null && typeof value === 'object' && !Array.isArray(value) && !take(value)) {
+      for (const inner of Object.values(value)) takeMany(inner);
+    } else {
+      takeMany(value);
+    }
+  }
+  const wrapped = new Set(found.filter(isJobDefinition).map((d) => d.machine));
+  return found.filter((d) => isJobDefinition(d) || !wrapped.has(d));
+}
+
+/**
+ * Import a machines module (`.ts` or `.js`; relative paths are resolved against `cwd`) and
+ * collect its machines. Throws {@link MachinesModuleError} when the file is missing, fails to
+ * load, or exports no machines.
+ */
+export async function loadMachines(modulePath: string, cwd: string): Promise<{ path: string; definitions: Definition[] }> {
+  const path = resolve(cwd, modulePath);
+  if (!existsSync(path)) {
+    throw new MachinesModuleError(`No machines module at ${path}. Pass --machines a .ts or .js file that exports your machines.`, { path });
+  }
+  let namespace: Record<string, unknown>;
+  try {
+    namespace = (await import(pathToFileURL(path).href)) as Record<string, unknown>;
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new MachinesModuleError(`Could not load machines module ${path}: ${firstLine(reason)}`, { path });
+  }
+  const definitions = collectDefinitions(namespace);
+  if (definitions.length === 0) {
+    const names = Object.keys(namespace);
+    throw new MachinesModuleError(
+      `No machines found in ${path} (exports: ${names.length ? names.join(', ') : 'none'}). ` +
+        'Export XState machines (createMachine / setup().createMachine) or job definitions ({ machine, version, input, events }), ' +
+        'e.g. `export const order = createMachine({ id: "order", ... })`.',
+      { path, exports: names },
+    );
+  }
+  return { path, definitions };
+}

@@ -1,0 +1,426 @@
+/**
+ * The `spool` command: start jobs, send them events, and look at them, on a SQLite file.
+ * A client of the public API only; `bin/spool.js` loads it through tsx, so TypeScript machine
+ * modules run without a build step.
+ *
+ * @example
+ * spool start job-lifecycle --input '{"name":"resize","items":2}' --id resize-1
+ * spool send resize-1 START
+ * spool send resize-1 '{"type":"ITEM_FAILED","reason":"timeout"}' --event-id webhook-7
+ * spool show resize-1 --json
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { Command, CommanderError, Option } from 'commander';
+import {
+  MachineRegistry,
+  SpoolError,
+  createRuntime,
+  type InboxRecord,
+  type Job,
+  type JobStatus,
+  type ListFilter,
+  type RegisteredMachine,
+  type Runtime,
+  type SendResult,
+  type TransitionRecord,
+} from '../index.ts';
+import { SqliteStore } from '../../persistence/sqlite/index.ts';
+import { runDemo } from './demo.ts';
+import { BadJsonArgumentError, DatabaseError, UsageError, firstLine, parseJsonArgument } from './errors.ts';
+import { formatBlock, formatState, formatTime, keyValues, table } from './format.ts';
+import { DEFAULT_MACHINES_MODULE, loadMachines } from './loadMachines.ts';
+
+/** Where the command writes, and what it resolves relative paths against. Default: the process's. */
+export interface CliIO {
+  stdout: (text: string) => void;
+  stderr: (text: string) => void;
+  cwd: string;
+}
+
+/** Global options, shared by every command. */
+interface GlobalOptions {
+  /** Default `./spool.db`. */
+  db: string;
+  /** Default: the project's `machines/index.ts`. */
+  machines?: string;
+  json?: boolean;
+}
+
+const JOB_STATUSES: readonly JobStatus[] = ['active', 'done', 'error', 'stopped'];
+/** A bare event type accepted in place of JSON: `START` means `{"type":"START"}`. */
+const EVENT_TYPE_SHORTHAND = /^[A-Za-z_][A-Za-z0-9_.:-]*$/;
+
+const processIO: CliIO = {
+  stdout: (text) => void process.stdout.write(text),
+  stderr: (text) => void process.stderr.write(text),
+  cwd: process.cwd(),
+};
+
+/**
+ * Run the command line `args` (without `node` and the script) and resolve with the exit code.
+ * Errors are reported on `io.stderr` as one line (or one JSON object with `--json`); nothing throws.
+ *
+ * @example
+ * process.exitCode = await main(process.argv.slice(2));
+ */
+export async function main(args: readonly string[], io: CliIO = processIO): Promise<number> {
+  const wantsJson = args.includes('--json');
+  try {
+    await buildProgram(io).parseAsync([...args], { from: 'user' });
+    return 0;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.exitCode === 0) return 0;
+      if (error.code === 'commander.help') return error.exitCode || 1;
+      const message = error.message.replace(/^error: /, '');
+      return report(new UsageError(`${message.replace(/\.?$/, '.')} See \`spool --help\`.`), wantsJson, io);
+    }
+    return report(error, wantsJson, io);
+  }
+}
+
+function buildProgram(io: CliIO): Command {
+  const program = new Command('spool')
+    .description('Durable XState jobs on SQLite: start jobs, send them events, inspect their history.')
+    .version(readVersion(), '-V, --version')
+    .option('--db <file>', 'SQLite database file', './spool.db')
+    .option('--machines <module>', 'a .ts or .js module exporting your machines (default: the bundled machines/index.ts)')
+    .option('--json', 'print one JSON document on stdout (errors: one JSON object on stderr)')
+    .exitOverride()
+    .configureOutput({
+      writeOut: (text) => io.stdout(text),
+      writeErr: (text) => io.stderr(text),
+      // Commander's own error text is reported by main(), as one line in Spool's format.
+      outputError: () => {},
+    })
+    .showSuggestionAfterError(true)
+    .addHelpText(
+      'after',
+      `
+Events are JSON ('{"type":"PROGRESS","percent":40}') or a bare event type (START).
+
+Examples:
+  spool demo
+  spool start job-lifecycle --input '{"name":"resize","items":2}' --id resize-1
+  spool send resize-1 START
+  spool show resize-1
+  spool list --state processing
+  spool --machines ./my-machines.ts machines`,
+    );
+
+  program
+    .command('start')
+    .description('start a job of the newest version of <machine>')
+    .argument('<machine>', 'machine id, see `spool machines`')
+    .option('--input <json>', 'the job input as a JSON object', '{}')
+    .option('--id <id>', 'your own job id (default: a random UUID)')
+    .option('--idempotency-key <key>', 'starting again with this key and the same input returns the same job')
+    .action(async (machineId: string, options: { input: string; id?: string; idempotencyKey?: string }, command: Command) => {
+      const g = globals(command);
+      const input = parseJsonArgument(options.input, '--input', `--input '{"name":"resize"}'`);
+      await withRuntime(g, io, { create: true }, async (runtime) => {
+        let created = false;
+        const unsubscribe = runtime.subscribe((event) => {
+          if (event.type === 'job.started') created = true;
+        });
+        let job: Job;
+        try {
+          job = await runtime.start(machineId, input, {
+            ...(options.id !== undefined ? { jobId: options.id } : {}),
+            ...(options.idempotencyKey !== undefined ? { idempotencyKey: options.idempotencyKey } : {}),
+          });
+        } finally {
+          unsubscribe();
+        }
+        write(io, g, { created, job }, () =>
+          keyValues([
+            ['job', job.id],
+            ['machine', `${job.machineId}@${job.machineVersion}`],
+            ['created', created ? 'yes' : 'no: a job with this id or idempotency key and the same input already exists'],
+            ['status', describeStatus(job)],
+            ['state', formatState(job.value)],
+            ['revision', String(job.revision)],
+            ['context', formatBlock(job.context)],
+          ]),
+        );
+      });
+    });
+
+  program
+    .command('send')
+    .description('send an event to a job and print its outcome')
+    .argument('<jobId>', 'the job')
+    .argument('<event>', 'the event as JSON, e.g. \'{"type":"PROGRESS","percent":40}\', or a bare type: START')
+    .option('--event-id <id>', 'deduplication id: sending it again returns the first outcome')
+    .action(async (jobId: string, eventText: string, options: { eventId?: string }, command: Command) => {
+      const g = globals(command);
+      const event = parseEvent(eventText);
+      await withRuntime(g, io, { create: false }, async (runtime) => {
+        const result = await runtime.send(jobId, event, options.eventId !== undefined ? { eventId: options.eventId } : {});
+        write(io, g, result, () => formatSendResult(result, eventText, event));
+      });
+    });
+
+  program
+    .command('show')
+    .description("a job's state, context, history and pending events")
+    .argument('<jobId>', 'the job')
+    .action(async (jobId: string, _options: unknown, command: Command) => {
+      const g = globals(command);
+      await withRuntime(g, io, { create: false }, async (runtime) => {
+        const job = await runtime.get(jobId);
+        const history = await runtime.history(jobId);
+        const pendingEvents = (await runtime.events(jobId)).filter((e) => e.status === 'pending');
+        write(io, g, { job, history, pendingEvents }, () => formatShow(job, history, pendingEvents));
+      });
+    });
+
+  program
+    .command('list')
+    .description('jobs, ordered by id')
+    .option('--machine <id>', 'only jobs of this machine')
+    .option('--state <path>', 'only jobs in this state path, e.g. processing or checkout.paying')
+    .addOption(new Option('--status <status>', 'only jobs with this status').choices(JOB_STATUSES))
+    .option('--quarantined', 'only quarantined jobs (held back: their machine version is not registered or no longer fits)')
+    .action(async (options: { machine?: string; state?: string; status?: JobStatus; quarantined?: boolean }, command: Command) => {
+      const g = globals(command);
+      const filter: ListFilter = {
+        ...(options.machine !== undefined ? { machineId: options.machine } : {}),
+        ...(options.state !== undefined ? { state: options.state } : {}),
+        ...(options.status !== undefined ? { status: options.status } : {}),
+        ...(options.quarantined ? { quarantined: true } : {}),
+      };
+      await withRuntime(g, io, { create: false }, async (runtime) => {
+        const jobs = await runtime.list(filter);
+        write(io, g, jobs, () => formatList(jobs));
+      });
+    });
+
+  program
+    .command('machines')
+    .description('the registered machines: versions, event types, description')
+    .action(async (_options: unknown, command: Command) => {
+      const g = globals(command);
+      const { path, definitions } = await loadMachines(g.machines ?? DEFAULT_MACHINES_MODULE, io.cwd);
+      const machines = new MachineRegistry(definitions).all();
+      const json = machines.map((m) => ({
+        id: m.id,
+        version: m.version,
+        events: eventTypes(m),
+        description: m.description ?? null,
+        inputSchema: m.input !== undefined,
+      }));
+      write(io, g, { module: path, machines: json }, () => `${formatMachines(machines)}\n\n(from ${path})`);
+    });
+
+  program
+    .command('demo')
+    .description('run four job-lifecycle jobs to their ends, printing each step (what `npm start` runs)')
+    .action(async (_options: unknown, command: Command) => {
+      const g = globals(command);
+      await withRuntime(g, io, { create: true }, async (runtime) => {
+        const jobs = await runDemo(runtime, {
+          print: g.json ? () => {} : (line) => io.stdout(`${line}\n`),
+          dbLabel: g.db,
+          commandPrefix: commandPrefix(g),
+        });
+        if (g.json) io.stdout(`${JSON.stringify({ db: g.db, jobs }, null, 2)}\n`);
+      });
+    });
+
+  return program;
+}
+
+// ------------------------------------------------------------------ plumbing
+
+function globals(command: Command): GlobalOptions {
+  return command.optsWithGlobals<GlobalOptions>();
+}
+
+function readVersion(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
+    return typeof pkg.version === 'string' ? pkg.version : '0.0.0';
+  } catch {
+    return '0.0.0';
+  }
+}
+
+/**
+ * Load the machines, open the database, open a recovering runtime, run `work`, close everything.
+ * Machines are checked before the database is touched, so a bad module changes nothing.
+ */
+async function withRuntime(g: GlobalOptions, io: CliIO, options: { create: boolean }, work: (runtime: Runtime) => Promise<void>): Promise<void> {
+  const { definitions } = await loadMachines(g.machines ?? DEFAULT_MACHINES_MODULE, io.cwd);
+  new MachineRegistry(definitions); // throws MachineDefinitionError for an unusable definition
+  const store = await openStore(resolve(io.cwd, g.db), g.db, options.create);
+  let runtime: Runtime;
+  try {
+    runtime = await createRuntime({ store, machines: definitions, recover: true });
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+  try {
+    await work(runtime);
+  } finally {
+    await runtime.close();
+  }
+}
+
+async function openStore(path: string, label: string, create: boolean): Promise<SqliteStore> {
+  if (!create && !existsSync(path)) {
+    throw new DatabaseError(`No Spool database at ${label}. Start a job first (\`spool start <machine>\` or \`spool demo\`), or pass --db <file>.`, {
+      db: label,
+    });
+  }
+  try {
+    return await SqliteStore.open(path);
+  } catch (error) {
+    if (error instanceof SpoolError) throw error;
+    throw new DatabaseError(`Could not open the database ${label}: ${firstLine((error as Error).message)}`, { db: label });
+  }
+}
+
+function write(io: CliIO, g: GlobalOptions, json: unknown, human: () => string): void {
+  io.stdout(g.json ? `${JSON.stringify(json, null, 2)}\n` : `${human()}\n`);
+}
+
+/** Print one error line (or one JSON object) on stderr; returns the exit code. */
+function report(error: unknown, json: boolean, io: CliIO): number {
+  if (error instanceof SpoolError) {
+    io.stderr(json ? `${JSON.stringify(error.toJSON())}\n` : `spool: ${error.code}: ${oneLine(error.message)}\n`);
+    return 1;
+  }
+  const e = error instanceof Error ? error : new Error(String(error));
+  const rawCode: unknown = (e as Error & { code?: unknown }).code;
+  const code = typeof rawCode === 'string' ? rawCode : 'SPOOL_INTERNAL';
+  const message = `${oneLine(e.message)} (an unexpected error: please report it; set SPOOL_DEBUG=1 for the stack)`;
+  io.stderr(json ? `${JSON.stringify({ code, category: 'internal', message })}\n` : `spool: ${code}: ${message}\n`);
+  if (process.env['SPOOL_DEBUG']) io.stderr(`${e.stack ?? ''}\n`);
+  return 1;
+}
+
+function oneLine(text: string): string {
+  return text.replace(/\s*\n\s*/g, ' ').trim();
+}
+
+function parseEvent(text: string): unknown {
+  const trimmed = text.trim();
+  if (EVENT_TYPE_SHORTHAND.test(trimmed) && !['true', 'false', 'null'].includes(trimmed)) return { type: trimmed };
+  const event = parseJsonArgument(text, 'The event', `'{"type":"START"}' or START`);
+  if (event === null || typeof event !== 'object' || Array.isArray(event)) {
+    throw new BadJsonArgumentError(`The event must be a JSON object with a "type", e.g. '{"type":"START"}' (or just START); got ${text}.`);
+  }
+  return event;
+}
+
+/** Global options to repeat in suggested commands (`--db` and `--machines` when not the defaults). */
+function commandPrefix(g: GlobalOptions): string {
+  const parts = ['npx spool'];
+  if (g.db !== './spool.db') parts.push(`--db ${shellQuote(g.db)}`);
+  if (g.machines !== undefined) parts.push(`--machines ${shellQuote(g.machines)}`);
+  return parts.join(' ');
+}
+
+function shellQuote(text: string): string {
+  return /^[\w./:@-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`;
+}
+
+// ------------------------------------------------------------------ human output
+
+function describeStatus(job: Job): string {
+  const base = job.final ? `${job.status} (final)` : job.status;
+  return job.quarantine !== null ? `${base}, quarantined` : base;
+}
+
+function eventTypes(m: RegisteredMachine): string[] {
+  return [...m.eventTypes].filter((t) => !t.startsWith('xstate.')).sort();
+}
+
+function formatSendResult(result: SendResult, eventText: string, event: unknown): string {
+  const type = (event as { type?: unknown }).type;
+  const pairs: [string, string][] = [
+    ['job', result.jobId],
+    ['event', `${typeof type === 'string' ? type : eventText} (event id ${result.eventId})`],
+    ['outcome', result.status],
+  ];
+  if (result.duplicate) pairs.push(['duplicate', 'yes: this event id was sent before; this is its first outcome']);
+  if (result.error) pairs.push(['error', `${result.error.code ?? result.error.name}: ${oneLine(result.error.message)}`]);
+  if (result.status === 'ignored') pairs.push(['note', `no transition for this event in state ${formatState(result.job.value)}; nothing changed`]);
+  pairs.push(
+    ['revision', result.revision === null ? '-' : String(result.revision)],
+    ['state', formatState(result.job.value)],
+    ['status', describeStatus(result.job)],
+  );
+  if (result.job.final && result.job.output !== undefined) pairs.push(['output', formatBlock(result.job.output)]);
+  return keyValues(pairs);
+}
+
+function formatShow(job: Job, history: readonly TransitionRecord[], pending: readonly InboxRecord[]): string {
+  const pairs: [string, string][] = [
+    ['job', job.id],
+    ['machine', `${job.machineId}@${job.machineVersion}`],
+    ['status', describeStatus(job)],
+    ['state', formatState(job.value)],
+    ['revision', String(job.revision)],
+  ];
+  if (job.quarantine !== null) pairs.push(['quarantine', job.quarantine]);
+  if (job.idempotencyKey !== null) pairs.push(['idempotency', job.idempotencyKey]);
+  pairs.push(
+    ['created', formatTime(job.createdAt)],
+    ['updated', formatTime(job.updatedAt)],
+    ['input', formatBlock(job.input)],
+    ['context', formatBlock(job.context)],
+  );
+  if (job.output !== undefined) pairs.push(['output', formatBlock(job.output)]);
+
+  const withNotes = history.some((h) => h.error !== null);
+  const historyTable = table(
+    ['REV', 'EVENT', 'OUTCOME', 'FROM -> TO', 'TIME', ...(withNotes ? ['ERROR'] : [])],
+    history.map((h) => [
+      String(h.revision),
+      h.eventType,
+      h.outcome,
+      `${h.from === null ? '-' : formatState(h.from)} -> ${formatState(h.to)}`,
+      formatTime(h.at),
+      ...(withNotes ? [h.error ? `${h.error.name}: ${oneLine(h.error.message)}` : ''] : []),
+    ]),
+  );
+  const inbox =
+    pending.length === 0
+      ? 'pending events: none'
+      : `pending events (accepted, not yet applied):\n${table(
+          ['SEQ', 'EVENT ID', 'TYPE', 'ACCEPTED'],
+          pending.map((e) => [String(e.seq), e.eventId, e.type, formatTime(e.acceptedAt)]),
+        )}`;
+  return `${keyValues(pairs)}\n\nhistory:\n${historyTable}\n\n${inbox}`;
+}
+
+function formatList(jobs: readonly Job[]): string {
+  if (jobs.length === 0) return 'No jobs match.';
+  const anyQuarantined = jobs.some((j) => j.quarantine !== null);
+  const note = anyQuarantined
+    ? '\n\nQuarantined jobs are held back until Spool runs with their machine version registered (e.g. `spool --machines <module> list`).'
+    : '';
+  return table(
+    ['ID', 'MACHINE', 'STATUS', 'STATE', 'REV', 'UPDATED', ...(anyQuarantined ? ['QUARANTINED'] : [])],
+    jobs.map((j) => [
+      j.id,
+      `${j.machineId}@${j.machineVersion}`,
+      j.final ? `${j.status} (final)` : j.status,
+      formatState(j.value),
+      String(j.revision),
+      formatTime(j.updatedAt),
+      ...(anyQuarantined ? [j.quarantine ?? ''] : []),
+    ]),
+  ) + note;
+}
+
+function formatMachines(machines: readonly RegisteredMachine[]): string {
+  return table(
+    ['MACHINE', 'VERSION', 'EVENTS', 'DESCRIPTION'],
+    machines.map((m) => [m.id, m.version, eventTypes(m).join(', ') || '-', m.description ?? '']),
+  );
+}

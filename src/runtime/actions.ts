@@ -1,0 +1,126 @@
+import type { JsonValue, NewEffect, NewInboxEvent, NewTimer } from '../ports/store.ts';
+import { hashJson, toJson } from './json.ts';
+import type { RegisteredMachine } from './registry.ts';
+import { DEFAULT_RETRY } from './retry.ts';
+
+/** An action XState returned from `transition()`: data, plus a working `exec` for custom actions. */
+export interface XStateAction {
+  type: string;
+  params?: unknown;
+  info?: { self?: { id?: string } } & Record<string, unknown>;
+  exec?: (info: unknown, params: unknown) => void;
+}
+
+/** What a transition's actions mean for the store (written in its commit) and for after the commit. */
+export interface ActionPlan {
+  effects: { create: NewEffect[]; deactivate: string[] };
+  timers: { schedule: NewTimer[]; cancel: string[] };
+  deliveries: NewInboxEvent[];
+  /** Custom actions and emits, carried out only after the commit. */
+  afterCommit: XStateAction[];
+  /** Actions Spool cannot carry out durably: the event fails with these reasons. */
+  problems: string[];
+}
+
+/**
+ * Turn the actions of one transition into durable records. Pure: the same inputs give the same
+ * plan, so ids derived here (effect ids = idempotency keys, timer ids) are stable.
+ */
+export function planActions(def: RegisteredMachine, jobId: string, revision: number, actions: readonly unknown[], now: number): ActionPlan {
+  const plan: ActionPlan = { effects: { create: [], deactivate: [] }, timers: { schedule: [], cancel: [] }, deliveries: [], afterCommit: [], problems: [] };
+  actions.forEach((raw, index) => {
+    const action = raw as XStateAction;
+    const params = (action.params ?? {}) as Record<string, unknown>;
+    switch (action.type) {
+      case 'xstate.spawnChild': {
+        const actorId = String(params['id'] ?? '');
+        const src = params['src'];
+        if (typeof src !== 'string' || !(src in (def.machine.implementations.actors ?? {}))) {
+          plan.problems.push(`actor "${actorId}" uses inline logic; declare it in setup({ actors: { name: logic } }) and invoke it by name`);
+          break;
+        }
+        if (/^x:\d+$/.test(actorId)) {
+          plan.problems.push(`actor of "${src}" has a generated id (${actorId}); give every invoked or spawned actor an explicit id`);
+          break;
+        }
+        const kind = activityKind(def.machine.implementations.actors[src]);
+        if (kind !== 'promise') {
+          plan.problems.push(`actor "${actorId}" (${src}) is ${kind === 'machine' ? 'a child machine' : 'not a fromPromise activity'}; Spool runs fromPromise activities durably (model a child machine as its own job)`);
+          break;
+        }
+        const policy = def.activities[src] ?? {};
+        plan.effects.create.push({
+          id: `${jobId}~${actorId}~r${revision}`,
+          jobId,
+          actorId,
+          src,
+          input: toJson(params['input'] ?? null),
+          maxAttempts: Math.max(1, policy.maxAttempts ?? DEFAULT_RETRY.maxAttempts),
+          unsafe: policy.unsafeToRepeat === true,
+          createdRevision: revision,
+          at: now,
+        });
+        break;
+      }
+      case 'xstate.stopChild': {
+        const ref = (params['actorRef'] ?? params) as { id?: unknown };
+        if (typeof ref.id === 'string') plan.effects.deactivate.push(ref.id);
+        break;
+      }
+      case 'xstate.raise': {
+        const event = toJson(params['event']) as { type: string };
+        const delay = params['delay'];
+        if (typeof delay !== 'number') break; // non-delayed raises are already applied by transition()
+        const key = typeof params['id'] === 'string' ? params['id'] : `anon~r${revision}~${index}`;
+        plan.timers.schedule.push(timer(jobId, key, event.type.startsWith('xstate.after.') ? 'after' : 'raise', event, now + delay, revision, now));
+        break;
+      }
+      case 'xstate.sendTo': {
+        const to = params['to'] as { id?: unknown } | undefined;
+        const self = action.info?.self;
+        const event = toJson(params['event']) as { type: string };
+        if (!to || (to !== self && to.id !== self?.id)) {
+          plan.problems.push(`sendTo ${String(params['targetId'] ?? to?.id ?? '?')}: Spool delivers sendTo only to the job itself; send to another job through the runtime`);
+          break;
+        }
+        const delay = params['delay'];
+        if (typeof delay === 'number') {
+          const key = typeof params['id'] === 'string' ? params['id'] : `anon~r${revision}~${index}`;
+          plan.timers.schedule.push(timer(jobId, key, 'sendTo', event, now + delay, revision, now));
+        } else {
+          plan.deliveries.push({
+            jobId,
+            eventId: `self~r${revision}~${index}`,
+            type: event.type,
+            payload: event,
+            payloadHash: hashJson(event),
+            at: now,
+            source: 'self',
+          });
+        }
+        break;
+      }
+      case 'xstate.cancel': {
+        if (typeof params['sendId'] === 'string') plan.timers.cancel.push(params['sendId']);
+        break;
+      }
+      default:
+        if (action.type === 'xstate.emit' || typeof action.exec === 'function') plan.afterCommit.push(action);
+    }
+  });
+  return plan;
+}
+
+function timer(jobId: string, key: string, kind: NewTimer['kind'], event: JsonValue, dueAt: number, revision: number, now: number): NewTimer {
+  return { id: `${jobId}~${key}~r${revision}`, jobId, key, kind, event, dueAt, createdRevision: revision, createdAt: now };
+}
+
+/** What kind of actor logic this is. XState 5 marks none of them, so look at behaviour. */
+export function activityKind(logic: unknown): 'promise' | 'machine' | 'other' {
+  if (logic === null || typeof logic !== 'object') return 'other';
+  if ('root' in logic && 'implementations' in logic) return 'machine';
+  const transition = (logic as { transition?: unknown }).transition;
+  const config = (logic as { config?: unknown }).config;
+  if (typeof config === 'function' && typeof transition === 'function' && /xstate\.promise\.resolve|XSTATE_PROMISE_RESOLVE/.test(String(transition))) return 'promise';
+  return 'other';
+}

@@ -1,0 +1,94 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { JsonValue } from '../ports/store.ts';
+
+/**
+ * What a `fromPromise` activity receives when Spool runs it (XState's own `{ input, signal }`
+ * plus Spool's fields). Machines stay pure: read these from the argument, no import needed.
+ *
+ * @example
+ * actors: {
+ *   charge: fromPromise(async ({ input, signal, ...spool }) => {
+ *     const { idempotencyKey, attempt } = spool as ActivityArgs;
+ *     return provider.charge(input, { idempotencyKey, signal });
+ *   }),
+ * }
+ */
+export interface ActivityArgs<TInput = unknown> {
+  input: TInput;
+  /** Stable across retries and restarts of the same invocation: pass it to the provider. */
+  idempotencyKey: string;
+  /** 1 for the first attempt. */
+  attempt: number;
+  /** Aborts when the invoking state is left, the job is cancelled, or the runtime shuts down. */
+  signal: AbortSignal;
+  jobId: string;
+  /**
+   * Finish later, out of band: returns a value to `return` from the activity. The token is handed
+   * to `onToken` (store it with the webhook, show it to the human); `complete(token, output)` or
+   * `fail(token, error)` settles the activity once.
+   */
+  defer: (onToken: (token: string) => void | Promise<void>) => DeferredCompletion;
+  /** Report progress 0-100 on the job (ignored, with a note, once the job is final). */
+  progress: (percent: number) => Promise<void>;
+  /** Link an output to the job; the same key from a retried attempt is attached once. */
+  attachAsset: (asset: AssetInput) => Promise<void>;
+}
+
+/** An output to link to a job. `key` defaults to `uri`. */
+export interface AssetInput {
+  type: string;
+  uri: string;
+  size?: number;
+  key?: string;
+  meta?: JsonValue;
+}
+
+const DEFERRED = Symbol.for('spool.deferred');
+
+/** The marker an activity returns to finish out of band. */
+export interface DeferredCompletion {
+  readonly [DEFERRED]: true;
+  readonly token: string;
+}
+
+export function deferred(token: string): DeferredCompletion {
+  return { [DEFERRED]: true, token };
+}
+
+export function isDeferred(value: unknown): value is DeferredCompletion {
+  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[DEFERRED] === true;
+}
+
+/** Runtimes of this process that are alive, by runner id. */
+const liveRunners = new Set<string>();
+
+/** A new runner id for one runtime: host, pid, and a random part. */
+export function newRunnerId(): string {
+  const id = `${hostname()}/${process.pid}/${randomUUID().slice(0, 8)}`;
+  liveRunners.add(id);
+  return id;
+}
+
+export function retireRunner(id: string): void {
+  liveRunners.delete(id);
+}
+
+/**
+ * True when the runner that claimed an effect is known to be gone: a closed runtime of this
+ * process, or a process on this host that no longer exists. Unknown hosts are left to claim expiry.
+ */
+export function runnerIsGone(id: string): boolean {
+  if (liveRunners.has(id)) return false;
+  const [host, pidText] = id.split('/');
+  if (host !== hostname()) return false;
+  const pid = Number(pidText);
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  if (pid === process.pid) return true;
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ESRCH';
+  }
+}

@@ -1,0 +1,2 @@
+/** Spool's test kit (`spool/testing`). */
+export { VirtualClock } from './VirtualClock.ts';

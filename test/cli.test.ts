@@ -1,0 +1,463 @@
+/**
+ * The `spool` command, run as a real child process (`node bin/spool.js`) on temp database files.
+ * Every assertion is on what a user sees: exit code, stdout, stderr.
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createMachine } from 'xstate';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { collectDefinitions } from '../src/cli/loadMachines.ts';
+import type { InboxRecord, Job, SendResult, TransitionRecord } from '../src/index.ts';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const BIN = join(ROOT, 'bin', 'spool.js');
+// Under the project (gitignored) so a user module's `import 'xstate'` resolves.
+const TMP = join(ROOT, '.vitest-tmp', `cli-${randomBytes(4).toString('hex')}`);
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Run `node bin/spool.js ...args` in `cwd` (default: the temp dir) and collect what it prints. */
+function spool(args: readonly string[], cwd = TMP): Promise<Run> {
+  const env = { ...process.env };
+  delete env['NODE_OPTIONS'];
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    child.on('error', reject);
+    child.on('close', (code) => resolvePromise({ code, stdout, stderr }));
+  });
+}
+
+/** Run, expect success, and parse the one JSON document on stdout. */
+async function spoolJson<T>(args: readonly string[], cwd = TMP): Promise<T> {
+  const run = await spool([...args, '--json'], cwd);
+  expect(run.stderr, `stderr of spool ${args.join(' ')}`).toBe('');
+  expect(run.code).toBe(0);
+  return JSON.parse(run.stdout) as T;
+}
+
+async function spoolOk(args: readonly string[], cwd = TMP): Promise<string> {
+  const run = await spool(args, cwd);
+  expect(run.stderr, `stderr of spool ${args.join(' ')}`).toBe('');
+  expect(run.code).toBe(0);
+  return run.stdout;
+}
+
+/** A failed command: exit 1, nothing on stdout, exactly one `spool: CODE: message` line on stderr. */
+async function spoolFails(args: readonly string[], code: string, cwd = TMP): Promise<string> {
+  const run = await spool(args, cwd);
+  expect(run.code, `exit code of spool ${args.join(' ')}`).toBe(1);
+  expect(run.stdout).toBe('');
+  expect(run.stderr.endsWith('\n')).toBe(true);
+  const lines = run.stderr.trimEnd().split('\n');
+  expect(lines, run.stderr).toHaveLength(1);
+  expect(lines[0]).toMatch(new RegExp(`^spool: ${code}: \\S`));
+  expect(run.stderr).not.toMatch(/\n\s+at /);
+  return lines[0]!;
+}
+
+/** A line `key   value` of a key/value block. */
+function field(output: string, key: string): string | undefined {
+  return new RegExp(`^${key} +(.*)$`, 'm').exec(output)?.[1];
+}
+
+beforeAll(() => mkdirSync(TMP, { recursive: true }));
+afterAll(() => rmSync(TMP, { recursive: true, force: true }));
+
+describe('spool --help and machines', () => {
+  it('prints help with the commands and exits 0', async () => {
+    const out = await spoolOk(['--help']);
+    expect(out).toContain('Usage: spool');
+    for (const command of ['start', 'send', 'show', 'list', 'machines', 'demo']) expect(out).toMatch(new RegExp(`^  ${command}\\b`, 'm'));
+  });
+
+  it('lists the reference machines, human and --json', async () => {
+    const out = await spoolOk(['machines']);
+    expect(out).toMatch(/^MACHINE\s+VERSION\s+EVENTS\s+DESCRIPTION$/m);
+    expect(out).toMatch(/^job-lifecycle\s+1\s+CANCEL, FAIL, FINISH, ITEM_DONE, ITEM_FAILED, PROGRESS, START\s+queued/m);
+
+    const json = await spoolJson<{ module: string; machines: { id: string; version: string; events: string[]; description: string | null }[] }>([
+      'machines',
+    ]);
+    expect(json.module).toBe(join(ROOT, 'machines', 'index.ts'));
+    expect(json.machines).toEqual([
+      expect.objectContaining({
+        id: 'job-lifecycle',
+        version: '1',
+        events: ['CANCEL', 'FAIL', 'FINISH', 'ITEM_DONE', 'ITEM_FAILED', 'PROGRESS', 'START'],
+      }),
+    ]);
+  });
+});
+
+describe('start, send, show, list', () => {
+  const db = () => ['--db', join(TMP, 'basic.db')];
+
+  it('drives a job in human mode', async () => {
+    const started = await spoolOk([...db(), 'start', 'job-lifecycle', '--id', 'h-1', '--input', '{"name":"resize","items":2}']);
+    expect(field(started, 'job')).toBe('h-1');
+    expect(field(started, 'machine')).toBe('job-lifecycle@1');
+    expect(field(started, 'created')).toBe('yes');
+    expect(field(started, 'state')).toBe('queued');
+    expect(field(started, 'revision')).toBe('1');
+
+    const sent = await spoolOk([...db(), 'send', 'h-1', 'START']);
+    expect(field(sent, 'outcome')).toBe('applied');
+    expect(field(sent, 'revision')).toBe('2');
+    expect(field(sent, 'state')).toBe('processing');
+
+    const ignored = await spoolOk([...db(), 'send', 'h-1', '{"type":"START"}']);
+    expect(field(ignored, 'outcome')).toBe('ignored');
+    expect(field(ignored, 'state')).toBe('processing');
+
+    await spoolOk([...db(), 'send', 'h-1', '{"type":"ITEM_FAILED","reason":"timeout"}']);
+    const last = await spoolOk([...db(), 'send', 'h-1', 'ITEM_DONE']);
+    expect(field(last, 'outcome')).toBe('applied');
+    expect(field(last, 'revision')).toBe('5');
+    expect(field(last, 'state')).toBe('partial');
+    expect(field(last, 'status')).toBe('done (final)');
+    expect(field(last, 'output')).toBe('{"outcome":"partial","succeeded":1,"failed":1,"error":null}');
+
+    const shown = await spoolOk([...db(), 'show', 'h-1']);
+    expect(field(shown, 'machine')).toBe('job-lifecycle@1');
+    expect(field(shown, 'status')).toBe('done (final)');
+    expect(field(shown, 'state')).toBe('partial');
+    expect(field(shown, 'revision')).toBe('5');
+    expect(shown).toMatch(/^REV\s+EVENT\s+OUTCOME\s+FROM -> TO\s+TIME$/m);
+    const rows = shown.split('\n').filter((l) => /^\d+ /.test(l)).map((l) => l.split(/\s{2,}/).slice(0, 4));
+    expect(rows).toEqual([
+      ['1', 'xstate.init', 'started', '- -> queued'],
+      ['2', 'START', 'applied', 'queued -> processing'],
+      ['3', 'START', 'ignored', 'processing -> processing'],
+      ['4', 'ITEM_FAILED', 'applied', 'processing -> processing'],
+      ['5', 'ITEM_DONE', 'applied', 'processing -> partial'],
+    ]);
+    expect(shown).toContain('pending events: none');
+
+    await spoolOk([...db(), 'start', 'job-lifecycle', '--id', 'h-2', '--input', '{"name":"other"}']);
+    const listed = await spoolOk([...db(), 'list']);
+    expect(listed).toMatch(/^ID\s+MACHINE\s+STATUS\s+STATE\s+REV\s+UPDATED$/m);
+    expect(listed).toMatch(/^h-1\s+job-lifecycle@1\s+done \(final\)\s+partial\s+5\s+\d{4}-/m);
+    expect(listed).toMatch(/^h-2\s+job-lifecycle@1\s+active\s+queued\s+1\s+\d{4}-/m);
+    const active = await spoolOk([...db(), 'list', '--status', 'active']);
+    expect(active).toMatch(/^h-2\s/m);
+    expect(active).not.toMatch(/^h-1\s/m);
+    expect(await spoolOk([...db(), 'list', '--state', 'processing'])).toBe('No jobs match.\n');
+  });
+
+  it('drives a job in --json mode, every output one JSON document', async () => {
+    const started = await spoolJson<{ created: boolean; job: Job }>([...db(), 'start', 'job-lifecycle', '--id', 'j-1', '--input', '{"name":"json"}']);
+    expect(started.created).toBe(true);
+    expect(started.job).toMatchObject({ id: 'j-1', machineId: 'job-lifecycle', machineVersion: '1', value: 'queued', revision: 1, final: false });
+
+    const sent = await spoolJson<SendResult>([...db(), 'send', 'j-1', '{"type":"START"}']);
+    expect(sent).toMatchObject({ jobId: 'j-1', status: 'applied', revision: 2, duplicate: false, error: null });
+    expect(sent.job.value).toBe('processing');
+
+    const progress = await spoolJson<SendResult>([...db(), 'send', 'j-1', '{"type":"PROGRESS","percent":40}']);
+    expect(progress.status).toBe('applied');
+    expect(progress.job.context).toMatchObject({ progress: 40 });
+
+    const shown = await spoolJson<{ job: Job; history: TransitionRecord[]; pendingEvents: InboxRecord[] }>([...db(), 'show', 'j-1']);
+    expect(shown.job.revision).toBe(3);
+    expect(shown.history.map((h) => [h.revision, h.eventType, h.outcome])).toEqual([
+      [1, 'xstate.init', 'started'],
+      [2, 'START', 'applied'],
+      [3, 'PROGRESS', 'applied'],
+    ]);
+    expect(shown.pendingEvents).toEqual([]);
+
+    const listed = await spoolJson<Job[]>([...db(), 'list', '--state', 'processing']);
+    expect(listed.map((j) => j.id)).toEqual(['j-1']);
+    const all = await spoolJson<Job[]>([...db(), 'list', '--machine', 'job-lifecycle']);
+    expect(all.map((j) => j.id)).toEqual(['h-1', 'h-2', 'j-1']);
+    expect(await spoolJson<Job[]>([...db(), 'list', '--machine', 'other'])).toEqual([]);
+  });
+
+  it('returns the first outcome for a repeated --event-id, and rejects reuse with another event', async () => {
+    await spoolOk([...db(), 'start', 'job-lifecycle', '--id', 'dup-1', '--input', '{"name":"dup"}']);
+    await spoolOk([...db(), 'send', 'dup-1', 'START']);
+    const first = await spoolJson<SendResult>([...db(), 'send', 'dup-1', '{"type":"PROGRESS","percent":40}', '--event-id', 'hook-7']);
+    expect(first).toMatchObject({ eventId: 'hook-7', status: 'applied', revision: 3, duplicate: false });
+
+    const again = await spoolJson<SendResult>([...db(), 'send', 'dup-1', '{"type":"PROGRESS","percent":40}', '--event-id', 'hook-7']);
+    expect(again).toMatchObject({ eventId: 'hook-7', status: 'applied', revision: 3, duplicate: true });
+    expect(again.job.revision).toBe(3);
+
+    const human = await spoolOk([...db(), 'send', 'dup-1', '{"type":"PROGRESS","percent":40}', '--event-id', 'hook-7']);
+    expect(field(human, 'duplicate')).toMatch(/^yes/);
+    expect(field(human, 'revision')).toBe('3');
+
+    const line = await spoolFails([...db(), 'send', 'dup-1', '{"type":"PROGRESS","percent":50}', '--event-id', 'hook-7'], 'SPOOL_IDEMPOTENCY_CONFLICT');
+    expect(line).toContain('hook-7');
+
+    const shown = await spoolJson<{ history: TransitionRecord[] }>([...db(), 'show', 'dup-1']);
+    expect(shown.history.filter((h) => h.eventType === 'PROGRESS')).toHaveLength(1);
+  });
+
+  it('returns the same job for a repeated --idempotency-key with the same input, and refuses other input', async () => {
+    const args = [...db(), 'start', 'job-lifecycle', '--input', '{"name":"upload-42"}', '--idempotency-key', 'upload-42'];
+    const first = await spoolJson<{ created: boolean; job: Job }>(args);
+    const second = await spoolJson<{ created: boolean; job: Job }>(args);
+    expect(first.created).toBe(true);
+    expect(second.created).toBe(false);
+    expect(second.job.id).toBe(first.job.id);
+    expect(second.job.idempotencyKey).toBe('upload-42');
+
+    const human = await spoolOk(args);
+    expect(field(human, 'job')).toBe(first.job.id);
+    expect(field(human, 'created')).toMatch(/^no/);
+
+    await spoolFails(
+      [...db(), 'start', 'job-lifecycle', '--input', '{"name":"something-else"}', '--idempotency-key', 'upload-42'],
+      'SPOOL_IDEMPOTENCY_CONFLICT',
+    );
+    const jobs = await spoolJson<Job[]>([...db(), 'list']);
+    expect(jobs.filter((j) => j.idempotencyKey === 'upload-42')).toHaveLength(1);
+  });
+});
+
+describe('errors: one line on stderr, exit 1, nothing changed', () => {
+  const db = () => ['--db', join(TMP, 'errors.db')];
+
+  beforeAll(async () => {
+    await spoolOk([...db(), 'start', 'job-lifecycle', '--id', 'live', '--input', '{"name":"live"}']);
+    await spoolOk([...db(), 'start', 'job-lifecycle', '--id', 'ended', '--input', '{"name":"ended"}']);
+    await spoolOk([...db(), 'send', 'ended', 'CANCEL']);
+  });
+
+  const cases: [string, string[], string, RegExp][] = [
+    ['unknown machine', ['start', 'no-such-machine'], 'SPOOL_UNKNOWN_MACHINE', /no-such-machine.*registered: job-lifecycle/],
+    ['unknown event', ['send', 'live', 'EXPLODE'], 'SPOOL_UNKNOWN_EVENT', /EXPLODE.*known: CANCEL/],
+    ['malformed JSON input', ['start', 'job-lifecycle', '--input', '{name: x}'], 'SPOOL_BAD_JSON', /--input is not valid JSON/],
+    ['malformed JSON event', ['send', 'live', '{"type":'], 'SPOOL_BAD_JSON', /event is not valid JSON/],
+    ['an event that is not an object', ['send', 'live', '[1,2]'], 'SPOOL_BAD_JSON', /JSON object with a "type"/],
+    ['wrong-typed input', ['start', 'job-lifecycle', '--input', '{"name":5}'], 'SPOOL_INVALID', /name: .*expected string/],
+    ['wrong-typed event', ['send', 'live', '{"type":"PROGRESS","percent":"lots"}'], 'SPOOL_INVALID', /PROGRESS.*percent/],
+    ['job not found (show)', ['show', 'ghost'], 'SPOOL_NOT_FOUND', /No job "ghost"/],
+    ['job not found (send)', ['send', 'ghost', 'START'], 'SPOOL_NOT_FOUND', /No job "ghost"/],
+    ['event to a finished job', ['send', 'ended', 'START'], 'SPOOL_TERMINAL', /ended.*accepts no more events/],
+    ['a bad job id', ['start', 'job-lifecycle', '--input', '{"name":"x"}', '--id', 'has space'], 'SPOOL_INVALID', /job id/],
+    ['a missing argument', ['start'], 'SPOOL_USAGE', /missing required argument 'machine'/],
+    ['an unknown command', ['explode'], 'SPOOL_USAGE', /unknown command 'explode'/],
+    ['an unknown option', ['list', '--colour'], 'SPOOL_USAGE', /unknown option '--colour'/],
+    ['a bad --status', ['list', '--status', 'sleeping'], 'SPOOL_USAGE', /Allowed choices are active, done, error, stopped/],
+  ];
+
+  it.each(cases)('%s', async (_name, args, code, message) => {
+    const line = await spoolFails([...db(), ...args], code);
+    expect(line).toMatch(message);
+  });
+
+  it('prints the error as one JSON object on stderr with --json', async () => {
+    const run = await spool([...db(), 'send', 'live', 'EXPLODE', '--json']);
+    expect(run.code).toBe(1);
+    expect(run.stdout).toBe('');
+    expect(run.stderr.trimEnd().split('\n')).toHaveLength(1);
+    expect(JSON.parse(run.stderr)).toMatchObject({ code: 'SPOOL_UNKNOWN_EVENT', category: 'bad-input', eventType: 'EXPLODE' });
+
+    const usage = await spool([...db(), 'start', '--json']);
+    expect(usage.code).toBe(1);
+    expect(JSON.parse(usage.stderr)).toMatchObject({ code: 'SPOOL_USAGE', category: 'bad-input' });
+  });
+
+  it('left the jobs as they were', async () => {
+    const jobs = await spoolJson<Job[]>([...db(), 'list']);
+    expect(jobs.map((j) => [j.id, j.revision, j.value])).toEqual([
+      ['ended', 2, 'cancelled'],
+      ['live', 1, 'queued'],
+    ]);
+  });
+
+  it('refuses to read a database that does not exist, without creating it', async () => {
+    const missing = join(TMP, 'missing.db');
+    const line = await spoolFails(['--db', missing, 'list'], 'SPOOL_DATABASE');
+    expect(line).toContain('No Spool database');
+    await spoolFails(['--db', missing, 'show', 'x'], 'SPOOL_DATABASE');
+    // `start` creates it; `list` then finds one job.
+    await spoolOk(['--db', missing, 'start', 'job-lifecycle', '--input', '{"name":"first"}']);
+    expect(await spoolJson<Job[]>(['--db', missing, 'list'])).toHaveLength(1);
+  });
+});
+
+describe('a machines module the project has never seen', () => {
+  const db = () => ['--db', join(TMP, 'user.db')];
+  const modulePath = () => join(TMP, 'order-machines.ts');
+  const withModule = () => [...db(), '--machines', modulePath()];
+
+  beforeAll(() => {
+    writeFileSync(
+      modulePath(),
+      `import { createMachine } from 'xstate';
+import { z } from 'zod';
+
+export const orderMachine = createMachine({
+  id: 'order',
+  initial: 'checkout',
+  context: ({ input }: { input: { sku: string } }) => ({ sku: input.sku, attempts: 0 }),
+  states: {
+    checkout: {
+      initial: 'cart',
+      states: {
+        cart: { on: { PAY: 'paying' } },
+        paying: { on: { PAID: '#order.shipping', DECLINED: 'cart' } },
+      },
+    },
+    shipping: { on: { DELIVERED: 'delivered' } },
+    delivered: { type: 'final' },
+  },
+});
+
+/** Wraps orderMachine: the bare export above must not be registered a second time. */
+export const order = { machine: orderMachine, version: 2, input: z.object({ sku: z.string() }), description: 'checkout with a nested state' };
+
+const ping = createMachine({ id: 'ping', initial: 'idle', states: { idle: { on: { PING: 'done' } }, done: { type: 'final' } } });
+export default { ping, note: 'not a machine' };
+export const notAMachine = 42;
+`,
+    );
+  });
+
+  it('registers its exports (definition, default object) and not the wrapped bare machine twice', async () => {
+    const json = await spoolJson<{ machines: { id: string; version: string; events: string[]; description: string | null }[] }>([
+      '--machines',
+      modulePath(),
+      'machines',
+    ]);
+    expect(json.machines.map((m) => [m.id, m.version, m.events])).toEqual([
+      ['order', '2', ['DECLINED', 'DELIVERED', 'PAID', 'PAY']],
+      ['ping', '1', ['PING']],
+    ]);
+    expect(json.machines[0]!.description).toBe('checkout with a nested state');
+  });
+
+  it('starts a job, moves through the nested state, and drives it to its end', async () => {
+    // A relative --machines path is resolved against the working directory.
+    const started = await spoolJson<{ job: Job }>([...db(), '--machines', './order-machines.ts', 'start', 'order', '--id', 'o-1', '--input', '{"sku":"A-1"}']);
+    expect(started.job).toMatchObject({ machineId: 'order', machineVersion: '2', value: { checkout: 'cart' }, context: { sku: 'A-1', attempts: 0 } });
+    await spoolFails([...withModule(), 'start', 'order', '--input', '{"sku":7}'], 'SPOOL_INVALID');
+
+    const paying = await spoolOk([...withModule(), 'send', 'o-1', 'PAY']);
+    expect(field(paying, 'state')).toBe('checkout.paying');
+
+    const inCheckout = await spoolJson<Job[]>([...withModule(), 'list', '--state', 'checkout']);
+    expect(inCheckout.map((j) => j.id)).toEqual(['o-1']);
+    expect(await spoolOk([...withModule(), 'list', '--state', 'checkout.paying'])).toMatch(/^o-1\s+order@2\s+active\s+checkout\.paying\s+2\s/m);
+
+    const shown = await spoolOk([...withModule(), 'show', 'o-1']);
+    expect(field(shown, 'machine')).toBe('order@2');
+    expect(shown).toMatch(/^2\s+PAY\s+applied\s+checkout\.cart -> checkout\.paying\s/m);
+
+    const declined = await spoolJson<SendResult>([...withModule(), 'send', 'o-1', 'DECLINED']);
+    expect(declined.job.value).toEqual({ checkout: 'cart' });
+    await spoolOk([...withModule(), 'send', 'o-1', 'PAY']);
+    const paid = await spoolJson<SendResult>([...withModule(), 'send', 'o-1', 'PAID']);
+    expect(paid.job.value).toBe('shipping');
+    const delivered = await spoolJson<SendResult>([...withModule(), 'send', 'o-1', '{"type":"DELIVERED"}']);
+    expect(delivered.job).toMatchObject({ value: 'delivered', status: 'done', final: true, revision: 6 });
+    await spoolFails([...withModule(), 'send', 'o-1', 'PAY'], 'SPOOL_TERMINAL');
+  });
+
+  it('shows a job as quarantined when opened without its machine, and releases it with it', async () => {
+    await spoolOk([...withModule(), 'start', 'order', '--id', 'o-2', '--input', '{"sku":"B-2"}']);
+
+    const listed = await spoolOk([...db(), 'list']);
+    expect(listed).toMatch(/^ID\s+MACHINE\s+STATUS\s+STATE\s+REV\s+UPDATED\s+QUARANTINED$/m);
+    expect(listed).toMatch(/^o-2\s+order@2\s+active\s+checkout\.cart\s+1\s+\S+ \S+\s+machine order is not registered$/m);
+    const quarantined = await spoolJson<Job[]>([...db(), 'list', '--quarantined']);
+    expect(quarantined.map((j) => [j.id, j.quarantine])).toEqual([['o-2', 'machine order is not registered']]);
+    expect(field(await spoolOk([...db(), 'show', 'o-2']), 'quarantine')).toBe('machine order is not registered');
+    await spoolFails([...db(), 'send', 'o-2', 'PAY'], 'SPOOL_QUARANTINED');
+
+    expect(await spoolJson<Job[]>([...withModule(), 'list', '--quarantined'])).toEqual([]);
+    const paying = await spoolJson<SendResult>([...withModule(), 'send', 'o-2', 'PAY']);
+    expect(paying.job).toMatchObject({ value: { checkout: 'paying' }, quarantine: null });
+  });
+
+  it('refuses a module that exports no machines, with a clear message', async () => {
+    const empty = join(TMP, 'no-machines.ts');
+    writeFileSync(empty, `export const answer = 42;\nexport default { greeting: 'hello' };\n`);
+    const line = await spoolFails(['--db', join(TMP, 'empty.db'), '--machines', empty, 'list'], 'SPOOL_BAD_MACHINES_MODULE');
+    expect(line).toContain(`No machines found in ${empty} (exports: answer, default)`);
+    expect(line).toContain('createMachine');
+    await spoolFails(['--machines', empty, 'machines'], 'SPOOL_BAD_MACHINES_MODULE');
+  });
+
+  it('refuses a module that cannot be loaded, or is not there', async () => {
+    const broken = join(TMP, 'broken.ts');
+    writeFileSync(broken, `import { gone } from './does-not-exist.ts';\nexport const m = gone;\n`);
+    expect(await spoolFails(['--machines', broken, 'machines'], 'SPOOL_BAD_MACHINES_MODULE')).toContain('Could not load machines module');
+    expect(await spoolFails(['--machines', join(TMP, 'nowhere.ts'), 'machines'], 'SPOOL_BAD_MACHINES_MODULE')).toContain('No machines module at');
+  });
+});
+
+describe('collectDefinitions', () => {
+  const a = createMachine({ id: 'a', initial: 's', states: { s: {} } });
+  const b = createMachine({ id: 'b', initial: 's', states: { s: {} } });
+  const c = createMachine({ id: 'c', initial: 's', states: { s: {} } });
+
+  it('takes definitions, bare machines, arrays and a default export of each kind', () => {
+    const defA = { machine: a, version: 3 };
+    expect(collectDefinitions({ defA, list: [b, 'x', 1], default: { c, other: {} } })).toEqual([defA, b, c]);
+    expect(collectDefinitions({ default: [a, b] })).toEqual([a, b]);
+    expect(collectDefinitions({ default: defA })).toEqual([defA]);
+    expect(collectDefinitions({ default: c })).toEqual([c]);
+  });
+
+  it('leaves out a bare machine a definition wraps, and takes each value once', () => {
+    const defA = { machine: a, version: 2 };
+    expect(collectDefinitions({ a, defA, again: [defA, a], alsoB: b, b })).toEqual([defA, b]);
+  });
+
+  it('finds nothing in a module without machines', () => {
+    expect(collectDefinitions({ x: 1, default: { y: 'z' }, list: [{}] })).toEqual([]);
+  });
+});
+
+describe('spool demo (npm start)', () => {
+  const dir = () => join(TMP, 'demo');
+
+  it('drives four jobs to their four ends, tells what to try next, and runs again on the same database', async () => {
+    mkdirSync(dir(), { recursive: true });
+    const out = await spoolOk(['demo'], dir());
+    expect(out).toContain('Spool demo on ./spool.db');
+    for (const command of ['npx spool list', 'npx spool show demo-', 'npx spool machines', 'npx spool start job-lifecycle', 'npx spool send mine-']) {
+      expect(out).toContain(command);
+    }
+    expect(out).toMatch(/START\s+queued -> processing/);
+    expect(out).toMatch(/START\s+ignored: no transition in processing/);
+
+    const jobs = await spoolJson<Job[]>(['list'], dir()); // default --db ./spool.db, as the demo used
+    expect(jobs).toHaveLength(4);
+    expect(jobs.every((j) => j.final && j.status === 'done')).toBe(true);
+    expect(jobs.map((j) => (j.context as { outcome: string }).outcome).sort()).toEqual(['cancelled', 'completed', 'failed', 'partial']);
+    // The suggested `show` names one of them.
+    const suggested = /npx spool show (demo-\S+)/.exec(out)?.[1];
+    expect(jobs.map((j) => j.id)).toContain(suggested);
+
+    const again = await spoolJson<{ db: string; jobs: Job[] }>(['demo'], dir());
+    expect(again.jobs).toHaveLength(4);
+    const all = await spoolJson<Job[]>(['list'], dir());
+    expect(all).toHaveLength(8);
+    expect(new Set(all.map((j) => j.id)).size).toBe(8);
+    expect(all.every((j) => j.final)).toBe(true);
+    expect(await spoolJson<Job[]>(['list', '--status', 'active'], dir())).toEqual([]);
+  });
+
+  it('uses --db and repeats it in the suggested commands', async () => {
+    const db = join(TMP, 'demo-elsewhere.db');
+    const out = await spoolOk(['--db', db, 'demo']);
+    expect(out).toContain(`npx spool --db ${db} list`);
+    expect(await spoolJson<Job[]>(['--db', db, 'list'])).toHaveLength(4);
+  });
+});

@@ -1,0 +1,196 @@
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { loadMigrations, SqliteStore } from '../persistence/sqlite/index.ts';
+import { jobLifecycle } from '../machines/index.ts';
+import { SchemaTooNewError, type RuntimeEvent } from '../src/index.ts';
+import { Resources } from './helpers/resources.ts';
+import { newJob } from './store.contract.ts';
+
+const res = new Resources();
+afterEach(() => res.dispose());
+
+const sha = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex');
+
+describe('SqliteStore settings', () => {
+  it('opens in WAL mode with synchronous=FULL by default', async () => {
+    const store = await res.sqlite(res.dbPath());
+    expect(store.db.pragma('journal_mode', { simple: true })).toBe('wal');
+    expect(store.db.pragma('synchronous', { simple: true })).toBe(2); // FULL
+    expect(store.db.pragma('foreign_keys', { simple: true })).toBe(1);
+    expect(store.db.pragma('busy_timeout', { simple: true })).toBe(5000);
+    await store.close();
+    expect(store.db.open).toBe(false);
+  });
+
+  it('uses synchronous=NORMAL (still WAL) when asked, and the busy timeout given', async () => {
+    const store = await res.sqlite(res.dbPath(), { synchronous: 'NORMAL', busyTimeoutMs: 1234 });
+    expect(store.db.pragma('journal_mode', { simple: true })).toBe('wal');
+    expect(store.db.pragma('synchronous', { simple: true })).toBe(1); // NORMAL
+    expect(store.db.pragma('busy_timeout', { simple: true })).toBe(1234);
+    await store.close();
+  });
+});
+
+describe('SqliteStore migrations', () => {
+  it('records the schema version it migrated to', async () => {
+    const latest = loadMigrations().at(-1)!;
+    const store = await res.sqlite(res.dbPath(), { clock: { now: () => 111 } });
+    expect(store.schemaVersion).toBe(latest.version);
+    const rows = store.db.prepare('SELECT version, name, applied_at FROM spool_migrations ORDER BY version').all();
+    expect(rows).toEqual(loadMigrations().map((m) => ({ version: m.version, name: m.name, applied_at: 111 })));
+    expect(rows.at(-1)).toMatchObject({ version: latest.version, name: latest.name });
+    await store.close();
+  });
+
+  it('does not re-run migrations when an existing file is reopened, and keeps its data', async () => {
+    const path = res.dbPath();
+    const first = await res.sqlite(path, { clock: { now: () => 111 } });
+    await first.createJob(newJob('kept'));
+    await first.close();
+
+    const again = await res.sqlite(path, { clock: { now: () => 222 } });
+    expect(again.db.prepare('SELECT version, applied_at FROM spool_migrations').all()).toEqual(
+      loadMigrations().map((m) => ({ version: m.version, applied_at: 111 })),
+    );
+    expect(await again.getJob('kept')).toMatchObject({ id: 'kept', revision: 1 });
+    await again.close();
+  });
+
+  it('refuses a database whose schema is newer than the code with SchemaTooNewError, leaving the file unchanged', async () => {
+    const path = res.dbPath();
+    const store = await res.sqlite(path);
+    await store.createJob(newJob('j1'));
+    await store.close();
+    const raw = res.raw(path);
+    raw.prepare('INSERT INTO spool_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(9999, '9999_future.sql', 1);
+    raw.close(); // checkpoints the WAL into the main file
+    expect(existsSync(`${path}-wal`)).toBe(false);
+    const before = sha(path);
+
+    const error = await SqliteStore.open(path).then(
+      (s) => {
+        void s.close();
+        return undefined;
+      },
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(SchemaTooNewError);
+    expect(error).toMatchObject({ code: 'SPOOL_SCHEMA_TOO_NEW', details: { schemaVersion: 9999, supported: loadMigrations().at(-1)!.version } });
+    expect((error as Error).message).toMatch(/upgrade Spool/);
+
+    expect(sha(path)).toBe(before);
+    expect(existsSync(`${path}-wal`)).toBe(false);
+    const check = res.raw(path, { readonly: true });
+    expect(check.prepare('SELECT max(version) AS v FROM spool_migrations').get()).toEqual({ v: 9999 });
+    expect(check.prepare('SELECT id FROM jobs').all()).toEqual([{ id: 'j1' }]);
+    check.close();
+  });
+
+  it('refuses a newer database kept in rollback-journal mode without switching it to WAL', async () => {
+    // A newer Spool (or an operator) may have left the file in rollback-journal mode. The refusal
+    // says "nothing was changed", so opening it must not rewrite the header's journal mode either.
+    const path = res.dbPath();
+    const store = await res.sqlite(path);
+    await store.close();
+    const raw = res.raw(path);
+    raw.pragma('journal_mode = DELETE');
+    raw.prepare('INSERT INTO spool_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(9999, '9999_future.sql', 1);
+    raw.close();
+    const before = sha(path);
+
+    await expect(SqliteStore.open(path)).rejects.toBeInstanceOf(SchemaTooNewError);
+
+    const check = res.raw(path, { readonly: true });
+    expect(check.pragma('journal_mode', { simple: true })).toBe('delete');
+    check.close();
+    expect(sha(path)).toBe(before);
+  });
+});
+
+describe('SqliteStore with corrupted rows', () => {
+  async function seed(path: string) {
+    const store = await res.sqlite(path);
+    const runtime = await res.runtime({ store, machines: [jobLifecycle] });
+    for (const id of ['a-healthy', 'b-bad-context', 'c-bad-snapshot', 'd-healthy']) {
+      await runtime.start('job-lifecycle', { name: id }, { jobId: id });
+      await runtime.send(id, { type: 'START' });
+    }
+    await runtime.close();
+    const raw = res.raw(path);
+    raw.prepare("UPDATE jobs SET context = '{not json' WHERE id = 'b-bad-context'").run();
+    raw.prepare("UPDATE jobs SET snapshot = ? WHERE id = 'c-bad-snapshot'").run('\u0000garbage{"value":');
+    raw.close();
+  }
+
+  it('lists every job, reporting the corrupted column instead of throwing', async () => {
+    const path = res.dbPath();
+    await seed(path);
+    const store = await res.sqlite(path);
+    const jobs = await store.listJobs({});
+    expect(jobs.map((j) => j.id)).toEqual(['a-healthy', 'b-bad-context', 'c-bad-snapshot', 'd-healthy']);
+    const bad = jobs.find((j) => j.id === 'b-bad-context')!;
+    expect(bad.corruption).toMatch(/context/);
+    expect(bad.context).toBeNull();
+    expect(bad.value).toBe('processing');
+    expect(jobs.find((j) => j.id === 'a-healthy')).toMatchObject({ context: { name: 'a-healthy' }, quarantine: null });
+    expect(jobs.find((j) => j.id === 'a-healthy')!.corruption).toBeUndefined();
+    expect(await store.getJob('b-bad-context')).toMatchObject({ id: 'b-bad-context', revision: 2 });
+    await store.close();
+  });
+
+  async function openRecovered(path: string) {
+    const store = await res.sqlite(path);
+    const runtime = await res.runtime({ store, machines: [jobLifecycle], recover: false });
+    const seen: RuntimeEvent[] = [];
+    runtime.subscribe((e) => seen.push(e));
+    await runtime.recover();
+    return { store, runtime, seen };
+  }
+
+  it('the runtime holds the corrupted jobs back with a clear reason while healthy jobs keep working', async () => {
+    const path = res.dbPath();
+    await seed(path);
+    const { runtime } = await openRecovered(path);
+
+    const badContext = await runtime.get('b-bad-context');
+    expect(badContext.quarantine).toMatch(/context is not valid JSON/);
+    const badSnapshot = await runtime.get('c-bad-snapshot');
+    expect(badSnapshot.quarantine).toMatch(/snapshot is not valid JSON/);
+    const listed = await runtime.list();
+    expect(listed.map((j) => j.id)).toEqual(['a-healthy', 'b-bad-context', 'c-bad-snapshot', 'd-healthy']);
+
+    // Sending to them is refused and changes nothing; healthy jobs keep working.
+    await expect(runtime.send('c-bad-snapshot', { type: 'FINISH' })).rejects.toMatchObject({ code: 'SPOOL_QUARANTINED' });
+    await expect(runtime.send('b-bad-context', { type: 'FINISH' })).rejects.toMatchObject({ code: 'SPOOL_QUARANTINED' });
+    for (const id of ['a-healthy', 'd-healthy']) {
+      const r = await runtime.send(id, { type: 'FINISH' });
+      expect(r).toMatchObject({ status: 'applied', job: { value: 'completed', status: 'done', revision: 3 } });
+    }
+    expect(await runtime.get('c-bad-snapshot')).toMatchObject({ revision: 2, value: 'processing' });
+    expect(await runtime.get('b-bad-context')).toMatchObject({ revision: 2, value: 'processing' });
+    await runtime.close();
+  });
+
+  it('a job with an invalid snapshot is quarantined durably (stored reason, list filter, event)', async () => {
+    const path = res.dbPath();
+    await seed(path);
+    const { runtime, store, seen } = await openRecovered(path);
+    expect(store.db.prepare("SELECT quarantine FROM jobs WHERE id = 'c-bad-snapshot'").get()).toEqual({ quarantine: expect.stringMatching(/snapshot/) });
+    expect((await runtime.list({ quarantined: true })).map((j) => j.id)).toContain('c-bad-snapshot');
+    expect(seen).toContainEqual({ type: 'job.quarantined', jobId: 'c-bad-snapshot', reason: expect.stringMatching(/snapshot/) });
+    await runtime.close();
+  });
+
+  it('a job with invalid context JSON is quarantined durably too (stored reason, list filter, event)', async () => {
+    const path = res.dbPath();
+    await seed(path);
+    const { runtime, store, seen } = await openRecovered(path);
+    // The reason must be in the stored column, so every reader (list filters, jobsWithPendingEvents, the CLI) sees it.
+    expect(store.db.prepare("SELECT quarantine FROM jobs WHERE id = 'b-bad-context'").get()).toEqual({ quarantine: expect.stringMatching(/context/) });
+    expect((await runtime.list({ quarantined: true })).map((j) => j.id)).toEqual(['b-bad-context', 'c-bad-snapshot']);
+    expect((await runtime.list({ quarantined: false })).map((j) => j.id)).toEqual(['a-healthy', 'd-healthy']);
+    expect(seen).toContainEqual({ type: 'job.quarantined', jobId: 'b-bad-context', reason: expect.stringMatching(/context/) });
+    await runtime.close();
+  });
+});

@@ -1,0 +1,19 @@
+import { join } from 'node:path';
+import { MemoryStore } from '../persistence/memory/index.ts';
+import { SqliteStore } from '../persistence/sqlite/index.ts';
+import { Resources } from './helpers/resources.ts';
+import { storeContract } from './store.contract.ts';
+
+storeContract('SqliteStore (file)', async () => {
+  const res = new Resources();
+  const store = await SqliteStore.open(join(res.tempDir(), 'contract.db'));
+  return {
+    store,
+    dispose: async () => {
+      if (store.db.open) throw new Error('the contract suite left the SQLite store open');
+      await res.dispose();
+    },
+  };
+});
+
+storeContract('MemoryStore', async () => ({ store: new MemoryStore() }));
