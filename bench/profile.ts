@@ -14,7 +14,7 @@ import Database from 'better-sqlite3';
 import { createHash, randomUUID } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { createActor, transition, type AnyActorScope, type AnyMachineSnapshot } from 'xstate';
+import { createActor, transition, type AnyActorScope, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
 import { createRuntime, type JobStore, type JsonValue, type TransitionCommit } from '../src/index.ts';
 import { SqliteStore } from '../persistence/sqlite/index.ts';
 import { jobLifecycle } from '../machines/index.ts';
@@ -146,7 +146,8 @@ async function stepCosts(): Promise<void> {
     const job = await runtime.start(MACHINE_ID, JOB_INPUT);
     await runtime.send(job.id, { type: 'START' });
     for (let i = 0; i < 2000; i += 1) await runtime.send(job.id, progressEvent(i));
-    const machine = jobLifecycle.machine;
+    // Typed loosely, as the runtime holds it (RegisteredMachine.machine is an AnyStateMachine).
+    const machine: AnyStateMachine = jobLifecycle.machine;
     const record = (await store.getJob(job.id))!;
     const snapshotText = record.snapshot;
     const event = progressEvent(42);
@@ -201,7 +202,7 @@ async function stepCosts(): Promise<void> {
       return {
         jobId: job.id,
         expectedRevision: revision,
-        job: { status: 'active', value: 'processing', statePaths: ['processing'], context: next.context as JsonValue, snapshot, machineVersion: record.machineVersion, at },
+        job: { status: 'active', value: 'processing', statePaths: ['processing'], context: toJson(next.context), snapshot, machineVersion: record.machineVersion, at },
         transition: { eventId, eventType: 'PROGRESS', payload: event, from: 'processing', to: 'processing', outcome: 'applied', error: null, at },
         event: {
           accept: { jobId: job.id, eventId, type: 'PROGRESS', payload: event, payloadHash: 'x'.repeat(32), at },

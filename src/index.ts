@@ -11,6 +11,7 @@ export { RetryableError, TerminalError, IndeterminateOutcomeError, backoffDelay 
 export type { RetryPolicy, ActivityPolicy } from './runtime/retry.ts';
 export type { ActivityArgs, AssetInput, DeferredCompletion } from './runtime/activities.ts';
 export { MachineRegistry, isStateMachine, isJobDefinition } from './runtime/registry.ts';
+export { runWorker, type WorkerOptions } from './runtime/worker.ts';
 export type { JobDefinition, RegisteredMachine, SnapshotMigration, PersistedSnapshotJson } from './runtime/registry.ts';
 export * from './runtime/errors.ts';
 export { systemClock, type Clock } from './ports/clock.ts';

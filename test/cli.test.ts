@@ -4,7 +4,7 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createMachine } from 'xstate';
@@ -254,7 +254,8 @@ describe('errors: one line on stderr, exit 1, nothing changed', () => {
     ['a bad --status', ['list', '--status', 'sleeping'], 'SPOOL_USAGE', /Allowed choices are active, done, error, stopped/],
   ];
 
-  it.each(cases)('%s', async (_name, args, code, message) => {
+  // Independent read-only failures: run side by side (each is its own process).
+  it.concurrent.each(cases)('%s', async (_name, args, code, message) => {
     const line = await spoolFails([...db(), ...args], code);
     expect(line).toMatch(message);
   });
@@ -271,7 +272,9 @@ describe('errors: one line on stderr, exit 1, nothing changed', () => {
     expect(JSON.parse(usage.stderr)).toMatchObject({ code: 'SPOOL_USAGE', category: 'bad-input' });
   });
 
-  it('left the jobs as they were', async () => {
+  it('left the jobs as they were, and the database closed', async () => {
+    // SQLite removes the WAL file when the last connection closes: every failed command closed its runtime.
+    expect(existsSync(join(TMP, 'errors.db-wal'))).toBe(false);
     const jobs = await spoolJson<Job[]>([...db(), 'list']);
     expect(jobs.map((j) => [j.id, j.revision, j.value])).toEqual([
       ['ended', 2, 'cancelled'],
@@ -437,6 +440,8 @@ describe('spool demo (npm start)', () => {
     expect(out).toMatch(/START\s+queued -> processing/);
     expect(out).toMatch(/START\s+ignored: no transition in processing/);
 
+    expect(existsSync(join(dir(), 'spool.db'))).toBe(true);
+    expect(existsSync(join(dir(), 'spool.db-wal'))).toBe(false); // closed cleanly
     const jobs = await spoolJson<Job[]>(['list'], dir()); // default --db ./spool.db, as the demo used
     expect(jobs).toHaveLength(4);
     expect(jobs.every((j) => j.final && j.status === 'done')).toBe(true);

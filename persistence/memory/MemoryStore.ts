@@ -100,7 +100,7 @@ export class MemoryStore implements JobStore {
         idempotencyKey: job.idempotencyKey,
         owner: job.owner === '' ? null : job.owner,
         quarantine: null,
-        progress: null,
+        progress: job.progress ?? null,
         cancelRequestedAt: null,
         cancelReason: null,
         createdAt: job.at,
@@ -109,6 +109,7 @@ export class MemoryStore implements JobStore {
       this.#mapSet(this.#jobs, job.id, stored);
       this.#mapSet(this.#history, job.id, []);
       this.#insertTransition(job.id, 1, job.transition);
+      this.#writeRequests(job.effects, job.timers, job.deliveries);
       return { job: toJobRecord(stored), created: true };
     });
   }
@@ -530,7 +531,6 @@ export class MemoryStore implements JobStore {
         this.#assign(effect, { active: false, token: null, updatedAt: at, status: deactivatedStatus(effect.status) });
       }
     }
-    for (const n of c.effects?.create ?? []) this.#insertEffect(n);
     // The consumed timer is delivered before this transition's cancellations, so a timer whose own
     // key the transition cancels (every `after` transition leaving its state) is still `delivered`.
     if (c.consumedTimer !== undefined) {
@@ -542,9 +542,15 @@ export class MemoryStore implements JobStore {
         if (t.jobId === c.jobId && t.key === key && (t.status === 'scheduled' || t.status === 'fired')) this.#assign(t, { status: 'cancelled' });
       }
     }
-    for (const t of c.timers?.schedule ?? []) this.#insertTimer(t);
-    for (const d of c.deliveries ?? []) this.#acceptPending(d);
+    this.#writeRequests(c.effects?.create, c.timers?.schedule, c.deliveries);
     return { ok: true, revision };
+  }
+
+  /** Effects, timers and self-sends a transition asked for, in the SQLite store's order. */
+  #writeRequests(effects: NewEffect[] = [], timers: NewTimer[] = [], deliveries: NewInboxEvent[] = []): void {
+    for (const e of effects) this.#insertEffect(e);
+    for (const t of timers) this.#insertTimer(t);
+    for (const d of deliveries) this.#acceptPending(d);
   }
 
   // Row writes (journaled), with the constraints of the SQLite schema.

@@ -547,8 +547,10 @@ function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
     }
   }
   for (const actorId of c.effects?.deactivate ?? []) s.deactivateEffects.run(c.job.at, c.jobId, actorId);
-  for (const key of c.timers?.cancel ?? []) s.cancelTimers.run(c.jobId, key);
+  // Deliver the consumed timer before this transition's cancellations: an `after` transition that
+  // leaves its state also cancels its own key, which must not turn the delivered timer into a cancelled one.
   if (c.consumedTimer !== undefined) s.deliverTimer.run(c.consumedTimer);
+  for (const key of c.timers?.cancel ?? []) s.cancelTimers.run(c.jobId, key);
   writeRequests(s, c.effects?.create, c.timers?.schedule, c.deliveries);
   return { ok: true, revision };
 }

@@ -467,19 +467,28 @@ export class Runtime {
       }
       afterId = page.at(-1)!.id;
     }
+    const processed = await this.processPending();
+    return { checked, quarantined, migrated, processed };
+  }
+
+  /**
+   * Apply every accepted but unprocessed event (sent by client-only runtimes, other processes,
+   * or left by a crash). Returns how many were settled.
+   */
+  async processPending(): Promise<number> {
+    this.#assertOpen();
+    if (!this.#process) return 0;
     let processed = 0;
-    if (this.#process) {
-      const tried = new Set<string>();
-      for (;;) {
-        const ids = (await this.store.jobsWithPendingEvents(200)).filter((id) => !tried.has(id));
-        if (ids.length === 0) break;
-        for (const id of ids) {
-          tried.add(id);
-          processed += await this.#drain(id);
-        }
+    const tried = new Set<string>();
+    for (;;) {
+      const ids = (await this.store.jobsWithPendingEvents(200)).filter((id) => !tried.has(id));
+      if (ids.length === 0) break;
+      for (const id of ids) {
+        tried.add(id);
+        processed += await this.#drain(id);
       }
     }
-    return { checked, quarantined, migrated, processed };
+    return processed;
   }
 
   /**
@@ -1065,7 +1074,8 @@ export class Runtime {
   ): Promise<'ok' | 'conflict' | 'duplicate'> {
     const now = transitionDraft.at;
     const context = toJson(next.context);
-    const progress = contextProgress(context);
+    // Progress follows context.progress when the machine changes it; activities may set it in between.
+    const progress = contextProgress(context) === contextProgress(record.context) ? undefined : contextProgress(context);
     const commit: TransitionCommit = {
       jobId: record.id,
       expectedRevision: record.revision,
