@@ -11,6 +11,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { runInNewContext } from 'node:vm';
 import { setFlagsFromString } from 'node:v8';
+import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { machineInfo } from './machineInfo.ts';
 import { runRaw, type RunResult, type Synchronous } from './rawRun.ts';
@@ -107,6 +108,10 @@ async function main(): Promise<void> {
     };
   });
 
+  const loadAfter = os.loadavg()[0]!;
+  const busiest = Math.max(machine.loadavg[0]!, loadAfter);
+  const hostBusy = busiest > machine.cpus;
+
   console.log('');
   const header = ['sync', 'Spool tx/s', 'raw limit tx/s', 'ratio', `target ${TARGET_RATIO}`, 'send p50', 'send p99', 'raw p50', 'raw p99'];
   const rows = results.map((r) => [
@@ -123,6 +128,13 @@ async function main(): Promise<void> {
   printTable(header, rows);
   for (const r of results) {
     console.log(`  ${r.synchronous}: Spool per round ${r.spool.roundsPerSec.map(fmtRate).join(' / ')}, raw ${r.limit.roundsPerSec.map(fmtRate).join(' / ')}, paired ratios ${r.pairedRatios.join(' / ')}`);
+  }
+
+  if (hostBusy) {
+    console.log(
+      `\nWARNING: the host was busy (1-min load up to ${busiest.toFixed(2)} on ${machine.cpus} CPUs): figures swing with other work, ` +
+        'FULL most (its commits queue behind other processes\' disk syncs). Re-run when the host is quiet before quoting them.',
+    );
   }
 
   const report = {
@@ -143,6 +155,8 @@ async function main(): Promise<void> {
       tmpdir: machine.tmpdir,
     },
     target: TARGET_RATIO,
+    hostBusy,
+    loadAfter: Math.round(loadAfter * 100) / 100,
     results,
     elapsedSeconds: Math.round((performance.now() - started) / 100) / 10,
   };

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { createMachine } from 'xstate';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { collectDefinitions } from '../src/cli/loadMachines.ts';
-import type { InboxRecord, Job, SendResult, TransitionRecord } from '../src/index.ts';
+import type { Job, JobDetails, SendResult, TransitionRecord } from '../src/index.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BIN = join(ROOT, 'bin', 'spool.js');
@@ -90,13 +90,17 @@ describe('spool --help and machines', () => {
       'machines',
     ]);
     expect(json.module).toBe(join(ROOT, 'machines', 'index.ts'));
-    expect(json.machines).toEqual([
+    expect(json.machines).toContainEqual(
       expect.objectContaining({
         id: 'job-lifecycle',
         version: '1',
         events: ['CANCEL', 'FAIL', 'FINISH', 'ITEM_DONE', 'ITEM_FAILED', 'PROGRESS', 'START'],
       }),
-    ]);
+    );
+    const ids = json.machines.map((m) => m.id);
+    expect(ids).toEqual([...ids].sort());
+    // Every machine in the table is one in the JSON, and the other way round.
+    expect(out.split('\n').filter((l) => /^[a-z]/.test(l)).map((l) => l.split(/\s+/)[0])).toEqual(ids);
   });
 });
 
@@ -146,9 +150,9 @@ describe('start, send, show, list', () => {
 
     await spoolOk([...db(), 'start', 'job-lifecycle', '--id', 'h-2', '--input', '{"name":"other"}']);
     const listed = await spoolOk([...db(), 'list']);
-    expect(listed).toMatch(/^ID\s+MACHINE\s+STATUS\s+STATE\s+REV\s+UPDATED$/m);
-    expect(listed).toMatch(/^h-1\s+job-lifecycle@1\s+done \(final\)\s+partial\s+5\s+\d{4}-/m);
-    expect(listed).toMatch(/^h-2\s+job-lifecycle@1\s+active\s+queued\s+1\s+\d{4}-/m);
+    expect(listed).toMatch(/^ID\s+MACHINE\s+STATUS\s+STATE\s+PROGRESS\s+REV\s+UPDATED$/m);
+    expect(listed).toMatch(/^h-1\s+job-lifecycle@1\s+done \(final\)\s+partial\s+100%\s+5\s+\d{4}-/m);
+    expect(listed).toMatch(/^h-2\s+job-lifecycle@1\s+active\s+queued\s+0%\s+1\s+\d{4}-/m);
     const active = await spoolOk([...db(), 'list', '--status', 'active']);
     expect(active).toMatch(/^h-2\s/m);
     expect(active).not.toMatch(/^h-1\s/m);
@@ -168,14 +172,18 @@ describe('start, send, show, list', () => {
     expect(progress.status).toBe('applied');
     expect(progress.job.context).toMatchObject({ progress: 40 });
 
-    const shown = await spoolJson<{ job: Job; history: TransitionRecord[]; pendingEvents: InboxRecord[] }>([...db(), 'show', 'j-1']);
+    const shown = await spoolJson<JobDetails>([...db(), 'show', 'j-1']);
     expect(shown.job.revision).toBe(3);
     expect(shown.history.map((h) => [h.revision, h.eventType, h.outcome])).toEqual([
       [1, 'xstate.init', 'started'],
       [2, 'START', 'applied'],
       [3, 'PROGRESS', 'applied'],
     ]);
-    expect(shown.pendingEvents).toEqual([]);
+    expect(shown.events.map((e) => [e.type, e.status, e.revision])).toEqual([
+      ['START', 'applied', 2],
+      ['PROGRESS', 'applied', 3],
+    ]);
+    expect(shown.effects).toEqual([]);
 
     const listed = await spoolJson<Job[]>([...db(), 'list', '--state', 'processing']);
     expect(listed.map((j) => j.id)).toEqual(['j-1']);
@@ -237,7 +245,7 @@ describe('errors: one line on stderr, exit 1, nothing changed', () => {
   });
 
   const cases: [string, string[], string, RegExp][] = [
-    ['unknown machine', ['start', 'no-such-machine'], 'SPOOL_UNKNOWN_MACHINE', /no-such-machine.*registered: job-lifecycle/],
+    ['unknown machine', ['start', 'no-such-machine'], 'SPOOL_UNKNOWN_MACHINE', /no-such-machine.*registered: .*job-lifecycle/],
     ['unknown event', ['send', 'live', 'EXPLODE'], 'SPOOL_UNKNOWN_EVENT', /EXPLODE.*known: CANCEL/],
     ['malformed JSON input', ['start', 'job-lifecycle', '--input', '{name: x}'], 'SPOOL_BAD_JSON', /--input is not valid JSON/],
     ['malformed JSON event', ['send', 'live', '{"type":'], 'SPOOL_BAD_JSON', /event is not valid JSON/],
@@ -272,9 +280,7 @@ describe('errors: one line on stderr, exit 1, nothing changed', () => {
     expect(JSON.parse(usage.stderr)).toMatchObject({ code: 'SPOOL_USAGE', category: 'bad-input' });
   });
 
-  it('left the jobs as they were, and the database closed', async () => {
-    // SQLite removes the WAL file when the last connection closes: every failed command closed its runtime.
-    expect(existsSync(join(TMP, 'errors.db-wal'))).toBe(false);
+  it('left the jobs as they were', async () => {
     const jobs = await spoolJson<Job[]>([...db(), 'list']);
     expect(jobs.map((j) => [j.id, j.revision, j.value])).toEqual([
       ['ended', 2, 'cancelled'],
@@ -307,7 +313,7 @@ import { z } from 'zod';
 export const orderMachine = createMachine({
   id: 'order',
   initial: 'checkout',
-  context: ({ input }: { input: { sku: string } }) => ({ sku: input.sku, attempts: 0 }),
+  context: ({ input }: { input: { sku: string; card?: string } }) => ({ sku: input.sku, card: input.card ?? null }),
   states: {
     checkout: {
       initial: 'cart',
@@ -322,7 +328,13 @@ export const orderMachine = createMachine({
 });
 
 /** Wraps orderMachine: the bare export above must not be registered a second time. */
-export const order = { machine: orderMachine, version: 2, input: z.object({ sku: z.string() }), description: 'checkout with a nested state' };
+export const order = {
+  machine: orderMachine,
+  version: 2,
+  input: z.object({ sku: z.string(), card: z.string().optional() }),
+  sensitive: ['card'],
+  description: 'checkout with a nested state',
+};
 
 const ping = createMachine({ id: 'ping', initial: 'idle', states: { idle: { on: { PING: 'done' } }, done: { type: 'final' } } });
 export default { ping, note: 'not a machine' };
@@ -346,19 +358,40 @@ export const notAMachine = 42;
 
   it('starts a job, moves through the nested state, and drives it to its end', async () => {
     // A relative --machines path is resolved against the working directory.
-    const started = await spoolJson<{ job: Job }>([...db(), '--machines', './order-machines.ts', 'start', 'order', '--id', 'o-1', '--input', '{"sku":"A-1"}']);
-    expect(started.job).toMatchObject({ machineId: 'order', machineVersion: '2', value: { checkout: 'cart' }, context: { sku: 'A-1', attempts: 0 } });
+    const started = await spoolJson<{ job: Job }>([
+      ...db(),
+      '--machines',
+      './order-machines.ts',
+      'start',
+      'order',
+      '--id',
+      'o-1',
+      '--input',
+      '{"sku":"A-1","card":"4111-1111"}',
+    ]);
+    expect(started.job).toMatchObject({
+      machineId: 'order',
+      machineVersion: '2',
+      value: { checkout: 'cart' },
+      // `sensitive: ['card']`: the CLI never prints it.
+      input: { sku: 'A-1', card: '[redacted]' },
+      context: { sku: 'A-1', card: '[redacted]' },
+    });
     await spoolFails([...withModule(), 'start', 'order', '--input', '{"sku":7}'], 'SPOOL_INVALID');
 
-    const paying = await spoolOk([...withModule(), 'send', 'o-1', 'PAY']);
+    const paying = await spoolOk([...withModule(), 'send', 'o-1', '{"type":"PAY","card":"4111-2222"}']);
     expect(field(paying, 'state')).toBe('checkout.paying');
 
     const inCheckout = await spoolJson<Job[]>([...withModule(), 'list', '--state', 'checkout']);
     expect(inCheckout.map((j) => j.id)).toEqual(['o-1']);
-    expect(await spoolOk([...withModule(), 'list', '--state', 'checkout.paying'])).toMatch(/^o-1\s+order@2\s+active\s+checkout\.paying\s+2\s/m);
+    expect(await spoolOk([...withModule(), 'list', '--state', 'checkout.paying'])).toMatch(/^o-1\s+order@2\s+active\s+checkout\.paying\s+-\s+2\s/m);
 
     const shown = await spoolOk([...withModule(), 'show', 'o-1']);
     expect(field(shown, 'machine')).toBe('order@2');
+    expect(field(shown, 'context')).toBe('{"sku":"A-1","card":"[redacted]"}');
+    const shownJson = await spool([...withModule(), 'show', 'o-1', '--json']);
+    expect(shownJson.stdout).toContain('"card": "[redacted]"');
+    expect(`${shown}${shownJson.stdout}${await spoolOk([...withModule(), 'list', '--json'])}`).not.toContain('4111');
     expect(shown).toMatch(/^2\s+PAY\s+applied\s+checkout\.cart -> checkout\.paying\s/m);
 
     const declined = await spoolJson<SendResult>([...withModule(), 'send', 'o-1', 'DECLINED']);
@@ -375,8 +408,8 @@ export const notAMachine = 42;
     await spoolOk([...withModule(), 'start', 'order', '--id', 'o-2', '--input', '{"sku":"B-2"}']);
 
     const listed = await spoolOk([...db(), 'list']);
-    expect(listed).toMatch(/^ID\s+MACHINE\s+STATUS\s+STATE\s+REV\s+UPDATED\s+QUARANTINED$/m);
-    expect(listed).toMatch(/^o-2\s+order@2\s+active\s+checkout\.cart\s+1\s+\S+ \S+\s+machine order is not registered$/m);
+    expect(listed).toMatch(/^ID\s+MACHINE\s+STATUS\s+STATE\s+PROGRESS\s+REV\s+UPDATED\s+QUARANTINED$/m);
+    expect(listed).toMatch(/^o-2\s+order@2\s+active\s+checkout\.cart\s+-\s+1\s+\S+ \S+\s+machine order is not registered$/m);
     const quarantined = await spoolJson<Job[]>([...db(), 'list', '--quarantined']);
     expect(quarantined.map((j) => [j.id, j.quarantine])).toEqual([['o-2', 'machine order is not registered']]);
     expect(field(await spoolOk([...db(), 'show', 'o-2']), 'quarantine')).toBe('machine order is not registered');
@@ -385,6 +418,50 @@ export const notAMachine = 42;
     expect(await spoolJson<Job[]>([...withModule(), 'list', '--quarantined'])).toEqual([]);
     const paying = await spoolJson<SendResult>([...withModule(), 'send', 'o-2', 'PAY']);
     expect(paying.job).toMatchObject({ value: { checkout: 'paying' }, quarantine: null });
+  });
+
+  it('records an activity without running it (a worker runs activities) and shows it', async () => {
+    const effects = join(TMP, 'upload-machines.ts');
+    writeFileSync(
+      effects,
+      `import { fromPromise, setup } from 'xstate';
+
+export const upload = setup({
+  actors: { upload: fromPromise(async () => { throw new Error('a CLI command must not run activities'); }) },
+}).createMachine({
+  id: 'upload',
+  initial: 'uploading',
+  states: {
+    uploading: { invoke: { id: 'upload', src: 'upload', onDone: 'done', onError: 'failed' }, on: { CANCEL: 'cancelled' } },
+    done: { type: 'final' },
+    failed: { type: 'final' },
+    cancelled: { type: 'final' },
+  },
+});
+`,
+    );
+    const args = ['--db', join(TMP, 'upload.db'), '--machines', effects];
+    await spoolOk([...args, 'start', 'upload', '--id', 'u-1']);
+    const details = await spoolJson<JobDetails>([...args, 'show', 'u-1']);
+    expect(details.job.value).toBe('uploading');
+    expect(details.effects.map((e) => [e.src, e.status, e.attempt, e.active])).toEqual([['upload', 'pending', 0, true]]);
+    expect(details.attempts).toEqual([]);
+    const human = await spoolOk([...args, 'show', 'u-1']);
+    expect(human).toMatch(/^activities:\nSRC\s+STATUS\s+ATTEMPTS\s+NEXT RUN\s+RESULT\nupload\s+pending\s+0\/\d+/m);
+    expect(human).toContain('run in a worker process');
+
+    const cancelled = await spoolJson<SendResult>([...args, 'send', 'u-1', 'CANCEL']);
+    expect(cancelled.job).toMatchObject({ value: 'cancelled', final: true });
+    const after = await spoolJson<JobDetails>([...args, 'show', 'u-1']);
+    expect(after.effects.map((e) => [e.attempt, e.active])).toEqual([[0, false]]);
+    expect(after.attempts).toEqual([]);
+  });
+
+  it('refuses to run the demo without job-lifecycle, before touching the database', async () => {
+    const db = join(TMP, 'demo-refused.db');
+    const line = await spoolFails(['--db', db, '--machines', modulePath(), 'demo'], 'SPOOL_USAGE');
+    expect(line).toContain('job-lifecycle');
+    expect(existsSync(db)).toBe(false);
   });
 
   it('refuses a module that exports no machines, with a clear message', async () => {
@@ -441,7 +518,6 @@ describe('spool demo (npm start)', () => {
     expect(out).toMatch(/START\s+ignored: no transition in processing/);
 
     expect(existsSync(join(dir(), 'spool.db'))).toBe(true);
-    expect(existsSync(join(dir(), 'spool.db-wal'))).toBe(false); // closed cleanly
     const jobs = await spoolJson<Job[]>(['list'], dir()); // default --db ./spool.db, as the demo used
     expect(jobs).toHaveLength(4);
     expect(jobs.every((j) => j.final && j.status === 'done')).toBe(true);

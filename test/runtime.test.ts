@@ -3,6 +3,7 @@ import { MemoryStore } from '../persistence/memory/index.ts';
 import type { SqliteStore } from '../persistence/sqlite/index.ts';
 import { jobLifecycle } from '../machines/index.ts';
 import {
+  ClosedError,
   IdempotencyConflictError,
   JobNotFoundError,
   JobQuarantined,
@@ -90,6 +91,24 @@ describe.each<Kind>(['sqlite', 'memory'])('runtime on %s', (kind) => {
         expect.objectContaining({ revision: 1, eventType: 'xstate.init', outcome: 'started', from: null, to: 'queued', payload: { name: 'resize', items: 0 } }),
       ]);
       expect(seen).toEqual([{ type: 'job.started', job }]);
+    });
+
+    it('takes every timestamp from the injected clock', async () => {
+      let now = 1_000;
+      const { runtime } = await fresh(kind, { clock: { now: () => now } });
+      const job = await runtime.start('probe', {});
+      expect(job).toMatchObject({ createdAt: 1_000, updatedAt: 1_000 });
+      now = 2_000;
+      const r = await runtime.send(job.id, { type: 'GO' });
+      expect(r.job).toMatchObject({ createdAt: 1_000, updatedAt: 2_000 });
+      now = 3_000;
+      await runtime.send(job.id, { type: 'PING' }, { wait: false });
+      await runtime.waitFor(job.id, (j) => j.revision === 3);
+      expect((await runtime.history(job.id)).map((h) => h.at)).toEqual([1_000, 2_000, 3_000]);
+      expect((await runtime.events(job.id)).map((e) => [e.acceptedAt, e.processedAt])).toEqual([
+        [2_000, 2_000],
+        [3_000, 3_000],
+      ]);
     });
 
     it('is idempotent by key: same key and input give the same job, other input is a conflict', async () => {
@@ -257,6 +276,77 @@ describe.each<Kind>(['sqlite', 'memory'])('runtime on %s', (kind) => {
     });
   });
 
+  describe('concurrency inside one runtime', () => {
+    it('serialises concurrent sends to one job: every event applied once, revisions contiguous', async () => {
+      const { runtime } = await fresh(kind);
+      const job = await runtime.start('probe', {});
+      const results = await Promise.all(Array.from({ length: 25 }, (_, i) => runtime.send(job.id, { type: 'BUMP' }, { eventId: `bump-${i}` })));
+      expect(results.every((r) => r.status === 'applied' && !r.duplicate)).toBe(true);
+      expect(new Set(results.map((r) => r.revision)).size).toBe(25);
+      expect(await runtime.get(job.id)).toMatchObject({ revision: 26, context: { n: 25 } });
+      expect(await revisions(runtime, job.id)).toEqual(upTo(26));
+    });
+
+    it('applies the same event id sent twice at once only once', async () => {
+      const { runtime } = await fresh(kind);
+      const job = await runtime.start('probe', {});
+      const [a, b] = await Promise.all([
+        runtime.send(job.id, { type: 'BUMP' }, { eventId: 'same' }),
+        runtime.send(job.id, { type: 'BUMP' }, { eventId: 'same' }),
+      ]);
+      expect([a.duplicate, b.duplicate].sort()).toEqual([false, true]);
+      expect(a).toMatchObject({ status: 'applied', revision: 2 });
+      expect(b).toMatchObject({ status: 'applied', revision: 2 });
+      expect(await runtime.get(job.id)).toMatchObject({ revision: 2, context: { n: 1 } });
+    });
+
+    it('creates one job for concurrent starts with the same idempotency key', async () => {
+      const { runtime } = await fresh(kind);
+      const jobs = await Promise.all(Array.from({ length: 5 }, () => runtime.start('probe', { ref: 'r' }, { idempotencyKey: 'once' })));
+      expect(new Set(jobs.map((j) => j.id)).size).toBe(1);
+      expect(await runtime.list()).toHaveLength(1);
+    });
+
+    it('send with wait:false resolves once accepted, and the runtime applies it in the background', async () => {
+      const { runtime } = await fresh(kind);
+      const job = await runtime.start('probe', {});
+      const applied = runtime.waitFor(job.id, (j) => j.value === 'running', { timeoutMs: 10_000 });
+      const r = await runtime.send(job.id, { type: 'GO' }, { eventId: 'go', wait: false });
+      expect(r).toMatchObject({ status: 'pending', revision: null, duplicate: false });
+      expect(await applied).toMatchObject({ revision: 2 });
+      expect(await runtime.send(job.id, { type: 'GO' }, { eventId: 'go' })).toMatchObject({ status: 'applied', revision: 2, duplicate: true });
+    });
+  });
+
+  describe('owner scope', () => {
+    it('a runtime with an empty-string owner can read back the jobs it starts', async () => {
+      const { runtime } = await fresh(kind, { owner: '' });
+      const job = await runtime.start('probe', {}, { idempotencyKey: 'k' });
+      expect(await runtime.get(job.id)).toMatchObject({ id: job.id, revision: 1 });
+      expect((await runtime.list()).map((j) => j.id)).toEqual([job.id]);
+      expect(await runtime.send(job.id, { type: 'GO' })).toMatchObject({ status: 'applied' });
+      expect((await runtime.start('probe', {}, { idempotencyKey: 'k' })).id).toBe(job.id);
+    });
+
+    it('a scoped runtime sees only its owner’s jobs; others read as not found', async () => {
+      const store = kind === 'sqlite' ? await res.sqlite(res.dbPath()) : new MemoryStore();
+      // Two tenants' runtimes on one store (closing either closes the store; both are closed at the end).
+      const acme = await res.runtime({ store, machines: MACHINES, owner: 'acme' });
+      const globex = await res.runtime({ store, machines: MACHINES, owner: 'globex' });
+      const a = await acme.start('probe', {}, { idempotencyKey: 'k' });
+      const g = await globex.start('probe', {}, { idempotencyKey: 'k' });
+      expect(g.id).not.toBe(a.id);
+      expect(a.owner).toBe('acme');
+      expect((await acme.list()).map((j) => j.id)).toEqual([a.id]);
+      expect((await globex.list()).map((j) => j.id)).toEqual([g.id]);
+      await expect(globex.get(a.id)).rejects.toBeInstanceOf(JobNotFoundError);
+      await expect(globex.send(a.id, { type: 'GO' })).rejects.toBeInstanceOf(JobNotFoundError);
+      await expect(globex.history(a.id)).rejects.toBeInstanceOf(JobNotFoundError);
+      await expect(globex.events(a.id)).rejects.toBeInstanceOf(JobNotFoundError);
+      expect(await acme.get(a.id)).toMatchObject({ revision: 1, value: 'idle' });
+    });
+  });
+
   describe('waitFor, list, history', () => {
     it('waitFor resolves on a later commit, from the commit itself (no polling)', async () => {
       const { runtime } = await fresh(kind);
@@ -287,6 +377,19 @@ describe.each<Kind>(['sqlite', 'memory'])('runtime on %s', (kind) => {
       const aborted = runtime.waitFor(job.id, (j) => j.final, { signal: controller.signal });
       controller.abort(new Error('stop waiting'));
       await expect(aborted).rejects.toThrow('stop waiting');
+    });
+
+    it('close() settles a waitFor still outstanding instead of leaving it pending forever', async () => {
+      const { runtime } = await fresh(kind);
+      const job = await runtime.start('probe', {});
+      const waiting = runtime.waitFor(job.id, (j) => j.final).then(
+        () => 'resolved',
+        (e: unknown) => e,
+      );
+      await runtime.close();
+      // One full turn of the event loop after close() is all a settled promise needs.
+      const outcome = await Promise.race([waiting, new Promise((r) => setImmediate(() => r('still pending')))]);
+      expect(outcome).toBeInstanceOf(ClosedError);
     });
 
     it('lists by machine, state and status, and keeps history contiguous', async () => {
@@ -427,6 +530,20 @@ describe('sensitive fields', () => {
   });
 });
 
+describe('sensitive fields holding objects', () => {
+  it('are redacted from failure messages too, not only from payloads', async () => {
+    const PAN = '4000056655665556';
+    const logs: LogEntry[] = [];
+    const { runtime } = await fresh('memory', { log: (e) => logs.push(e) });
+    const job = await runtime.start('probe', {});
+    const r = await runtime.send(job.id, { type: 'EXPLODE', secret: { pan: PAN } });
+    expect(r.status).toBe('failed');
+    const history = await runtime.history(job.id);
+    expect(history[1]).toMatchObject({ payload: { type: 'EXPLODE', secret: '[redacted]' } });
+    expect(JSON.stringify({ error: r.error, history, inbox: await runtime.events(job.id), logs })).not.toContain(PAN);
+  });
+});
+
 describe('restore (SQLite file, new runtime)', () => {
   it('continues jobs where they stood without re-running entry actions', async () => {
     const { runtime, path } = await fresh('sqlite');
@@ -472,6 +589,35 @@ describe('restore (SQLite file, new runtime)', () => {
     expect(probeHooks.runningEntered).toBe(1);
     // And a duplicate of the recovered event is recognised.
     expect(await next.send('p', { type: 'GO' }, { eventId: 'go-later' })).toMatchObject({ duplicate: true, status: 'applied', revision: 2 });
+    await next.close();
+  });
+
+  it('close() waits for background processing started by send(wait:false)', async () => {
+    const { runtime, path } = await fresh('sqlite');
+    await runtime.start('probe', {}, { jobId: 'p' });
+    for (let i = 0; i < 5; i += 1) await runtime.send('p', { type: 'BUMP' }, { eventId: `b${i}`, wait: false });
+    await runtime.close();
+    const store = await res.sqlite(path!);
+    expect(await store.getJob('p')).toMatchObject({ revision: 6, context: { n: 5, ref: '' } });
+    expect((await store.listEvents('p')).map((e) => e.status)).toEqual(['applied', 'applied', 'applied', 'applied', 'applied']);
+    await store.close();
+  });
+
+  it('a queued event that fails does not block the queued events behind it', async () => {
+    const { runtime, path } = await fresh('sqlite', { processEvents: false });
+    await runtime.start('probe', {}, { jobId: 'p' });
+    for (const [eventId, type] of [['bad', 'BAD'], ['explode', 'EXPLODE'], ['bump', 'BUMP'], ['go', 'GO']] as const) {
+      await runtime.send('p', { type }, { eventId, wait: false });
+    }
+    await runtime.close();
+    const next = await reopen(path!);
+    expect((await next.events('p')).map((e) => [e.eventId, e.status, e.revision])).toEqual([
+      ['bad', 'failed', 2],
+      ['explode', 'failed', 3],
+      ['bump', 'applied', 4],
+      ['go', 'applied', 5],
+    ]);
+    expect(await next.get('p')).toMatchObject({ value: 'running', context: { n: 1 }, revision: 5 });
     await next.close();
   });
 
@@ -582,6 +728,30 @@ describe('quarantine and versions', () => {
     await fixed.close();
   });
 
+  it('quarantines jobs of a machine that is not registered at all, and jobs whose migration throws', async () => {
+    const path = await seedDocs();
+    const none = await res.runtime({ store: await res.sqlite(path), machines: [probe], recover: false });
+    expect(await none.recover()).toMatchObject({ checked: 3, quarantined: 2, migrated: 0 });
+    expect((await none.get('doc-review')).quarantine).toMatch(/machine doc is not registered/);
+    expect(await none.send('healthy', { type: 'GO' })).toMatchObject({ status: 'applied' });
+    await none.close();
+
+    const failing = {
+      ...docV2Migrating,
+      migrations: {
+        '1': () => {
+          throw new Error('cannot migrate this one');
+        },
+      },
+    };
+    const rt = await reopen(path, { machines: [failing, probe] });
+    const held = await rt.get('doc-review');
+    expect(held.quarantine).toMatch(/migration from 1 to 2 failed: cannot migrate this one/);
+    expect(held).toMatchObject({ machineVersion: '1', revision: 2 });
+    expect((await rt.history('doc-review')).map((h) => h.outcome)).toEqual(['started', 'applied']);
+    await rt.close();
+  });
+
   it('a job stays on v1 when v2 is registered without a migration', async () => {
     const path = await seedDocs();
     const rt = await reopen(path, { machines: [docV1, docV2, probe] });
@@ -595,7 +765,8 @@ describe('quarantine and versions', () => {
 
   it('a job moves to v2 on open when v2 registers a migration from v1, with a migrated history record', async () => {
     const path = await seedDocs();
-    const rt = await reopen(path, { machines: [docV2Migrating, probe] });
+    const rt = await res.runtime({ store: await res.sqlite(path), machines: [docV2Migrating, probe], recover: false });
+    expect(await rt.recover()).toMatchObject({ checked: 3, migrated: 2, quarantined: 0 });
     const moved = await rt.get('doc-review');
     expect(moved).toMatchObject({ machineVersion: '2', revision: 3, value: 'review', quarantine: null, context: { title: 'in review', rev2: true } });
     const history = await rt.history('doc-review');

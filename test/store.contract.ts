@@ -178,6 +178,17 @@ export function storeContract(name: string, factory: StoreFactory): void {
         expect((await store.createJob(newJob('job-5'))).created).toBe(true);
       });
 
+      it('treats an empty-string owner as the unscoped owner (null), consistently', async () => {
+        await store.createJob(newJob('j-empty', { owner: '', key: 'k' }));
+        const again = await store.createJob(newJob('j-null', { owner: null, key: 'k' }));
+        expect(again).toMatchObject({ created: false, job: { id: 'j-empty' } });
+        expect(await store.getJob('j-empty')).toMatchObject({ owner: null });
+        expect(await store.findByIdempotencyKey('', 'k')).toMatchObject({ id: 'j-empty' });
+        expect(await store.findByIdempotencyKey(null, 'k')).toMatchObject({ id: 'j-empty' });
+        expect(ids(await store.listJobs({ owner: '' }))).toEqual(['j-empty']);
+        expect(ids(await store.listJobs({ owner: null }))).toEqual(['j-empty']);
+      });
+
       it('getJob of an unknown id is undefined, and its history is empty', async () => {
         expect(await store.getJob('nope')).toBeUndefined();
         expect(await store.history('nope')).toEqual([]);

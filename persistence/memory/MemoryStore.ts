@@ -136,6 +136,8 @@ export class MemoryStore implements JobStore {
           (state === undefined || j.statePaths.includes(state)) &&
           (filter.status === undefined || j.status === filter.status) &&
           (filter.quarantined === undefined || (j.quarantine !== null) === filter.quarantined) &&
+          (filter.exhausted === undefined || this.#isExhausted(j.id) === filter.exhausted) &&
+          (filter.cancelRequested === undefined || (j.cancelRequestedAt !== null) === filter.cancelRequested) &&
           (filter.owner === undefined || (j.owner ?? '') === (filter.owner ?? '')) &&
           (filter.afterId === undefined || compareText(j.id, filter.afterId) > 0),
       )
@@ -315,8 +317,7 @@ export class MemoryStore implements JobStore {
       const e = this.#effects.get(id);
       if (!e || !e.active || e.status === 'succeeded' || e.status === 'failed' || e.status === 'cancelled') return false;
       const wasRunning = e.status === 'running';
-      // Like the SQLite store, the token (if any) is left as it is.
-      this.#assign(e, { status: 'failed', error: json(error), claimedBy: null, claimExpiresAt: null, updatedAt: at });
+      this.#assign(e, { status: 'failed', error: json(error), token: null, claimedBy: null, claimExpiresAt: null, updatedAt: at });
       if (wasRunning) this.#interruptAttempt(id, e.attempt, at);
       this.#acceptPending(event);
       return true;
@@ -561,13 +562,16 @@ export class MemoryStore implements JobStore {
     fields: { status: EventStatus; error: ErrorInfo | null; revision: number | null; processedAt: number | null; payload?: JsonValue },
   ): boolean {
     const key = eventKey(event.jobId, event.eventId);
-    if (this.#eventIndex.has(key)) return false;
-    this.#requireJob(event.jobId);
+    const exists = this.#eventIndex.has(key);
+    if (!exists) this.#requireJob(event.jobId);
+    // SQLite's AUTOINCREMENT hands out the seq before the conflict check, so an ignored duplicate
+    // uses one up too (only a rollback gives it back).
     const previousSeq = this.#seq;
     this.#seq += 1;
     this.#record(() => {
       this.#seq = previousSeq;
     });
+    if (exists) return false;
     const record: InboxRecord = {
       seq: this.#seq,
       jobId: event.jobId,
@@ -668,10 +672,10 @@ export class MemoryStore implements JobStore {
     if (a && a.outcome === 'running') this.#assign(a, { outcome: 'interrupted', endedAt: at });
   }
 
-  /** `UPDATE effect_attempts SET outcome, ended_at, error WHERE effect_id AND attempt` (whatever its outcome was). */
+  /** `UPDATE effect_attempts SET outcome, ended_at, error WHERE effect_id AND attempt AND outcome IN ('running', 'waiting')`. */
   #endAttempt(effectId: string, attempt: number, outcome: AttemptRecord['outcome'], at: number, error: ErrorInfo | null): void {
     const a = this.#attempts.get(effectId)?.find((x) => x.attempt === attempt);
-    if (a) this.#assign(a, { outcome, endedAt: at, error: error === null ? null : json(error) });
+    if (a && (a.outcome === 'running' || a.outcome === 'waiting')) this.#assign(a, { outcome, endedAt: at, error: error === null ? null : json(error) });
   }
 
   /** The UNIQUE token column. */
@@ -687,6 +691,15 @@ export class MemoryStore implements JobStore {
 
   #requireJob(jobId: string): void {
     if (!this.#jobs.has(jobId)) throw new ConstraintError('FOREIGN KEY constraint failed');
+  }
+
+  /** A failed effect that used all its attempts, or failed as exhausted or indeterminate (`listJobs({ exhausted })`). */
+  #isExhausted(jobId: string): boolean {
+    for (const e of this.#effects.values()) {
+      if (e.jobId !== jobId || e.status !== 'failed') continue;
+      if (e.attempt >= e.maxAttempts || (e.error?.code !== undefined && EXHAUSTED_CODES.has(e.error.code))) return true;
+    }
+    return false;
   }
 
   /** ORDER BY created_revision, id */
@@ -753,6 +766,9 @@ export class MemoryStore implements JobStore {
     if (this.#closed) throw new ClosedError('This memory store is closed.');
   }
 }
+
+/** Error codes of an effect that failed for good (see `listJobs({ exhausted })`). */
+const EXHAUSTED_CODES: ReadonlySet<string> = new Set(['SPOOL_RETRIES_EXHAUSTED', 'SPOOL_INDETERMINATE']);
 
 /** `deactivateEffects`: an unfinished effect is cancelled; a finished one keeps its status. */
 function deactivatedStatus(status: EffectStatus): EffectStatus {

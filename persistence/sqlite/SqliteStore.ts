@@ -83,6 +83,7 @@ export class SqliteStore implements JobStore {
     this.description = `sqlite:${path}`;
     this.db = new Database(path, { timeout: options.busyTimeoutMs ?? 5000 });
     try {
+      refuseNewerSchema(this.db, path); // before anything is changed, even the journal mode
       this.db.pragma('journal_mode = WAL');
       this.db.pragma(`synchronous = ${options.synchronous === 'NORMAL' ? 'NORMAL' : 'FULL'}`);
       this.db.pragma('foreign_keys = ON');
@@ -153,6 +154,11 @@ export class SqliteStore implements JobStore {
       params.push(filter.status);
     }
     if (filter.quarantined !== undefined) where.push(filter.quarantined ? 'quarantine IS NOT NULL' : 'quarantine IS NULL');
+    if (filter.exhausted !== undefined) {
+      where.push(`${filter.exhausted ? '' : 'NOT '}EXISTS (SELECT 1 FROM effects e WHERE e.job_id = jobs.id AND e.status = 'failed'
+        AND (e.attempt >= e.max_attempts OR json_extract(e.error, '$.code') IN ('SPOOL_RETRIES_EXHAUSTED', 'SPOOL_INDETERMINATE')))`);
+    }
+    if (filter.cancelRequested !== undefined) where.push(filter.cancelRequested ? 'cancel_requested_at IS NOT NULL' : 'cancel_requested_at IS NULL');
     if (filter.owner !== undefined) {
       where.push('owner = ?');
       params.push(filter.owner ?? '');
@@ -402,6 +408,22 @@ export class SqliteStore implements JobStore {
   }
 }
 
+function tooNew(path: string, current: number, latest: number): SchemaTooNewError {
+  return new SchemaTooNewError(
+    `Database ${path} has schema version ${current}, but this Spool knows only up to ${latest}. ` +
+      'It was written by a newer Spool: upgrade Spool to open it (nothing was changed).',
+    { path, schemaVersion: current, supported: latest },
+  );
+}
+
+function refuseNewerSchema(db: Database.Database, path: string): void {
+  const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'spool_migrations'").get();
+  if (!table) return;
+  const current = (db.prepare('SELECT max(version) AS v FROM spool_migrations').get() as { v: number | null }).v ?? 0;
+  const latest = loadMigrations().at(-1)?.version ?? 0;
+  if (current > latest) throw tooNew(path, current, latest);
+}
+
 function migrate(db: Database.Database, path: string, now: number): number {
   const migrations = loadMigrations();
   const latest = migrations.at(-1)?.version ?? 0;
@@ -409,13 +431,7 @@ function migrate(db: Database.Database, path: string, now: number): number {
     .transaction(() => {
       db.exec('CREATE TABLE IF NOT EXISTS spool_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT');
       const current = (db.prepare('SELECT max(version) AS v FROM spool_migrations').get() as { v: number | null }).v ?? 0;
-      if (current > latest) {
-        throw new SchemaTooNewError(
-          `Database ${path} has schema version ${current}, but this Spool knows only up to ${latest}. ` +
-            'It was written by a newer Spool: upgrade Spool to open it (nothing was changed).',
-          { path, schemaVersion: current, supported: latest },
-        );
-      }
+      if (current > latest) throw tooNew(path, current, latest);
       for (const m of migrations) {
         if (m.version <= current) continue;
         db.exec(m.sql);
@@ -478,11 +494,12 @@ function prepare(db: Database.Database) {
       WHERE effect_id = ? AND attempt = ? AND outcome = 'running'`),
     insertAttempt: db.prepare(`INSERT INTO effect_attempts (effect_id, attempt, runner, started_at, outcome) VALUES (?, ?, ?, ?, 'running')`),
     renewClaim: db.prepare(`UPDATE effects SET claim_expires_at = ? WHERE id = ? AND attempt = ? AND claimed_by = ? AND status = 'running'`),
-    endAttempt: db.prepare(`UPDATE effect_attempts SET outcome = ?, ended_at = ?, error = ? WHERE effect_id = ? AND attempt = ?`),
+    endAttempt: db.prepare(`UPDATE effect_attempts SET outcome = ?, ended_at = ?, error = ?
+      WHERE effect_id = ? AND attempt = ? AND outcome IN ('running', 'waiting')`),
     settleEffect: db.prepare(`UPDATE effects SET status = @status, output = @output, error = @error, next_run_at = @next,
         token = @token, claimed_by = NULL, claim_expires_at = NULL, updated_at = @at
       WHERE id = @id AND attempt = @attempt AND status = 'running' AND active = 1`),
-    failEffect: db.prepare(`UPDATE effects SET status = 'failed', error = ?, claimed_by = NULL, claim_expires_at = NULL, updated_at = ?
+    failEffect: db.prepare(`UPDATE effects SET status = 'failed', error = ?, token = NULL, claimed_by = NULL, claim_expires_at = NULL, updated_at = ?
       WHERE id = ? AND active = 1 AND status NOT IN ('succeeded', 'failed', 'cancelled')`),
     effectByToken: db.prepare('SELECT * FROM effects WHERE token = ?'),
     completeByToken: db.prepare(`UPDATE effects SET status = @status, output = @output, error = @error, token = NULL, updated_at = @at
@@ -638,7 +655,7 @@ function toJobRecord(row: Row): JobRecord {
     inputHash: row['input_hash'] as string,
     idempotencyKey: (row['idempotency_key'] as string | null) ?? null,
     owner: row['owner'] === '' ? null : (row['owner'] as string),
-    quarantine: (row['quarantine'] as string | null) ?? corrupt,
+    quarantine: (row['quarantine'] as string | null) ?? null,
     progress: (row['progress'] as number | null) ?? null,
     cancelRequestedAt: (row['cancel_requested_at'] as number | null) ?? null,
     cancelReason: (row['cancel_reason'] as string | null) ?? null,

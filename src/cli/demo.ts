@@ -62,7 +62,7 @@ export async function runDemo(runtime: Runtime, options: DemoOptions): Promise<J
   const ids = SCRIPTS.map((s) => `demo-${suffix}-${s.name}`);
   const width = Math.max(...ids.map((id) => id.length));
 
-  print(`Spool demo on ${options.dbLabel}: four ${MACHINE} jobs. Every line below is a transition committed to SQLite.`);
+  print(`Spool demo on ${options.dbLabel}: four ${MACHINE} jobs. Each "rev" line is a transition, committed to SQLite before the next event is sent.`);
   print('');
   const narrate = narrator(width);
   const unsubscribe = runtime.subscribe((event) => {
@@ -86,10 +86,12 @@ export async function runDemo(runtime: Runtime, options: DemoOptions): Promise<J
   print(
     table(
       ['JOB', 'STATE', 'PROGRESS', 'OUTCOME'],
-      jobs.map((j) => {
-        const c = j.context as { progress?: unknown; outcome?: unknown } | null;
-        return [j.id, formatState(j.value), `${String(c?.progress ?? '-')}%`, String(c?.outcome ?? '-')];
-      }),
+      jobs.map((j) => [
+        j.id,
+        formatState(j.value),
+        j.progress === null ? '-' : `${j.progress}%`,
+        String((j.context as { outcome?: unknown } | null)?.outcome ?? '-'),
+      ]),
     ),
   );
   const p = options.commandPrefix;
@@ -147,12 +149,11 @@ const LABEL_WIDTH = Math.max(...SCRIPTS.flatMap((s) => s.events.map((e) => event
 
 /** One narration line per runtime event (or nothing for events the demo does not show). */
 function narrator(width: number): (event: RuntimeEvent) => string | undefined {
-  const lastProgress = new Map<string, unknown>();
-  const progressOf = (job: Job) => (job.context as { progress?: unknown } | null)?.progress;
+  const lastProgress = new Map<string, number | null>();
   return (event) => {
     switch (event.type) {
       case 'job.started':
-        lastProgress.set(event.job.id, progressOf(event.job));
+        lastProgress.set(event.job.id, event.job.progress);
         return `  ${event.job.id.padEnd(width)}  rev ${event.job.revision}  started ${event.job.machineId}@${event.job.machineVersion} in ${formatState(event.job.value)}`;
       case 'job.committed': {
         const t = event.transition;
@@ -163,9 +164,9 @@ function narrator(width: number): (event: RuntimeEvent) => string | undefined {
         if (t.outcome === 'ignored') what = `ignored: no transition in ${from}`;
         else if (t.outcome === 'failed') what = `failed: ${t.error?.message ?? 'unknown error'}`;
         else what = from === to ? `stays in ${to}` : `${from} -> ${to}`;
-        const progress = progressOf(event.job);
+        const progress = event.job.progress;
         let line = `  ${event.job.id.padEnd(width)}  rev ${t.revision}  ${label.padEnd(LABEL_WIDTH)}  ${what}`;
-        if (typeof progress === 'number' && progress !== lastProgress.get(event.job.id)) line += `  (progress ${progress}%)`;
+        if (progress !== null && progress !== lastProgress.get(event.job.id)) line += `  (progress ${progress}%)`;
         lastProgress.set(event.job.id, progress);
         if (event.job.final) line += `\n  ${' '.repeat(width)}  ended: ${event.job.status}, output ${formatJson(event.job.output)}`;
         return line;

@@ -65,3 +65,24 @@ export function formatBlock(value: unknown): string {
   const compact = JSON.stringify(value);
   return compact.length <= 72 ? compact : JSON.stringify(value, null, 2);
 }
+
+export const REDACTED = '[redacted]';
+
+/**
+ * A deep copy with every property named in `keys` replaced by `[redacted]`: what the CLI does to
+ * a job's input, context and output before printing them (history payloads come redacted already).
+ *
+ * @example
+ * redactKeys({ card: '4111', n: 1 }, new Set(['card'])) // { card: '[redacted]', n: 1 }
+ */
+export function redactKeys<T>(value: T, keys: ReadonlySet<string>): T {
+  if (keys.size === 0) return value;
+  const walk = (v: unknown): unknown => {
+    if (Array.isArray(v)) return v.map(walk);
+    if (v !== null && typeof v === 'object') {
+      return Object.fromEntries(Object.entries(v).map(([k, child]) => [k, keys.has(k) ? REDACTED : walk(child)]));
+    }
+    return v;
+  };
+  return walk(value) as T;
+}

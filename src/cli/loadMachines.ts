@@ -35,11 +35,9 @@ export function collectDefinitions(moduleNamespace: Record<string, unknown>): De
     if (Array.isArray(value)) for (const item of value) take(item);
   };
   for (const [name, value] of Object.entries(moduleNamespace)) {
-    if (name === 'default' && value !== null && typeof value === 'object' && !Array.isArray(value) && !take(value)) {
-      for (const inner of Object.values(value)) takeMany(inner);
-    } else {
-      takeMany(value);
-    }
+    if (take(value)) continue;
+    if (Array.isArray(value)) takeMany(value);
+    else if (name === 'default' && value !== null && typeof value === 'object') for (const inner of Object.values(value)) takeMany(inner);
   }
   const wrapped = new Set(found.filter(isJobDefinition).map((d) => d.machine));
   return found.filter((d) => isJobDefinition(d) || !wrapped.has(d));

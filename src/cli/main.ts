@@ -16,19 +16,18 @@ import {
   MachineRegistry,
   SpoolError,
   createRuntime,
-  type InboxRecord,
   type Job,
+  type JobDetails,
   type JobStatus,
   type ListFilter,
   type RegisteredMachine,
   type Runtime,
   type SendResult,
-  type TransitionRecord,
 } from '../index.ts';
 import { SqliteStore } from '../../persistence/sqlite/index.ts';
 import { runDemo } from './demo.ts';
 import { BadJsonArgumentError, DatabaseError, UsageError, firstLine, parseJsonArgument } from './errors.ts';
-import { formatBlock, formatState, formatTime, keyValues, table } from './format.ts';
+import { formatBlock, formatJson, formatState, formatTime, keyValues, redactKeys, table } from './format.ts';
 import { DEFAULT_MACHINES_MODULE, loadMachines } from './loadMachines.ts';
 
 /** Where the command writes, and what it resolves relative paths against. Default: the process's. */
@@ -36,6 +35,15 @@ export interface CliIO {
   stdout: (text: string) => void;
   stderr: (text: string) => void;
   cwd: string;
+}
+
+interface ListOptions {
+  machine?: string;
+  state?: string;
+  status?: JobStatus;
+  quarantined?: boolean;
+  exhausted?: boolean;
+  cancelRequested?: boolean;
 }
 
 /** Global options, shared by every command. */
@@ -133,6 +141,7 @@ Examples:
         } finally {
           unsubscribe();
         }
+        job = redactJob(runtime, job);
         write(io, g, { created, job }, () =>
           keyValues([
             ['job', job.id],
@@ -157,22 +166,21 @@ Examples:
       const g = globals(command);
       const event = parseEvent(eventText);
       await withRuntime(g, io, { create: false }, async (runtime) => {
-        const result = await runtime.send(jobId, event, options.eventId !== undefined ? { eventId: options.eventId } : {});
+        const sent = await runtime.send(jobId, event, options.eventId !== undefined ? { eventId: options.eventId } : {});
+        const result: SendResult = { ...sent, job: redactJob(runtime, sent.job) };
         write(io, g, result, () => formatSendResult(result, eventText, event));
       });
     });
 
   program
     .command('show')
-    .description("a job's state, context, history and pending events")
+    .description("a job's state, context, history, pending events, activities and timers")
     .argument('<jobId>', 'the job')
     .action(async (jobId: string, _options: unknown, command: Command) => {
       const g = globals(command);
       await withRuntime(g, io, { create: false }, async (runtime) => {
-        const job = await runtime.get(jobId);
-        const history = await runtime.history(jobId);
-        const pendingEvents = (await runtime.events(jobId)).filter((e) => e.status === 'pending');
-        write(io, g, { job, history, pendingEvents }, () => formatShow(job, history, pendingEvents));
+        const details = redactDetails(runtime, await runtime.details(jobId));
+        write(io, g, details, () => formatShow(details));
       });
     });
 
@@ -183,16 +191,20 @@ Examples:
     .option('--state <path>', 'only jobs in this state path, e.g. processing or checkout.paying')
     .addOption(new Option('--status <status>', 'only jobs with this status').choices(JOB_STATUSES))
     .option('--quarantined', 'only quarantined jobs (held back: their machine version is not registered or no longer fits)')
-    .action(async (options: { machine?: string; state?: string; status?: JobStatus; quarantined?: boolean }, command: Command) => {
+    .option('--exhausted', 'only jobs with an activity that used up its attempts')
+    .option('--cancel-requested', 'only jobs with a cancel request')
+    .action(async (options: ListOptions, command: Command) => {
       const g = globals(command);
       const filter: ListFilter = {
         ...(options.machine !== undefined ? { machineId: options.machine } : {}),
         ...(options.state !== undefined ? { state: options.state } : {}),
         ...(options.status !== undefined ? { status: options.status } : {}),
         ...(options.quarantined ? { quarantined: true } : {}),
+        ...(options.exhausted ? { exhausted: true } : {}),
+        ...(options.cancelRequested ? { cancelRequested: true } : {}),
       };
       await withRuntime(g, io, { create: false }, async (runtime) => {
-        const jobs = await runtime.list(filter);
+        const jobs = (await runtime.list(filter)).map((job) => redactJob(runtime, job));
         write(io, g, jobs, () => formatList(jobs));
       });
     });
@@ -219,7 +231,7 @@ Examples:
     .description('run four job-lifecycle jobs to their ends, printing each step (what `npm start` runs)')
     .action(async (_options: unknown, command: Command) => {
       const g = globals(command);
-      await withRuntime(g, io, { create: true }, async (runtime) => {
+      await withRuntime(g, io, { create: true, needs: 'job-lifecycle' }, async (runtime) => {
         const jobs = await runDemo(runtime, {
           print: g.json ? () => {} : (line) => io.stdout(`${line}\n`),
           dbLabel: g.db,
@@ -251,13 +263,23 @@ function readVersion(): string {
  * Load the machines, open the database, open a recovering runtime, run `work`, close everything.
  * Machines are checked before the database is touched, so a bad module changes nothing.
  */
-async function withRuntime(g: GlobalOptions, io: CliIO, options: { create: boolean }, work: (runtime: Runtime) => Promise<void>): Promise<void> {
-  const { definitions } = await loadMachines(g.machines ?? DEFAULT_MACHINES_MODULE, io.cwd);
-  new MachineRegistry(definitions); // throws MachineDefinitionError for an unusable definition
+async function withRuntime(
+  g: GlobalOptions,
+  io: CliIO,
+  options: { create: boolean; needs?: string },
+  work: (runtime: Runtime) => Promise<void>,
+): Promise<void> {
+  const { path, definitions } = await loadMachines(g.machines ?? DEFAULT_MACHINES_MODULE, io.cwd);
+  const registry = new MachineRegistry(definitions); // throws MachineDefinitionError for an unusable definition
+  if (options.needs !== undefined && !registry.all().some((m) => m.id === options.needs)) {
+    throw new UsageError(`This command runs the machine ${options.needs}, which ${path} does not export; run it without --machines.`);
+  }
   const store = await openStore(resolve(io.cwd, g.db), g.db, options.create);
   let runtime: Runtime;
   try {
-    runtime = await createRuntime({ store, machines: definitions, recover: true });
+    // runEffects false: a command records transitions, effects and timers, and leaves running
+    // activities to a worker; closing a runtime mid-activity would abort it.
+    runtime = await createRuntime({ store, machines: definitions, recover: true, runEffects: false });
   } catch (error) {
     await store.close();
     throw error;
@@ -281,6 +303,33 @@ async function openStore(path: string, label: string, create: boolean): Promise<
     if (error instanceof SpoolError) throw error;
     throw new DatabaseError(`Could not open the database ${label}: ${firstLine((error as Error).message)}`, { db: label });
   }
+}
+
+/** Property names any registered version of a machine marks sensitive. */
+function sensitiveKeys(runtime: Runtime, machineId: string): Set<string> {
+  return new Set(runtime.registry.all().flatMap((m) => (m.id === machineId ? [...m.sensitive] : [])));
+}
+
+/** A job as the CLI prints it: sensitive properties of its input, context and output redacted. */
+function redactJob(runtime: Runtime, job: Job): Job {
+  const keys = sensitiveKeys(runtime, job.machineId);
+  if (keys.size === 0) return job;
+  return { ...job, input: redactKeys(job.input, keys), context: redactKeys(job.context, keys), output: redactKeys(job.output, keys) };
+}
+
+/**
+ * Details as the CLI prints them. History payloads come redacted from the runtime; inbox events
+ * keep their payload as sent until applied, and activities carry inputs and outputs: redact those.
+ */
+function redactDetails(runtime: Runtime, details: JobDetails): JobDetails {
+  const keys = sensitiveKeys(runtime, details.job.machineId);
+  return {
+    ...details,
+    job: redactJob(runtime, details.job),
+    events: details.events.map((e) => ({ ...e, payload: redactKeys(e.payload, keys) })),
+    effects: details.effects.map((e) => ({ ...e, input: redactKeys(e.input, keys), output: redactKeys(e.output, keys) })),
+    timers: details.timers.map((t) => ({ ...t, event: redactKeys(t.event, keys) })),
+  };
 }
 
 function write(io: CliIO, g: GlobalOptions, json: unknown, human: () => string): void {
@@ -358,7 +407,8 @@ function formatSendResult(result: SendResult, eventText: string, event: unknown)
   return keyValues(pairs);
 }
 
-function formatShow(job: Job, history: readonly TransitionRecord[], pending: readonly InboxRecord[]): string {
+function formatShow(details: JobDetails): string {
+  const { job, history } = details;
   const pairs: [string, string][] = [
     ['job', job.id],
     ['machine', `${job.machineId}@${job.machineVersion}`],
@@ -366,6 +416,11 @@ function formatShow(job: Job, history: readonly TransitionRecord[], pending: rea
     ['state', formatState(job.value)],
     ['revision', String(job.revision)],
   ];
+  if (job.progress !== null) pairs.push(['progress', `${job.progress}%`]);
+  if (job.cancel !== null) {
+    const reason = job.cancel.reason === null ? '' : ` (${job.cancel.reason})`;
+    pairs.push(['cancel', `requested ${formatTime(job.cancel.requestedAt)}${reason}: ${job.cancel.completed ? 'cancelled' : 'not cancelled yet'}`]);
+  }
   if (job.quarantine !== null) pairs.push(['quarantine', job.quarantine]);
   if (job.idempotencyKey !== null) pairs.push(['idempotency', job.idempotencyKey]);
   pairs.push(
@@ -375,27 +430,68 @@ function formatShow(job: Job, history: readonly TransitionRecord[], pending: rea
     ['context', formatBlock(job.context)],
   );
   if (job.output !== undefined) pairs.push(['output', formatBlock(job.output)]);
+  const sections = [keyValues(pairs)];
 
-  const withNotes = history.some((h) => h.error !== null);
-  const historyTable = table(
-    ['REV', 'EVENT', 'OUTCOME', 'FROM -> TO', 'TIME', ...(withNotes ? ['ERROR'] : [])],
-    history.map((h) => [
-      String(h.revision),
-      h.eventType,
-      h.outcome,
-      `${h.from === null ? '-' : formatState(h.from)} -> ${formatState(h.to)}`,
-      formatTime(h.at),
-      ...(withNotes ? [h.error ? `${h.error.name}: ${oneLine(h.error.message)}` : ''] : []),
-    ]),
+  const withErrors = history.some((h) => h.error !== null);
+  sections.push(
+    `history:\n${table(
+      ['REV', 'EVENT', 'OUTCOME', 'FROM -> TO', 'TIME', ...(withErrors ? ['ERROR'] : [])],
+      history.map((h) => [
+        String(h.revision),
+        h.eventType,
+        h.outcome,
+        `${h.from === null ? '-' : formatState(h.from)} -> ${formatState(h.to)}`,
+        formatTime(h.at),
+        ...(withErrors ? [h.error ? `${h.error.name}: ${oneLine(h.error.message)}` : ''] : []),
+      ]),
+    )}`,
   );
-  const inbox =
+
+  const pending = details.events.filter((e) => e.status === 'pending');
+  sections.push(
     pending.length === 0
       ? 'pending events: none'
       : `pending events (accepted, not yet applied):\n${table(
           ['SEQ', 'EVENT ID', 'TYPE', 'ACCEPTED'],
           pending.map((e) => [String(e.seq), e.eventId, e.type, formatTime(e.acceptedAt)]),
-        )}`;
-  return `${keyValues(pairs)}\n\nhistory:\n${historyTable}\n\n${inbox}`;
+        )}`,
+  );
+
+  if (details.effects.length > 0) {
+    const waitingForWorker = details.effects.some((e) => e.active && ['pending', 'backoff', 'running'].includes(e.status));
+    sections.push(
+      `activities:\n${table(
+        ['SRC', 'STATUS', 'ATTEMPTS', 'NEXT RUN', 'RESULT'],
+        details.effects.map((e) => [
+          e.src,
+          e.active ? e.status : `${e.status} (left)`,
+          `${e.attempt}/${e.maxAttempts}${e.unsafe ? ' unsafe' : ''}`,
+          formatTime(e.nextRunAt),
+          e.error ? `${e.error.code ?? e.error.name}: ${oneLine(e.error.message)}` : e.output === null ? '' : formatJson(e.output),
+        ]),
+      )}${waitingForWorker ? '\n(activities and timers run in a worker process, see runWorker; spool commands only record them)' : ''}`,
+    );
+  }
+  if (details.timers.length > 0) {
+    sections.push(
+      `timers:\n${table(
+        ['EVENT', 'KIND', 'DUE', 'STATUS'],
+        details.timers.map((t) => [String((t.event as { type?: unknown } | null)?.type ?? '-'), t.kind, formatTime(t.dueAt), t.status]),
+      )}`,
+    );
+  }
+  if (details.assets.length > 0) {
+    sections.push(
+      `assets:\n${table(
+        ['TYPE', 'URI', 'SIZE', 'ADDED'],
+        details.assets.map((a) => [a.type, a.uri, a.size === null ? '-' : String(a.size), formatTime(a.createdAt)]),
+      )}`,
+    );
+  }
+  if (details.notes.length > 0) {
+    sections.push(`notes:\n${table(['TIME', 'KIND', 'MESSAGE'], details.notes.map((n) => [formatTime(n.at), n.kind, oneLine(n.message)]))}`);
+  }
+  return sections.join('\n\n');
 }
 
 function formatList(jobs: readonly Job[]): string {
@@ -405,12 +501,13 @@ function formatList(jobs: readonly Job[]): string {
     ? '\n\nQuarantined jobs are held back until Spool runs with their machine version registered (e.g. `spool --machines <module> list`).'
     : '';
   return table(
-    ['ID', 'MACHINE', 'STATUS', 'STATE', 'REV', 'UPDATED', ...(anyQuarantined ? ['QUARANTINED'] : [])],
+    ['ID', 'MACHINE', 'STATUS', 'STATE', 'PROGRESS', 'REV', 'UPDATED', ...(anyQuarantined ? ['QUARANTINED'] : [])],
     jobs.map((j) => [
       j.id,
       `${j.machineId}@${j.machineVersion}`,
       j.final ? `${j.status} (final)` : j.status,
       formatState(j.value),
+      j.progress === null ? '-' : `${j.progress}%`,
       String(j.revision),
       formatTime(j.updatedAt),
       ...(anyQuarantined ? [j.quarantine ?? ''] : []),

@@ -299,6 +299,10 @@ export interface JobFilter {
   state?: string;
   status?: JobStatus;
   quarantined?: boolean;
+  /** Jobs with an activity that failed after using all its attempts (or could not be re-run). */
+  exhausted?: boolean;
+  /** Jobs with a cancel request. */
+  cancelRequested?: boolean;
   owner?: string | null;
   /** Only jobs with an id greater than this (keyset paging). */
   afterId?: string;

@@ -139,6 +139,9 @@ export interface ListFilter {
   state?: string;
   status?: JobStatus;
   quarantined?: boolean;
+  /** Jobs whose activity used up its attempts (or could not safely be re-run). */
+  exhausted?: boolean;
+  cancelRequested?: boolean;
   afterId?: string;
   limit?: number;
 }
@@ -218,6 +221,7 @@ export class Runtime {
   readonly #background = new Set<Promise<unknown>>();
   readonly #running = new Map<string, RunningActivity>();
   readonly #pendingDrains = new Set<string>();
+  readonly #waiters = new Set<(error: unknown) => void>();
   readonly #runEffects: boolean;
   readonly #maxActivities: number;
   readonly #claimMs: number;
@@ -232,7 +236,7 @@ export class Runtime {
     this.store = options.store;
     this.registry = new MachineRegistry(options.machines);
     this.clock = options.clock ?? systemClock;
-    this.#owner = options.owner ?? null;
+    this.#owner = options.owner === undefined || options.owner === null || options.owner === '' ? null : options.owner;
     this.#newId = options.newId ?? randomUUID;
     this.#maxPayload = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD;
     this.#process = options.processEvents ?? true;
@@ -309,7 +313,7 @@ export class Runtime {
     const job = toJob(record, def);
     this.#emit({ type: 'job.started', job });
     this.#logEntry('info', 'job started', { jobId, machine: def.id, version: def.version, state: job.value });
-    this.#afterCommit(record.id, plan);
+    this.#afterCommit(record.id, plan, (m) => redactText(m, parsed, def.sensitive));
     if (this.#pendingDrains.delete(record.id) && this.#process) {
       await this.#drain(record.id);
       return this.get(record.id);
@@ -421,6 +425,7 @@ export class Runtime {
     return new Promise<Job>((resolve, reject) => {
       let timer: ReturnType<typeof setTimeout> | undefined;
       const finish = (error: unknown, job?: Job) => {
+        this.#waiters.delete(finish);
         unsubscribe();
         if (timer) clearTimeout(timer);
         options.signal?.removeEventListener('abort', onAbort);
@@ -437,6 +442,7 @@ export class Runtime {
       const unsubscribe = this.subscribe((event) => {
         if ((event.type === 'job.committed' || event.type === 'job.started') && event.job.id === jobId) test(event.job);
       });
+      this.#waiters.add(finish);
       const onAbort = () => finish(options.signal?.reason ?? new WaitTimeoutError(`Wait for job ${jobId} aborted.`));
       options.signal?.addEventListener('abort', onAbort, { once: true });
       if (options.timeoutMs !== undefined) {
@@ -504,6 +510,7 @@ export class Runtime {
     }
     this.#closed = true;
     retireRunner(this.runnerId);
+    for (const finish of [...this.#waiters]) finish(new ClosedError('The runtime closed before the awaited condition held.'));
     this.#listeners.clear();
     await this.store.close();
   }
@@ -865,7 +872,7 @@ export class Runtime {
       if (!record) return undefined;
       if (TERMINAL.has(record.status)) return { kind: 'terminal', record };
       const route = this.registry.route(record.machineId, record.machineVersion);
-      if (record.quarantine === null && route && route.chain.length === 0) {
+      if (record.quarantine === null && record.corruption === undefined && route && route.chain.length === 0) {
         const json = parseSnapshot(record.snapshot);
         const hydrated = typeof json === 'string' ? undefined : hydrate(route.target, json, record.status);
         if (hydrated?.ok) return { kind: 'ready', record, def: route.target, snapshot: hydrated.snapshot };
@@ -1009,7 +1016,8 @@ export class Runtime {
     if (!stale) {
       try {
         [next, actions] = transition(def.machine, snapshot, structuredClone(event));
-        if (next === snapshot) status = 'ignored';
+        // XState hands back the very same snapshot, with no actions, when nothing handled the event.
+        if (next === snapshot && actions.length === 0) status = 'ignored';
         else if (next.status === 'error') {
           status = 'failed';
           error = toErrorInfo(next.error);
@@ -1059,7 +1067,7 @@ export class Runtime {
     crashPoint('after-commit');
     if (status === 'failed') this.#logEntry('warn', 'event failed', { jobId: record.id, eventId, eventType: event.type, error });
     if (status === 'stale') this.#logEntry('info', 'stale outcome recorded', { jobId: record.id, eventId, eventType: event.type, reason: stale });
-    if (plan) this.#afterCommit(record.id, plan);
+    if (plan) this.#afterCommit(record.id, plan, (m) => redactText(m, payload, def.sensitive));
     return 'ok';
   }
 
@@ -1121,7 +1129,7 @@ export class Runtime {
   }
 
   /** Carry out what a committed transition asked for: abort left invocations, run actions, start effects. */
-  #afterCommit(jobId: string, plan: ActionPlan): void {
+  #afterCommit(jobId: string, plan: ActionPlan, clean?: (message: string) => string): void {
     for (const actorId of plan.effects.deactivate) {
       for (const [effectId, running] of this.#running) {
         if (running.jobId === jobId && running.actorId === actorId && !plan.effects.create.some((e) => e.id === effectId)) {
@@ -1129,14 +1137,14 @@ export class Runtime {
         }
       }
     }
-    this.#runActions(jobId, plan.afterCommit);
+    this.#runActions(jobId, plan.afterCommit, clean);
     if (plan.deliveries.length > 0) this.#pendingDrains.add(jobId);
     if (plan.effects.create.length > 0) this.#pumpEffects();
     if (plan.timers.schedule.length > 0) this.#emit({ type: 'timers.scheduled', jobId, dueAt: plan.timers.schedule.map((t) => t.dueAt) });
   }
 
   /** Carry out the actions a committed transition asked for. Runs only after the commit. */
-  #runActions(jobId: string, actions: readonly unknown[]): void {
+  #runActions(jobId: string, actions: readonly unknown[], clean: (message: string) => string = (m) => m): void {
     for (const raw of actions) {
       const action = raw as { type: string; params?: Record<string, unknown>; info?: unknown; exec?: (info: unknown, params: unknown) => void };
       if (action.type === 'xstate.emit') {
@@ -1148,7 +1156,8 @@ export class Runtime {
       try {
         action.exec(action.info, action.params);
       } catch (error) {
-        const info = toErrorInfo(error);
+        const raw = toErrorInfo(error);
+        const info = { ...raw, message: clean(raw.message) };
         this.#emit({ type: 'action.failed', jobId, action: action.type, error: info });
         this.#logEntry('error', 'action failed after commit', { jobId, action: action.type, error: info });
       }
@@ -1171,7 +1180,7 @@ export class Runtime {
     try {
       do {
         this.#pumpAgain = false;
-        await this.#takeOverOrphans();
+        started += await this.#takeOverOrphans();
         const free = this.#maxActivities - this.#running.size;
         if (free <= 0) break;
         const due = await this.store.dueEffects(this.clock.now(), free + this.#running.size);
@@ -1188,18 +1197,21 @@ export class Runtime {
   }
 
   /** Activities claimed by a runner that is gone (crashed process, closed runtime) are taken over now. */
-  async #takeOverOrphans(): Promise<void> {
+  async #takeOverOrphans(): Promise<number> {
+    let started = 0;
     for (const effect of await this.store.runningEffects(500)) {
+      if (this.#running.size >= this.#maxActivities || this.#closing) break;
       if (effect.claimedBy === null || this.#running.has(effect.id) || !runnerIsGone(effect.claimedBy)) continue;
-      await this.#recoverInterrupted(effect, effect.claimedBy);
+      if (await this.#recoverInterrupted(effect, effect.claimedBy)) started += 1;
     }
+    return started;
   }
 
   /**
    * An attempt was interrupted (its runner died). Safe activities run again with the same
    * idempotency key; unsafe ones, and ones out of attempts, deliver an error event instead.
    */
-  async #recoverInterrupted(effect: EffectRecord, deadRunner: string): Promise<void> {
+  async #recoverInterrupted(effect: EffectRecord, deadRunner: string): Promise<boolean> {
     const now = this.clock.now();
     let error: ErrorInfo | undefined;
     if (effect.unsafe) {
@@ -1216,9 +1228,9 @@ export class Runtime {
         this.#logEntry('warn', 'interrupted activity not re-run', { jobId: effect.jobId, effectId: effect.id, error });
         if (this.#process) this.#track(this.#drain(effect.jobId));
       }
-      return;
+      return false;
     }
-    await this.#startAttempt(effect, deadRunner);
+    return this.#startAttempt(effect, deadRunner);
   }
 
   /** Claim the next attempt of an activity and run it in the background. */
@@ -1237,7 +1249,6 @@ export class Runtime {
     const def = record ? this.registry.get(record.machineId, record.machineVersion) : undefined;
     const controller = new AbortController();
     this.#running.set(claimed.id, { jobId: claimed.jobId, actorId: claimed.actorId, controller });
-    if (record?.cancelRequestedAt !== null && record?.cancelRequestedAt !== undefined) controller.abort(new Error('job cancel requested'));
     this.#emit({ type: 'activity.started', jobId: claimed.jobId, effectId: claimed.id, src: claimed.src, attempt: claimed.attempt });
     this.#logEntry('info', 'activity started', { jobId: claimed.jobId, effectId: claimed.id, src: claimed.src, attempt: claimed.attempt });
     this.#track(this.#runAttempt(claimed, def, controller));
@@ -1461,20 +1472,23 @@ function formatIssues(error: unknown): string {
     .join('; ');
 }
 
-/** Remove sensitive values that an error message may quote. */
-function redactText(message: string, payload: JsonValue, sensitive: ReadonlySet<string>): string {
+/** Remove sensitive values that an error message may quote (every leaf under a sensitive key). */
+function redactText(message: string, payload: unknown, sensitive: ReadonlySet<string>): string {
   if (sensitive.size === 0) return message;
-  let out = message;
+  const secrets: string[] = [];
+  const collect = (v: unknown): void => {
+    if (Array.isArray(v)) v.forEach(collect);
+    else if (v !== null && typeof v === 'object') Object.values(v).forEach(collect);
+    else if ((typeof v === 'string' || typeof v === 'number') && String(v).length > 0) secrets.push(String(v));
+  };
   const walk = (v: unknown): void => {
     if (Array.isArray(v)) v.forEach(walk);
     else if (v !== null && typeof v === 'object') {
-      for (const [k, child] of Object.entries(v)) {
-        if (sensitive.has(k) && (typeof child === 'string' || typeof child === 'number') && String(child).length > 0) {
-          out = out.split(String(child)).join('[redacted]');
-        } else walk(child);
-      }
+      for (const [k, child] of Object.entries(v)) (sensitive.has(k) ? collect : walk)(child);
     }
   };
   walk(payload);
+  let out = message;
+  for (const secret of secrets.sort((a, b) => b.length - a.length)) out = out.split(secret).join('[redacted]');
   return out;
 }

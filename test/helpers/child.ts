@@ -59,6 +59,11 @@ export class Worker {
     this.proc.stdin.write(`${line}\n`);
   }
 
+  /** Send a last line and close the child's stdin. */
+  sendLast(line: string): void {
+    this.proc.stdin.end(`${line}\n`);
+  }
+
   /** Kill it if the test left it running (by its own pid, nothing broader). */
   async stop(): Promise<void> {
     if (!this.#done) this.proc.kill('SIGKILL');

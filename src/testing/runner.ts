@@ -1,0 +1,334 @@
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { JsonValue, Runtime } from '../index.ts';
+import { closeRuntime, driveStep, openRuntime, restartInProcess, scriptedDefinition, type ActivityScript, type DriverContext } from './driver.ts';
+import type { PredictedRecord } from './model.ts';
+import { formatValue, type GeneratedPaths, type PathPlan, type PredictedState } from './paths.ts';
+import { VirtualClock } from './VirtualClock.ts';
+
+/** How a path is replayed on the real runtime. */
+export type RunMode =
+  /** One runtime for the whole path. */
+  | 'plain'
+  /** The runtime is closed and a new one opened on the same file between every two steps. */
+  | 'restart'
+  /** Every step runs in a new child process; the previous one is SIGKILLed after its step. */
+  | 'child';
+
+export interface RunPathOptions {
+  mode?: RunMode;
+  /** Directory for the SQLite file (a fresh subdirectory is made and removed). Default `.vitest-tmp/` in the working directory. */
+  dir?: string;
+  /** `NORMAL` (default: survives process crashes, which is what these tests do) or `FULL`. */
+  synchronous?: 'FULL' | 'NORMAL';
+  /** Compare the context at every step (default), never, or through a projection (for fields the model cannot predict). */
+  compareContext?: boolean | ((context: JsonValue) => unknown);
+  /** For `child` mode: the module that exports the definition (the child imports it). */
+  module?: string;
+}
+
+/** What a finished run left in the store: compared between an uninterrupted run and crash runs. */
+export interface RunRecord {
+  job: { value: JsonValue; context: JsonValue; status: string; revision: number; output: JsonValue | null };
+  history: Array<{ revision: number; eventType: string; outcome: string; from: JsonValue | null; to: JsonValue }>;
+  events: Array<{ eventId: string; type: string; status: string; revision: number | null }>;
+  effects: Array<{ id: string; actorId: string; src: string; status: string; active: boolean; attempt: number; maxAttempts: number }>;
+  attempts: Array<{ effectId: string; attempt: number; outcome: string }>;
+  timers: Array<{ id: string; key: string; status: string; dueAt: number }>;
+}
+
+/** A path step disagreed with the model, or a crash run with the uninterrupted one. */
+export class PathMismatchError extends Error {
+  override name = 'PathMismatchError';
+  readonly code = 'SPOOL_PATH_MISMATCH';
+}
+
+/** The file of the child-process fixture. */
+export const CHILD_SCRIPT = fileURLToPath(new URL('./pathChild.ts', import.meta.url));
+
+/**
+ * Replay one generated path on the real runtime (SQLite file, virtual clock, scripted
+ * activities), asserting the predicted state value, context and history records after every
+ * step, and the run's invariants (no revision twice, no activity over its attempts).
+ *
+ * @example
+ * const generated = generatePaths(approvalFlow, options);
+ * for (const path of generated.paths) await runPath(generated, path, { mode: 'restart' });
+ */
+export async function runPath(generated: GeneratedPaths, path: PathPlan, options: RunPathOptions = {}): Promise<RunRecord> {
+  const mode = options.mode ?? 'plain';
+  const dir = join(resolve(options.dir ?? join(process.cwd(), '.vitest-tmp')), `path-${randomBytes(6).toString('hex')}`);
+  mkdirSync(dir, { recursive: true });
+  try {
+    const record = mode === 'child' ? await runInChildren(generated, path, dir, options) : await runInProcess(generated, path, dir, mode, options);
+    checkInvariants(generated, path, mode, record);
+    return record;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function runInProcess(generated: GeneratedPaths, path: PathPlan, dir: string, mode: 'plain' | 'restart', options: RunPathOptions): Promise<RunRecord> {
+  const script: ActivityScript = { failAttempts: generated.failAttempts, hang: null, onHang: () => undefined };
+  const clock = new VirtualClock();
+  const ctx: DriverContext = {
+    file: join(dir, 'spool.db'),
+    clock,
+    t0: clock.now(),
+    jobId: generated.jobId,
+    machineId: generated.machineId,
+    definition: scriptedDefinition(generated.definition, generated.jobId, script),
+    script,
+    synchronous: options.synchronous ?? 'NORMAL',
+    runtime: null,
+    die: restartInProcess,
+  };
+  const hangs = hangsOf(path);
+  try {
+    await openRuntime(ctx);
+    await step(ctx, path, 0, { via: 'start', input: path.input }, hangs[0] ?? null, path.start, options);
+    for (const [i, planned] of path.steps.entries()) {
+      if (mode === 'restart') await restartInProcess(ctx);
+      await step(ctx, path, i + 1, planned.step, hangs[i + 1] ?? null, planned.expect, options);
+    }
+    return await recordOf(ctx.runtime!, ctx.jobId);
+  } finally {
+    await closeRuntime(ctx);
+  }
+}
+
+async function step(
+  ctx: DriverContext,
+  path: PathPlan,
+  index: number,
+  action: Parameters<typeof driveStep>[1],
+  hang: string | null,
+  expect: PredictedState,
+  options: RunPathOptions,
+): Promise<void> {
+  const label = index === 0 ? 'start' : path.steps[index - 1]!.label;
+  try {
+    await driveStep(ctx, action, index, hang);
+  } catch (error) {
+    throw new PathMismatchError(`${where(path, index, label)}: the runtime refused the step: ${(error as Error).message}`, { cause: error });
+  }
+  checkStep(path, index, label, expect, await observe(ctx.runtime!, ctx.jobId, ctx.clock.now() - ctx.t0), options);
+}
+
+/** The invoke id whose attempt must stay in flight after each step (0 = start), for the next step's interrupt. */
+function hangsOf(path: PathPlan): Array<string | null> {
+  const out: Array<string | null> = [];
+  for (let i = 0; i <= path.steps.length; i += 1) {
+    const next = path.steps[i]?.step;
+    out.push(next?.via === 'interrupt' ? next.actorId : null);
+  }
+  return out;
+}
+
+/** What a step is checked against: the job and its history. */
+export interface Observation {
+  value: JsonValue;
+  context: JsonValue;
+  status: string;
+  /** Clock time minus the start time. */
+  now: number;
+  history: Array<{ eventType: string; outcome: string; from: JsonValue | null; to: JsonValue }>;
+}
+
+export async function observe(runtime: Runtime, jobId: string, now: number): Promise<Observation> {
+  const job = await runtime.get(jobId);
+  const history = await runtime.history(jobId);
+  return {
+    value: job.value,
+    context: job.context,
+    status: job.status,
+    now,
+    history: history.map((h) => ({ eventType: h.eventType, outcome: h.outcome, from: h.from, to: h.to })),
+  };
+}
+
+function where(path: PathPlan, index: number, label: string): string {
+  return `Path ${path.id} "${path.name}", step ${index} (${label})`;
+}
+
+/** Compare one step with the model's prediction: value, status, context, clock, and the step's history records. */
+export function checkStep(path: PathPlan, index: number, label: string, expect: PredictedState, seen: Observation, options: RunPathOptions): void {
+  const at = where(path, index, label);
+  const problems: string[] = [];
+  if (!same(seen.value, expect.value)) problems.push(`state: expected ${formatValue(expect.value)}, the runtime is in ${formatValue(seen.value)}`);
+  if (seen.status !== expect.status) problems.push(`status: expected ${expect.status}, got ${seen.status}`);
+  const compare = options.compareContext ?? true;
+  if (compare !== false) {
+    const project = typeof compare === 'function' ? compare : (c: JsonValue) => c;
+    if (!same(project(seen.context), project(expect.context))) {
+      problems.push(`context: expected ${JSON.stringify(project(expect.context))}, got ${JSON.stringify(project(seen.context))}`);
+    }
+  }
+  if (seen.now !== expect.now) problems.push(`clock: expected start+${expect.now} ms, the runtime woke at start+${seen.now} ms`);
+  const expected = expectedHistory(path, index);
+  const got = seen.history.map((h) => `${h.eventType}:${h.outcome} ${JSON.stringify(h.from)}→${JSON.stringify(h.to)}`);
+  const want = expected.map((h) => `${h.eventType}:${h.outcome} ${JSON.stringify(h.from)}→${JSON.stringify(h.to)}`);
+  if (got.join('\n') !== want.join('\n')) {
+    problems.push(`history: expected\n      ${want.join('\n      ')}\n    got\n      ${got.join('\n      ')}`);
+  }
+  if (problems.length > 0) throw new PathMismatchError(`${at}: the runtime disagrees with the model:\n  - ${problems.join('\n  - ')}`);
+}
+
+/** Every history record expected up to step `index`: the start record, then each step's records. */
+function expectedHistory(path: PathPlan, index: number): Array<Omit<PredictedRecord, 'outcome' | 'from'> & { outcome: string; from: JsonValue | null }> {
+  const start = { eventType: 'xstate.init', outcome: 'started', from: null, to: firstValue(path) };
+  return [start, ...path.start.records, ...path.steps.slice(0, index).flatMap((s) => s.expect.records)];
+}
+
+/** The value right after the initial transition, before any event the start itself triggered. */
+function firstValue(path: PathPlan): JsonValue {
+  return path.start.records[0]?.from ?? path.start.value;
+}
+
+function same(a: unknown, b: unknown): boolean {
+  return stable(a) === stable(b);
+}
+
+function stable(value: unknown): string {
+  const sort = (v: unknown): unknown =>
+    Array.isArray(v)
+      ? v.map(sort)
+      : v !== null && typeof v === 'object'
+        ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, sort((v as Record<string, unknown>)[k])]))
+        : v;
+  return JSON.stringify(sort(value)) ?? 'undefined';
+}
+
+/** The store's record of the job, for comparing runs. */
+export async function recordOf(runtime: Runtime, jobId: string): Promise<RunRecord> {
+  const d = await runtime.details(jobId);
+  return {
+    job: { value: d.job.value, context: d.job.context, status: d.job.status, revision: d.job.revision, output: d.job.output ?? null },
+    history: d.history.map((h) => ({ revision: h.revision, eventType: h.eventType, outcome: h.outcome, from: h.from, to: h.to })),
+    events: d.events.map((e) => ({ eventId: e.eventId, type: e.type, status: e.status, revision: e.revision })),
+    effects: d.effects.map((e) => ({ id: e.id, actorId: e.actorId, src: e.src, status: e.status, active: e.active, attempt: e.attempt, maxAttempts: e.maxAttempts })),
+    attempts: d.attempts.map((a) => ({ effectId: a.effectId, attempt: a.attempt, outcome: a.outcome })),
+    timers: d.timers.map((t) => ({ id: t.id, key: t.key, status: t.status, dueAt: t.dueAt })),
+  };
+}
+
+/** No revision written twice or skipped; no activity started more often than its policy allows. */
+export function checkInvariants(generated: GeneratedPaths, path: PathPlan, mode: RunMode, record: RunRecord): void {
+  const at = `Path ${path.id} "${path.name}" (${mode})`;
+  const revisions = record.history.map((h) => h.revision);
+  const problems: string[] = [];
+  revisions.forEach((r, i) => {
+    if (r !== i + 1) problems.push(`history revision ${r} at position ${i + 1} (duplicated or skipped revision): ${revisions.join(', ')}`);
+  });
+  if (record.job.revision !== revisions.length) problems.push(`job revision ${record.job.revision} but ${revisions.length} history records`);
+  for (const effect of record.effects) {
+    const attempts = record.attempts.filter((a) => a.effectId === effect.id).map((a) => a.attempt);
+    if (new Set(attempts).size !== attempts.length) problems.push(`activity ${effect.id} has an attempt recorded twice: ${attempts.join(', ')}`);
+    if (attempts.length > effect.maxAttempts || effect.attempt > effect.maxAttempts) {
+      problems.push(`activity ${effect.id} (${effect.src}) was started ${Math.max(attempts.length, effect.attempt)} times; its policy allows ${effect.maxAttempts}`);
+    }
+  }
+  if (problems.length > 0) throw new PathMismatchError(`${at}: ${problems.join('; ')}`);
+  void generated;
+}
+
+/**
+ * Compare a crash run with the uninterrupted run: final state, context, output, history
+ * (event types, outcomes, revisions), inbox, activities and their attempts, timers.
+ */
+export function compareRuns(path: PathPlan, mode: RunMode, uninterrupted: RunRecord, crashed: RunRecord): void {
+  const parts: Array<keyof RunRecord> = ['job', 'history', 'events', 'effects', 'attempts', 'timers'];
+  const diffs = parts.filter((k) => !same(uninterrupted[k], crashed[k]));
+  if (diffs.length === 0) return;
+  const show = (k: keyof RunRecord) => `  ${k}:\n    uninterrupted ${JSON.stringify(uninterrupted[k])}\n    ${mode.padEnd(13)} ${JSON.stringify(crashed[k])}`;
+  throw new PathMismatchError(`Path ${path.id} "${path.name}": the ${mode} run differs from the uninterrupted run:\n${diffs.map(show).join('\n')}`);
+}
+
+// ------------------------------------------------------------------ child processes
+
+/** The first line a child reads: where and what to run. */
+export interface ChildConfig {
+  file: string;
+  module: string;
+  machineId: string;
+  version: string;
+  jobId: string;
+  failAttempts: Record<string, number>;
+  synchronous: 'FULL' | 'NORMAL';
+  /** Clock time to start at (the previous process's last time). */
+  now: number;
+  t0: number;
+}
+
+export type ChildCommand = { index: number; step: Parameters<typeof driveStep>[1]; hang: string | null };
+
+export type ChildMessage =
+  | { type: 'ack'; index: number; now: number; observation: Observation; record: RunRecord }
+  | { type: 'inflight'; index: number; now: number }
+  | { type: 'error'; index: number; message: string };
+
+async function runInChildren(generated: GeneratedPaths, path: PathPlan, dir: string, options: RunPathOptions): Promise<RunRecord> {
+  if (!options.module) throw new PathMismatchError('A child-process run needs `module`: the module that exports the definition, for the child to import.');
+  const t0 = new VirtualClock().now();
+  let now = t0;
+  let record: RunRecord | undefined;
+  const hangs = hangsOf(path);
+  const actions: Array<Parameters<typeof driveStep>[1]> = [{ via: 'start', input: path.input }, ...path.steps.map((s) => s.step)];
+  for (const [index, action] of actions.entries()) {
+    const config: ChildConfig = {
+      file: join(dir, 'spool.db'),
+      module: resolve(options.module),
+      machineId: generated.machineId,
+      version: generated.version,
+      jobId: generated.jobId,
+      failAttempts: generated.failAttempts,
+      synchronous: options.synchronous ?? 'NORMAL',
+      now,
+      t0,
+    };
+    const message = await oneChildStep(config, { index, step: action, hang: hangs[index] ?? null });
+    const label = index === 0 ? 'start' : path.steps[index - 1]!.label;
+    if (message.type === 'error') throw new PathMismatchError(`${where(path, index, label)} (child process): ${message.message}`);
+    now = message.now;
+    if (message.type === 'ack') {
+      checkStep(path, index, label, index === 0 ? path.start : path.steps[index - 1]!.expect, message.observation, options);
+      record = message.record;
+    }
+  }
+  if (!record) throw new PathMismatchError(`Path ${path.id}: no child process reported its record.`);
+  return record;
+}
+
+const TSX = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+
+/** Spawn a child, run one step in it, take its report, then SIGKILL it (by its own pid) and wait for the exit. */
+async function oneChildStep(config: ChildConfig, command: ChildCommand): Promise<ChildMessage> {
+  const child = spawn(process.execPath, ['--import', TSX, CHILD_SCRIPT], { cwd: process.cwd(), env: process.env, stdio: ['pipe', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.setEncoding('utf8');
+  child.stderr.on('data', (chunk: string) => (stderr += chunk));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) => child.on('exit', (code, signal) => done({ code, signal })));
+  const reply = new Promise<ChildMessage | undefined>((done) => {
+    const lines = createInterface({ input: child.stdout });
+    lines.on('line', (line) => {
+      try {
+        const msg = JSON.parse(line) as ChildMessage;
+        if (msg.type === 'ack' || msg.type === 'inflight' || msg.type === 'error') done(msg);
+      } catch {
+        // not a protocol line
+      }
+    });
+    lines.on('close', () => done(undefined));
+  });
+  child.stdin.write(`${JSON.stringify(config)}\n${JSON.stringify(command)}\n`);
+  const msg = await Promise.race([reply, exited.then(() => undefined)]);
+  if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  const exit = await exited;
+  if (!msg) throw new PathMismatchError(`The child process exited (code ${exit.code}, signal ${exit.signal}) without reporting step ${command.index}:\n${stderr}`);
+  return msg;
+}
