@@ -672,10 +672,10 @@ export class MemoryStore implements JobStore {
     if (a && a.outcome === 'running') this.#assign(a, { outcome: 'interrupted', endedAt: at });
   }
 
-  /** `UPDATE effect_attempts SET outcome, ended_at, error WHERE effect_id AND attempt AND outcome IN ('running', 'waiting')`. */
+  /** `UPDATE effect_attempts SET outcome, ended_at, error WHERE effect_id AND attempt AND outcome IN ('running', 'waiting', 'interrupted')`. */
   #endAttempt(effectId: string, attempt: number, outcome: AttemptRecord['outcome'], at: number, error: ErrorInfo | null): void {
     const a = this.#attempts.get(effectId)?.find((x) => x.attempt === attempt);
-    if (a && (a.outcome === 'running' || a.outcome === 'waiting')) this.#assign(a, { outcome, endedAt: at, error: error === null ? null : json(error) });
+    if (a && (a.outcome === 'running' || a.outcome === 'waiting' || a.outcome === 'interrupted')) this.#assign(a, { outcome, endedAt: at, error: error === null ? null : json(error) });
   }
 
   /** The UNIQUE token column. */

@@ -495,7 +495,7 @@ function prepare(db: Database.Database) {
     insertAttempt: db.prepare(`INSERT INTO effect_attempts (effect_id, attempt, runner, started_at, outcome) VALUES (?, ?, ?, ?, 'running')`),
     renewClaim: db.prepare(`UPDATE effects SET claim_expires_at = ? WHERE id = ? AND attempt = ? AND claimed_by = ? AND status = 'running'`),
     endAttempt: db.prepare(`UPDATE effect_attempts SET outcome = ?, ended_at = ?, error = ?
-      WHERE effect_id = ? AND attempt = ? AND outcome IN ('running', 'waiting')`),
+      WHERE effect_id = ? AND attempt = ? AND outcome IN ('running', 'waiting', 'interrupted')`),
     settleEffect: db.prepare(`UPDATE effects SET status = @status, output = @output, error = @error, next_run_at = @next,
         token = @token, claimed_by = NULL, claim_expires_at = NULL, updated_at = @at
       WHERE id = @id AND attempt = @attempt AND status = 'running' AND active = 1`),
