@@ -160,9 +160,8 @@ describe('cancel', () => {
     expect(dumpDatabase(store.db)).toEqual(before);
   });
 
-  // BUG (runtime.ts #startAttempt): every attempt that starts after a cancel request gets an
-  // already-aborted signal, including the clean-up activity the machine invokes *because of* the
-  // cancel, which then cannot do its work.
+  // Regression: attempts that started after a cancel request used to get an already-aborted
+  // signal, including the clean-up activity the machine invokes because of the cancel.
   it('does not abort the clean-up activity that the cancel transition itself invokes', async () => {
     const { runtime } = await open();
     let abortedAtStart: boolean | undefined;

@@ -176,8 +176,7 @@ describe('in-process restart: a closed runtime’s running attempts', () => {
     for (const id of jobs) await runToEnd(runtime, clock, id, (j) => j.value !== 'working');
   }
 
-  // BUG (runtime.ts #takeOverOrphans / #recoverInterrupted): taken-over attempts bypass the
-  // concurrency limit: every orphan is started at once, whatever maxConcurrentActivities says.
+  // Regression: taken-over attempts used to bypass the concurrency limit (every orphan started at once).
   it('takes the attempts over within maxConcurrentActivities', async () => {
     const { path, clock, jobs } = await leaveThreeRunning();
     const { o, running, release } = await reopenCounting(path, clock, 1);
@@ -188,8 +187,8 @@ describe('in-process restart: a closed runtime’s running attempts', () => {
     for (const id of jobs) expect(await o.runtime.get(id)).toMatchObject({ value: 'review', context: { output: 'done' } });
   });
 
-  // BUG (runtime.ts #recoverInterrupted): the attempt it starts is not counted, so tick() reports
-  // activitiesStarted 0 (and runWorker's onRound is not called) for a round that took work over.
+  // Regression: taken-over attempts used not to be counted, so tick() reported activitiesStarted 0
+  // (and runWorker's onRound was not called) for a round that took work over.
   it('counts taken-over attempts in tick().activitiesStarted', async () => {
     const { path, clock, jobs } = await leaveThreeRunning();
     const { o, release } = await reopenCounting(path, clock, 8);

@@ -24,7 +24,7 @@ import {
 } from '../src/index.ts';
 import { dumpDatabase, Resources } from './helpers/resources.ts';
 import { T0, gate, releaseGates, nextEvent, openRuntime, rowsOf, runToEnd, untilAborted, type Opened } from './helpers/durable.ts';
-import { WORK_POLICY, WORK_TIMEOUT_MS, work, workHooks, type WorkArgs } from './fixtures/workMachine.ts';
+import { WORK_POLICY, WORK_TIMEOUT_MS, work, workHooks } from './fixtures/workMachine.ts';
 
 const res = new Resources();
 const defaultWork = workHooks.work;
@@ -395,6 +395,44 @@ describe('retries', () => {
     expect((await runtime.get(job.id)).value).toBe('failed');
   });
 
+  it('keeps a retry’s deadline across a restart: the next runtime starts attempt 2 then, not earlier', async () => {
+    const first = await open();
+    workHooks.work = async (args) => {
+      if (args.attempt === 1) throw new Error('flaky');
+      return `attempt ${args.attempt}`;
+    };
+    const jobId = await startWorking(first.runtime);
+    await first.runtime.idle();
+    const key = effectIdOf(jobId);
+    const retryAt = T0 + backoffDelay(WORK_POLICY, 1, key);
+    expect(await first.store.getEffect(key)).toMatchObject({ status: 'backoff', nextRunAt: retryAt });
+    await first.runtime.close();
+
+    const second = await open({ path: first.path, clock: first.clock });
+    expect(await second.runtime.nextWakeAt()).toBe(retryAt);
+    second.clock.set(retryAt - 1);
+    expect((await second.runtime.tick()).activitiesStarted).toBe(0);
+    second.clock.set(retryAt);
+    expect((await second.runtime.tick()).activitiesStarted).toBe(1);
+    await second.runtime.idle();
+    expect(await second.runtime.get(jobId)).toMatchObject({ value: 'review', context: { output: 'attempt 2' } });
+  });
+
+  it('an output that is not JSON fails the attempt terminally (no retry) with a message that says so', async () => {
+    const { runtime } = await open();
+    let calls = 0;
+    workHooks.work = async () => {
+      calls += 1;
+      return { big: 10n };
+    };
+    const jobId = await startWorking(runtime);
+    await runtime.idle();
+    expect(calls).toBe(1);
+    const job = await runtime.get(jobId);
+    expect(job.value).toBe('failed');
+    expect((job.context as { error: { message: string } }).error.message).toMatch(/activity output is not JSON/);
+  });
+
   it('exhausting the attempts delivers xstate.error.actor.work; every attempt’s start, end and error is kept; list({ exhausted }) finds it', async () => {
     const { runtime, clock } = await open();
     workHooks.work = async (args) => {
@@ -477,6 +515,24 @@ describe('out-of-band completion tokens', () => {
     const job = await runtime.complete(token, { small: true });
     expect(job).toMatchObject({ value: 'review', context: { output: { small: true } } });
     expect(job.revision).toBe(3);
+  });
+
+  it('a token outlives the runtime that handed it out: after a restart complete() settles it', async () => {
+    const o = await open();
+    const { jobId, token } = await deferred(o);
+    await o.runtime.close();
+    let reruns = 0;
+    workHooks.work = async () => {
+      reruns += 1;
+      return 'should not run again';
+    };
+    const second = await open({ path: o.path, clock: o.clock });
+    await second.runtime.tick();
+    await second.runtime.idle();
+    expect(reruns).toBe(0); // a waiting activity is not re-run on restart
+    const job = await second.runtime.complete(token, { later: true });
+    expect(job).toMatchObject({ value: 'review', context: { output: { later: true } } });
+    expect(summary(await second.store.listAttempts(jobId))).toEqual([{ attempt: 1, outcome: 'succeeded', error: null }]);
   });
 
   it('fail(token, error) delivers xstate.error.actor.work with the error', async () => {

@@ -520,6 +520,10 @@ export class MemoryStore implements JobStore {
       if (e.accept) {
         const inserted = this.#insertEvent(e.accept, { status: e.status, error: e.error ? json(e.error) : null, revision, processedAt: at, payload: e.payload });
         if (!inserted) throw new Abort({ ok: false, reason: 'duplicate-event' });
+        // Accept-and-apply only when nothing is queued for the job: events apply in accept order.
+        for (const queued of this.#inbox.values()) {
+          if (queued.jobId === c.jobId && queued.status === 'pending') throw new Abort({ ok: false, reason: 'conflict', currentRevision: c.expectedRevision });
+        }
       } else {
         const pending = this.#inbox.get(e.seq);
         if (!pending || pending.jobId !== c.jobId || pending.status !== 'pending') throw new Abort({ ok: false, reason: 'event-settled' });

@@ -467,6 +467,7 @@ function prepare(db: Database.Database) {
     rejectEvent: db.prepare(`UPDATE inbox SET status = 'rejected', error = ?, processed_at = ? WHERE seq = ? AND status = 'pending'`),
     getEvent: db.prepare('SELECT * FROM inbox WHERE job_id = ? AND event_id = ?'),
     listEvents: db.prepare('SELECT * FROM inbox WHERE job_id = ? ORDER BY seq'),
+    hasPending: db.prepare(`SELECT 1 FROM inbox WHERE job_id = ? AND status = 'pending' LIMIT 1`),
     pending: db.prepare("SELECT * FROM inbox WHERE job_id = ? AND status = 'pending' ORDER BY seq LIMIT ?"),
     pendingJobs: db.prepare(`SELECT i.job_id, min(i.seq) AS first FROM inbox i JOIN jobs j ON j.id = i.job_id
       WHERE i.status = 'pending' AND j.quarantine IS NULL GROUP BY i.job_id ORDER BY first LIMIT ?`),
@@ -558,6 +559,8 @@ function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
         processed_at: c.job.at,
       });
       if (info.changes !== 1) throw new Abort({ ok: false, reason: 'duplicate-event' });
+      // Accept-and-apply only when nothing is queued for the job: events apply in accept order.
+      if (s.hasPending.get(c.jobId)) throw new Abort({ ok: false, reason: 'conflict', currentRevision: c.expectedRevision });
     } else {
       const info = s.settleEvent.run({ seq: e.seq, job_id: c.jobId, status: e.status, error, revision, at: c.job.at, payload: JSON.stringify(e.payload) });
       if (info.changes !== 1) throw new Abort({ ok: false, reason: 'event-settled' });

@@ -177,7 +177,8 @@ export interface TransitionCommit {
   consumedTimer?: string;
   /**
    * The inbox event this commit settles: a pending one (`seq`, which must still be pending), or
-   * a new one (`accept`) recorded and settled in the same transaction (the inline fast path).
+   * a new one (`accept`) recorded and settled in the same transaction (the inline fast path),
+   * which is refused as a conflict while the job has pending events (they come first).
    */
   event?: ({ seq: number; accept?: never } | { accept: NewInboxEvent; seq?: never }) & {
     status: Exclude<EventStatus, 'pending' | 'rejected'>;

@@ -62,6 +62,10 @@ export interface RegisteredMachine {
   activities: Record<string, ActivityPolicy>;
   cancel: { event: string; state: string };
   description: string | undefined;
+  /** Registered as a bare machine, without a definition's options. */
+  bare: boolean;
+  /** What was passed to `register`. */
+  source: JobDefinition | AnyStateMachine;
 }
 
 const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
@@ -111,9 +115,16 @@ export class MachineRegistry {
     if (!ID_PATTERN.test(version)) throw new MachineDefinitionError(`Machine "${id}": version "${version}" is not usable.`);
     const versions = this.#byId.get(id) ?? new Map<string, RegisteredMachine>();
     const existing = versions.get(version);
+    const bare = def.input === undefined && def.events === undefined && def.migrations === undefined && def.sensitive === undefined && def.activities === undefined && def.cancel === undefined;
     if (existing) {
-      if (existing.machine === machine) return existing;
-      throw new MachineDefinitionError(`Machine "${id}" version ${version} is registered twice with different machines: bump the version of the changed one.`);
+      if (existing.machine !== machine) {
+        throw new MachineDefinitionError(`Machine "${id}" version ${version} is registered twice with different machines: bump the version of the changed one.`);
+      }
+      if (bare || existing.source === input) return existing;
+      if (!existing.bare) {
+        throw new MachineDefinitionError(`Machine "${id}" version ${version} is registered twice with different options; register one definition per version.`);
+      }
+      // A definition that wraps a machine registered bare replaces it: its schemas and policies count.
     }
     for (const [type, schema] of Object.entries(def.events ?? {})) {
       if (typeof (schema as { safeParse?: unknown })?.safeParse !== 'function') {
@@ -136,6 +147,8 @@ export class MachineRegistry {
       activities: { ...(def.activities ?? {}) },
       cancel: { event: def.cancel?.event ?? 'CANCEL', state: def.cancel?.state ?? 'cancelled' },
       description: def.description,
+      bare,
+      source: input,
     };
     versions.set(version, registered);
     this.#byId.set(id, versions);

@@ -356,6 +356,9 @@ export class Runtime {
       });
     }
     const route = this.registry.route(record.machineId, record.machineVersion);
+    if (record.quarantine !== null && route && (await this.#withLock(jobId, () => this.#check(jobId))) !== 'quarantined') {
+      return this.send(jobId, event, options); // another runtime held it back; this one can run it
+    }
     if (record.quarantine !== null || !route) {
       throw new JobQuarantined(jobId, record.quarantine ?? `machine ${record.machineId}@${record.machineVersion} is not registered`);
     }
@@ -505,9 +508,7 @@ export class Runtime {
     if (this.#closed) return;
     this.#closing = true;
     for (const running of this.#running.values()) running.controller.abort(new Error('runtime shutting down'));
-    while (this.#background.size > 0 || this.#locks.size > 0) {
-      await Promise.allSettled([...this.#background, ...this.#locks.values()]);
-    }
+    await this.idle();
     this.#closed = true;
     retireRunner(this.runnerId);
     for (const finish of [...this.#waiters]) finish(new ClosedError('The runtime closed before the awaited condition held.'));
@@ -1139,7 +1140,7 @@ export class Runtime {
     }
     this.#runActions(jobId, plan.afterCommit, clean);
     if (plan.deliveries.length > 0) this.#pendingDrains.add(jobId);
-    if (plan.effects.create.length > 0) this.#pumpEffects();
+    if (plan.effects.create.length > 0) this.#track(this.#pumpEffects());
     if (plan.timers.schedule.length > 0) this.#emit({ type: 'timers.scheduled', jobId, dueAt: plan.timers.schedule.map((t) => t.dueAt) });
   }
 
@@ -1346,7 +1347,7 @@ export class Runtime {
     this.#logEntry(reported === 'succeeded' ? 'info' : 'warn', `activity ${reported}`, { jobId: effect.jobId, effectId: effect.id, attempt, ...(errorInfo ? { error: errorInfo } : {}) });
     if (this.#process && reported !== 'retrying') await this.#drain(effect.jobId);
     if (reported === 'retrying') this.#emit({ type: 'timers.scheduled', jobId: effect.jobId, dueAt: [] });
-    void this.#pumpEffects();
+    this.#track(this.#pumpEffects());
   }
 
   #emit(event: RuntimeEvent): void {

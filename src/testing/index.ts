@@ -1,2 +1,35 @@
-/** Spool's test kit (`spool/testing`). */
+/**
+ * Spool's test kit (`spool/testing`): a virtual clock, and exhaustive path testing of job
+ * machines on the real runtime.
+ *
+ * @example
+ * import { describeMachinePaths, runPathTests, generatePaths, VirtualClock } from 'spool/testing';
+ */
 export { VirtualClock } from './VirtualClock.ts';
+export { listTransitions, guardName, type StaticTransition } from './transitions.ts';
+export { coverageReport, assertCoverage, CoverageError, type CoverageReport, type CoverageEntry, type CoverageGap, type Waiver } from './coverage.ts';
+export type { PathStep, PredictedRecord, StateView, Samples } from './model.ts';
+export { SampleError } from './model.ts';
+export {
+  generatePaths,
+  PathGenerationError,
+  type PathOptions,
+  type GeneratedPaths,
+  type PathPlan,
+  type PlannedStep,
+  type PredictedState,
+} from './paths.ts';
+export { runPath, compareRuns, PathMismatchError, type RunMode, type RunPathOptions, type RunRecord } from './runner.ts';
+export {
+  runPathTests,
+  pathTest,
+  isPathTestSubject,
+  type PathTestOptions,
+  type PathTestSubject,
+  type RunPathTestsOptions,
+  type PathTestsResult,
+  type MachinePathResult,
+  type PathFailure,
+  type PathTestProgress,
+} from './runPathTests.ts';
+export { describeMachinePaths, type DescribeMachinePathsOptions } from './describeMachinePaths.ts';

@@ -1,0 +1,113 @@
+import type { AnyStateMachine } from 'xstate';
+import { describe, test } from 'vitest';
+import type { JobDefinition } from '../index.ts';
+import { assertCoverage } from './coverage.ts';
+import { generatePaths, type GeneratedPaths, type PathPlan } from './paths.ts';
+import { childSample, isPathTestSubject, type PathTestOptions, type PathTestSubject } from './runPathTests.ts';
+import { compareRuns, runPath, type RunPathOptions, type RunRecord } from './runner.ts';
+
+/** Options of {@link describeMachinePaths}. */
+export interface DescribeMachinePathsOptions extends PathTestOptions {
+  /** Also replay every path with the runtime closed and reopened between every two steps. Default true. */
+  crash?: boolean;
+  /** Paths (the longest first) also replayed in child processes SIGKILLed between steps. Default 0 (needs `module`). */
+  childCrash?: number;
+  /** Where the temporary SQLite files go. Default `.vitest-tmp/` in the working directory. */
+  dir?: string;
+  /** Per-test timeout in ms for the child-process runs. Default 60000. */
+  childTimeoutMs?: number;
+}
+
+/**
+ * Generate the paths of a machine and register vitest tests for them (call it at the top level
+ * of a test file, or inside a `describe`): one coverage test that fails with the exact gaps, one
+ * test per path named by its steps that drives the real runtime (SQLite file, virtual clock,
+ * scripted activities), and, by default, the same path with a restart between every two steps.
+ * Returns the generated paths and coverage, for further assertions.
+ *
+ * @example
+ * // test/approvalFlow.paths.test.ts
+ * import { describeMachinePaths } from 'spool/testing';
+ * import { approvalFlow } from '../machines/approvalFlow.ts';
+ *
+ * describeMachinePaths(approvalFlow, {
+ *   input: { subject: 'deploy', remindAfterMs: 1000, deadlineMs: 5000 },
+ *   events: { REMIND: [], APPROVE: { by: 'ann' }, REJECT: { by: 'bob', reason: 'no' } },
+ *   childCrash: 1,
+ *   module: 'machines/approvalFlow.ts',
+ * });
+ */
+export function describeMachinePaths(
+  definition: JobDefinition | AnyStateMachine | PathTestSubject,
+  options: DescribeMachinePathsOptions = {},
+): GeneratedPaths | undefined {
+  const subject = isPathTestSubject(definition) ? definition : { definition, options: {} };
+  const opts: DescribeMachinePathsOptions = { ...subject.options, ...options };
+  let generated: GeneratedPaths | undefined;
+  let failure: unknown;
+  try {
+    generated = generatePaths(subject.definition, opts);
+  } catch (error) {
+    failure = error;
+  }
+  const title = generated ? `${generated.machineId}@${generated.version}: paths` : 'machine paths';
+  describe(title, () => {
+    if (!generated) {
+      test('generates paths', () => {
+        throw failure;
+      });
+      return;
+    }
+    const g = generated;
+    const runOptions: RunPathOptions = {
+      ...(opts.dir !== undefined ? { dir: opts.dir } : {}),
+      ...(opts.compareContext !== undefined ? { compareContext: opts.compareContext } : {}),
+      ...(opts.synchronous !== undefined ? { synchronous: opts.synchronous } : {}),
+    };
+    const plainRuns = new Map<number, Promise<RunRecord>>();
+    const plain = (path: PathPlan): Promise<RunRecord> => {
+      let run = plainRuns.get(path.id);
+      if (!run) {
+        run = runPath(g, path, { ...runOptions, mode: 'plain' });
+        run.catch(() => undefined);
+        plainRuns.set(path.id, run);
+      }
+      return run;
+    };
+    const uninterrupted = async (path: PathPlan): Promise<RunRecord> => {
+      try {
+        return await plain(path);
+      } catch (error) {
+        throw new Error(`The uninterrupted run of path ${path.id} failed, so there is nothing to compare with: ${(error as Error).message}`);
+      }
+    };
+
+    test(`covers every transition (${g.coverage.covered}/${g.transitions.length} covered, ${g.coverage.waived} waived, ${g.states} states)`, () => {
+      assertCoverage(g.coverage);
+    });
+    for (const path of g.paths) {
+      test(`path ${path.id}: ${path.name}`, async () => {
+        await plain(path);
+      });
+      if (opts.crash ?? true) {
+        test(`path ${path.id}, restart between steps: ${path.name}`, async () => {
+          const before = await uninterrupted(path);
+          compareRuns(path, 'restart', before, await runPath(g, path, { ...runOptions, mode: 'restart' }));
+        });
+      }
+    }
+    const sample = childSample(g.paths, opts.childCrash ?? 0);
+    for (const path of sample) {
+      test(
+        `path ${path.id}, child process SIGKILLed between steps: ${path.name}`,
+        async () => {
+          if (!opts.module) throw new Error('childCrash needs `module`: the module that exports this definition, for the child processes to import.');
+          const before = await uninterrupted(path);
+          compareRuns(path, 'child', before, await runPath(g, path, { ...runOptions, mode: 'child', module: opts.module }));
+        },
+        opts.childTimeoutMs ?? 60_000,
+      );
+    }
+  });
+  return generated;
+}

@@ -1,0 +1,232 @@
+import type { AnyStateMachine } from 'xstate';
+import { isJobDefinition, isStateMachine, MachineRegistry, type JobDefinition, type JsonValue } from '../index.ts';
+import type { CoverageGap, Waiver } from './coverage.ts';
+import { generatePaths, type GeneratedPaths, type PathOptions, type PathPlan } from './paths.ts';
+import { compareRuns, runPath, type RunMode, type RunRecord } from './runner.ts';
+
+/** Path options plus how runs are checked. */
+export interface PathTestOptions extends PathOptions {
+  /** Compare the context at every step (default), never, or through a projection. */
+  compareContext?: boolean | ((context: JsonValue) => unknown);
+  /** `NORMAL` (default) or `FULL`: the SQLite sync mode of the runs. */
+  synchronous?: 'FULL' | 'NORMAL';
+  /** The module exporting this definition: needed for child-process crash runs. */
+  module?: string;
+}
+
+/** A definition with its path-test options (what a machines module can export for `spool test`). */
+export interface PathTestSubject {
+  definition: JobDefinition | AnyStateMachine;
+  options: PathTestOptions;
+}
+
+/**
+ * Attach path-test options (event samples, activity outputs, inputs, waivers…) to a definition.
+ *
+ * @example
+ * export const approvalFlowPaths = pathTest(approvalFlow, {
+ *   input: { subject: 'deploy', remindAfterMs: 1000, deadlineMs: 5000 },
+ *   events: { REMIND: [], APPROVE: { by: 'ann' }, REJECT: { by: 'bob', reason: 'no' } },
+ * });
+ */
+export function pathTest(definition: JobDefinition | AnyStateMachine, options: PathTestOptions = {}): PathTestSubject {
+  return { definition, options };
+}
+
+export function isPathTestSubject(value: unknown): value is PathTestSubject {
+  if (value === null || typeof value !== 'object') return false;
+  const v = value as { definition?: unknown; options?: unknown };
+  return (isJobDefinition(v.definition) || isStateMachine(v.definition)) && typeof v.options === 'object' && v.options !== null;
+}
+
+export interface RunPathTestsOptions {
+  /** Definitions, bare machines, or {@link pathTest} subjects. */
+  definitions: Iterable<JobDefinition | AnyStateMachine | PathTestSubject>;
+  /** Options per machine id, for definitions given without them. */
+  options?: Record<string, PathTestOptions>;
+  /** Called as the run goes: a CLI prints these. */
+  onProgress?: (event: PathTestProgress) => void;
+  /** Also replay every path with the runtime closed and reopened between every two steps. Default false. */
+  crash?: boolean;
+  /** Paths per machine (the longest first) also replayed in child processes SIGKILLed between steps. Default 0. */
+  sampleChildCrash?: number;
+  /** The module the definitions come from (child processes import it), unless a subject names its own. */
+  module?: string;
+  /** Where the temporary SQLite files go. Default `.vitest-tmp/` in the working directory. */
+  dir?: string;
+}
+
+/** One failed run of one path. */
+export interface PathFailure {
+  path: number;
+  name: string;
+  mode: RunMode;
+  message: string;
+}
+
+/** The result for one machine: what `spool test` prints as a table row (and as `--json`). */
+export interface MachinePathResult {
+  machineId: string;
+  version: string;
+  /** Distinct graph states explored (over all inputs). */
+  states: number;
+  /** Static transitions of the machine. */
+  transitions: number;
+  /** Transitions the paths take. */
+  covered: number;
+  /** Uncovered transitions excused by a waiver. */
+  waived: number;
+  /** Uncovered, unwaived transitions: state, event, guard, targets. */
+  gaps: CoverageGap[];
+  /** Waivers that excuse nothing. */
+  unusedWaivers: Waiver[];
+  /** Generated paths. */
+  paths: number;
+  /** Path runs executed, per mode. */
+  runs: { plain: number; restart: number; child: number };
+  failures: PathFailure[];
+  /** Why paths could not be generated (then nothing ran), else null. */
+  error: string | null;
+  /** No error, no gap, no unused waiver, no failure. */
+  ok: boolean;
+  durationMs: number;
+}
+
+export interface PathTestsResult {
+  ok: boolean;
+  machines: MachinePathResult[];
+  durationMs: number;
+}
+
+export type PathTestProgress =
+  | { type: 'machine.started'; machineId: string; version: string }
+  | { type: 'machine.generated'; machineId: string; states: number; transitions: number; covered: number; paths: number }
+  | { type: 'path.finished'; machineId: string; path: number; name: string; mode: RunMode; ok: boolean; message: string | null; durationMs: number }
+  | { type: 'machine.finished'; result: MachinePathResult };
+
+/**
+ * Generate paths for every definition, check coverage, and replay every path on the real
+ * runtime (and, when asked, with restarts between steps and in SIGKILLed child processes).
+ * Never throws for a failing machine: everything is in the result.
+ *
+ * @example
+ * const result = await runPathTests({ definitions: [pathTest(approvalFlow, { events })], crash: true, sampleChildCrash: 1, module: './machines/index.ts' });
+ * if (!result.ok) process.exitCode = 1;
+ */
+export async function runPathTests(options: RunPathTestsOptions): Promise<PathTestsResult> {
+  const started = Date.now();
+  const machines: MachinePathResult[] = [];
+  for (const item of options.definitions) {
+    const subject = isPathTestSubject(item) ? item : { definition: item, options: options.options?.[idOf(item)] ?? {} };
+    machines.push(await runOne(subject, options));
+  }
+  return { ok: machines.every((m) => m.ok), machines, durationMs: Date.now() - started };
+}
+
+function idOf(item: JobDefinition | AnyStateMachine): string {
+  try {
+    return new MachineRegistry([item]).all()[0]?.id ?? '';
+  } catch {
+    return isStateMachine(item) ? item.id : (item.id ?? item.machine.id);
+  }
+}
+
+async function runOne(subject: PathTestSubject, options: RunPathTestsOptions): Promise<MachinePathResult> {
+  const started = Date.now();
+  const emit = (event: PathTestProgress) => options.onProgress?.(event);
+  const def: JobDefinition = isStateMachine(subject.definition) ? { machine: subject.definition } : subject.definition;
+  const machineId = idOf(def);
+  const version = String(def.version ?? def.machine.version ?? 1);
+  emit({ type: 'machine.started', machineId, version });
+  const result: MachinePathResult = {
+    machineId,
+    version,
+    states: 0,
+    transitions: 0,
+    covered: 0,
+    waived: 0,
+    gaps: [],
+    unusedWaivers: [],
+    paths: 0,
+    runs: { plain: 0, restart: 0, child: 0 },
+    failures: [],
+    error: null,
+    ok: false,
+    durationMs: 0,
+  };
+  let generated: GeneratedPaths;
+  try {
+    generated = generatePaths(def, subject.options);
+  } catch (error) {
+    result.error = error instanceof Error ? error.message : String(error);
+    result.durationMs = Date.now() - started;
+    emit({ type: 'machine.finished', result });
+    return result;
+  }
+  Object.assign(result, {
+    states: generated.states,
+    transitions: generated.transitions.length,
+    covered: generated.coverage.covered,
+    waived: generated.coverage.waived,
+    gaps: generated.coverage.gaps,
+    unusedWaivers: generated.coverage.unusedWaivers,
+    paths: generated.paths.length,
+  });
+  emit({ type: 'machine.generated', machineId, states: result.states, transitions: result.transitions, covered: result.covered, paths: result.paths });
+
+  const runOptions = {
+    ...(options.dir !== undefined ? { dir: options.dir } : {}),
+    ...(subject.options.compareContext !== undefined ? { compareContext: subject.options.compareContext } : {}),
+    ...(subject.options.synchronous !== undefined ? { synchronous: subject.options.synchronous } : {}),
+  };
+  const attempt = async (path: PathPlan, mode: RunMode, run: () => Promise<RunRecord>): Promise<RunRecord | undefined> => {
+    const t = Date.now();
+    result.runs[mode] += 1;
+    try {
+      const record = await run();
+      emit({ type: 'path.finished', machineId, path: path.id, name: path.name, mode, ok: true, message: null, durationMs: Date.now() - t });
+      return record;
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      result.failures.push({ path: path.id, name: path.name, mode, message });
+      emit({ type: 'path.finished', machineId, path: path.id, name: path.name, mode, ok: false, message, durationMs: Date.now() - t });
+      return undefined;
+    }
+  };
+  const plain = new Map<number, RunRecord>();
+  for (const path of generated.paths) {
+    const record = await attempt(path, 'plain', () => runPath(generated, path, { ...runOptions, mode: 'plain' }));
+    if (record) plain.set(path.id, record);
+    if (options.crash && record) {
+      await attempt(path, 'restart', async () => {
+        const crashed = await runPath(generated, path, { ...runOptions, mode: 'restart' });
+        compareRuns(path, 'restart', record, crashed);
+        return crashed;
+      });
+    }
+  }
+  const module = subject.options.module ?? options.module;
+  const sample = childSample(generated.paths, options.sampleChildCrash ?? 0).filter((p) => plain.has(p.id));
+  if (sample.length > 0 && module === undefined) {
+    result.failures.push({ path: 0, name: '(child crash sample)', mode: 'child', message: 'sampleChildCrash needs `module`: the module that exports the definitions, for the child processes to import.' });
+  } else {
+    for (const path of sample) {
+      await attempt(path, 'child', async () => {
+        const crashed = await runPath(generated, path, { ...runOptions, mode: 'child', module: module! });
+        compareRuns(path, 'child', plain.get(path.id)!, crashed);
+        return crashed;
+      });
+    }
+  }
+  result.ok = result.error === null && result.gaps.length === 0 && result.unusedWaivers.length === 0 && result.failures.length === 0;
+  result.durationMs = Date.now() - started;
+  emit({ type: 'machine.finished', result });
+  return result;
+}
+
+/** The `n` paths most worth a child-process replay: interrupted attempts first, then timers and retries, then most steps, then id. */
+export function childSample(paths: readonly PathPlan[], n: number): PathPlan[] {
+  const count = (p: PathPlan, via: string) => p.steps.filter((s) => s.step.via === via).length;
+  const weight = (p: PathPlan) => Math.min(count(p, 'interrupt'), 1) * 10_000 + Math.min(count(p, 'time'), 9) * 100 + p.steps.length;
+  return [...paths].sort((a, b) => weight(b) - weight(a) || a.id - b.id).slice(0, Math.max(0, n));
+}

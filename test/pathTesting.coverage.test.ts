@@ -1,0 +1,194 @@
+/**
+ * Coverage, gaps and waivers, bounded traversal, sample checks, and the programmatic runner
+ * (`runPathTests`) that `spool test` prints.
+ */
+import { afterAll, describe, expect, test } from 'vitest';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import {
+  CoverageError,
+  PathGenerationError,
+  PathMismatchError,
+  SampleError,
+  assertCoverage,
+  describeMachinePaths,
+  generatePaths,
+  listTransitions,
+  pathTest,
+  runPath,
+  runPathTests,
+  type PathTestProgress,
+} from '../src/testing/index.ts';
+import { approvalFlow, retryingJob } from '../machines/index.ts';
+import { counterMachine, fulfilmentMachine, gappyMachine, impureMachine, ticket } from './fixtures/pathMachines.ts';
+
+const dir = join(process.cwd(), '.vitest-tmp', randomBytes(8).toString('hex'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const fireWaiver = { source: 'idle', event: 'FIRE', guard: 'isArmed', target: 'fired', reason: 'arming is not implemented yet' };
+
+describe('static transitions', () => {
+  test('every candidate of on, after, onDone (of a parallel state) and always, with guards, fallbacks and targets', () => {
+    const labels = listTransitions(fulfilmentMachine).map((t) => t.label);
+    expect(labels).toEqual([
+      'open --CANCEL--> cancelled',
+      'open --xstate.done.state.fulfilment.open--> shipping',
+      'open.payment.unpaid --PAY [coversTotal]--> open.payment.paid',
+      'open.payment.unpaid --PAY (fallback #2)--> open.payment.declined',
+      'open.payment.declined --PAY [coversTotal]--> open.payment.paid',
+      'open.payment.declined --PAY (fallback #2)--> (actions only)',
+      'open.payment.declined --always [tooManyDeclines]--> cancelled',
+      'open.packing.waiting --PACK [lastItem]--> open.packing.packed',
+      'open.packing.waiting --PACK (fallback #2)--> (actions only)',
+      'shipping --xstate.after.2000.fulfilment.shipping--> delivered',
+      'shipping --LOST--> lost',
+    ]);
+    const pay = listTransitions(fulfilmentMachine).find((t) => t.label.startsWith('open.payment.unpaid --PAY ['))!;
+    expect(pay).toEqual({
+      id: 'fulfilment.open.payment.unpaid PAY #1',
+      source: 'fulfilment.open.payment.unpaid',
+      event: 'PAY',
+      eventless: false,
+      guard: 'coversTotal',
+      index: 1,
+      targets: ['fulfilment.open.payment.paid'],
+      label: 'open.payment.unpaid --PAY [coversTotal]--> open.payment.paid',
+    });
+  });
+});
+
+describe('gaps and waivers', () => {
+  test('a deliberately unreachable transition is reported as an exact gap, and the check fails on it', () => {
+    const g = generatePaths(gappyMachine);
+    expect(g.coverage.gaps).toEqual([
+      {
+        id: 'gappy.idle FIRE #1',
+        label: 'idle --FIRE [isArmed]--> fired',
+        source: 'gappy.idle',
+        event: 'FIRE',
+        guard: 'isArmed',
+        targets: ['gappy.fired'],
+        note: 'FIRE was received in gappy.idle, but this candidate was never the one taken (guard false, or an earlier candidate taken)',
+      },
+    ]);
+    expect(g.coverage.covered).toBe(2);
+    let error: unknown;
+    try {
+      assertCoverage(g.coverage);
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(CoverageError);
+    expect((error as Error).message).toContain('1 of 3 transitions of gappy are not covered');
+    expect((error as Error).message).toContain('state gappy.idle, event FIRE, guard isArmed, target gappy.fired');
+  });
+
+  test('a waiver with a reason is accepted; one without a reason, or one that excuses nothing, is not', () => {
+    const waived = generatePaths(gappyMachine, { waive: [fireWaiver] });
+    expect(() => assertCoverage(waived.coverage)).not.toThrow();
+    expect(waived.coverage).toMatchObject({ covered: 2, waived: 1, gaps: [] });
+    expect(waived.coverage.transitions.find((t) => t.event === 'FIRE')).toMatchObject({ covered: false, waived: 'arming is not implemented yet' });
+
+    expect(() => generatePaths(gappyMachine, { waive: [{ source: 'idle', event: 'FIRE', reason: ' ' }] })).toThrow(/needs a reason/);
+
+    const stale = generatePaths(gappyMachine, { waive: [fireWaiver, { source: 'idle', event: 'ARM', reason: 'was flaky once' }] });
+    expect(stale.coverage.unusedWaivers).toEqual([{ source: 'idle', event: 'ARM', reason: 'was flaky once' }]);
+    expect(() => assertCoverage(stale.coverage)).toThrow(/Waivers that excuse no uncovered transition/);
+  });
+
+  test('an always-branch never taken along the paths is a gap; another input takes it', () => {
+    const one = generatePaths(retryingJob, { input: { name: 'nightly' }, outputs: { process: { succeeded: 3, failed: 0 } } });
+    const alwaysGap = one.coverage.gaps.find((g) => g.event === 'always' && g.source === 'retrying-job.queued');
+    expect(alwaysGap).toMatchObject({ guard: 'autoStart', targets: ['retrying-job.processing'] });
+    expect(alwaysGap!.note).toMatch(/never the one taken/);
+    const both = generatePaths(retryingJob, { inputs: [{ name: 'nightly' }, { name: 'auto', autoStart: true }], outputs: { process: { succeeded: 3, failed: 0 } } });
+    expect(both.coverage.gaps.find((g) => g.event === 'always' && g.source === 'retrying-job.queued')).toBeUndefined();
+  });
+
+  describeMachinePaths(gappyMachine, { waive: [fireWaiver], dir });
+});
+
+describe('bounded traversal', () => {
+  test('an unbounded counter hits the limit with an error that says what to do', () => {
+    let error: unknown;
+    try {
+      generatePaths(counterMachine, { limit: 300 });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(PathGenerationError);
+    expect((error as Error).message).toMatch(/tally explored more than 300 \(state, step\) pairs/);
+    expect((error as Error).message).toMatch(/Pass `stateKey` to abstract it/);
+  });
+
+  test('with the counter abstracted by stateKey, the graph is finite and every transition is covered', () => {
+    const g = generatePaths(counterMachine, { stateKey: ({ value, context }) => ({ value, n: Math.min((context as { n: number }).n, 3) }) });
+    expect(g.coverage.gaps).toEqual([]);
+    expect(g.paths.map((p) => p.name)).toEqual(['INC → INC → INC → FINISH ⇒ done']);
+    expect(g.states).toBe(5);
+  });
+});
+
+describe('samples', () => {
+  test('a sample the event schema rejects is refused with the field and the fix', () => {
+    expect(() => generatePaths(approvalFlow, { input: { subject: 'x' }, events: { REMIND: [], APPROVE: { by: '' } } })).toThrow(SampleError);
+    expect(() => generatePaths(approvalFlow, { input: { subject: 'x' }, events: { REMIND: [], APPROVE: { by: '' } } })).toThrow(
+      /Sample 1 of event APPROVE for machine approval-flow is rejected by its schema \(by: .*\): give a valid one in `events: \{ APPROVE/,
+    );
+  });
+
+  test('an event with required fields and no sample is reported, not silently skipped', () => {
+    expect(() => generatePaths(approvalFlow, { input: { subject: 'x' }, events: { REMIND: [] } })).toThrow(/event APPROVE .* rejected by its schema/);
+  });
+
+  test('a changed prediction makes the replay on the real runtime fail at that step', async () => {
+    const g = generatePaths(approvalFlow, { input: { subject: 'x' }, events: { REMIND: [], APPROVE: { by: 'ann' }, REJECT: { by: 'b', reason: 'r' } } });
+    const path = structuredClone(g.paths.find((p) => p.name === 'APPROVE ⇒ approved')!);
+    path.steps[0]!.expect.context = { ...(path.steps[0]!.expect.context as object), decidedBy: 'mallory' };
+    await expect(runPath(g, path, { dir })).rejects.toThrow(PathMismatchError);
+    await expect(runPath(g, path, { dir })).rejects.toThrow(/step 1 \(APPROVE\): the runtime disagrees with the model:\n {2}- context: expected .*"decidedBy":"mallory"/);
+  });
+});
+
+describe('runPathTests', () => {
+  test('per machine: states, transitions, covered, gaps, paths, runs and failures, with progress events', async () => {
+    const progress: PathTestProgress[] = [];
+    const result = await runPathTests({
+      definitions: [
+        pathTest(ticket, { input: { maxLevel: 1 } }),
+        gappyMachine,
+        pathTest(counterMachine, { limit: 200 }),
+        impureMachine,
+      ],
+      options: { gappy: { events: { ARM: {} } } },
+      crash: true,
+      sampleChildCrash: 1,
+      module: 'test/fixtures/pathMachines.ts',
+      dir,
+      onProgress: (e) => progress.push(e),
+    });
+    expect(JSON.parse(JSON.stringify(result))).toEqual(result);
+    expect(result.ok).toBe(false);
+    const [ticketResult, gappy, counter, impure] = result.machines;
+
+    expect(ticketResult).toMatchObject({ machineId: 'ticket', version: '1', ok: true, gaps: [], failures: [], error: null });
+    expect(ticketResult!.covered).toBe(ticketResult!.transitions);
+    expect(ticketResult!.runs).toEqual({ plain: ticketResult!.paths, restart: ticketResult!.paths, child: 1 });
+
+    expect(gappy).toMatchObject({ machineId: 'gappy', ok: false, transitions: 3, covered: 2, failures: [], error: null });
+    expect(gappy!.gaps.map((g) => g.label)).toEqual(['idle --FIRE [isArmed]--> fired']);
+
+    expect(counter).toMatchObject({ machineId: 'tally', ok: false, paths: 0, runs: { plain: 0, restart: 0, child: 0 } });
+    expect(counter!.error).toMatch(/explored more than 200/);
+
+    expect(impure).toMatchObject({ machineId: 'impure', ok: false, gaps: [] });
+    expect(impure!.failures).toHaveLength(1);
+    expect(impure!.failures[0]).toMatchObject({ path: 1, name: 'STAMP ⇒ stamped', mode: 'plain' });
+    expect(impure!.failures[0]!.message).toMatch(/step 1 \(STAMP\): the runtime disagrees with the model:\n {2}- context: expected \{"stamp":0\.\d+\}, got \{"stamp":0\.\d+\}/);
+
+    expect(progress.filter((e) => e.type === 'machine.finished')).toHaveLength(4);
+    expect(progress.filter((e) => e.type === 'path.finished' && e.machineId === 'ticket' && e.mode === 'child')).toHaveLength(1);
+    expect(progress[0]).toEqual({ type: 'machine.started', machineId: 'ticket', version: '1' });
+  });
+});
