@@ -64,7 +64,9 @@ export const exportJobMachine = setup({
     reserve: fromPromise<{ providerRef: string }, { dataset: string }>(async ({ input, ...spool }) => {
       const { idempotencyKey } = spool as unknown as SpoolArgs;
       // A real provider would be called with the idempotency key; the reference derives from it.
-      const ref = `${input.dataset}-${idempotencyKey.replace(/[^A-Za-z0-9]/g, '').slice(-12)}`;
+      let hash = 0;
+      for (const ch of idempotencyKey) hash = (Math.imul(hash, 31) + ch.charCodeAt(0)) >>> 0;
+      const ref = `${input.dataset}-${hash.toString(36)}`;
       return { providerRef: ref };
     }),
     export: fromPromise<ExportResult, { providerRef: string; format: string; rows: number; flakyAttempts: number }>(async ({ input, signal, ...spool }) => {

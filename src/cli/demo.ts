@@ -3,7 +3,7 @@
  * narrated from the runtime's event stream, then the commands to try next.
  */
 import { randomBytes } from 'node:crypto';
-import { JobNotFoundError, type Job, type Runtime, type RuntimeEvent } from '../index.ts';
+import { JobNotFoundError, runWorker, type Job, type Runtime, type RuntimeEvent } from '../index.ts';
 import { formatJson, formatState, table } from './format.ts';
 
 export interface DemoOptions {
@@ -62,7 +62,7 @@ export async function runDemo(runtime: Runtime, options: DemoOptions): Promise<J
   const ids = SCRIPTS.map((s) => `demo-${suffix}-${s.name}`);
   const width = Math.max(...ids.map((id) => id.length));
 
-  print(`Spool demo on ${options.dbLabel}: four ${MACHINE} jobs. Each "rev" line is a transition, committed to SQLite before the next event is sent.`);
+  print(`Spool demo on ${options.dbLabel}. Part one: four ${MACHINE} jobs. Each "rev" line is a transition, committed to SQLite before the next event is sent.`);
   print('');
   const narrate = narrator(width);
   const unsubscribe = runtime.subscribe((event) => {
@@ -83,6 +83,8 @@ export async function runDemo(runtime: Runtime, options: DemoOptions): Promise<J
     unsubscribe();
   }
 
+  jobs.push(...(await runWorkerPart(runtime, suffix, print, narrator(width + 4))));
+
   print(
     table(
       ['JOB', 'STATE', 'PROGRESS', 'OUTCOME'],
@@ -90,7 +92,7 @@ export async function runDemo(runtime: Runtime, options: DemoOptions): Promise<J
         j.id,
         formatState(j.value),
         j.progress === null ? '-' : `${j.progress}%`,
-        String((j.context as { outcome?: unknown } | null)?.outcome ?? '-'),
+        outcomeOf(j),
       ]),
     ),
   );
@@ -99,7 +101,10 @@ export async function runDemo(runtime: Runtime, options: DemoOptions): Promise<J
   const look: [string, string][] = [
     [`${p} list`, 'every job in this database'],
     [`${p} show ${ids[1]!}`, 'one job: context, history event by event'],
+    [`${p} show demo-${suffix}-export`, 'an export: activity attempts, its asset, its provider reference'],
+    [`${p} list --exhausted`, 'jobs whose activity used up its retries'],
     [`${p} machines`, 'the registered machines and their events'],
+    [`${p} worker`, 'a long-running worker: activities, retries and timers (Ctrl-C stops it)'],
   ];
   const width2 = Math.max(...look.map(([c]) => c.length));
   print('');
@@ -113,10 +118,63 @@ export async function runDemo(runtime: Runtime, options: DemoOptions): Promise<J
     `${p} send ${mine} '{"type":"ITEM_FAILED","reason":"timeout"}'`,
     `${p} send ${mine} ITEM_DONE`,
     `${p} show ${mine}`,
+    `${p} start approval-flow --id ${mine}-ok --input '{"subject":"budget","remindAfterMs":60000}'`,
+    `${p} send ${mine}-ok '{"type":"APPROVE","by":"you"}'`,
   ]) {
     print(`  ${command}`);
   }
   return jobs;
+}
+
+const WORKER_JOBS: readonly { name: string; machine: string; input: Record<string, unknown>; shows: string; events?: Record<string, unknown>[] }[] = [
+  { name: 'retry', machine: 'retrying-job', input: { name: 'flaky-upload', items: 4, flakyAttempts: 1, autoStart: true }, shows: 'an activity fails once, is retried with backoff, completes' },
+  { name: 'export', machine: 'export-job', input: { dataset: 'sales', rows: 500 }, shows: 'reserves a provider reference, exports (progress, an asset), completes' },
+  { name: 'approval', machine: 'approval-flow', input: { subject: 'expenses', remindAfterMs: 300, deadlineMs: 900 }, shows: 'nobody decides: a reminder, then the deadline' },
+  {
+    name: 'approved',
+    machine: 'approval-flow',
+    input: { subject: 'laptop', remindAfterMs: 60_000 },
+    shows: 'approved at once: its reminder and deadline timers are cancelled',
+    events: [{ type: 'APPROVE', by: 'ann' }],
+  },
+];
+
+/** Part two: jobs with activities and timers, run by the worker loop until every one has ended. */
+async function runWorkerPart(runtime: Runtime, suffix: string, print: (line: string) => void, narrate: (event: RuntimeEvent) => string | undefined): Promise<Job[]> {
+  const available = new Set(runtime.registry.all().map((m) => m.id));
+  const scripts = WORKER_JOBS.filter((w) => available.has(w.machine));
+  if (scripts.length === 0) return [];
+  print('Part two: a worker runs activities (after their commit, retried with backoff) and durable timers.');
+  print('');
+  const ids = scripts.map((w) => `demo-${suffix}-${w.name}`);
+  const unsubscribe = runtime.subscribe((event) => {
+    const line = narrate(event);
+    if (line !== undefined) print(line);
+  });
+  const controller = new AbortController();
+  try {
+    for (const [i, w] of scripts.entries()) {
+      print(`# ${ids[i]!}: ${w.shows}`);
+      await runtime.start(w.machine, w.input, { jobId: ids[i]! });
+      for (const event of w.events ?? []) await runtime.send(ids[i]!, event);
+    }
+    print('');
+    const done = Promise.all(ids.map((id) => runtime.waitFor(id, (j) => j.final, { timeoutMs: 30_000 }))).finally(() => controller.abort());
+    await runWorker(runtime, { signal: controller.signal, pollMs: 50 });
+    await done;
+    await runtime.idle();
+  } finally {
+    controller.abort();
+    unsubscribe();
+  }
+  print('');
+  return Promise.all(ids.map((id) => runtime.get(id)));
+}
+
+function outcomeOf(job: Job): string {
+  const context = job.context as { outcome?: unknown; reconciled?: unknown; reminders?: unknown } | null;
+  if (typeof context?.outcome === 'string') return context.outcome;
+  return job.final ? formatState(job.value) : '-';
 }
 
 /** A short random suffix no existing demo job uses. */
@@ -124,7 +182,7 @@ async function freshSuffix(runtime: Runtime): Promise<string> {
   for (;;) {
     const suffix = randomBytes(3).toString('hex');
     const taken = await Promise.all(
-      [...SCRIPTS.map((s) => `demo-${suffix}-${s.name}`), `mine-${suffix}`].map((id) =>
+      [...SCRIPTS.map((s) => `demo-${suffix}-${s.name}`), ...WORKER_JOBS.map((w) => `demo-${suffix}-${w.name}`), `mine-${suffix}`].map((id) =>
         runtime.get(id).then(
           () => true,
           (error: unknown) => {
@@ -176,7 +234,23 @@ function narrator(width: number): (event: RuntimeEvent) => string | undefined {
       case 'action.failed':
         return `  ${event.jobId.padEnd(width)}  action ${event.action} failed: ${event.error.message}`;
       default:
-        return undefined;
+        return describeWork(event, width);
     }
   };
+}
+
+/** Narration for a worker's events: activities and timers. Shared by `spool worker`. */
+export function describeWork(event: RuntimeEvent, width = 0): string | undefined {
+  switch (event.type) {
+    case 'activity.started':
+      return `  ${event.jobId.padEnd(width)}  activity ${event.src} attempt ${event.attempt} started (idempotency key ${event.effectId})`;
+    case 'activity.finished':
+      return `  ${event.jobId.padEnd(width)}  activity attempt ${event.attempt} ${event.outcome}${event.error ? `: ${event.error.message}` : ''}`;
+    case 'timer.fired':
+      return `  ${event.jobId.padEnd(width)}  timer fired: ${event.eventType}`;
+    case 'cancel.requested':
+      return `  ${event.jobId.padEnd(width)}  cancel requested: ${event.reason}`;
+    default:
+      return undefined;
+  }
 }

@@ -16,16 +16,18 @@ import {
   MachineRegistry,
   SpoolError,
   createRuntime,
+  runWorker,
   type Job,
   type JobDetails,
   type JobStatus,
   type ListFilter,
   type RegisteredMachine,
   type Runtime,
+  type RuntimeEvent,
   type SendResult,
 } from '../index.ts';
 import { SqliteStore } from '../../persistence/sqlite/index.ts';
-import { runDemo } from './demo.ts';
+import { describeWork, runDemo } from './demo.ts';
 import { BadJsonArgumentError, DatabaseError, UsageError, firstLine, parseJsonArgument } from './errors.ts';
 import { formatBlock, formatJson, formatState, formatTime, keyValues, redactKeys, table } from './format.ts';
 import { DEFAULT_MACHINES_MODULE, loadMachines } from './loadMachines.ts';
@@ -227,11 +229,92 @@ Examples:
     });
 
   program
+    .command('cancel')
+    .description('request cancellation: the machine receives its cancel event and decides; shows the request')
+    .argument('<jobId>', 'the job')
+    .option('--reason <text>', 'why', 'cancelled from the command line')
+    .action(async (jobId: string, options: { reason: string }, command: Command) => {
+      const g = globals(command);
+      await withRuntime(g, io, { create: false }, async (runtime) => {
+        const job = redactJob(runtime, await runtime.cancel(jobId, options.reason));
+        write(io, g, job, () =>
+          keyValues([
+            ['job', job.id],
+            ['cancel', job.cancel?.completed ? 'cancelled' : 'requested; the job is not cancelled yet (a worker may need to finish its step)'],
+            ['state', formatState(job.value)],
+            ['status', describeStatus(job)],
+          ]),
+        );
+      });
+    });
+
+  for (const [name, verb] of [
+    ['complete', 'complete'],
+    ['fail', 'fail'],
+  ] as const) {
+    program
+      .command(name)
+      .description(`${verb} an activity that waits out of band, with its single-use completion token`)
+      .argument('<token>', 'the completion token the activity handed out')
+      .argument('[json]', name === 'complete' ? 'the output as JSON (default null)' : 'the error as JSON, e.g. \'{"message":"declined"}\'')
+      .action(async (token: string, text: string | undefined, _options: unknown, command: Command) => {
+        const g = globals(command);
+        const value = text === undefined ? (name === 'complete' ? null : { message: 'failed' }) : parseJsonArgument(text, name === 'complete' ? 'The output' : 'The error', `'{"ok":true}'`);
+        await withRuntime(g, io, { create: false }, async (runtime) => {
+          const job = redactJob(runtime, name === 'complete' ? await runtime.complete(token, value) : await runtime.fail(token, value));
+          write(io, g, job, () => keyValues([['job', job.id], ['state', formatState(job.value)], ['status', describeStatus(job)], ['revision', String(job.revision)]]));
+        });
+      });
+  }
+
+  program
+    .command('worker')
+    .description('run activities, retries and timers until SIGINT/SIGTERM, printing what happens')
+    .option('--poll-ms <ms>', 'how often to look for work from other processes', '250')
+    .action(async (options: { pollMs: string }, command: Command) => {
+      const g = globals(command);
+      const pollMs = Number(options.pollMs);
+      if (!Number.isInteger(pollMs) || pollMs < 10 || pollMs > 60_000) throw new UsageError('--poll-ms must be an integer from 10 to 60000.');
+      await withRuntime(g, io, { create: true, effects: true }, async (runtime) => {
+        const controller = new AbortController();
+        let signals = 0;
+        const stop = (signal: string) => {
+          signals += 1;
+          if (signals > 1) process.exit(130); // a second signal: leave at once; claims are taken over by the next worker
+          io.stderr(`spool worker: ${signal}: finishing the current step, then closing (again to exit at once)\n`);
+          controller.abort();
+        };
+        const onInt = () => stop('SIGINT');
+        const onTerm = () => stop('SIGTERM');
+        process.on('SIGINT', onInt);
+        process.on('SIGTERM', onTerm);
+        const unsubscribe = runtime.subscribe((event) => {
+          if (g.json) {
+            io.stdout(`${JSON.stringify({ at: runtime.clock.now(), ...summarise(event) })}\n`);
+            return;
+          }
+          const line = describeWork(event) ?? describeCommit(event);
+          if (line !== undefined) io.stdout(`${new Date(runtime.clock.now()).toISOString()} ${line.trim()}\n`);
+        });
+        if (!g.json) io.stdout(`spool worker on ${g.db} (runner ${runtime.runnerId}); Ctrl-C to stop\n`);
+        else io.stdout(`${JSON.stringify({ type: 'worker.ready', db: g.db, runner: runtime.runnerId, pid: process.pid })}\n`);
+        try {
+          await runWorker(runtime, { signal: controller.signal, pollMs });
+        } finally {
+          unsubscribe();
+          process.off('SIGINT', onInt);
+          process.off('SIGTERM', onTerm);
+        }
+        if (!g.json) io.stdout('spool worker: stopped\n');
+      });
+    });
+
+  program
     .command('demo')
     .description('run four job-lifecycle jobs to their ends, printing each step (what `npm start` runs)')
     .action(async (_options: unknown, command: Command) => {
       const g = globals(command);
-      await withRuntime(g, io, { create: true, needs: 'job-lifecycle' }, async (runtime) => {
+      await withRuntime(g, io, { create: true, needs: 'job-lifecycle', effects: true }, async (runtime) => {
         const jobs = await runDemo(runtime, {
           print: g.json ? () => {} : (line) => io.stdout(`${line}\n`),
           dbLabel: g.db,
@@ -242,6 +325,24 @@ Examples:
     });
 
   return program;
+}
+
+/** A runtime event as one JSON line: jobs by id, not whole. */
+function summarise(event: RuntimeEvent): Record<string, unknown> {
+  if (event.type === 'job.committed') {
+    const t = event.transition;
+    return { type: event.type, jobId: event.job.id, revision: t.revision, event: t.eventType, outcome: t.outcome, from: t.from, to: t.to, final: event.job.final };
+  }
+  if (event.type === 'job.started') return { type: event.type, jobId: event.job.id, machine: event.job.machineId, state: event.job.value };
+  return { ...event };
+}
+
+function describeCommit(event: RuntimeEvent): string | undefined {
+  if (event.type === 'job.started') return `${event.job.id} started ${event.job.machineId}@${event.job.machineVersion} in ${formatState(event.job.value)}`;
+  if (event.type !== 'job.committed') return undefined;
+  const t = event.transition;
+  const move = t.from === null ? formatState(t.to) : `${formatState(t.from)} -> ${formatState(t.to)}`;
+  return `${event.job.id} rev ${t.revision} ${t.eventType} ${t.outcome}: ${move}${event.job.final ? ` (ended ${event.job.status})` : ''}`;
 }
 
 // ------------------------------------------------------------------ plumbing
@@ -266,7 +367,7 @@ function readVersion(): string {
 async function withRuntime(
   g: GlobalOptions,
   io: CliIO,
-  options: { create: boolean; needs?: string },
+  options: { create: boolean; needs?: string; effects?: boolean },
   work: (runtime: Runtime) => Promise<void>,
 ): Promise<void> {
   const { path, definitions } = await loadMachines(g.machines ?? DEFAULT_MACHINES_MODULE, io.cwd);
@@ -279,7 +380,7 @@ async function withRuntime(
   try {
     // runEffects false: a command records transitions, effects and timers, and leaves running
     // activities to a worker; closing a runtime mid-activity would abort it.
-    runtime = await createRuntime({ store, machines: definitions, recover: true, runEffects: false });
+    runtime = await createRuntime({ store, machines: definitions, recover: true, runEffects: options.effects ?? false });
   } catch (error) {
     await store.close();
     throw error;
