@@ -3,3 +3,4 @@ export { jobLifecycle } from './jobLifecycle.ts';
 export { retryingJob } from './retryingJob.ts';
 export { exportJob } from './exportJob.ts';
 export { approvalFlow } from './approvalFlow.ts';
+export { pathTests } from './pathTests.ts';

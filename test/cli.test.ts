@@ -507,7 +507,7 @@ describe('collectDefinitions', () => {
 describe('spool demo (npm start)', () => {
   const dir = () => join(TMP, 'demo');
 
-  it('drives four jobs to their four ends, tells what to try next, and runs again on the same database', async () => {
+  it('drives eight jobs to their ends (four by events, four through the worker loop), tells what to try next, and runs again on the same database', async () => {
     mkdirSync(dir(), { recursive: true });
     const out = await spoolOk(['demo'], dir());
     expect(out).toContain('Spool demo on ./spool.db');
@@ -519,18 +519,24 @@ describe('spool demo (npm start)', () => {
 
     expect(existsSync(join(dir(), 'spool.db'))).toBe(true);
     const jobs = await spoolJson<Job[]>(['list'], dir()); // default --db ./spool.db, as the demo used
-    expect(jobs).toHaveLength(4);
+    expect(jobs).toHaveLength(8);
     expect(jobs.every((j) => j.final && j.status === 'done')).toBe(true);
-    expect(jobs.map((j) => (j.context as { outcome: string }).outcome).sort()).toEqual(['cancelled', 'completed', 'failed', 'partial']);
+    const lifecycle = jobs.filter((j) => j.machineId === 'job-lifecycle');
+    expect(lifecycle.map((j) => (j.context as { outcome: string }).outcome).sort()).toEqual(['cancelled', 'completed', 'failed', 'partial']);
+    const byWorker = Object.fromEntries(jobs.filter((j) => j.machineId !== 'job-lifecycle').map((j) => [j.id.replace(/^demo-\w+-/, ''), j.value]));
+    expect(byWorker).toEqual({ retry: 'completed', export: 'completed', approval: 'expired', approved: 'approved' });
+    expect(out).toMatch(/activity process attempt 1 started/);
+    expect(out).toMatch(/activity attempt 1 retrying/);
+    expect(out).toMatch(/timer fired: xstate\.after\.deadline/);
     // The suggested `show` names one of them.
     const suggested = /npx spool show (demo-\S+)/.exec(out)?.[1];
     expect(jobs.map((j) => j.id)).toContain(suggested);
 
     const again = await spoolJson<{ db: string; jobs: Job[] }>(['demo'], dir());
-    expect(again.jobs).toHaveLength(4);
+    expect(again.jobs).toHaveLength(8);
     const all = await spoolJson<Job[]>(['list'], dir());
-    expect(all).toHaveLength(8);
-    expect(new Set(all.map((j) => j.id)).size).toBe(8);
+    expect(all).toHaveLength(16);
+    expect(new Set(all.map((j) => j.id)).size).toBe(16);
     expect(all.every((j) => j.final)).toBe(true);
     expect(await spoolJson<Job[]>(['list', '--status', 'active'], dir())).toEqual([]);
   });
@@ -539,6 +545,6 @@ describe('spool demo (npm start)', () => {
     const db = join(TMP, 'demo-elsewhere.db');
     const out = await spoolOk(['--db', db, 'demo']);
     expect(out).toContain(`npx spool --db ${db} list`);
-    expect(await spoolJson<Job[]>(['--db', db, 'list'])).toHaveLength(4);
+    expect(await spoolJson<Job[]>(['--db', db, 'list'])).toHaveLength(8);
   });
 });

@@ -12,8 +12,11 @@ import {
   PathMismatchError,
   SampleError,
   assertCoverage,
+  compareRuns,
   describeMachinePaths,
+  collectPathTests,
   generatePaths,
+  isPathTestSubject,
   listTransitions,
   pathTest,
   runPath,
@@ -142,6 +145,14 @@ describe('samples', () => {
     expect(() => generatePaths(approvalFlow, { input: { subject: 'x' }, events: { REMIND: [] } })).toThrow(/event APPROVE .* rejected by its schema/);
   });
 
+  test('a sample for an event or activity the machine does not have is a typo, reported as such', () => {
+    expect(() => generatePaths(approvalFlow, { input: { subject: 'x' }, events: { REMIND: [], APROVE: { by: 'ann' } } })).toThrow(
+      'events.APROVE: machine approval-flow has no event APROVE (its events: APPROVE, CANCEL, REJECT, REMIND).',
+    );
+    expect(() => generatePaths(retryingJob, { input: { name: 'n' }, outputs: { proces: null } })).toThrow(/outputs\.proces: machine retrying-job invokes no actor/);
+    expect(() => generatePaths(retryingJob, { input: { name: 'n' }, failAttempts: { upload: 1 } })).toThrow(/failAttempts\.upload: machine retrying-job has no actor src upload/);
+  });
+
   test('a changed prediction makes the replay on the real runtime fail at that step', async () => {
     const g = generatePaths(approvalFlow, { input: { subject: 'x' }, events: { REMIND: [], APPROVE: { by: 'ann' }, REJECT: { by: 'b', reason: 'r' } } });
     const path = structuredClone(g.paths.find((p) => p.name === 'APPROVE ⇒ approved')!);
@@ -151,7 +162,30 @@ describe('samples', () => {
   });
 });
 
+describe('crash comparison', () => {
+  test('a crash run that differs from the uninterrupted run is reported part by part', async () => {
+    const g = generatePaths(ticket, { input: { maxLevel: 1 } });
+    const path = g.paths[0]!;
+    const plain = await runPath(g, path, { dir });
+    const restarted = await runPath(g, path, { mode: 'restart', dir });
+    expect(() => compareRuns(path, 'restart', plain, restarted)).not.toThrow();
+    const tampered = structuredClone(restarted);
+    tampered.history.push({ ...tampered.history.at(-1)! });
+    expect(() => compareRuns(path, 'restart', plain, tampered)).toThrow(PathMismatchError);
+    expect(() => compareRuns(path, 'restart', plain, tampered)).toThrow(/the restart run differs from the uninterrupted run:\n {2}history:/);
+  });
+});
+
 describe('runPathTests', () => {
+  test('collectPathTests reads a machines module: subjects, then definitions no subject covers, with options from a `pathTests` export', async () => {
+    const fixtures = collectPathTests(await import('./fixtures/referencePaths.ts'));
+    expect(fixtures.every(isPathTestSubject)).toBe(true);
+    expect(fixtures).toHaveLength(4);
+    const reference = collectPathTests({ ...(await import('../machines/index.ts')), pathTests: { 'approval-flow': { input: { subject: 's' } } } });
+    expect(reference).toHaveLength(4);
+    expect(reference.filter(isPathTestSubject).map((s) => s.options)).toEqual([{ input: { subject: 's' } }]);
+  });
+
   test('per machine: states, transitions, covered, gaps, paths, runs and failures, with progress events', async () => {
     const progress: PathTestProgress[] = [];
     const result = await runPathTests({

@@ -1,15 +1,16 @@
 /**
  * Path tests of machines the project never saw: nested and parallel states, guards on context
  * and events, delayed transitions with computed delays and re-entry, an invoked activity that
- * Spool retries (and exhausts) under a timeout. All covered, all passing on the real runtime,
- * with a restart between every two steps, and samples in SIGKILLed child processes.
+ * Spool retries (and exhausts) under a timeout, self-sends and delayed raises. All covered, all
+ * passing on the real runtime, with a restart between every two steps, and samples in
+ * SIGKILLed child processes.
  */
 import { afterAll, describe, expect, test } from 'vitest';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { describeMachinePaths, generatePaths, runPath } from '../src/testing/index.ts';
-import { fulfilment, sync, ticket } from './fixtures/pathMachines.ts';
+import { fulfilment, relayMachine, sync, ticket } from './fixtures/pathMachines.ts';
 
 const MODULE = 'test/fixtures/pathMachines.ts';
 const dir = join(process.cwd(), '.vitest-tmp', randomBytes(8).toString('hex'));
@@ -21,6 +22,8 @@ const generated = {
   fulfilment: describeMachinePaths(fulfilment, { input: { items: 2, total: 50 }, events: { PAY: [{ amount: 100 }, { amount: 10 }] }, dir }),
   ticket: describeMachinePaths(ticket, { input: { maxLevel: 2 }, childCrash: 1, module: MODULE, dir }),
   sync: describeMachinePaths(sync, { ...syncOptions, childCrash: 1, module: MODULE, dir }),
+  // PING and LATE only come from the machine itself (a self-send, a delayed raise): never sent from outside.
+  relay: describeMachinePaths(relayMachine, { events: { PING: [], LATE: [] }, dir }),
   syncExhausted: describeMachinePaths(sync, {
     input: { expected: 10 },
     failAttempts: { upload: 3 },
@@ -36,7 +39,7 @@ const generated = {
 
 describe('what the generated paths exercise', () => {
   test('every transition of each new machine is covered', () => {
-    for (const g of [generated.fulfilment, generated.ticket, generated.sync]) {
+    for (const g of [generated.fulfilment, generated.ticket, generated.sync, generated.relay]) {
       expect(g).toBeDefined();
       expect(g!.coverage.gaps).toEqual([]);
       expect(g!.coverage.covered).toBe(g!.transitions.length);
@@ -76,6 +79,12 @@ describe('what the generated paths exercise', () => {
       { effectId: 'path-test~upload~r2', attempt: 3, outcome: 'succeeded' },
     ]);
     expect(record.job).toMatchObject({ value: 'synced', context: { synced: 10 } });
+  });
+
+  test('a self-send is applied in the same step, right after the event that sent it; the delayed raise fires later', () => {
+    const [path] = generated.relay!.paths;
+    expect(path!.name).toBe('GO → time+500ms[LATE] ⇒ done');
+    expect(path!.steps[0]!.expect.records.map((r) => `${r.eventType} ${String(r.from)}→${String(r.to)}`)).toEqual(['GO idle→sent', 'PING sent→pinged']);
   });
 
   test('retries exhausted: the runtime delivers the error by itself after the third failure', () => {

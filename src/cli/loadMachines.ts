@@ -48,7 +48,7 @@ export function collectDefinitions(moduleNamespace: Record<string, unknown>): De
  * collect its machines. Throws {@link MachinesModuleError} when the file is missing, fails to
  * load, or exports no machines.
  */
-export async function loadMachines(modulePath: string, cwd: string): Promise<{ path: string; definitions: Definition[] }> {
+export async function loadMachines(modulePath: string, cwd: string): Promise<{ path: string; definitions: Definition[]; namespace: Record<string, unknown> }> {
   const path = resolve(cwd, modulePath);
   if (!existsSync(path)) {
     throw new MachinesModuleError(`No machines module at ${path}. Pass --machines a .ts or .js file that exports your machines.`, { path });
@@ -70,5 +70,5 @@ export async function loadMachines(modulePath: string, cwd: string): Promise<{ p
       { path, exports: names },
     );
   }
-  return { path, definitions };
+  return { path, definitions, namespace };
 }

@@ -9,7 +9,9 @@
  * spool send resize-1 '{"type":"ITEM_FAILED","reason":"timeout"}' --event-id webhook-7
  * spool show resize-1 --json
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import {
@@ -31,6 +33,7 @@ import { describeWork, runDemo } from './demo.ts';
 import { BadJsonArgumentError, DatabaseError, UsageError, firstLine, parseJsonArgument } from './errors.ts';
 import { formatBlock, formatJson, formatState, formatTime, keyValues, redactKeys, table } from './format.ts';
 import { DEFAULT_MACHINES_MODULE, loadMachines } from './loadMachines.ts';
+import { collectPathTests, isPathTestSubject, runPathTests, type MachinePathResult, type PathTestProgress } from '../testing/runPathTests.ts';
 
 /** Where the command writes, and what it resolves relative paths against. Default: the process's. */
 export interface CliIO {
@@ -310,6 +313,42 @@ Examples:
     });
 
   program
+    .command('test')
+    .description("walk each machine's graph: cover every transition, replay every path through the runtime, with a restart between every two steps")
+    .option('--machine <id>', 'only this machine')
+    .option('--no-crash', 'skip the replay with a restart between every two steps')
+    .option('--child-crash <n>', 'paths per machine also replayed in a child process SIGKILLed between steps', '1')
+    .action(async (options: { machine?: string; crash: boolean; childCrash: string }, command: Command) => {
+      const g = globals(command);
+      const childCrash = Number(options.childCrash);
+      if (!Number.isInteger(childCrash) || childCrash < 0 || childCrash > 1000) throw new UsageError('--child-crash must be an integer from 0 to 1000.');
+      const { path, namespace } = await loadMachines(g.machines ?? DEFAULT_MACHINES_MODULE, io.cwd);
+      let subjects = collectPathTests(namespace);
+      if (options.machine !== undefined) {
+        subjects = subjects.filter((s) => new MachineRegistry([isPathTestSubject(s) ? s.definition : s]).all()[0]?.id === options.machine);
+        if (subjects.length === 0) throw new UsageError(`No machine "${options.machine}" in ${path}; see \`spool machines\`.`);
+      }
+      const dir = mkdtempSync(join(tmpdir(), 'spool-test-'));
+      try {
+        const result = await runPathTests({
+          definitions: subjects,
+          crash: options.crash,
+          sampleChildCrash: childCrash,
+          module: path,
+          dir,
+          onProgress: (event) => {
+            const line = g.json ? undefined : describeProgress(event);
+            if (line !== undefined) io.stderr(`${line}\n`);
+          },
+        });
+        write(io, g, result, () => formatPathResults(result.machines, result.durationMs));
+        if (!result.ok) process.exitCode = 1;
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
+  program
     .command('demo')
     .description('run four job-lifecycle jobs to their ends, printing each step (what `npm start` runs)')
     .action(async (_options: unknown, command: Command) => {
@@ -343,6 +382,41 @@ function describeCommit(event: RuntimeEvent): string | undefined {
   const t = event.transition;
   const move = t.from === null ? formatState(t.to) : `${formatState(t.from)} -> ${formatState(t.to)}`;
   return `${event.job.id} rev ${t.revision} ${t.eventType} ${t.outcome}: ${move}${event.job.final ? ` (ended ${event.job.status})` : ''}`;
+}
+
+function describeProgress(event: PathTestProgress): string | undefined {
+  switch (event.type) {
+    case 'machine.started':
+      return `${event.machineId}@${event.version}: generating paths`;
+    case 'machine.generated':
+      return `${event.machineId}: ${event.states} states, ${event.covered}/${event.transitions} transitions covered by ${event.paths} paths; replaying`;
+    case 'path.finished':
+      return `  ${event.ok ? 'ok  ' : 'FAIL'} ${event.machineId} path ${event.path} (${event.mode}, ${event.durationMs} ms)${event.ok ? '' : `: ${event.message}`}`;
+    case 'machine.finished':
+      return `${event.result.machineId}: ${event.result.ok ? 'passed' : 'FAILED'}`;
+  }
+}
+
+function formatPathResults(machines: MachinePathResult[], durationMs: number): string {
+  const rows = machines.map((m) => [
+    `${m.machineId}@${m.version}`,
+    String(m.states),
+    String(m.transitions),
+    `${m.covered}${m.waived ? ` (+${m.waived} waived)` : ''}`,
+    String(m.gaps.length),
+    String(m.paths),
+    `${m.runs.plain}/${m.runs.restart}/${m.runs.child}`,
+    String(m.failures.length),
+    m.ok ? 'ok' : 'FAILED',
+  ]);
+  const lines = [table(['MACHINE', 'STATES', 'TRANSITIONS', 'COVERED', 'GAPS', 'PATHS', 'RUNS plain/restart/child', 'FAILURES', 'RESULT'], rows)];
+  for (const m of machines) {
+    if (m.error) lines.push(`${m.machineId}: ${m.error}`);
+    for (const gap of m.gaps) lines.push(`${m.machineId}: gap: state ${gap.source}, event ${gap.event}, guard ${gap.guard ?? '-'}, target ${gap.targets.join(', ') || '-'}${gap.note ? ` (${gap.note})` : ''}`);
+    for (const f of m.failures) lines.push(`${m.machineId}: path ${f.path} (${f.mode}) failed: ${oneLine(f.message)}`);
+  }
+  lines.push(`${machines.every((m) => m.ok) ? 'all machines passed' : 'some machines FAILED'} in ${(durationMs / 1000).toFixed(1)} s`);
+  return lines.join('\n');
 }
 
 // ------------------------------------------------------------------ plumbing

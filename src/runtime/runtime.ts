@@ -562,7 +562,10 @@ export class Runtime {
     return this.store.nextWakeAt();
   }
 
-  /** Resolve when this runtime has no activity running and no event processing in flight. */
+  /**
+   * Resolve when this runtime has no activity running and no event processing in flight. An
+   * activity that never settles (one awaiting a signal) keeps it pending: wait for an event instead.
+   */
   async idle(): Promise<void> {
     while (this.#background.size > 0 || this.#locks.size > 0 || this.#pumping) {
       await Promise.allSettled([...this.#background, ...this.#locks.values()]);
@@ -630,7 +633,11 @@ export class Runtime {
     const payload = this.#jsonPayload('error', error);
     const info: ErrorInfo =
       payload !== null && typeof payload === 'object' && !Array.isArray(payload)
-        ? { name: typeof payload['name'] === 'string' ? payload['name'] : 'Error', message: typeof payload['message'] === 'string' ? payload['message'] : JSON.stringify(payload) }
+        ? {
+            name: typeof payload['name'] === 'string' ? payload['name'] : 'Error',
+            message: typeof payload['message'] === 'string' ? payload['message'] : JSON.stringify(payload),
+            ...(typeof payload['code'] === 'string' ? { code: payload['code'] } : {}),
+          }
         : { name: 'Error', message: String(payload) };
     return this.#settleToken(token, { kind: 'failed', error: info });
   }

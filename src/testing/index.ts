@@ -23,6 +23,7 @@ export { runPath, compareRuns, PathMismatchError, type RunMode, type RunPathOpti
 export {
   runPathTests,
   pathTest,
+  collectPathTests,
   isPathTestSubject,
   type PathTestOptions,
   type PathTestSubject,

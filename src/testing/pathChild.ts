@@ -8,9 +8,10 @@
  */
 import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
-import { MachineRegistry, isJobDefinition, isStateMachine, type JobDefinition } from '../index.ts';
+import { MachineRegistry, isStateMachine, type JobDefinition } from '../index.ts';
 import { driveStep, openRuntime, scriptedDefinition, type ActivityScript, type DriverContext } from './driver.ts';
 import { observe, recordOf, type ChildCommand, type ChildConfig, type ChildMessage } from './runner.ts';
+import { collectPathTests, isPathTestSubject } from './runPathTests.ts';
 import { VirtualClock } from './VirtualClock.ts';
 
 const print = (msg: ChildMessage) => process.stdout.write(`${JSON.stringify(msg)}\n`);
@@ -27,24 +28,16 @@ async function nextLine(): Promise<string> {
   return queue.shift()!;
 }
 
-/** Find the definition among the module's exports (definitions, machines, or `{ definition }` subjects). */
+/** Find the definition among the module's exports, as `collectPathTests` sees them. */
 function findDefinition(mod: Record<string, unknown>, machineId: string, version: string): JobDefinition {
-  const seen: unknown[] = [];
-  const visit = (value: unknown, depth: number): void => {
-    if (value === null || typeof value !== 'object' || depth > 2) return;
-    if (isStateMachine(value) || isJobDefinition(value)) seen.push(value);
-    else if (isJobDefinition((value as { definition?: unknown }).definition) || isStateMachine((value as { definition?: unknown }).definition)) {
-      seen.push((value as { definition: unknown }).definition);
-    } else if (Array.isArray(value)) value.forEach((v) => visit(v, depth + 1));
-  };
-  for (const value of Object.values(mod)) visit(value, 0);
-  for (const candidate of seen) {
-    const def: JobDefinition = isStateMachine(candidate) ? { machine: candidate } : (candidate as JobDefinition);
+  for (const item of collectPathTests(mod)) {
+    const candidate = isPathTestSubject(item) ? item.definition : item;
+    const def: JobDefinition = isStateMachine(candidate) ? { machine: candidate } : candidate;
     try {
       const [registered] = new MachineRegistry([def]).all();
       if (registered && registered.id === machineId && registered.version === version) return def;
     } catch {
-      // not registrable: not ours
+      // not registrable: not the one
     }
   }
   throw new Error(`No export of the module is machine ${machineId}@${version}.`);

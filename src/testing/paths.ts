@@ -1,8 +1,8 @@
 import type { AnyStateMachine } from 'xstate';
 import { getAdjacencyMap } from 'xstate/graph';
-import { MachineRegistry, type JobDefinition, type JsonValue, type RegisteredMachine } from '../index.ts';
+import { MachineRegistry, isStateMachine, type JobDefinition, type JsonValue, type RegisteredMachine } from '../index.ts';
 import { coverageReport, type CoverageReport, type Waiver } from './coverage.ts';
-import { JobModel, toJson, viewOf, type ModelState, type PathStep, type PredictedRecord, type Samples, type StateView } from './model.ts';
+import { JobModel, SampleError, toJson, viewOf, type ModelState, type PathStep, type PredictedRecord, type Samples, type StateView } from './model.ts';
 import { listTransitions, type StaticTransition } from './transitions.ts';
 
 /**
@@ -121,7 +121,7 @@ type Edge = { from: string; step: PathStep; to: string; result: ModelState; orde
  * coverage.gaps; // [] when every transition is taken
  */
 export function generatePaths(definition: JobDefinition | AnyStateMachine, options: PathOptions = {}): GeneratedPaths {
-  const def: JobDefinition = 'machine' in definition && !('root' in definition) ? (definition as JobDefinition) : { machine: definition as AnyStateMachine };
+  const def: JobDefinition = isStateMachine(definition) ? { machine: definition } : definition;
   const registered = registeredOf(def);
   const jobId = options.jobId ?? 'path-test';
   const failAttempts = { ...(options.failAttempts ?? {}) };
@@ -135,6 +135,7 @@ export function generatePaths(definition: JobDefinition | AnyStateMachine, optio
     interrupts: options.interrupts ?? 'unsafe',
     stateKey: options.stateKey,
   });
+  checkOptionKeys(registered, options);
   const transitions = listTransitions(registered.machine);
   const inputs = options.inputs ?? [options.input ?? {}];
   if (inputs.length === 0) throw new PathGenerationError('`inputs` is empty: give at least one input.');
@@ -190,6 +191,36 @@ export function generatePaths(definition: JobDefinition | AnyStateMachine, optio
     jobId,
     failAttempts,
   };
+}
+
+/** A sample for an event or activity the machine does not have is a typo: say so instead of ignoring it. */
+function checkOptionKeys(def: RegisteredMachine, options: PathOptions): void {
+  const events = [...def.eventTypes].filter((t) => !t.startsWith('xstate.')).sort();
+  for (const type of Object.keys(options.events ?? {})) {
+    if (!def.eventTypes.has(type)) throw new SampleError(`events.${type}: machine ${def.id} has no event ${type} (its events: ${events.join(', ') || 'none'}).`);
+  }
+  const srcs = Object.keys(def.machine.implementations.actors ?? {});
+  const ids = invokeIds(def.machine);
+  const known = [...new Set([...ids, ...srcs])].sort();
+  for (const [what, table] of [['outputs', options.outputs], ['errors', options.errors]] as const) {
+    for (const key of Object.keys(table ?? {})) {
+      if (!known.includes(key)) throw new SampleError(`${what}.${key}: machine ${def.id} invokes no actor with that id or src (it has: ${known.join(', ') || 'none'}).`);
+    }
+  }
+  for (const src of Object.keys(options.failAttempts ?? {})) {
+    if (!srcs.includes(src)) throw new SampleError(`failAttempts.${src}: machine ${def.id} has no actor src ${src} (it has: ${srcs.join(', ') || 'none'}).`);
+  }
+}
+
+function invokeIds(machine: AnyStateMachine): string[] {
+  type Node = { invoke: Array<{ id: string }>; states: Record<string, Node> };
+  const out: string[] = [];
+  const visit = (node: Node): void => {
+    node.invoke.forEach((i) => out.push(i.id));
+    Object.values(node.states).forEach(visit);
+  };
+  visit(machine.root as unknown as Node);
+  return out;
 }
 
 function registeredOf(def: JobDefinition): RegisteredMachine {

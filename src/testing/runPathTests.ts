@@ -39,6 +39,50 @@ export function isPathTestSubject(value: unknown): value is PathTestSubject {
   return (isJobDefinition(v.definition) || isStateMachine(v.definition)) && typeof v.options === 'object' && v.options !== null;
 }
 
+/**
+ * What a machines module offers path testing: its {@link pathTest} subjects, and its definitions
+ * and bare machines that no subject already covers (with options from an exported
+ * `pathTests: { [machineId]: PathTestOptions }` object, when there is one). Exports are read at
+ * the top level, in arrays, and in a default export object. Each definition is taken once.
+ *
+ * @example
+ * const items = collectPathTests(await import('./machines/index.ts'));
+ * await runPathTests({ definitions: items, module: './machines/index.ts', crash: true });
+ */
+export function collectPathTests(namespace: Record<string, unknown>): Array<PathTestSubject | JobDefinition | AnyStateMachine> {
+  const subjects: PathTestSubject[] = [];
+  const definitions: Array<JobDefinition | AnyStateMachine> = [];
+  const take = (value: unknown): boolean => {
+    if (isPathTestSubject(value)) {
+      if (!subjects.includes(value)) subjects.push(value);
+      return true;
+    }
+    if (isJobDefinition(value) || isStateMachine(value)) {
+      if (!definitions.includes(value)) definitions.push(value);
+      return true;
+    }
+    return false;
+  };
+  for (const [name, value] of Object.entries(namespace)) {
+    if (take(value)) continue;
+    if (Array.isArray(value)) value.forEach(take);
+    else if (name === 'default' && value !== null && typeof value === 'object') {
+      for (const inner of Object.values(value)) if (!take(inner) && Array.isArray(inner)) inner.forEach(take);
+    }
+  }
+  const machineOf = (d: JobDefinition | AnyStateMachine) => (isStateMachine(d) ? d : d.machine);
+  const covered = new Set(subjects.map((s) => machineOf(s.definition)));
+  const wrapped = new Set(definitions.filter(isJobDefinition).map((d) => d.machine));
+  const options = (namespace['pathTests'] ?? null) as Record<string, PathTestOptions> | null;
+  const rest = definitions
+    .filter((d) => !covered.has(machineOf(d)) && (isJobDefinition(d) || !wrapped.has(d)))
+    .map((d) => {
+      const own = options && typeof options === 'object' ? options[idOf(d)] : undefined;
+      return own ? pathTest(d, own) : d;
+    });
+  return [...subjects, ...rest];
+}
+
 export interface RunPathTestsOptions {
   /** Definitions, bare machines, or {@link pathTest} subjects. */
   definitions: Iterable<JobDefinition | AnyStateMachine | PathTestSubject>;

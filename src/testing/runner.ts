@@ -304,11 +304,21 @@ async function runInChildren(generated: GeneratedPaths, path: PathPlan, dir: str
   return record;
 }
 
-const TSX = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+/** The tsx loader the child runs under (resolved when first needed: only child runs need it). */
+function tsxLoader(): string {
+  try {
+    return pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+  } catch {
+    throw new PathMismatchError('Child-process runs need the `tsx` package (they run the TypeScript fixture and your machines module); install it or do not ask for child runs.');
+  }
+}
+
+/** A child that neither reports nor exits within this many real milliseconds is killed and the run fails. */
+const CHILD_STEP_TIMEOUT_MS = 30_000;
 
 /** Spawn a child, run one step in it, take its report, then SIGKILL it (by its own pid) and wait for the exit. */
 async function oneChildStep(config: ChildConfig, command: ChildCommand): Promise<ChildMessage> {
-  const child = spawn(process.execPath, ['--import', TSX, CHILD_SCRIPT], { cwd: process.cwd(), env: process.env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', tsxLoader(), CHILD_SCRIPT], { cwd: process.cwd(), env: process.env, stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.setEncoding('utf8');
   child.stderr.on('data', (chunk: string) => (stderr += chunk));
@@ -326,9 +336,13 @@ async function oneChildStep(config: ChildConfig, command: ChildCommand): Promise
     lines.on('close', () => done(undefined));
   });
   child.stdin.write(`${JSON.stringify(config)}\n${JSON.stringify(command)}\n`);
-  const msg = await Promise.race([reply, exited.then(() => undefined)]);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<'timeout'>((done) => (timer = setTimeout(() => done('timeout'), CHILD_STEP_TIMEOUT_MS)));
+  const msg = await Promise.race([reply, exited.then(() => undefined), timeout]);
+  clearTimeout(timer);
   if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   const exit = await exited;
+  if (msg === 'timeout') throw new PathMismatchError(`The child process did not report step ${command.index} within ${CHILD_STEP_TIMEOUT_MS} ms; it was killed.\n${stderr}`);
   if (!msg) throw new PathMismatchError(`The child process exited (code ${exit.code}, signal ${exit.signal}) without reporting step ${command.index}:\n${stderr}`);
   return msg;
 }
