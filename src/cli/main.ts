@@ -80,8 +80,9 @@ const processIO: CliIO = {
 export async function main(args: readonly string[], io: CliIO = processIO): Promise<number> {
   const wantsJson = args.includes('--json');
   try {
-    await buildProgram(io).parseAsync([...args], { from: 'user' });
-    return 0;
+    let code = 0;
+    await buildProgram(io, (c) => (code = c)).parseAsync([...args], { from: 'user' });
+    return code;
   } catch (error) {
     if (error instanceof CommanderError) {
       if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.exitCode === 0) return 0;
@@ -93,7 +94,8 @@ export async function main(args: readonly string[], io: CliIO = processIO): Prom
   }
 }
 
-function buildProgram(io: CliIO): Command {
+/** `setExitCode`: a command that finished its output but failed (a test run with gaps) reports it here. */
+function buildProgram(io: CliIO, setExitCode: (code: number) => void): Command {
   const program = new Command('spool')
     .description('Durable XState jobs on SQLite: start jobs, send them events, inspect their history.')
     .version(readVersion(), '-V, --version')
@@ -342,7 +344,7 @@ Examples:
           },
         });
         write(io, g, result, () => formatPathResults(result.machines, result.durationMs));
-        if (!result.ok) process.exitCode = 1;
+        if (!result.ok) setExitCode(1);
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }

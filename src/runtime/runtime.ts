@@ -1300,8 +1300,9 @@ export class Runtime {
       const value = await logic.config(args);
       if (isDeferred(value) && pendingToken && pendingToken.token === value.token) {
         const status = await this.store.finishAttempt(effect.id, attempt, { kind: 'waiting', token: value.token }, this.clock.now());
-        this.#emit({ type: 'activity.finished', jobId: effect.jobId, effectId: effect.id, attempt, outcome: status === 'current' ? 'waiting' : 'stale' });
+        // The token is handed out only once the waiting state is durable.
         if (status === 'current') await pendingToken.onToken(value.token);
+        this.#emit({ type: 'activity.finished', jobId: effect.jobId, effectId: effect.id, attempt, outcome: status === 'current' ? 'waiting' : 'stale' });
         return;
       }
       outcome = { ok: true, value };
