@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { initialTransition, transition, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
 import { systemClock, type Clock } from '../ports/clock.ts';
 import type {
+  CommitResult,
   AssetRecord,
   AttemptRecord,
   EffectRecord,
@@ -181,6 +182,10 @@ interface RunningActivity {
 }
 
 const MAX_CONFLICT_RETRIES = 100;
+/** Jobs drained at once by recovery, the worker and tick(): their commits share transactions. */
+const DRAIN_CONCURRENCY = 64;
+/** Commits per group-commit transaction at most. */
+const MAX_BATCH = 256;
 const DEFAULT_MAX_PAYLOAD = 256 * 1024;
 const EVENT_ID_PATTERN = /^[\x21-\x7e]{1,200}$/;
 const TERMINAL: ReadonlySet<JobStatus> = new Set(['done', 'error', 'stopped']);
@@ -222,6 +227,10 @@ export class Runtime {
   readonly #running = new Map<string, RunningActivity>();
   readonly #pendingDrains = new Set<string>();
   readonly #waiters = new Set<(error: unknown) => void>();
+  readonly #commitQueue: { commit: TransitionCommit; resolve: (r: CommitResult) => void; reject: (e: unknown) => void }[] = [];
+  #flushTimer: ReturnType<typeof setImmediate> | undefined;
+  /** Operations under way that may commit (sends, drains): a commit waits for them to join its batch. */
+  #units = 0;
   readonly #runEffects: boolean;
   readonly #maxActivities: number;
   readonly #claimMs: number;
@@ -331,6 +340,10 @@ export class Runtime {
    */
   async send(jobId: string, event: unknown, options: SendOptions = {}): Promise<SendResult> {
     this.#assertOpen();
+    return this.#unit(() => this.#send(jobId, event, options));
+  }
+
+  async #send(jobId: string, event: unknown, options: SendOptions): Promise<SendResult> {
     const eventId = options.eventId ?? this.#newId();
     checkId('event id', eventId);
     const record = await this.#visible(jobId);
@@ -357,7 +370,7 @@ export class Runtime {
     }
     const route = this.registry.route(record.machineId, record.machineVersion);
     if (record.quarantine !== null && route && (await this.#withLock(jobId, () => this.#check(jobId))) !== 'quarantined') {
-      return this.send(jobId, event, options); // another runtime held it back; this one can run it
+      return this.#send(jobId, event, options); // another runtime held it back; this one can run it
     }
     if (record.quarantine !== null || !route) {
       throw new JobQuarantined(jobId, record.quarantine ?? `machine ${record.machineId}@${record.machineVersion} is not registered`);
@@ -492,10 +505,8 @@ export class Runtime {
     for (;;) {
       const ids = (await this.store.jobsWithPendingEvents(200)).filter((id) => !tried.has(id));
       if (ids.length === 0) break;
-      for (const id of ids) {
-        tried.add(id);
-        processed += await this.#drain(id);
-      }
+      for (const id of ids) tried.add(id);
+      processed += await this.#drainAll(ids);
     }
     return processed;
   }
@@ -550,7 +561,7 @@ export class Runtime {
           }
         }
       }
-      if (this.#process) for (const jobId of touched) await this.#drain(jobId);
+      if (this.#process) await this.#drainAll([...touched]);
     }
     const activitiesStarted = await this.#pumpEffects();
     return { timersFired, activitiesStarted };
@@ -834,6 +845,59 @@ export class Runtime {
     void p.finally(() => this.#background.delete(p));
   }
 
+  /**
+   * Count an operation that may commit, for group commit: while it runs, a commit of another
+   * operation waits (one event-loop turn at most) so both share a transaction.
+   */
+  async #unit<T>(work: () => Promise<T>): Promise<T> {
+    this.#units += 1;
+    try {
+      return await work();
+    } finally {
+      this.#units -= 1;
+      if (this.#commitQueue.length > 0 && this.#commitQueue.length >= this.#units) this.#flushCommits();
+    }
+  }
+
+  /** Drain many jobs at once, so their commits share transactions (group commit). */
+  async #drainAll(ids: readonly string[]): Promise<number> {
+    let settled = 0;
+    for (let i = 0; i < ids.length; i += DRAIN_CONCURRENCY) {
+      const counts = await Promise.all(ids.slice(i, i + DRAIN_CONCURRENCY).map((id) => this.#unit(() => this.#drain(id))));
+      settled += counts.reduce((a, b) => a + b, 0);
+    }
+    return settled;
+  }
+
+  /**
+   * Group commit: commits submitted while other jobs are mid-transition wait (one event-loop turn
+   * at most) and go to the store as one batch: one transaction, one disk sync, each commit still
+   * checked on its own. A caller is resolved only after the batch that holds its commit is durable.
+   */
+  #submit(commit: TransitionCommit): Promise<CommitResult> {
+    return new Promise<CommitResult>((resolve, reject) => {
+      this.#commitQueue.push({ commit, resolve, reject });
+      if (this.#commitQueue.length >= this.#units || this.#commitQueue.length >= MAX_BATCH) this.#flushCommits();
+      else if (!this.#flushTimer) this.#flushTimer = setImmediate(() => this.#flushCommits());
+    });
+  }
+
+  #flushCommits(): void {
+    if (this.#flushTimer) {
+      clearImmediate(this.#flushTimer);
+      this.#flushTimer = undefined;
+    }
+    while (this.#commitQueue.length > 0) {
+      const batch = this.#commitQueue.splice(0, MAX_BATCH);
+      this.store
+        .commit(batch.map((b) => b.commit))
+        .then(
+          (results) => batch.forEach((b, i) => (results[i] ? b.resolve(results[i]) : b.reject(new RevisionConflictError(`The store returned no result for job ${b.commit.jobId}.`)))),
+          (error: unknown) => batch.forEach((b) => b.reject(error)),
+        );
+    }
+  }
+
   /** Serialise work on one job inside this process (other processes are fenced by revision). */
   #withLock<T>(jobId: string, work: () => Promise<T>): Promise<T> {
     const previous = this.#locks.get(jobId) ?? Promise.resolve();
@@ -1110,7 +1174,7 @@ export class Runtime {
       ...(plan ? { effects: plan.effects, timers: plan.timers, deliveries: plan.deliveries } : {}),
       ...(consumedTimer !== undefined ? { consumedTimer } : {}),
     };
-    const [result] = await this.store.commit([commit]);
+    const result = await this.#submit(commit);
     if (!result) throw new RevisionConflictError(`The store returned no result for job ${record.id}.`);
     if (!result.ok) {
       if (result.reason === 'conflict' || result.reason === 'event-settled') return 'conflict';
@@ -1353,7 +1417,7 @@ export class Runtime {
     if (status === 'stale') reported = 'stale';
     this.#emit({ type: 'activity.finished', jobId: effect.jobId, effectId: effect.id, attempt, outcome: reported, ...(errorInfo ? { error: errorInfo } : {}) });
     this.#logEntry(reported === 'succeeded' ? 'info' : 'warn', `activity ${reported}`, { jobId: effect.jobId, effectId: effect.id, attempt, ...(errorInfo ? { error: errorInfo } : {}) });
-    if (this.#process && reported !== 'retrying') await this.#drain(effect.jobId);
+    if (this.#process && reported !== 'retrying') await this.#unit(() => this.#drain(effect.jobId));
     if (reported === 'retrying') this.#emit({ type: 'timers.scheduled', jobId: effect.jobId, dueAt: [] });
     this.#track(this.#pumpEffects());
   }

@@ -1,0 +1,96 @@
+/**
+ * Group commit: transitions of many jobs ready at the same moment share one store transaction,
+ * each caller is acknowledged only after its own commit is in a durable batch, and one job's
+ * failed commit does not sink the others in its batch.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { assign, setup } from 'xstate';
+import type { CommitResult, JobStore, TransitionCommit } from '../src/index.ts';
+import { VirtualClock } from '../src/testing/index.ts';
+import { Resources } from './helpers/resources.ts';
+
+const counter = setup({ types: { context: {} as { n: number } } }).createMachine({
+  id: 'counter',
+  context: { n: 0 },
+  initial: 'counting',
+  states: {
+    counting: { on: { BUMP: { actions: assign({ n: ({ context }) => context.n + 1 }) }, STOP: 'stopped' }, after: { 1000: 'stopped' } },
+    stopped: { type: 'final' },
+  },
+});
+
+/** Wraps a store: records every batch handed to commit(), and can sabotage chosen commits once. */
+function spyStore(inner: JobStore, sabotage = new Set<string>()): JobStore & { batches: TransitionCommit[][]; results: CommitResult[][] } {
+  const batches: TransitionCommit[][] = [];
+  const results: CommitResult[][] = [];
+  return new Proxy(inner, {
+    get(target, prop, receiver) {
+      if (prop === 'batches') return batches;
+      if (prop === 'results') return results;
+      if (prop === 'commit') {
+        return async (commits: readonly TransitionCommit[]) => {
+          batches.push([...commits]);
+          const tampered = commits.map((c) => (sabotage.delete(c.jobId) ? { ...c, expectedRevision: c.expectedRevision - 1 } : c));
+          const r = await target.commit(tampered);
+          results.push(r);
+          return r;
+        };
+      }
+      const value = Reflect.get(target, prop, receiver) as unknown;
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  }) as JobStore & { batches: TransitionCommit[][]; results: CommitResult[][] };
+}
+
+const resources = new Resources();
+afterEach(() => resources.dispose());
+
+describe('group commit', () => {
+  it('batches concurrent sends to different jobs into shared transactions, acknowledging each after its commit', async () => {
+    const path = resources.dbPath();
+    const store = spyStore(await resources.sqlite(path));
+    const runtime = await resources.runtime({ store, machines: [counter], clock: new VirtualClock() });
+    const ids = Array.from({ length: 40 }, (_, i) => `c${i}`);
+    for (const id of ids) await runtime.start('counter', {}, { jobId: id });
+    store.batches.length = 0;
+    const results = await Promise.all(ids.map((id) => runtime.send(id, { type: 'BUMP' })));
+    expect(results.every((r) => r.status === 'applied' && r.revision === 2)).toBe(true);
+    expect(store.batches.flat()).toHaveLength(40);
+    expect(Math.max(...store.batches.map((b) => b.length))).toBeGreaterThan(1);
+    expect(store.batches.length).toBeLessThan(40);
+    for (const id of ids) expect((await runtime.get(id)).context).toEqual({ n: 1 });
+  });
+
+  it('fires timers due together in shared transactions', async () => {
+    const clock = new VirtualClock();
+    const store = spyStore(await resources.sqlite(resources.dbPath()));
+    const runtime = await resources.runtime({ store, machines: [counter], clock });
+    for (let i = 0; i < 30; i += 1) await runtime.start('counter', {}, { jobId: `t${i}` });
+    store.batches.length = 0;
+    clock.advance(1000);
+    expect((await runtime.tick()).timersFired).toBe(30);
+    expect(store.batches.flat()).toHaveLength(30);
+    expect(Math.max(...store.batches.map((b) => b.length))).toBeGreaterThan(1);
+    expect((await runtime.list({ state: 'stopped' })).length).toBe(30);
+  });
+
+  it('one commit failing its revision check does not sink the others in its batch; it is re-applied', async () => {
+    const sabotage = new Set(['s3']);
+    const store = spyStore(await resources.sqlite(resources.dbPath()), sabotage);
+    const runtime = await resources.runtime({ store, machines: [counter], clock: new VirtualClock() });
+    const ids = Array.from({ length: 10 }, (_, i) => `s${i}`);
+    for (const id of ids) await runtime.start('counter', {}, { jobId: id });
+    store.batches.length = 0;
+    store.results.length = 0;
+    const results = await Promise.all(ids.map((id) => runtime.send(id, { type: 'BUMP' })));
+    expect(results.map((r) => r.status)).toEqual(ids.map(() => 'applied'));
+    // The batch that held the sabotaged commit also committed others.
+    const mixed = store.results.find((r) => r.some((x) => !x.ok) && r.some((x) => x.ok));
+    expect(mixed).toBeDefined();
+    for (const id of ids) {
+      const history = await runtime.history(id);
+      expect(history.map((h) => h.revision)).toEqual([1, 2]);
+      expect((await runtime.get(id)).context).toEqual({ n: 1 });
+    }
+  });
+});
