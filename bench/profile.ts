@@ -78,7 +78,7 @@ async function inRunBreakdown(options: ProfileOptions): Promise<void> {
     });
     const perSendUs = 1e6 / result.perSec;
     const sends = result.ops;
-    const rows = [...table.entries()].sort((a, b) => b[1].ms - a[1].ms);
+    const rows = [...table.entries()].filter(([, t]) => t.calls / sends >= 0.01).sort((a, b) => b[1].ms - a[1].ms);
     const storeUs = rows.reduce((n, [, t]) => n + (t.ms * 1000) / sends, 0);
     console.log(
       `  ${synchronous}: ${fmt(result.perSec)} sends/s = ${perSendUs.toFixed(1)} µs/send; raw limit ${fmt(rawRun.perSec)}/s = ${(1e6 / rawRun.perSec).toFixed(1)} µs/commit`,

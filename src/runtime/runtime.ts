@@ -186,9 +186,18 @@ const MAX_CONFLICT_RETRIES = 100;
 const DRAIN_CONCURRENCY = 64;
 /** Commits per group-commit transaction at most. */
 const MAX_BATCH = 256;
+/** Hydrated snapshots kept in memory (most recently committed jobs). */
+const SNAPSHOT_CACHE = 1000;
 const DEFAULT_MAX_PAYLOAD = 256 * 1024;
 const EVENT_ID_PATTERN = /^[\x21-\x7e]{1,200}$/;
 const TERMINAL: ReadonlySet<JobStatus> = new Set(['done', 'error', 'stopped']);
+
+/** What one applied (or ignored, failed, stale) event produced. */
+interface Applied {
+  status: 'applied' | 'ignored' | 'failed' | 'stale';
+  error: ErrorInfo | null;
+  record: JobRecord;
+}
 
 type Loaded =
   | { kind: 'ready'; record: JobRecord; def: RegisteredMachine; snapshot: AnyMachineSnapshot }
@@ -227,6 +236,8 @@ export class Runtime {
   readonly #running = new Map<string, RunningActivity>();
   readonly #pendingDrains = new Set<string>();
   readonly #waiters = new Set<(error: unknown) => void>();
+  /** Hydrated snapshots by job, keyed by revision: a job's next event skips hydration. */
+  readonly #snapshots = new Map<string, { revision: number; def: RegisteredMachine; snapshot: AnyMachineSnapshot }>();
   readonly #commitQueue: { commit: TransitionCommit; resolve: (r: CommitResult) => void; reject: (e: unknown) => void }[] = [];
   #flushTimer: ReturnType<typeof setImmediate> | undefined;
   /** Operations under way that may commit (sends, drains): a commit waits for them to join its batch. */
@@ -387,10 +398,13 @@ export class Runtime {
     };
 
     if (this.#process && (options.wait ?? true)) {
-      const inline = await this.#withLock(jobId, () => this.#applyInline(accept));
+      const inline = await this.#withLock(jobId, () => this.#applyInline(accept, record));
       if (inline) {
-        if (this.#pendingDrains.delete(jobId)) await this.#drain(jobId);
-        return this.#outcome(jobId, eventId, false, true);
+        if (this.#pendingDrains.delete(jobId)) {
+          await this.#drain(jobId);
+          return this.#outcome(jobId, eventId, false, true);
+        }
+        return { jobId, eventId, status: inline.status, revision: inline.record.revision, error: inline.error, duplicate: false, job: this.#view(inline.record) };
       }
     }
     const { event: stored, duplicate } = await this.store.acceptEvent(accept);
@@ -943,12 +957,8 @@ export class Runtime {
       const record = await this.store.getJob(jobId);
       if (!record) return undefined;
       if (TERMINAL.has(record.status)) return { kind: 'terminal', record };
-      const route = this.registry.route(record.machineId, record.machineVersion);
-      if (record.quarantine === null && record.corruption === undefined && route && route.chain.length === 0) {
-        const json = parseSnapshot(record.snapshot);
-        const hydrated = typeof json === 'string' ? undefined : hydrate(route.target, json, record.status);
-        if (hydrated?.ok) return { kind: 'ready', record, def: route.target, snapshot: hydrated.snapshot };
-      }
+      const ready = this.#readyFrom(record);
+      if (ready) return ready;
       const outcome = await this.#check(jobId);
       if (outcome === 'missing') return undefined;
       if (outcome === 'quarantined') return { kind: 'held', record: (await this.store.getJob(jobId)) ?? record };
@@ -1006,7 +1016,7 @@ export class Runtime {
               error: null,
               at: this.clock.now(),
             });
-            if (result === 'conflict') continue;
+            if (result === 'conflict' || result === 'duplicate') continue;
             this.#logEntry('info', 'job migrated', { jobId, from: record.machineVersion, to: route.target.version });
             return 'migrated';
           }
@@ -1030,14 +1040,39 @@ export class Runtime {
     throw new RevisionConflictError(`Job ${jobId} kept changing while being checked.`, { jobId });
   }
 
-  /** The fast path: accept and apply a new event in one commit when nothing is queued before it. */
-  async #applyInline(accept: NewInboxEvent): Promise<boolean> {
-    const loaded = await this.#load(accept.jobId);
-    if (!loaded || loaded.kind !== 'ready') return false;
-    const queued = await this.store.pendingEvents(accept.jobId, 1);
-    if (queued.length > 0) return false;
+  /**
+   * The fast path: accept and apply a new event in one commit. It starts from the record the
+   * caller just read; the commit checks the revision and that nothing is queued before the
+   * event, so a stale start only costs a fallback to the queued path.
+   */
+  async #applyInline(accept: NewInboxEvent, visible: JobRecord): Promise<Applied | undefined> {
+    const loaded = this.#readyFrom(visible) ?? (await this.#load(accept.jobId));
+    if (!loaded || loaded.kind !== 'ready') return undefined;
     const result = await this.#applyEvent(loaded, accept.payload, { accept });
-    return result === 'ok';
+    return typeof result === 'object' ? result : undefined;
+  }
+
+  /** A record that can transition as it is (no quarantine, migration or corruption), hydrated or from the cache. */
+  #readyFrom(record: JobRecord): Extract<Loaded, { kind: 'ready' }> | undefined {
+    if (TERMINAL.has(record.status) || record.quarantine !== null || record.corruption !== undefined) return undefined;
+    const route = this.registry.route(record.machineId, record.machineVersion);
+    if (!route || route.chain.length > 0) return undefined;
+    const cached = this.#snapshots.get(record.id);
+    if (cached && cached.revision === record.revision && cached.def === route.target) {
+      return { kind: 'ready', record, def: route.target, snapshot: cached.snapshot };
+    }
+    const json = parseSnapshot(record.snapshot);
+    const hydrated = typeof json === 'string' ? undefined : hydrate(route.target, json, record.status);
+    if (!hydrated?.ok) return undefined;
+    this.#remember(record.id, record.revision, route.target, hydrated.snapshot);
+    return { kind: 'ready', record, def: route.target, snapshot: hydrated.snapshot };
+  }
+
+  /** Keep the snapshot a commit produced: the next event of the job skips hydration. Bounded. */
+  #remember(jobId: string, revision: number, def: RegisteredMachine, snapshot: AnyMachineSnapshot): void {
+    this.#snapshots.delete(jobId);
+    this.#snapshots.set(jobId, { revision, def, snapshot });
+    if (this.#snapshots.size > SNAPSHOT_CACHE) this.#snapshots.delete(this.#snapshots.keys().next().value!);
   }
 
   async #applyPending(loaded: Loaded, event: InboxRecord): Promise<'ok' | 'conflict' | 'duplicate'> {
@@ -1049,7 +1084,8 @@ export class Runtime {
       return 'ok';
     }
     const stale = await this.#staleReason(event);
-    return this.#applyEvent(loaded, event.payload, { seq: event.seq, eventId: event.eventId }, stale, event.source === 'timer' ? event.sourceId : null);
+    const result = await this.#applyEvent(loaded, event.payload, { seq: event.seq, eventId: event.eventId }, stale, event.source === 'timer' ? event.sourceId : null);
+    return typeof result === 'object' ? 'ok' : result;
   }
 
   /** Why an outcome or timer event no longer belongs to the current state, or null if it does. */
@@ -1074,7 +1110,7 @@ export class Runtime {
     source: { accept: NewInboxEvent } | { seq: number; eventId: string },
     stale: string | null = null,
     timerId: string | null = null,
-  ): Promise<'ok' | 'conflict' | 'duplicate'> {
+  ): Promise<Applied | 'conflict' | 'duplicate'> {
     const { record, def, snapshot } = loaded;
     const event = payload as { type: string };
     const eventId = 'accept' in source ? source.accept.eventId : source.eventId;
@@ -1135,12 +1171,12 @@ export class Runtime {
       plan,
       status === 'applied' && timerId !== null ? timerId : undefined,
     );
-    if (result !== 'ok') return result;
+    if (typeof result !== 'object') return result;
     crashPoint('after-commit');
     if (status === 'failed') this.#logEntry('warn', 'event failed', { jobId: record.id, eventId, eventType: event.type, error });
     if (status === 'stale') this.#logEntry('info', 'stale outcome recorded', { jobId: record.id, eventId, eventType: event.type, reason: stale });
     if (plan) this.#afterCommit(record.id, plan, (m) => redactText(m, payload, def.sensitive));
-    return 'ok';
+    return { status, error, record: result.record };
   }
 
   async #commitOne(
@@ -1151,7 +1187,7 @@ export class Runtime {
     event?: TransitionCommit['event'],
     plan?: ActionPlan,
     consumedTimer?: string,
-  ): Promise<'ok' | 'conflict' | 'duplicate'> {
+  ): Promise<{ record: JobRecord } | 'conflict' | 'duplicate'> {
     const now = transitionDraft.at;
     const context = toJson(next.context);
     // Progress follows context.progress when the machine changes it; activities may set it in between.
@@ -1197,7 +1233,8 @@ export class Runtime {
     if (job.final && !TERMINAL.has(record.status)) {
       this.#logEntry('info', 'job finished', { jobId: record.id, status: job.status, state: job.value });
     }
-    return 'ok';
+    this.#remember(record.id, result.revision, def, next);
+    return { record: updated };
   }
 
   /** Carry out what a committed transition asked for: abort left invocations, run actions, start effects. */
@@ -1493,7 +1530,7 @@ function safeInitial(def: RegisteredMachine, input: JsonValue): [AnyMachineSnaps
 }
 
 function toJob(record: JobRecord, def?: RegisteredMachine): Job {
-  const parsed = parseSnapshot(record.snapshot);
+  const parsed = record.status === 'active' ? 'no output while active' : parseSnapshot(record.snapshot);
   const cancelState = def?.cancel.state ?? 'cancelled';
   const output = typeof parsed === 'string' ? undefined : (parsed['output'] as JsonValue | undefined);
   return {

@@ -17,9 +17,11 @@ export class ChildScript {
   #listeners = new Set<(line: Line) => void>();
   #done = false;
 
-  constructor(script: string, args: string[]) {
+  /** `extraEnv` adds variables (e.g. `SPOOL_CRASH_AT`); the parent's own `SPOOL_CRASH_AT` is never inherited. */
+  constructor(script: string, args: string[], extraEnv: Record<string, string> = {}) {
     const env: NodeJS.ProcessEnv = { ...process.env, NODE_OPTIONS: '--conditions=development' };
     delete env['SPOOL_CRASH_AT'];
+    Object.assign(env, extraEnv);
     this.proc = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: PROJECT_ROOT, env, stdio: 'pipe' });
     this.proc.stderr.setEncoding('utf8');
     this.proc.stderr.on('data', (chunk: string) => (this.stderr += chunk));

@@ -28,7 +28,7 @@ CREATE INDEX jobs_machine ON jobs (machine_id, machine_version);
 CREATE INDEX jobs_status ON jobs (status, id);
 
 CREATE TABLE inbox (
-  seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+  seq           INTEGER PRIMARY KEY,              -- accept order (rowid: no sequence table write per event)
   job_id        TEXT    NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
   event_id      TEXT    NOT NULL,
   type          TEXT    NOT NULL,

@@ -1,0 +1,70 @@
+/**
+ * The long crash run: `npm run crash -- --kills 1000 [--seed N] [--keep] [--dir DIR]`.
+ *
+ * Prints progress, then the tally (kills, events acknowledged, transitions, timers, attempts,
+ * violations by kind) and every violation; exits 1 on any violation. The database is kept (and its
+ * path printed) when something failed or with --keep; otherwise it is deleted.
+ */
+import { randomBytes } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { TMP_ROOT } from '../helpers/resources.ts';
+import { byKind, runCrashHarness } from './harness.ts';
+
+const { values } = parseArgs({
+  options: {
+    kills: { type: 'string', default: '1000' },
+    seed: { type: 'string' },
+    dir: { type: 'string' },
+    keep: { type: 'boolean', default: false },
+    'max-kill-delay': { type: 'string' },
+    'commands-per-round': { type: 'string' },
+  },
+});
+
+const kills = Number(values.kills);
+if (!Number.isInteger(kills) || kills < 1) {
+  console.error('crash: --kills must be a positive integer');
+  process.exit(2);
+}
+const seed = values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : Number(values.seed);
+const dir = values.dir ?? join(TMP_ROOT, `crash-${seed}-${randomBytes(4).toString('hex')}`);
+console.log(`crash: ${kills} kills, seed ${seed}, database ${join(dir, 'crash.db')}`);
+
+let lastPrint = 0;
+const report = await runCrashHarness({
+  kills,
+  seed,
+  dir,
+  ...(values['max-kill-delay'] ? { maxKillDelayMs: Number(values['max-kill-delay']) } : {}),
+  ...(values['commands-per-round'] ? { commandsPerRound: Number(values['commands-per-round']) } : {}),
+  onProgress: (p) => {
+    if (p.kills - lastPrint >= Math.max(1, Math.floor(kills / 20)) || p.kills >= kills) {
+      lastPrint = p.kills;
+      console.log(`  round ${p.round}: ${p.kills}/${p.target} kills, ${p.acked} commands acknowledged, ${p.jobs} jobs, ${(p.elapsedMs / 1000).toFixed(1)} s`);
+    }
+  },
+});
+
+const t = report.tally;
+const kinds = byKind(report.violations);
+console.log(`
+tally (seed ${t.seed}, ${(t.durationMs / 1000).toFixed(1)} s, ${t.rounds} rounds)
+  kills:             ${t.kills} (worker ${t.workerKills}, client ${t.clientKills})
+  crash points hit:  ${JSON.stringify(t.crashPoints)}
+  commands:          ${t.commands} sent, ${t.acked} acknowledged, ${t.resent} re-sent after a client crash
+  events acked:      ${t.eventsAcked} (duplicates recognised ${t.duplicatesAcked}, conflicts refused ${t.conflictsRefused}, refused as terminal ${t.terminalRefusals})
+  jobs:              ${t.db.jobs}
+  transitions:       ${t.db.transitions} ${JSON.stringify(t.db.outcomes)}
+  inbox:             ${JSON.stringify(t.db.inbox)}
+  timers:            ${JSON.stringify(t.db.timers)}; fired lines ${t.timersFiredLines}
+  activity attempts: ${t.db.attempts} over ${t.db.effects} effects (${t.db.interruptedAttempts} interrupted); claimed lines ${t.attemptsClaimedLines}
+  ends:              ${JSON.stringify(t.db.ends)}
+  violations:        ${report.violations.length} ${JSON.stringify(kinds)}`);
+for (const v of report.violations.slice(0, 50)) console.log(`  - ${v.kind}${v.jobId ? ` [${v.jobId}]` : ''}: ${v.detail}`);
+if (report.violations.length > 50) console.log(`  ... and ${report.violations.length - 50} more`);
+
+if (report.violations.length > 0 || values.keep) console.log(`database kept: ${report.dbPath}`);
+else rmSync(dir, { recursive: true, force: true });
+process.exit(report.violations.length > 0 ? 1 : 0);

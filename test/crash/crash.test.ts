@@ -1,0 +1,100 @@
+/**
+ * CI's short run of the crash harness (the long one is `npm run crash -- --kills 1000`): one
+ * worker process at a time and one client process on one SQLite file, at least 50 SIGKILLs
+ * (random moments 0-40 ms after ready, and the engine's named crash points), then every
+ * invariant checked against the file and the acknowledgement logs. Then proof that the checks
+ * are not vacuous: copies of the final file, each broken in one way, are each caught.
+ *
+ * The workload seed is random per run and printed with any failure (SPOOL_CRASH_SEED=<n> fixes it).
+ */
+import { copyFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Resources } from '../helpers/resources.ts';
+import { byKind, runCrashHarness, type CrashReport } from './harness.ts';
+import { checkInvariants, type AckEntry, type WorkerLog } from './invariants.ts';
+
+const KILLS = 55;
+const res = new Resources();
+let report: CrashReport;
+const seed = process.env['SPOOL_CRASH_SEED'] ? Number(process.env['SPOOL_CRASH_SEED']) : Math.floor(Math.random() * 2 ** 31);
+
+// The hook's limit is the budget: the short run must finish within 90 s on 2 cores.
+beforeAll(async () => {
+  report = await runCrashHarness({ kills: KILLS, seed, dir: res.tempDir() });
+}, 90_000);
+afterAll(() => res.dispose());
+
+describe(`crash harness, ${KILLS} kills (seed ${seed})`, () => {
+  it('holds every invariant: nothing acknowledged lost, nothing applied twice, revisions contiguous, timers once, attempts within policy, every job final', () => {
+    const { tally, violations } = report;
+    expect(violations, `seed ${seed}: ${JSON.stringify(byKind(violations))}`).toEqual([]);
+    expect(tally.kills).toBeGreaterThanOrEqual(KILLS);
+    expect(tally.workerKills).toBeGreaterThan(KILLS / 2);
+    // The run did real work under fire, of every kind the invariants speak about.
+    expect(tally.eventsAcked).toBeGreaterThan(100);
+    expect(tally.db.jobs).toBeGreaterThan(50);
+    expect(tally.db.outcomes['applied']).toBeGreaterThan(100);
+    expect(tally.db.timers['delivered']).toBeGreaterThan(0);
+    expect(tally.db.attempts).toBeGreaterThan(20);
+    expect(tally.duplicatesAcked).toBeGreaterThan(0);
+    expect(Object.values(tally.crashPoints).reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
+  });
+
+  it('catches a database broken in each way it checks for (the checks are not vacuous)', () => {
+    const acks = acksOf(report);
+    const workers: WorkerLog = { fired: new Map(), attempts: new Map() };
+    const broken = (name: string, sql: (db: Database.Database) => void, log: WorkerLog = workers) => {
+      const path = join(res.tempDir(), `${name}.db`);
+      copyFileSync(report.dbPath, path);
+      const db = res.raw(path);
+      sql(db);
+      db.close();
+      return Object.keys(byKind(checkInvariants(path, acks.entries, log).violations)).sort();
+    };
+    expect(broken('intact', () => undefined)).toEqual([]);
+
+    const { jobId, eventId } = acks.applied;
+    expect(broken('lost', (db) => db.prepare('DELETE FROM inbox WHERE job_id = ? AND event_id = ?').run(jobId, eventId))).toContain('lost-ack');
+    expect(
+      broken('pending', (db) => db.prepare("UPDATE inbox SET status = 'pending', revision = NULL WHERE job_id = ? AND event_id = ?").run(jobId, eventId)),
+    ).toEqual(expect.arrayContaining(['ack-mismatch', 'pending-left']));
+    expect(
+      broken('twice', (db) => {
+        const job = db.prepare('SELECT revision FROM jobs WHERE id = ?').get(jobId) as { revision: number };
+        db.prepare(`INSERT INTO transitions (job_id, revision, event_id, event_type, payload, from_value, to_value, outcome, error, at)
+          SELECT job_id, ?, event_id, event_type, payload, to_value, to_value, outcome, error, at FROM transitions WHERE job_id = ? AND event_id = ?`).run(job.revision + 1, jobId, eventId);
+        db.prepare('UPDATE jobs SET revision = revision + 1 WHERE id = ?').run(jobId);
+      }),
+    ).toContain('double-apply');
+    expect(broken('gap', (db) => db.prepare('DELETE FROM transitions WHERE job_id = ? AND revision = 2').run(acks.tally))).toContain('revision-gap');
+    expect(broken('context', (db) => db.prepare("UPDATE jobs SET context = json_set(context, '$.ops', 999) WHERE id = ?").run(acks.tally))).toContain('replay-mismatch');
+    expect(broken('active', (db) => db.prepare("UPDATE jobs SET status = 'active' WHERE id = ?").run(acks.tally))).toContain('not-final');
+    expect(
+      broken('attempts', (db) => {
+        const e = db.prepare('SELECT id, attempt, max_attempts FROM effects ORDER BY id LIMIT 1').get() as { id: string; attempt: number; max_attempts: number };
+        for (let n = e.attempt + 1; n <= e.max_attempts + 1; n += 1) {
+          db.prepare("INSERT INTO effect_attempts (effect_id, attempt, runner, started_at, outcome) VALUES (?, ?, 'x', 0, 'interrupted')").run(e.id, n);
+        }
+        db.prepare('UPDATE effects SET attempt = ? WHERE id = ?').run(e.max_attempts + 1, e.id);
+      }),
+    ).toContain('attempts-exceeded');
+    expect(broken('timer', (db) => db.prepare("UPDATE timers SET status = 'scheduled' WHERE id = (SELECT id FROM timers WHERE status = 'delivered' LIMIT 1)").run())).toContain('timer-state');
+    const someTimer = (() => {
+      const db = res.raw(report.dbPath, { readonly: true });
+      const t = db.prepare("SELECT id FROM timers WHERE status = 'delivered' LIMIT 1").get() as { id: string };
+      db.close();
+      return t.id;
+    })();
+    expect(broken('fired-twice', () => undefined, { fired: new Map([[someTimer, 2]]), attempts: new Map() })).toEqual(['timer-twice']);
+  });
+});
+
+/** The acknowledgement log of the run (kept on the report for this test) and a few handy picks. */
+function acksOf(r: CrashReport): { entries: AckEntry[]; applied: { jobId: string; eventId: string }; tally: string } {
+  const entries = r.acks;
+  const applied = entries.find((a) => a.cmd.op === 'send' && a.answer.type === 'ack' && a.answer['status'] === 'applied' && a.cmd.jobId.includes('crash-tally'));
+  if (!applied || applied.cmd.op !== 'send') throw new Error('the run acknowledged no applied tally event');
+  return { entries, applied: { jobId: applied.cmd.jobId, eventId: applied.cmd.eventId }, tally: applied.cmd.jobId };
+}

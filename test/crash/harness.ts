@@ -1,0 +1,435 @@
+/**
+ * The crash harness ("proof under fire"): real processes on one real SQLite file, killed at random
+ * moments and at the engine's named crash points, then checked against what they acknowledged.
+ *
+ * Set-up, as the design supports it today: ONE worker process at a time (`runWorker` on the real
+ * clock: activities, retries, timers, recovery) plus ONE client process that starts jobs, sends
+ * events (through a queue-only runtime and through an applying, CLI-like runtime: a second writer
+ * of transitions), sends duplicates and conflicting resends, and cancels. Several concurrent
+ * workers need leases and come later.
+ *
+ * Each round: the standby worker (spawned during the previous round, modules loaded, database not
+ * yet opened) is told `go`; once it prints `ready` the round's commands go to the client, and the
+ * worker is SIGKILLed 0-`maxKillDelayMs` ms later (sqlite-facts: "Crash harness technique"), or, when
+ * it was armed with `SPOOL_CRASH_AT=<point>:<n>`, when it reaches that point (or is killed after
+ * `armedKillDelayMs` if it does not). The client is killed now and then too, and is sometimes armed
+ * itself; every command it had not answered is sent again, with the same ids, to its successor
+ * (the sender retries what it is not sure of). Waits are on child output lines or on database
+ * predicates checked on each line; the only timers are the kill schedule and safety limits.
+ *
+ * Final phase: every remaining scripted command is sent through an unarmed client, an unarmed
+ * worker runs until every job is final and nothing is pending (checked on each of its lines), it
+ * is stopped with SIGTERM, and the invariants (invariants.ts) are checked against the file, the
+ * client's acknowledgement log and the workers' lines.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
+import { ChildScript, type Line } from '../helpers/proc.ts';
+import { checkInvariants, type AckEntry, type Answer, type DatabaseTally, type Violation, type WorkerLog } from './invariants.ts';
+import { rng, Workload, type Command } from './workload.ts';
+
+const WORKER_CHILD = fileURLToPath(new URL('./workerChild.ts', import.meta.url));
+const CLIENT_CHILD = fileURLToPath(new URL('./clientChild.ts', import.meta.url));
+
+/** Crash points a worker passes (it applies events; it never accepts one through `send`). */
+export const WORKER_CRASH_POINTS = ['before-commit', 'after-commit'] as const;
+/** Crash points the client passes: `after-accept` on its queue path, the others on its applying path. */
+export const CLIENT_CRASH_POINTS = ['after-accept', 'before-commit', 'after-commit'] as const;
+
+export interface CrashOptions {
+  /** SIGKILLs to deliver, worker and client together (crash points that fire count as kills). */
+  kills: number;
+  /** Seed of the workload and of every random choice. Default: random. */
+  seed?: number;
+  /** Directory for the database file (created if missing). */
+  dir: string;
+  /** Upper bound of the random delay between a worker's `ready` and its SIGKILL, in ms. Default 40. */
+  maxKillDelayMs?: number;
+  /** How long an armed worker gets to reach its crash point before it is killed anyway. Default 300. */
+  armedKillDelayMs?: number;
+  /** Chance that a worker is armed at a crash point. Default 0.4. */
+  armWorker?: number;
+  /** Chance, per round, that the client is SIGKILLed too. Default 0.1. */
+  killClient?: number;
+  /** Chance that a (re)started client is armed at a crash point. Default 0.3. */
+  armClient?: number;
+  /** Client commands per round. Default 12. */
+  commandsPerRound?: number;
+  /** Worker poll interval. Default 10 ms. */
+  pollMs?: number;
+  /** Safety limit of the final phase (a run that does not settle is reported `stuck`). Default 60000. */
+  settleLimitMs?: number;
+  /** Called after every round. */
+  onProgress?: (p: Progress) => void;
+}
+
+export interface Progress {
+  round: number;
+  kills: number;
+  target: number;
+  acked: number;
+  jobs: number;
+  elapsedMs: number;
+}
+
+export interface Tally {
+  seed: number;
+  rounds: number;
+  kills: number;
+  workerKills: number;
+  clientKills: number;
+  /** Crash points that fired, by `where:name`. */
+  crashPoints: Record<string, number>;
+  commands: number;
+  /** Commands answered with an acknowledgement (an event acknowledged is in the inbox). */
+  acked: number;
+  eventsAcked: number;
+  duplicatesAcked: number;
+  conflictsRefused: number;
+  terminalRefusals: number;
+  /** Commands sent again to a new client because the previous one died before answering. */
+  resent: number;
+  timersFiredLines: number;
+  attemptsClaimedLines: number;
+  db: DatabaseTally;
+  durationMs: number;
+}
+
+export interface CrashReport {
+  dbPath: string;
+  tally: Tally;
+  violations: Violation[];
+  /** The client's acknowledgement log, in arrival order. */
+  acks: AckEntry[];
+  /** What the workers printed: timers fired, attempts claimed. */
+  workers: WorkerLog;
+}
+
+/** Violations counted by kind. */
+export function byKind(violations: readonly Violation[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const v of violations) out[v.kind] = (out[v.kind] ?? 0) + 1;
+  return out;
+}
+
+const live = new Set<ChildScript>();
+
+function spawn(script: string, args: string[], env: Record<string, string>): ChildScript {
+  const child = new ChildScript(script, args, env);
+  child.proc.stdin.on('error', () => undefined); // writing to a child that was just killed: EPIPE
+  live.add(child);
+  void child.exited.then(() => live.delete(child));
+  return child;
+}
+
+/** SIGKILL every child process this harness started that is still running (by its own pid). */
+async function killAll(): Promise<void> {
+  await Promise.all([...live].map((c) => c.kill('SIGKILL')));
+}
+
+interface WorkerProc {
+  child: ChildScript;
+  arm: string | null;
+  killedByUs: boolean;
+}
+
+/** The client process and what it owes: commands in order, re-sent to a new client after a crash. */
+class Client {
+  readonly #dbPath: string;
+  readonly #random: () => number;
+  readonly #onAnswer: (cmd: Command, answer: Answer) => void;
+  readonly #onExit: (exit: { arm: string | null; signal: NodeJS.Signals | null; code: number | null; byUs: boolean; stderr: string }) => void;
+  readonly #queue: Command[] = [];
+  readonly #inflight: Command[] = [];
+  readonly #idle = new Set<() => void>();
+  #child: ChildScript | undefined;
+  #arm: string | null = null;
+  #ready = false;
+  #killedByUs = false;
+  #stopping = false;
+  armChance: number;
+  resent = 0;
+
+  constructor(
+    dbPath: string,
+    random: () => number,
+    armChance: number,
+    onAnswer: (cmd: Command, answer: Answer) => void,
+    onExit: (exit: { arm: string | null; signal: NodeJS.Signals | null; code: number | null; byUs: boolean; stderr: string }) => void,
+  ) {
+    this.#dbPath = dbPath;
+    this.#random = random;
+    this.armChance = armChance;
+    this.#onAnswer = onAnswer;
+    this.#onExit = onExit;
+  }
+
+  get armed(): boolean {
+    return this.#arm !== null;
+  }
+
+  start(): void {
+    this.#arm = this.#random() < this.armChance ? `${CLIENT_CRASH_POINTS[Math.floor(this.#random() * CLIENT_CRASH_POINTS.length)]}:${1 + Math.floor(this.#random() * 12)}` : null;
+    this.#ready = false;
+    this.#killedByUs = false;
+    const child = spawn(CLIENT_CHILD, [this.#dbPath], this.#arm ? { SPOOL_CRASH_AT: this.#arm } : {});
+    this.#child = child;
+    child.onLine((line: Line) => {
+      if (line.type === 'ready') {
+        this.#ready = true;
+        this.#pump();
+      } else if (line.type === 'ack' || line.type === 'err') {
+        const i = this.#inflight.findIndex((c) => c.id === line['id']);
+        if (i < 0) return;
+        const [cmd] = this.#inflight.splice(i, 1);
+        this.#onAnswer(cmd!, line as Answer);
+        this.#pump();
+      } else if (line.type === '(exit)') {
+        this.#ready = false;
+        this.#child = undefined;
+        this.resent += this.#inflight.length;
+        this.#queue.unshift(...this.#inflight.splice(0));
+        this.#onExit({ arm: this.#arm, signal: (line['signal'] as NodeJS.Signals | null) ?? null, code: (line['code'] as number | null) ?? null, byUs: this.#killedByUs, stderr: child.stderr });
+        if (!this.#stopping) this.start();
+      }
+    });
+  }
+
+  submit(commands: readonly Command[]): void {
+    this.#queue.push(...commands);
+    this.#pump();
+  }
+
+  #pump(): void {
+    const child = this.#child;
+    if (child && this.#ready) {
+      while (this.#queue.length > 0 && this.#inflight.length < 8) {
+        const cmd = this.#queue.shift()!;
+        this.#inflight.push(cmd);
+        child.proc.stdin.write(`${JSON.stringify(cmd)}\n`);
+      }
+    }
+    if (this.#queue.length === 0 && this.#inflight.length === 0 && this.#ready) for (const resolve of [...this.#idle]) resolve();
+  }
+
+  /** Resolves when every submitted command has been answered. */
+  whenIdle(): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        this.#idle.delete(done);
+        resolve();
+      };
+      this.#idle.add(done);
+      this.#pump();
+    });
+  }
+
+  /** SIGKILL the current client (a new one is started and gets the unanswered commands). */
+  async kill(): Promise<void> {
+    const child = this.#child;
+    if (!child) return;
+    this.#killedByUs = true;
+    await child.kill('SIGKILL');
+  }
+
+  /** Ask the client to close its runtimes and exit. */
+  async stop(): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+    this.#stopping = true;
+    const child = this.#child;
+    if (!child) return { code: 0, signal: null };
+    child.proc.stdin.write(`${JSON.stringify({ op: 'exit' })}\n`);
+    return child.exited;
+  }
+}
+
+/** Resolve when `predicate()` holds: checked now and on every line `child` prints; rejects at `limitMs` or if it exits. */
+function until(child: ChildScript, predicate: () => boolean, limitMs: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const safety = setTimeout(() => finish(new Error(`not settled within ${limitMs} ms`)), limitMs);
+    const finish = (error?: Error) => {
+      off();
+      clearTimeout(safety);
+      if (error) reject(error);
+      else resolve();
+    };
+    const off = child.onLine((line) => {
+      if (line.type === '(exit)') finish(new Error(`the final worker exited (code ${String(line['code'])}, signal ${String(line['signal'])}); stderr:\n${child.stderr}`));
+      else if (predicate()) finish();
+    });
+    if (predicate()) finish();
+  });
+}
+
+/**
+ * Run the harness. Resolves with the tally and every violation found (an empty list is a pass).
+ *
+ * @example
+ * const report = await runCrashHarness({ kills: 60, seed: 1, dir: '.vitest-tmp/crash' });
+ * expect(report.violations).toEqual([]);
+ */
+export async function runCrashHarness(options: CrashOptions): Promise<CrashReport> {
+  const began = performance.now();
+  const seed = options.seed ?? Math.floor(Math.random() * 2 ** 31);
+  const random = rng(seed ^ 0x5eed);
+  const maxKillDelayMs = options.maxKillDelayMs ?? 40;
+  const armedKillDelayMs = options.armedKillDelayMs ?? 300;
+  const armWorker = options.armWorker ?? 0.4;
+  const killClient = options.killClient ?? 0.1;
+  const perRound = options.commandsPerRound ?? 12;
+  const pollMs = String(options.pollMs ?? 10);
+  mkdirSync(options.dir, { recursive: true });
+  const dbPath = join(options.dir, 'crash.db');
+
+  const violations: Violation[] = [];
+  const acks: AckEntry[] = [];
+  const acked = new Set<string>();
+  const workers: WorkerLog = { fired: new Map(), attempts: new Map() };
+  const crashPoints: Record<string, number> = {};
+  let workerKills = 0;
+  let clientKills = 0;
+  let commands = 0;
+  let seq = 0;
+  const workload = new Workload(seed, (id) => acked.has(id));
+
+  const client = new Client(
+    dbPath,
+    random,
+    options.armClient ?? 0.3,
+    (cmd, answer) => {
+      acks.push({ seq: seq++, cmd, answer });
+      if (answer.type === 'ack') acked.add(cmd.id);
+    },
+    (exit) => {
+      if (exit.signal === 'SIGKILL') {
+        clientKills += 1;
+        if (!exit.byUs && exit.arm) crashPoints[`client:${exit.arm.split(':')[0]}`] = (crashPoints[`client:${exit.arm.split(':')[0]}`] ?? 0) + 1;
+      } else if (exit.code !== 0) {
+        violations.push({ kind: 'client-exit', detail: `client exited with code ${String(exit.code)}; stderr:\n${exit.stderr.slice(0, 2000)}` });
+      }
+      if (exit.signal !== 'SIGKILL' && exit.stderr.trim() !== '') violations.push({ kind: 'client-exit', detail: `client stderr:\n${exit.stderr.slice(0, 2000)}` });
+    },
+  );
+
+  const spawnWorker = (arm: string | null): WorkerProc => {
+    const child = spawn(WORKER_CHILD, [dbPath, pollMs], arm ? { SPOOL_CRASH_AT: arm } : {});
+    child.onLine((line) => {
+      if (line.type === 'timer') count(workers.fired, line['timerId'] as string);
+      else if (line.type === 'attempt') count(workers.attempts, `${line['effectId'] as string}#${String(line['attempt'])}`);
+      else if (line.type === 'log') violations.push({ kind: 'worker-error', detail: `${String(line['msg'])}: ${JSON.stringify(line['error'])}` });
+    });
+    return { child, arm, killedByUs: false };
+  };
+  const workerArm = (): string | null =>
+    random() < armWorker ? `${WORKER_CRASH_POINTS[Math.floor(random() * WORKER_CRASH_POINTS.length)]}:${1 + Math.floor(random() * 8)}` : null;
+
+  /** Account for a worker's death; a worker must die only by SIGKILL (ours or its crash point's). */
+  const buried = (w: WorkerProc, exit: { code: number | null; signal: NodeJS.Signals | null }) => {
+    if (exit.signal === 'SIGKILL') {
+      workerKills += 1;
+      if (!w.killedByUs && w.arm) crashPoints[`worker:${w.arm.split(':')[0]}`] = (crashPoints[`worker:${w.arm.split(':')[0]}`] ?? 0) + 1;
+    } else {
+      violations.push({ kind: 'worker-exit', detail: `worker exited with code ${String(exit.code)} signal ${String(exit.signal)}; stderr:\n${w.child.stderr.slice(0, 2000)}` });
+    }
+    if (exit.signal !== 'SIGKILL' && w.child.stderr.trim() !== '') violations.push({ kind: 'worker-exit', detail: `worker stderr:\n${w.child.stderr.slice(0, 2000)}` });
+  };
+
+  let round = 0;
+  let standby: WorkerProc | undefined;
+  try {
+    client.start();
+    standby = spawnWorker(workerArm());
+    while (workerKills + clientKills < options.kills) {
+      round += 1;
+      const w = standby;
+      standby = spawnWorker(workerArm());
+      w.child.proc.stdin.write('go\n');
+      await w.child.waitFor((l) => l.type === 'ready').catch(() => undefined);
+      const batch = workload.take(perRound);
+      commands += batch.length;
+      client.submit(batch);
+      const delay = random() * (w.arm ? armedKillDelayMs : maxKillDelayMs);
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([w.child.exited, new Promise<void>((resolve) => (timer = setTimeout(resolve, delay)))]);
+      clearTimeout(timer);
+      if (w.child.running) {
+        w.killedByUs = true;
+        await w.child.kill('SIGKILL');
+      }
+      buried(w, await w.child.exited);
+      if (random() < killClient) await client.kill();
+      options.onProgress?.({ round, kills: workerKills + clientKills, target: options.kills, acked: acked.size, jobs: workload.jobs, elapsedMs: performance.now() - began });
+    }
+
+    // ---- final phase: no more arms; every scripted command answered; one worker finishes everything
+    client.armChance = 0;
+    if (client.armed) await client.kill();
+    const rest = workload.drain();
+    commands += rest.length;
+    client.submit(rest);
+    await client.whenIdle();
+    if (standby.arm) {
+      await standby.child.kill('SIGKILL');
+      standby = spawnWorker(null);
+    }
+    const last = standby;
+    standby = undefined;
+    last.child.proc.stdin.write('go\n');
+    const probe = new Database(dbPath, { readonly: true, fileMustExist: true });
+    const settled = probe.prepare(`SELECT
+        (SELECT count(*) FROM jobs WHERE status = 'active') AS active,
+        (SELECT count(*) FROM inbox WHERE status = 'pending') AS pending`);
+    try {
+      await until(
+        last.child,
+        () => {
+          const r = settled.get() as { active: number; pending: number };
+          return r.active === 0 && r.pending === 0;
+        },
+        options.settleLimitMs ?? 60_000,
+      );
+    } catch (error) {
+      violations.push({ kind: 'stuck', detail: (error as Error).message });
+    } finally {
+      probe.close();
+    }
+    last.child.proc.kill('SIGTERM');
+    const exit = await last.child.exited;
+    if (exit.code !== 0 || last.child.stderr.trim() !== '') {
+      violations.push({ kind: 'worker-exit', detail: `final worker: code ${String(exit.code)} signal ${String(exit.signal)}; stderr:\n${last.child.stderr.slice(0, 2000)}` });
+    }
+    const clientExit = await client.stop();
+    if (clientExit.code !== 0) violations.push({ kind: 'client-exit', detail: `client did not exit cleanly: ${JSON.stringify(clientExit)}` });
+  } finally {
+    await killAll();
+  }
+
+  const checked = checkInvariants(dbPath, acks, workers);
+  violations.push(...checked.violations);
+  const sends = acks.filter((a) => a.answer.type === 'ack' && a.cmd.op === 'send');
+  const tally: Tally = {
+    seed,
+    rounds: round,
+    kills: workerKills + clientKills,
+    workerKills,
+    clientKills,
+    crashPoints,
+    commands,
+    acked: acked.size,
+    eventsAcked: new Set(sends.map((a) => a.cmd.id)).size,
+    duplicatesAcked: sends.filter((a) => a.answer['duplicate'] === true).length,
+    conflictsRefused: acks.filter((a) => a.answer['code'] === 'SPOOL_IDEMPOTENCY_CONFLICT').length,
+    terminalRefusals: acks.filter((a) => a.answer['code'] === 'SPOOL_TERMINAL').length,
+    resent: client.resent,
+    timersFiredLines: [...workers.fired.values()].reduce((a, b) => a + b, 0),
+    attemptsClaimedLines: [...workers.attempts.values()].reduce((a, b) => a + b, 0),
+    db: checked.tally,
+    durationMs: Math.round(performance.now() - began),
+  };
+  return { dbPath, tally, violations, acks, workers };
+}
+
+function count<K>(map: Map<K, number>, key: K): void {
+  map.set(key, (map.get(key) ?? 0) + 1);
+}
