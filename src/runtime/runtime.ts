@@ -71,6 +71,12 @@ export interface RuntimeOptions {
   maxConcurrentActivities?: number;
   /** How long a claim on a running activity lasts without renewal, in ms. Default 30000. */
   claimMs?: number;
+  /**
+   * Host-driven mode (desktop and edge embedding): Spool starts no intervals of its own. The host
+   * calls `tick()` (every few seconds, and when it wants due work done); each call fires due
+   * timers and retries once and renews the claims of running activities. Default false.
+   */
+  hostDriven?: boolean;
   /** Structured log sink, one object per lifecycle event, sensitive fields already redacted. */
   log?: (entry: LogEntry) => void;
 }
@@ -245,6 +251,7 @@ export class Runtime {
   readonly #runEffects: boolean;
   readonly #maxActivities: number;
   readonly #claimMs: number;
+  readonly #hostDriven: boolean;
   /** Identifies this runtime's claims on running activities. */
   readonly runnerId: string;
   #pumping = false;
@@ -264,6 +271,7 @@ export class Runtime {
     this.#runEffects = options.runEffects ?? this.#process;
     this.#maxActivities = Math.max(1, options.maxConcurrentActivities ?? 8);
     this.#claimMs = Math.max(1000, options.claimMs ?? 30_000);
+    this.#hostDriven = options.hostDriven ?? false;
     this.runnerId = newRunnerId();
   }
 
@@ -577,8 +585,17 @@ export class Runtime {
       }
       if (this.#process) await this.#drainAll([...touched]);
     }
+    if (this.#hostDriven) await this.#renewClaims();
     const activitiesStarted = await this.#pumpEffects();
     return { timersFired, activitiesStarted };
+  }
+
+  /** Renew the claims of this runtime's running activities (the heartbeat, done by `tick()` in host-driven mode). */
+  async #renewClaims(): Promise<void> {
+    const until = this.clock.now() + this.#claimMs;
+    for (const effect of await this.store.runningEffects(10_000)) {
+      if (effect.claimedBy === this.runnerId && this.#running.has(effect.id)) await this.store.renewClaim(effect.id, effect.attempt, this.runnerId, until);
+    }
   }
 
   /** When the next timer or retry is due (clock time), or null: a worker sleeps until then. */
@@ -1366,10 +1383,12 @@ export class Runtime {
 
   async #runAttempt(effect: EffectRecord, def: RegisteredMachine | undefined, controller: AbortController): Promise<void> {
     const attempt = effect.attempt;
-    const heartbeat = setInterval(() => {
-      void this.store.renewClaim(effect.id, attempt, this.runnerId, this.clock.now() + this.#claimMs).catch(() => undefined);
-    }, Math.max(1000, Math.floor(this.#claimMs / 3)));
-    heartbeat.unref();
+    const heartbeat = this.#hostDriven
+      ? undefined
+      : setInterval(() => {
+          void this.store.renewClaim(effect.id, attempt, this.runnerId, this.clock.now() + this.#claimMs).catch(() => undefined);
+        }, Math.max(1000, Math.floor(this.#claimMs / 3)));
+    heartbeat?.unref();
     let outcome: { ok: true; value: unknown } | { ok: false; error: unknown };
     try {
       const logic = def?.machine.implementations.actors[effect.src] as { config?: (args: unknown) => unknown } | undefined;
@@ -1410,7 +1429,7 @@ export class Runtime {
     } catch (error) {
       outcome = { ok: false, error };
     } finally {
-      clearInterval(heartbeat);
+      if (heartbeat) clearInterval(heartbeat);
       this.#running.delete(effect.id);
     }
     if (this.#closing && controller.signal.aborted) return; // shutdown: the next runtime takes the attempt over
