@@ -133,6 +133,7 @@ export class MemoryStore implements JobStore {
       .filter(
         (j) =>
           (filter.machineId === undefined || j.machineId === filter.machineId) &&
+          (filter.machineVersion === undefined || j.machineVersion === filter.machineVersion) &&
           (state === undefined || j.statePaths.includes(state)) &&
           (filter.status === undefined || j.status === filter.status) &&
           (filter.quarantined === undefined || (j.quarantine !== null) === filter.quarantined) &&
@@ -143,6 +144,19 @@ export class MemoryStore implements JobStore {
       )
       .sort((a, b) => compareText(a.id, b.id));
     return limited(out, filter.limit ?? -1).map(toJobRecord);
+  }
+
+  async activeMachineVersions(owner: string | null): Promise<{ machineId: string; machineVersion: string; jobs: number }[]> {
+    this.#open();
+    const counts = new Map<string, { machineId: string; machineVersion: string; jobs: number }>();
+    for (const j of this.#jobs.values()) {
+      if (j.status !== 'active' || (j.owner ?? '') !== (owner ?? '')) continue;
+      const key = `${j.machineId}\u0000${j.machineVersion}`;
+      const entry = counts.get(key) ?? { machineId: j.machineId, machineVersion: j.machineVersion, jobs: 0 };
+      entry.jobs += 1;
+      counts.set(key, entry);
+    }
+    return [...counts.values()].sort((a, b) => compareText(a.machineId, b.machineId) || compareText(a.machineVersion, b.machineVersion));
   }
 
   async acceptEvent(event: NewInboxEvent): Promise<AcceptResult> {

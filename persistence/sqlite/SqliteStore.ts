@@ -158,6 +158,10 @@ export class SqliteStore implements JobStore {
       where.push('machine_id = ?');
       params.push(filter.machineId);
     }
+    if (filter.machineVersion !== undefined) {
+      where.push('machine_version = ?');
+      params.push(filter.machineVersion);
+    }
     if (filter.state !== undefined) {
       where.push("instr(state_paths, ?) > 0");
       params.push(`|${filter.state}|`);
@@ -188,6 +192,14 @@ export class SqliteStore implements JobStore {
       this.#listCache.set(sql, stmt);
     }
     return (stmt.all(...params) as Row[]).map(toJobRecord);
+  }
+
+  async activeMachineVersions(owner: string | null): Promise<{ machineId: string; machineVersion: string; jobs: number }[]> {
+    return (this.#stmts.activeVersions.all(owner ?? '') as Row[]).map((r) => ({
+      machineId: r['machine_id'] as string,
+      machineVersion: r['machine_version'] as string,
+      jobs: r['jobs'] as number,
+    }));
   }
 
   async acceptEvent(event: NewInboxEvent): Promise<AcceptResult> {
@@ -467,6 +479,8 @@ function migrate(db: Database.Database, path: string, now: number): number {
 function prepare(db: Database.Database) {
   return {
     getJob: db.prepare('SELECT * FROM jobs WHERE id = ?'),
+    activeVersions: db.prepare(`SELECT machine_id, machine_version, count(*) AS jobs FROM jobs WHERE status = 'active' AND owner = ?
+      GROUP BY machine_id, machine_version ORDER BY machine_id, machine_version`),
     byKey: db.prepare('SELECT * FROM jobs WHERE owner = ? AND idempotency_key = ?'),
     insertJob: db.prepare(`INSERT INTO jobs (id, machine_id, machine_version, revision, status, state_value, state_paths, context,
         snapshot, input, input_hash, idempotency_key, owner, quarantine, progress, created_at, updated_at)

@@ -296,6 +296,8 @@ export interface AssetRecord {
 
 export interface JobFilter {
   machineId?: string;
+  /** With `machineId`: only jobs on this machine version. */
+  machineVersion?: string;
   /** Matches a state path: `processing` matches `processing` and `{ processing: 'upload' }`. */
   state?: string;
   status?: JobStatus;
@@ -321,6 +323,8 @@ export interface JobStore {
   findByIdempotencyKey(owner: string | null, key: string): Promise<JobRecord | undefined>;
   /** Jobs ordered by id. */
   listJobs(filter: JobFilter): Promise<JobRecord[]>;
+  /** The (machine, version) pairs of active jobs and how many each: recovery checks versions without reading every job. */
+  activeMachineVersions(owner: string | null): Promise<{ machineId: string; machineVersion: string; jobs: number }[]>;
   /** Durably record an event, or return the one already recorded under (jobId, eventId). */
   acceptEvent(event: NewInboxEvent): Promise<AcceptResult>;
   getEvent(jobId: string, eventId: string): Promise<InboxRecord | undefined>;

@@ -63,6 +63,13 @@ export interface RuntimeOptions {
   /** On open: quarantine or migrate jobs that need it and process accepted events. Default `true`. */
   recover?: boolean;
   /**
+   * Whether recovery hydrates every active job's snapshot to find ones that no longer fit their
+   * machine (default `true`: O(active jobs) at open). With `false`, open checks machine versions
+   * by SQL aggregate only and a misfit snapshot is quarantined when its job is next touched:
+   * restart time then does not grow with the number of waiting jobs.
+   */
+  verifySnapshots?: boolean;
+  /**
    * Whether this runtime runs activities (after their commit) and fires due timers in `tick()`.
    * Default: same as `processEvents`. A CLI command sets it to false and leaves that to a worker.
    */
@@ -252,6 +259,7 @@ export class Runtime {
   readonly #maxActivities: number;
   readonly #claimMs: number;
   readonly #hostDriven: boolean;
+  readonly #verifySnapshots: boolean;
   /** Identifies this runtime's claims on running activities. */
   readonly runnerId: string;
   #pumping = false;
@@ -272,6 +280,7 @@ export class Runtime {
     this.#maxActivities = Math.max(1, options.maxConcurrentActivities ?? 8);
     this.#claimMs = Math.max(1000, options.claimMs ?? 30_000);
     this.#hostDriven = options.hostDriven ?? false;
+    this.#verifySnapshots = options.verifySnapshots ?? true;
     this.runnerId = newRunnerId();
   }
 
@@ -500,16 +509,29 @@ export class Runtime {
     let checked = 0;
     let quarantined = 0;
     let migrated = 0;
-    for (let afterId: string | undefined; ; ) {
-      const page = await this.store.listJobs({ status: 'active', owner: this.#owner, limit: 500, ...(afterId ? { afterId } : {}) });
-      if (page.length === 0) break;
-      for (const record of page) {
-        checked += 1;
-        const outcome = await this.#withLock(record.id, () => this.#check(record.id));
-        if (outcome === 'quarantined') quarantined += 1;
-        if (outcome === 'migrated') migrated += 1;
+    const checkAll = async (filter: JobFilter) => {
+      for (let afterId: string | undefined; ; ) {
+        const page = await this.store.listJobs({ ...filter, owner: this.#owner, limit: 500, ...(afterId ? { afterId } : {}) });
+        if (page.length === 0) break;
+        for (const record of page) {
+          checked += 1;
+          const outcome = await this.#withLock(record.id, () => this.#check(record.id));
+          if (outcome === 'quarantined') quarantined += 1;
+          if (outcome === 'migrated') migrated += 1;
+        }
+        afterId = page.at(-1)!.id;
       }
-      afterId = page.at(-1)!.id;
+    };
+    if (this.#verifySnapshots) {
+      await checkAll({ status: 'active' });
+    } else {
+      // Only jobs whose version cannot run as it is (unregistered, or a migration waits), and
+      // quarantined jobs that may be released: restart time does not grow with healthy waiting jobs.
+      await checkAll({ status: 'active', quarantined: true });
+      for (const pair of await this.store.activeMachineVersions(this.#owner)) {
+        const route = this.registry.route(pair.machineId, pair.machineVersion);
+        if (!route || route.chain.length > 0) await checkAll({ status: 'active', machineId: pair.machineId, machineVersion: pair.machineVersion, quarantined: false });
+      }
     }
     const processed = await this.processPending();
     return { checked, quarantined, migrated, processed };

@@ -13,7 +13,8 @@ import { approvalFlow, exportJob, jobLifecycle, retryingJob } from '../../machin
  *   backoff, 3 attempts), then an unsafe-to-repeat `commit` activity (an interruption gives
  *   SPOOL_INDETERMINATE and the job ends `unknown`), under a `deadlineMs` timeout.
  * - `crash-ticker`: timers only: an `after` step, then a state with a delayed raise, a delayed
- *   sendTo self and an `after` exit; SNOOZE re-enters it (every timer rescheduled), SKIP jumps.
+ *   sendTo self and an `after` exit; SNOOZE and the first PONG re-enter it (every timer cancelled
+ *   and rescheduled: a timer that already fired is then stale), SKIP jumps.
  */
 
 // ------------------------------------------------------------------ crash-tally
@@ -218,7 +219,12 @@ export const tickerMachine = setup({
       after: { end: 'finished' },
       on: {
         PING: { actions: assign({ pings: ({ context }) => context.pings + 1 }) },
-        PONG: { actions: assign({ pongs: ({ context }) => context.pongs + 1 }) },
+        // The first PONG re-enters `ticking` (every timer of the visit cancelled and scheduled again):
+        // a PING or end timer that fired in the same round is then stale.
+        PONG: [
+          { guard: ({ context }) => context.pongs === 0, target: 'ticking', reenter: true, actions: assign({ pongs: ({ context }) => context.pongs + 1 }) },
+          { actions: assign({ pongs: ({ context }) => context.pongs + 1 }) },
+        ],
         SNOOZE: { target: 'ticking', reenter: true },
         SKIP: 'finished',
       },

@@ -1,0 +1,63 @@
+/**
+ * Recovery cost: with `verifySnapshots: false`, opening a runtime checks machine versions by SQL
+ * aggregate and does not read healthy waiting jobs; jobs that cannot run are still quarantined.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { assign, createMachine, setup } from 'xstate';
+import { VirtualClock } from '../src/testing/index.ts';
+import { Resources } from './helpers/resources.ts';
+
+const v1 = setup({ types: { context: {} as { n: number } } }).createMachine({
+  id: 'waiter',
+  context: { n: 0 },
+  initial: 'waiting',
+  states: { waiting: { on: { GO: { target: 'done', actions: assign({ n: 1 }) } }, after: { 60_000: 'done' } }, done: { type: 'final' } },
+});
+const other = createMachine({ id: 'other', initial: 'idle', states: { idle: { on: { GO: 'done' } }, done: { type: 'final' } } });
+
+const resources = new Resources();
+afterEach(() => resources.dispose());
+
+describe('recovery with verifySnapshots: false', () => {
+  it('reads no healthy job at open, still quarantines an unregistered version, and releases it when registered again', async () => {
+    const path = resources.dbPath();
+    const clock = new VirtualClock();
+    const first = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [v1, other], clock });
+    for (let i = 0; i < 50; i += 1) await first.start('waiter', {}, { jobId: `w${i}` });
+    await first.start('other', {}, { jobId: 'o1' });
+    await first.close();
+
+    const second = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [v1], clock, recover: false, verifySnapshots: false });
+    const outcome = await second.recover();
+    expect(outcome.checked).toBe(1); // only the job whose machine is not registered
+    expect(outcome.quarantined).toBe(1);
+    expect((await second.list({ quarantined: true })).map((j) => j.id)).toEqual(['o1']);
+    expect((await second.send('w7', { type: 'GO' })).status).toBe('applied');
+    await second.close();
+
+    const third = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [v1, other], clock, recover: false, verifySnapshots: false });
+    const again = await third.recover();
+    expect(again).toMatchObject({ checked: 1, quarantined: 0 });
+    expect((await third.get('o1')).quarantine).toBeNull();
+  });
+
+  it('quarantines a snapshot that no longer fits when its job is next touched', async () => {
+    const path = resources.dbPath();
+    const clock = new VirtualClock();
+    const first = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [v1], clock });
+    await first.start('waiter', {}, { jobId: 'bad' });
+    await first.start('waiter', {}, { jobId: 'good' });
+    await first.close();
+    const raw = resources.raw(path);
+    const snapshot = JSON.parse((raw.prepare("SELECT snapshot FROM jobs WHERE id = 'bad'").get() as { snapshot: string }).snapshot) as Record<string, unknown>;
+    raw.prepare("UPDATE jobs SET snapshot = ? WHERE id = 'bad'").run(JSON.stringify({ ...snapshot, value: 'vanished' }));
+    raw.close();
+
+    const second = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [v1], clock, verifySnapshots: false });
+    expect((await second.get('bad')).quarantine).toBeNull(); // not read at open
+    const sent = await second.send('bad', { type: 'GO' });
+    expect(sent.status).toBe('pending'); // accepted durably, held back
+    expect((await second.get('bad')).quarantine).toMatch(/does not exist|does not fit/);
+    expect((await second.send('good', { type: 'GO' })).status).toBe('applied');
+  });
+});
