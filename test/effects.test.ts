@@ -672,7 +672,6 @@ describe('reference machines with activities, under the VirtualClock', () => {
 
 describe('registration refuses machines Spool cannot run durably', () => {
   const promise = fromPromise(async () => 1);
-  const child = createMachine({ id: 'child', initial: 'a', states: { a: {} } });
   const cases: Array<[string, () => unknown, RegExp]> = [
     [
       'an invoke without an id',
@@ -685,14 +684,19 @@ describe('registration refuses machines Spool cannot run durably', () => {
       /inline logic.*Declare it by name: setup\(\{ actors: \{ upload: fromPromise/,
     ],
     [
-      'a child machine',
-      () => setup({ actors: { child } }).createMachine({ id: 'parent', initial: 'a', states: { a: { invoke: { id: 'child', src: 'child' } } } }),
-      /is a child machine; Spool runs fromPromise activities durably\. Model a child machine as its own job/,
+      'a child machine that invokes inline logic',
+      () =>
+        setup({ actors: { child: setup({}).createMachine({ id: 'child', initial: 'a', states: { a: { invoke: { id: 'x', src: promise } } } }) } }).createMachine({
+          id: 'parent',
+          initial: 'a',
+          states: { a: { invoke: { id: 'child', src: 'child' } } },
+        }),
+      /Machine "parent\.child", state "child\.a": invoke "x" uses inline logic/,
     ],
     [
       'callback logic',
       () => setup({ actors: { cb: fromCallback(() => () => undefined) } }).createMachine({ id: 'cb', initial: 'a', states: { a: { invoke: { id: 'cb', src: 'cb' } } } }),
-      /callback\/observable logic; Spool runs fromPromise activities durably/,
+      /callback\/observable logic, which cannot be persisted; Spool runs fromPromise activities and child machines durably/,
     ],
   ];
   it.each(cases)('refuses %s with a MachineDefinitionError that says how to fix it', async (_name, build, message) => {

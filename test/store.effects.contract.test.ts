@@ -240,6 +240,7 @@ function effectsContract(name: string, factory: StoreFactory): void {
           jobId: 'A',
           actorId: 'upload',
           src: 'src.upload',
+          kind: 'activity',
           input: { file: 'x' },
           status: 'pending',
           active: true,

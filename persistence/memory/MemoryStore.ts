@@ -19,6 +19,8 @@ import type {
   NewJob,
   NewTimer,
   NoteRecord,
+  PurgeFilter,
+  StoreStats,
   TimerRecord,
   TransitionCommit,
   TransitionDraft,
@@ -85,31 +87,7 @@ export class MemoryStore implements JobStore {
     return this.#tx(() => {
       const existing = this.#jobs.get(job.id) ?? (job.idempotencyKey === null ? undefined : this.#byKey(job.owner, job.idempotencyKey));
       if (existing) return { job: toJobRecord(existing), created: false };
-      const stored: StoredJob = {
-        id: job.id,
-        machineId: job.machineId,
-        machineVersion: job.machineVersion,
-        revision: 1,
-        status: job.status,
-        value: json(job.value),
-        statePaths: pathsText(job.statePaths),
-        context: json(job.context),
-        snapshot: job.snapshot,
-        input: json(job.input),
-        inputHash: job.inputHash,
-        idempotencyKey: job.idempotencyKey,
-        owner: job.owner === '' ? null : job.owner,
-        quarantine: null,
-        progress: job.progress ?? null,
-        cancelRequestedAt: null,
-        cancelReason: null,
-        createdAt: job.at,
-        updatedAt: job.at,
-      };
-      this.#mapSet(this.#jobs, job.id, stored);
-      this.#mapSet(this.#history, job.id, []);
-      this.#insertTransition(job.id, 1, job.transition);
-      this.#writeRequests(job.effects, job.timers, job.deliveries);
+      const stored = this.#insertJob(job);
       return { job: toJobRecord(stored), created: true };
     });
   }
@@ -139,6 +117,8 @@ export class MemoryStore implements JobStore {
           (filter.quarantined === undefined || (j.quarantine !== null) === filter.quarantined) &&
           (filter.exhausted === undefined || this.#isExhausted(j.id) === filter.exhausted) &&
           (filter.cancelRequested === undefined || (j.cancelRequestedAt !== null) === filter.cancelRequested) &&
+          (filter.suspended === undefined || (j.suspendedAt !== null) === filter.suspended) &&
+          (filter.stuck === undefined || this.#isIdle(j) === filter.stuck) &&
           (filter.owner === undefined || (j.owner ?? '') === (filter.owner ?? '')) &&
           (filter.afterId === undefined || compareText(j.id, filter.afterId) > 0),
       )
@@ -191,7 +171,7 @@ export class MemoryStore implements JobStore {
     this.#open();
     const ids = new Set<string>();
     for (const e of this.#inbox.values()) {
-      if (e.status !== 'pending' || ids.has(e.jobId) || this.#jobs.get(e.jobId)?.quarantine !== null) continue;
+      if (e.status !== 'pending' || ids.has(e.jobId) || this.#jobs.get(e.jobId)?.quarantine !== null || this.#suspended(e.jobId)) continue;
       ids.add(e.jobId);
     }
     return limited([...ids], limit);
@@ -260,7 +240,8 @@ export class MemoryStore implements JobStore {
         e.active &&
         (e.status === 'pending' ||
           (e.status === 'backoff' && e.nextRunAt !== null && e.nextRunAt <= now) ||
-          (e.status === 'running' && e.claimExpiresAt !== null && e.claimExpiresAt <= now)),
+          (e.status === 'running' && e.claimExpiresAt !== null && e.claimExpiresAt <= now)) &&
+        !this.#suspended(e.jobId),
     );
     // ORDER BY coalesce(next_run_at, created_at); ties stay in insertion order.
     due.sort((a, b) => (a.nextRunAt ?? a.createdAt) - (b.nextRunAt ?? b.createdAt));
@@ -284,7 +265,7 @@ export class MemoryStore implements JobStore {
         e.status === 'pending' ||
         (e.status === 'backoff' && e.nextRunAt !== null && e.nextRunAt <= now) ||
         (e.status === 'running' && ((e.claimExpiresAt !== null && e.claimExpiresAt <= now) || (takeOver !== undefined && e.claimedBy === takeOver)));
-      if (!claimable) return undefined;
+      if (!claimable || this.#suspended(e.jobId)) return undefined;
       const previous = { status: e.status, attempt: e.attempt };
       this.#assign(e, { status: 'running', attempt: e.attempt + 1, claimedBy: runner, claimExpiresAt: claimUntil, nextRunAt: null, updatedAt: now });
       if (previous.status === 'running') this.#interruptAttempt(id, previous.attempt, now);
@@ -380,7 +361,7 @@ export class MemoryStore implements JobStore {
   async dueTimers(now: number, limit: number): Promise<TimerRecord[]> {
     this.#open();
     return limited(
-      [...this.#timers.values()].filter((t) => t.status === 'scheduled' && t.dueAt <= now).sort(byDueThenId),
+      [...this.#timers.values()].filter((t) => t.status === 'scheduled' && t.dueAt <= now && !this.#suspended(t.jobId)).sort(byDueThenId),
       limit,
     ).map(copy);
   }
@@ -389,7 +370,7 @@ export class MemoryStore implements JobStore {
     this.#open();
     return this.#tx(() => {
       const t = this.#timers.get(id);
-      if (!t || t.status !== 'scheduled') return false;
+      if (!t || t.status !== 'scheduled' || this.#suspended(t.jobId)) return false;
       this.#assign(t, { status: 'fired' });
       this.#acceptPending(event);
       return true;
@@ -402,9 +383,10 @@ export class MemoryStore implements JobStore {
     const consider = (t: number | null) => {
       if (t !== null && (next === null || t < next)) next = t;
     };
-    for (const t of this.#timers.values()) if (t.status === 'scheduled') consider(t.dueAt);
+    // Suspended jobs wake nobody: their timers and retries wait for resume.
+    for (const t of this.#timers.values()) if (t.status === 'scheduled' && !this.#suspended(t.jobId)) consider(t.dueAt);
     for (const e of this.#effects.values()) {
-      if (!e.active) continue;
+      if (!e.active || this.#suspended(e.jobId)) continue;
       if (e.status === 'backoff') consider(e.nextRunAt);
       else if (e.status === 'running') consider(e.claimExpiresAt);
     }
@@ -438,13 +420,7 @@ export class MemoryStore implements JobStore {
 
   async addNote(note: NoteRecord): Promise<void> {
     this.#open();
-    this.#tx(() => {
-      this.#requireJob(note.jobId);
-      const notes = this.#notes.get(note.jobId);
-      const record: NoteRecord = { jobId: note.jobId, kind: note.kind, message: note.message, at: note.at };
-      if (notes) this.#push(notes, record);
-      else this.#mapSet(this.#notes, note.jobId, [record]);
-    });
+    this.#tx(() => this.#insertNote(note));
   }
 
   async listNotes(jobId: string): Promise<NoteRecord[]> {
@@ -485,24 +461,165 @@ export class MemoryStore implements JobStore {
     this.#open();
     return this.#tx(() => {
       if (!this.#jobs.has(jobId)) return false;
-      // What ON DELETE CASCADE removes with the jobs row.
-      for (const e of this.#jobEvents.get(jobId) ?? []) {
-        this.#mapDelete(this.#inbox, e.seq);
-        this.#mapDelete(this.#eventIndex, eventKey(e.jobId, e.eventId));
-      }
-      this.#mapDelete(this.#jobEvents, jobId);
-      this.#mapDelete(this.#history, jobId);
-      for (const e of [...this.#effects.values()]) {
-        if (e.jobId !== jobId) continue;
-        this.#mapDelete(this.#effects, e.id);
-        this.#mapDelete(this.#attempts, e.id);
-      }
-      for (const t of [...this.#timers.values()]) if (t.jobId === jobId) this.#mapDelete(this.#timers, t.id);
-      this.#mapDelete(this.#notes, jobId);
-      for (const [key, a] of [...this.#assets]) if (a.jobId === jobId) this.#mapDelete(this.#assets, key);
-      this.#mapDelete(this.#jobs, jobId);
+      this.#deleteJob(jobId);
       return true;
     });
+  }
+
+  /** `DELETE FROM jobs WHERE id = ?` and what ON DELETE CASCADE removes with the row. */
+  #deleteJob(jobId: string): void {
+    for (const e of this.#jobEvents.get(jobId) ?? []) {
+      this.#mapDelete(this.#inbox, e.seq);
+      this.#mapDelete(this.#eventIndex, eventKey(e.jobId, e.eventId));
+    }
+    this.#mapDelete(this.#jobEvents, jobId);
+    this.#mapDelete(this.#history, jobId);
+    for (const e of [...this.#effects.values()]) {
+      if (e.jobId !== jobId) continue;
+      this.#mapDelete(this.#effects, e.id);
+      this.#mapDelete(this.#attempts, e.id);
+    }
+    for (const t of [...this.#timers.values()]) if (t.jobId === jobId) this.#mapDelete(this.#timers, t.id);
+    this.#mapDelete(this.#notes, jobId);
+    for (const [key, a] of [...this.#assets]) if (a.jobId === jobId) this.#mapDelete(this.#assets, key);
+    this.#mapDelete(this.#jobs, jobId);
+  }
+
+  // Operations: suspension, redrive, retention, stats
+
+  async suspendJob(jobId: string, reason: string, at: number, note: NoteRecord): Promise<boolean> {
+    this.#open();
+    return this.#tx(() => {
+      const job = this.#jobs.get(jobId);
+      if (!job || job.status !== 'active' || job.suspendedAt !== null) return false;
+      this.#assign(job, { suspendedAt: at, suspendReason: reason });
+      this.#insertNote(note);
+      return true;
+    });
+  }
+
+  async resumeJob(jobId: string, note: NoteRecord): Promise<boolean> {
+    this.#open();
+    return this.#tx(() => {
+      const job = this.#jobs.get(jobId);
+      if (!job || job.suspendedAt === null) return false;
+      this.#assign(job, { suspendedAt: null, suspendReason: null });
+      this.#insertNote(note);
+      return true;
+    });
+  }
+
+  async redriveEffect(id: string, maxAttempts: number, at: number, note: NoteRecord): Promise<boolean> {
+    this.#open();
+    return this.#tx(() => {
+      const e = this.#effects.get(id);
+      if (!e || !e.active || e.status !== 'failed' || this.#jobs.get(e.jobId)?.status !== 'active') return false;
+      this.#assign(e, { status: 'pending', maxAttempts, error: null, nextRunAt: null, token: null, claimedBy: null, claimExpiresAt: null, updatedAt: at });
+      this.#insertNote(note);
+      return true;
+    });
+  }
+
+  async purgeFinished(filter: PurgeFilter): Promise<string[]> {
+    this.#open();
+    // ORDER BY updated_at, id LIMIT @limit
+    const victims = limited(
+      [...this.#jobs.values()]
+        .filter(
+          (j) =>
+            j.status !== 'active' &&
+            j.updatedAt < filter.before &&
+            filter.statuses.includes(j.status) &&
+            (filter.owner === undefined || (j.owner ?? '') === (filter.owner ?? '')),
+        )
+        .sort((a, b) => a.updatedAt - b.updatedAt || compareText(a.id, b.id)),
+      filter.limit,
+    ).map((j) => j.id);
+    return this.#tx(() => {
+      for (const id of victims) this.#deleteJob(id);
+      return victims.sort(compareText);
+    });
+  }
+
+  async stats(filter: { owner?: string | null; now: number }): Promise<StoreStats> {
+    this.#open();
+    const now = filter.now;
+    const jobs = [...this.#jobs.values()].filter((j) => filter.owner === undefined || (j.owner ?? '') === (filter.owner ?? ''));
+    const ids = new Set(jobs.map((j) => j.id));
+    const mine = <T extends { jobId: string }>(records: Iterable<T>) => [...records].filter((r) => ids.has(r.jobId));
+
+    // GROUP BY machine_id, machine_version, status, state_value ORDER BY the same (BINARY collation)
+    const groups = new Map<string, { key: string[]; row: StoreStats['jobs'][number] }>();
+    for (const j of jobs) {
+      const key = [j.machineId, j.machineVersion, j.status, JSON.stringify(j.value)];
+      const k = key.join('\u0000');
+      const g = groups.get(k);
+      if (g) g.row.count += 1;
+      else groups.set(k, { key, row: { machineId: j.machineId, machineVersion: j.machineVersion, status: j.status, value: json(j.value), count: 1 } });
+    }
+    const byKey = (a: { key: string[] }, b: { key: string[] }) => {
+      for (let i = 0; i < a.key.length; i += 1) {
+        const c = compareText(a.key[i]!, b.key[i]!);
+        if (c !== 0) return c;
+      }
+      return 0;
+    };
+
+    const active = jobs.filter((j) => j.status === 'active');
+    const held = (jobId: string) => {
+      const j = this.#jobs.get(jobId);
+      return j !== undefined && (j.suspendedAt !== null || j.quarantine !== null);
+    };
+    const pending = mine(this.#inbox.values()).filter((e) => e.status === 'pending');
+    const free = pending.filter((e) => !held(e.jobId));
+    const scheduled = mine(this.#timers.values()).filter((t) => t.status === 'scheduled');
+    const due = scheduled.filter((t) => t.dueAt <= now && !this.#suspended(t.jobId));
+    const effects = mine(this.#effects.values());
+
+    const activities = new Map<string, StoreStats['activities'][number]>();
+    const activity = (src: string) => {
+      let a = activities.get(src);
+      if (!a) {
+        a = { src, effects: 0, effectsFailed: 0, attempts: 0, succeeded: 0, failed: 0, interrupted: 0, stale: 0, running: 0, waiting: 0 };
+        activities.set(src, a);
+      }
+      return a;
+    };
+    for (const e of effects) {
+      const a = activity(e.src);
+      a.effects += 1;
+      if (e.status === 'failed') a.effectsFailed += 1;
+      for (const attempt of this.#attempts.get(e.id) ?? []) {
+        a.attempts += 1;
+        a[attempt.outcome] += 1;
+      }
+    }
+
+    return {
+      jobs: [...groups.values()].sort(byKey).map((g) => g.row),
+      quarantined: active.filter((j) => j.quarantine !== null).length,
+      suspended: active.filter((j) => j.suspendedAt !== null).length,
+      cancelRequested: active.filter((j) => j.cancelRequestedAt !== null).length,
+      exhausted: jobs.filter((j) => this.#isExhausted(j.id)).length,
+      idle: jobs.filter((j) => this.#isIdle(j)).length,
+      backlog: {
+        events: pending.length,
+        jobs: new Set(pending.map((e) => e.jobId)).size,
+        held: pending.length - free.length,
+        oldestAcceptedAt: minOf(free.map((e) => e.acceptedAt)),
+      },
+      timers: {
+        scheduled: scheduled.length,
+        due: due.length,
+        held: scheduled.filter((t) => t.dueAt <= now && this.#suspended(t.jobId)).length,
+        oldestDueAt: minOf(due.map((t) => t.dueAt)),
+      },
+      activities: [...activities.values()].sort((a, b) => compareText(a.src, b.src)),
+      running: effects
+        .filter((e) => e.active && e.status === 'running')
+        .sort((a, b) => compareText(a.id, b.id))
+        .map((e) => ({ effectId: e.id, jobId: e.jobId, src: e.src, attempt: e.attempt, runner: e.claimedBy, claimExpiresAt: e.claimExpiresAt })),
+    };
   }
 
   async close(): Promise<void> {
@@ -512,7 +629,8 @@ export class MemoryStore implements JobStore {
   /** The SQLite store's `applyCommit`, step for step and in the same order. Runs inside its own savepoint. */
   #applyCommit(c: TransitionCommit): CommitResult {
     const job = this.#jobs.get(c.jobId);
-    if (!job || job.revision !== c.expectedRevision) {
+    // A commit that settles an event is refused (a conflict) while the job is suspended.
+    if (!job || job.revision !== c.expectedRevision || (c.event !== undefined && job.suspendedAt !== null)) {
       throw new Abort({ ok: false, reason: 'conflict', currentRevision: job?.revision ?? null });
     }
     const revision = c.expectedRevision + 1;
@@ -544,6 +662,14 @@ export class MemoryStore implements JobStore {
         this.#assign(pending, { status: e.status, error: e.error ? json(e.error) : null, revision, processedAt: at, payload: json(e.payload) });
       }
     }
+    if (c.stopAll) {
+      for (const effect of this.#effects.values()) {
+        if (effect.jobId === c.jobId && effect.active) this.#assign(effect, { active: false, token: null, updatedAt: at, status: deactivatedStatus(effect.status) });
+      }
+      for (const t of this.#timers.values()) {
+        if (t.jobId === c.jobId && (t.status === 'scheduled' || t.status === 'fired')) this.#assign(t, { status: 'cancelled' });
+      }
+    }
     for (const actorId of c.effects?.deactivate ?? []) {
       for (const effect of this.#effects.values()) {
         if (effect.jobId !== c.jobId || effect.actorId !== actorId || !effect.active) continue;
@@ -561,8 +687,51 @@ export class MemoryStore implements JobStore {
         if (t.jobId === c.jobId && t.key === key && (t.status === 'scheduled' || t.status === 'fired')) this.#assign(t, { status: 'cancelled' });
       }
     }
-    this.#writeRequests(c.effects?.create, c.timers?.schedule, c.deliveries);
+    this.#writeRequests(c.effects?.create, c.timers?.schedule);
+    for (const child of c.children ?? []) this.#insertJob(child);
+    for (const d of c.deliveries ?? []) this.#acceptPending(d);
+    if (c.settleParent) {
+      const parentEffect = this.#effects.get(c.settleParent.effectId);
+      if (parentEffect && parentEffect.kind === 'child' && parentEffect.status === 'waiting' && parentEffect.active) {
+        this.#assign(parentEffect, { status: 'succeeded', output: json(c.settleParent.output), updatedAt: at });
+        this.#acceptPending(c.settleParent.event);
+      }
+    }
     return { ok: true, revision };
+  }
+
+  /** A new job at revision 1 with its first history record and what its initial state asked for. */
+  #insertJob(job: NewJob): StoredJob {
+    if (this.#jobs.has(job.id)) throw new ConstraintError('UNIQUE constraint failed: jobs.id');
+    const stored: StoredJob = {
+      id: job.id,
+      machineId: job.machineId,
+      machineVersion: job.machineVersion,
+      revision: 1,
+      status: job.status,
+      value: json(job.value),
+      statePaths: pathsText(job.statePaths),
+      context: json(job.context),
+      snapshot: job.snapshot,
+      input: json(job.input),
+      inputHash: job.inputHash,
+      idempotencyKey: job.idempotencyKey,
+      owner: job.owner === '' ? null : job.owner,
+      quarantine: null,
+      progress: job.progress ?? null,
+      parent: job.parent ? { ...job.parent } : null,
+      cancelRequestedAt: null,
+      cancelReason: null,
+      suspendedAt: null,
+      suspendReason: null,
+      createdAt: job.at,
+      updatedAt: job.at,
+    };
+    this.#mapSet(this.#jobs, job.id, stored);
+    this.#mapSet(this.#history, job.id, []);
+    this.#insertTransition(job.id, 1, job.transition);
+    this.#writeRequests(job.effects, job.timers, job.deliveries);
+    return stored;
   }
 
   /** Effects, timers and self-sends a transition asked for, in the SQLite store's order. */
@@ -643,10 +812,11 @@ export class MemoryStore implements JobStore {
       jobId: n.jobId,
       actorId: n.actorId,
       src: n.src,
+      kind: n.kind === 'child' ? 'child' : 'activity',
       input: json(n.input),
-      status: 'pending',
+      status: n.kind === 'child' ? 'waiting' : 'pending',
       active: true,
-      attempt: 0,
+      attempt: n.kind === 'child' ? 1 : 0,
       maxAttempts: n.maxAttempts,
       unsafe: n.unsafe,
       nextRunAt: null,
@@ -709,6 +879,31 @@ export class MemoryStore implements JobStore {
 
   #requireJob(jobId: string): void {
     if (!this.#jobs.has(jobId)) throw new ConstraintError('FOREIGN KEY constraint failed');
+  }
+
+  /** INSERT INTO notes (requires the job: a foreign key). */
+  #insertNote(note: NoteRecord): void {
+    this.#requireJob(note.jobId);
+    const notes = this.#notes.get(note.jobId);
+    const record: NoteRecord = { jobId: note.jobId, kind: note.kind, message: note.message, at: note.at };
+    if (notes) this.#push(notes, record);
+    else this.#mapSet(this.#notes, note.jobId, [record]);
+  }
+
+  #suspended(jobId: string): boolean {
+    const job = this.#jobs.get(jobId);
+    return job !== undefined && job.suspendedAt !== null;
+  }
+
+  /** Nothing recorded will move this job (`listJobs({ stuck })`): see the store port. */
+  #isIdle(j: StoredJob): boolean {
+    if (j.status !== 'active' || j.quarantine !== null || j.suspendedAt !== null) return false;
+    if ((this.#jobEvents.get(j.id) ?? []).some((e) => e.status === 'pending')) return false;
+    for (const t of this.#timers.values()) if (t.jobId === j.id && (t.status === 'scheduled' || t.status === 'fired')) return false;
+    for (const e of this.#effects.values()) {
+      if (e.jobId === j.id && e.active && (e.status === 'pending' || e.status === 'running' || e.status === 'waiting' || e.status === 'backoff')) return false;
+    }
+    return true;
   }
 
   /** A failed effect that used all its attempts, or failed as exhausted or indeterminate (`listJobs({ exhausted })`). */
@@ -813,6 +1008,11 @@ function copy<T>(value: T): T {
 function toJobRecord(job: StoredJob): JobRecord {
   const { statePaths: _paths, ...record } = job;
   return structuredClone(record);
+}
+
+/** SQL `min()`: null over no rows. */
+function minOf(values: number[]): number | null {
+  return values.length === 0 ? null : Math.min(...values);
 }
 
 /** SQL `LIMIT n`: a negative limit means no limit. */

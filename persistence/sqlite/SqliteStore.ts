@@ -21,6 +21,8 @@ import type {
   NewInboxEvent,
   NewJob,
   NewTimer,
+  PurgeFilter,
+  StoreStats,
   TransitionCommit,
   TransitionRecord,
 } from '../../src/ports/store.ts';
@@ -119,24 +121,7 @@ export class SqliteStore implements JobStore {
       const existing = (s.getJob.get(job.id) as Row | undefined) ??
         (job.idempotencyKey === null ? undefined : (s.byKey.get(job.owner ?? '', job.idempotencyKey) as Row | undefined));
       if (existing) return { job: toJobRecord(existing), created: false };
-      s.insertJob.run({
-        id: job.id,
-        machine_id: job.machineId,
-        machine_version: job.machineVersion,
-        status: job.status,
-        state_value: JSON.stringify(job.value),
-        state_paths: pathsText(job.statePaths),
-        context: JSON.stringify(job.context),
-        snapshot: job.snapshot,
-        input: JSON.stringify(job.input),
-        input_hash: job.inputHash,
-        idempotency_key: job.idempotencyKey,
-        owner: job.owner ?? '',
-        progress: job.progress ?? null,
-        at: job.at,
-      });
-      insertTransition(s, job.id, 1, job.transition);
-      writeRequests(s, job.effects, job.timers, job.deliveries);
+      insertJob(s, job);
       return { job: toJobRecord(s.getJob.get(job.id) as Row), created: true };
     });
   }
@@ -176,6 +161,8 @@ export class SqliteStore implements JobStore {
         AND (e.attempt >= e.max_attempts OR json_extract(e.error, '$.code') IN ('SPOOL_RETRIES_EXHAUSTED', 'SPOOL_INDETERMINATE')))`);
     }
     if (filter.cancelRequested !== undefined) where.push(filter.cancelRequested ? 'cancel_requested_at IS NOT NULL' : 'cancel_requested_at IS NULL');
+    if (filter.suspended !== undefined) where.push(filter.suspended ? 'suspended_at IS NOT NULL' : 'suspended_at IS NULL');
+    if (filter.stuck !== undefined) where.push(filter.stuck ? `(${IDLE_SQL})` : `NOT (${IDLE_SQL})`);
     if (filter.owner !== undefined) {
       where.push('owner = ?');
       params.push(filter.owner ?? '');
@@ -383,7 +370,7 @@ export class SqliteStore implements JobStore {
   async nextWakeAt(): Promise<number | null> {
     const s = this.#stmts;
     const times = [s.nextTimer.get(), s.nextRetry.get(), s.nextClaimExpiry.get()]
-      .map((r) => (r as { t: number | null }).t)
+      .map((r) => (r as { t: number | null } | undefined)?.t ?? null)
       .filter((t): t is number => t !== null);
     return times.length ? Math.min(...times) : null;
   }
@@ -428,6 +415,110 @@ export class SqliteStore implements JobStore {
 
   async purgeJob(jobId: string): Promise<boolean> {
     return this.#write(() => this.#stmts.purge.run(jobId).changes === 1);
+  }
+
+  async suspendJob(jobId: string, reason: string, at: number, note: NoteRecord): Promise<boolean> {
+    const s = this.#stmts;
+    return this.#write(() => {
+      if (s.suspend.run(at, reason, jobId).changes !== 1) return false;
+      s.addNote.run(note.jobId, note.kind, note.message, note.at);
+      return true;
+    });
+  }
+
+  async resumeJob(jobId: string, note: NoteRecord): Promise<boolean> {
+    const s = this.#stmts;
+    return this.#write(() => {
+      if (s.resume.run(jobId).changes !== 1) return false;
+      s.addNote.run(note.jobId, note.kind, note.message, note.at);
+      return true;
+    });
+  }
+
+  async redriveEffect(id: string, maxAttempts: number, at: number, note: NoteRecord): Promise<boolean> {
+    const s = this.#stmts;
+    return this.#write(() => {
+      if (s.redrive.run(maxAttempts, at, id).changes !== 1) return false;
+      s.addNote.run(note.jobId, note.kind, note.message, note.at);
+      return true;
+    });
+  }
+
+  async purgeFinished(filter: PurgeFilter): Promise<string[]> {
+    const params = {
+      before: filter.before,
+      statuses: JSON.stringify(filter.statuses),
+      all: filter.owner === undefined ? 1 : 0,
+      owner: filter.owner ?? '',
+      limit: filter.limit,
+    };
+    return this.#write(() => (this.#stmts.purgeFinished.all(params) as Row[]).map((r) => r['id'] as string).sort(byteOrder));
+  }
+
+  async stats(filter: { owner?: string | null; now: number }): Promise<StoreStats> {
+    const s = this.#stmts;
+    const p = { all: filter.owner === undefined ? 1 : 0, owner: filter.owner ?? '', now: filter.now };
+    // One read transaction: every figure from the same snapshot of the tables.
+    return this.db.transaction(() => {
+      const counts = s.statsCounts.get(p) as Row;
+      const backlog = s.statsBacklog.get(p) as Row;
+      const timers = s.statsTimers.get(p) as Row;
+      const activities = new Map<string, StoreStats['activities'][number]>();
+      const activity = (src: string) => {
+        let a = activities.get(src);
+        if (!a) {
+          a = { src, effects: 0, effectsFailed: 0, attempts: 0, succeeded: 0, failed: 0, interrupted: 0, stale: 0, running: 0, waiting: 0 };
+          activities.set(src, a);
+        }
+        return a;
+      };
+      for (const r of s.statsEffects.all(p) as Row[]) {
+        const a = activity(r['src'] as string);
+        a.effects = r['effects'] as number;
+        a.effectsFailed = r['failed'] as number;
+      }
+      for (const r of s.statsAttempts.all(p) as Row[]) {
+        const a = activity(r['src'] as string);
+        const n = r['n'] as number;
+        a.attempts += n;
+        a[r['outcome'] as 'succeeded' | 'failed' | 'interrupted' | 'stale' | 'running' | 'waiting'] += n;
+      }
+      return {
+        jobs: (s.statsJobs.all(p) as Row[]).map((r) => ({
+          machineId: r['machine_id'] as string,
+          machineVersion: r['machine_version'] as string,
+          status: r['status'] as StoreStats['jobs'][number]['status'],
+          value: JSON.parse(r['state_value'] as string) as JsonValue,
+          count: r['n'] as number,
+        })),
+        quarantined: counts['quarantined'] as number,
+        suspended: counts['suspended'] as number,
+        cancelRequested: counts['cancel_requested'] as number,
+        exhausted: counts['exhausted'] as number,
+        idle: counts['idle'] as number,
+        backlog: {
+          events: backlog['events'] as number,
+          jobs: backlog['jobs'] as number,
+          held: backlog['held'] as number,
+          oldestAcceptedAt: (backlog['oldest'] as number | null) ?? null,
+        },
+        timers: {
+          scheduled: timers['scheduled'] as number,
+          due: timers['due'] as number,
+          held: timers['held'] as number,
+          oldestDueAt: (timers['oldest'] as number | null) ?? null,
+        },
+        activities: [...activities.values()].sort((a, b) => byteOrder(a.src, b.src)),
+        running: (s.statsRunning.all(p) as Row[]).map((r) => ({
+          effectId: r['id'] as string,
+          jobId: r['job_id'] as string,
+          src: r['src'] as string,
+          attempt: r['attempt'] as number,
+          runner: (r['claimed_by'] as string | null) ?? null,
+          claimExpiresAt: (r['claim_expires_at'] as number | null) ?? null,
+        })),
+      };
+    }).deferred();
   }
 
   async close(): Promise<void> {
@@ -476,6 +567,55 @@ function migrate(db: Database.Database, path: string, now: number): number {
     .immediate();
 }
 
+/** SQLite's BINARY collation (UTF-8 byte order): how the memory store orders text too. */
+function byteOrder(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a), Buffer.from(b));
+}
+
+/** `<jobIdColumn>`'s job is not suspended. */
+const NOT_SUSPENDED = (jobIdColumn: string) => `NOT EXISTS (SELECT 1 FROM jobs sj WHERE sj.id = ${jobIdColumn} AND sj.suspended_at IS NOT NULL)`;
+
+/** A `jobs` row that nothing recorded will move (`JobFilter.stuck`): see the store port. */
+const IDLE_SQL = `jobs.status = 'active' AND jobs.quarantine IS NULL AND jobs.suspended_at IS NULL
+  AND NOT EXISTS (SELECT 1 FROM inbox i WHERE i.job_id = jobs.id AND i.status = 'pending')
+  AND NOT EXISTS (SELECT 1 FROM timers t WHERE t.job_id = jobs.id AND t.status IN ('scheduled', 'fired'))
+  AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.job_id = jobs.id AND e.active = 1 AND e.status IN ('pending', 'running', 'waiting', 'backoff'))`;
+
+/** A `jobs` row with an effect that failed for good (`JobFilter.exhausted`). */
+const EXHAUSTED_SQL = `EXISTS (SELECT 1 FROM effects e WHERE e.job_id = jobs.id AND e.status = 'failed'
+  AND (e.attempt >= e.max_attempts OR json_extract(e.error, '$.code') IN ('SPOOL_RETRIES_EXHAUSTED', 'SPOOL_INDETERMINATE')))`;
+
+/** `stats`: aggregates over the tables for one owner (`@all = 1`: every owner) at `@now`. */
+function prepareStats(db: Database.Database) {
+  const scope = '(@all = 1 OR jobs.owner = @owner)';
+  return {
+    statsJobs: db.prepare(`SELECT machine_id, machine_version, status, state_value, count(*) AS n FROM jobs WHERE ${scope}
+      GROUP BY machine_id, machine_version, status, state_value ORDER BY machine_id, machine_version, status, state_value`),
+    statsCounts: db.prepare(`SELECT
+        count(*) FILTER (WHERE status = 'active' AND quarantine IS NOT NULL) AS quarantined,
+        count(*) FILTER (WHERE status = 'active' AND suspended_at IS NOT NULL) AS suspended,
+        count(*) FILTER (WHERE status = 'active' AND cancel_requested_at IS NOT NULL) AS cancel_requested,
+        count(*) FILTER (WHERE ${EXHAUSTED_SQL}) AS exhausted,
+        count(*) FILTER (WHERE ${IDLE_SQL}) AS idle
+      FROM jobs WHERE ${scope}`),
+    statsBacklog: db.prepare(`SELECT count(*) AS events, count(DISTINCT i.job_id) AS jobs,
+        count(*) FILTER (WHERE jobs.suspended_at IS NOT NULL OR jobs.quarantine IS NOT NULL) AS held,
+        min(i.accepted_at) FILTER (WHERE jobs.suspended_at IS NULL AND jobs.quarantine IS NULL) AS oldest
+      FROM inbox i JOIN jobs ON jobs.id = i.job_id WHERE i.status = 'pending' AND ${scope}`),
+    statsTimers: db.prepare(`SELECT count(*) AS scheduled,
+        count(*) FILTER (WHERE t.due_at <= @now AND jobs.suspended_at IS NULL) AS due,
+        count(*) FILTER (WHERE t.due_at <= @now AND jobs.suspended_at IS NOT NULL) AS held,
+        min(t.due_at) FILTER (WHERE t.due_at <= @now AND jobs.suspended_at IS NULL) AS oldest
+      FROM timers t JOIN jobs ON jobs.id = t.job_id WHERE t.status = 'scheduled' AND ${scope}`),
+    statsEffects: db.prepare(`SELECT e.src, count(*) AS effects, count(*) FILTER (WHERE e.status = 'failed') AS failed
+      FROM effects e JOIN jobs ON jobs.id = e.job_id WHERE ${scope} GROUP BY e.src`),
+    statsAttempts: db.prepare(`SELECT e.src, a.outcome, count(*) AS n
+      FROM effect_attempts a JOIN effects e ON e.id = a.effect_id JOIN jobs ON jobs.id = e.job_id WHERE ${scope} GROUP BY e.src, a.outcome`),
+    statsRunning: db.prepare(`SELECT e.id, e.job_id, e.src, e.attempt, e.claimed_by, e.claim_expires_at
+      FROM effects e JOIN jobs ON jobs.id = e.job_id WHERE e.active = 1 AND e.status = 'running' AND ${scope} ORDER BY e.id`),
+  };
+}
+
 function prepare(db: Database.Database) {
   return {
     getJob: db.prepare('SELECT * FROM jobs WHERE id = ?'),
@@ -483,18 +623,19 @@ function prepare(db: Database.Database) {
       GROUP BY machine_id, machine_version ORDER BY machine_id, machine_version`),
     byKey: db.prepare('SELECT * FROM jobs WHERE owner = ? AND idempotency_key = ?'),
     insertJob: db.prepare(`INSERT INTO jobs (id, machine_id, machine_version, revision, status, state_value, state_paths, context,
-        snapshot, input, input_hash, idempotency_key, owner, quarantine, progress, created_at, updated_at)
+        snapshot, input, input_hash, idempotency_key, owner, quarantine, progress, parent_job_id, parent_effect_id, created_at, updated_at)
       VALUES (@id, @machine_id, @machine_version, 1, @status, @state_value, @state_paths, @context,
-        @snapshot, @input, @input_hash, @idempotency_key, @owner, NULL, @progress, @at, @at)`),
+        @snapshot, @input, @input_hash, @idempotency_key, @owner, NULL, @progress, @parent_job_id, @parent_effect_id, @at, @at)`),
     /** Status and version unchanged (the usual case): their index entries are not rewritten. */
     updateState: db.prepare(`UPDATE jobs SET revision = revision + 1, state_value = @state_value,
         state_paths = @state_paths, context = @context, snapshot = @snapshot, updated_at = @at,
         progress = CASE WHEN @set_progress = 1 THEN @progress ELSE progress END
-      WHERE id = @id AND revision = @expected AND status = @status AND machine_version = @machine_version`),
+      WHERE id = @id AND revision = @expected AND status = @status AND machine_version = @machine_version
+        AND (suspended_at IS NULL OR @fence = 0)`),
     updateJob: db.prepare(`UPDATE jobs SET revision = revision + 1, status = @status, state_value = @state_value,
         state_paths = @state_paths, context = @context, snapshot = @snapshot, machine_version = @machine_version, updated_at = @at,
         progress = CASE WHEN @set_progress = 1 THEN @progress ELSE progress END
-      WHERE id = @id AND revision = @expected`),
+      WHERE id = @id AND revision = @expected AND (suspended_at IS NULL OR @fence = 0)`),
     revisionOf: db.prepare('SELECT revision FROM jobs WHERE id = ?'),
     insertTransition: db.prepare(`INSERT INTO transitions (job_id, revision, event_id, event_type, payload, from_value, to_value, outcome, error, at)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
@@ -512,11 +653,16 @@ function prepare(db: Database.Database) {
     hasPending: db.prepare(`SELECT 1 FROM inbox WHERE job_id = ? AND status = 'pending' LIMIT 1`),
     pending: db.prepare("SELECT * FROM inbox WHERE job_id = ? AND status = 'pending' ORDER BY seq LIMIT ?"),
     pendingJobs: db.prepare(`SELECT i.job_id, min(i.seq) AS first FROM inbox i JOIN jobs j ON j.id = i.job_id
-      WHERE i.status = 'pending' AND j.quarantine IS NULL GROUP BY i.job_id ORDER BY first LIMIT ?`),
+      WHERE i.status = 'pending' AND j.quarantine IS NULL AND j.suspended_at IS NULL GROUP BY i.job_id ORDER BY first LIMIT ?`),
     quarantine: db.prepare('UPDATE jobs SET quarantine = ?, updated_at = ? WHERE id = ?'),
     history: db.prepare('SELECT * FROM transitions WHERE job_id = ? ORDER BY revision'),
-    insertEffect: db.prepare(`INSERT INTO effects (id, job_id, actor_id, src, input, status, active, attempt, max_attempts, unsafe,
-        created_revision, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 'pending', 1, 0, ?, ?, ?, ?, ?)`),
+    insertEffect: db.prepare(`INSERT INTO effects (id, job_id, actor_id, src, kind, input, status, active, attempt, max_attempts, unsafe,
+        created_revision, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)`),
+    settleChild: db.prepare(`UPDATE effects SET status = 'succeeded', output = ?, updated_at = ? WHERE id = ? AND kind = 'child' AND status = 'waiting' AND active = 1`),
+    deactivateAll: db.prepare(`UPDATE effects SET active = 0, token = NULL, updated_at = ?,
+        status = CASE WHEN status IN ('pending', 'running', 'waiting', 'backoff') THEN 'cancelled' ELSE status END
+      WHERE job_id = ? AND active = 1`),
+    cancelAllTimers: db.prepare(`UPDATE timers SET status = 'cancelled' WHERE job_id = ? AND status IN ('scheduled', 'fired')`),
     deactivateEffects: db.prepare(`UPDATE effects SET active = 0, token = NULL, updated_at = ?,
         status = CASE WHEN status IN ('pending', 'running', 'waiting', 'backoff') THEN 'cancelled' ELSE status END
       WHERE job_id = ? AND actor_id = ? AND active = 1`),
@@ -526,12 +672,14 @@ function prepare(db: Database.Database) {
       WHERE e.job_id = ? ORDER BY e.created_revision, a.effect_id, a.attempt`),
     dueEffects: db.prepare(`SELECT * FROM effects WHERE active = 1 AND (status = 'pending'
         OR (status = 'backoff' AND next_run_at <= @now) OR (status = 'running' AND claim_expires_at <= @now))
+        AND ${NOT_SUSPENDED('effects.job_id')}
       ORDER BY coalesce(next_run_at, created_at) LIMIT @limit`),
     runningEffects: db.prepare(`SELECT * FROM effects WHERE active = 1 AND status = 'running' LIMIT ?`),
     claimEffect: db.prepare(`UPDATE effects SET status = 'running', attempt = attempt + 1, claimed_by = @runner,
         claim_expires_at = @until, next_run_at = NULL, updated_at = @now
       WHERE id = @id AND active = 1 AND (status = 'pending' OR (status = 'backoff' AND next_run_at <= @now)
         OR (status = 'running' AND (claim_expires_at <= @now OR claimed_by = @takeOver)))
+        AND ${NOT_SUSPENDED('effects.job_id')}
       RETURNING *`),
     interruptAttempt: db.prepare(`UPDATE effect_attempts SET outcome = 'interrupted', ended_at = ?
       WHERE effect_id = ? AND attempt = ? AND outcome = 'running'`),
@@ -548,15 +696,20 @@ function prepare(db: Database.Database) {
     completeByToken: db.prepare(`UPDATE effects SET status = @status, output = @output, error = @error, token = NULL, updated_at = @at
       WHERE token = @token AND status = 'waiting' AND active = 1 RETURNING id, attempt`),
     listTimers: db.prepare('SELECT * FROM timers WHERE job_id = ? ORDER BY due_at, id'),
-    dueTimers: db.prepare(`SELECT * FROM timers WHERE status = 'scheduled' AND due_at <= ? ORDER BY due_at, id LIMIT ?`),
-    fireTimer: db.prepare(`UPDATE timers SET status = 'fired' WHERE id = ? AND status = 'scheduled'`),
+    dueTimers: db.prepare(`SELECT * FROM timers WHERE status = 'scheduled' AND due_at <= ? AND ${NOT_SUSPENDED('timers.job_id')}
+      ORDER BY due_at, id LIMIT ?`),
+    fireTimer: db.prepare(`UPDATE timers SET status = 'fired' WHERE id = ? AND status = 'scheduled' AND ${NOT_SUSPENDED('timers.job_id')}`),
     insertTimer: db.prepare(`INSERT INTO timers (id, job_id, key, kind, event, due_at, status, created_revision, created_at)
       VALUES (?, ?, ?, ?, ?, ?, 'scheduled', ?, ?)`),
     cancelTimers: db.prepare(`UPDATE timers SET status = 'cancelled' WHERE job_id = ? AND key = ? AND status IN ('scheduled', 'fired')`),
     deliverTimer: db.prepare(`UPDATE timers SET status = 'delivered' WHERE id = ? AND status = 'fired'`),
-    nextTimer: db.prepare(`SELECT min(due_at) AS t FROM timers WHERE status = 'scheduled'`),
-    nextRetry: db.prepare(`SELECT min(next_run_at) AS t FROM effects WHERE active = 1 AND status = 'backoff'`),
-    nextClaimExpiry: db.prepare(`SELECT min(claim_expires_at) AS t FROM effects WHERE active = 1 AND status = 'running'`),
+    // Suspended jobs wake nobody: their timers and retries wait for resume. (ORDER BY + LIMIT 1
+    // walks the index in order and stops at the first row of a job that is not suspended.)
+    nextTimer: db.prepare(`SELECT due_at AS t FROM timers WHERE status = 'scheduled' AND ${NOT_SUSPENDED('timers.job_id')} ORDER BY due_at LIMIT 1`),
+    nextRetry: db.prepare(`SELECT next_run_at AS t FROM effects WHERE active = 1 AND status = 'backoff' AND ${NOT_SUSPENDED('effects.job_id')}
+      ORDER BY next_run_at LIMIT 1`),
+    nextClaimExpiry: db.prepare(`SELECT claim_expires_at AS t FROM effects WHERE active = 1 AND status = 'running' AND ${NOT_SUSPENDED('effects.job_id')}
+      ORDER BY claim_expires_at LIMIT 1`),
     requestCancel: db.prepare(`UPDATE jobs SET cancel_requested_at = ?, cancel_reason = ? WHERE id = ? AND cancel_requested_at IS NULL`),
     setProgress: db.prepare(`UPDATE jobs SET progress = ? WHERE id = ? AND status = 'active'`),
     addNote: db.prepare('INSERT INTO notes (job_id, kind, message, at) VALUES (?, ?, ?, ?)'),
@@ -565,6 +718,15 @@ function prepare(db: Database.Database) {
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id, key) DO NOTHING`),
     listAssets: db.prepare('SELECT * FROM assets WHERE job_id = ? ORDER BY created_at, key'),
     purge: db.prepare('DELETE FROM jobs WHERE id = ?'),
+    suspend: db.prepare(`UPDATE jobs SET suspended_at = ?, suspend_reason = ? WHERE id = ? AND status = 'active' AND suspended_at IS NULL`),
+    resume: db.prepare(`UPDATE jobs SET suspended_at = NULL, suspend_reason = NULL WHERE id = ? AND suspended_at IS NOT NULL`),
+    redrive: db.prepare(`UPDATE effects SET status = 'pending', max_attempts = ?, error = NULL, next_run_at = NULL, token = NULL,
+        claimed_by = NULL, claim_expires_at = NULL, updated_at = ?
+      WHERE id = ? AND active = 1 AND status = 'failed' AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = effects.job_id AND j.status = 'active')`),
+    purgeFinished: db.prepare(`DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE status <> 'active' AND updated_at < @before
+        AND status IN (SELECT value FROM json_each(@statuses)) AND (@all = 1 OR owner = @owner) ORDER BY updated_at, id LIMIT @limit)
+      RETURNING id`),
+    ...prepareStats(db),
   };
 }
 
@@ -581,6 +743,8 @@ function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
     machine_version: c.job.machineVersion,
     at: c.job.at,
     set_progress: c.job.progress === undefined ? 0 : 1,
+    // A commit that settles an event is refused (a conflict) while the job is suspended.
+    fence: c.event ? 1 : 0,
     progress: c.job.progress ?? null,
   };
   const updated = s.updateState.run(params).changes === 1 ? 1 : s.updateJob.run(params).changes;
@@ -609,19 +773,53 @@ function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
       if (info.changes !== 1) throw new Abort({ ok: false, reason: 'event-settled' });
     }
   }
+  if (c.stopAll) {
+    s.deactivateAll.run(c.job.at, c.jobId);
+    s.cancelAllTimers.run(c.jobId);
+  }
   for (const actorId of c.effects?.deactivate ?? []) s.deactivateEffects.run(c.job.at, c.jobId, actorId);
   // Deliver the consumed timer before this transition's cancellations: an `after` transition that
   // leaves its state also cancels its own key, which must not turn the delivered timer into a cancelled one.
   if (c.consumedTimer !== undefined) s.deliverTimer.run(c.consumedTimer);
   for (const key of c.timers?.cancel ?? []) s.cancelTimers.run(c.jobId, key);
-  writeRequests(s, c.effects?.create, c.timers?.schedule, c.deliveries);
+  writeRequests(s, c.effects?.create, c.timers?.schedule);
+  for (const child of c.children ?? []) insertJob(s, child);
+  for (const d of c.deliveries ?? []) acceptPending(s, d);
+  if (c.settleParent && s.settleChild.run(JSON.stringify(c.settleParent.output), c.job.at, c.settleParent.effectId).changes === 1) {
+    acceptPending(s, c.settleParent.event);
+  }
   return { ok: true, revision };
+}
+
+/** A new job at revision 1 with its first history record and what its initial state asked for. */
+function insertJob(s: ReturnType<typeof prepare>, job: NewJob): void {
+  s.insertJob.run({
+    id: job.id,
+    machine_id: job.machineId,
+    machine_version: job.machineVersion,
+    status: job.status,
+    state_value: JSON.stringify(job.value),
+    state_paths: pathsText(job.statePaths),
+    context: JSON.stringify(job.context),
+    snapshot: job.snapshot,
+    input: JSON.stringify(job.input),
+    input_hash: job.inputHash,
+    idempotency_key: job.idempotencyKey,
+    owner: job.owner ?? '',
+    progress: job.progress ?? null,
+    parent_job_id: job.parent?.jobId ?? null,
+    parent_effect_id: job.parent?.effectId ?? null,
+    at: job.at,
+  });
+  insertTransition(s, job.id, 1, job.transition);
+  writeRequests(s, job.effects, job.timers, job.deliveries);
 }
 
 /** Effects, timers and self-sends a transition asked for: written in the transition's own transaction. */
 function writeRequests(s: ReturnType<typeof prepare>, effects: NewEffect[] = [], timers: NewTimer[] = [], deliveries: NewInboxEvent[] = []): void {
   for (const e of effects) {
-    s.insertEffect.run(e.id, e.jobId, e.actorId, e.src, JSON.stringify(e.input), e.maxAttempts, e.unsafe ? 1 : 0, e.createdRevision, e.at, e.at);
+    const child = e.kind === 'child';
+    s.insertEffect.run(e.id, e.jobId, e.actorId, e.src, child ? 'child' : 'activity', JSON.stringify(e.input), child ? 'waiting' : 'pending', child ? 1 : 0, e.maxAttempts, e.unsafe ? 1 : 0, e.createdRevision, e.at, e.at);
   }
   for (const t of timers) {
     s.insertTimer.run(t.id, t.jobId, t.key, t.kind, JSON.stringify(t.event), t.dueAt, t.createdRevision, t.createdAt);
@@ -703,8 +901,11 @@ function toJobRecord(row: Row): JobRecord {
     owner: row['owner'] === '' ? null : (row['owner'] as string),
     quarantine: (row['quarantine'] as string | null) ?? null,
     progress: (row['progress'] as number | null) ?? null,
+    parent: row['parent_job_id'] ? { jobId: row['parent_job_id'] as string, effectId: row['parent_effect_id'] as string } : null,
     cancelRequestedAt: (row['cancel_requested_at'] as number | null) ?? null,
     cancelReason: (row['cancel_reason'] as string | null) ?? null,
+    suspendedAt: (row['suspended_at'] as number | null) ?? null,
+    suspendReason: (row['suspend_reason'] as string | null) ?? null,
     ...(corrupt ? { corruption: corrupt } : {}),
     createdAt: row['created_at'] as number,
     updatedAt: row['updated_at'] as number,
@@ -738,6 +939,7 @@ function toEffectRecord(row: Row): EffectRecord {
     jobId: row['job_id'] as string,
     actorId: row['actor_id'] as string,
     src: row['src'] as string,
+    kind: row['kind'] === 'child' ? 'child' : 'activity',
     input: column(row, 'input', problems),
     status: row['status'] as EffectRecord['status'],
     active: row['active'] === 1,

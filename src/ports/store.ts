@@ -38,6 +38,14 @@ export interface JobRecord {
   /** When a cancel was requested (a request, not a completed cancellation), and why. */
   cancelRequestedAt: number | null;
   cancelReason: string | null;
+  /**
+   * When the job was suspended, and why; null when it is not. A suspended job keeps accepting
+   * events (they stay pending) but processes none, fires no timers and starts no activity attempts.
+   */
+  suspendedAt: number | null;
+  suspendReason: string | null;
+  /** For a child job (an invoked child machine): the parent job and the invocation it settles. */
+  parent: { jobId: string; effectId: string } | null;
   /** Set by a store when a stored column could not be read back: the job cannot run. */
   corruption?: string;
   createdAt: number;
@@ -63,6 +71,8 @@ export interface NewJob {
   /** The `xstate.init` history record (revision 1). */
   transition: TransitionDraft;
   progress?: number | null;
+  /** For a child job: its parent job and the invocation (effect id) it settles when it ends. */
+  parent?: { jobId: string; effectId: string } | null;
   /** Effects, timers and self-sends the initial state asked for, written in the same transaction. */
   effects?: NewEffect[];
   timers?: NewTimer[];
@@ -78,7 +88,7 @@ export interface CreateJobResult {
 export type EventStatus = 'pending' | 'applied' | 'ignored' | 'failed' | 'rejected' | 'stale';
 
 /** Where an inbox event came from: a caller, a due timer, an effect's outcome, the machine itself, or a cancel request. */
-export type EventSource = 'external' | 'timer' | 'effect' | 'self' | 'cancel';
+export type EventSource = 'external' | 'timer' | 'effect' | 'self' | 'cancel' | 'parent' | 'child';
 
 /** Error details as stored: never a live Error, never a sensitive field. */
 export interface ErrorInfo {
@@ -150,7 +160,8 @@ export type TransitionDraft = Omit<TransitionRecord, 'jobId' | 'revision'>;
 /**
  * One job's commit: write the new job state `WHERE id = ? AND revision = expectedRevision`,
  * append the history record for `expectedRevision + 1`, and settle the inbox event that
- * caused it, all or nothing.
+ * caused it, all or nothing. A commit that settles an event (`event` set) is refused as a
+ * `conflict` while the job is suspended; one without an event (a migration) is not.
  */
 export interface TransitionCommit {
   jobId: string;
@@ -171,8 +182,14 @@ export interface TransitionCommit {
   effects?: { create: NewEffect[]; deactivate: string[] };
   /** Timers this transition scheduled, and keys it cancelled. */
   timers?: { schedule: NewTimer[]; cancel: string[] };
-  /** Events the machine sent itself without delay: accepted in the same commit. */
+  /** Events the machine sent without delay (to itself, a child job, its parent job): accepted in the same commit. */
   deliveries?: NewInboxEvent[];
+  /** Child jobs the transition invoked: created in the same commit. */
+  children?: NewJob[];
+  /** A child job that ended: its invocation in the parent succeeds, and the outcome event is accepted there. */
+  settleParent?: { effectId: string; output: JsonValue; event: NewInboxEvent };
+  /** The job stopped (its parent left the invoking state): every effect deactivated, every timer cancelled. */
+  stopAll?: boolean;
   /** The timer this event consumed: marked delivered. */
   consumedTimer?: string;
   /**
@@ -204,6 +221,8 @@ export interface EffectRecord {
   /** The invoke id: outcomes come back as `xstate.done.actor.<actorId>` / `xstate.error.actor.<actorId>`. */
   actorId: string;
   src: string;
+  /** `activity`: a fromPromise run by a worker; `child`: a child job (its id is this effect's id). */
+  kind: 'activity' | 'child';
   input: JsonValue;
   status: EffectStatus;
   /** True while the state that invoked it is current. */
@@ -229,6 +248,8 @@ export interface NewEffect {
   jobId: string;
   actorId: string;
   src: string;
+  /** Default `activity`. A `child` effect starts as `waiting` at attempt 1: its child job runs it. */
+  kind?: 'activity' | 'child';
   input: JsonValue;
   maxAttempts: number;
   unsafe: boolean;
@@ -306,10 +327,76 @@ export interface JobFilter {
   exhausted?: boolean;
   /** Jobs with a cancel request. */
   cancelRequested?: boolean;
+  /** Suspended jobs (see {@link JobRecord.suspendedAt}). */
+  suspended?: boolean;
+  /**
+   * Jobs nothing recorded will move: active, not suspended, not quarantined, with no pending
+   * inbox event, no scheduled or fired timer and no active effect that is pending, running,
+   * waiting or in backoff. (The runtime narrows this to jobs whose current state also accepts
+   * no external event: see `Runtime.list({ stuck: true })`.)
+   */
+  stuck?: boolean;
+  /** `undefined`: every owner; `null`: unscoped jobs only. */
   owner?: string | null;
   /** Only jobs with an id greater than this (keyset paging). */
   afterId?: string;
   limit?: number;
+}
+
+/** Which finished jobs `purgeFinished` deletes. */
+export interface PurgeFilter {
+  /** Jobs last updated before this time. */
+  before: number;
+  /** Final statuses to delete (`done`, `error`, `stopped`); `active` matches nothing. */
+  statuses: readonly JobStatus[];
+  /** `undefined`: every owner; `null`: unscoped jobs only. */
+  owner?: string | null;
+  /** At most this many jobs per call (one transaction). */
+  limit: number;
+}
+
+/**
+ * Aggregates over the stored records (SQL `count`/`min` over the tables, no counters kept
+ * anywhere), for one owner's jobs (or every owner's). See `JobStore.stats`.
+ */
+export interface StoreStats {
+  /** Jobs by machine, version, status and state value (ordered by those, the value as JSON text). */
+  jobs: { machineId: string; machineVersion: string; status: JobStatus; value: JsonValue; count: number }[];
+  /** Active jobs held back by quarantine. */
+  quarantined: number;
+  /** Active jobs suspended. */
+  suspended: number;
+  /** Active jobs with a cancel request (not ended yet). */
+  cancelRequested: number;
+  /** Jobs `listJobs({ exhausted: true })` returns. */
+  exhausted: number;
+  /** Jobs `listJobs({ stuck: true })` returns: nothing recorded will move them. */
+  idle: number;
+  /**
+   * Pending inbox events: how many, of how many jobs, how many of them are held (their job is
+   * suspended or quarantined), and the accept time of the oldest one that is not held.
+   */
+  backlog: { events: number; jobs: number; held: number; oldestAcceptedAt: number | null };
+  /**
+   * Scheduled timers: how many, how many are due by `now` (of jobs not suspended), how many due
+   * ones are held by a suspension, and the deadline of the oldest due one that is not held.
+   */
+  timers: { scheduled: number; due: number; held: number; oldestDueAt: number | null };
+  /** Per activity src (ordered by src): its effects, those that failed for good, its attempts by outcome. */
+  activities: {
+    src: string;
+    effects: number;
+    effectsFailed: number;
+    attempts: number;
+    succeeded: number;
+    failed: number;
+    interrupted: number;
+    stale: number;
+    running: number;
+    waiting: number;
+  }[];
+  /** Active effects claimed as running, by effect id: the claims held and their runners. */
+  running: { effectId: string; jobId: string; src: string; attempt: number; runner: string | null; claimExpiresAt: number | null }[];
 }
 
 /** The store interface every backend implements and the contract suite checks. */
@@ -392,6 +479,25 @@ export interface JobStore {
   listAssets(jobId: string): Promise<AssetRecord[]>;
   /** Delete a job with its inbox, history, effects, timers, notes and assets. */
   purgeJob(jobId: string): Promise<boolean>;
+
+  // Operations: suspension, redrive, retention, stats
+  /**
+   * Suspend an active job once (`suspendedAt` = `at`), writing `note` in the same transaction.
+   * False (nothing written) when the job is missing, final or already suspended.
+   */
+  suspendJob(jobId: string, reason: string, at: number, note: NoteRecord): Promise<boolean>;
+  /** Clear a job's suspension, writing `note` in the same transaction. False (nothing written) when it was not suspended. */
+  resumeJob(jobId: string, note: NoteRecord): Promise<boolean>;
+  /**
+   * Start a fresh attempt sequence of a failed effect whose invoking state is still current
+   * (`active`, job active): status `pending`, `maxAttempts` as given, error, claim, token and
+   * retry time cleared; its attempts are kept. Writes `note` in the same transaction. False otherwise.
+   */
+  redriveEffect(id: string, maxAttempts: number, at: number, note: NoteRecord): Promise<boolean>;
+  /** Delete up to `limit` finished jobs matching `filter` with everything of theirs, in one transaction; returns their ids. */
+  purgeFinished(filter: PurgeFilter): Promise<string[]>;
+  /** Aggregates over the records of one owner's jobs (`owner` undefined: every owner's) at time `now`. */
+  stats(filter: { owner?: string | null; now: number }): Promise<StoreStats>;
 
   close(): Promise<void>;
 }

@@ -18,6 +18,12 @@ export interface ActionPlan {
   deliveries: NewInboxEvent[];
   /** Custom actions and emits, carried out only after the commit. */
   afterCommit: XStateAction[];
+  /** Child machines the transition invoked or spawned: each becomes a child job. */
+  spawnMachines: { actorId: string; src: string; input: JsonValue }[];
+  /** Events for child jobs, by invoke id (resolved to the child job by the runtime). */
+  childSends: { actorId: string; event: JsonValue }[];
+  /** Events a child job sends its parent (`sendParent`). */
+  parentSends: JsonValue[];
   /** Actions Spool cannot carry out durably: the event fails with these reasons. */
   problems: string[];
 }
@@ -26,8 +32,24 @@ export interface ActionPlan {
  * Turn the actions of one transition into durable records. Pure: the same inputs give the same
  * plan, so ids derived here (effect ids = idempotency keys, timer ids) are stable.
  */
-export function planActions(def: RegisteredMachine, jobId: string, revision: number, actions: readonly unknown[], now: number): ActionPlan {
-  const plan: ActionPlan = { effects: { create: [], deactivate: [] }, timers: { schedule: [], cancel: [] }, deliveries: [], afterCommit: [], problems: [] };
+export function planActions(
+  def: RegisteredMachine,
+  jobId: string,
+  revision: number,
+  actions: readonly unknown[],
+  now: number,
+  parentRef?: unknown,
+): ActionPlan {
+  const plan: ActionPlan = {
+    effects: { create: [], deactivate: [] },
+    timers: { schedule: [], cancel: [] },
+    deliveries: [],
+    afterCommit: [],
+    spawnMachines: [],
+    childSends: [],
+    parentSends: [],
+    problems: [],
+  };
   actions.forEach((raw, index) => {
     const action = raw as XStateAction;
     const params = (action.params ?? {}) as Record<string, unknown>;
@@ -44,8 +66,12 @@ export function planActions(def: RegisteredMachine, jobId: string, revision: num
           break;
         }
         const kind = activityKind(def.machine.implementations.actors[src]);
+        if (kind === 'machine') {
+          plan.spawnMachines.push({ actorId, src, input: toJson(params['input'] ?? null) });
+          break;
+        }
         if (kind !== 'promise') {
-          plan.problems.push(`actor "${actorId}" (${src}) is ${kind === 'machine' ? 'a child machine' : 'not a fromPromise activity'}; Spool runs fromPromise activities durably (model a child machine as its own job)`);
+          plan.problems.push(`actor "${actorId}" (${src}) is not a fromPromise activity or a machine; Spool cannot persist it`);
           break;
         }
         const policy = def.activities[src] ?? {};
@@ -79,11 +105,21 @@ export function planActions(def: RegisteredMachine, jobId: string, revision: num
         const to = params['to'] as { id?: unknown } | undefined;
         const self = action.info?.self;
         const event = toJson(params['event']) as { type: string };
-        if (!to || (to !== self && to.id !== self?.id)) {
-          plan.problems.push(`sendTo ${String(params['targetId'] ?? to?.id ?? '?')}: Spool delivers sendTo only to the job itself; send to another job through the runtime`);
+        const delay = params['delay'];
+        if (to !== undefined && parentRef !== undefined && to === parentRef) {
+          if (typeof delay === 'number') plan.problems.push('a delayed sendParent is not durable; delay in the parent instead');
+          else plan.parentSends.push(event);
           break;
         }
-        const delay = params['delay'];
+        if (to && to !== self && to.id !== self?.id && typeof to.id === 'string') {
+          if (typeof delay === 'number') plan.problems.push(`a delayed sendTo ${to.id} is not durable; delay with after/raise and send on arrival`);
+          else plan.childSends.push({ actorId: to.id, event });
+          break;
+        }
+        if (!to) {
+          plan.problems.push(`sendTo ${String(params['targetId'] ?? '?')}: no such actor`);
+          break;
+        }
         if (typeof delay === 'number') {
           const key = typeof params['id'] === 'string' ? params['id'] : `anon~r${revision}~${index}`;
           plan.timers.schedule.push(timer(jobId, key, 'sendTo', event, now + delay, revision, now));

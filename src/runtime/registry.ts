@@ -152,6 +152,18 @@ export class MachineRegistry {
     };
     versions.set(version, registered);
     this.#byId.set(id, versions);
+    // Child machines it can invoke run as child jobs: registered under `<parent id>.<src>`, same version.
+    for (const [src, logic] of Object.entries(machine.implementations.actors ?? {})) {
+      if (activityKind(logic) !== 'machine') continue;
+      this.register({
+        machine: logic as AnyStateMachine,
+        id: `${id}.${src}`,
+        version,
+        ...(def.activities ? { activities: def.activities } : {}),
+        ...(def.sensitive ? { sensitive: def.sensitive } : {}),
+        description: `child machine "${src}" of ${id}`,
+      });
+    }
     return registered;
   }
 
@@ -223,9 +235,13 @@ function checkChildren(machineId: string, machine: AnyStateMachine): void {
         );
       }
       const kind = activityKind(actors[inv.src]);
+      if (kind === 'machine') {
+        checkChildren(`${machineId}.${inv.src}`, actors[inv.src] as AnyStateMachine);
+        return;
+      }
       if (kind !== 'promise') {
         throw new MachineDefinitionError(
-          `${where}: invoke "${inv.id}" (src "${inv.src}") is ${kind === 'machine' ? 'a child machine' : 'callback/observable logic'}; Spool runs fromPromise activities durably. Model a child machine as its own job started by an activity.`,
+          `${where}: invoke "${inv.id}" (src "${inv.src}") is callback/observable logic, which cannot be persisted; Spool runs fromPromise activities and child machines durably.`,
         );
       }
     });

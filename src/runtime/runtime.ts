@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { initialTransition, transition, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
+import { createActor, initialTransition, transition, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
 import { systemClock, type Clock } from '../ports/clock.ts';
 import type {
+  NewEffect,
+  NewJob,
   CommitResult,
   AssetRecord,
   AttemptRecord,
@@ -38,6 +40,7 @@ import { hashJson, redact, statePaths, toJson } from './json.ts';
 import { MachineRegistry, type JobDefinition, type RegisteredMachine } from './registry.ts';
 import { crashPoint } from './crashPoints.ts';
 import { planActions, type ActionPlan } from './actions.ts';
+import { initialAsChild, PARENT_REF, transitionAsChild } from './childScope.ts';
 import { deferred, isDeferred, newRunnerId, retireRunner, runnerIsGone, type ActivityArgs, type AssetInput } from './activities.ts';
 import { backoffDelay, classify, IndeterminateOutcomeError } from './retry.ts';
 
@@ -204,6 +207,20 @@ const SNAPSHOT_CACHE = 1000;
 const DEFAULT_MAX_PAYLOAD = 256 * 1024;
 const EVENT_ID_PATTERN = /^[\x21-\x7e]{1,200}$/;
 const TERMINAL: ReadonlySet<JobStatus> = new Set(['done', 'error', 'stopped']);
+
+/** What a transition does to other jobs (children, parent). */
+interface Relations {
+  children: NewJob[];
+  effects: NewEffect[];
+  deliveries: NewInboxEvent[];
+  settleParent?: { effectId: string; output: JsonValue; event: NewInboxEvent };
+  stopChildren: string[];
+  touched: Set<string>;
+}
+
+function relatedEvent(jobId: string, eventId: string, event: JsonValue, at: number, source: 'parent' | 'child'): NewInboxEvent {
+  return { jobId, eventId, type: (event as { type: string }).type, payload: event, payloadHash: hashJson(event), at, source };
+}
 
 /** What one applied (or ignored, failed, stale) event produced. */
 interface Applied {
@@ -1160,16 +1177,27 @@ export class Runtime {
     let status: 'applied' | 'ignored' | 'failed' | 'stale' = stale ? 'stale' : 'applied';
     let error: ErrorInfo | null = stale ? { name: 'StaleOutcome', message: stale } : null;
     let plan: ActionPlan | undefined;
+    let relations: Relations | undefined;
     if (!stale) {
       try {
-        [next, actions] = transition(def.machine, snapshot, structuredClone(event));
+        let base = snapshot;
+        if (record.parent) {
+          const json = parseSnapshot(record.snapshot);
+          if (typeof json === 'string') throw new Error(json);
+          [next, actions] = transitionAsChild(def.machine, json, structuredClone(event));
+          base = createActor(def.machine, { snapshot: parseSnapshot(record.snapshot) as never }).getSnapshot() as AnyMachineSnapshot;
+          if (next.value === base.value && JSON.stringify(next.context) === JSON.stringify(base.context) && actions.length === 0) base = next;
+        } else {
+          [next, actions] = transition(def.machine, snapshot, structuredClone(event));
+        }
         // XState hands back the very same snapshot, with no actions, when nothing handled the event.
-        if (next === snapshot && actions.length === 0) status = 'ignored';
+        if (next === base && actions.length === 0) status = 'ignored';
         else if (next.status === 'error') {
           status = 'failed';
           error = toErrorInfo(next.error);
         } else {
-          plan = planActions(def, record.id, revision, actions, now);
+          plan = planActions(def, record.id, revision, actions, now, record.parent ? PARENT_REF : undefined);
+          if (plan.problems.length === 0) relations = await this.#relations(record, def, plan, next, revision, now);
           if (plan.problems.length > 0) {
             status = 'failed';
             error = { name: 'UnsupportedAction', message: plan.problems.join('; ') };
@@ -1183,6 +1211,7 @@ export class Runtime {
     if (status !== 'applied') {
       next = snapshot;
       plan = undefined;
+      relations = undefined;
     }
     if (error) error = { ...error, message: redactText(error.message, payload, def.sensitive) };
     const redacted = redact(payload, def.sensitive);
@@ -1209,13 +1238,166 @@ export class Runtime {
       },
       plan,
       status === 'applied' && timerId !== null ? timerId : undefined,
+      relations,
     );
     if (typeof result !== 'object') return result;
     crashPoint('after-commit');
     if (status === 'failed') this.#logEntry('warn', 'event failed', { jobId: record.id, eventId, eventType: event.type, error });
     if (status === 'stale') this.#logEntry('info', 'stale outcome recorded', { jobId: record.id, eventId, eventType: event.type, reason: stale });
     if (plan) this.#afterCommit(record.id, plan, (m) => redactText(m, payload, def.sensitive));
+    if (relations) this.#afterRelations(relations);
     return { status, error, record: result.record };
+  }
+
+  /**
+   * What a transition means for other jobs: child machines it invoked become child jobs (created
+   * in the same commit), events it sends to children or its parent go to their inboxes in the
+   * same commit, a child that ended settles its invocation in the parent, and children of states
+   * it left are stopped after the commit.
+   */
+  async #relations(record: JobRecord, def: RegisteredMachine, plan: ActionPlan, next: AnyMachineSnapshot, revision: number, now: number): Promise<Relations> {
+    const out: Relations = { children: [], effects: [], deliveries: [], stopChildren: [], touched: new Set() };
+    if (plan.spawnMachines.length === 0 && plan.childSends.length === 0 && plan.parentSends.length === 0 && !record.parent && plan.effects.deactivate.length === 0) {
+      return out;
+    }
+    const existing = plan.childSends.length > 0 || plan.effects.deactivate.length > 0 ? await this.store.listEffects(record.id) : [];
+    const liveChildren = new Map(existing.filter((e) => e.kind === 'child' && e.active).map((e) => [e.actorId, e.id]));
+    for (const actorId of plan.effects.deactivate) {
+      const childJob = liveChildren.get(actorId);
+      if (childJob !== undefined) {
+        out.stopChildren.push(childJob);
+        liveChildren.delete(actorId);
+      }
+    }
+    this.#spawnChildren(record.id, record.owner, def, plan.spawnMachines, revision, now, out, plan.problems);
+    for (const spawn of plan.spawnMachines) liveChildren.set(spawn.actorId, `${record.id}~${spawn.actorId}~r${revision}`);
+    plan.childSends.forEach((send, i) => {
+      const childJob = liveChildren.get(send.actorId);
+      if (childJob === undefined) {
+        plan.problems.push(`sendTo ${send.actorId}: no running child machine with that id`);
+        return;
+      }
+      out.deliveries.push(relatedEvent(childJob, `parent~${record.id}~r${revision}~${i}`, send.event, now, 'parent'));
+      out.touched.add(childJob);
+    });
+    if (record.parent) {
+      const parent = record.parent;
+      plan.parentSends.forEach((event, i) => {
+        out.deliveries.push(relatedEvent(parent.jobId, `child~${record.id}~r${revision}~${i}`, event, now, 'child'));
+        out.touched.add(parent.jobId);
+      });
+      if (next.status === 'done') {
+        const effect = await this.store.getEffect(parent.effectId);
+        if (effect) {
+          const output = toJson(next.output ?? null);
+          out.settleParent = { effectId: effect.id, output, event: { ...outcomeEvent(effect, 1, { output }), at: now } };
+          out.touched.add(parent.jobId);
+        }
+      }
+    }
+    return out;
+  }
+
+  /** Child jobs (and their own children) for the child machines a transition invoked. */
+  #spawnChildren(
+    parentId: string,
+    owner: string | null,
+    def: RegisteredMachine,
+    spawns: ActionPlan['spawnMachines'],
+    revision: number,
+    now: number,
+    out: Relations,
+    problems: string[],
+  ): void {
+    for (const spawn of spawns) {
+      const childDef = this.registry.get(`${def.id}.${spawn.src}`, def.version);
+      if (!childDef) {
+        problems.push(`child machine "${spawn.src}" is not registered with ${def.id}@${def.version}`);
+        continue;
+      }
+      const childId = `${parentId}~${spawn.actorId}~r${revision}`;
+      let snapshot: AnyMachineSnapshot;
+      let actions: unknown[];
+      try {
+        [snapshot, actions] = initialAsChild(childDef.machine, spawn.input);
+      } catch (error) {
+        problems.push(`child machine "${spawn.src}" could not start: ${(error as Error).message}`);
+        continue;
+      }
+      const childPlan = planActions(childDef, childId, 1, actions, now, PARENT_REF);
+      problems.push(...childPlan.problems);
+      if (childPlan.childSends.length > 0) problems.push(`child machine "${spawn.src}" sends to its own children on entry; not supported`);
+      const value = toJson(snapshot.value);
+      const context = toJson(snapshot.context);
+      out.effects.push({ id: childId, jobId: parentId, actorId: spawn.actorId, src: spawn.src, kind: 'child', input: spawn.input, maxAttempts: 1, unsafe: false, createdRevision: revision, at: now });
+      const job: NewJob = {
+        id: childId,
+        machineId: childDef.id,
+        machineVersion: childDef.version,
+        status: snapshot.status as JobStatus,
+        value,
+        statePaths: statePaths(snapshot.value),
+        context,
+        snapshot: JSON.stringify(childDef.machine.getPersistedSnapshot(snapshot)),
+        input: redact(spawn.input, childDef.sensitive),
+        inputHash: hashJson({ machine: childDef.id, input: spawn.input }),
+        idempotencyKey: null,
+        owner,
+        at: now,
+        parent: { jobId: parentId, effectId: childId },
+        progress: contextProgress(context) ?? null,
+        transition: { eventId: null, eventType: 'xstate.init', payload: redact(spawn.input, childDef.sensitive), from: null, to: value, outcome: 'started', error: null, at: now },
+        effects: childPlan.effects.create,
+        timers: childPlan.timers.schedule,
+        deliveries: childPlan.deliveries,
+      };
+      out.children.push(job);
+      out.touched.add(childId);
+      const grandchildren: Relations = { children: [], effects: [], deliveries: [], stopChildren: [], touched: new Set() };
+      this.#spawnChildren(childId, owner, childDef, childPlan.spawnMachines, 1, now, grandchildren, problems);
+      job.effects = [...(job.effects ?? []), ...grandchildren.effects];
+      out.children.push(...grandchildren.children);
+      childPlan.parentSends.forEach((event, i) => out.deliveries.push(relatedEvent(parentId, `child~${childId}~r1~${i}`, event, now, 'child')));
+    }
+  }
+
+  /** After a commit: stop children of left states, and let the jobs that received events run. */
+  #afterRelations(relations: Relations): void {
+    for (const childJob of relations.stopChildren) this.#track(this.#unit(() => this.#stopJob(childJob)));
+    if (relations.children.some((c) => c.effects?.some((e) => e.kind !== 'child'))) this.#track(this.#pumpEffects());
+    if (!this.#process) return;
+    for (const jobId of relations.touched) this.#track(this.#unit(() => this.#drain(jobId)));
+  }
+
+  /** Stop a child job whose invoking state was left: status `stopped`, its effects and timers cancelled, its own children stopped. */
+  async #stopJob(jobId: string): Promise<void> {
+    const grandchildren = await this.#withLock(jobId, async () => {
+      for (let attempt = 0; attempt < MAX_CONFLICT_RETRIES; attempt += 1) {
+        const record = await this.store.getJob(jobId);
+        if (!record || TERMINAL.has(record.status)) return [];
+        const children = (await this.store.listEffects(jobId)).filter((e) => e.kind === 'child' && e.active).map((e) => e.id);
+        const json = parseSnapshot(record.snapshot);
+        const snapshot = typeof json === 'string' ? record.snapshot : JSON.stringify({ ...json, status: 'stopped' });
+        const now = this.clock.now();
+        const [result] = await this.store.commit([
+          {
+            jobId,
+            expectedRevision: record.revision,
+            job: { status: 'stopped', value: record.value, statePaths: statePaths(record.value), context: record.context, snapshot, machineVersion: record.machineVersion, at: now },
+            transition: { eventId: null, eventType: 'xstate.stop', payload: { type: 'xstate.stop' }, from: record.value, to: record.value, outcome: 'applied', error: null, at: now },
+            stopAll: true,
+          },
+        ]);
+        if (result?.ok) {
+          this.#snapshots.delete(jobId);
+          for (const running of this.#running.values()) if (running.jobId === jobId) running.controller.abort(new Error('stopped: its parent left the invoking state'));
+          this.#logEntry('info', 'child job stopped', { jobId });
+          return children;
+        }
+      }
+      return [];
+    });
+    for (const child of grandchildren) await this.#stopJob(child);
   }
 
   async #commitOne(
@@ -1226,6 +1408,7 @@ export class Runtime {
     event?: TransitionCommit['event'],
     plan?: ActionPlan,
     consumedTimer?: string,
+    relations?: Relations,
   ): Promise<{ record: JobRecord } | 'conflict' | 'duplicate'> {
     const now = transitionDraft.at;
     const context = toJson(next.context);
@@ -1246,7 +1429,15 @@ export class Runtime {
       },
       transition: transitionDraft,
       ...(event ? { event } : {}),
-      ...(plan ? { effects: plan.effects, timers: plan.timers, deliveries: plan.deliveries } : {}),
+      ...(plan
+        ? {
+            effects: { create: [...plan.effects.create, ...(relations?.effects ?? [])], deactivate: plan.effects.deactivate },
+            timers: plan.timers,
+            deliveries: [...plan.deliveries, ...(relations?.deliveries ?? [])],
+          }
+        : {}),
+      ...(relations?.children.length ? { children: relations.children } : {}),
+      ...(relations?.settleParent ? { settleParent: relations.settleParent } : {}),
       ...(consumedTimer !== undefined ? { consumedTimer } : {}),
     };
     const result = await this.#submit(commit);

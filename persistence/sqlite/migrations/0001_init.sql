@@ -19,6 +19,8 @@ CREATE TABLE jobs (
   progress         REAL,                         -- 0-100, or NULL
   cancel_requested_at INTEGER,
   cancel_reason    TEXT,
+  parent_job_id    TEXT,                         -- a child job: the job that invoked it
+  parent_effect_id TEXT,                         -- ... and the invocation (effects.id) it settles
   created_at       INTEGER NOT NULL,
   updated_at       INTEGER NOT NULL
 ) STRICT;
@@ -35,7 +37,7 @@ CREATE TABLE inbox (
   payload       TEXT    NOT NULL,                -- JSON (sensitive fields redacted once processed)
   payload_hash  TEXT    NOT NULL,
   status        TEXT    NOT NULL CHECK (status IN ('pending', 'applied', 'ignored', 'failed', 'rejected', 'stale')),
-  source_kind   TEXT    NOT NULL DEFAULT 'external' CHECK (source_kind IN ('external', 'timer', 'effect', 'self', 'cancel')),
+  source_kind   TEXT    NOT NULL DEFAULT 'external' CHECK (source_kind IN ('external', 'timer', 'effect', 'self', 'cancel', 'parent', 'child')),
   source_id     TEXT,                            -- the timer or effect that produced this event
   attempt       INTEGER,                         -- the effect attempt that produced it
   error         TEXT,                            -- JSON ErrorInfo

@@ -6,6 +6,7 @@ CREATE TABLE effects (
   job_id            TEXT    NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
   actor_id          TEXT    NOT NULL,            -- the invoke id
   src               TEXT    NOT NULL,
+  kind              TEXT    NOT NULL DEFAULT 'activity' CHECK (kind IN ('activity', 'child')), -- child: a child job (id = effects.id)
   input             TEXT    NOT NULL,            -- JSON
   status            TEXT    NOT NULL CHECK (status IN ('pending', 'running', 'waiting', 'backoff', 'succeeded', 'failed', 'cancelled')),
   active            INTEGER NOT NULL,            -- 1 while the invoking state is current

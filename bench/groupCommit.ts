@@ -1,0 +1,124 @@
+/**
+ * Section 1, group commit: durable transitions per second with many jobs sending at once through
+ * ONE runtime, beside raw SQLite doing the same writes batched 100 to a transaction.
+ *
+ * Spool: 200 `job-lifecycle` jobs in `processing`, PROGRESS events, either a steady 64 sends in
+ * flight (64 senders, each owning every 64th job, each awaiting its send before the next) or
+ * waves (`Promise.all` of one send per job, 200 at once, then the next wave). The store is
+ * wrapped to count commits per `store.commit` call: the batch sizes the group commit achieved.
+ */
+import { performance } from 'node:perf_hooks';
+import { createRuntime } from '../src/index.ts';
+import { SqliteStore } from '../persistence/sqlite/index.ts';
+import { jobLifecycle } from '../machines/index.ts';
+import { countingStore, StoreCounter, type BatchSummary } from './countingStore.ts';
+import type { Synchronous } from './rawRun.ts';
+import { Samples } from './stats.ts';
+import { freshDbPath } from './tempDb.ts';
+import { JOB_INPUT, MACHINE_ID, persistedSnapshotTemplate, progressEvent } from './workload.ts';
+
+export const GROUP_JOBS = 200;
+export const STEADY_IN_FLIGHT = 64;
+export const RAW_BATCH = 100;
+
+export type GroupMode = 'steady' | 'waves';
+
+export interface GroupRunResult {
+  perSec: number;
+  ops: number;
+  seconds: number;
+  latencies: Samples;
+  batches: BatchSummary;
+  /** Share of the timed wall clock spent inside store.commit (SQLite work + disk sync). */
+  commitShare: number;
+  /** µs of wall clock per transition spent outside store calls: the engine's CPU and awaits. */
+  engineUsPerOp: number;
+  /** µs per transition inside store.commit. */
+  commitUsPerOp: number;
+  /** Store calls per send, by method. */
+  storeCallsPerOp: Record<string, { calls: number; us: number }>;
+}
+
+export async function runSpoolGroup(options: { synchronous: Synchronous; durationMs: number; mode: GroupMode; warmupWaves?: number }): Promise<GroupRunResult> {
+  const tmp = freshDbPath(`group-${options.mode}-${options.synchronous.toLowerCase()}`);
+  const store = await SqliteStore.open(tmp.path, { synchronous: options.synchronous });
+  const counter = new StoreCounter();
+  const runtime = await createRuntime({ store: countingStore(store, counter), machines: [jobLifecycle] });
+  try {
+    const ids: string[] = [];
+    for (let i = 0; i < GROUP_JOBS; i += 1) ids.push((await runtime.start(MACHINE_ID, JOB_INPUT)).id);
+    await Promise.all(ids.map((id) => runtime.send(id, { type: 'START' })));
+    let i = 0;
+    let notApplied = 0;
+    for (let w = 0; w < (options.warmupWaves ?? 3); w += 1) {
+      const results = await Promise.all(ids.map((id) => runtime.send(id, progressEvent(i++))));
+      notApplied += results.filter((r) => r.status !== 'applied').length;
+    }
+    const warmOps = i;
+
+    counter.reset();
+    const latencies = new Samples();
+    let ops = 0;
+    const start = performance.now();
+    const end = start + options.durationMs;
+    let last = start;
+    if (options.mode === 'waves') {
+      while (last < end) {
+        const t0 = performance.now();
+        const results = await Promise.all(ids.map((id) => runtime.send(id, progressEvent(i++))));
+        last = performance.now();
+        for (const r of results) if (r.status !== 'applied') notApplied += 1;
+        // Every send of a wave is acknowledged when the wave resolves at the latest; count each from the wave's start.
+        for (let k = 0; k < results.length; k += 1) latencies.push(last - t0);
+        ops += results.length;
+      }
+    } else {
+      const sender = async (w: number) => {
+        const mine = ids.filter((_, k) => k % STEADY_IN_FLIGHT === w);
+        let n = 0;
+        while (performance.now() < end) {
+          const t0 = performance.now();
+          const r = await runtime.send(mine[n++ % mine.length]!, progressEvent(i++));
+          const t1 = performance.now();
+          latencies.push(t1 - t0);
+          if (r.status !== 'applied') notApplied += 1;
+          ops += 1;
+          if (t1 > last) last = t1;
+        }
+      };
+      await Promise.all(Array.from({ length: STEADY_IN_FLIGHT }, (_, w) => sender(w)));
+    }
+    const wallMs = last - start;
+    const seconds = wallMs / 1000;
+
+    // One event = one commit: every job is at revision 2 (start, START) + its PROGRESS events.
+    const jobs = await runtime.list({ machineId: MACHINE_ID, limit: GROUP_JOBS + 1 });
+    const revisions = jobs.reduce((n, j) => n + j.revision, 0);
+    const expected = GROUP_JOBS * 2 + warmOps + ops;
+    if (notApplied > 0 || revisions !== expected) {
+      throw new Error(`group bench: ${notApplied} events not applied; revisions ${revisions}, expected ${expected}`);
+    }
+    const commitMs = counter.ms('commit');
+    const storeMs = counter.totalMs();
+    return {
+      perSec: ops / seconds,
+      ops,
+      seconds,
+      latencies,
+      batches: counter.batchSummary(),
+      commitShare: commitMs / wallMs,
+      engineUsPerOp: ((wallMs - storeMs) * 1000) / ops,
+      commitUsPerOp: (commitMs * 1000) / ops,
+      storeCallsPerOp: counter.perUnit(ops),
+    };
+  } finally {
+    await runtime.close();
+    tmp.dispose();
+  }
+}
+
+/** The snapshot JSON the raw limit writes: the same bytes a Spool job of this workload stores. */
+export function workloadSnapshot(): (i: number) => string {
+  const template = persistedSnapshotTemplate();
+  return (i: number) => JSON.stringify({ ...template, context: { ...template.context, progress: i % 101 } });
+}

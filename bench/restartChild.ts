@@ -1,0 +1,71 @@
+/**
+ * Section 3's child process: open an existing Spool database of N jobs waiting on timers, time
+ * `SqliteStore.open` + `createRuntime` (with recover, the default) + the first `tick()`, and
+ * report resident memory. Prints one JSON line. Run by bench/restart.ts in a fresh process so
+ * nothing (page cache aside) is warm.
+ *
+ *   node --import tsx bench/restartChild.ts <db path>
+ */
+import { performance } from 'node:perf_hooks';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { createRuntime } from '../src/index.ts';
+import { SqliteStore } from '../persistence/sqlite/index.ts';
+import { approvalFlow, exportJob, jobLifecycle, retryingJob } from '../machines/index.ts';
+import { countingStore, StoreCounter } from './countingStore.ts';
+
+const importedAtMs = performance.now(); // since process start: node boot + tsx + module load
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+
+const path = process.argv[2];
+if (!path) {
+  console.error('usage: restartChild.ts <db path>');
+  process.exit(2);
+}
+
+const mem = () => {
+  const m = process.memoryUsage();
+  return { rss: m.rss, heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers };
+};
+
+gc();
+const before = mem();
+const counter = new StoreCounter();
+const t0 = performance.now();
+const store = await SqliteStore.open(path); // the defaults: synchronous FULL, WAL
+const t1 = performance.now();
+const runtime = await createRuntime({ store: countingStore(store, counter), machines: [jobLifecycle, retryingJob, exportJob, approvalFlow] });
+const t2 = performance.now();
+const recoverCalls = counter.perUnit(1, 0);
+const recoverStoreMs = counter.totalMs();
+const afterRecover = mem();
+counter.reset();
+const tick = await runtime.tick();
+const t3 = performance.now();
+const tickCalls = counter.perUnit(1, 0);
+const afterTick = mem();
+const peakRss = process.resourceUsage().maxRSS * 1024;
+gc();
+const afterGc = mem();
+const activeJobs = (store.db.prepare("SELECT count(*) FROM jobs WHERE status = 'active'").pluck().get() as number) ?? 0;
+const scheduledTimers = (store.db.prepare("SELECT count(*) FROM timers WHERE status = 'scheduled'").pluck().get() as number) ?? 0;
+await runtime.close();
+
+process.stdout.write(
+  `${JSON.stringify({
+    type: 'restart',
+    activeJobs,
+    scheduledTimers,
+    importedAtMs,
+    openStoreMs: t1 - t0,
+    createRuntimeMs: t2 - t1,
+    firstTickMs: t3 - t2,
+    totalMs: t3 - t0,
+    recoverStoreMs,
+    recoverCalls,
+    tick,
+    tickCalls,
+    memory: { before, afterRecover, afterTick, afterGc, peakRss },
+  })}\n`,
+);

@@ -1,0 +1,39 @@
+import { createActor, createMachine, type AnyMachineSnapshot, type AnyStateMachine, type EventObject } from 'xstate';
+
+/**
+ * A child job runs its machine as XState would inside its parent, except that the parent lives
+ * in another job. The marker below stands in for the parent: a child's `sendParent` resolves to
+ * it, and the runtime turns every event sent to it into an inbox event of the parent job.
+ */
+export const PARENT_REF = createActor(createMachine({ id: 'spool.parent' }));
+
+interface ScopedActor {
+  _actorScope: Record<string, unknown>;
+}
+
+function collectingScope(actor: unknown, actions: unknown[]): Record<string, unknown> {
+  return {
+    ...(actor as ScopedActor)._actorScope,
+    actionExecutor: (action: unknown) => actions.push(action),
+    defer: () => undefined,
+    stopChild: () => undefined,
+    emit: () => undefined,
+  };
+}
+
+/** `transition()` for a child job: pure, with `sendParent` pointing at {@link PARENT_REF}. */
+export function transitionAsChild(machine: AnyStateMachine, json: unknown, event: EventObject): [AnyMachineSnapshot, unknown[]] {
+  const actor = createActor(machine, { snapshot: json as never, parent: PARENT_REF } as never);
+  const snapshot = actor.getSnapshot() as AnyMachineSnapshot;
+  const actions: unknown[] = [];
+  const next = machine.transition(snapshot, event, collectingScope(actor, actions) as never) as AnyMachineSnapshot;
+  return [next, actions];
+}
+
+/** `initialTransition()` for a child job, with `sendParent` pointing at {@link PARENT_REF}. */
+export function initialAsChild(machine: AnyStateMachine, input: unknown): [AnyMachineSnapshot, unknown[]] {
+  const actor = createActor(machine, { input, parent: PARENT_REF } as never);
+  const actions: unknown[] = [];
+  const snapshot = machine.getInitialSnapshot(collectingScope(actor, actions) as never, input) as AnyMachineSnapshot;
+  return [snapshot, actions];
+}
