@@ -5,7 +5,7 @@
  * through the inboxes, and stopped when the parent leaves the invoking state.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { assign, fromPromise, sendParent, sendTo, setup } from 'xstate';
+import { assign, createMachine, fromPromise, sendParent, sendTo, setup } from 'xstate';
 import { MachineDefinitionError, MachineRegistry } from '../src/index.ts';
 import { VirtualClock } from '../src/testing/index.ts';
 import { Resources } from './helpers/resources.ts';
@@ -122,7 +122,7 @@ describe('child machines', () => {
   it('are registered with their parent, and a child machine with inline logic is refused', () => {
     const ids = new MachineRegistry([publish]).all().map((m) => `${m.id}@${m.version}`);
     expect(ids).toEqual(['publish@1', 'publish.reviewer@1']);
-    const inline = setup({ actors: { reviewer: setup({}).createMachine({ id: 'r', initial: 'a', states: { a: { invoke: { id: 'x', src: fromPromise(async () => 1) } } } }) } }).createMachine({
+    const inline = setup({ actors: { reviewer: createMachine({ id: 'r', initial: 'a', states: { a: { invoke: { id: 'x', src: fromPromise(async () => 1) } } } }) } }).createMachine({
       id: 'bad',
       initial: 'a',
       states: { a: { invoke: { id: 'r', src: 'reviewer' } } },

@@ -686,7 +686,7 @@ describe('registration refuses machines Spool cannot run durably', () => {
     [
       'a child machine that invokes inline logic',
       () =>
-        setup({ actors: { child: setup({}).createMachine({ id: 'child', initial: 'a', states: { a: { invoke: { id: 'x', src: promise } } } }) } }).createMachine({
+        setup({ actors: { child: createMachine({ id: 'child', initial: 'a', states: { a: { invoke: { id: 'x', src: promise } } } }) } }).createMachine({
           id: 'parent',
           initial: 'a',
           states: { a: { invoke: { id: 'child', src: 'child' } } },
