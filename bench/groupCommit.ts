@@ -7,6 +7,7 @@
  * waves (`Promise.all` of one send per job, 200 at once, then the next wave). The store is
  * wrapped to count commits per `store.commit` call: the batch sizes the group commit achieved.
  */
+import { statSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { createRuntime } from '../src/index.ts';
 import { SqliteStore } from '../persistence/sqlite/index.ts';
@@ -37,6 +38,10 @@ export interface GroupRunResult {
   commitUsPerOp: number;
   /** Store calls per send, by method. */
   storeCallsPerOp: Record<string, { calls: number; us: number }>;
+  /** WAL frames (4 KiB pages) written per transition, measured after the timed part (see walFrames). */
+  walFramesPerOp: number;
+  /** This process's CPU time (user + system) per transition: steadier than wall time on a busy host. */
+  cpuUsPerOp: number;
 }
 
 export async function runSpoolGroup(options: { synchronous: Synchronous; durationMs: number; mode: GroupMode; warmupWaves?: number }): Promise<GroupRunResult> {
@@ -59,6 +64,7 @@ export async function runSpoolGroup(options: { synchronous: Synchronous; duratio
     counter.reset();
     const latencies = new Samples();
     let ops = 0;
+    const cpu0 = process.cpuUsage();
     const start = performance.now();
     const end = start + options.durationMs;
     let last = start;
@@ -90,6 +96,7 @@ export async function runSpoolGroup(options: { synchronous: Synchronous; duratio
     }
     const wallMs = last - start;
     const seconds = wallMs / 1000;
+    const cpu = process.cpuUsage(cpu0);
 
     // One event = one commit: every job is at revision 2 (start, START) + its PROGRESS events.
     const jobs = await runtime.list({ machineId: MACHINE_ID, limit: GROUP_JOBS + 1 });
@@ -100,21 +107,62 @@ export async function runSpoolGroup(options: { synchronous: Synchronous; duratio
     }
     const commitMs = counter.ms('commit');
     const storeMs = counter.totalMs();
+    const batches = counter.batchSummary();
+    const storeCallsPerOp = counter.perUnit(ops);
+
+    // WAL frames per transition, after the timed part: checkpoint, stop auto-checkpoints, send
+    // the same way for a few batches, and read the WAL's size.
+    const wal = walFrames(store.db, tmp.path);
+    wal.start();
+    let walOps = 0;
+    if (options.mode === 'waves') {
+      for (let w = 0; w < 5; w += 1) walOps += (await Promise.all(ids.map((id) => runtime.send(id, progressEvent(i++))))).length;
+    } else {
+      await Promise.all(
+        Array.from({ length: STEADY_IN_FLIGHT }, async (_, w) => {
+          const mine = ids.filter((_, k) => k % STEADY_IN_FLIGHT === w);
+          for (let n = 0; n < 15; n += 1) {
+            await runtime.send(mine[n % mine.length]!, progressEvent(i++));
+            walOps += 1;
+          }
+        }),
+      );
+    }
+    const walFramesPerOp = wal.frames() / walOps;
     return {
       perSec: ops / seconds,
       ops,
       seconds,
       latencies,
-      batches: counter.batchSummary(),
+      batches,
       commitShare: commitMs / wallMs,
       engineUsPerOp: ((wallMs - storeMs) * 1000) / ops,
       commitUsPerOp: (commitMs * 1000) / ops,
-      storeCallsPerOp: counter.perUnit(ops),
+      storeCallsPerOp,
+      walFramesPerOp,
+      cpuUsPerOp: (cpu.user + cpu.system) / ops,
     };
   } finally {
     await runtime.close();
     tmp.dispose();
   }
+}
+
+/**
+ * Count WAL frames written from `start()` on: checkpoint (TRUNCATE) and turn auto-checkpoints off,
+ * then `frames()` reads the WAL file's size. Used only after the timed part of a run.
+ */
+export function walFrames(db: { pragma: (source: string) => unknown }, path: string): { start: () => void; frames: () => number } {
+  return {
+    start: () => {
+      db.pragma('wal_checkpoint(TRUNCATE)');
+      db.pragma('wal_autocheckpoint = 0');
+    },
+    frames: () => {
+      const size = statSync(`${path}-wal`).size;
+      return size <= 32 ? 0 : (size - 32) / (4096 + 24);
+    },
+  };
 }
 
 /** The snapshot JSON the raw limit writes: the same bytes a Spool job of this workload stores. */

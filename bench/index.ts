@@ -1,12 +1,20 @@
 /**
- * `npm run bench` — durable transitions per second through Spool, beside the raw SQLite limit.
+ * `npm run bench` — Spool's performance, each figure beside a raw SQLite limit measured in the same run.
  *
- *   npm run bench                 3 alternating rounds per setting, ~2.5 s per run (~40 s)
- *   npm run bench -- --quick      1 round, ~0.8 s per run (~8 s)
+ *   0. sequential sends: durable transitions/s of `await runtime.send` one after another (FULL, NORMAL)
+ *   1. group commit: many jobs sending at once through one runtime vs raw SQLite 100 transitions/transaction
+ *   2. jobs per second: one-step and three-step jobs, sequential and 64 in flight, ack latency
+ *   3. restart: createRuntime (recover) + first tick and RSS with 10k / 100k (--big: 1M) jobs waiting on timers
+ *   4. path testing: generate and replay every path of the reference machines, with and without crash replay
+ *
+ *   npm run bench                 full (~3 min on 2 cores)
+ *   npm run bench -- --quick      shorter runs, one round (~40 s)
+ *   npm run bench -- --big        also restart with 1M waiting jobs (adds a few minutes and ~1.3 GB of temp disk)
+ *   npm run bench -- --only group,jobs   some sections (sequential, group, jobs, restart, paths): writes results/partial.json
  *   npm run bench -- --profile    where a Spool send spends its time at NORMAL (no results file)
  *
- * Options: --rounds N, --duration-ms N, --warmup N. A ratio below the target is reported, never
- * an exit code: this is a measurement, not a test.
+ * Options: --rounds N, --duration-ms N, --warmup N (sequential section; --rounds also the group
+ * section). A ratio below its target is reported, never an exit code: this is a measurement, not a test.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { runInNewContext } from 'node:vm';
@@ -19,6 +27,8 @@ import { runSpool } from './spoolRun.ts';
 import { median, Samples } from './stats.ts';
 import { WORKLOAD } from './workload.ts';
 import { runProfile } from './profile.ts';
+import { fmtMs, fmtRate, hostLoad, loadNow, printLoadNote, printTable } from './format.ts';
+import { groupCommitSection, jobsSection, pathTestingSection, restartSection, type SectionContext } from './sections.ts';
 
 const TARGET_RATIO = 0.7;
 const SETTINGS: readonly Synchronous[] = ['FULL', 'NORMAL'];
@@ -30,6 +40,8 @@ const { values: args } = parseArgs({
     rounds: { type: 'string' },
     'duration-ms': { type: 'string' },
     warmup: { type: 'string' },
+    big: { type: 'boolean', default: false },
+    only: { type: 'string' },
   },
   strict: true,
 });
@@ -38,6 +50,15 @@ const quick = args.quick ?? false;
 const rounds = positiveInt(args.rounds, quick ? 1 : 3, '--rounds');
 const durationMs = positiveInt(args['duration-ms'], quick ? 800 : 2500, '--duration-ms');
 const warmupOps = positiveInt(args.warmup, quick ? 100 : 300, '--warmup');
+const SECTIONS = ['sequential', 'group', 'jobs', 'restart', 'paths'] as const;
+type Section = (typeof SECTIONS)[number];
+const only = new Set<Section>((args.only ?? SECTIONS.join(',')).split(',').map((s) => s.trim()).filter(Boolean) as Section[]);
+for (const s of only) {
+  if (!SECTIONS.includes(s)) {
+    console.error(`--only takes a comma-separated list of ${SECTIONS.join(', ')}; got "${s}".`);
+    process.exit(2);
+  }
+}
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -51,12 +72,59 @@ if (args.profile) {
 async function main(): Promise<void> {
   const started = performance.now();
   const machine = machineInfo();
-  console.log(`Spool bench: ${WORKLOAD}`);
+  console.log(`Spool bench${quick ? ' (--quick)' : ''}${args.big ? ' (--big)' : ''}: sections ${[...only].join(', ')}`);
   console.log(
     `node ${machine.node}, SQLite ${machine.sqlite} (better-sqlite3 ${machine.betterSqlite3}), xstate ${machine.xstate}, ` +
-      `${machine.cpus} × ${machine.cpuModel}, load ${machine.loadavg.join(' ')}`,
+      `${machine.cpus} × ${machine.cpuModel}, load ${machine.loadavg.join(' ')}, git ${machine.gitCommit ?? '?'}${machine.gitDirty ? ' (engine files modified)' : ''}`,
   );
-  console.log(`${rounds} round(s) per setting, raw and Spool alternating, ${durationMs} ms per run after ${warmupOps} warm-up commits, fresh db in ${machine.tmpdir}\n`);
+  const ctx: SectionContext = { quick, big: args.big ?? false, rounds, gc };
+  const report: Record<string, unknown> = {
+    generatedAt: new Date().toISOString(),
+    command: `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
+    quick,
+    sections: [...only],
+    machine,
+  };
+  const loads: number[] = [machine.loadavg[0]!];
+  // A section that throws (an engine change broke it) is reported and recorded; the others still run.
+  const run = async (name: Section, key: string | null, section: () => Promise<Record<string, unknown>>) => {
+    if (!only.has(name)) return;
+    try {
+      const result = await section();
+      if (key === null) Object.assign(report, result);
+      else report[key] = result;
+    } catch (error) {
+      console.error(`\nSection ${name} failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+      report[key ?? name] = { error: error instanceof Error ? error.message : String(error) };
+      process.exitCode = 1;
+    }
+    loads.push(loadNow());
+  };
+  await run('sequential', null, () => sequentialSection(machine));
+  await run('group', 'groupCommit', () => groupCommitSection(ctx));
+  await run('jobs', 'jobs', () => jobsSection(ctx));
+  await run('restart', 'restart', () => restartSection(ctx));
+  await run('paths', 'pathTesting', () => pathTestingSection(ctx));
+
+  const busiest = Math.max(...loads);
+  report['hostLoad'] = { samples: loads, busiest, cpus: machine.cpus, busy: busiest > machine.cpus };
+  report['elapsedSeconds'] = Math.round((performance.now() - started) / 100) / 10;
+  console.log(
+    `\nHost load (1-min average) over the run: ${loads.map((l) => l.toFixed(2)).join(' → ')} on ${machine.cpus} CPUs` +
+      (busiest > machine.cpus ? ': BUSY at some point, compare ratios rather than absolute figures, and re-run when quiet before quoting them.' : ': quiet enough.'),
+  );
+  // A run of some sections (--only) does not replace the full results.
+  const file = only.size === SECTIONS.length ? 'latest.json' : 'partial.json';
+  mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
+  writeFileSync(new URL(`./results/${file}`, import.meta.url), `${JSON.stringify(report, null, 2)}\n`);
+  console.log(`wrote bench/results/${file} (${report['elapsedSeconds']} s)`);
+}
+
+/** Section 0 (the original bench): sequential `await runtime.send` vs one raw transaction per step. */
+async function sequentialSection(machine: ReturnType<typeof machineInfo>) {
+  const load0 = loadNow();
+  console.log(`\n== 0. Sequential sends: ${WORKLOAD}`);
+  console.log(`   ${rounds} round(s) per setting, raw and Spool alternating, ${durationMs} ms per run after ${warmupOps} warm-up commits, fresh db in ${machine.tmpdir}\n`);
 
   // Warm the JIT on both paths before anything is timed.
   runRaw({ synchronous: 'NORMAL', durationMs: 300, warmupOps: 50 });
@@ -108,7 +176,8 @@ async function main(): Promise<void> {
     };
   });
 
-  const loadAfter = os.loadavg()[0]!;
+  const load = hostLoad(load0);
+  const loadAfter = load.after;
   const busiest = Math.max(machine.loadavg[0]!, loadAfter);
   const hostBusy = busiest > machine.cpus;
 
@@ -129,19 +198,10 @@ async function main(): Promise<void> {
   for (const r of results) {
     console.log(`  ${r.synchronous}: Spool per round ${r.spool.roundsPerSec.map(fmtRate).join(' / ')}, raw ${r.limit.roundsPerSec.map(fmtRate).join(' / ')}, paired ratios ${r.pairedRatios.join(' / ')}`);
   }
+  printLoadNote({ ...load, before: Math.max(load.before, machine.loadavg[0]!), busy: hostBusy });
 
-  if (hostBusy) {
-    console.log(
-      `\nWARNING: the host was busy (1-min load up to ${busiest.toFixed(2)} on ${machine.cpus} CPUs): figures swing with other work, ` +
-        'FULL most (its commits queue behind other processes\' disk syncs). Re-run when the host is quiet before quoting them.',
-    );
-  }
-
-  const report = {
-    generatedAt: new Date().toISOString(),
-    command: `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
-    quick,
-    machine,
+  // The original report's fields, unchanged, at the top level of latest.json.
+  return {
     method: {
       workload: WORKLOAD,
       spool: 'await runtime.send(jobId, event) one after another; SqliteStore.open(tmp, { synchronous }); one event = one commit (revision checked)',
@@ -158,12 +218,7 @@ async function main(): Promise<void> {
     hostBusy,
     loadAfter: Math.round(loadAfter * 100) / 100,
     results,
-    elapsedSeconds: Math.round((performance.now() - started) / 100) / 10,
   };
-  mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
-  const out = new URL('./results/latest.json', import.meta.url);
-  writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`);
-  console.log(`\nwrote bench/results/latest.json (${report.elapsedSeconds} s)`);
 }
 
 function positiveInt(text: string | undefined, fallback: number, name: string): number {
@@ -183,20 +238,4 @@ function round1(n: number): number {
 function roundLatency(l: ReturnType<typeof Samples.summarize>) {
   const r = (ms: number) => Math.round(ms * 1000) / 1000;
   return { p50Ms: r(l.p50Ms), p99Ms: r(l.p99Ms), maxMs: r(l.maxMs), samples: l.samples };
-}
-
-function fmtRate(n: number): string {
-  return n >= 10_000 ? `${(n / 1000).toFixed(1)}k` : Math.round(n).toLocaleString('en-US');
-}
-
-function fmtMs(ms: number): string {
-  return ms < 1 ? `${(ms * 1000).toFixed(0)} µs` : `${ms.toFixed(2)} ms`;
-}
-
-function printTable(header: string[], rows: string[][]): void {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
-  console.log(line(header));
-  console.log(widths.map((w) => '-'.repeat(w)).join('  '));
-  for (const r of rows) console.log(line(r));
 }

@@ -27,8 +27,8 @@ export interface JobShape {
   /** Events after start. */
   steps: number;
   run: (runtime: Runtime, n: number, ops: Samples) => Promise<void>;
-  /** A persisted snapshot of this machine, for the raw limit to write the same bytes. */
-  snapshot: () => string;
+  /** Persisted snapshots of this machine (a context number varies with i), for the raw limit to write the same bytes. */
+  snapshot: () => (i: number) => string;
 }
 
 async function timed<T>(ops: Samples, work: () => Promise<T>): Promise<T> {
@@ -38,10 +38,11 @@ async function timed<T>(ops: Samples, work: () => Promise<T>): Promise<T> {
   return r;
 }
 
-function persisted(machine: AnyStateMachine, input: unknown, events: { type: string }[]): string {
+function persisted(machine: AnyStateMachine, input: unknown, events: { type: string }[], field: string): (i: number) => string {
   let [s] = initialTransition(machine, input) as [AnyMachineSnapshot, unknown[]];
   for (const e of events) [s] = transition(machine, s, e) as [AnyMachineSnapshot, unknown[]];
-  return JSON.stringify(machine.getPersistedSnapshot(s));
+  const template = JSON.parse(JSON.stringify(machine.getPersistedSnapshot(s))) as { context: Record<string, unknown> };
+  return (i) => JSON.stringify({ ...template, context: { ...template.context, [field]: i % 101 } });
 }
 
 const APPROVAL_INPUT = { subject: 'bench approval', remindAfterMs: 86_400_000, deadlineMs: 3 * 86_400_000 };
@@ -57,7 +58,7 @@ export const JOB_SHAPES: readonly JobShape[] = [
       const r = await timed(ops, () => runtime.send(job.id, { type: 'APPROVE', by: `u${n}` }));
       if (r.status !== 'applied' || !r.job.final) throw new Error(`jobs bench: approval ${job.id} ended ${r.status} in ${JSON.stringify(r.job.value)}`);
     },
-    snapshot: () => persisted(approvalFlow.machine, APPROVAL_INPUT, []),
+    snapshot: () => persisted(approvalFlow.machine, APPROVAL_INPUT, [], 'reminders'),
   },
   {
     name: 'three-step',
@@ -73,7 +74,7 @@ export const JOB_SHAPES: readonly JobShape[] = [
       const end = await runtime.get(job.id);
       if (end.value !== 'completed') throw new Error(`jobs bench: ${job.id} ended in ${JSON.stringify(end.value)}, expected completed`);
     },
-    snapshot: () => persisted(jobLifecycle.machine, LIFECYCLE_INPUT, [{ type: 'START' }]),
+    snapshot: () => persisted(jobLifecycle.machine, LIFECYCLE_INPUT, [{ type: 'START' }], 'progress'),
   },
 ];
 
@@ -90,6 +91,8 @@ export interface SpoolJobsResult {
   batches: BatchSummary;
   /** Store calls per job, by method. */
   storeCallsPerJob: Record<string, { calls: number; us: number }>;
+  /** This process's CPU time (user + system) per job. */
+  cpuUsPerJob: number;
 }
 
 export async function runSpoolJobs(options: { synchronous: Synchronous; durationMs: number; shape: JobShape; concurrency: number; warmupJobs?: number }): Promise<SpoolJobsResult> {
@@ -110,6 +113,7 @@ export async function runSpoolJobs(options: { synchronous: Synchronous; duration
     const opLatencies = new Samples();
     const jobLatencies = new Samples();
     let jobs = 0;
+    const cpu0 = process.cpuUsage();
     const start = performance.now();
     const end = start + options.durationMs;
     let last = start;
@@ -125,6 +129,7 @@ export async function runSpoolJobs(options: { synchronous: Synchronous; duration
     };
     await Promise.all(Array.from({ length: options.concurrency }, () => worker()));
     const seconds = (last - start) / 1000;
+    const cpu = process.cpuUsage(cpu0);
     return {
       jobsPerSec: jobs / seconds,
       opsPerSec: (jobs * (options.shape.steps + 1)) / seconds,
@@ -134,6 +139,7 @@ export async function runSpoolJobs(options: { synchronous: Synchronous; duration
       jobLatencies,
       batches: counter.batchSummary(),
       storeCallsPerJob: counter.perUnit(jobs, 0.05),
+      cpuUsPerJob: (cpu.user + cpu.system) / jobs,
     };
   } finally {
     await runtime.close();

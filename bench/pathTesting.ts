@@ -6,9 +6,9 @@
  *   restart   + every path replayed again with the runtime closed and reopened between every two steps
  *   child     + the one path per machine most worth it replayed in child processes SIGKILLed between steps
  *
- * Paths run on SQLite files (NORMAL, the path-test default) in a temp directory. Generation time
- * is read from the progress events (machine.started → machine.generated), replay time per mode
- * from the `path.finished` events.
+ * Paths run on SQLite files (NORMAL, the path-test default) in a temp directory, after one
+ * untimed plain run (module loading, JIT). Generation time is read from the progress events
+ * (machine.started → machine.generated), replay time per mode from the `path.finished` events.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { collectPathTests, generatePaths, isPathTestSubject, runPathTests, type RunMode } from '../src/testing/index.ts';
+import { childSample } from '../src/testing/runPathTests.ts';
 
 const MODULE = fileURLToPath(new URL('../machines/index.ts', import.meta.url));
 
@@ -39,17 +40,22 @@ export interface PathTestingRun {
   perMachine: { machineId: string; paths: number; runs: Record<RunMode, number>; ms: number }[];
 }
 
-/** Generated paths and their steps, counted once (generation is deterministic). */
-export async function pathInventory(): Promise<{ machines: number; paths: number; steps: number }> {
+/**
+ * Generated paths and their steps, counted once (generation is deterministic), and the child
+ * processes a one-path-per-machine child-crash replay starts (one per step, start included).
+ */
+export async function pathInventory(): Promise<{ machines: number; paths: number; steps: number; childProcesses: number }> {
   const items = collectPathTests((await import('../machines/index.ts')) as Record<string, unknown>);
   let paths = 0;
   let steps = 0;
+  let childProcesses = 0;
   for (const item of items) {
     const generated = isPathTestSubject(item) ? generatePaths(item.definition, item.options) : generatePaths(item, {});
     paths += generated.paths.length;
     steps += generated.paths.reduce((n, p) => n + p.steps.length, 0);
+    childProcesses += childSample(generated.paths, 1).reduce((n, p) => n + p.steps.length + 1, 0);
   }
-  return { machines: items.length, paths, steps };
+  return { machines: items.length, paths, steps, childProcesses };
 }
 
 export async function runPathTesting(config: PathConfig, steps: number): Promise<PathTestingRun> {

@@ -5,9 +5,11 @@
  * `BEGIN IMMEDIATE` transaction. WAL, the given `synchronous`, busy_timeout 5000, fresh file.
  */
 import Database from 'better-sqlite3';
+import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Synchronous } from './rawRun.ts';
 import { Samples } from './stats.ts';
+import { walFrames } from './groupCommit.ts';
 import { freshDbPath } from './tempDb.ts';
 
 const SCHEMA = `
@@ -23,7 +25,7 @@ function openRawDb(label: string, synchronous: Synchronous) {
   db.pragma('journal_mode = WAL');
   db.pragma(`synchronous = ${synchronous}`);
   db.exec(SCHEMA);
-  return { db, dispose: () => (db.close(), tmp.dispose()) };
+  return { db, path: tmp.path, dispose: () => (db.close(), tmp.dispose()) };
 }
 
 export interface RawBatchResult {
@@ -33,6 +35,10 @@ export interface RawBatchResult {
   seconds: number;
   /** Per transaction: how long one batch took to commit (ms). */
   latencies: Samples;
+  /** WAL frames (4 KiB pages) written per transition, measured after the timed part. */
+  walFramesPerOp: number;
+  /** This process's CPU time (user + system) per transition. */
+  cpuUsPerOp: number;
 }
 
 /**
@@ -40,7 +46,7 @@ export interface RawBatchResult {
  * group-commit limit for "many jobs sending at once".
  */
 export function runRawBatched(options: { synchronous: Synchronous; durationMs: number; jobs: number; batch: number; snapshot: (i: number) => string; warmupBatches?: number }): RawBatchResult {
-  const { db, dispose } = openRawDb(`rawbatch-${options.synchronous.toLowerCase()}`, options.synchronous);
+  const { db, path, dispose } = openRawDb(`rawbatch-${options.synchronous.toLowerCase()}`, options.synchronous);
   try {
     const insertJob = db.prepare('INSERT INTO jobs (id, revision, snapshot, updated_at) VALUES (?, 1, ?, ?)');
     const update = db.prepare('UPDATE jobs SET revision = revision + 1, snapshot = ?, updated_at = ? WHERE id = ? AND revision = ?');
@@ -64,6 +70,7 @@ export function runRawBatched(options: { synchronous: Synchronous; durationMs: n
     });
     for (let w = 0; w < (options.warmupBatches ?? 5); w += 1) batch.immediate();
     const latencies = new Samples();
+    const cpu0 = process.cpuUsage();
     const start = performance.now();
     const end = start + options.durationMs;
     let ops = 0;
@@ -76,7 +83,11 @@ export function runRawBatched(options: { synchronous: Synchronous; durationMs: n
       ops += options.batch;
     }
     const seconds = (now - start) / 1000;
-    return { perSec: ops / seconds, ops, seconds, latencies };
+    const cpu = process.cpuUsage(cpu0);
+    const wal = walFrames(db, path);
+    wal.start();
+    for (let w = 0; w < 10; w += 1) batch.immediate();
+    return { perSec: ops / seconds, ops, seconds, latencies, walFramesPerOp: wal.frames() / (10 * options.batch), cpuUsPerOp: (cpu.user + cpu.system) / ops };
   } finally {
     dispose();
   }
@@ -90,15 +101,18 @@ export interface RawJobsResult {
   seconds: number;
   /** Sequential: per operation (one transaction). Batched: per transaction of `batch` operations. */
   latencies: Samples;
+  /** This process's CPU time (user + system) per job. */
+  cpuUsPerJob: number;
 }
 
 /**
  * Whole jobs with `steps` events after their start: per job one job INSERT + log INSERT, then
  * `steps` × (versioned UPDATE + log INSERT). `batch` 1 = one transaction per operation, awaited
  * one after another (the sequential limit); `batch` > 1 = that many operations of up to `batch`
- * jobs in flight per transaction (the concurrent limit).
+ * jobs in flight per transaction (the concurrent limit). Job ids are random UUIDs, as Spool's.
  */
 export function runRawJobs(options: { synchronous: Synchronous; durationMs: number; steps: number; batch: number; snapshot: (i: number) => string }): RawJobsResult {
+  // Job ids are random UUIDs like Spool's default; snapshots change at every step like Spool's.
   const { db, dispose } = openRawDb(`rawjobs-${options.synchronous.toLowerCase()}`, options.synchronous);
   try {
     const insertJob = db.prepare('INSERT INTO jobs (id, revision, snapshot, updated_at) VALUES (?, 1, ?, ?)');
@@ -106,9 +120,13 @@ export function runRawJobs(options: { synchronous: Synchronous; durationMs: numb
     const insert = db.prepare('INSERT INTO transitions (job_id, revision, event_type, payload, at) VALUES (?, ?, ?, ?, ?)');
     let seq = 0;
     let finished = 0;
+    // Random UUID job ids, as Spool's default newId: rows of new jobs land all over the B-trees, as Spool's do.
     // In-flight jobs: [id, revision] where revision = steps done + 1.
     const slots: { id: string; revision: number }[] = [];
-    const newJob = () => ({ id: `raw-job-${seq++}`, revision: 0 });
+    const newJob = () => {
+      seq += 1;
+      return { id: randomUUID(), revision: 0 };
+    };
     for (let k = 0; k < options.batch; k += 1) slots.push(newJob());
     const stepOne = (k: number, at: number) => {
       const slot = slots[k]!;
@@ -134,6 +152,7 @@ export function runRawJobs(options: { synchronous: Synchronous; durationMs: numb
     finished = 0;
     const latencies = new Samples();
     let writes = 0;
+    const cpu0 = process.cpuUsage();
     const start = performance.now();
     const end = start + options.durationMs;
     let now = start;
@@ -145,7 +164,8 @@ export function runRawJobs(options: { synchronous: Synchronous; durationMs: numb
       writes += slots.length;
     }
     const seconds = (now - start) / 1000;
-    return { jobsPerSec: finished / seconds, writesPerSec: writes / seconds, jobs: finished, seconds, latencies };
+    const cpu = process.cpuUsage(cpu0);
+    return { jobsPerSec: finished / seconds, writesPerSec: writes / seconds, jobs: finished, seconds, latencies, cpuUsPerJob: (cpu.user + cpu.system) / finished };
   } finally {
     dispose();
   }

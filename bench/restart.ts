@@ -9,8 +9,9 @@
  * restart reads a clean database file (warm in the OS page cache: no cache is dropped).
  *
  * Each size is then opened in a fresh child process (bench/restartChild.ts): SqliteStore.open,
- * createRuntime (recover on open, the default), the first tick(), RSS after. Sizes grow one
- * database: 10k, then 100k, then (--big) 1M.
+ * createRuntime (recover on open, the default), the first tick(), RSS after; once with the
+ * defaults (verifySnapshots: true, every active job checked) and once with verifySnapshots:
+ * false. Sizes grow one database: 10k, then 100k, then (--big) 1M.
  */
 import Database from 'better-sqlite3';
 import { spawn } from 'node:child_process';
@@ -28,7 +29,10 @@ const CHILD = fileURLToPath(new URL('./restartChild.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DAY = 86_400_000;
 
+export type RecoverMode = 'verify' | 'no-verify';
+
 export interface ChildReport {
+  mode: RecoverMode;
   activeJobs: number;
   scheduledTimers: number;
   importedAtMs: number;
@@ -146,10 +150,10 @@ export async function makeRestartDb(): Promise<RestartDb> {
 }
 
 /** Open the database in a fresh child process and measure the restart. */
-export function measureRestart(path: string, timeoutMs = 15 * 60_000): Promise<ChildReport> {
+export function measureRestart(path: string, mode: RecoverMode, timeoutMs = 15 * 60_000): Promise<ChildReport> {
   const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', tsx, CHILD, path], { cwd: ROOT, env: process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', tsx, CHILD, path, mode], { cwd: ROOT, env: process.env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));

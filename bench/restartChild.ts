@@ -4,7 +4,10 @@
  * report resident memory. Prints one JSON line. Run by bench/restart.ts in a fresh process so
  * nothing (page cache aside) is warm.
  *
- *   node --import tsx bench/restartChild.ts <db path>
+ *   node --import tsx bench/restartChild.ts <db path> [verify|no-verify]
+ *
+ * `verify` (the default) opens with createRuntime's defaults; `no-verify` passes
+ * `verifySnapshots: false` (recovery checks machine versions by SQL aggregate, not every job).
  */
 import { performance } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
@@ -19,8 +22,9 @@ setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
 
 const path = process.argv[2];
-if (!path) {
-  console.error('usage: restartChild.ts <db path>');
+const mode = process.argv[3] ?? 'verify';
+if (!path || (mode !== 'verify' && mode !== 'no-verify')) {
+  console.error('usage: restartChild.ts <db path> [verify|no-verify]');
   process.exit(2);
 }
 
@@ -35,7 +39,11 @@ const counter = new StoreCounter();
 const t0 = performance.now();
 const store = await SqliteStore.open(path); // the defaults: synchronous FULL, WAL
 const t1 = performance.now();
-const runtime = await createRuntime({ store: countingStore(store, counter), machines: [jobLifecycle, retryingJob, exportJob, approvalFlow] });
+const runtime = await createRuntime({
+  store: countingStore(store, counter),
+  machines: [jobLifecycle, retryingJob, exportJob, approvalFlow],
+  ...(mode === 'no-verify' ? { verifySnapshots: false } : {}),
+});
 const t2 = performance.now();
 const recoverCalls = counter.perUnit(1, 0);
 const recoverStoreMs = counter.totalMs();
@@ -55,6 +63,7 @@ await runtime.close();
 process.stdout.write(
   `${JSON.stringify({
     type: 'restart',
+    mode,
     activeJobs,
     scheduledTimers,
     importedAtMs,

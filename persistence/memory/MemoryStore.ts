@@ -21,12 +21,18 @@ import type {
   NoteRecord,
   PurgeFilter,
   StoreStats,
+  NewSchedule,
+  OccurrenceRecord,
+  ScheduleFire,
+  ScheduleFireResult,
+  ScheduleRecord,
   TimerRecord,
   TransitionCommit,
   TransitionDraft,
   TransitionRecord,
 } from '../../src/ports/store.ts';
 import { ClosedError } from '../../src/runtime/errors.ts';
+import { MemorySchedules } from './schedules.ts';
 
 interface StoredJob extends JobRecord {
   /** `|a|a.b|`, as the SQLite store keeps it, so `listJobs({ state })` matches the same way. */
@@ -81,6 +87,22 @@ export class MemoryStore implements JobStore {
   #seq = 0;
   #journal: Undo[] | null = null;
   #closed = false;
+  /** Schedules and their occurrences (schedules.ts), journaled like every other write. */
+  readonly #schedules = new MemorySchedules({
+    tx: (fn) => this.#tx(fn),
+    record: (undo) => this.#record(undo),
+    insertJob: (job) => void this.#insertJob(job),
+    getJob: (id) => {
+      const job = this.#jobs.get(id);
+      return job ? toJobRecord(job) : undefined;
+    },
+    requestCancel: (jobId, reason, event, at) => {
+      const job = this.#jobs.get(jobId);
+      if (!job || job.status !== 'active' || job.cancelRequestedAt !== null) return;
+      this.#assign(job, { cancelRequestedAt: at, cancelReason: reason });
+      this.#acceptPending(event);
+    },
+  });
 
   async createJob(job: NewJob): Promise<CreateJobResult> {
     this.#open();
@@ -243,7 +265,7 @@ export class MemoryStore implements JobStore {
           (e.status === 'running' && e.claimExpiresAt !== null && e.claimExpiresAt <= now)) &&
         !this.#suspended(e.jobId),
     );
-    // ORDER BY coalesce(next_run_at, created_at); ties stay in insertion order.
+    // ORDER BY coalesce(next_run_at, created_at), rowid: ties stay in insertion order.
     due.sort((a, b) => (a.nextRunAt ?? a.createdAt) - (b.nextRunAt ?? b.createdAt));
     return limited(due, limit).map(copy);
   }
@@ -620,6 +642,43 @@ export class MemoryStore implements JobStore {
         .sort((a, b) => compareText(a.id, b.id))
         .map((e) => ({ effectId: e.id, jobId: e.jobId, src: e.src, attempt: e.attempt, runner: e.claimedBy, claimExpiresAt: e.claimExpiresAt })),
     };
+  }
+
+  // Schedules (schedules.ts)
+
+  async putSchedule(schedule: NewSchedule, expectedRevision: number | null): Promise<{ ok: true; schedule: ScheduleRecord } | { ok: false; current: ScheduleRecord | null }> {
+    this.#open();
+    return this.#schedules.put(schedule, expectedRevision);
+  }
+
+  async getSchedule(id: string): Promise<ScheduleRecord | undefined> {
+    this.#open();
+    return this.#schedules.get(id);
+  }
+
+  async listSchedules(filter: { owner?: string | null }): Promise<ScheduleRecord[]> {
+    this.#open();
+    return this.#schedules.list(filter);
+  }
+
+  async deleteSchedule(id: string, owner: string | null): Promise<boolean> {
+    this.#open();
+    return this.#schedules.delete(id, owner);
+  }
+
+  async dueSchedules(owner: string | null, now: number, limit: number): Promise<ScheduleRecord[]> {
+    this.#open();
+    return this.#schedules.due(owner, now, limit);
+  }
+
+  async fireSchedule(fire: ScheduleFire): Promise<ScheduleFireResult> {
+    this.#open();
+    return this.#schedules.fire(fire);
+  }
+
+  async listOccurrences(scheduleId: string, limit: number): Promise<OccurrenceRecord[]> {
+    this.#open();
+    return this.#schedules.occurrences(scheduleId, limit);
   }
 
   async close(): Promise<void> {

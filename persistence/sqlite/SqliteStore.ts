@@ -23,11 +23,17 @@ import type {
   NewTimer,
   PurgeFilter,
   StoreStats,
+  NewSchedule,
+  OccurrenceRecord,
+  ScheduleFire,
+  ScheduleFireResult,
+  ScheduleRecord,
   TransitionCommit,
   TransitionRecord,
 } from '../../src/ports/store.ts';
 import { systemClock, type Clock } from '../../src/ports/clock.ts';
 import { SchemaTooNewError, CorruptRecordError } from '../../src/runtime/errors.ts';
+import { SqliteSchedules } from './schedules.ts';
 
 /** Options of {@link SqliteStore.open}. */
 export interface SqliteStoreOptions {
@@ -87,6 +93,8 @@ export class SqliteStore implements JobStore {
   /** Transaction wrappers, built once: `#tx.immediate(fn)` runs fn in BEGIN IMMEDIATE; `#savepoint(c)` one commit of a batch. */
   readonly #tx: Database.Transaction<(fn: () => unknown) => unknown>;
   readonly #savepoint: Database.Transaction<(c: TransitionCommit) => CommitResult>;
+  /** Schedules and their occurrences (schedules.ts). */
+  readonly #schedules: SqliteSchedules;
   #closed = false;
 
   private constructor(path: string, options: SqliteStoreOptions) {
@@ -104,6 +112,15 @@ export class SqliteStore implements JobStore {
       this.#tx = this.db.transaction((fn: () => unknown) => fn());
       const stmts = this.#stmts;
       this.#savepoint = this.db.transaction((c: TransitionCommit) => applyCommit(stmts, c));
+      this.#schedules = new SqliteSchedules(this.db, {
+        write: (fn) => this.#write(fn),
+        insertJob: (job) => insertJob(stmts, job),
+        getJob: (id) => {
+          const row = stmts.getJob.get(id) as Row | undefined;
+          return row ? toJobRecord(row) : undefined;
+        },
+        acceptPending: (event) => void acceptPending(stmts, event),
+      });
     } catch (error) {
       this.db.close();
       throw error;
@@ -521,6 +538,36 @@ export class SqliteStore implements JobStore {
     }).deferred();
   }
 
+  // Schedules (schedules.ts)
+
+  async putSchedule(schedule: NewSchedule, expectedRevision: number | null): Promise<{ ok: true; schedule: ScheduleRecord } | { ok: false; current: ScheduleRecord | null }> {
+    return this.#schedules.put(schedule, expectedRevision);
+  }
+
+  async getSchedule(id: string): Promise<ScheduleRecord | undefined> {
+    return this.#schedules.get(id);
+  }
+
+  async listSchedules(filter: { owner?: string | null }): Promise<ScheduleRecord[]> {
+    return this.#schedules.list(filter);
+  }
+
+  async deleteSchedule(id: string, owner: string | null): Promise<boolean> {
+    return this.#schedules.delete(id, owner);
+  }
+
+  async dueSchedules(owner: string | null, now: number, limit: number): Promise<ScheduleRecord[]> {
+    return this.#schedules.due(owner, now, limit);
+  }
+
+  async fireSchedule(fire: ScheduleFire): Promise<ScheduleFireResult> {
+    return this.#schedules.fire(fire);
+  }
+
+  async listOccurrences(scheduleId: string, limit: number): Promise<OccurrenceRecord[]> {
+    return this.#schedules.occurrences(scheduleId, limit);
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
@@ -673,7 +720,7 @@ function prepare(db: Database.Database) {
     dueEffects: db.prepare(`SELECT * FROM effects WHERE active = 1 AND (status = 'pending'
         OR (status = 'backoff' AND next_run_at <= @now) OR (status = 'running' AND claim_expires_at <= @now))
         AND ${NOT_SUSPENDED('effects.job_id')}
-      ORDER BY coalesce(next_run_at, created_at) LIMIT @limit`),
+      ORDER BY coalesce(next_run_at, created_at), rowid LIMIT @limit`),
     runningEffects: db.prepare(`SELECT * FROM effects WHERE active = 1 AND status = 'running' LIMIT ?`),
     claimEffect: db.prepare(`UPDATE effects SET status = 'running', attempt = attempt + 1, claimed_by = @runner,
         claim_expires_at = @until, next_run_at = NULL, updated_at = @now

@@ -23,9 +23,11 @@ import {
   type JobDetails,
   type JobStatus,
   type ListFilter,
+  type LogEntry,
   type RegisteredMachine,
   type Runtime,
   type RuntimeEvent,
+  type RuntimeStats,
   type SendResult,
 } from '../index.ts';
 import { SqliteStore } from '../../persistence/sqlite/index.ts';
@@ -33,6 +35,8 @@ import { describeWork, runDemo } from './demo.ts';
 import { BadJsonArgumentError, DatabaseError, UsageError, firstLine, parseJsonArgument } from './errors.ts';
 import { formatBlock, formatJson, formatState, formatTime, keyValues, redactKeys, table } from './format.ts';
 import { DEFAULT_MACHINES_MODULE, loadMachines } from './loadMachines.ts';
+import { parseDuration } from './duration.ts';
+import { addScheduleCommands, describeScheduleEvent } from './schedule.ts';
 import { collectPathTests, isPathTestSubject, runPathTests, type MachinePathResult, type PathTestProgress } from '../testing/runPathTests.ts';
 
 /** Where the command writes, and what it resolves relative paths against. Default: the process's. */
@@ -49,6 +53,8 @@ interface ListOptions {
   quarantined?: boolean;
   exhausted?: boolean;
   cancelRequested?: boolean;
+  suspended?: boolean;
+  stuck?: boolean;
 }
 
 /** Global options, shared by every command. */
@@ -58,6 +64,8 @@ interface GlobalOptions {
   /** Default: the project's `machines/index.ts`. */
   machines?: string;
   json?: boolean;
+  /** Tenant scope: the runtime sees only this owner's jobs. Default: unscoped. */
+  owner?: string;
 }
 
 const JOB_STATUSES: readonly JobStatus[] = ['active', 'done', 'error', 'stopped'];
@@ -102,6 +110,7 @@ function buildProgram(io: CliIO, setExitCode: (code: number) => void): Command {
     .option('--db <file>', 'SQLite database file', './spool.db')
     .option('--machines <module>', 'a .ts or .js module exporting your machines (default: the bundled machines/index.ts)')
     .option('--json', 'print one JSON document on stdout (errors: one JSON object on stderr)')
+    .option('--owner <id>', "tenant scope: see and start only this owner's jobs (another owner's job reads like a missing one)")
     .exitOverride()
     .configureOutput({
       writeOut: (text) => io.stdout(text),
@@ -200,6 +209,8 @@ Examples:
     .option('--quarantined', 'only quarantined jobs (held back: their machine version is not registered or no longer fits)')
     .option('--exhausted', 'only jobs with an activity that used up its attempts')
     .option('--cancel-requested', 'only jobs with a cancel request')
+    .option('--suspended', 'only suspended jobs (they accept events but process nothing until resumed)')
+    .option('--stuck', 'only jobs nothing will move: no pending event, timer or activity, and a state that waits for no event')
     .action(async (options: ListOptions, command: Command) => {
       const g = globals(command);
       const filter: ListFilter = {
@@ -209,6 +220,8 @@ Examples:
         ...(options.quarantined ? { quarantined: true } : {}),
         ...(options.exhausted ? { exhausted: true } : {}),
         ...(options.cancelRequested ? { cancelRequested: true } : {}),
+        ...(options.suspended ? { suspended: true } : {}),
+        ...(options.stuck ? { stuck: true as const } : {}),
       };
       await withRuntime(g, io, { create: false }, async (runtime) => {
         const jobs = (await runtime.list(filter)).map((job) => redactJob(runtime, job));
@@ -273,14 +286,135 @@ Examples:
   }
 
   program
+    .command('retry')
+    .description('redrive a failed activity whose invoking state is still current; --as-new starts a new job with a finished job\'s input')
+    .argument('<jobId>', 'the job')
+    .option('--as-new', 'start a new job of the same machine with the same input (for a finished job)')
+    .option('--id <id>', 'with --as-new: the new job\'s id')
+    .option('--allow-unsafe', 'also redrive an activity marked unsafeToRepeat (reconcile with the provider first)')
+    .action(async (jobId: string, options: { asNew?: boolean; id?: string; allowUnsafe?: boolean }, command: Command) => {
+      const g = globals(command);
+      if (options.id !== undefined && !options.asNew) throw new UsageError('--id goes with --as-new.');
+      await withRuntime(g, io, { create: false }, async (runtime) => {
+        if (options.asNew) {
+          const { job, created } = await runtime.retryAsNew(jobId, options.id !== undefined ? { jobId: options.id } : {});
+          const shown = redactJob(runtime, job);
+          write(io, g, { retryOf: jobId, created, job: shown }, () =>
+            keyValues([
+              ['job', shown.id],
+              ['retry of', jobId],
+              ['created', created ? 'yes' : 'no: this job was already retried as this one'],
+              ['machine', `${shown.machineId}@${shown.machineVersion}`],
+              ['state', formatState(shown.value)],
+              ['status', describeStatus(shown)],
+            ]),
+          );
+          return;
+        }
+        const { job, effects } = await runtime.retry(jobId, options.allowUnsafe ? { allowUnsafe: true } : {});
+        const shown = redactJob(runtime, job);
+        const keys = sensitiveKeys(runtime, job.machineId);
+        const redriven = effects.map((e) => ({ ...e, input: redactKeys(e.input, keys), output: redactKeys(e.output, keys) }));
+        write(io, g, { job: shown, effects: redriven }, () =>
+          keyValues([
+            ['job', shown.id],
+            ...redriven.map((e): [string, string] => ['redriven', `${e.src}: attempts ${e.attempt + 1} to ${e.maxAttempts} may run (idempotency key ${e.id})`]),
+            ['state', formatState(shown.value)],
+            ['status', describeStatus(shown)],
+            ['next', shown.suspended !== null ? `the job is suspended: \`spool resume ${shown.id}\` first` : 'a worker runs the attempts (`spool worker`)'],
+          ]),
+        );
+      });
+    });
+
+  program
+    .command('suspend')
+    .description('suspend a job: it keeps accepting events but processes none, fires no timers and starts no activity until resumed')
+    .argument('<jobId>', 'the job')
+    .option('--reason <text>', 'why', 'suspended from the command line')
+    .action(async (jobId: string, options: { reason: string }, command: Command) => {
+      const g = globals(command);
+      await withRuntime(g, io, { create: false }, async (runtime) => {
+        const job = redactJob(runtime, await runtime.suspend(jobId, options.reason));
+        write(io, g, job, () =>
+          keyValues([
+            ['job', job.id],
+            ['suspended', `since ${formatTime(job.suspended?.at)}${job.suspended?.reason ? ` (${job.suspended.reason})` : ''}`],
+            ['state', formatState(job.value)],
+            ['status', describeStatus(job)],
+          ]),
+        );
+      });
+    });
+
+  program
+    .command('resume')
+    .description('resume a suspended job: pending events are applied, due timers fire, activities run again')
+    .argument('<jobId>', 'the job')
+    .action(async (jobId: string, _options: unknown, command: Command) => {
+      const g = globals(command);
+      await withRuntime(g, io, { create: false }, async (runtime) => {
+        const job = redactJob(runtime, await runtime.resume(jobId));
+        write(io, g, job, () =>
+          keyValues([
+            ['job', job.id],
+            ['suspended', job.suspended === null ? 'no' : 'yes'],
+            ['state', formatState(job.value)],
+            ['status', describeStatus(job)],
+            ['revision', String(job.revision)],
+          ]),
+        );
+      });
+    });
+
+  program
+    .command('purge')
+    .description('delete finished jobs with their history and assets: one by id, or every one older than --older-than')
+    .argument('[jobId]', 'one finished job')
+    .option('--older-than <duration>', 'retention: finished jobs last updated longer ago than this, e.g. 30d, 12h')
+    .addOption(new Option('--status <status>', 'with --older-than: only jobs that ended with this status').choices(['done', 'error', 'stopped']))
+    .action(async (jobId: string | undefined, options: { olderThan?: string; status?: JobStatus }, command: Command) => {
+      const g = globals(command);
+      if ((jobId === undefined) === (options.olderThan === undefined)) throw new UsageError('Give a job id or --older-than <duration> (one of them).');
+      if (options.status !== undefined && options.olderThan === undefined) throw new UsageError('--status goes with --older-than.');
+      const olderThanMs = options.olderThan === undefined ? undefined : parseDuration(options.olderThan, '--older-than');
+      await withRuntime(g, io, { create: false }, async (runtime) => {
+        if (jobId !== undefined) {
+          await runtime.purge(jobId);
+          write(io, g, { purged: 1, jobId }, () => `purged job ${jobId} with its history, events, activities, timers, notes and assets`);
+          return;
+        }
+        const before = runtime.clock.now() - olderThanMs!;
+        const { purged } = await runtime.purgeFinished({ olderThanMs: olderThanMs!, ...(options.status !== undefined ? { status: options.status } : {}) });
+        write(io, g, { purged, before, status: options.status ?? null }, () =>
+          `purged ${purged} finished job(s)${options.status ? ` with status ${options.status}` : ''} last updated before ${formatTime(before)}`,
+        );
+      });
+    });
+
+  program
+    .command('stats')
+    .description('jobs by machine, state and status; stuck, suspended, quarantined and exhausted jobs; backlog, timer lag, attempts, claims held')
+    .action(async (_options: unknown, command: Command) => {
+      const g = globals(command);
+      await withRuntime(g, io, { create: false }, async (runtime) => {
+        const stats = await runtime.stats();
+        write(io, g, stats, () => formatStats(stats));
+      });
+    });
+
+  program
     .command('worker')
     .description('run activities, retries and timers until SIGINT/SIGTERM, printing what happens')
     .option('--poll-ms <ms>', 'how often to look for work from other processes', '250')
-    .action(async (options: { pollMs: string }, command: Command) => {
+    .addOption(new Option('--log <format>', 'print structured logs instead: one JSON object per lifecycle event, sensitive fields redacted').choices(['json']))
+    .action(async (options: { pollMs: string; log?: 'json' }, command: Command) => {
       const g = globals(command);
       const pollMs = Number(options.pollMs);
       if (!Number.isInteger(pollMs) || pollMs < 10 || pollMs > 60_000) throw new UsageError('--poll-ms must be an integer from 10 to 60000.');
-      await withRuntime(g, io, { create: true, effects: true }, async (runtime) => {
+      const logJson = options.log === 'json';
+      const logLine = (entry: LogEntry, sensitive: ReadonlySet<string>) => io.stdout(`${JSON.stringify(redactKeys(entry, sensitive))}\n`);
+      await withRuntime(g, io, { create: true, effects: true, ...(logJson ? { log: logLine } : {}) }, async (runtime) => {
         const controller = new AbortController();
         let signals = 0;
         const stop = (signal: string) => {
@@ -294,14 +428,16 @@ Examples:
         process.on('SIGINT', onInt);
         process.on('SIGTERM', onTerm);
         const unsubscribe = runtime.subscribe((event) => {
+          if (logJson) return; // the log lines say it
           if (g.json) {
             io.stdout(`${JSON.stringify({ at: runtime.clock.now(), ...summarise(event) })}\n`);
             return;
           }
-          const line = describeWork(event) ?? describeCommit(event);
+          const line = describeWork(event) ?? describeCommit(event) ?? describeScheduleEvent(event);
           if (line !== undefined) io.stdout(`${new Date(runtime.clock.now()).toISOString()} ${line.trim()}\n`);
         });
-        if (!g.json) io.stdout(`spool worker on ${g.db} (runner ${runtime.runnerId}); Ctrl-C to stop\n`);
+        if (logJson) io.stdout(`${JSON.stringify({ at: runtime.clock.now(), level: 'info', msg: 'worker started', db: g.db, runner: runtime.runnerId, pid: process.pid })}\n`);
+        else if (!g.json) io.stdout(`spool worker on ${g.db} (runner ${runtime.runnerId}); Ctrl-C to stop\n`);
         else io.stdout(`${JSON.stringify({ type: 'worker.ready', db: g.db, runner: runtime.runnerId, pid: process.pid })}\n`);
         try {
           await runWorker(runtime, { signal: controller.signal, pollMs });
@@ -310,7 +446,8 @@ Examples:
           process.off('SIGINT', onInt);
           process.off('SIGTERM', onTerm);
         }
-        if (!g.json) io.stdout('spool worker: stopped\n');
+        if (logJson) io.stdout(`${JSON.stringify({ at: runtime.clock.now(), level: 'info', msg: 'worker stopped', runner: runtime.runnerId })}\n`);
+        else if (!g.json) io.stdout('spool worker: stopped\n');
       });
     });
 
@@ -364,6 +501,12 @@ Examples:
         if (g.json) io.stdout(`${JSON.stringify({ db: g.db, jobs }, null, 2)}\n`);
       });
     });
+
+  addScheduleCommands(program, {
+    withRuntime: (command, create, work) => withRuntime(globals(command), io, { create }, (runtime) => work(runtime, globals(command).json === true)),
+    write: (command, json, human) => write(io, globals(command), json, human),
+    sensitiveKeys,
+  });
 
   return program;
 }
@@ -427,6 +570,13 @@ function globals(command: Command): GlobalOptions {
   return command.optsWithGlobals<GlobalOptions>();
 }
 
+/** `--owner`: a tenant id, or null (unscoped) when not given. */
+function ownerOf(g: GlobalOptions): string | null {
+  if (g.owner === undefined) return null;
+  if (!/^[\x21-\x7e]{1,200}$/.test(g.owner)) throw new UsageError('--owner must be 1-200 printable ASCII characters without spaces.');
+  return g.owner;
+}
+
 function readVersion(): string {
   try {
     const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
@@ -443,7 +593,7 @@ function readVersion(): string {
 async function withRuntime(
   g: GlobalOptions,
   io: CliIO,
-  options: { create: boolean; needs?: string; effects?: boolean },
+  options: { create: boolean; needs?: string; effects?: boolean; log?: (entry: LogEntry, sensitive: ReadonlySet<string>) => void },
   work: (runtime: Runtime) => Promise<void>,
 ): Promise<void> {
   const { path, definitions } = await loadMachines(g.machines ?? DEFAULT_MACHINES_MODULE, io.cwd);
@@ -456,7 +606,16 @@ async function withRuntime(
   try {
     // runEffects false: a command records transitions, effects and timers, and leaves running
     // activities to a worker; closing a runtime mid-activity would abort it.
-    runtime = await createRuntime({ store, machines: definitions, recover: true, runEffects: options.effects ?? false });
+    const log = options.log;
+    const sensitive = new Set(registry.all().flatMap((m) => [...m.sensitive]));
+    runtime = await createRuntime({
+      store,
+      machines: definitions,
+      recover: true,
+      runEffects: options.effects ?? false,
+      owner: ownerOf(g),
+      ...(log ? { log: (entry: LogEntry) => log(entry, sensitive) } : {}),
+    });
   } catch (error) {
     await store.close();
     throw error;
@@ -547,6 +706,7 @@ function commandPrefix(g: GlobalOptions): string {
   const parts = ['npx spool'];
   if (g.db !== './spool.db') parts.push(`--db ${shellQuote(g.db)}`);
   if (g.machines !== undefined) parts.push(`--machines ${shellQuote(g.machines)}`);
+  if (g.owner !== undefined) parts.push(`--owner ${shellQuote(g.owner)}`);
   return parts.join(' ');
 }
 
@@ -558,7 +718,8 @@ function shellQuote(text: string): string {
 
 function describeStatus(job: Job): string {
   const base = job.final ? `${job.status} (final)` : job.status;
-  return job.quarantine !== null ? `${base}, quarantined` : base;
+  const held = [job.quarantine !== null ? 'quarantined' : '', job.suspended !== null ? 'suspended' : ''].filter(Boolean);
+  return held.length > 0 ? `${base}, ${held.join(', ')}` : base;
 }
 
 function eventTypes(m: RegisteredMachine): string[] {
@@ -599,6 +760,11 @@ function formatShow(details: JobDetails): string {
     pairs.push(['cancel', `requested ${formatTime(job.cancel.requestedAt)}${reason}: ${job.cancel.completed ? 'cancelled' : 'not cancelled yet'}`]);
   }
   if (job.quarantine !== null) pairs.push(['quarantine', job.quarantine]);
+  if (job.suspended !== null) {
+    pairs.push(['suspended', `since ${formatTime(job.suspended.at)}${job.suspended.reason ? ` (${job.suspended.reason})` : ''}: events stay pending, timers and activities wait (\`spool resume ${job.id}\`)`]);
+  }
+  if (!job.final) pairs.push(['waiting for', details.waitingFor.length > 0 ? details.waitingFor.join(', ') : 'no event']);
+  if (details.stuck) pairs.push(['stuck', 'yes: no pending event, timer or activity, and no event but a cancel moves it (`spool retry`, `spool send`, `spool cancel`)']);
   if (job.idempotencyKey !== null) pairs.push(['idempotency', job.idempotencyKey]);
   pairs.push(
     ['created', formatTime(job.createdAt)],
@@ -682,7 +848,7 @@ function formatList(jobs: readonly Job[]): string {
     jobs.map((j) => [
       j.id,
       `${j.machineId}@${j.machineVersion}`,
-      j.final ? `${j.status} (final)` : j.status,
+      j.final ? `${j.status} (final)` : j.suspended !== null ? `${j.status}, suspended` : j.status,
       formatState(j.value),
       j.progress === null ? '-' : `${j.progress}%`,
       String(j.revision),
@@ -690,6 +856,46 @@ function formatList(jobs: readonly Job[]): string {
       ...(anyQuarantined ? [j.quarantine ?? ''] : []),
     ]),
   ) + note;
+}
+
+function formatStats(s: RuntimeStats): string {
+  const ms = (v: number | null) => (v === null ? '-' : `${v} ms`);
+  const sections = [
+    keyValues([
+      ['at', formatTime(s.at)],
+      ...(s.owner !== null ? [['owner', s.owner] as [string, string]] : []),
+      ['stuck', String(s.stuck)],
+      ['waiting for input', String(s.waitingForInput)],
+      ['suspended', String(s.suspended)],
+      ['quarantined', String(s.quarantined)],
+      ['exhausted', String(s.exhausted)],
+      ['cancel requested', String(s.cancelRequested)],
+      ['backlog', `${s.backlog.events} pending event(s) of ${s.backlog.jobs} job(s), ${s.backlog.held} held; oldest waiting ${ms(s.backlog.oldestAgeMs)}`],
+      ['timers', `${s.timers.scheduled} scheduled, ${s.timers.due} due, ${s.timers.held} held; lag ${ms(s.timers.lagMs)}`],
+    ]),
+  ];
+  sections.push(
+    s.jobs.length === 0
+      ? 'jobs: none'
+      : `jobs:\n${table(['MACHINE', 'STATUS', 'STATE', 'JOBS'], s.jobs.map((j) => [`${j.machineId}@${j.machineVersion}`, j.status, formatState(j.value), String(j.count)]))}`,
+  );
+  if (s.activities.length > 0) {
+    sections.push(
+      `activities:\n${table(
+        ['SRC', 'EFFECTS', 'FAILED FOR GOOD', 'ATTEMPTS', 'SUCCEEDED', 'FAILED', 'INTERRUPTED', 'STALE', 'RUNNING', 'WAITING'],
+        s.activities.map((a) => [a.src, a.effects, a.effectsFailed, a.attempts, a.succeeded, a.failed, a.interrupted, a.stale, a.running, a.waiting].map(String)),
+      )}`,
+    );
+  }
+  sections.push(
+    s.running.length === 0
+      ? 'claims held: none'
+      : `claims held:\n${table(
+          ['JOB', 'SRC', 'ATTEMPT', 'RUNNER', 'CLAIM UNTIL'],
+          s.running.map((r) => [r.jobId, r.src, String(r.attempt), r.runner ?? '-', `${formatTime(r.claimExpiresAt)}${r.expired ? ' (expired)' : ''}`]),
+        )}`,
+  );
+  return sections.join('\n\n');
 }
 
 function formatMachines(machines: readonly RegisteredMachine[]): string {

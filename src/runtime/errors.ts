@@ -110,6 +110,16 @@ export class WaitTimeoutError extends SpoolError {
   readonly category = 'retryable';
 }
 
+/**
+ * `retry` cannot redrive this job: the machine already handled the failure (or there is no
+ * failure to redrive, or redriving would repeat an activity marked unsafe to repeat). The message
+ * says what to do instead; `details.reason` says why, for tools.
+ */
+export class RetryRefusedError extends SpoolError {
+  readonly code = 'SPOOL_RETRY_REFUSED';
+  readonly category = 'conflict';
+}
+
 /** Turn anything thrown into stored error details. */
 export function toErrorInfo(error: unknown): { name: string; message: string; code?: string } {
   if (error instanceof SpoolError) return { name: error.name, message: error.message, code: error.code };

@@ -43,6 +43,9 @@ import { planActions, type ActionPlan } from './actions.ts';
 import { initialAsChild, PARENT_REF, transitionAsChild } from './childScope.ts';
 import { deferred, isDeferred, newRunnerId, retireRunner, runnerIsGone, type ActivityArgs, type AssetInput } from './activities.ts';
 import { backoffDelay, classify, IndeterminateOutcomeError } from './retry.ts';
+import * as ops from './operations.ts';
+import type { RuntimeStats } from './operations.ts';
+import * as sched from './schedules.ts';
 
 /** Options of {@link createRuntime}. */
 export interface RuntimeOptions {
@@ -118,6 +121,8 @@ export interface Job {
   /** A cancel request and whether the machine has reached its cancelled state. */
   cancel: { requestedAt: number; reason: string | null; completed: boolean } | null;
   quarantine: string | null;
+  /** Set while the job is suspended (see {@link Runtime.suspend}): since when and why. */
+  suspended: { at: number; reason: string | null } | null;
   idempotencyKey: string | null;
   owner: string | null;
   createdAt: number;
@@ -159,6 +164,14 @@ export interface ListFilter {
   /** Jobs whose activity used up its attempts (or could not safely be re-run). */
   exhausted?: boolean;
   cancelRequested?: boolean;
+  /** Suspended jobs (true) or the others (false). */
+  suspended?: boolean;
+  /**
+   * Jobs nothing will ever move: active, not suspended or quarantined, no pending event, no
+   * scheduled timer, no activity pending, running, waiting or in backoff, and a current state
+   * that accepts no external event but the cancel event.
+   */
+  stuck?: true;
   afterId?: string;
   limit?: number;
 }
@@ -177,7 +190,8 @@ export type RuntimeEvent =
   | { type: 'timer.fired'; jobId: string; timerId: string; eventType: string }
   | { type: 'activity.started'; jobId: string; effectId: string; src: string; attempt: number }
   | { type: 'activity.finished'; jobId: string; effectId: string; attempt: number; outcome: 'succeeded' | 'failed' | 'retrying' | 'waiting' | 'stale'; error?: ErrorInfo }
-  | { type: 'cancel.requested'; jobId: string; reason: string };
+  | { type: 'cancel.requested'; jobId: string; reason: string }
+  | sched.ScheduleEvent;
 
 /** Everything `show` needs about one job. */
 export interface JobDetails {
@@ -189,6 +203,10 @@ export interface JobDetails {
   timers: TimerRecord[];
   notes: NoteRecord[];
   assets: AssetRecord[];
+  /** The external event types the job's current state accepts (empty once it has ended). */
+  waitingFor: string[];
+  /** True when nothing will ever move the job (see `list({ stuck: true })`). */
+  stuck: boolean;
 }
 
 interface RunningActivity {
@@ -326,15 +344,22 @@ export class Runtime {
     const existing = await this.#findExisting(jobId, key);
     if (existing) return this.#sameStart(existing, inputHash, jobId, key);
 
+    const { job: newJob, plan } = this.#newJob(def, parsed, jobId, key, inputHash, this.clock.now());
+    const { job: record, created } = await this.store.createJob(newJob);
+    if (!created) return this.#sameStart(record, inputHash, jobId, key);
+    return this.#started(record, def, plan, parsed);
+  }
+
+  /** The job `start` writes (revision 1, its first history record, what its initial state asks for), not written yet. */
+  #newJob(def: RegisteredMachine, parsed: JsonValue, jobId: string, key: string | null, inputHash: string, now: number): { job: NewJob; plan: ActionPlan } {
     const [snapshot, actions] = safeInitial(def, parsed);
     const persisted = toJson(def.machine.getPersistedSnapshot(snapshot));
-    const now = this.clock.now();
     const plan = planActions(def, jobId, 1, actions, now);
     if (plan.problems.length > 0) {
       throw new ValidationError(`Machine ${def.id} cannot start durably: ${plan.problems.join('; ')}`, { machineId: def.id });
     }
     const context = toJson(snapshot.context);
-    const { job: record, created } = await this.store.createJob({
+    const job: NewJob = {
       id: jobId,
       machineId: def.id,
       machineVersion: def.version,
@@ -362,11 +387,15 @@ export class Runtime {
         error: null,
         at: now,
       },
-    });
-    if (!created) return this.#sameStart(record, inputHash, jobId, key);
+    };
+    return { job, plan };
+  }
+
+  /** After a new job's commit: tell observers, run its initial actions, start its activities, apply its self-sends. */
+  async #started(record: JobRecord, def: RegisteredMachine, plan: ActionPlan, parsed: JsonValue): Promise<Job> {
     const job = toJob(record, def);
     this.#emit({ type: 'job.started', job });
-    this.#logEntry('info', 'job started', { jobId, machine: def.id, version: def.version, state: job.value });
+    this.#logEntry('info', 'job started', { jobId: record.id, machine: def.id, version: def.version, state: job.value });
     this.#afterCommit(record.id, plan, (m) => redactText(m, parsed, def.sensitive));
     if (this.#pendingDrains.delete(record.id) && this.#process) {
       await this.#drain(record.id);
@@ -431,7 +460,8 @@ export class Runtime {
       at: this.clock.now(),
     };
 
-    if (this.#process && (options.wait ?? true)) {
+    // A suspended job accepts the event and leaves it pending (the commit would refuse it anyway).
+    if (this.#process && (options.wait ?? true) && record.suspendedAt === null) {
       const inline = await this.#withLock(jobId, () => this.#applyInline(accept, record));
       if (inline) {
         if (this.#pendingDrains.delete(jobId)) {
@@ -459,6 +489,10 @@ export class Runtime {
   /** Jobs by machine, state path, status or quarantine, ordered by id. */
   async list(filter: ListFilter = {}): Promise<Job[]> {
     this.#assertOpen();
+    if (filter.stuck) {
+      const { stuck: _stuck, ...rest } = filter;
+      return (await ops.listStuck(this.#ops, rest)).stuck.map((r) => this.#view(r));
+    }
     const f: JobFilter = { ...filter, owner: this.#owner };
     return (await this.store.listJobs(f)).map((r) => this.#view(r));
   }
@@ -623,6 +657,7 @@ export class Runtime {
         }
       }
       if (this.#process) await this.#drainAll([...touched]);
+      await sched.fireDueSchedules(this.#schedulesHost); // due occurrences start their jobs (schedules.ts)
     }
     if (this.#hostDriven) await this.#renewClaims();
     const activitiesStarted = await this.#pumpEffects();
@@ -637,10 +672,10 @@ export class Runtime {
     }
   }
 
-  /** When the next timer or retry is due (clock time), or null: a worker sleeps until then. */
+  /** When the next timer, retry or schedule occurrence is due (clock time), or null: a worker sleeps until then. */
   async nextWakeAt(): Promise<number | null> {
     this.#assertOpen();
-    return this.store.nextWakeAt();
+    return sched.earliest(await this.store.nextWakeAt(), await sched.nextScheduleWake(this.#schedulesHost));
   }
 
   /**
@@ -786,11 +821,14 @@ export class Runtime {
       throw new JobNotFinishedError(`Job ${jobId} is still ${record.status}; cancel it and let it finish before purging.`, { jobId });
     }
     await this.store.purgeJob(jobId);
+    this.#snapshots.delete(jobId); // a new job may take the id: never hydrate it from the old one's cache
   }
 
   /** Everything recorded about one job: what `spool show` prints. */
   async details(jobId: string): Promise<JobDetails> {
-    const job = await this.get(jobId);
+    this.#assertOpen();
+    const record = await this.#visible(jobId);
+    const job = this.#view(record);
     const [history, events, effects, attempts, timers, notes, assets] = await Promise.all([
       this.store.history(jobId),
       this.store.listEvents(jobId),
@@ -800,7 +838,206 @@ export class Runtime {
       this.store.listNotes(jobId),
       this.store.listAssets(jobId),
     ]);
-    return { job, history, events, effects, attempts, timers, notes, assets };
+    const waitingFor = ops.waitingFor(this.#ops, record);
+    const stuck = ops.isStuckJob(this.#ops, record, { events, effects, timers });
+    return { job, history, events, effects, attempts, timers, notes, assets, waitingFor, stuck };
+  }
+
+  // ---------------------------------------------------------------- operations (operations.ts)
+
+  /**
+   * Suspend a job. It keeps accepting events durably (they stay pending: `send` resolves with
+   * status `pending`) but processes none, fires no timers (they stay scheduled with their
+   * deadlines) and starts no activity attempts (one already running finishes; its outcome waits).
+   * `get`/`show` and `list({ suspended: true })` show it, with a note. Suspending again changes
+   * nothing; a finished job is a {@link JobTerminalError}.
+   *
+   * @example
+   * await runtime.suspend(jobId, 'provider outage');
+   */
+  async suspend(jobId: string, reason = 'suspended by an operator'): Promise<Job> {
+    this.#assertOpen();
+    await ops.suspendJob(this.#ops, jobId, reason);
+    return this.get(jobId);
+  }
+
+  /**
+   * Resume a suspended job: its pending events are applied in accept order, and (in a runtime
+   * that runs effects, else in the worker's next round) timers that fell due fire at once and
+   * waiting activities start. Resuming a job that is not suspended changes nothing.
+   *
+   * @example
+   * await runtime.resume(jobId);
+   */
+  async resume(jobId: string): Promise<Job> {
+    this.#assertOpen();
+    if (await ops.resumeJob(this.#ops, jobId)) {
+      if (this.#process) await this.#drain(jobId);
+      if (this.#runEffects) await this.tick();
+    }
+    return this.get(jobId);
+  }
+
+  /**
+   * Redrive a recorded failure. For each activity of the job that failed for good (retries
+   * exhausted, a terminal error, an indeterminate outcome) while its invoking state is still
+   * current (the machine has not handled the error: the error event is pending, or was ignored
+   * or failed), start a fresh sequence of attempts (the policy's `maxAttempts` more) with the same
+   * idempotency key; a note records it, a still-pending error event is recorded as stale.
+   * Anything else is a {@link RetryRefusedError} saying what to do instead: a machine that already
+   * handled the failure keeps its history (for a finished job, see {@link Runtime.retryAsNew});
+   * an activity marked `unsafeToRepeat` needs `allowUnsafe: true`.
+   *
+   * @example
+   * const { effects } = await runtime.retry(jobId);
+   */
+  async retry(jobId: string, options: { allowUnsafe?: boolean } = {}): Promise<{ job: Job; effects: EffectRecord[] }> {
+    this.#assertOpen();
+    const record = await this.#visible(jobId);
+    if (record.quarantine !== null) throw new JobQuarantined(jobId, record.quarantine);
+    const effects = await ops.redrive(this.#ops, record, options);
+    if (this.#process) await this.#drain(jobId);
+    if (this.#runEffects) this.#track(this.#pumpEffects());
+    return { job: await this.get(jobId), effects };
+  }
+
+  /**
+   * Start a new job of the same machine (its newest version) with a finished job's input, linked
+   * to it by notes on both. Retrying the same job again returns the same new job (`created:
+   * false`). Refused ({@link RetryRefusedError}) for a job still active, and for input with
+   * sensitive fields: Spool never replays stored sensitive values into a new job.
+   *
+   * @example
+   * const { job } = await runtime.retryAsNew(failedJobId);
+   */
+  async retryAsNew(jobId: string, options: { jobId?: string } = {}): Promise<{ job: Job; created: boolean }> {
+    this.#assertOpen();
+    const record = await this.#visible(jobId);
+    const input = ops.inputForNewJob(record, this.registry.get(record.machineId, record.machineVersion));
+    const idempotencyKey = ops.retryKey(jobId);
+    const existing = await this.store.findByIdempotencyKey(this.#owner, idempotencyKey);
+    if (existing) return { job: this.#view(existing), created: false };
+    const job = await this.start(record.machineId, input, { idempotencyKey, ...(options.jobId !== undefined ? { jobId: options.jobId } : {}) });
+    const at = this.clock.now();
+    await this.store.addNote({ jobId, kind: 'retried-as-new', message: `retried as new job ${job.id} (${job.machineId}@${job.machineVersion}) with the same input`, at });
+    await this.store.addNote({ jobId: job.id, kind: 'retry-of', message: `started as a retry of job ${jobId} with its input`, at });
+    this.#logEntry('info', 'job retried as new', { jobId, newJobId: job.id });
+    return { job: await this.get(job.id), created: true };
+  }
+
+  /**
+   * Retention: delete this owner's finished jobs (every final status, or `status`) last updated
+   * more than `olderThanMs` ago, with their history, inbox, effects, timers, notes and assets.
+   *
+   * @example
+   * await runtime.purgeFinished({ olderThanMs: 30 * 86_400_000, status: 'done' }); // { purged: 12 }
+   */
+  async purgeFinished(options: { olderThanMs: number; status?: JobStatus }): Promise<{ purged: number }> {
+    this.#assertOpen();
+    const ids = await ops.purgeFinished(this.#ops, options);
+    for (const id of ids) this.#snapshots.delete(id);
+    return { purged: ids.length };
+  }
+
+  /**
+   * Figures for operators, all aggregates over the stored records of this owner's jobs (no
+   * counters are kept): jobs by machine, state and status; quarantined, suspended, stuck and
+   * exhausted jobs; backlog and the age of its oldest event; timer lag; attempts and failures by
+   * activity; the claims held on running activities.
+   *
+   * @example
+   * const { backlog, timers } = await runtime.stats();
+   */
+  async stats(): Promise<RuntimeStats> {
+    this.#assertOpen();
+    return ops.collectStats(this.#ops);
+  }
+
+  #opsHost: ops.OperationsHost | undefined;
+
+  /** What operations.ts needs from this runtime. */
+  get #ops(): ops.OperationsHost {
+    this.#opsHost ??= {
+      store: this.store,
+      clock: this.clock,
+      owner: this.#owner,
+      visible: (jobId) => this.#visible(jobId),
+      ready: (record) => this.#readyFrom(record),
+      definition: (record) => this.registry.get(record.machineId, record.machineVersion),
+      log: (level, msg, fields) => this.#logEntry(level, msg, fields),
+    };
+    return this.#opsHost;
+  }
+
+  // ---------------------------------------------------------------- schedules (schedules.ts)
+
+  /**
+   * Create or update (by id) a schedule: a cron expression (read in `timezone`, default UTC) or an
+   * interval that starts jobs of `machineId` with `input`. The machine, the input and the
+   * definition are validated first (typed errors; nothing is stored on error). Writing the same
+   * definition again changes nothing, so every process may call it at boot. Occurrences fire in
+   * `tick()` (the worker), each at most once across all processes, with the `overlap` and
+   * `catchUp` policies; see {@link ScheduleSpec}.
+   *
+   * @example
+   * await runtime.schedule({ id: 'nightly-export', machineId: 'export-job', input: { format: 'csv' },
+   *   cron: '0 3 * * *', timezone: 'Europe/Paris', overlap: 'skip', catchUp: 'run-once' });
+   */
+  async schedule(spec: sched.ScheduleSpec): Promise<sched.ScheduleResult> {
+    this.#assertOpen();
+    return sched.upsertSchedule(this.#schedulesHost, spec);
+  }
+
+  /** Remove a schedule (true if there was one). The jobs it started carry on. */
+  async unschedule(id: string): Promise<boolean> {
+    this.#assertOpen();
+    return sched.removeSchedule(this.#schedulesHost, id);
+  }
+
+  /** This owner's schedules, ordered by id, with their next occurrence and what they last did. */
+  async schedules(): Promise<sched.Schedule[]> {
+    this.#assertOpen();
+    return sched.listSchedules(this.#schedulesHost);
+  }
+
+  #schedulesHostValue: sched.SchedulesHost | undefined;
+
+  /** What schedules.ts needs from this runtime. */
+  get #schedulesHost(): sched.SchedulesHost {
+    this.#schedulesHostValue ??= {
+      store: this.store,
+      clock: this.clock,
+      owner: this.#owner,
+      hasMachine: (machineId) => this.registry.all().some((m) => m.id === machineId),
+      canCancel: (machineId) => {
+        const def = this.registry.latest(machineId);
+        return def.eventTypes.has(def.cancel.event);
+      },
+      prepareStart: (machineId, input, jobId, at) => {
+        const def = this.registry.latest(machineId);
+        const parsed = this.#validateInput(def, input);
+        checkId('job id', jobId);
+        const { job, plan } = this.#newJob(def, parsed, jobId, null, hashJson({ machine: def.id, input: parsed }), at);
+        return { job, started: async (record) => void (await this.#started(record, def, plan, parsed)) };
+      },
+      cancelEvent: (record, reason, at) => {
+        const def = this.registry.route(record.machineId, record.machineVersion)?.target;
+        if (!def || !def.eventTypes.has(def.cancel.event)) return undefined;
+        const payload = this.#cancelPayload(def, reason);
+        return { jobId: record.id, eventId: 'spool.cancel', type: def.cancel.event, payload, payloadHash: hashJson(payload), at, source: 'cancel' };
+      },
+      cancelled: async (jobId, reason) => {
+        this.#emit({ type: 'cancel.requested', jobId, reason });
+        try {
+          await this.cancel(jobId, reason); // the request is recorded: this aborts its activities and applies the event
+        } catch (error) {
+          if (!(error instanceof SpoolError && (error.category === 'terminal' || error.category === 'conflict'))) throw error;
+        }
+      },
+      emit: (event) => this.#emit(event),
+      log: (level, msg, fields) => this.#logEntry(level, msg, fields),
+    };
+    return this.#schedulesHostValue;
   }
 
   // ---------------------------------------------------------------- internals
@@ -991,6 +1228,7 @@ export class Runtime {
       for (;;) {
         const loaded = await this.#load(jobId);
         if (!loaded || loaded.kind === 'held') return settled;
+        if (loaded.record.suspendedAt !== null) return settled; // suspended: its events wait for resume
         this.#pendingDrains.delete(jobId);
         const [event] = await this.store.pendingEvents(jobId, 1);
         if (!event) return settled;
@@ -1782,6 +2020,7 @@ function toJob(record: JobRecord, def?: RegisteredMachine): Job {
         ? null
         : { requestedAt: record.cancelRequestedAt, reason: record.cancelReason, completed: statePaths(record.value).includes(cancelState) },
     quarantine: record.quarantine,
+    suspended: record.suspendedAt === null ? null : { at: record.suspendedAt, reason: record.suspendReason },
     idempotencyKey: record.idempotencyKey,
     owner: record.owner,
     createdAt: record.createdAt,

@@ -53,20 +53,24 @@ export interface CoverageReport {
   unusedWaivers: Waiver[];
 }
 
-/** Mark each static transition covered or not, and apply the waivers. */
+/**
+ * Mark each static transition covered or not, and apply the waivers. `rootId` is the id of the
+ * machine's root state node, which short state ids in waivers are relative to (default
+ * `machineId`; a child machine registered as `<parent id>.<src>` has its own).
+ */
 export function coverageReport(
   machineId: string,
   transitions: readonly StaticTransition[],
   covered: ReadonlySet<string>,
   waivers: readonly Waiver[] = [],
   notes: ReadonlyMap<string, string> = new Map(),
+  rootId: string = machineId,
 ): CoverageReport {
   for (const w of waivers) {
     if (typeof w.reason !== 'string' || w.reason.trim().length === 0) {
       throw new TypeError(`A coverage waiver needs a reason: ${JSON.stringify(w)}.`);
     }
   }
-  const rootId = machineId;
   const used = new Set<Waiver>();
   const entries: CoverageEntry[] = transitions.map((t) => {
     const isCovered = covered.has(t.id);

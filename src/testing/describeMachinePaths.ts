@@ -1,7 +1,7 @@
 import type { AnyStateMachine } from 'xstate';
 import { describe, test } from 'vitest';
 import type { JobDefinition } from '../index.ts';
-import { assertCoverage } from './coverage.ts';
+import { assertCoverage, CoverageError } from './coverage.ts';
 import { generatePaths, type GeneratedPaths, type PathPlan } from './paths.ts';
 import { childSample, isPathTestSubject, type PathTestOptions, type PathTestSubject } from './runPathTests.ts';
 import { compareRuns, runPath, type RunPathOptions, type RunRecord } from './runner.ts';
@@ -82,8 +82,20 @@ export function describeMachinePaths(
       }
     };
 
-    test(`covers every transition (${g.coverage.covered}/${g.transitions.length} covered, ${g.coverage.waived} waived, ${g.states} states)`, () => {
-      assertCoverage(g.coverage);
+    const childCounts = g.children.map((c) => `; ${c.machineId} ${c.coverage.covered}/${c.transitions.length}${c.coverage.waived ? ` (+${c.coverage.waived} waived)` : ''}`).join('');
+    test(`covers every transition (${g.coverage.covered}/${g.transitions.length} covered, ${g.coverage.waived} waived, ${g.states} states${childCounts})`, () => {
+      // The machine's own transitions, then each child machine's: one error naming every gap.
+      const errors: CoverageError[] = [];
+      for (const report of [g.coverage, ...g.children.map((c) => c.coverage)]) {
+        try {
+          assertCoverage(report);
+        } catch (error) {
+          if (!(error instanceof CoverageError)) throw error;
+          errors.push(error);
+        }
+      }
+      if (errors.length === 1) throw errors[0];
+      if (errors.length > 1) throw new Error(errors.map((e) => e.message).join('\n'));
     });
     for (const path of g.paths) {
       test(`path ${path.id}: ${path.name}`, async () => {

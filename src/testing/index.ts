@@ -14,12 +14,15 @@ export {
   generatePaths,
   PathGenerationError,
   type PathOptions,
+  type ChildPathOptions,
+  type ChildMachinePaths,
+  type PredictedChild,
   type GeneratedPaths,
   type PathPlan,
   type PlannedStep,
   type PredictedState,
 } from './paths.ts';
-export { runPath, compareRuns, PathMismatchError, type RunMode, type RunPathOptions, type RunRecord } from './runner.ts';
+export { runPath, compareRuns, PathMismatchError, type RunMode, type RunPathOptions, type RunRecord, type JobRunRecord } from './runner.ts';
 export {
   runPathTests,
   pathTest,
@@ -30,6 +33,7 @@ export {
   type RunPathTestsOptions,
   type PathTestsResult,
   type MachinePathResult,
+  type ChildMachineResult,
   type PathFailure,
   type PathTestProgress,
 } from './runPathTests.ts';

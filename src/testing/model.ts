@@ -1,5 +1,5 @@
-import { createActor, getNextTransitions, type AnyEventObject, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
-import { backoffDelay, type ActivityPolicy, type ErrorInfo, type JsonValue, type RegisteredMachine } from '../index.ts';
+import { createActor, createMachine, getNextTransitions, type AnyEventObject, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
+import { backoffDelay, isStateMachine, type ActivityPolicy, type ErrorInfo, type JsonValue, type RegisteredMachine } from '../index.ts';
 import { indexTransitions, type StaticTransition, type TransitionDefinitionLike } from './transitions.ts';
 
 /**
@@ -8,30 +8,44 @@ import { indexTransitions, type StaticTransition, type TransitionDefinitionLike 
  * XState's pure `transition()` knows the machine; it does not know what Spool does around it:
  * durable timers with absolute deadlines fired in due order, activities that are started after
  * the commit, retried with backoff, settled by token or interrupted by a crash, snapshots that
- * go through JSON between events. This model mirrors those rules (from the public behaviour of
- * the runtime), so that a path generated on it can be replayed on the real runtime step by step
- * and every step's state, context and history records can be predicted and checked.
+ * go through JSON between events, child machines run as child jobs. This model mirrors those
+ * rules (from the public behaviour of the runtime), so that a path generated on it can be
+ * replayed on the real runtime step by step and every step's state, context and history records
+ * can be predicted and checked, for the job under test and for each of its child jobs.
+ *
+ * Child machines: an invoked child machine is a child job of its own (id
+ * `<parent job id>~<invoke id>~r<parent revision>`), created in the parent's commit, with its own
+ * inbox, timers and activities. The model keeps every child job next to the parent: events the
+ * parent sends it (`sendTo`) go to its inbox, its `sendParent` events to the parent's, its final
+ * state settles the parent's invocation (`xstate.done.actor.<invoke id>` with its output), and
+ * the parent leaving the invoking state stops it (`xstate.stop`: its timers and activities
+ * cancelled). Events of all jobs are applied in the order they reach the inboxes.
  *
  * The real runtime is the judge: a model that drifted from it shows up as a failing path test.
  */
 
-/** What a test does to the job in one step of a path. Plain JSON (it crosses process boundaries). */
+/**
+ * What a test does to the job in one step of a path. Plain JSON (it crosses process boundaries).
+ * `child`, when present, names a child job by the invoke ids leading to it from the job under
+ * test (`review`, or `review/lint` for a grandchild): the step acts on that child job.
+ */
 export type PathStep =
   /** `runtime.send(jobId, event)`. */
-  | { via: 'send'; type: string; event: { type: string; [key: string]: JsonValue }; sample: number }
+  | { via: 'send'; type: string; event: { type: string; [key: string]: JsonValue }; sample: number; child?: string }
   /** Move the clock to the runtime's next wake-up (`nextWakeAt()`) and `tick()`: due timers fire, due retries start. */
   | { via: 'time'; type: 'spool.time' }
   /** The waiting activity `actorId` finishes: `runtime.complete(token, output)`. */
-  | { via: 'done'; type: string; actorId: string; output: JsonValue; sample: number }
+  | { via: 'done'; type: string; actorId: string; output: JsonValue; sample: number; child?: string }
   /** The waiting activity `actorId` fails: `runtime.fail(token, error)`. */
-  | { via: 'error'; type: string; actorId: string; error: JsonValue; sample: number }
+  | { via: 'error'; type: string; actorId: string; error: JsonValue; sample: number; child?: string }
   /** The runtime dies while the attempt of `actorId` that started in the previous step is in flight; a new runtime recovers and ticks. */
-  | { via: 'interrupt'; type: 'spool.interrupt'; actorId: string };
+  | { via: 'interrupt'; type: 'spool.interrupt'; actorId: string; child?: string };
 
 /** One history record the runtime is expected to write. */
 export interface PredictedRecord {
   eventType: string;
-  outcome: 'applied' | 'ignored' | 'failed' | 'stale';
+  /** `started`: the first record of a child job (`xstate.init`); the job under test's is implied. */
+  outcome: 'applied' | 'ignored' | 'failed' | 'stale' | 'started';
   from: JsonValue;
   to: JsonValue;
 }
@@ -49,33 +63,62 @@ export interface ModelEffect {
   id: string;
   actorId: string;
   src: string;
+  /** `activity`: a fromPromise run by the runtime; `child`: a child job (its job id is this id). */
+  kind: 'activity' | 'child';
   attempt: number;
   maxAttempts: number;
   unsafe: boolean;
-  /** `waiting`: deferred, settled by a token; `backoff`: a retry is due at `nextRunAt`; `settled`: finished. */
+  /** `waiting`: deferred, settled by a token (or, for a child, by its end); `backoff`: a retry is due at `nextRunAt`; `settled`: finished. */
   status: 'waiting' | 'backoff' | 'settled';
   nextRunAt: number | null;
   /** Its current attempt started during the step that produced this state. */
   fresh: boolean;
 }
 
-/** The model's state of one job. It is an XState-graph snapshot (status/output/error) too. */
-export interface ModelState {
+/** One job in the model: the job under test, or one of its child jobs. */
+export interface ModelJob {
+  /** Invoke ids from the job under test to this job, joined by `/`; `''` for the job under test. */
+  path: string;
+  jobId: string;
+  /** Registered machine id: `<parent id>.<src>` for a child job. */
+  machineId: string;
+  /** For a child job: the parent job's id; else null. */
+  parentJobId: string | null;
+  /** For a child job: its invoke id in the parent; else null. */
+  actorId: string | null;
   status: 'active' | 'done' | 'error' | 'stopped';
-  output: unknown;
-  error: unknown;
   machine: AnyMachineSnapshot;
   revision: number;
-  /** Milliseconds since the job started. */
-  now: number;
   timers: ModelTimer[];
   effects: ModelEffect[];
-  /** History records written by the step that produced this state. */
+  /** History records written to this job by the step that produced this state. */
   records: PredictedRecord[];
-  /** Static transitions taken (applied) during that step, always-transitions included. */
+  /** Static transitions of this job's machine taken (applied) during that step, always-transitions included. */
   taken: StaticTransition[];
-  /** Messages of events that failed during that step (an action threw, an unsupported action…). */
-  failures: string[];
+}
+
+/** An event that failed during a step, and why (an action threw, an unsupported action…). */
+export interface ModelFailure {
+  machineId: string;
+  eventType: string;
+  message: string;
+}
+
+/** The model's state: the job under test (these fields), and its child jobs. It is an XState-graph snapshot (status/output/error) too. */
+export interface ModelState extends ModelJob {
+  output: unknown;
+  error: unknown;
+  /** Milliseconds since the job started. */
+  now: number;
+  /**
+   * Child jobs (and theirs), in creation order: running ones, ones that ended during the step
+   * that produced this state, and ended ones with a timer left to fire.
+   */
+  children: ModelJob[];
+  /** Events that failed during the step that produced this state. */
+  failures: ModelFailure[];
+  /** Event types applied (or recorded) during that step, in order, each with the path of its job. */
+  trail: Array<{ path: string; eventType: string }>;
 }
 
 /** What sample functions see of a state. */
@@ -88,11 +131,8 @@ export interface StateView {
 /** A sample payload, a list of them, or a function of the state giving them. */
 export type Samples<T> = T | readonly T[] | ((state: StateView) => T | readonly T[]);
 
-/** How the model was configured: the parts of path options it needs. */
-export interface ModelConfig {
-  /** The definition as the runtime holds it (defaults resolved). */
-  def: RegisteredMachine;
-  jobId: string;
+/** Samples and abstractions for the jobs of one machine. */
+export interface JobOptions {
   /** Per event type: sample events (with or without `type`). */
   events: Record<string, Samples<Record<string, unknown>>>;
   /** Per invoke id or src: sample outputs of `done` steps. Default `[null]`. */
@@ -101,13 +141,25 @@ export interface ModelConfig {
   errors: Record<string, Samples<unknown>>;
   /** Per src: how many attempts of every invocation fail (retryably) before one waits for its outcome. */
   failAttempts: Record<string, number>;
-  /** Which activities may be interrupted by a crash mid-attempt: `unsafe` ones (default), `all`, or `none`. */
-  interrupts: 'unsafe' | 'all' | 'none';
   /** Abstraction of the machine part of the state key. Default `{ value, context }`. */
   stateKey: ((state: StateView) => unknown) | undefined;
 }
 
-type QueueItem = { event: { type: string; [key: string]: JsonValue }; timer?: ModelTimer; effectId?: string };
+/** How the model was configured: the parts of path options it needs. */
+export interface ModelConfig extends JobOptions {
+  /** The definition as the runtime holds it (defaults resolved). */
+  def: RegisteredMachine;
+  jobId: string;
+  /** Which activities may be interrupted by a crash mid-attempt: `unsafe` ones (default), `all`, or `none`. */
+  interrupts: 'unsafe' | 'all' | 'none';
+  /** Child machines by registered id (`<parent id>.<src>`, recursively): their definitions as registered, and their samples. */
+  children?: Record<string, JobOptions & { def: RegisteredMachine }>;
+}
+
+type QueueItem =
+  | { job: ModelJob; event: { type: string; [key: string]: JsonValue }; timer?: ModelTimer; effectId?: string }
+  /** The runtime stops a child job after the commit of the parent transition that left the invoking state. */
+  | { job: ModelJob; stop: true };
 
 interface Traced {
   next: AnyMachineSnapshot;
@@ -121,34 +173,60 @@ interface ActionLike {
   info?: { self?: unknown };
 }
 
+interface MachineInfo {
+  def: RegisteredMachine;
+  opts: JobOptions;
+  index: Map<TransitionDefinitionLike, StaticTransition>;
+  userTypes: string[];
+  sampleCache: Map<string, Array<{ type: string; [key: string]: JsonValue }>>;
+}
+
+/**
+ * The parent of a child job in the model: a child's `sendParent` resolves to it (the runtime
+ * does the same with a marker of its own), and what is sent to it goes to the parent job's inbox.
+ */
+const PARENT_MARKER = createActor(createMachine({ id: 'spool.testing.parent' }));
+
 /** Thrown when a sample is not usable. */
 export class SampleError extends Error {
   override name = 'SampleError';
 }
 
-/** The model of one job of one machine definition. */
+/** The model of one job of one machine definition, with its child jobs. */
 export class JobModel {
   readonly config: ModelConfig;
   readonly machine: AnyStateMachine;
-  readonly #index: Map<TransitionDefinitionLike, StaticTransition>;
-  readonly #userTypes: string[];
-  readonly #sampleCache = new Map<string, Array<{ type: string; [key: string]: JsonValue }>>();
+  readonly #machines = new Map<string, MachineInfo>();
 
   constructor(config: ModelConfig) {
     this.config = config;
     this.machine = config.def.machine;
-    this.#index = indexTransitions(this.machine);
-    this.#userTypes = [...config.def.eventTypes].filter((t) => !t.startsWith('xstate.') && !t.startsWith('spool.') && t !== '' && !t.includes('*')).sort();
+    const add = (def: RegisteredMachine, opts: JobOptions) =>
+      this.#machines.set(def.id, {
+        def,
+        opts,
+        index: indexTransitions(def.machine),
+        userTypes: [...def.eventTypes].filter((t) => !t.startsWith('xstate.') && !t.startsWith('spool.') && t !== '' && !t.includes('*')).sort(),
+        sampleCache: new Map(),
+      });
+    add(config.def, config);
+    for (const child of Object.values(config.children ?? {})) add(child.def, child);
   }
 
-  /** `runtime.start(machineId, input)`: the initial state, its effects and timers. */
+  /** `runtime.start(machineId, input)`: the initial state, its effects, timers and child jobs. */
   initial(input: unknown): ModelState {
+    const root = this.#info(this.config.def.id);
     const parsed = this.#parseInput(input);
     const traced = trace(this.machine, (scope) => this.machine.getInitialSnapshot(scope as never, parsed) as AnyMachineSnapshot);
     if (traced.next.status === 'error') {
       throw new SampleError(`Machine ${this.config.def.id} cannot start with input ${JSON.stringify(parsed)}: ${errorText(traced.next.error)}`);
     }
     const state: ModelState = {
+      path: '',
+      jobId: this.config.jobId,
+      machineId: this.config.def.id,
+      parentJobId: null,
+      actorId: null,
       status: traced.next.status as ModelState['status'],
       output: undefined,
       error: undefined,
@@ -158,13 +236,16 @@ export class JobModel {
       timers: [],
       effects: [],
       records: [],
-      taken: traced.taken.flatMap((t) => this.#static(t)),
+      taken: traced.taken.flatMap((t) => staticOf(root, t)),
+      children: [],
       failures: [],
+      trail: [],
     };
-    const plan = this.#plan(traced.actions, 1, 0);
-    if (plan.problems.length > 0) throw new SampleError(`Machine ${this.config.def.id} cannot start durably: ${plan.problems.join('; ')}`);
+    const plan = this.#plan(state, traced.actions, 1, 0);
+    const relations = plan.problems.length === 0 ? this.#relations(state, state, plan, traced.next, 1) : undefined;
+    if (plan.problems.length > 0 || !relations) throw new SampleError(`Machine ${this.config.def.id} cannot start durably: ${plan.problems.join('; ')}`);
     const queue: QueueItem[] = [];
-    this.#applyPlan(state, plan, queue);
+    this.#applyPlan(state, state, plan, relations, queue);
     this.#pump(state, queue);
     this.#drain(state, queue);
     this.#sync(state);
@@ -173,18 +254,21 @@ export class JobModel {
 
   /** The state after one step. Pure: `state` is not changed. */
   step(state: ModelState, step: PathStep): ModelState {
-    const next: ModelState = {
-      ...state,
-      timers: state.timers.map((t) => ({ ...t })),
-      effects: state.effects.map((e) => ({ ...e, fresh: false })),
+    const clone = (job: ModelJob): ModelJob => ({
+      ...job,
+      timers: job.timers.map((t) => ({ ...t })),
+      effects: job.effects.map((e) => ({ ...e, fresh: false })),
       records: [],
       taken: [],
-      failures: [],
-    };
+    });
+    // A child job that ended (and has no timer left to fire) never changes again: its last
+    // prediction stands, and the model lets it go (keeps states small).
+    const children = state.children.filter((c) => c.status === 'active' || c.timers.length > 0).map(clone);
+    const next: ModelState = { ...state, ...clone(state), children, failures: [], trail: [] };
     const queue: QueueItem[] = [];
     switch (step.via) {
       case 'send':
-        queue.push({ event: step.event });
+        queue.push({ job: jobAt(next, step.child), event: step.event });
         this.#drain(next, queue);
         break;
       case 'time': {
@@ -196,25 +280,28 @@ export class JobModel {
       }
       case 'done':
       case 'error': {
-        const effect = next.effects.find((e) => e.actorId === step.actorId && e.status === 'waiting');
+        const job = jobAt(next, step.child);
+        const effect = job.effects.find((e) => e.kind === 'activity' && e.actorId === step.actorId && e.status === 'waiting');
         if (!effect) throw new Error(`No activity "${step.actorId}" is waiting for its outcome here.`);
         effect.status = 'settled';
         const event =
           step.via === 'done'
             ? { type: `xstate.done.actor.${effect.actorId}`, output: toJson(step.output), actorId: effect.actorId }
             : { type: `xstate.error.actor.${effect.actorId}`, error: failInfo(step.error) as unknown as JsonValue, actorId: effect.actorId };
-        queue.push({ event, effectId: effect.id });
+        queue.push({ job, event, effectId: effect.id });
         this.#drain(next, queue);
         break;
       }
       case 'interrupt': {
-        const effect = state.effects.find((e) => e.actorId === step.actorId && e.fresh && e.status === 'waiting');
-        const mine = next.effects.find((e) => e.id === effect?.id);
-        if (!effect || !mine) throw new Error(`No attempt of "${step.actorId}" started in the previous step: nothing to interrupt.`);
+        const before = jobAt(state, step.child);
+        const effect = before.effects.find((e) => e.kind === 'activity' && e.actorId === step.actorId && e.fresh && e.status === 'waiting');
+        const job = allJobs(next).find((j) => j.jobId === before.jobId);
+        const mine = job?.effects.find((e) => e.id === effect?.id);
+        if (!effect || !job || !mine) throw new Error(`No attempt of "${step.actorId}" started in the previous step: nothing to interrupt.`);
         // A new runtime opens and ticks: due timers fire first, then orphaned attempts are taken over.
         this.#fireDueTimers(next, queue);
         this.#drain(next, queue);
-        if (next.effects.includes(mine)) this.#interrupt(next, mine, queue);
+        if (job.status === 'active' && job.effects.includes(mine)) this.#interrupt(next, job, mine, queue);
         this.#pump(next, queue);
         this.#drain(next, queue);
         break;
@@ -224,69 +311,93 @@ export class JobModel {
     return next;
   }
 
-  /** The steps possible in a state: handled user events (each sample), time, outcomes of waiting activities, interrupts. */
+  /**
+   * The steps possible in a state: handled user events (each sample), time, outcomes of waiting
+   * activities, interrupts; for the job under test, then for each running child job.
+   */
   steps(state: ModelState): PathStep[] {
     if (state.status !== 'active') return [];
     const out: PathStep[] = [];
-    const view = viewOf(state);
-    const handled = this.#handledTypes(state.machine);
-    for (const type of handled) {
-      this.#eventSamples(type, view).forEach((event, i) => out.push({ via: 'send', type, event, sample: i + 1 }));
-    }
-    if (nextWake(state) !== null) out.push({ via: 'time', type: 'spool.time' });
-    for (const effect of state.effects) {
-      if (effect.status !== 'waiting') continue;
-      samplesOf(this.config.outputs[effect.actorId] ?? this.config.outputs[effect.src] ?? null, view).forEach((output, i) =>
-        out.push({ via: 'done', type: `xstate.done.actor.${effect.actorId}`, actorId: effect.actorId, output: toJson(output), sample: i + 1 }),
-      );
-      samplesOf(this.config.errors[effect.actorId] ?? this.config.errors[effect.src] ?? DEFAULT_ERROR, view).forEach((error, i) =>
-        out.push({ via: 'error', type: `xstate.error.actor.${effect.actorId}`, actorId: effect.actorId, error: toJson(error), sample: i + 1 }),
-      );
-      const interruptible = this.config.interrupts === 'all' || (this.config.interrupts === 'unsafe' && effect.unsafe);
-      if (effect.fresh && interruptible) out.push({ via: 'interrupt', type: 'spool.interrupt', actorId: effect.actorId });
-    }
+    this.#jobSteps(state, out, true);
+    for (const child of state.children) if (child.status === 'active') this.#jobSteps(child, out, false);
     return out;
   }
 
-  /** The graph key of a state: the (abstracted) machine state plus timers and activities relative to now. */
+  #jobSteps(job: ModelJob, out: PathStep[], root: boolean): void {
+    const info = this.#info(job.machineId);
+    const view = viewOf(job);
+    const at = root ? {} : { child: job.path };
+    for (const type of this.#handledTypes(info, job.machine)) {
+      this.#eventSamples(info, type, view).forEach((event, i) => out.push({ via: 'send', type, event, sample: i + 1, ...at }));
+    }
+    if (root && nextWake(job as ModelState) !== null) out.push({ via: 'time', type: 'spool.time' });
+    for (const effect of job.effects) {
+      if (effect.kind !== 'activity' || effect.status !== 'waiting') continue;
+      samplesOf(info.opts.outputs[effect.actorId] ?? info.opts.outputs[effect.src] ?? null, view).forEach((output, i) =>
+        out.push({ via: 'done', type: `xstate.done.actor.${effect.actorId}`, actorId: effect.actorId, output: toJson(output), sample: i + 1, ...at }),
+      );
+      samplesOf(info.opts.errors[effect.actorId] ?? info.opts.errors[effect.src] ?? DEFAULT_ERROR, view).forEach((error, i) =>
+        out.push({ via: 'error', type: `xstate.error.actor.${effect.actorId}`, actorId: effect.actorId, error: toJson(error), sample: i + 1, ...at }),
+      );
+      const interruptible = this.config.interrupts === 'all' || (this.config.interrupts === 'unsafe' && effect.unsafe);
+      if (effect.fresh && interruptible) out.push({ via: 'interrupt', type: 'spool.interrupt', actorId: effect.actorId, ...at });
+    }
+  }
+
+  /**
+   * The graph key of a state: the (abstracted) machine state plus timers and activities relative
+   * to now, of the job under test and of each child job that can still move.
+   */
   key(state: ModelState): string {
-    const view = viewOf(state);
-    const machinePart = this.config.stateKey ? this.config.stateKey(view) : { value: view.value, context: view.context };
-    return JSON.stringify([
-      machinePart,
-      state.status,
-      state.timers.map((t) => [t.key, t.event, t.dueAt - state.now]),
-      state.effects.map((e) => [e.actorId, e.src, e.attempt, e.status, e.nextRunAt === null ? null : e.nextRunAt - state.now, e.fresh]),
-    ]);
+    const part = (job: ModelJob) => {
+      const info = this.#info(job.machineId);
+      const view = viewOf(job);
+      const machinePart = info.opts.stateKey ? info.opts.stateKey(view) : { value: view.value, context: view.context };
+      return [
+        machinePart,
+        job.status,
+        job.timers.map((t) => [t.key, t.event, t.dueAt - state.now]),
+        job.effects.map((e) => [e.actorId, e.src, e.attempt, e.status, e.nextRunAt === null ? null : e.nextRunAt - state.now, e.fresh]),
+      ];
+    };
+    const live = state.children.filter((c) => c.status === 'active' || c.timers.length > 0);
+    return JSON.stringify(live.length === 0 ? part(state) : [...part(state), live.map((c) => [c.path, ...part(c)])]);
+  }
+
+  #info(machineId: string): MachineInfo {
+    const info = this.#machines.get(machineId);
+    if (!info) throw new Error(`spool/testing: machine ${machineId} is not part of this model.`);
+    return info;
   }
 
   /** All sample events of a type, validated by the definition's schema as the runtime would. */
-  #eventSamples(type: string, view: StateView): Array<{ type: string; [key: string]: JsonValue }> {
-    const described = this.config.events[type];
+  #eventSamples(info: MachineInfo, type: string, view: StateView): Array<{ type: string; [key: string]: JsonValue }> {
+    const described = info.opts.events[type];
     const stable = typeof described !== 'function';
-    const cached = stable ? this.#sampleCache.get(type) : undefined;
+    const cached = stable ? info.sampleCache.get(type) : undefined;
     if (cached) return cached;
     const raw = samplesOf(described ?? {}, view);
-    const parsed = raw.map((sample, i) => this.#parseEvent(type, sample, i + 1));
-    if (stable) this.#sampleCache.set(type, parsed);
+    const parsed = raw.map((sample, i) => this.#parseEvent(info, type, sample, i + 1));
+    if (stable) info.sampleCache.set(type, parsed);
     return parsed;
   }
 
-  #parseEvent(type: string, sample: unknown, n: number): { type: string; [key: string]: JsonValue } {
+  #parseEvent(info: MachineInfo, type: string, sample: unknown, n: number): { type: string; [key: string]: JsonValue } {
+    const where = info.def.id === this.config.def.id ? `machine ${info.def.id}` : `child machine ${info.def.id}`;
     if (sample === null || typeof sample !== 'object' || Array.isArray(sample)) {
-      throw new SampleError(`Sample ${n} of event ${type} for machine ${this.config.def.id} is not an object.`);
+      throw new SampleError(`Sample ${n} of event ${type} for ${where} is not an object.`);
     }
     const s = sample as Record<string, unknown>;
     if (s['type'] !== undefined && s['type'] !== type) {
-      throw new SampleError(`Sample ${n} of event ${type} for machine ${this.config.def.id} has type "${String(s['type'])}".`);
+      throw new SampleError(`Sample ${n} of event ${type} for ${where} has type "${String(s['type'])}".`);
     }
     const event = { ...s, type };
-    const schema = this.config.def.events[type];
+    const schema = info.def.events[type];
     if (!schema) return toJson(event) as { type: string; [key: string]: JsonValue };
     const result = schema.safeParse(event);
     if (!result.success) {
       throw new SampleError(
-        `Sample ${n} of event ${type} for machine ${this.config.def.id} is rejected by its schema (${issues(result.error)}): give a valid one in \`events: { ${type}: { … } }\`.`,
+        `Sample ${n} of event ${type} for ${where} is rejected by its schema (${issues(result.error)}): give a valid one in \`events: { ${type}: { … } }\`.`,
       );
     }
     return toJson(result.data) as { type: string; [key: string]: JsonValue };
@@ -301,22 +412,17 @@ export class JobModel {
     return toJson(result.data);
   }
 
-  /** Event types with a candidate transition in the current configuration (wildcards expanded). */
-  #handledTypes(snapshot: AnyMachineSnapshot): string[] {
+  /** User event types the snapshot has a transition for (wildcards expanded to the machine's own types). */
+  #handledTypes(info: MachineInfo, snapshot: AnyMachineSnapshot): string[] {
     const types = new Set<string>();
     for (const t of getNextTransitions(snapshot) as TransitionDefinitionLike[]) {
       const type = t.eventType;
       if (!type || type.startsWith('xstate.')) continue;
-      if (type === '*') this.#userTypes.forEach((u) => types.add(u));
-      else if (type.endsWith('.*')) this.#userTypes.filter((u) => u.startsWith(type.slice(0, -1))).forEach((u) => types.add(u));
+      if (type === '*') info.userTypes.forEach((u) => types.add(u));
+      else if (type.endsWith('.*')) info.userTypes.filter((u) => u.startsWith(type.slice(0, -1))).forEach((u) => types.add(u));
       else if (!type.startsWith('spool.')) types.add(type);
     }
     return [...types].sort();
-  }
-
-  #static(t: TransitionDefinitionLike): StaticTransition[] {
-    const s = this.#index.get(t);
-    return s ? [s] : [];
   }
 
   /** Fire every timer due at `now`, drain, then start due retries: what `tick()` does. */
@@ -327,114 +433,270 @@ export class JobModel {
     this.#drain(state, queue);
   }
 
+  /** Every due timer of every job, in (due time, id) order: the order `tick()` fires them into the inboxes. */
   #fireDueTimers(state: ModelState, queue: QueueItem[]): void {
-    const due = state.timers.filter((t) => t.dueAt <= state.now).sort(timerOrder);
-    state.timers = state.timers.filter((t) => t.dueAt > state.now);
-    for (const timer of due) queue.push({ event: timer.event, timer });
+    const due: Array<{ job: ModelJob; timer: ModelTimer }> = [];
+    for (const job of allJobs(state)) {
+      for (const timer of job.timers) if (timer.dueAt <= state.now) due.push({ job, timer });
+      job.timers = job.timers.filter((t) => t.dueAt > state.now);
+    }
+    due.sort((a, b) => timerOrder(a.timer, b.timer));
+    for (const { job, timer } of due) queue.push({ job, event: timer.event, timer });
   }
 
-  /** Apply queued events oldest first, as the runtime's drain does. */
+  /**
+   * Apply queued events oldest first, as the runtime's drains do: each job applies its inbox in
+   * order; an event for an ended job is rejected (no history); an outcome of an invocation that
+   * is no longer current, or a cancelled timer's event, is recorded as stale.
+   */
   #drain(state: ModelState, queue: QueueItem[]): void {
     const cancelled = new Set<string>();
     while (queue.length > 0) {
       const item = queue.shift()!;
-      if (state.status !== 'active') continue; // rejected: a terminal job writes no history
-      if (item.timer && cancelled.has(item.timer.id)) {
-        this.#record(state, item.event.type, 'stale', state.machine.value);
+      const job = item.job;
+      if ('stop' in item) {
+        this.#stopJob(state, job);
         continue;
       }
-      const from = toJson(state.machine.value);
+      if (job.status !== 'active') continue; // rejected: an ended job writes no history
+      if (item.timer && cancelled.has(item.timer.id)) {
+        this.#record(state, job, item.event.type, 'stale');
+        continue;
+      }
+      if (item.effectId !== undefined && !job.effects.some((e) => e.id === item.effectId)) {
+        this.#record(state, job, item.event.type, 'stale');
+        continue;
+      }
+      const info = this.#info(job.machineId);
+      const machine = info.def.machine;
+      const from = toJson(job.machine.value);
       let traced: Traced | undefined;
       let failure: string | undefined;
       try {
-        traced = trace(this.machine, (scope) => this.machine.transition(state.machine, structuredClone(item.event) as AnyEventObject, scope as never) as AnyMachineSnapshot);
+        traced = trace(
+          machine,
+          (scope) => machine.transition(job.machine, structuredClone(item.event) as AnyEventObject, scope as never) as AnyMachineSnapshot,
+          job.parentJobId === null ? undefined : PARENT_MARKER,
+        );
       } catch (error) {
         failure = errorText(error);
       }
-      const revision = state.revision + 1;
+      const revision = job.revision + 1;
       let outcome: PredictedRecord['outcome'] = 'applied';
       let plan: Plan | undefined;
+      let relations: Relations | undefined;
       if (!traced) outcome = 'failed';
-      else if (traced.next === state.machine) outcome = 'ignored';
+      // XState hands back the very snapshot it was given, with no action, when nothing handled the event.
+      else if (traced.next === job.machine && traced.actions.length === 0) outcome = 'ignored';
       else if (traced.next.status === 'error') {
         outcome = 'failed';
         failure = errorText(traced.next.error);
       } else {
-        plan = this.#plan(traced.actions, revision, state.now);
+        plan = this.#plan(job, traced.actions, revision, state.now);
+        if (plan.problems.length === 0) relations = this.#relations(state, job, plan, traced.next, revision);
         if (plan.problems.length > 0) {
           outcome = 'failed';
           failure = plan.problems.join('; ');
         }
       }
-      state.revision = revision;
-      if (outcome !== 'applied' || !traced || !plan) {
-        state.records.push({ eventType: item.event.type, outcome, from, to: from });
-        if (failure !== undefined) state.failures.push(`${item.event.type}: ${failure}`);
+      job.revision = revision;
+      // A transition that changed nothing is still the one XState took: it counts as covered.
+      if (outcome === 'ignored' && traced) job.taken.push(...traced.taken.flatMap((t) => staticOf(info, t)));
+      if (outcome !== 'applied' || !traced || !plan || !relations) {
+        job.records.push({ eventType: item.event.type, outcome, from, to: from });
+        state.trail.push({ path: job.path, eventType: item.event.type });
+        if (failure !== undefined) state.failures.push({ machineId: job.machineId, eventType: item.event.type, message: failure });
         continue;
       }
-      state.machine = rehydrate(this.machine, traced.next);
-      state.status = traced.next.status as ModelState['status'];
-      state.records.push({ eventType: item.event.type, outcome, from, to: toJson(state.machine.value) });
-      state.taken.push(...traced.taken.flatMap((t) => this.#static(t)));
+      job.machine = rehydrate(machine, traced.next);
+      job.status = traced.next.status as ModelJob['status'];
+      job.records.push({ eventType: item.event.type, outcome, from, to: toJson(job.machine.value) });
+      state.trail.push({ path: job.path, eventType: item.event.type });
+      job.taken.push(...traced.taken.flatMap((t) => staticOf(info, t)));
       for (const key of plan.timers.cancel) {
-        for (const q of queue) if (q.timer && q.timer.key === key) cancelled.add(q.timer.id);
+        for (const q of queue) if ('timer' in q && q.timer && q.job === job && q.timer.key === key) cancelled.add(q.timer.id);
       }
-      this.#applyPlan(state, plan, queue);
-      if (plan.effects.create.length > 0) this.#pump(state, queue);
+      this.#applyPlan(state, job, plan, relations, queue);
+      if (plan.effects.create.length > 0 || relations.spawned.some((c) => c.effects.some((e) => e.kind === 'activity'))) this.#pump(state, queue);
     }
   }
 
-  #record(state: ModelState, eventType: string, outcome: PredictedRecord['outcome'], value: unknown): void {
-    state.revision += 1;
-    const v = toJson(value);
-    state.records.push({ eventType, outcome, from: v, to: v });
+  #record(state: ModelState, job: ModelJob, eventType: string, outcome: PredictedRecord['outcome']): void {
+    job.revision += 1;
+    const v = toJson(job.machine.value);
+    job.records.push({ eventType, outcome, from: v, to: v });
+    state.trail.push({ path: job.path, eventType });
   }
 
-  #applyPlan(state: ModelState, plan: Plan, queue: QueueItem[]): void {
-    for (const actorId of plan.effects.deactivate) state.effects = state.effects.filter((e) => e.actorId !== actorId);
-    for (const key of plan.timers.cancel) state.timers = state.timers.filter((t) => t.key !== key);
-    state.effects.push(...plan.effects.create);
-    state.timers.push(...plan.timers.schedule);
-    queue.push(...plan.deliveries.map((event) => ({ event })));
+  /** What the runtime does to a child job whose parent left the invoking state: `xstate.stop`, everything of it cancelled, its own children stopped. */
+  #stopJob(state: ModelState, job: ModelJob): void {
+    if (job.status !== 'active') return;
+    const v = toJson(job.machine.value);
+    job.revision += 1;
+    job.status = 'stopped';
+    job.records.push({ eventType: 'xstate.stop', outcome: 'applied', from: v, to: v });
+    const children = job.effects.filter((e) => e.kind === 'child').map((e) => e.id);
+    job.effects = [];
+    job.timers = [];
+    for (const id of children) {
+      const child = state.children.find((c) => c.jobId === id);
+      if (child) this.#stopJob(state, child);
+    }
   }
 
-  /** Start every effect that is new (attempt 0) or due for a retry: what the runtime's pump does. */
+  /** Write what a committed transition asked for, in the order the runtime's commit writes it to the inboxes. */
+  #applyPlan(state: ModelState, job: ModelJob, plan: Plan, relations: Relations, queue: QueueItem[]): void {
+    for (const actorId of plan.effects.deactivate) job.effects = job.effects.filter((e) => e.actorId !== actorId);
+    for (const key of plan.timers.cancel) job.timers = job.timers.filter((t) => t.key !== key);
+    job.effects.push(...plan.effects.create, ...relations.childEffects);
+    job.timers.push(...plan.timers.schedule);
+    state.children.push(...relations.spawned);
+    queue.push(...relations.initial);
+    queue.push(...plan.deliveries.map((event) => ({ job, event })));
+    queue.push(...relations.deliveries);
+    if (relations.settle) {
+      relations.settle.effect.status = 'settled';
+      queue.push(relations.settle.item);
+    }
+    queue.push(...relations.stop.map((child) => ({ job: child, stop: true as const })));
+  }
+
+  /**
+   * What a transition means for other jobs (as the runtime's relations): child machines it
+   * invoked become child jobs, its `sendTo` a child and `sendParent` go to those jobs' inboxes, a
+   * child that reached its final state settles its invocation in the parent, and children of
+   * left states are stopped. Problems (a send to no running child…) go to `plan.problems`.
+   */
+  #relations(state: ModelState, job: ModelJob, plan: Plan, next: AnyMachineSnapshot, revision: number): Relations {
+    const out: Relations = { spawned: [], childEffects: [], initial: [], deliveries: [], stop: [] };
+    // Child jobs of current invocations, by invoke id; null: one that ended (what is sent to it is rejected).
+    const live = new Map<string, ModelJob | null>();
+    for (const e of job.effects) {
+      if (e.kind === 'child') live.set(e.actorId, state.children.find((c) => c.jobId === e.id) ?? null);
+    }
+    for (const actorId of plan.effects.deactivate) {
+      const child = live.get(actorId);
+      if (child) out.stop.push(child);
+      live.delete(actorId);
+    }
+    for (const spawn of plan.spawns) {
+      const child = this.#spawn(state, job, spawn, revision, out, plan.problems);
+      if (child) live.set(spawn.actorId, child);
+    }
+    for (const send of plan.childSends) {
+      const child = live.get(send.actorId);
+      if (child === undefined) {
+        plan.problems.push(`sendTo ${send.actorId}: no running child machine with that id`);
+        continue;
+      }
+      if (child) out.deliveries.push({ job: child, event: send.event });
+    }
+    if (job.parentJobId !== null) {
+      const parent = allJobs(state).find((j) => j.jobId === job.parentJobId);
+      if (parent) {
+        for (const event of plan.parentSends) out.deliveries.push({ job: parent, event });
+        const effect = parent.effects.find((e) => e.id === job.jobId);
+        if (next.status === 'done' && effect && effect.status === 'waiting') {
+          const event = { type: `xstate.done.actor.${effect.actorId}`, output: toJson(next.output ?? null), actorId: effect.actorId };
+          out.settle = { effect, item: { job: parent, event, effectId: effect.id } };
+        }
+      }
+    }
+    return out;
+  }
+
+  /** A child job for an invoked child machine (with its own children), as the runtime creates it in the parent's commit. */
+  #spawn(state: ModelState, parent: ModelJob, spawn: Plan['spawns'][number], revision: number, out: Relations, problems: string[]): ModelJob | undefined {
+    const info = this.#machines.get(`${parent.machineId}.${spawn.src}`);
+    if (!info) {
+      problems.push(`child machine "${spawn.src}" is not registered with ${parent.machineId}`);
+      return undefined;
+    }
+    const machine = info.def.machine;
+    const jobId = `${parent.jobId}~${spawn.actorId}~r${revision}`;
+    let traced: Traced;
+    try {
+      traced = trace(machine, (scope) => machine.getInitialSnapshot(scope as never, spawn.input) as AnyMachineSnapshot, PARENT_MARKER);
+    } catch (error) {
+      problems.push(`child machine "${spawn.src}" could not start: ${errorText(error)}`);
+      return undefined;
+    }
+    const value = toJson(traced.next.value);
+    const child: ModelJob = {
+      path: parent.path === '' ? spawn.actorId : `${parent.path}/${spawn.actorId}`,
+      jobId,
+      machineId: info.def.id,
+      parentJobId: parent.jobId,
+      actorId: spawn.actorId,
+      status: traced.next.status as ModelJob['status'],
+      machine: rehydrate(machine, traced.next),
+      revision: 1,
+      timers: [],
+      effects: [],
+      records: [{ eventType: 'xstate.init', outcome: 'started', from: null, to: value }],
+      taken: traced.taken.flatMap((t) => staticOf(info, t)),
+    };
+    const plan = this.#plan(child, traced.actions, 1, state.now);
+    problems.push(...plan.problems);
+    if (plan.childSends.length > 0) problems.push(`child machine "${spawn.src}" sends to its own children on entry; not supported`);
+    child.effects.push(...plan.effects.create);
+    child.timers.push(...plan.timers.schedule);
+    out.childEffects.push({ id: jobId, actorId: spawn.actorId, src: spawn.src, kind: 'child', attempt: 1, maxAttempts: 1, unsafe: false, status: 'waiting', nextRunAt: null, fresh: false });
+    out.spawned.push(child);
+    out.initial.push(...plan.deliveries.map((event) => ({ job: child, event })));
+    // Its own children, created in the same commit.
+    const inner: Relations = { spawned: [], childEffects: [], initial: [], deliveries: [], stop: [] };
+    for (const s of plan.spawns) this.#spawn(state, child, s, 1, inner, problems);
+    child.effects.push(...inner.childEffects);
+    out.spawned.push(...inner.spawned);
+    out.initial.push(...inner.initial, ...inner.deliveries);
+    for (const event of plan.parentSends) out.deliveries.push({ job: parent, event });
+    return child;
+  }
+
+  /** Start every activity that is new (attempt 0) or due for a retry, of every running job: what the runtime's pump does. */
   #pump(state: ModelState, queue: QueueItem[]): void {
     for (let guard = 0; guard < 1000; guard += 1) {
-      const due = state.effects
-        .filter((e) => e.attempt === 0 || (e.status === 'backoff' && e.nextRunAt !== null && e.nextRunAt <= state.now))
-        .sort((a, b) => (a.nextRunAt ?? 0) - (b.nextRunAt ?? 0));
-      const effect = due[0];
-      if (!effect) return;
-      this.#startAttempt(state, effect, queue);
+      const due = allJobs(state)
+        .filter((job) => job.status === 'active')
+        .flatMap((job) =>
+          job.effects
+            .filter((e) => e.kind === 'activity' && (e.attempt === 0 || (e.status === 'backoff' && e.nextRunAt !== null && e.nextRunAt <= state.now)))
+            .map((effect) => ({ job, effect })),
+        )
+        .sort((a, b) => (a.effect.nextRunAt ?? 0) - (b.effect.nextRunAt ?? 0));
+      const first = due[0];
+      if (!first) return;
+      this.#startAttempt(state, first.job, first.effect, queue);
     }
   }
 
   /** One attempt of the scripted stand-in: fail retryably `failAttempts` times, then wait for the outcome. */
-  #startAttempt(state: ModelState, effect: ModelEffect, queue: QueueItem[]): void {
+  #startAttempt(state: ModelState, job: ModelJob, effect: ModelEffect, queue: QueueItem[]): void {
+    const info = this.#info(job.machineId);
     effect.attempt += 1;
     effect.nextRunAt = null;
     effect.fresh = true;
-    const failures = this.config.failAttempts[effect.src] ?? 0;
+    const failures = info.opts.failAttempts[effect.src] ?? 0;
     if (effect.attempt > failures) {
       effect.status = 'waiting';
       return;
     }
-    const info: ErrorInfo = { name: 'Error', message: scriptedFailureMessage(effect.src, effect.attempt) };
-    const policy: ActivityPolicy = this.config.def.activities[effect.src] ?? {};
-    const retry = effect.attempt < effect.maxAttempts && (policy.retryOn ? policy.retryOn(info) : true);
+    const error: ErrorInfo = { name: 'Error', message: scriptedFailureMessage(effect.src, effect.attempt) };
+    const policy: ActivityPolicy = info.def.activities[effect.src] ?? {};
+    const retry = effect.attempt < effect.maxAttempts && (policy.retryOn ? policy.retryOn(error) : true);
     if (retry) {
       effect.status = 'backoff';
       effect.nextRunAt = state.now + backoffDelay(policy, effect.attempt, effect.id);
       return;
     }
     effect.status = 'settled';
-    const error = { ...info, code: 'SPOOL_RETRIES_EXHAUSTED', attempts: effect.attempt };
-    queue.push({ event: { type: `xstate.error.actor.${effect.actorId}`, error, actorId: effect.actorId }, effectId: effect.id });
+    const payload = { ...error, code: 'SPOOL_RETRIES_EXHAUSTED', attempts: effect.attempt };
+    queue.push({ job, event: { type: `xstate.error.actor.${effect.actorId}`, error: payload, actorId: effect.actorId }, effectId: effect.id });
   }
 
   /** What recovery does with an attempt whose runner died. */
-  #interrupt(state: ModelState, effect: ModelEffect, queue: QueueItem[]): void {
+  #interrupt(state: ModelState, job: ModelJob, effect: ModelEffect, queue: QueueItem[]): void {
     let error: ErrorInfo | undefined;
     if (effect.unsafe) {
       error = {
@@ -451,18 +713,28 @@ export class JobModel {
     }
     if (error) {
       effect.status = 'settled';
-      queue.push({ event: { type: `xstate.error.actor.${effect.actorId}`, error: error as unknown as JsonValue, actorId: effect.actorId }, effectId: effect.id });
+      queue.push({ job, event: { type: `xstate.error.actor.${effect.actorId}`, error: error as unknown as JsonValue, actorId: effect.actorId }, effectId: effect.id });
       this.#drain(state, queue);
       return;
     }
-    this.#startAttempt(state, effect, queue);
+    this.#startAttempt(state, job, effect, queue);
   }
 
-  /** Turn one transition's actions into effects, timers and self-deliveries, as the runtime plans them. */
-  #plan(actions: readonly ActionLike[], revision: number, now: number): Plan {
-    const jobId = this.config.jobId;
-    const plan: Plan = { effects: { create: [], deactivate: [] }, timers: { schedule: [], cancel: [] }, deliveries: [], problems: [] };
-    const actors = (this.machine.implementations.actors ?? {}) as Record<string, unknown>;
+  /** Turn one transition's actions into effects, timers, child jobs and deliveries, as the runtime plans them. */
+  #plan(job: ModelJob, actions: readonly ActionLike[], revision: number, now: number): Plan {
+    const info = this.#info(job.machineId);
+    const jobId = job.jobId;
+    const isChild = job.parentJobId !== null;
+    const plan: Plan = {
+      effects: { create: [], deactivate: [] },
+      timers: { schedule: [], cancel: [] },
+      deliveries: [],
+      spawns: [],
+      childSends: [],
+      parentSends: [],
+      problems: [],
+    };
+    const actors = (info.def.machine.implementations.actors ?? {}) as Record<string, unknown>;
     actions.forEach((action, index) => {
       const params = (action.params ?? {}) as Record<string, unknown>;
       switch (action.type) {
@@ -477,11 +749,16 @@ export class JobModel {
             plan.problems.push(`actor of "${src}" has a generated id (${actorId})`);
             break;
           }
-          const policy = this.config.def.activities[src] ?? {};
+          if (isStateMachine(actors[src])) {
+            plan.spawns.push({ actorId, src, input: toJson(params['input'] ?? null) });
+            break;
+          }
+          const policy = info.def.activities[src] ?? {};
           plan.effects.create.push({
             id: `${jobId}~${actorId}~r${revision}`,
             actorId,
             src,
+            kind: 'activity',
             attempt: 0,
             maxAttempts: Math.max(1, policy.maxAttempts ?? 3),
             unsafe: policy.unsafeToRepeat === true,
@@ -504,14 +781,26 @@ export class JobModel {
           break;
         }
         case 'xstate.sendTo': {
-          const to = params['to'] as { id?: unknown } | undefined;
+          const to = params['to'] as { id?: unknown } | string | undefined;
           const self = action.info?.self as { id?: unknown } | undefined;
           const event = toJson(params['event']) as ModelTimer['event'];
-          if (!to || (to !== self && to.id !== self?.id)) {
-            plan.problems.push(`sendTo ${String(params['targetId'] ?? to?.id ?? '?')}: Spool delivers sendTo only to the job itself`);
+          const delay = params['delay'];
+          if (isChild && to === PARENT_MARKER) {
+            if (typeof delay === 'number') plan.problems.push('a delayed sendParent is not durable; delay in the parent instead');
+            else plan.parentSends.push(event);
             break;
           }
-          const delay = params['delay'];
+          // A string: an actor invoked in this same microstep, not yet among the snapshot's children.
+          const target = typeof to === 'string' ? to : to && to !== self && to.id !== self?.id && typeof to.id === 'string' ? to.id : undefined;
+          if (target !== undefined) {
+            if (typeof delay === 'number') plan.problems.push(`a delayed sendTo ${target} is not durable; delay with after/raise and send on arrival`);
+            else plan.childSends.push({ actorId: target, event });
+            break;
+          }
+          if (!to) {
+            plan.problems.push(`sendTo ${String(params['targetId'] ?? '?')}: no such actor`);
+            break;
+          }
           if (typeof delay === 'number') {
             const key = typeof params['id'] === 'string' ? params['id'] : `anon~r${revision}~${index}`;
             plan.timers.schedule.push({ id: `${jobId}~${key}~r${revision}`, key, event, dueAt: now + delay });
@@ -542,7 +831,29 @@ interface Plan {
   effects: { create: ModelEffect[]; deactivate: string[] };
   timers: { schedule: ModelTimer[]; cancel: string[] };
   deliveries: Array<ModelTimer['event']>;
+  /** Child machines invoked: each becomes a child job. */
+  spawns: Array<{ actorId: string; src: string; input: JsonValue }>;
+  /** Events for child jobs, by invoke id. */
+  childSends: Array<{ actorId: string; event: ModelTimer['event'] }>;
+  /** Events for the parent job (`sendParent`). */
+  parentSends: Array<ModelTimer['event']>;
   problems: string[];
+}
+
+/** What a transition does to other jobs. */
+interface Relations {
+  /** New child jobs (and theirs), in creation order. */
+  spawned: ModelJob[];
+  /** The parent's `child` effects for them. */
+  childEffects: ModelEffect[];
+  /** The new child jobs' own first deliveries (self-sends of their initial state, their children's first messages). */
+  initial: QueueItem[];
+  /** Events to children (`sendTo`) and to the parent (`sendParent`), in commit order. */
+  deliveries: QueueItem[];
+  /** The parent's invocation this (child) job settles by reaching its final state. */
+  settle?: { effect: ModelEffect; item: QueueItem };
+  /** Child jobs to stop after the commit. */
+  stop: ModelJob[];
 }
 
 const DEFAULT_ERROR = [{ name: 'Error', message: 'sample failure' }];
@@ -552,11 +863,26 @@ export function scriptedFailureMessage(src: string, attempt: number): string {
   return `scripted failure of ${src} (attempt ${attempt})`;
 }
 
-/** When the runtime next wakes up for this job: the earliest timer or retry. */
+/** The job under test and every child job. */
+export function allJobs(state: ModelState): ModelJob[] {
+  return [state, ...state.children];
+}
+
+/** The job a step acts on: the job under test, or the running child job at `child` (invoke ids joined by `/`). */
+export function jobAt(state: ModelState, child: string | undefined): ModelJob {
+  if (child === undefined || child === '') return state;
+  const job = state.children.filter((c) => c.path === child && c.status === 'active').at(-1);
+  if (!job) throw new Error(`No child job "${child}" is running here.`);
+  return job;
+}
+
+/** When the runtime next wakes up: the earliest timer or retry of any job (a stopped child's are cancelled). */
 export function nextWake(state: ModelState): number | null {
   let wake: number | null = null;
-  for (const t of state.timers) wake = wake === null ? t.dueAt : Math.min(wake, t.dueAt);
-  for (const e of state.effects) if (e.status === 'backoff' && e.nextRunAt !== null) wake = wake === null ? e.nextRunAt : Math.min(wake, e.nextRunAt);
+  for (const job of allJobs(state)) {
+    for (const t of job.timers) wake = wake === null ? t.dueAt : Math.min(wake, t.dueAt);
+    for (const e of job.effects) if (e.status === 'backoff' && e.nextRunAt !== null) wake = wake === null ? e.nextRunAt : Math.min(wake, e.nextRunAt);
+  }
   return wake;
 }
 
@@ -568,13 +894,18 @@ export function failInfo(payload: unknown): ErrorInfo {
     : { name: 'Error', message: String(p) };
 }
 
-export function viewOf(state: ModelState): StateView {
-  return { value: toJson(state.machine.value), context: toJson(state.machine.context), status: state.status };
+export function viewOf(job: ModelJob): StateView {
+  return { value: toJson(job.machine.value), context: toJson(job.machine.context), status: job.status };
 }
 
 export function samplesOf<T>(samples: Samples<T>, view: StateView): T[] {
   const resolved = typeof samples === 'function' ? (samples as (s: StateView) => T | readonly T[])(view) : samples;
   return Array.isArray(resolved) ? [...(resolved as readonly T[])] : [resolved as T];
+}
+
+function staticOf(info: MachineInfo, t: TransitionDefinitionLike): StaticTransition[] {
+  const s = info.index.get(t);
+  return s ? [s] : [];
 }
 
 function timerOrder(a: ModelTimer, b: ModelTimer): number {
@@ -596,21 +927,23 @@ function rehydrate(machine: AnyStateMachine, snapshot: AnyMachineSnapshot): AnyM
 /**
  * Run one macrostep like XState's pure `transition()`, and also record which transition
  * definitions each microstep took (XState reports them on its `@xstate.microstep` inspection
- * events), so always-transitions and guard branches are known exactly.
+ * events), so always-transitions and guard branches are known exactly. A child job's machine
+ * runs with the parent marker as its parent, so its `sendParent` can be recognised.
  */
-function trace(machine: AnyStateMachine, run: (scope: unknown) => AnyMachineSnapshot): Traced {
+function trace(machine: AnyStateMachine, run: (scope: unknown) => AnyMachineSnapshot, parent?: unknown): Traced {
   const taken: TransitionDefinitionLike[] = [];
   const actions: ActionLike[] = [];
   let recording = false;
-  const self = createActor(machine, {
-    inspect: (event) => {
-      if (!recording || event.type !== '@xstate.microstep') return;
-      const transitions = (event as { _transitions?: TransitionDefinitionLike[] })._transitions;
-      if (!Array.isArray(transitions)) throw new Error('xstate no longer reports the transitions of a microstep (`_transitions`); spool/testing needs an update.');
-      taken.push(...transitions);
-    },
-  });
-  const system = (self as unknown as { system: unknown }).system;
+  const inspect = (event: { type: string }) => {
+    if (!recording || event.type !== '@xstate.microstep') return;
+    const transitions = (event as { _transitions?: TransitionDefinitionLike[] })._transitions;
+    if (!Array.isArray(transitions)) throw new Error('xstate no longer reports the transitions of a microstep (`_transitions`); spool/testing needs an update.');
+    taken.push(...transitions);
+  };
+  // An actor with a parent joins the parent's system, and XState inspects at the system level only.
+  const self = createActor(machine, (parent === undefined ? { inspect } : { parent }) as never);
+  const system = (self as unknown as { system: { inspect: (observer: unknown) => { unsubscribe: () => void } } }).system;
+  const inspection = parent === undefined ? undefined : system.inspect(inspect);
   const scope = {
     self,
     defer: () => undefined,
@@ -630,6 +963,7 @@ function trace(machine: AnyStateMachine, run: (scope: unknown) => AnyMachineSnap
     return { next, actions, taken };
   } finally {
     recording = false;
+    inspection?.unsubscribe();
   }
 }
 

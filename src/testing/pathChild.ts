@@ -34,8 +34,7 @@ function findDefinition(mod: Record<string, unknown>, machineId: string, version
     const candidate = isPathTestSubject(item) ? item.definition : item;
     const def: JobDefinition = isStateMachine(candidate) ? { machine: candidate } : candidate;
     try {
-      const [registered] = new MachineRegistry([def]).all();
-      if (registered && registered.id === machineId && registered.version === version) return def;
+      if (new MachineRegistry([def]).get(machineId, version)?.source === def) return def;
     } catch {
       // not registrable: not the one
     }
@@ -49,7 +48,7 @@ try {
   const command = JSON.parse(await nextLine()) as ChildCommand;
   index = command.index;
   const mod = (await import(pathToFileURL(config.module).href)) as Record<string, unknown>;
-  const script: ActivityScript = { failAttempts: config.failAttempts, hang: null, onHang: () => undefined };
+  const script: ActivityScript = { failAttempts: config.failAttempts, childFailAttempts: config.childFailAttempts, hang: null, onHang: () => undefined };
   const clock = new VirtualClock(config.now);
   const ctx: DriverContext = {
     file: config.file,

@@ -2,7 +2,20 @@ import type { AnyStateMachine } from 'xstate';
 import { getAdjacencyMap } from 'xstate/graph';
 import { MachineRegistry, isStateMachine, type JobDefinition, type JsonValue, type RegisteredMachine } from '../index.ts';
 import { coverageReport, type CoverageReport, type Waiver } from './coverage.ts';
-import { JobModel, SampleError, toJson, viewOf, type ModelState, type PathStep, type PredictedRecord, type Samples, type StateView } from './model.ts';
+import {
+  JobModel,
+  SampleError,
+  allJobs,
+  toJson,
+  viewOf,
+  type JobOptions,
+  type ModelJob,
+  type ModelState,
+  type PathStep,
+  type PredictedRecord,
+  type Samples,
+  type StateView,
+} from './model.ts';
 import { listTransitions, type StaticTransition } from './transitions.ts';
 
 /**
@@ -10,11 +23,12 @@ import { listTransitions, type StaticTransition } from './transitions.ts';
  *
  * How traversal is bounded: the graph's nodes are states of the job as the runtime sees it,
  * keyed by `stateKey` (default: state value and the whole context) plus its pending timers
- * and activities (relative to now); events are the samples below, only those the current
- * state has a transition for. A finite set of samples over a context that takes finitely many
- * values gives a finite graph. A counter that can grow forever does not: abstract it with
- * `stateKey` (e.g. cap it), or traversal stops at `limit` with a {@link PathGenerationError}.
- * Paths are the shortest way to each transition (one per transition, prefixes merged), not all paths.
+ * and activities (relative to now), and the same of each running child job; events are the
+ * samples below, only those the current state has a transition for. A finite set of samples
+ * over a context that takes finitely many values gives a finite graph. A counter that can grow
+ * forever does not: abstract it with `stateKey` (e.g. cap it), or traversal stops at `limit`
+ * with a {@link PathGenerationError}. Paths are the shortest way to each transition (one per
+ * transition, prefixes merged), not all paths.
  */
 export interface PathOptions {
   /** Input of the job (validated by the definition's input schema). Default `{}`. */
@@ -40,12 +54,41 @@ export interface PathOptions {
   interrupts?: 'unsafe' | 'all' | 'none';
   /** The machine part of the graph key (an abstraction). Default `({ value, context }) => ({ value, context })`. */
   stateKey?: (state: StateView) => unknown;
+  /**
+   * Per child machine (by its src in `setup({ actors })`): samples, abstractions and waivers for
+   * its child jobs. A child job's events are sent to it directly too (`runtime.send(childJobId, …)`),
+   * each handled type with its samples; `events: { DONE: [] }` keeps one from outside.
+   *
+   * @example
+   * children: { checker: { events: { NOTE: { text: 'typo' } }, outputs: { lint: { ok: true } }, stateKey: ({ value }) => value } }
+   */
+  children?: Record<string, ChildPathOptions>;
   /** Largest number of (state, step) explorations per input. Default 20000. */
   limit?: number;
   /** Job id used in every run (effect and timer ids derive from it). Default `path-test`. */
   jobId?: string;
   /** Transitions left uncovered on purpose, each with a reason. */
   waive?: readonly Waiver[];
+}
+
+/** Options for the child jobs of one child machine: the same as a machine's, for its own events, activities and transitions. */
+export interface ChildPathOptions {
+  /** Per event type of the child machine: samples of events sent to the child job directly. */
+  events?: Record<string, Samples<Record<string, unknown>>>;
+  /** Per invoke id or src of the child's activities: sample outputs. */
+  outputs?: Record<string, Samples<unknown>>;
+  /** Per invoke id or src of the child's activities: sample errors. */
+  errors?: Record<string, Samples<unknown>>;
+  /** Per src of the child's activities: attempts that fail retryably first. */
+  failAttempts?: Record<string, number>;
+  /** The child's part of the graph key. Default `({ value, context }) => ({ value, context })`. */
+  stateKey?: (state: StateView) => unknown;
+  /** The child machine's transitions left uncovered on purpose. */
+  waive?: readonly Waiver[];
+  /** Compare the child jobs' context at every step (default), never, or through a projection. */
+  compareContext?: boolean | ((context: JsonValue) => unknown);
+  /** Its own child machines. */
+  children?: Record<string, ChildPathOptions>;
 }
 
 /** What the model predicts after a step. */
@@ -59,6 +102,27 @@ export interface PredictedState {
   /** History records the step writes. */
   records: PredictedRecord[];
   /** Ids of static transitions the step takes. */
+  taken: string[];
+  /**
+   * The child jobs after the step, in creation order: running ones, and ones that ended during
+   * it (an ended child job is not listed again; its last prediction stands).
+   */
+  children: PredictedChild[];
+}
+
+/** What the model predicts of one child job after a step. */
+export interface PredictedChild {
+  /** Invoke ids from the job under test, joined by `/`. */
+  path: string;
+  jobId: string;
+  /** `<parent id>.<src>`. */
+  machineId: string;
+  value: JsonValue;
+  context: JsonValue;
+  status: ModelState['status'];
+  /** History records the step writes to this child job (its `xstate.init` record in the step that created it). */
+  records: PredictedRecord[];
+  /** Ids of static transitions of the child machine the step takes. */
   taken: string[];
 }
 
@@ -78,8 +142,20 @@ export interface PathPlan {
   input: JsonValue;
   start: PredictedState;
   steps: PlannedStep[];
-  /** Static transitions this path was generated to cover. */
+  /** Static transitions this path was generated to cover (a child machine's as `<child machine id>: <transition id>`). */
   covers: string[];
+}
+
+/** A child machine of the machine under test: its transitions and their coverage. */
+export interface ChildMachinePaths {
+  /** Registered id: `<parent id>.<src>`. */
+  machineId: string;
+  /** The src that names it in its parent's `setup({ actors })`. */
+  src: string;
+  transitions: StaticTransition[];
+  coverage: CoverageReport;
+  /** How its jobs' contexts are compared (from its options). */
+  compareContext: boolean | ((context: JsonValue) => unknown);
 }
 
 export interface GeneratedPaths {
@@ -94,8 +170,12 @@ export interface GeneratedPaths {
   transitions: StaticTransition[];
   paths: PathPlan[];
   coverage: CoverageReport;
+  /** Its child machines (recursively), each with its own transitions and coverage. */
+  children: ChildMachinePaths[];
   jobId: string;
   failAttempts: Record<string, number>;
+  /** Per child machine id: attempts of its activities that fail first. */
+  childFailAttempts: Record<string, Record<string, number>>;
 }
 
 /** Path generation could not finish: the message says why and what to change. */
@@ -109,9 +189,30 @@ const CANDIDATES_PER_TRANSITION = 8;
 
 type Edge = { from: string; step: PathStep; to: string; result: ModelState; order: number };
 
+/** A child machine of the definition, as registered, with its options. */
+interface ChildMachine {
+  def: RegisteredMachine;
+  src: string;
+  options: ChildPathOptions;
+  /** Where its options sit in the path options: `children.checker.`. */
+  optionPath: string;
+  transitions: StaticTransition[];
+}
+
+/** The key of a transition in covered sets: its id for the machine under test, `<child machine id>: <id>` for a child machine's. */
+function coverKey(rootId: string, machineId: string, transitionId: string): string {
+  return machineId === rootId ? transitionId : `${machineId}: ${transitionId}`;
+}
+
+/** Every transition a state's step took, of every job, as cover keys. */
+function takenKeys(rootId: string, state: ModelState): string[] {
+  return allJobs(state).flatMap((job) => job.taken.map((t) => coverKey(rootId, job.machineId, t.id)));
+}
+
 /**
- * Compute paths that cover every transition of a machine, on a model of the Spool runtime
- * (timers in due order, activities with retries, snapshots through JSON), with `xstate/graph`.
+ * Compute paths that cover every transition of a machine (and of its child machines), on a
+ * model of the Spool runtime (timers in due order, activities with retries, snapshots through
+ * JSON, child machines as child jobs), with `xstate/graph`.
  *
  * @example
  * const { paths, coverage } = generatePaths(approvalFlow, {
@@ -122,21 +223,31 @@ type Edge = { from: string; step: PathStep; to: string; result: ModelState; orde
  */
 export function generatePaths(definition: JobDefinition | AnyStateMachine, options: PathOptions = {}): GeneratedPaths {
   const def: JobDefinition = isStateMachine(definition) ? { machine: definition } : definition;
-  const registered = registeredOf(def);
+  const { registered, children } = registeredOf(def, options);
   const jobId = options.jobId ?? 'path-test';
   const failAttempts = { ...(options.failAttempts ?? {}) };
+  const childFailAttempts = Object.fromEntries(children.map((c) => [c.def.id, { ...(c.options.failAttempts ?? {}) }]));
+  const jobOptions = (o: PathOptions | ChildPathOptions): JobOptions => ({
+    events: o.events ?? {},
+    outputs: o.outputs ?? {},
+    errors: o.errors ?? {},
+    failAttempts: { ...(o.failAttempts ?? {}) },
+    stateKey: o.stateKey,
+  });
   const model = new JobModel({
     def: registered,
     jobId,
-    events: options.events ?? {},
-    outputs: options.outputs ?? {},
-    errors: options.errors ?? {},
-    failAttempts,
+    ...jobOptions(options),
     interrupts: options.interrupts ?? 'unsafe',
-    stateKey: options.stateKey,
+    children: Object.fromEntries(children.map((c) => [c.def.id, { def: c.def, ...jobOptions(c.options) }])),
   });
-  checkOptionKeys(registered, options);
+  checkOptionKeys(registered, options, '');
+  for (const c of children) checkOptionKeys(c.def, c.options, c.optionPath);
   const transitions = listTransitions(registered.machine);
+  const targets = [
+    ...transitions.map((t) => ({ machineId: registered.id, t })),
+    ...children.flatMap((c) => c.transitions.map((t) => ({ machineId: c.def.id, t }))),
+  ];
   const inputs = options.inputs ?? [options.input ?? {}];
   if (inputs.length === 0) throw new PathGenerationError('`inputs` is empty: give at least one input.');
   const limit = options.limit ?? DEFAULT_LIMIT;
@@ -149,27 +260,30 @@ export function generatePaths(definition: JobDefinition | AnyStateMachine, optio
 
   inputs.forEach((input, inputIndex) => {
     const start = model.initial(input);
-    const graph = explore(model, start, limit, registered.id, inputIndex, inputs.length);
+    const graph = explore(model, start, limit, registered.id, inputIndex, inputs.length, children.map((c) => c.optionPath));
     states += graph.keys.length;
     edges += graph.edges.length;
     explored.add(graph.edges, graph.stateOf);
-    start.taken.forEach((t) => covered.add(t.id));
-    if (start.taken.length > 0) chosen.push({ inputIndex, steps: [], covers: new Set(start.taken.map((t) => t.id)) });
+    const startTaken = takenKeys(registered.id, start);
+    startTaken.forEach((k) => covered.add(k));
+    if (startTaken.length > 0) chosen.push({ inputIndex, steps: [], covers: new Set(startTaken) });
+    const edgeTaken = new Map(graph.edges.map((e) => [e, new Set(takenKeys(registered.id, e.result))] as const));
 
-    for (const t of transitions) {
-      if (covered.has(t.id)) continue;
+    for (const { machineId, t } of targets) {
+      const key = coverKey(registered.id, machineId, t.id);
+      if (covered.has(key)) continue;
       const candidates = graph.edges
-        .filter((e) => graph.depth.has(e.from) && e.result.taken.some((x) => x.id === t.id))
+        .filter((e) => graph.depth.has(e.from) && edgeTaken.get(e)!.has(key))
         .sort((a, b) => graph.depth.get(a.from)! - graph.depth.get(b.from)! || a.order - b.order)
         .slice(0, CANDIDATES_PER_TRANSITION);
       for (const edge of candidates) {
         const steps = [...graph.prefix(edge.from), edge.step];
         const replayed = tryReplay(model, input, steps);
         if (!replayed) continue;
-        const taken = new Set([...replayed.start.taken, ...replayed.states.flatMap((s) => s.taken)].map((x) => x.id));
-        if (!taken.has(t.id)) continue;
+        const taken = new Set([replayed.start, ...replayed.states].flatMap((s) => takenKeys(registered.id, s)));
+        if (!taken.has(key)) continue;
         taken.forEach((id) => covered.add(id));
-        chosen.push({ inputIndex, steps, covers: new Set([t.id]) });
+        chosen.push({ inputIndex, steps, covers: new Set([key]) });
         break;
       }
     }
@@ -178,7 +292,20 @@ export function generatePaths(definition: JobDefinition | AnyStateMachine, optio
   const merged = mergePrefixes(chosen);
   const paths = merged.map((p, i) => plan(model, inputs, p, i + 1, inputs.length));
   const finalCovered = new Set(paths.flatMap((p) => [...p.start.taken, ...p.steps.flatMap((s) => s.expect.taken)]));
-  const coverage = coverageReport(registered.id, transitions, finalCovered, options.waive ?? [], explored.notes(transitions, finalCovered));
+  const coverage = coverageReport(registered.id, transitions, finalCovered, options.waive ?? [], explored.notes(registered.id, transitions, finalCovered));
+  const childCoverage: ChildMachinePaths[] = children.map((c) => {
+    const ids = new Set(
+      paths.flatMap((p) => [p.start, ...p.steps.map((s) => s.expect)].flatMap((e) => e.children.filter((j) => j.machineId === c.def.id).flatMap((j) => j.taken))),
+    );
+    const rootNode = (c.def.machine.root as unknown as { id: string }).id;
+    return {
+      machineId: c.def.id,
+      src: c.src,
+      transitions: c.transitions,
+      coverage: coverageReport(c.def.id, c.transitions, ids, c.options.waive ?? [], explored.notes(c.def.id, c.transitions, ids), rootNode),
+      compareContext: c.options.compareContext ?? true,
+    };
+  });
   return {
     machineId: registered.id,
     version: registered.version,
@@ -188,46 +315,78 @@ export function generatePaths(definition: JobDefinition | AnyStateMachine, optio
     transitions,
     paths,
     coverage,
+    children: childCoverage,
     jobId,
     failAttempts,
+    childFailAttempts,
   };
 }
 
 /** A sample for an event or activity the machine does not have is a typo: say so instead of ignoring it. */
-function checkOptionKeys(def: RegisteredMachine, options: PathOptions): void {
+function checkOptionKeys(def: RegisteredMachine, options: PathOptions | ChildPathOptions, optionPath: string): void {
+  const prefix = (key: string) => `${optionPath}${key}`;
   const events = [...def.eventTypes].filter((t) => !t.startsWith('xstate.')).sort();
   for (const type of Object.keys(options.events ?? {})) {
-    if (!def.eventTypes.has(type)) throw new SampleError(`events.${type}: machine ${def.id} has no event ${type} (its events: ${events.join(', ') || 'none'}).`);
+    if (!def.eventTypes.has(type)) throw new SampleError(`${prefix(`events.${type}`)}: machine ${def.id} has no event ${type} (its events: ${events.join(', ') || 'none'}).`);
   }
-  const srcs = Object.keys(def.machine.implementations.actors ?? {});
-  const ids = invokeIds(def.machine);
+  const actors = (def.machine.implementations.actors ?? {}) as Record<string, unknown>;
+  const machines = Object.keys(actors).filter((src) => isStateMachine(actors[src]));
+  const srcs = Object.keys(actors).filter((src) => !machines.includes(src));
+  const invokes = invokesOf(def.machine);
+  const ids = invokes.filter((i) => srcs.includes(i.src)).map((i) => i.id);
   const known = [...new Set([...ids, ...srcs])].sort();
+  const childIds = invokes.filter((i) => machines.includes(i.src)).map((i) => i.id);
   for (const [what, table] of [['outputs', options.outputs], ['errors', options.errors]] as const) {
     for (const key of Object.keys(table ?? {})) {
-      if (!known.includes(key)) throw new SampleError(`${what}.${key}: machine ${def.id} invokes no actor with that id or src (it has: ${known.join(', ') || 'none'}).`);
+      if (machines.includes(key) || childIds.includes(key)) {
+        throw new SampleError(
+          `${prefix(`${what}.${key}`)}: "${key}" is a child machine of ${def.id}; its outcome comes from the child job reaching a final state (give its own samples under \`children\`).`,
+        );
+      }
+      if (!known.includes(key)) throw new SampleError(`${prefix(`${what}.${key}`)}: machine ${def.id} invokes no actor with that id or src (it has: ${known.join(', ') || 'none'}).`);
     }
   }
   for (const src of Object.keys(options.failAttempts ?? {})) {
-    if (!srcs.includes(src)) throw new SampleError(`failAttempts.${src}: machine ${def.id} has no actor src ${src} (it has: ${srcs.join(', ') || 'none'}).`);
+    if (!srcs.includes(src)) throw new SampleError(`${prefix(`failAttempts.${src}`)}: machine ${def.id} has no actor src ${src} (it has: ${srcs.join(', ') || 'none'}).`);
+  }
+  for (const src of Object.keys(options.children ?? {})) {
+    if (!machines.includes(src)) throw new SampleError(`${prefix(`children.${src}`)}: machine ${def.id} has no child machine ${src} (it has: ${machines.join(', ') || 'none'}).`);
   }
 }
 
-function invokeIds(machine: AnyStateMachine): string[] {
-  type Node = { invoke: Array<{ id: string }>; states: Record<string, Node> };
-  const out: string[] = [];
+function invokesOf(machine: AnyStateMachine): Array<{ id: string; src: string }> {
+  type Node = { invoke: Array<{ id: string; src: unknown }>; states: Record<string, Node> };
+  const out: Array<{ id: string; src: string }> = [];
   const visit = (node: Node): void => {
-    node.invoke.forEach((i) => out.push(i.id));
+    node.invoke.forEach((i) => out.push({ id: i.id, src: typeof i.src === 'string' ? i.src : '' }));
     Object.values(node.states).forEach(visit);
   };
   visit(machine.root as unknown as Node);
   return out;
 }
 
-function registeredOf(def: JobDefinition): RegisteredMachine {
+/** The definition as the runtime registers it, and its child machines (registered as `<parent id>.<src>`, recursively). */
+function registeredOf(def: JobDefinition, options: PathOptions): { registered: RegisteredMachine; children: ChildMachine[] } {
   const registry = new MachineRegistry([def]);
-  const [registered] = registry.all();
+  const id = def.id ?? def.machine.id;
+  const version = String(def.version ?? def.machine.version ?? 1);
+  const registered = registry.get(id, version);
   if (!registered) throw new PathGenerationError('The definition did not register.');
-  return registered;
+  const children: ChildMachine[] = [];
+  const visit = (parent: RegisteredMachine, table: Record<string, ChildPathOptions> | undefined, optionPath: string): void => {
+    const actors = (parent.machine.implementations.actors ?? {}) as Record<string, unknown>;
+    for (const src of Object.keys(actors).sort()) {
+      if (!isStateMachine(actors[src])) continue;
+      const child = registry.get(`${parent.id}.${src}`, version);
+      if (!child) throw new PathGenerationError(`Child machine ${src} of ${parent.id} did not register.`);
+      const childOptions = table?.[src] ?? {};
+      const path = `${optionPath}children.${src}.`;
+      children.push({ def: child, src, options: childOptions, optionPath: path, transitions: listTransitions(child.machine) });
+      visit(child, childOptions.children, path);
+    }
+  };
+  visit(registered, options.children, '');
+  return { registered, children };
 }
 
 interface Graph {
@@ -239,7 +398,7 @@ interface Graph {
 }
 
 /** Explore the model with `xstate/graph`'s adjacency map, then index shortest prefixes (BFS). */
-function explore(model: JobModel, start: ModelState, limit: number, machineId: string, inputIndex: number, inputCount: number): Graph {
+function explore(model: JobModel, start: ModelState, limit: number, machineId: string, inputIndex: number, inputCount: number, childPaths: readonly string[] = []): Graph {
   type GraphEvent = { type: string; step: PathStep };
   const logic = {
     transition: (state: ModelState, event: GraphEvent) => model.step(state, event.step),
@@ -262,8 +421,8 @@ function explore(model: JobModel, start: ModelState, limit: number, machineId: s
     if (error instanceof Error && /Traversal limit exceeded/.test(error.message)) {
       throw new PathGenerationError(
         `Path generation for ${machineId}${inputCount > 1 ? ` (input ${inputIndex + 1})` : ''} explored more than ${limit} (state, step) pairs without finishing. ` +
-          'The graph key includes the whole context, so a counter or other unbounded context makes the graph infinite. ' +
-          'Pass `stateKey` to abstract it (e.g. ({ value, context }) => ({ value, count: Math.min(context.count, 3) })), give fewer event samples, or raise `limit`.',
+          `The graph key includes the whole context${childPaths.length > 0 ? ' of the job and of each running child job' : ''}, so a counter or other unbounded context makes the graph infinite. ` +
+          `Pass \`stateKey\`${childPaths.length > 0 ? ` (for child jobs: ${childPaths.map((p) => `\`${p}stateKey\``).join(', ')})` : ''} to abstract it (e.g. ({ value, context }) => ({ value, count: Math.min(context.count, 3) })), give fewer event samples, or raise \`limit\`.`,
       );
     }
     throw error;
@@ -337,7 +496,19 @@ function mergePrefixes(chosen: Array<{ inputIndex: number; steps: PathStep[]; co
 
 function predicted(state: ModelState): PredictedState {
   const view = viewOf(state);
-  return { value: view.value, context: view.context, status: state.status, now: state.now, revision: state.revision, records: state.records, taken: state.taken.map((t) => t.id) };
+  return {
+    value: view.value,
+    context: view.context,
+    status: state.status,
+    now: state.now,
+    revision: state.revision,
+    records: state.records,
+    taken: state.taken.map((t) => t.id),
+    children: state.children.map((c) => {
+      const v = viewOf(c);
+      return { path: c.path, jobId: c.jobId, machineId: c.machineId, value: v.value, context: v.context, status: c.status, records: c.records, taken: c.taken.map((t) => t.id) };
+    }),
+  };
 }
 
 function plan(model: JobModel, inputs: readonly unknown[], p: { inputIndex: number; steps: PathStep[]; covers: Set<string> }, id: number, inputCount: number): PathPlan {
@@ -345,8 +516,9 @@ function plan(model: JobModel, inputs: readonly unknown[], p: { inputIndex: numb
   const { start, states } = replay(model, input, p.steps);
   let prevNow = 0;
   const steps: PlannedStep[] = p.steps.map((step, i) => {
-    const expect = predicted(states[i]!);
-    const label = stepLabel(step, expect, prevNow);
+    const state = states[i]!;
+    const expect = predicted(state);
+    const label = stepLabel(step, expect, prevNow, state.trail);
     prevNow = expect.now;
     return { step, label, expect };
   });
@@ -355,20 +527,27 @@ function plan(model: JobModel, inputs: readonly unknown[], p: { inputIndex: numb
   return { id, name, inputIndex: p.inputIndex, input: toJson(input ?? {}), start: predicted(start), steps, covers: [...p.covers] };
 }
 
-/** `APPROVE`, `APPROVE#2` (second sample), `time+1d[REMIND]`, `done.reserve`, `error.export`, `crash.export`. */
-export function stepLabel(step: PathStep, expect: PredictedState, prevNow: number): string {
+/**
+ * `APPROVE`, `APPROVE#2` (second sample), `time+1d[REMIND]`, `done.reserve`, `error.export`,
+ * `crash.export`; a step on a child job says which: `NOTE@review`, `done.lint@review`, and
+ * what a time step delivers to it: `time+1s[after.1000@review, REMINDER]`.
+ */
+export function stepLabel(step: PathStep, expect: PredictedState, prevNow: number, trail?: ReadonlyArray<{ path: string; eventType: string }>): string {
   const n = (sample: number) => (sample > 1 ? `#${sample}` : '');
+  const at = (child: string | undefined) => (child ? `@${child}` : '');
   switch (step.via) {
     case 'send':
-      return `${step.type}${n(step.sample)}`;
-    case 'time':
-      return `time+${formatMs(expect.now - prevNow)}[${expect.records.length ? expect.records.map((r) => shortEvent(r.eventType)).join(', ') : 'retry'}]`;
+      return `${step.type}${n(step.sample)}${at(step.child)}`;
+    case 'time': {
+      const delivered = trail ? trail.map((r) => `${shortEvent(r.eventType)}${at(r.path)}`) : expect.records.map((r) => shortEvent(r.eventType));
+      return `time+${formatMs(expect.now - prevNow)}[${delivered.length ? delivered.join(', ') : 'retry'}]`;
+    }
     case 'done':
-      return `done.${step.actorId}${n(step.sample)}`;
+      return `done.${step.actorId}${n(step.sample)}${at(step.child)}`;
     case 'error':
-      return `error.${step.actorId}${n(step.sample)}`;
+      return `error.${step.actorId}${n(step.sample)}${at(step.child)}`;
     case 'interrupt':
-      return `crash.${step.actorId}`;
+      return `crash.${step.actorId}${at(step.child)}`;
   }
 }
 
@@ -401,34 +580,38 @@ export function formatValue(value: unknown, prefix = ''): string {
   return all.length === 1 ? all[0]! : `{${all.join(', ')}}`;
 }
 
-/** What exploration saw, to explain gaps. */
+/** What exploration saw, per machine (the one under test and each child machine), to explain gaps. */
 class Exploration {
   readonly #reached = new Set<string>();
   readonly #received = new Set<string>();
   readonly #failed = new Map<string, string>();
 
   add(edges: readonly Edge[], stateOf: ReadonlyMap<string, ModelState>): void {
-    for (const s of stateOf.values()) for (const node of nodesOf(s)) this.#reached.add(node);
+    for (const s of stateOf.values()) for (const job of allJobs(s)) for (const node of nodesOf(job)) this.#reached.add(`${job.machineId} ${node}`);
     for (const e of edges) {
       const from = stateOf.get(e.from);
-      const nodes = from ? nodesOf(from) : [];
-      for (const r of e.result.records) for (const node of nodes) this.#received.add(`${node} ${r.eventType}`);
+      for (const job of allJobs(e.result)) {
+        const before = from ? allJobs(from).find((j) => j.jobId === job.jobId) : undefined;
+        const nodes = before ? nodesOf(before) : [];
+        for (const r of job.records) for (const node of nodes) this.#received.add(`${job.machineId} ${node} ${r.eventType}`);
+      }
       for (const f of e.result.failures) {
-        const type = f.slice(0, f.indexOf(':'));
-        if (!this.#failed.has(type)) this.#failed.set(type, f.slice(f.indexOf(':') + 2));
+        const key = `${f.machineId} ${f.eventType}`;
+        if (!this.#failed.has(key)) this.#failed.set(key, f.message);
       }
     }
   }
 
-  notes(transitions: readonly StaticTransition[], covered: ReadonlySet<string>): Map<string, string> {
+  notes(machineId: string, transitions: readonly StaticTransition[], covered: ReadonlySet<string>): Map<string, string> {
     const notes = new Map<string, string>();
     for (const t of transitions) {
       if (covered.has(t.id)) continue;
       let note: string;
-      if (!this.#reached.has(t.source)) note = `state ${t.source} is never reached by the generated steps`;
-      else if (this.#failed.has(t.event)) note = `a ${t.event} event failed during exploration: ${this.#failed.get(t.event)}`;
+      const failed = this.#failed.get(`${machineId} ${t.event}`);
+      if (!this.#reached.has(`${machineId} ${t.source}`)) note = `state ${t.source} is never reached by the generated steps`;
+      else if (failed !== undefined) note = `a ${t.event} event failed during exploration: ${failed}`;
       else if (t.eventless) note = `${t.source} was reached, but this candidate was never the one taken (guard false, or an earlier candidate taken)`;
-      else if (this.#received.has(`${t.source} ${t.event}`)) note = `${t.event} was received in ${t.source}, but this candidate was never the one taken (guard false, or an earlier candidate taken)`;
+      else if (this.#received.has(`${machineId} ${t.source} ${t.event}`)) note = `${t.event} was received in ${t.source}, but this candidate was never the one taken (guard false, or an earlier candidate taken)`;
       else note = `no generated step delivers ${t.event} while in ${t.source} (add a sample, an output/error, or a timer that leads there)`;
       notes.set(t.id, note);
     }
@@ -436,6 +619,6 @@ class Exploration {
   }
 }
 
-function nodesOf(state: ModelState): string[] {
-  return ((state.machine as unknown as { _nodes: Array<{ id: string }> })._nodes ?? []).map((n) => n.id);
+function nodesOf(job: ModelJob): string[] {
+  return ((job.machine as unknown as { _nodes: Array<{ id: string }> })._nodes ?? []).map((n) => n.id);
 }

@@ -43,7 +43,9 @@ export function isPathTestSubject(value: unknown): value is PathTestSubject {
  * What a machines module offers path testing: its {@link pathTest} subjects, and its definitions
  * and bare machines that no subject already covers (with options from an exported
  * `pathTests: { [machineId]: PathTestOptions }` object, when there is one). Exports are read at
- * the top level, in arrays, and in a default export object. Each definition is taken once.
+ * the top level, in arrays, and in a default export object. Each definition is taken once. A
+ * bare machine that another definition invokes as a child machine is left out: its child jobs
+ * are tested with that parent (wrap it in `pathTest` to test it as a job of its own too).
  *
  * @example
  * const items = collectPathTests(await import('./machines/index.ts'));
@@ -73,9 +75,20 @@ export function collectPathTests(namespace: Record<string, unknown>): Array<Path
   const machineOf = (d: JobDefinition | AnyStateMachine) => (isStateMachine(d) ? d : d.machine);
   const covered = new Set(subjects.map((s) => machineOf(s.definition)));
   const wrapped = new Set(definitions.filter(isJobDefinition).map((d) => d.machine));
+  // A bare machine that another definition invokes as a child machine is tested as its child jobs.
+  const children = new Set<AnyStateMachine>();
+  const addChildren = (machine: AnyStateMachine): void => {
+    for (const logic of Object.values((machine.implementations.actors ?? {}) as Record<string, unknown>)) {
+      if (isStateMachine(logic) && !children.has(logic)) {
+        children.add(logic);
+        addChildren(logic);
+      }
+    }
+  };
+  [...subjects.map((s) => machineOf(s.definition)), ...definitions.map(machineOf)].forEach(addChildren);
   const options = (namespace['pathTests'] ?? null) as Record<string, PathTestOptions> | null;
   const rest = definitions
-    .filter((d) => !covered.has(machineOf(d)) && (isJobDefinition(d) || !wrapped.has(d)))
+    .filter((d) => !covered.has(machineOf(d)) && (isJobDefinition(d) || (!wrapped.has(d) && !children.has(d))))
     .map((d) => {
       const own = options && typeof options === 'object' ? options[idOf(d)] : undefined;
       return own ? pathTest(d, own) : d;
@@ -120,10 +133,12 @@ export interface MachinePathResult {
   covered: number;
   /** Uncovered transitions excused by a waiver. */
   waived: number;
-  /** Uncovered, unwaived transitions: state, event, guard, targets. */
+  /** Uncovered, unwaived transitions: state, event, guard, targets; its child machines' too (named by their own state ids). */
   gaps: CoverageGap[];
-  /** Waivers that excuse nothing. */
+  /** Waivers that excuse nothing (its child machines' too). */
   unusedWaivers: Waiver[];
+  /** Its child machines (`<machine id>.<src>`): their own transitions and coverage by the same paths. */
+  children: ChildMachineResult[];
   /** Generated paths. */
   paths: number;
   /** Path runs executed, per mode. */
@@ -131,9 +146,19 @@ export interface MachinePathResult {
   failures: PathFailure[];
   /** Why paths could not be generated (then nothing ran), else null. */
   error: string | null;
-  /** No error, no gap, no unused waiver, no failure. */
+  /** No error, no gap, no unused waiver, no failure (its child machines' included). */
   ok: boolean;
   durationMs: number;
+}
+
+/** The coverage of one child machine of a machine under test. */
+export interface ChildMachineResult {
+  machineId: string;
+  transitions: number;
+  covered: number;
+  waived: number;
+  gaps: CoverageGap[];
+  unusedWaivers: Waiver[];
 }
 
 export interface PathTestsResult {
@@ -191,6 +216,7 @@ async function runOne(subject: PathTestSubject, options: RunPathTestsOptions): P
     waived: 0,
     gaps: [],
     unusedWaivers: [],
+    children: [],
     paths: 0,
     runs: { plain: 0, restart: 0, child: 0 },
     failures: [],
@@ -212,8 +238,16 @@ async function runOne(subject: PathTestSubject, options: RunPathTestsOptions): P
     transitions: generated.transitions.length,
     covered: generated.coverage.covered,
     waived: generated.coverage.waived,
-    gaps: generated.coverage.gaps,
-    unusedWaivers: generated.coverage.unusedWaivers,
+    gaps: [...generated.coverage.gaps, ...generated.children.flatMap((c) => c.coverage.gaps)],
+    unusedWaivers: [...generated.coverage.unusedWaivers, ...generated.children.flatMap((c) => c.coverage.unusedWaivers)],
+    children: generated.children.map((c) => ({
+      machineId: c.machineId,
+      transitions: c.transitions.length,
+      covered: c.coverage.covered,
+      waived: c.coverage.waived,
+      gaps: c.coverage.gaps,
+      unusedWaivers: c.coverage.unusedWaivers,
+    })),
     paths: generated.paths.length,
   });
   emit({ type: 'machine.generated', machineId, states: result.states, transitions: result.transitions, covered: result.covered, paths: result.paths });

@@ -6,9 +6,9 @@ import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { JsonValue, Runtime } from '../index.ts';
-import { closeRuntime, driveStep, openRuntime, restartInProcess, scriptedDefinition, type ActivityScript, type DriverContext } from './driver.ts';
+import { closeRuntime, driveStep, openRuntime, restartInProcess, scriptedDefinition, type ActivityScript, type DriverContext, type Hang } from './driver.ts';
 import type { PredictedRecord } from './model.ts';
-import { formatValue, type GeneratedPaths, type PathPlan, type PredictedState } from './paths.ts';
+import { formatValue, type GeneratedPaths, type PathPlan, type PredictedChild, type PredictedState } from './paths.ts';
 import { VirtualClock } from './VirtualClock.ts';
 
 /** How a path is replayed on the real runtime. */
@@ -30,16 +30,23 @@ export interface RunPathOptions {
   compareContext?: boolean | ((context: JsonValue) => unknown);
   /** For `child` mode: the module that exports the definition (the child imports it). */
   module?: string;
+  /** Per child machine id: how its jobs' contexts are compared. Default: from the generated paths' child options (compare all). */
+  childContexts?: Record<string, boolean | ((context: JsonValue) => unknown)>;
 }
 
-/** What a finished run left in the store: compared between an uninterrupted run and crash runs. */
-export interface RunRecord {
+/** What a finished run left in the store of one job: compared between an uninterrupted run and crash runs. */
+export interface JobRunRecord {
   job: { value: JsonValue; context: JsonValue; status: string; revision: number; output: JsonValue | null };
   history: Array<{ revision: number; eventType: string; outcome: string; from: JsonValue | null; to: JsonValue }>;
   events: Array<{ eventId: string; type: string; status: string; revision: number | null }>;
   effects: Array<{ id: string; actorId: string; src: string; status: string; active: boolean; attempt: number; maxAttempts: number }>;
   attempts: Array<{ effectId: string; attempt: number; outcome: string }>;
   timers: Array<{ id: string; key: string; status: string; dueAt: number }>;
+}
+
+/** What a finished run left in the store: the job under test, and each child job (by id). */
+export interface RunRecord extends JobRunRecord {
+  children: Array<JobRunRecord & { id: string; machineId: string }>;
 }
 
 /** A path step disagreed with the model, or a crash run with the uninterrupted one. */
@@ -74,7 +81,7 @@ export async function runPath(generated: GeneratedPaths, path: PathPlan, options
 }
 
 async function runInProcess(generated: GeneratedPaths, path: PathPlan, dir: string, mode: 'plain' | 'restart', options: RunPathOptions): Promise<RunRecord> {
-  const script: ActivityScript = { failAttempts: generated.failAttempts, hang: null, onHang: () => undefined };
+  const script: ActivityScript = { failAttempts: generated.failAttempts, childFailAttempts: generated.childFailAttempts, hang: null, onHang: () => undefined };
   const clock = new VirtualClock();
   const ctx: DriverContext = {
     file: join(dir, 'spool.db'),
@@ -89,12 +96,13 @@ async function runInProcess(generated: GeneratedPaths, path: PathPlan, dir: stri
     die: restartInProcess,
   };
   const hangs = hangsOf(path);
+  const checks = withChildContexts(generated, options);
   try {
     await openRuntime(ctx);
-    await step(ctx, path, 0, { via: 'start', input: path.input }, hangs[0] ?? null, path.start, options);
+    await step(ctx, path, 0, { via: 'start', input: path.input }, hangs[0] ?? null, path.start, checks);
     for (const [i, planned] of path.steps.entries()) {
       if (mode === 'restart') await restartInProcess(ctx);
-      await step(ctx, path, i + 1, planned.step, hangs[i + 1] ?? null, planned.expect, options);
+      await step(ctx, path, i + 1, planned.step, hangs[i + 1] ?? null, planned.expect, checks);
     }
     return await recordOf(ctx.runtime!, ctx.jobId);
   } finally {
@@ -107,7 +115,7 @@ async function step(
   path: PathPlan,
   index: number,
   action: Parameters<typeof driveStep>[1],
-  hang: string | null,
+  hang: Hang | null,
   expect: PredictedState,
   options: RunPathOptions,
 ): Promise<void> {
@@ -120,36 +128,40 @@ async function step(
   checkStep(path, index, label, expect, await observe(ctx.runtime!, ctx.jobId, ctx.clock.now() - ctx.t0), options);
 }
 
-/** The invoke id whose attempt must stay in flight after each step (0 = start), for the next step's interrupt. */
-function hangsOf(path: PathPlan): Array<string | null> {
-  const out: Array<string | null> = [];
+/** The activity whose attempt must stay in flight after each step (0 = start), for the next step's interrupt. */
+function hangsOf(path: PathPlan): Array<Hang | null> {
+  const out: Array<Hang | null> = [];
   for (let i = 0; i <= path.steps.length; i += 1) {
     const next = path.steps[i]?.step;
-    out.push(next?.via === 'interrupt' ? next.actorId : null);
+    out.push(next?.via === 'interrupt' ? { child: next.child ?? '', actorId: next.actorId } : null);
   }
   return out;
 }
 
-/** What a step is checked against: the job and its history. */
-export interface Observation {
-  value: JsonValue;
-  context: JsonValue;
-  status: string;
+/** The run options with each child machine's context comparison filled in from the generated paths. */
+function withChildContexts(generated: GeneratedPaths, options: RunPathOptions): RunPathOptions {
+  return { ...options, childContexts: { ...Object.fromEntries(generated.children.map((c) => [c.machineId, c.compareContext])), ...(options.childContexts ?? {}) } };
+}
+
+type Seen = { value: JsonValue; context: JsonValue; status: string; history: Array<{ eventType: string; outcome: string; from: JsonValue | null; to: JsonValue }> };
+
+/** What a step is checked against: the job and its history, and every other job in the store (its child jobs). */
+export interface Observation extends Seen {
   /** Clock time minus the start time. */
   now: number;
-  history: Array<{ eventType: string; outcome: string; from: JsonValue | null; to: JsonValue }>;
+  children: Array<Seen & { id: string; machineId: string }>;
 }
 
 export async function observe(runtime: Runtime, jobId: string, now: number): Promise<Observation> {
-  const job = await runtime.get(jobId);
-  const history = await runtime.history(jobId);
-  return {
-    value: job.value,
-    context: job.context,
-    status: job.status,
-    now,
-    history: history.map((h) => ({ eventType: h.eventType, outcome: h.outcome, from: h.from, to: h.to })),
+  const seen = async (id: string): Promise<Seen> => {
+    const job = await runtime.get(id);
+    const history = await runtime.history(id);
+    return { value: job.value, context: job.context, status: job.status, history: history.map((h) => ({ eventType: h.eventType, outcome: h.outcome, from: h.from, to: h.to })) };
   };
+  const others = (await runtime.list()).filter((j) => j.id !== jobId);
+  const children: Observation['children'] = [];
+  for (const job of others) children.push({ id: job.id, machineId: job.machineId, ...(await seen(job.id)) });
+  return { ...(await seen(jobId)), now, children };
 }
 
 function where(path: PathPlan, index: number, label: string): string {
@@ -176,7 +188,46 @@ export function checkStep(path: PathPlan, index: number, label: string, expect: 
   if (got.join('\n') !== want.join('\n')) {
     problems.push(`history: expected\n      ${want.join('\n      ')}\n    got\n      ${got.join('\n      ')}`);
   }
+  problems.push(...checkChildren(path, index, seen, options));
   if (problems.length > 0) throw new PathMismatchError(`${at}: the runtime disagrees with the model:\n  - ${problems.join('\n  - ')}`);
+}
+
+/** Compare every child job with the model: which exist, and each one's value, status, context and whole history. */
+function checkChildren(path: PathPlan, index: number, seen: Observation, options: RunPathOptions): string[] {
+  const problems: string[] = [];
+  // The last prediction of each child job up to this step (an ended one is not predicted again).
+  const last = new Map<string, PredictedChild>();
+  for (const s of [path.start, ...path.steps.slice(0, index).map((p) => p.expect)]) for (const c of s.children) last.set(c.jobId, c);
+  const expected = [...last.values()];
+  const wantIds = expected.map((c) => c.jobId).sort();
+  const gotIds = seen.children.map((c) => c.id).sort();
+  if (!same(wantIds, gotIds)) problems.push(`child jobs: expected [${wantIds.join(', ')}], the store has [${gotIds.join(', ')}]`);
+  for (const child of expected) {
+    const got = seen.children.find((c) => c.id === child.jobId);
+    if (!got) continue;
+    const name = `child job ${child.path} (${child.jobId})`;
+    if (got.machineId !== child.machineId) problems.push(`${name}: machine ${got.machineId}, expected ${child.machineId}`);
+    if (!same(got.value, child.value)) problems.push(`${name}: state: expected ${formatValue(child.value)}, the runtime is in ${formatValue(got.value)}`);
+    if (got.status !== child.status) problems.push(`${name}: status: expected ${child.status}, got ${got.status}`);
+    const compare = options.childContexts?.[child.machineId] ?? true;
+    if (compare !== false) {
+      const project = typeof compare === 'function' ? compare : (c: JsonValue) => c;
+      if (!same(project(got.context), project(child.context))) {
+        problems.push(`${name}: context: expected ${JSON.stringify(project(child.context))}, got ${JSON.stringify(project(got.context))}`);
+      }
+    }
+    const line = (h: { eventType: string; outcome: string; from: JsonValue | null; to: JsonValue }) => `${h.eventType}:${h.outcome} ${JSON.stringify(h.from)}→${JSON.stringify(h.to)}`;
+    const want = expectedChildHistory(path, index, child.jobId).map(line);
+    const have = got.history.map(line);
+    if (have.join('\n') !== want.join('\n')) problems.push(`${name}: history: expected\n      ${want.join('\n      ')}\n    got\n      ${have.join('\n      ')}`);
+  }
+  return problems;
+}
+
+/** Every history record expected of a child job up to step `index` (its `xstate.init` record included). */
+function expectedChildHistory(path: PathPlan, index: number, jobId: string): PredictedRecord[] {
+  const states = [path.start, ...path.steps.slice(0, index).map((s) => s.expect)];
+  return states.flatMap((s) => s.children.filter((c: PredictedChild) => c.jobId === jobId).flatMap((c) => c.records));
 }
 
 /** Every history record expected up to step `index`: the start record, then each step's records. */
@@ -204,33 +255,42 @@ function stable(value: unknown): string {
   return JSON.stringify(sort(value)) ?? 'undefined';
 }
 
-/** The store's record of the job, for comparing runs. */
+/** The store's record of the job and of every other job (its child jobs), for comparing runs. */
 export async function recordOf(runtime: Runtime, jobId: string): Promise<RunRecord> {
-  const d = await runtime.details(jobId);
-  return {
-    job: { value: d.job.value, context: d.job.context, status: d.job.status, revision: d.job.revision, output: d.job.output ?? null },
-    history: d.history.map((h) => ({ revision: h.revision, eventType: h.eventType, outcome: h.outcome, from: h.from, to: h.to })),
-    events: d.events.map((e) => ({ eventId: e.eventId, type: e.type, status: e.status, revision: e.revision })),
-    effects: d.effects.map((e) => ({ id: e.id, actorId: e.actorId, src: e.src, status: e.status, active: e.active, attempt: e.attempt, maxAttempts: e.maxAttempts })),
-    attempts: d.attempts.map((a) => ({ effectId: a.effectId, attempt: a.attempt, outcome: a.outcome })),
-    timers: d.timers.map((t) => ({ id: t.id, key: t.key, status: t.status, dueAt: t.dueAt })),
+  const one = async (id: string): Promise<JobRunRecord> => {
+    const d = await runtime.details(id);
+    return {
+      job: { value: d.job.value, context: d.job.context, status: d.job.status, revision: d.job.revision, output: d.job.output ?? null },
+      history: d.history.map((h) => ({ revision: h.revision, eventType: h.eventType, outcome: h.outcome, from: h.from, to: h.to })),
+      events: d.events.map((e) => ({ eventId: e.eventId, type: e.type, status: e.status, revision: e.revision })),
+      effects: d.effects.map((e) => ({ id: e.id, actorId: e.actorId, src: e.src, status: e.status, active: e.active, attempt: e.attempt, maxAttempts: e.maxAttempts })),
+      attempts: d.attempts.map((a) => ({ effectId: a.effectId, attempt: a.attempt, outcome: a.outcome })),
+      timers: d.timers.map((t) => ({ id: t.id, key: t.key, status: t.status, dueAt: t.dueAt })),
+    };
   };
+  const children: RunRecord['children'] = [];
+  for (const job of (await runtime.list()).filter((j) => j.id !== jobId).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))) {
+    children.push({ id: job.id, machineId: job.machineId, ...(await one(job.id)) });
+  }
+  return { ...(await one(jobId)), children };
 }
 
 /** No revision written twice or skipped; no activity started more often than its policy allows. */
 export function checkInvariants(generated: GeneratedPaths, path: PathPlan, mode: RunMode, record: RunRecord): void {
   const at = `Path ${path.id} "${path.name}" (${mode})`;
-  const revisions = record.history.map((h) => h.revision);
   const problems: string[] = [];
-  revisions.forEach((r, i) => {
-    if (r !== i + 1) problems.push(`history revision ${r} at position ${i + 1} (duplicated or skipped revision): ${revisions.join(', ')}`);
-  });
-  if (record.job.revision !== revisions.length) problems.push(`job revision ${record.job.revision} but ${revisions.length} history records`);
-  for (const effect of record.effects) {
-    const attempts = record.attempts.filter((a) => a.effectId === effect.id).map((a) => a.attempt);
-    if (new Set(attempts).size !== attempts.length) problems.push(`activity ${effect.id} has an attempt recorded twice: ${attempts.join(', ')}`);
-    if (attempts.length > effect.maxAttempts || effect.attempt > effect.maxAttempts) {
-      problems.push(`activity ${effect.id} (${effect.src}) was started ${Math.max(attempts.length, effect.attempt)} times; its policy allows ${effect.maxAttempts}`);
+  for (const [name, job] of [['', record], ...record.children.map((c) => [`child job ${c.id}: `, c] as const)] as const) {
+    const revisions = job.history.map((h) => h.revision);
+    revisions.forEach((r, i) => {
+      if (r !== i + 1) problems.push(`${name}history revision ${r} at position ${i + 1} (duplicated or skipped revision): ${revisions.join(', ')}`);
+    });
+    if (job.job.revision !== revisions.length) problems.push(`${name}job revision ${job.job.revision} but ${revisions.length} history records`);
+    for (const effect of job.effects) {
+      const attempts = job.attempts.filter((a) => a.effectId === effect.id).map((a) => a.attempt);
+      if (new Set(attempts).size !== attempts.length) problems.push(`${name}activity ${effect.id} has an attempt recorded twice: ${attempts.join(', ')}`);
+      if (attempts.length > effect.maxAttempts || effect.attempt > effect.maxAttempts) {
+        problems.push(`${name}activity ${effect.id} (${effect.src}) was started ${Math.max(attempts.length, effect.attempt)} times; its policy allows ${effect.maxAttempts}`);
+      }
     }
   }
   if (problems.length > 0) throw new PathMismatchError(`${at}: ${problems.join('; ')}`);
@@ -239,10 +299,11 @@ export function checkInvariants(generated: GeneratedPaths, path: PathPlan, mode:
 
 /**
  * Compare a crash run with the uninterrupted run: final state, context, output, history
- * (event types, outcomes, revisions), inbox, activities and their attempts, timers.
+ * (event types, outcomes, revisions), inbox, activities and their attempts, timers, of the job
+ * and of every child job.
  */
 export function compareRuns(path: PathPlan, mode: RunMode, uninterrupted: RunRecord, crashed: RunRecord): void {
-  const parts: Array<keyof RunRecord> = ['job', 'history', 'events', 'effects', 'attempts', 'timers'];
+  const parts: Array<keyof RunRecord> = ['job', 'history', 'events', 'effects', 'attempts', 'timers', 'children'];
   const diffs = parts.filter((k) => !same(uninterrupted[k], crashed[k]));
   if (diffs.length === 0) return;
   const show = (k: keyof RunRecord) => `  ${k}:\n    uninterrupted ${JSON.stringify(uninterrupted[k])}\n    ${mode.padEnd(13)} ${JSON.stringify(crashed[k])}`;
@@ -259,13 +320,14 @@ export interface ChildConfig {
   version: string;
   jobId: string;
   failAttempts: Record<string, number>;
+  childFailAttempts: Record<string, Record<string, number>>;
   synchronous: 'FULL' | 'NORMAL';
   /** Clock time to start at (the previous process's last time). */
   now: number;
   t0: number;
 }
 
-export type ChildCommand = { index: number; step: Parameters<typeof driveStep>[1]; hang: string | null };
+export type ChildCommand = { index: number; step: Parameters<typeof driveStep>[1]; hang: Hang | null };
 
 export type ChildMessage =
   | { type: 'ack'; index: number; now: number; observation: Observation; record: RunRecord }
@@ -279,6 +341,7 @@ async function runInChildren(generated: GeneratedPaths, path: PathPlan, dir: str
   let record: RunRecord | undefined;
   const hangs = hangsOf(path);
   const actions: Array<Parameters<typeof driveStep>[1]> = [{ via: 'start', input: path.input }, ...path.steps.map((s) => s.step)];
+  const checks = withChildContexts(generated, options);
   for (const [index, action] of actions.entries()) {
     const config: ChildConfig = {
       file: join(dir, 'spool.db'),
@@ -287,6 +350,7 @@ async function runInChildren(generated: GeneratedPaths, path: PathPlan, dir: str
       version: generated.version,
       jobId: generated.jobId,
       failAttempts: generated.failAttempts,
+      childFailAttempts: generated.childFailAttempts,
       synchronous: options.synchronous ?? 'NORMAL',
       now,
       t0,
@@ -296,7 +360,7 @@ async function runInChildren(generated: GeneratedPaths, path: PathPlan, dir: str
     if (message.type === 'error') throw new PathMismatchError(`${where(path, index, label)} (child process): ${message.message}`);
     now = message.now;
     if (message.type === 'ack') {
-      checkStep(path, index, label, index === 0 ? path.start : path.steps[index - 1]!.expect, message.observation, options);
+      checkStep(path, index, label, index === 0 ? path.start : path.steps[index - 1]!.expect, message.observation, checks);
       record = message.record;
     }
   }

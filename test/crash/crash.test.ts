@@ -15,7 +15,7 @@ import { Resources } from '../helpers/resources.ts';
 import { byKind, runCrashHarness, type CrashReport } from './harness.ts';
 import { checkInvariants, type AckEntry, type WorkerLog } from './invariants.ts';
 
-const KILLS = 55;
+const KILLS = 50;
 const res = new Resources();
 let report: CrashReport;
 const seed = process.env['SPOOL_CRASH_SEED'] ? Number(process.env['SPOOL_CRASH_SEED']) : Math.floor(Math.random() * 2 ** 31);
@@ -23,6 +23,12 @@ const seed = process.env['SPOOL_CRASH_SEED'] ? Number(process.env['SPOOL_CRASH_S
 // The hook's limit is the budget: the short run must finish within 90 s on 2 cores.
 beforeAll(async () => {
   report = await runCrashHarness({ kills: KILLS, seed, dir: res.tempDir() });
+  const t = report.tally;
+  console.log(
+    `crash harness (seed ${seed}): ${t.kills} kills (worker ${t.workerKills}, client ${t.clientKills}; crash points ${JSON.stringify(t.crashPoints)}), ` +
+      `${t.eventsAcked} events acknowledged, ${t.db.jobs} jobs, ${t.db.transitions} transitions, timers ${JSON.stringify(t.db.timers)}, ` +
+      `${t.db.attempts} attempts (${t.db.interruptedAttempts} interrupted), ${report.violations.length} violations, ${(t.durationMs / 1000).toFixed(1)} s`,
+  );
 }, 90_000);
 afterAll(() => res.dispose());
 

@@ -380,12 +380,23 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
     const settled = probe.prepare(`SELECT
         (SELECT count(*) FROM jobs WHERE status = 'active') AS active,
         (SELECT count(*) FROM inbox WHERE status = 'pending') AS pending`);
+    // Every command is answered, so a live job that has nothing pending, nothing scheduled and no
+    // live activity can never move again: stuck. (Each commit moves a job from one of these to the
+    // next atomically, so a snapshot never shows a job "between" them.)
+    const stuck = probe.prepare(`SELECT j.id, j.state_value AS value, j.quarantine FROM jobs j WHERE j.status = 'active'
+        AND NOT EXISTS (SELECT 1 FROM inbox i WHERE i.job_id = j.id AND i.status = 'pending')
+        AND NOT EXISTS (SELECT 1 FROM timers t WHERE t.job_id = j.id AND t.status = 'scheduled')
+        AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.job_id = j.id AND e.active = 1 AND e.status IN ('pending', 'running', 'backoff', 'waiting'))`);
     try {
       await until(
         last.child,
         () => {
           const r = settled.get() as { active: number; pending: number };
-          return r.active === 0 && r.pending === 0;
+          if (r.active === 0 && r.pending === 0) return true;
+          const dead = stuck.all() as { id: string; value: string; quarantine: string | null }[];
+          if (dead.length === 0) return false;
+          for (const j of dead) violations.push({ kind: 'stuck', jobId: j.id, detail: `active in ${j.value} with nothing pending, scheduled or running${j.quarantine ? `; quarantined: ${j.quarantine}` : ''}` });
+          return true;
         },
         options.settleLimitMs ?? 60_000,
       );

@@ -75,6 +75,10 @@ export interface DatabaseTally {
 type Row = Record<string, unknown>;
 
 const machines = new Map<string, AnyStateMachine>(CRASH_MACHINES.map((d) => [d.machine.id, d.machine as AnyStateMachine]));
+/** `machine/src` -> maxAttempts of its policy (Spool's default is 3). */
+const policies = new Map<string, number>(
+  CRASH_MACHINES.flatMap((d) => Object.entries((d as { activities?: Record<string, { maxAttempts?: number }> }).activities ?? {}).map(([src, p]) => [`${d.machine.id}/${src}`, p.maxAttempts ?? 3] as const)),
+);
 
 const parse = (text: unknown): unknown => (typeof text === 'string' ? JSON.parse(text) : text);
 
@@ -97,6 +101,7 @@ export function checkInvariants(dbPath: string, acks: readonly AckEntry[], worke
     if (fk.length > 0) fail('integrity', `foreign_key_check: ${JSON.stringify(fk.slice(0, 5))}`);
 
     const jobs = db.prepare('SELECT * FROM jobs ORDER BY id').all() as Row[];
+    const jobById = new Map(jobs.map((j) => [j['id'] as string, j]));
     const history = new Map<string, Row[]>();
     for (const r of db.prepare('SELECT * FROM transitions ORDER BY job_id, revision').all() as Row[]) {
       const list = history.get(r['job_id'] as string) ?? [];
@@ -207,6 +212,8 @@ export function checkInvariants(dbPath: string, acks: readonly AckEntry[], worke
       attemptsOf.set(a['effect_id'] as string, list);
       if (a['outcome'] === 'interrupted') tally.interruptedAttempts += 1;
     }
+    const appliedOutcomes = new Map<string, number>();
+    for (const e of inbox) if (e['source_kind'] === 'effect' && e['status'] === 'applied') count(appliedOutcomes, e['source_id'] as string);
     const finalJobs = new Set(jobs.filter((j) => j['status'] !== 'active').map((j) => j['id'] as string));
     for (const f of effects) {
       const id = f['id'] as string;
@@ -214,6 +221,9 @@ export function checkInvariants(dbPath: string, acks: readonly AckEntry[], worke
       const rows = attemptsOf.get(id) ?? [];
       const numbers = rows.map((a) => a['attempt'] as number);
       const max = f['max_attempts'] as number;
+      const machineId = jobById.get(jobId)?.['machine_id'] as string | undefined;
+      const policy = policies.get(`${machineId ?? '?'}/${String(f['src'])}`) ?? 3;
+      if (max !== policy) fail('attempts-exceeded', `effect ${id}: max_attempts ${max}, but the policy of ${String(machineId)}/${String(f['src'])} says ${policy}`, jobId);
       if (numbers.length !== f['attempt'] || numbers.some((n, i) => n !== i + 1)) fail('attempts-exceeded', `effect ${id}: attempt ${String(f['attempt'])}, attempt rows ${compact(numbers)}`, jobId);
       if (numbers.length > max) fail('attempts-exceeded', `effect ${id}: ${numbers.length} attempts (${rows.map((a) => a['outcome']).join(',')}), policy allows ${max}`, jobId);
       if (f['unsafe'] === 1) {
@@ -224,15 +234,15 @@ export function checkInvariants(dbPath: string, acks: readonly AckEntry[], worke
         const lines = workers.attempts.get(`${id}#${n}`) ?? 0;
         if (lines > 1) fail('attempt-twice', `effect ${id} attempt ${n} was claimed ${lines} times`, jobId);
       }
-      const outcomes = inbox.filter((e) => e['source_kind'] === 'effect' && e['source_id'] === id && e['status'] === 'applied');
-      if (outcomes.length > 1) fail('outcome-twice', `effect ${id}: ${outcomes.length} outcomes applied`, jobId);
+      const outcomes = appliedOutcomes.get(id) ?? 0;
+      if (outcomes > 1) fail('outcome-twice', `effect ${id}: ${outcomes} outcomes applied`, jobId);
       if (expectFinal && finalJobs.has(jobId) && f['active'] === 1 && ['pending', 'running', 'backoff', 'waiting'].includes(f['status'] as string)) {
         fail('effect-left', `effect ${id} of a final job is still active (${String(f['status'])})`, jobId);
       }
     }
 
     // ---- the acknowledgement log against the database
-    checkAcks(acks, inboxByKey, new Map(jobs.map((j) => [j['id'] as string, j])), fail);
+    checkAcks(acks, inboxByKey, jobById, fail);
     return { violations, tally };
   } finally {
     db.close();

@@ -6,6 +6,9 @@
  * code and category) and leave the database exactly as it was (every table, compared row by row,
  * plus the AUTOINCREMENT counter). Nothing may throw past the API untyped, and the process lives.
  *
+ * The CLI gets malformed JSON text (`spool send`, `spool start --input`): exit code 1, one line
+ * `spool: SPOOL_…: …` naming a typed error, the database unchanged.
+ *
  * One runtime on one SQLite file (VirtualClock, maxPayloadBytes 4096) with a few live jobs that the
  * properties aim at: `tally` (crash-tally, with events e1..e3), `life` (job-lifecycle), `approval`
  * (approval-flow), `bare` (the timing machine registered bare: no schemas), `ended` (final).
@@ -13,7 +16,9 @@
 import type Database from 'better-sqlite3';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fileURLToPath } from 'node:url';
 import { approvalFlow, jobLifecycle } from '../../machines/index.ts';
+import { main } from '../../src/cli/main.ts';
 import {
   IdempotencyConflictError,
   JobNotFinishedError,
@@ -349,3 +354,50 @@ describe('anything at all', () => {
     expect(await rt.send('tally', { type: 'INC' })).toMatchObject({ status: 'applied' });
   });
 });
+
+describe('the CLI with malformed JSON', () => {
+  const MACHINES = fileURLToPath(new URL('../../machines/index.ts', import.meta.url));
+  let path: string;
+  let cliRaw: Database.Database;
+  beforeAll(async () => {
+    path = res.dbPath();
+    const setup = await res.runtime({ store: await res.sqlite(path), machines: [jobLifecycle] });
+    await setup.start('job-lifecycle', { name: 'cli' }, { jobId: 'cli-job' });
+    await setup.close();
+    cliRaw = res.raw(path, { readonly: true });
+  });
+
+  /** Text that is not JSON (or JSON of the wrong shape), and is not the bare-type shorthand either. */
+  const malformed = fc.oneof(
+    fc.string({ maxLength: 40 }).filter((t) => !/^\s*[A-Za-z_][A-Za-z0-9_.:-]*\s*$/.test(t) && !isJson(t)),
+    fc.jsonValue({ maxDepth: 3 }).map((v) => JSON.stringify(v)).filter((t) => t.length > 1).chain((t) => fc.integer({ min: 1, max: t.length - 1 }).map((n) => t.slice(0, n))).filter((t) => !isJson(t) && !/^\s*[A-Za-z_][A-Za-z0-9_.:-]*\s*$/.test(t)),
+    fc.constantFrom('42', '"START"', 'null', 'true', '[]', '[{"type":"START"}]', '{"type":42}', '{"type":""}', '{"type":"xstate.init"}', '{"type":"NOPE"}', '{"type":"PROGRESS","percent":"x"}', '{"type":"START","extra":1}', "{'type':'START'}", '{"type":"START"', '\u0000'),
+  );
+
+  it('`spool send` and `spool start --input` refuse it with one typed line and exit 1, changing nothing', async () => {
+    await fc.assert(
+      fc.asyncProperty(malformed, fc.boolean(), async (text, asInput) => {
+        const before = dumpDatabase(cliRaw);
+        let stdout = '';
+        let stderr = '';
+        const args = asInput ? ['start', 'job-lifecycle', '--input', text] : ['send', 'cli-job', text];
+        const code = await main(['--db', path, '--machines', MACHINES, ...args], { stdout: (t) => (stdout += t), stderr: (t) => (stderr += t), cwd: res.tempDir() });
+        expect({ code, stdout }).toEqual({ code: 1, stdout: '' });
+        expect(stderr).toMatch(/^spool: SPOOL_[A-Z_]+: [^\n]+\n$/);
+        expect(stderr).not.toMatch(/unexpected error/);
+        expect(dumpDatabase(cliRaw)).toEqual(before);
+      }),
+      { numRuns: NUM_RUNS },
+    );
+  });
+});
+
+function isJson(text: string): boolean {
+  try {
+    const v = JSON.parse(text) as unknown;
+    // Objects with a usable shape are not malformed; everything else JSON.parse accepts counts as JSON too.
+    return v !== undefined;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,337 @@
+/**
+ * Operations on dead, stuck and unwanted work, written against the store port: what
+ * `list --stuck`, `retry`, `suspend`/`resume`, `purge --older-than` and `stats` do. The runtime's
+ * public methods (`Runtime.retry`, `Runtime.suspend`, ...) call these, then do what only the
+ * engine can (apply pending events, start activities, forget cached snapshots).
+ */
+import type { AnyMachineSnapshot } from 'xstate';
+import type { Clock } from '../ports/clock.ts';
+import type { EffectRecord, JobFilter, JobRecord, JobStatus, JobStore, JsonValue, StoreStats } from '../ports/store.ts';
+import { JobTerminalError, RetryRefusedError, ValidationError } from './errors.ts';
+import { formatStateValue, hashJson, REDACTED } from './json.ts';
+import type { RegisteredMachine } from './registry.ts';
+import { DEFAULT_RETRY } from './retry.ts';
+
+/** What the operations need from the runtime. */
+export interface OperationsHost {
+  readonly store: JobStore;
+  readonly clock: Clock;
+  readonly owner: string | null;
+  /** The job if this runtime's owner may see it; otherwise `JobNotFoundError`, exactly as for a missing job. */
+  visible(jobId: string): Promise<JobRecord>;
+  /** The definition a job runs on and its hydrated snapshot, when it can transition as stored. */
+  ready(record: JobRecord): { def: RegisteredMachine; snapshot: AnyMachineSnapshot } | undefined;
+  /** The registered definition of the job's own machine version, if any. */
+  definition(record: JobRecord): RegisteredMachine | undefined;
+  log(level: 'info' | 'warn' | 'error', msg: string, fields: Record<string, unknown>): void;
+}
+
+/** What {@link Runtime.stats} returns: every figure is an aggregate over the stored records. */
+export interface RuntimeStats {
+  /** The clock time the figures were computed at. */
+  at: number;
+  /** The owner they are scoped to (null: unscoped jobs). */
+  owner: string | null;
+  /** Jobs by machine, version, status and state value. */
+  jobs: StoreStats['jobs'];
+  /** Active jobs held back by quarantine. */
+  quarantined: number;
+  /** Active jobs suspended. */
+  suspended: number;
+  /** Active jobs with a cancel request (not ended yet). */
+  cancelRequested: number;
+  /** Jobs with an activity that failed for good (`list --exhausted`). */
+  exhausted: number;
+  /** Jobs nothing will move (`list --stuck`). */
+  stuck: number;
+  /** Jobs with nothing scheduled whose current state accepts an external event: they wait for input, visibly. */
+  waitingForInput: number;
+  /** Pending inbox events; `oldestAgeMs` = now - the oldest one's accept time (events of suspended or quarantined jobs are `held`, not counted there). */
+  backlog: StoreStats['backlog'] & { oldestAgeMs: number | null };
+  /** Scheduled timers; `lagMs` = now - the deadline of the oldest due one not yet fired (0 when a worker keeps up). */
+  timers: StoreStats['timers'] & { lagMs: number | null };
+  /** Per activity src: effects, effects failed for good, attempts by outcome. */
+  activities: StoreStats['activities'];
+  /** Claims held on running activities: runner ids and whether the claim has expired. */
+  running: (StoreStats['running'][number] & { expired: boolean })[];
+}
+
+const PAGE = 500;
+const FINAL_STATUSES: readonly JobStatus[] = ['done', 'error', 'stopped'];
+const LIVE_EFFECT: ReadonlySet<EffectRecord['status']> = new Set(['pending', 'running', 'waiting', 'backoff']);
+
+/**
+ * The external event types a machine declares that its current state (or an ancestor) has a
+ * transition for, guarded or not: what the job is visibly waiting for. `xstate.*` and `spool.*`
+ * events (timers, activity outcomes) are not external.
+ */
+export function acceptedEvents(def: RegisteredMachine, snapshot: AnyMachineSnapshot): string[] {
+  const descriptors = new Set<string>();
+  for (const node of snapshot._nodes) for (const d of node.ownEvents) descriptors.add(String(d));
+  const accepts = (type: string) =>
+    descriptors.has(type) ||
+    descriptors.has('*') ||
+    [...descriptors].some((d) => d.endsWith('.*') && type.startsWith(d.slice(0, -1)));
+  return [...def.eventTypes].filter((t) => !t.startsWith('xstate.') && !t.startsWith('spool.') && accepts(t)).sort();
+}
+
+/** The event types a job's current state accepts (empty for a finished or unrunnable job). */
+export function waitingFor(host: OperationsHost, record: JobRecord): string[] {
+  if (record.status !== 'active') return [];
+  const ready = host.ready(record);
+  return ready ? acceptedEvents(ready.def, ready.snapshot) : [];
+}
+
+/**
+ * Of the jobs nothing recorded will move (`JobFilter.stuck`), the ones whose state also accepts
+ * no external event but the cancel event: nothing will ever move them. A job that only a cancel
+ * can move is stuck (cancelling is an operator's way out, not input the job waits for). A job that
+ * cannot be hydrated counts as stuck too.
+ */
+function isStuckRecord(host: OperationsHost, record: JobRecord): boolean {
+  const ready = host.ready(record);
+  if (!ready) return true;
+  return !acceptedEvents(ready.def, ready.snapshot).some((t) => t !== ready.def.cancel.event);
+}
+
+/** `list({ stuck: true })`: page through the store's idle jobs and keep the stuck ones. */
+export async function listStuck(host: OperationsHost, filter: Omit<JobFilter, 'stuck' | 'owner'>): Promise<{ stuck: JobRecord[]; idle: number }> {
+  const limit = filter.limit ?? -1;
+  const stuck: JobRecord[] = [];
+  let idle = 0;
+  let afterId = filter.afterId;
+  for (;;) {
+    const page = await host.store.listJobs({ ...filter, stuck: true, owner: host.owner, limit: PAGE, ...(afterId !== undefined ? { afterId } : {}) });
+    for (const record of page) {
+      idle += 1;
+      if (isStuckRecord(host, record)) {
+        stuck.push(record);
+        if (limit >= 0 && stuck.length >= limit) return { stuck, idle };
+      }
+    }
+    if (page.length < PAGE) return { stuck, idle };
+    afterId = page.at(-1)!.id;
+  }
+}
+
+/** Suspend a job (see `Runtime.suspend`). Returns false when it already was. */
+export async function suspendJob(host: OperationsHost, jobId: string, reason: string): Promise<boolean> {
+  if (typeof reason !== 'string' || reason.length === 0 || reason.length > 2000) {
+    throw new ValidationError('A suspend reason must be a non-empty string of at most 2000 characters.');
+  }
+  const record = await host.visible(jobId);
+  if (record.status !== 'active') {
+    throw new JobTerminalError(`Job ${jobId} has ended (status "${record.status}", state ${formatStateValue(record.value)}): there is nothing to suspend.`, {
+      jobId,
+      status: record.status,
+    });
+  }
+  const at = host.clock.now();
+  const suspended = await host.store.suspendJob(jobId, reason, at, {
+    jobId,
+    kind: 'suspended',
+    message: `suspended: ${reason}. Events sent now stay pending; timers and activity attempts wait for resume.`,
+    at,
+  });
+  if (suspended) host.log('info', 'job suspended', { jobId, reason });
+  return suspended;
+}
+
+/** Resume a suspended job (see `Runtime.resume`). Returns false when it was not suspended. */
+export async function resumeJob(host: OperationsHost, jobId: string): Promise<boolean> {
+  const record = await host.visible(jobId);
+  if (record.suspendedAt === null) return false;
+  const at = host.clock.now();
+  const pending = (await host.store.pendingEvents(jobId, 10_000)).length;
+  const due = (await host.store.listTimers(jobId)).filter((t) => t.status === 'scheduled' && t.dueAt <= at).length;
+  const resumed = await host.store.resumeJob(jobId, {
+    jobId,
+    kind: 'resumed',
+    message: `resumed after ${formatDuration(at - record.suspendedAt)} suspended: ${pending} pending event(s) to apply, ${due} timer(s) due now`,
+    at,
+  });
+  if (resumed) host.log('info', 'job resumed', { jobId, pendingEvents: pending, dueTimers: due });
+  return resumed;
+}
+
+/**
+ * Redrive the failed activities of a job whose invoking state is still current: each starts a
+ * fresh sequence of attempts (the policy's `maxAttempts` more), with the same idempotency key.
+ * Anything else is refused with a {@link RetryRefusedError} that says what to do instead.
+ */
+export async function redrive(host: OperationsHost, record: JobRecord, options: { allowUnsafe?: boolean } = {}): Promise<EffectRecord[]> {
+  const jobId = record.id;
+  const effects = (await host.store.listEffects(jobId)).filter((e) => e.kind !== 'child');
+  const lastFailed = [...effects].reverse().find((e) => e.status === 'failed');
+  const failure = lastFailed ? `${lastFailed.src} (${describeError(lastFailed)}, attempt ${lastFailed.attempt} of ${lastFailed.maxAttempts})` : undefined;
+  if (record.status !== 'active') {
+    throw new RetryRefusedError(
+      `Job ${jobId} has ended (status "${record.status}", state ${formatStateValue(record.value)})` +
+        (failure ? ` after handling the failure of ${failure}` : '') +
+        `: a finished job never runs again. Start a new job with the same input: \`spool retry --as-new ${jobId}\` (runtime.retryAsNew).`,
+      { jobId, reason: 'final', status: record.status },
+    );
+  }
+  const candidates = effects.filter((e) => e.active && e.status === 'failed');
+  if (candidates.length === 0) {
+    if (lastFailed && !lastFailed.active) {
+      throw new RetryRefusedError(
+        `Job ${jobId} already handled the failure of ${failure}: its machine left the invoking state and is now in ${formatStateValue(record.value)} ` +
+          '(see `spool show`). Redriving the activity would contradict its history; send the machine one of its own events to go on, or cancel it.',
+        { jobId, reason: 'handled', effectId: lastFailed.id },
+      );
+    }
+    const live = effects.filter((e) => e.active && LIVE_EFFECT.has(e.status));
+    throw new RetryRefusedError(
+      live.length > 0
+        ? `Job ${jobId} has no failed activity: ${live.map((e) => `${e.src} is ${e.status}`).join(', ')}. A worker runs it; nothing to redrive.`
+        : `Job ${jobId} has no failed activity to retry (state ${formatStateValue(record.value)}). If nothing moves it (\`spool list --stuck\`), send it an event or cancel it.`,
+      { jobId, reason: 'nothing-failed' },
+    );
+  }
+  const unsafe = candidates.filter((e) => e.unsafe);
+  if (unsafe.length > 0 && options.allowUnsafe !== true) {
+    const e = unsafe[0]!;
+    throw new RetryRefusedError(
+      `Activity ${e.src} of job ${jobId} is marked unsafeToRepeat and its last attempt ended with ${describeError(e)}: running it again may do the work twice. ` +
+        `Reconcile with the provider (idempotency key ${e.id}) first, then retry with --allow-unsafe (allowUnsafe: true).`,
+      { jobId, reason: 'unsafe', effectId: e.id },
+    );
+  }
+  const def = host.definition(record);
+  const pending = await host.store.pendingEvents(jobId, 10_000);
+  const at = host.clock.now();
+  const redriven: EffectRecord[] = [];
+  for (const e of candidates) {
+    const budget = Math.max(1, def?.activities[e.src]?.maxAttempts ?? DEFAULT_RETRY.maxAttempts);
+    const maxAttempts = e.attempt + budget;
+    const waiting = pending.some((p) => p.source === 'effect' && p.sourceId === e.id);
+    const message =
+      `retry: activity ${e.src} (idempotency key ${e.id}) redriven after ${e.attempt} attempt(s), the last with ${describeError(e)}; ` +
+      `attempts ${e.attempt + 1} to ${maxAttempts} may run${e.unsafe ? ' (unsafe to repeat: allowed by the operator)' : ''}` +
+      (waiting ? '; its error event, not applied yet, will be recorded as stale' : '');
+    if (await host.store.redriveEffect(e.id, maxAttempts, at, { jobId, kind: 'retry', message, at })) {
+      host.log('info', 'activity redriven', { jobId, effectId: e.id, src: e.src, attempts: e.attempt, maxAttempts });
+      redriven.push((await host.store.getEffect(e.id))!);
+    }
+  }
+  if (redriven.length === 0) {
+    throw new RetryRefusedError(`Job ${jobId} changed while its activities were being redriven; look at it again (\`spool show ${jobId}\`).`, { jobId, reason: 'changed' });
+  }
+  return redriven;
+}
+
+/**
+ * The input to start a job again with (`retryAsNew`): only for a finished job, and only when its
+ * input holds no sensitive field (Spool never replays stored sensitive values into a new job).
+ */
+export function inputForNewJob(record: JobRecord, def: RegisteredMachine | undefined): JsonValue {
+  if (record.status === 'active') {
+    throw new RetryRefusedError(
+      `Job ${record.id} is still active: retry it in place (\`spool retry ${record.id}\`) or cancel it first, so two jobs never do the same work.`,
+      { jobId: record.id, reason: 'still-active' },
+    );
+  }
+  const found = sensitiveKeysIn(record.input, def?.sensitive ?? new Set());
+  if (found.length > 0) {
+    throw new RetryRefusedError(
+      `Job ${record.id}'s input has sensitive fields (${found.join(', ')}), which Spool never replays from storage into a new job. ` +
+        `Start a new job with the original input: \`spool start ${record.machineId} --input '<json>'\`.`,
+      { jobId: record.id, reason: 'sensitive-input', fields: found },
+    );
+  }
+  return record.input;
+}
+
+/** The idempotency key of the job `retryAsNew` starts for `jobId`: retrying again returns the same new job. */
+export function retryKey(jobId: string): string {
+  const key = `retry-of:${jobId}`;
+  return key.length <= 200 ? key : `retry-of:${hashJson(jobId)}`;
+}
+
+/** Delete finished jobs last updated before `now - olderThanMs` (see `Runtime.purgeFinished`). */
+export async function purgeFinished(host: OperationsHost, options: { olderThanMs: number; status?: JobStatus }): Promise<string[]> {
+  const { olderThanMs, status } = options;
+  if (typeof olderThanMs !== 'number' || !Number.isFinite(olderThanMs) || olderThanMs < 0) {
+    throw new ValidationError('olderThanMs must be a non-negative number of milliseconds.');
+  }
+  if (status !== undefined && !FINAL_STATUSES.includes(status)) {
+    throw new ValidationError(`Only finished jobs are purged: status must be one of ${FINAL_STATUSES.join(', ')}.`);
+  }
+  const before = host.clock.now() - olderThanMs;
+  const statuses = status === undefined ? FINAL_STATUSES : [status];
+  const purged: string[] = [];
+  for (;;) {
+    const batch = await host.store.purgeFinished({ before, statuses, owner: host.owner, limit: PAGE });
+    purged.push(...batch);
+    if (batch.length < PAGE) break;
+  }
+  if (purged.length > 0) host.log('info', 'jobs purged', { count: purged.length, before, statuses });
+  return purged;
+}
+
+/** Every figure of `Runtime.stats`, from the store's aggregates and the stuck jobs. */
+export async function collectStats(host: OperationsHost): Promise<RuntimeStats> {
+  const at = host.clock.now();
+  const s = await host.store.stats({ owner: host.owner, now: at });
+  const { stuck } = await listStuck(host, {});
+  return {
+    at,
+    owner: host.owner,
+    jobs: s.jobs,
+    quarantined: s.quarantined,
+    suspended: s.suspended,
+    cancelRequested: s.cancelRequested,
+    exhausted: s.exhausted,
+    stuck: stuck.length,
+    waitingForInput: Math.max(0, s.idle - stuck.length),
+    backlog: { ...s.backlog, oldestAgeMs: s.backlog.oldestAcceptedAt === null ? null : at - s.backlog.oldestAcceptedAt },
+    timers: { ...s.timers, lagMs: s.timers.oldestDueAt === null ? null : at - s.timers.oldestDueAt },
+    activities: s.activities,
+    running: s.running.map((r) => ({ ...r, expired: r.claimExpiresAt !== null && r.claimExpiresAt <= at })),
+  };
+}
+
+/** `CODE: message` of an effect's last error (`status failed` without one). */
+function describeError(e: EffectRecord): string {
+  if (!e.error) return `status ${e.status}`;
+  return `${e.error.code ?? e.error.name}: ${e.error.message}`;
+}
+
+/** Sensitive property names present anywhere in a value (or a value already redacted). */
+function sensitiveKeysIn(value: JsonValue, sensitive: ReadonlySet<string>): string[] {
+  const found = new Set<string>();
+  const walk = (v: JsonValue, key: string | null): void => {
+    if (v === REDACTED && key !== null) found.add(key);
+    if (Array.isArray(v)) v.forEach((x) => walk(x, key));
+    else if (v !== null && typeof v === 'object') {
+      for (const [k, child] of Object.entries(v)) {
+        if (sensitive.has(k)) found.add(k);
+        walk(child, k);
+      }
+    }
+  };
+  walk(value, null);
+  return [...found].sort();
+}
+
+function formatDuration(ms: number): string {
+  if (ms < 1000) return `${ms} ms`;
+  if (ms < 120_000) return `${Math.round(ms / 1000)} s`;
+  if (ms < 7_200_000) return `${Math.round(ms / 60_000)} min`;
+  if (ms < 172_800_000) return `${Math.round(ms / 3_600_000)} h`;
+  return `${Math.round(ms / 86_400_000)} d`;
+}
+
+/** `details().stuck`: the same rule as `list({ stuck: true })`, from records already read. */
+export function isStuckJob(
+  host: OperationsHost,
+  record: JobRecord,
+  read: { events: readonly { status: string }[]; effects: readonly EffectRecord[]; timers: readonly { status: string }[] },
+): boolean {
+  if (record.status !== 'active' || record.quarantine !== null || record.suspendedAt !== null) return false;
+  if (read.events.some((e) => e.status === 'pending')) return false;
+  if (read.timers.some((t) => t.status === 'scheduled' || t.status === 'fired')) return false;
+  if (read.effects.some((e) => e.active && LIVE_EFFECT.has(e.status))) return false;
+  return isStuckRecord(host, record);
+}
