@@ -131,3 +131,38 @@ describe('child machines', () => {
     expect(() => new MachineRegistry([inline])).toThrow(/inline logic/);
   });
 });
+
+describe('child machines invoked by the initial state', () => {
+  const greeter = createMachine({
+    id: 'greeter',
+    initial: 'waiting',
+    entry: sendParent({ type: 'HELLO' }),
+    states: { waiting: { on: { BYE: 'gone' } }, gone: { type: 'final' } },
+    output: { said: 'bye' },
+  });
+  const host = setup({ types: { context: {} as { hellos: number; said: unknown } }, actors: { greeter } }).createMachine({
+    id: 'host',
+    context: { hellos: 0, said: null },
+    initial: 'hosting',
+    states: {
+      hosting: {
+        invoke: { id: 'greeter', src: 'greeter', onDone: { target: 'over', actions: assign({ said: ({ event }) => event.output }) } },
+        on: { HELLO: { actions: assign({ hellos: ({ context }) => context.hellos + 1 }) }, DISMISS: { actions: sendTo('greeter', { type: 'BYE' }) } },
+      },
+      over: { type: 'final' },
+    },
+  });
+
+  it('are created with the parent, and their entry sendParent arrives', async () => {
+    const clock = new VirtualClock();
+    const runtime = await resources.runtime({ store: await resources.sqlite(resources.dbPath(), { clock }), machines: [host], clock });
+    await runtime.start('host', {}, { jobId: 'h' });
+    await runtime.idle();
+    expect((await runtime.get('h~greeter~r1')).value).toBe('waiting');
+    expect((await runtime.get('h')).context).toMatchObject({ hellos: 1 });
+    await runtime.send('h', { type: 'DISMISS' });
+    await runtime.idle();
+    expect((await runtime.get('h')).value).toBe('over');
+    expect((await runtime.get('h')).context).toMatchObject({ said: { said: 'bye' } });
+  });
+});

@@ -110,6 +110,8 @@ export class MemoryStore implements JobStore {
       const existing = this.#jobs.get(job.id) ?? (job.idempotencyKey === null ? undefined : this.#byKey(job.owner, job.idempotencyKey));
       if (existing) return { job: toJobRecord(existing), created: false };
       const stored = this.#insertJob(job);
+      for (const child of job.children ?? []) this.#insertJob(child);
+      for (const d of job.relatedDeliveries ?? []) this.#acceptPending(d);
       return { job: toJobRecord(stored), created: true };
     });
   }

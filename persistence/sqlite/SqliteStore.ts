@@ -139,6 +139,8 @@ export class SqliteStore implements JobStore {
         (job.idempotencyKey === null ? undefined : (s.byKey.get(job.owner ?? '', job.idempotencyKey) as Row | undefined));
       if (existing) return { job: toJobRecord(existing), created: false };
       insertJob(s, job);
+      for (const child of job.children ?? []) insertJob(s, child);
+      for (const d of job.relatedDeliveries ?? []) acceptPending(s, d);
       return { job: toJobRecord(s.getJob.get(job.id) as Row), created: true };
     });
   }

@@ -77,6 +77,9 @@ export interface NewJob {
   effects?: NewEffect[];
   timers?: NewTimer[];
   deliveries?: NewInboxEvent[];
+  /** Child jobs its initial state invoked (created after it), and events between them, in the same transaction. */
+  children?: NewJob[];
+  relatedDeliveries?: NewInboxEvent[];
 }
 
 /** The result of `createJob`: the new job, or the existing one with the same id or idempotency key. */

@@ -21,13 +21,16 @@ function collectingScope(actor: unknown, actions: unknown[]): Record<string, unk
   };
 }
 
-/** `transition()` for a child job: pure, with `sendParent` pointing at {@link PARENT_REF}. */
-export function transitionAsChild(machine: AnyStateMachine, json: unknown, event: EventObject): [AnyMachineSnapshot, unknown[]] {
+/**
+ * `transition()` for a child job: pure, with `sendParent` pointing at {@link PARENT_REF}. Also
+ * returns the snapshot it started from: the same object back, with no actions, means unhandled.
+ */
+export function transitionAsChild(machine: AnyStateMachine, json: unknown, event: EventObject): [AnyMachineSnapshot, unknown[], AnyMachineSnapshot] {
   const actor = createActor(machine, { snapshot: json as never, parent: PARENT_REF } as never);
   const snapshot = actor.getSnapshot() as AnyMachineSnapshot;
   const actions: unknown[] = [];
   const next = machine.transition(snapshot, event, collectingScope(actor, actions) as never) as AnyMachineSnapshot;
-  return [next, actions];
+  return [next, actions, snapshot];
 }
 
 /** `initialTransition()` for a child job, with `sendParent` pointing at {@link PARENT_REF}. */

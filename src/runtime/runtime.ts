@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { createActor, initialTransition, transition, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
+import { initialTransition, transition, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
 import { systemClock, type Clock } from '../ports/clock.ts';
 import type {
   NewEffect,
@@ -344,17 +344,20 @@ export class Runtime {
     const existing = await this.#findExisting(jobId, key);
     if (existing) return this.#sameStart(existing, inputHash, jobId, key);
 
-    const { job: newJob, plan } = this.#newJob(def, parsed, jobId, key, inputHash, this.clock.now());
+    const { job: newJob, plan, relations } = this.#newJob(def, parsed, jobId, key, inputHash, this.clock.now());
     const { job: record, created } = await this.store.createJob(newJob);
     if (!created) return this.#sameStart(record, inputHash, jobId, key);
-    return this.#started(record, def, plan, parsed);
+    return this.#started(record, def, plan, parsed, relations);
   }
 
   /** The job `start` writes (revision 1, its first history record, what its initial state asks for), not written yet. */
-  #newJob(def: RegisteredMachine, parsed: JsonValue, jobId: string, key: string | null, inputHash: string, now: number): { job: NewJob; plan: ActionPlan } {
+  #newJob(def: RegisteredMachine, parsed: JsonValue, jobId: string, key: string | null, inputHash: string, now: number): { job: NewJob; plan: ActionPlan; relations: Relations } {
     const [snapshot, actions] = safeInitial(def, parsed);
     const persisted = toJson(def.machine.getPersistedSnapshot(snapshot));
     const plan = planActions(def, jobId, 1, actions, now);
+    const relations: Relations = { children: [], effects: [], deliveries: [], stopChildren: [], touched: new Set() };
+    this.#spawnChildren(jobId, this.#owner, def, plan.spawnMachines, 1, now, relations, plan.problems);
+    if (plan.childSends.length > 0) plan.problems.push('an initial state that sends to its children on entry is not supported; send on a later transition');
     if (plan.problems.length > 0) {
       throw new ValidationError(`Machine ${def.id} cannot start durably: ${plan.problems.join('; ')}`, { machineId: def.id });
     }
@@ -368,11 +371,13 @@ export class Runtime {
       statePaths: statePaths(snapshot.value),
       context,
       snapshot: JSON.stringify(persisted),
-      input: parsed,
+      input: redact(parsed, def.sensitive),
       progress: contextProgress(context) ?? null,
-      effects: plan.effects.create,
+      effects: [...plan.effects.create, ...relations.effects],
       timers: plan.timers.schedule,
       deliveries: plan.deliveries,
+      children: relations.children,
+      relatedDeliveries: relations.deliveries,
       inputHash,
       idempotencyKey: key,
       owner: this.#owner,
@@ -388,15 +393,20 @@ export class Runtime {
         at: now,
       },
     };
-    return { job, plan };
+    return { job, plan, relations };
   }
 
   /** After a new job's commit: tell observers, run its initial actions, start its activities, apply its self-sends. */
-  async #started(record: JobRecord, def: RegisteredMachine, plan: ActionPlan, parsed: JsonValue): Promise<Job> {
+  async #started(record: JobRecord, def: RegisteredMachine, plan: ActionPlan, parsed: JsonValue, relations?: Relations): Promise<Job> {
     const job = toJob(record, def);
     this.#emit({ type: 'job.started', job });
     this.#logEntry('info', 'job started', { jobId: record.id, machine: def.id, version: def.version, state: job.value });
     this.#afterCommit(record.id, plan, (m) => redactText(m, parsed, def.sensitive));
+    if (relations) {
+      relations.touched.delete(record.id);
+      if (relations.deliveries.some((d) => d.jobId === record.id)) this.#pendingDrains.add(record.id);
+      this.#afterRelations(relations);
+    }
     if (this.#pendingDrains.delete(record.id) && this.#process) {
       await this.#drain(record.id);
       return this.get(record.id);
@@ -1422,9 +1432,7 @@ export class Runtime {
         if (record.parent) {
           const json = parseSnapshot(record.snapshot);
           if (typeof json === 'string') throw new Error(json);
-          [next, actions] = transitionAsChild(def.machine, json, structuredClone(event));
-          base = createActor(def.machine, { snapshot: parseSnapshot(record.snapshot) as never }).getSnapshot() as AnyMachineSnapshot;
-          if (next.value === base.value && JSON.stringify(next.context) === JSON.stringify(base.context) && actions.length === 0) base = next;
+          [next, actions, base] = transitionAsChild(def.machine, json, structuredClone(event));
         } else {
           [next, actions] = transition(def.machine, snapshot, structuredClone(event));
         }
@@ -1595,7 +1603,10 @@ export class Runtime {
       this.#spawnChildren(childId, owner, childDef, childPlan.spawnMachines, 1, now, grandchildren, problems);
       job.effects = [...(job.effects ?? []), ...grandchildren.effects];
       out.children.push(...grandchildren.children);
+      out.deliveries.push(...grandchildren.deliveries);
+      for (const id of grandchildren.touched) out.touched.add(id);
       childPlan.parentSends.forEach((event, i) => out.deliveries.push(relatedEvent(parentId, `child~${childId}~r1~${i}`, event, now, 'child')));
+      if (childPlan.parentSends.length > 0) out.touched.add(parentId);
     }
   }
 
