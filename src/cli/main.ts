@@ -543,7 +543,8 @@ function describeProgress(event: PathTestProgress): string | undefined {
 }
 
 function formatPathResults(machines: MachinePathResult[], durationMs: number): string {
-  const rows = machines.map((m) => [
+  const rows = machines.flatMap((m) => [
+    [
     `${m.machineId}@${m.version}`,
     String(m.states),
     String(m.transitions),
@@ -553,6 +554,18 @@ function formatPathResults(machines: MachinePathResult[], durationMs: number): s
     `${m.runs.plain}/${m.runs.restart}/${m.runs.child}`,
     String(m.failures.length),
     m.ok ? 'ok' : 'FAILED',
+    ],
+    ...m.children.map((c) => [
+      `  ${c.machineId} (child)`,
+      '-',
+      String(c.transitions),
+      `${c.covered}${c.waived ? ` (+${c.waived} waived)` : ''}`,
+      String(c.gaps.length),
+      '-',
+      '(same paths)',
+      '-',
+      c.gaps.length === 0 && c.unusedWaivers.length === 0 ? 'ok' : 'FAILED',
+    ]),
   ]);
   const lines = [table(['MACHINE', 'STATES', 'TRANSITIONS', 'COVERED', 'GAPS', 'PATHS', 'RUNS plain/restart/child', 'FAILURES', 'RESULT'], rows)];
   for (const m of machines) {
