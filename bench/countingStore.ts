@@ -64,11 +64,11 @@ export class StoreCounter {
   }
 
   /** Calls per unit of work (e.g. per send), for every method called at least `min` times per unit. */
-  perUnit(units: number, min = 0.01): Record<string, { calls: number; us: number }> {
+  perUnit(units: number, min = 0): Record<string, { calls: number; us: number }> {
     const out: Record<string, { calls: number; us: number }> = {};
     for (const [name, c] of [...this.calls.entries()].sort((a, b) => b[1].ms - a[1].ms)) {
       if (units === 0 || c.calls / units < min) continue;
-      out[name] = { calls: Math.round((c.calls / units) * 100) / 100, us: Math.round(((c.ms * 1000) / units) * 10) / 10 };
+      out[name] = { calls: Math.round((c.calls / units) * 10_000) / 10_000, us: Math.round(((c.ms * 1000) / units) * 10) / 10 };
     }
     return out;
   }

@@ -97,6 +97,10 @@ export async function runSpoolGroup(options: { synchronous: Synchronous; duratio
     const wallMs = last - start;
     const seconds = wallMs / 1000;
     const cpu = process.cpuUsage(cpu0);
+    const commitMs = counter.ms('commit');
+    const storeMs = counter.totalMs();
+    const batches = counter.batchSummary();
+    const storeCallsPerOp = counter.perUnit(ops);
 
     // One event = one commit: every job is at revision 2 (start, START) + its PROGRESS events.
     const jobs = await runtime.list({ machineId: MACHINE_ID, limit: GROUP_JOBS + 1 });
@@ -105,10 +109,6 @@ export async function runSpoolGroup(options: { synchronous: Synchronous; duratio
     if (notApplied > 0 || revisions !== expected) {
       throw new Error(`group bench: ${notApplied} events not applied; revisions ${revisions}, expected ${expected}`);
     }
-    const commitMs = counter.ms('commit');
-    const storeMs = counter.totalMs();
-    const batches = counter.batchSummary();
-    const storeCallsPerOp = counter.perUnit(ops);
 
     // WAL frames per transition, after the timed part: checkpoint, stop auto-checkpoints, send
     // the same way for a few batches, and read the WAL's size.

@@ -138,7 +138,7 @@ export async function runSpoolJobs(options: { synchronous: Synchronous; duration
       opLatencies,
       jobLatencies,
       batches: counter.batchSummary(),
-      storeCallsPerJob: counter.perUnit(jobs, 0.05),
+      storeCallsPerJob: counter.perUnit(jobs),
       cpuUsPerJob: (cpu.user + cpu.system) / jobs,
     };
   } finally {

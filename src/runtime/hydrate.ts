@@ -24,6 +24,16 @@ export function parseSnapshot(text: string): PersistedSnapshotJson | string {
  * comes back as a reason, never as a half-restored actor.
  */
 export function hydrate(def: RegisteredMachine, json: PersistedSnapshotJson, storedStatus: JobRecord['status']): Hydrated {
+  try {
+    return hydrateOrThrow(def, json, storedStatus);
+  } catch (error) {
+    // A damaged snapshot can make even the checks throw (a `status` that is not a string…).
+    return { ok: false, reason: `snapshot does not fit machine ${def.id}@${def.version}: ${String((error as Error)?.message ?? 'unreadable')}` };
+  }
+}
+
+function hydrateOrThrow(def: RegisteredMachine, json: PersistedSnapshotJson, storedStatus: JobRecord['status']): Hydrated {
+  if (typeof json['status'] !== 'string') return { ok: false, reason: 'the stored snapshot has no readable status' };
   let snapshot: AnyMachineSnapshot;
   try {
     snapshot = createActor(def.machine, { snapshot: json as never }).getSnapshot() as AnyMachineSnapshot;

@@ -24,6 +24,7 @@ import type {
 } from '../ports/store.ts';
 import {
   ClosedError,
+  CorruptRecordError,
   IdempotencyConflictError,
   JobNotFoundError,
   JobTerminalError,
@@ -216,6 +217,10 @@ interface RunningActivity {
 }
 
 const MAX_CONFLICT_RETRIES = 100;
+/** Deepest JSON nesting accepted in inputs, events and outputs. */
+const MAX_DEPTH = 64;
+/** Event ids the runtime gives its own events: a caller cannot take them. */
+const RESERVED_EVENT_ID = /^(spool\.|timer~|effect~|self~|parent~|child~|retry-of:)/;
 /** Jobs drained at once by recovery, the worker and tick(): their commits share transactions. */
 const DRAIN_CONCURRENCY = 64;
 /** Commits per group-commit transaction at most. */
@@ -333,6 +338,8 @@ export class Runtime {
    */
   async start(machineId: string, input: unknown = {}, options: StartOptions = {}): Promise<Job> {
     this.#assertOpen();
+    if (typeof machineId !== 'string') throw new ValidationError('A machine id must be a string.');
+    options = requireOptions(options);
     const def = this.registry.latest(machineId);
     const parsed = this.#validateInput(def, input);
     const jobId = options.jobId ?? this.#newId();
@@ -428,8 +435,12 @@ export class Runtime {
   }
 
   async #send(jobId: string, event: unknown, options: SendOptions): Promise<SendResult> {
+    options = requireOptions(options);
     const eventId = options.eventId ?? this.#newId();
     checkId('event id', eventId);
+    if (options.eventId !== undefined && RESERVED_EVENT_ID.test(options.eventId)) {
+      throw new ValidationError(`Event id "${options.eventId}" is reserved for the runtime's own events (spool.*, timer~, effect~, self~, parent~, child~); choose another.`);
+    }
     const record = await this.#visible(jobId);
 
     const prior = options.eventId === undefined ? undefined : await this.store.getEvent(jobId, eventId);
@@ -499,6 +510,15 @@ export class Runtime {
   /** Jobs by machine, state path, status or quarantine, ordered by id. */
   async list(filter: ListFilter = {}): Promise<Job[]> {
     this.#assertOpen();
+    filter = requireOptions(filter);
+    for (const key of ['machineId', 'state', 'status', 'afterId'] as const) {
+      if (filter[key] !== undefined && typeof filter[key] !== 'string') throw new ValidationError(`list: ${key} must be a string.`);
+    }
+    for (const key of ['quarantined', 'exhausted', 'cancelRequested', 'stuck', 'suspended'] as const) {
+      const v = (filter as Record<string, unknown>)[key];
+      if (v !== undefined && typeof v !== 'boolean') throw new ValidationError(`list: ${key} must be true or false.`);
+    }
+    if (filter.limit !== undefined && !(Number.isInteger(filter.limit) && filter.limit >= 0)) throw new ValidationError('list: limit must be a non-negative integer.');
     if (filter.stuck) {
       const { stuck: _stuck, ...rest } = filter;
       return (await ops.listStuck(this.#ops, rest)).stuck.map((r) => this.#view(r));
@@ -530,6 +550,12 @@ export class Runtime {
    */
   async waitFor(jobId: string, predicate: (job: Job) => boolean, options: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Job> {
     this.#assertOpen();
+    requireText('job id', jobId);
+    if (typeof predicate !== 'function') throw new ValidationError('waitFor needs a predicate function: (job) => boolean.');
+    options = requireOptions(options);
+    if (options.timeoutMs !== undefined && !(typeof options.timeoutMs === 'number' && options.timeoutMs >= 0 && Number.isFinite(options.timeoutMs))) {
+      throw new ValidationError('waitFor timeoutMs must be a non-negative number of milliseconds.');
+    }
     return new Promise<Job>((resolve, reject) => {
       let timer: ReturnType<typeof setTimeout> | undefined;
       const finish = (error: unknown, job?: Job) => {
@@ -576,7 +602,15 @@ export class Runtime {
         if (page.length === 0) break;
         for (const record of page) {
           checked += 1;
-          const outcome = await this.#withLock(record.id, () => this.#check(record.id));
+          const outcome = await this.#withLock(record.id, () =>
+            this.#check(record.id).catch(async (error: unknown) => {
+              // An unreadable row quarantines its job, never the whole file.
+              const reason = `stored job is unreadable: ${toErrorInfo(error).message}`;
+              await this.store.setQuarantine(record.id, reason, this.clock.now());
+              this.#emit({ type: 'job.quarantined', jobId: record.id, reason });
+              return 'quarantined' as const;
+            }),
+          );
           if (outcome === 'quarantined') quarantined += 1;
           if (outcome === 'migrated') migrated += 1;
         }
@@ -644,17 +678,23 @@ export class Runtime {
     if (this.#runEffects) {
       const now = this.clock.now();
       const touched = new Set<string>();
+      const seen = new Set<string>();
       for (;;) {
-        const due = await this.store.dueTimers(now, 200);
+        // A timer the store keeps listing but cannot fire (a damaged index or row) is seen once, then left.
+        const due = (await this.store.dueTimers(now, 200)).filter((t) => !seen.has(t.id));
         if (due.length === 0) break;
         for (const timer of due) {
-          const event = timer.event as { type: string };
+          seen.add(timer.id);
+          const stored = timer.event as { type?: unknown } | null;
+          // A damaged row still fires once, as an event no machine handles: visible in the history, never blocking.
+          const payload: JsonValue = stored !== null && typeof stored === 'object' && typeof stored.type === 'string' ? timer.event : { type: 'spool.unreadable-timer', timerId: timer.id };
+          const event = payload as { type: string };
           const fired = await this.store.fireTimer(timer.id, {
             jobId: timer.jobId,
             eventId: `timer~${timer.id}`,
             type: event.type,
-            payload: timer.event,
-            payloadHash: hashJson(timer.event),
+            payload,
+            payloadHash: hashJson(payload),
             at: now,
             source: 'timer',
             sourceId: timer.id,
@@ -709,6 +749,7 @@ export class Runtime {
    */
   async cancel(jobId: string, reason = 'cancelled'): Promise<Job> {
     this.#assertOpen();
+    requireText('job id', jobId);
     if (typeof reason !== 'string' || reason.length > 2000) throw new ValidationError('A cancel reason must be a string of at most 2000 characters.');
     const record = await this.#visible(jobId);
     if (TERMINAL.has(record.status)) {
@@ -789,6 +830,7 @@ export class Runtime {
   /** Set a job's progress (0-100). Once the job is final the update is ignored, with a visible note. */
   async setProgress(jobId: string, percent: number): Promise<Job> {
     this.#assertOpen();
+    requireText('job id', jobId);
     if (typeof percent !== 'number' || !Number.isFinite(percent) || percent < 0 || percent > 100) {
       throw new ValidationError('Progress must be a number from 0 to 100.');
     }
@@ -803,6 +845,7 @@ export class Runtime {
   /** Link an output to a job. The same key (default: the uri) is attached once, however often it is sent. */
   async attachAsset(jobId: string, asset: AssetInput, from?: { effectId: string; attempt: number }): Promise<{ attached: boolean }> {
     this.#assertOpen();
+    requireText('job id', jobId);
     await this.#visible(jobId);
     if (asset === null || typeof asset !== 'object' || typeof asset.type !== 'string' || typeof asset.uri !== 'string' || asset.uri.length === 0) {
       throw new ValidationError('An asset needs a string `type` and a non-empty string `uri`.');
@@ -1122,6 +1165,13 @@ export class Runtime {
   }
 
   #jsonPayload(what: string, value: unknown): JsonValue {
+    let depth: number;
+    try {
+      depth = nestingDepth(value, MAX_DEPTH + 1);
+    } catch (error) {
+      throw new ValidationError(`The ${what} cannot be read as JSON: ${(error as Error).message}`);
+    }
+    if (depth > MAX_DEPTH) throw new ValidationError(`The ${what} is nested deeper than ${MAX_DEPTH} levels.`);
     let text: string | undefined;
     try {
       text = JSON.stringify(value);
@@ -1383,6 +1433,13 @@ export class Runtime {
     if (loaded.kind === 'held') return 'ok';
     if (loaded.kind === 'terminal') {
       const error = toErrorInfo(new JobTerminalError(`Job ${event.jobId} is ${describeEnd(loaded.record)}: the event arrived after its end.`));
+      await this.store.rejectEvent(event.seq, error, this.clock.now());
+      this.#emit({ type: 'event.rejected', jobId: event.jobId, eventId: event.eventId, error });
+      return 'ok';
+    }
+    const payload = event.payload as { type?: unknown } | null;
+    if (payload === null || typeof payload !== 'object' || typeof payload.type !== 'string') {
+      const error = toErrorInfo(new CorruptRecordError(`The stored event ${event.eventId} of job ${event.jobId} is unreadable; it was set aside.`));
       await this.store.rejectEvent(event.seq, error, this.clock.now());
       this.#emit({ type: 'event.rejected', jobId: event.jobId, eventId: event.eventId, error });
       return 'ok';
@@ -2047,6 +2104,32 @@ function contextProgress(context: JsonValue): number | undefined {
 
 function describeEnd(record: JobRecord): string {
   return record.status === 'done' ? `finished (final state ${JSON.stringify(record.value)})` : `ended with status "${record.status}"`;
+}
+
+/** Nesting depth of a value, counted without recursion (stops counting past `limit`). */
+function nestingDepth(value: unknown, limit: number): number {
+  let deepest = 0;
+  const stack: [unknown, number][] = [[value, 0]];
+  const seen = new Set<object>();
+  while (stack.length > 0) {
+    const [v, d] = stack.pop()!;
+    if (v === null || typeof v !== 'object' || seen.has(v)) continue;
+    seen.add(v);
+    deepest = Math.max(deepest, d + 1);
+    if (deepest > limit) return deepest;
+    for (const child of Object.values(v)) stack.push([child, d + 1]);
+  }
+  return deepest;
+}
+
+function requireText(what: string, value: unknown): asserts value is string {
+  if (typeof value !== 'string' || value.length === 0) throw new ValidationError(`A ${what} must be a non-empty string.`);
+}
+
+function requireOptions<T>(options: T): T {
+  if (options === undefined) return {} as T;
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) throw new ValidationError('Options must be an object (or left out).');
+  return options;
 }
 
 function checkId(what: string, id: unknown): void {

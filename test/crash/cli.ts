@@ -59,7 +59,7 @@ tally (seed ${t.seed}, ${(t.durationMs / 1000).toFixed(1)} s, ${t.rounds} rounds
   transitions:       ${t.db.transitions} ${JSON.stringify(t.db.outcomes)}
   inbox:             ${JSON.stringify(t.db.inbox)}
   timers:            ${JSON.stringify(t.db.timers)}; fired lines ${t.timersFiredLines}
-  activity attempts: ${t.db.attempts} over ${t.db.effects} effects (${t.db.interruptedAttempts} interrupted); claimed lines ${t.attemptsClaimedLines}
+  activity attempts: ${t.db.attempts} over ${t.db.effects} effects ${JSON.stringify(t.db.attemptOutcomes)}; claimed lines ${t.attemptsClaimedLines}
   ends:              ${JSON.stringify(t.db.ends)}
   violations:        ${report.violations.length} ${JSON.stringify(kinds)}`);
 for (const v of report.violations.slice(0, 50)) console.log(`  - ${v.kind}${v.jobId ? ` [${v.jobId}]` : ''}: ${v.detail}`);

@@ -41,7 +41,7 @@ export const CLIENT_CRASH_POINTS = ['after-accept', 'before-commit', 'after-comm
 export interface CrashOptions {
   /** SIGKILLs to deliver, worker and client together (crash points that fire count as kills). */
   kills: number;
-  /** Seed of the workload and of every random choice. Default: random. */
+  /** Seed of the workload and of the harness's random choices (which also depend on timing). Default: random. */
   seed?: number;
   /** Directory for the database file (created if missing). */
   dir: string;
@@ -345,7 +345,7 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
       const w = standby;
       standby = spawnWorker(workerArm());
       w.child.proc.stdin.write('go\n');
-      await w.child.waitFor((l) => l.type === 'ready').catch(() => undefined);
+      await limit(w.child.waitFor((l) => l.type === 'ready'), 30_000).catch(() => undefined);
       const batch = workload.take(perRound);
       commands += batch.length;
       client.submit(batch);
@@ -368,7 +368,9 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
     const rest = workload.drain();
     commands += rest.length;
     client.submit(rest);
-    await client.whenIdle();
+    await limit(client.whenIdle(), options.settleLimitMs ?? 60_000).catch((error: Error) => {
+      violations.push({ kind: 'stuck', detail: `the client did not answer every command: ${error.message}` });
+    });
     if (standby.arm) {
       await standby.child.kill('SIGKILL');
       standby = spawnWorker(null);
@@ -406,7 +408,10 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
       probe.close();
     }
     last.child.proc.kill('SIGTERM');
-    const exit = await last.child.exited;
+    const exit = await limit(last.child.exited, 15_000).catch(async () => {
+      violations.push({ kind: 'worker-exit', detail: 'the final worker did not stop within 15 s of SIGTERM (busy?); killed' });
+      return last.child.kill('SIGKILL');
+    });
     if (exit.code !== 0 || last.child.stderr.trim() !== '') {
       violations.push({ kind: 'worker-exit', detail: `final worker: code ${String(exit.code)} signal ${String(exit.signal)}; stderr:\n${last.child.stderr.slice(0, 2000)}` });
     }
@@ -439,6 +444,13 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
     durationMs: Math.round(performance.now() - began),
   };
   return { dbPath, tally, violations, acks, workers };
+}
+
+/** `promise`, or a rejection after `ms` (a safety limit, not a wait). */
+function limit<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)));
+  return Promise.race([promise, expired]).finally(() => clearTimeout(timer));
 }
 
 function count<K>(map: Map<K, number>, key: K): void {

@@ -70,6 +70,8 @@ export interface DatabaseTally {
   effects: number;
   attempts: number;
   interruptedAttempts: number;
+  /** Attempt rows by outcome (`running` at the end: its runner died and its state was left before anyone took it over). */
+  attemptOutcomes: Record<string, number>;
 }
 
 type Row = Record<string, unknown>;
@@ -114,7 +116,7 @@ export function checkInvariants(dbPath: string, acks: readonly AckEntry[], worke
     const effects = db.prepare('SELECT * FROM effects').all() as Row[];
     const attempts = db.prepare('SELECT * FROM effect_attempts ORDER BY effect_id, attempt').all() as Row[];
 
-    const tally: DatabaseTally = { jobs: jobs.length, ends: {}, transitions: 0, outcomes: {}, inbox: {}, timers: {}, effects: effects.length, attempts: attempts.length, interruptedAttempts: 0 };
+    const tally: DatabaseTally = { jobs: jobs.length, ends: {}, transitions: 0, outcomes: {}, inbox: {}, timers: {}, effects: effects.length, attempts: attempts.length, interruptedAttempts: 0, attemptOutcomes: {} };
 
     // ---- jobs: revisions, history against inbox, the pure replay, the end
     for (const job of jobs) {
@@ -211,6 +213,7 @@ export function checkInvariants(dbPath: string, acks: readonly AckEntry[], worke
       list.push(a);
       attemptsOf.set(a['effect_id'] as string, list);
       if (a['outcome'] === 'interrupted') tally.interruptedAttempts += 1;
+      tally.attemptOutcomes[a['outcome'] as string] = (tally.attemptOutcomes[a['outcome'] as string] ?? 0) + 1;
     }
     const appliedOutcomes = new Map<string, number>();
     for (const e of inbox) if (e['source_kind'] === 'effect' && e['status'] === 'applied') count(appliedOutcomes, e['source_id'] as string);

@@ -154,7 +154,10 @@ export class Workload {
         break;
       }
       case 'crash-flaky': {
-        start({ failFirst: this.#int(0, 4), workMs: this.#int(0, 40), deadlineMs: this.#chance(0.5) ? this.#int(50, 400) : 60_000 });
+        // Half the activities are quick; the others last long enough that kills often land mid-attempt
+        // (a safe attempt is taken over and re-run, an unsafe one ends `unknown`).
+        const workMs = this.#chance(0.5) ? this.#int(0, 10) : this.#int(20, 150);
+        start({ failFirst: this.#int(0, 4), workMs, deadlineMs: this.#chance(0.5) ? this.#int(200, 1500) : 60_000 });
         this.#maybeCancel(steps, 0.2);
         break;
       }

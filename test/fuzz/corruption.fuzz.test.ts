@@ -12,8 +12,9 @@
  * open must leave the file's bytes as they were. These run in a child process (damagedFileChild.ts)
  * so that a hang or a native crash is seen and reported instead of taking the test runner down.
  *
- * The template file holds: `healthy` (crash-tally, never touched), `tally` (crash-tally with applied
- * events and one accepted, still pending), `ticker` (crash-ticker with scheduled timers), `flaky`
+ * The template file holds: `healthy` (crash-tally, never touched, one event pending), `healthy-timer`
+ * (approval-flow, never touched, its timers due within 2 s), `tally` (crash-tally with applied events
+ * and one accepted, still pending), `ticker` (crash-ticker with scheduled timers), `flaky`
  * (crash-flaky with a pending activity), `approval` (approval-flow with its two timers).
  */
 import { copyFileSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
@@ -59,10 +60,12 @@ beforeAll(async () => {
   await rt.send('ticker', { type: 'SKIP' }, { eventId: 't1' });
   await rt.start('crash-flaky', { deadlineMs: 60_000 }, { jobId: 'flaky' });
   await rt.start('approval-flow', { subject: 'fuzz', remindAfterMs: 1000, deadlineMs: 5000 }, { jobId: 'approval' });
+  await rt.start('approval-flow', { subject: 'healthy', remindAfterMs: 1000, deadlineMs: 2000 }, { jobId: 'healthy-timer' });
   await rt.close();
-  // One accepted event left pending (a client-only runtime accepts, never applies).
+  // Accepted events left pending (a client-only runtime accepts, never applies): one for a victim, one for the healthy job.
   const client = await createRuntime({ store: await SqliteStore.open(template, { clock }), machines: MACHINES, clock, processEvents: false });
   await client.send('tally', { type: 'INC' }, { eventId: 'e3' });
+  await client.send('healthy', { type: 'INC' }, { eventId: 'h2' });
   await client.close();
 });
 afterAll(() => res.dispose());
@@ -104,7 +107,9 @@ async function exercise(path: string): Promise<void> {
   await clean('tick again', () => runtime.tick());
   await clean('idle again', () => runtime.idle());
   await clean('processPending', () => runtime.processPending());
-  // Whatever happened to the others, the healthy job carries on.
+  // Whatever happened to the others, the healthy jobs carry on: their pending event applied, their timers fired.
+  expect((await runtime.events('healthy')).find((e) => e.eventId === 'h2')?.status).toBe('applied');
+  expect((await runtime.get('healthy-timer')).value).toBe('expired');
   expect(await runtime.send('healthy', { type: 'INC' }, { eventId: 'fuzz-healthy-2' })).toMatchObject({ status: 'applied' });
   await runtime.close();
 }
@@ -187,18 +192,23 @@ const effectRow: fc.Arbitrary<Corruption> = fc.oneof(
     ),
 );
 
-function property(arb: fc.Arbitrary<Corruption>, numRuns: number) {
+function property(arb: fc.Arbitrary<Corruption>, numRuns: number, examples: Corruption[][] = []) {
   return fc.assert(
     fc.asyncProperty(fc.array(arb, { minLength: 1, maxLength: 3 }), async (corruptions) => {
       await exercise(corruptCopy(corruptions));
     }),
-    { numRuns },
+    { numRuns, examples: examples.map((e) => [e] as [Corruption[]]) },
   );
 }
 
+/** Cases found by longer runs, always tried first. */
+const snapshotStatusObject = corruption('jobs.snapshot $.status of tally := {"toString":null}', (db) =>
+  db.prepare(`UPDATE jobs SET snapshot = json_set(snapshot, '$.status', json('{"toString":null}')) WHERE id = 'tally'`).run(),
+);
+
 describe('corrupted rows (hand-edited through a raw connection)', () => {
   it('jobs rows (snapshot, state, context, input, machine, status, revision): typed refusals, the others carry on', async () => {
-    await property(jobRow, 80);
+    await property(jobRow, 80, [[snapshotStatusObject]]);
   });
 
   it('history rows: typed refusals, the others carry on', async () => {
