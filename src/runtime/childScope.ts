@@ -40,3 +40,14 @@ export function initialAsChild(machine: AnyStateMachine, input: unknown): [AnyMa
   const snapshot = machine.getInitialSnapshot(collectingScope(actor, actions) as never, input) as AnyMachineSnapshot;
   return [snapshot, actions];
 }
+
+/**
+ * `transition()` without XState's throwaway actor: the job's own restored (never started) actor
+ * lends its scope, so a transition costs no actor construction and runs no context factory.
+ * Pure like `transition()`: actions are collected, none runs.
+ */
+export function transitionInScope(machine: AnyStateMachine, actor: unknown, snapshot: AnyMachineSnapshot, event: EventObject): [AnyMachineSnapshot, unknown[]] {
+  const actions: unknown[] = [];
+  const next = machine.transition(snapshot, event, collectingScope(actor, actions) as never) as AnyMachineSnapshot;
+  return [next, actions];
+}

@@ -2,7 +2,8 @@ import { createActor, type AnyMachineSnapshot } from 'xstate';
 import type { JobRecord } from '../ports/store.ts';
 import type { PersistedSnapshotJson, RegisteredMachine } from './registry.ts';
 
-export type Hydrated = { ok: true; snapshot: AnyMachineSnapshot } | { ok: false; reason: string };
+/** `actor`: the unstarted actor that restored it; its scope serves later pure transitions of the job. */
+export type Hydrated = { ok: true; snapshot: AnyMachineSnapshot; actor: unknown } | { ok: false; reason: string };
 
 /** Parse stored snapshot text afresh (XState mutates what it restores from). */
 export function parseSnapshot(text: string): PersistedSnapshotJson | string {
@@ -35,8 +36,11 @@ export function hydrate(def: RegisteredMachine, json: PersistedSnapshotJson, sto
 function hydrateOrThrow(def: RegisteredMachine, json: PersistedSnapshotJson, storedStatus: JobRecord['status']): Hydrated {
   if (typeof json['status'] !== 'string') return { ok: false, reason: 'the stored snapshot has no readable status' };
   let snapshot: AnyMachineSnapshot;
+  let actor: unknown;
   try {
-    snapshot = createActor(def.machine, { snapshot: json as never }).getSnapshot() as AnyMachineSnapshot;
+    const restored = createActor(def.machine, { snapshot: json as never });
+    actor = restored;
+    snapshot = restored.getSnapshot() as AnyMachineSnapshot;
   } catch (error) {
     return { ok: false, reason: `snapshot does not fit machine ${def.id}@${def.version}: ${(error as Error).message}` };
   }
@@ -47,5 +51,5 @@ function hydrateOrThrow(def: RegisteredMachine, json: PersistedSnapshotJson, sto
   if (snapshot.status !== storedStatus) {
     return { ok: false, reason: `stored status "${storedStatus}" disagrees with the snapshot's "${snapshot.status}"` };
   }
-  return { ok: true, snapshot };
+  return { ok: true, snapshot, actor };
 }

@@ -64,6 +64,11 @@ export interface RegisteredMachine {
   description: string | undefined;
   /** Registered as a bare machine, without a definition's options. */
   bare: boolean;
+  /**
+   * Whether a job's restored actor can lend its scope to later transitions: false when an invoke
+   * registers a `systemId` (registrations would outlive their child in the reused system).
+   */
+  scopeReusable: boolean;
   /** What was passed to `register`. */
   source: JobDefinition | AnyStateMachine;
 }
@@ -148,6 +153,7 @@ export class MachineRegistry {
       cancel: { event: def.cancel?.event ?? 'CANCEL', state: def.cancel?.state ?? 'cancelled' },
       description: def.description,
       bare,
+      scopeReusable: !usesSystemIds(machine),
       source: input,
     };
     versions.set(version, registered);
@@ -248,4 +254,10 @@ function checkChildren(machineId: string, machine: AnyStateMachine): void {
     for (const child of Object.values(node.states)) visit(child);
   };
   visit(machine.root as unknown as StateNodeLike);
+}
+
+function usesSystemIds(machine: AnyStateMachine): boolean {
+  const visit = (node: StateNodeLike): boolean =>
+    node.invoke.some((inv) => (inv as { systemId?: unknown }).systemId !== undefined) || Object.values(node.states).some(visit);
+  return visit(machine.root as unknown as StateNodeLike);
 }

@@ -41,7 +41,7 @@ import { hashJson, redact, statePaths, toJson } from './json.ts';
 import { MachineRegistry, type JobDefinition, type RegisteredMachine } from './registry.ts';
 import { crashPoint } from './crashPoints.ts';
 import { planActions, type ActionPlan } from './actions.ts';
-import { initialAsChild, PARENT_REF, transitionAsChild } from './childScope.ts';
+import { initialAsChild, PARENT_REF, transitionAsChild, transitionInScope } from './childScope.ts';
 import { deferred, isDeferred, newRunnerId, retireRunner, runnerIsGone, type ActivityArgs, type AssetInput } from './activities.ts';
 import { backoffDelay, classify, IndeterminateOutcomeError } from './retry.ts';
 import * as ops from './operations.ts';
@@ -71,11 +71,12 @@ export interface RuntimeOptions {
   recover?: boolean;
   /**
    * Whether recovery hydrates every active job's snapshot to find ones that no longer fit their
-   * machine (default `true`: O(active jobs) at open). With `false`, open checks machine versions
-   * by SQL aggregate only and a misfit snapshot is quarantined when its job is next touched:
-   * restart time then does not grow with the number of waiting jobs.
+   * machine (O(active jobs) at open). With `false`, open checks machine versions by SQL aggregate
+   * only and a misfit snapshot is quarantined when its job is next touched: restart time then does
+   * not grow with the number of waiting jobs. Default `'auto'`: verify every snapshot when at most
+   * 10,000 jobs are active, else versions only (and a log entry says so).
    */
-  verifySnapshots?: boolean;
+  verifySnapshots?: boolean | 'auto';
   /**
    * Whether this runtime runs activities (after their commit) and fires due timers in `tick()`.
    * Default: same as `processEvents`. A CLI command sets it to false and leaves that to a worker.
@@ -217,6 +218,8 @@ interface RunningActivity {
 }
 
 const MAX_CONFLICT_RETRIES = 100;
+/** With `verifySnapshots: 'auto'`, recovery hydrates every active job only up to this many. */
+const AUTO_VERIFY_LIMIT = 10_000;
 /** Deepest JSON nesting accepted in inputs, events and outputs. */
 const MAX_DEPTH = 64;
 /** Event ids the runtime gives its own events: a caller cannot take them. */
@@ -253,7 +256,7 @@ interface Applied {
 }
 
 type Loaded =
-  | { kind: 'ready'; record: JobRecord; def: RegisteredMachine; snapshot: AnyMachineSnapshot }
+  | { kind: 'ready'; record: JobRecord; def: RegisteredMachine; snapshot: AnyMachineSnapshot; actor?: unknown }
   | { kind: 'held'; record: JobRecord }
   | { kind: 'terminal'; record: JobRecord };
 
@@ -290,7 +293,7 @@ export class Runtime {
   readonly #pendingDrains = new Set<string>();
   readonly #waiters = new Set<(error: unknown) => void>();
   /** Hydrated snapshots by job, keyed by revision: a job's next event skips hydration. */
-  readonly #snapshots = new Map<string, { revision: number; def: RegisteredMachine; snapshot: AnyMachineSnapshot }>();
+  readonly #snapshots = new Map<string, { revision: number; def: RegisteredMachine; snapshot: AnyMachineSnapshot; actor: unknown }>();
   readonly #commitQueue: { commit: TransitionCommit; resolve: (r: CommitResult) => void; reject: (e: unknown) => void }[] = [];
   #flushTimer: ReturnType<typeof setImmediate> | undefined;
   /** Operations under way that may commit (sends, drains): a commit waits for them to join its batch. */
@@ -299,7 +302,7 @@ export class Runtime {
   readonly #maxActivities: number;
   readonly #claimMs: number;
   readonly #hostDriven: boolean;
-  readonly #verifySnapshots: boolean;
+  readonly #verifySnapshots: boolean | 'auto';
   /** Identifies this runtime's claims on running activities. */
   readonly runnerId: string;
   #pumping = false;
@@ -320,7 +323,7 @@ export class Runtime {
     this.#maxActivities = Math.max(1, options.maxConcurrentActivities ?? 8);
     this.#claimMs = Math.max(1000, options.claimMs ?? 30_000);
     this.#hostDriven = options.hostDriven ?? false;
-    this.#verifySnapshots = options.verifySnapshots ?? true;
+    this.#verifySnapshots = options.verifySnapshots ?? 'auto';
     this.runnerId = newRunnerId();
   }
 
@@ -617,13 +620,19 @@ export class Runtime {
         afterId = page.at(-1)!.id;
       }
     };
-    if (this.#verifySnapshots) {
+    const pairs = await this.store.activeMachineVersions(this.#owner);
+    const active = pairs.reduce((n, p) => n + p.jobs, 0);
+    const verifyAll = this.#verifySnapshots === 'auto' ? active <= AUTO_VERIFY_LIMIT : this.#verifySnapshots;
+    if (this.#verifySnapshots === 'auto' && !verifyAll) {
+      this.#logEntry('info', 'recovery checks machine versions only', { activeJobs: active, limit: AUTO_VERIFY_LIMIT, hint: 'snapshots are checked when each job is next loaded' });
+    }
+    if (verifyAll) {
       await checkAll({ status: 'active' });
     } else {
       // Only jobs whose version cannot run as it is (unregistered, or a migration waits), and
       // quarantined jobs that may be released: restart time does not grow with healthy waiting jobs.
       await checkAll({ status: 'active', quarantined: true });
-      for (const pair of await this.store.activeMachineVersions(this.#owner)) {
+      for (const pair of pairs) {
         const route = this.registry.route(pair.machineId, pair.machineVersion);
         if (!route || route.chain.length > 0) await checkAll({ status: 'active', machineId: pair.machineId, machineVersion: pair.machineVersion, quarantined: false });
       }
@@ -1413,19 +1422,22 @@ export class Runtime {
     if (!route || route.chain.length > 0) return undefined;
     const cached = this.#snapshots.get(record.id);
     if (cached && cached.revision === record.revision && cached.def === route.target) {
-      return { kind: 'ready', record, def: route.target, snapshot: cached.snapshot };
+      return { kind: 'ready', record, def: route.target, snapshot: cached.snapshot, actor: cached.actor };
     }
     const json = parseSnapshot(record.snapshot);
     const hydrated = typeof json === 'string' ? undefined : hydrate(route.target, json, record.status);
     if (!hydrated?.ok) return undefined;
-    this.#remember(record.id, record.revision, route.target, hydrated.snapshot);
-    return { kind: 'ready', record, def: route.target, snapshot: hydrated.snapshot };
+    this.#remember(record.id, record.revision, route.target, hydrated.snapshot, hydrated.actor);
+    return { kind: 'ready', record, def: route.target, snapshot: hydrated.snapshot, actor: hydrated.actor };
   }
 
   /** Keep the snapshot a commit produced: the next event of the job skips hydration. Bounded. */
-  #remember(jobId: string, revision: number, def: RegisteredMachine, snapshot: AnyMachineSnapshot): void {
+  #remember(jobId: string, revision: number, def: RegisteredMachine, snapshot: AnyMachineSnapshot, actor?: unknown): void {
+    const previous = this.#snapshots.get(jobId);
     this.#snapshots.delete(jobId);
-    this.#snapshots.set(jobId, { revision, def, snapshot });
+    const scope = actor ?? (previous?.def === def ? previous.actor : undefined);
+    if (scope === undefined) return; // without a scope of its own the next event hydrates afresh
+    this.#snapshots.set(jobId, { revision, def, snapshot, actor: scope });
     if (this.#snapshots.size > SNAPSHOT_CACHE) this.#snapshots.delete(this.#snapshots.keys().next().value!);
   }
 
@@ -1490,6 +1502,8 @@ export class Runtime {
           const json = parseSnapshot(record.snapshot);
           if (typeof json === 'string') throw new Error(json);
           [next, actions, base] = transitionAsChild(def.machine, json, structuredClone(event));
+        } else if (loaded.actor !== undefined && def.scopeReusable) {
+          [next, actions] = transitionInScope(def.machine, loaded.actor, snapshot, structuredClone(event));
         } else {
           [next, actions] = transition(def.machine, snapshot, structuredClone(event));
         }
@@ -1751,7 +1765,14 @@ export class Runtime {
     if (!result.ok) {
       if (result.reason === 'conflict' || result.reason === 'event-settled') return 'conflict';
       if (result.reason === 'duplicate-event') return 'duplicate';
-      throw new RevisionConflictError(`Commit of job ${record.id} failed: ${result.error.message}`, { jobId: record.id });
+      // The store refused the rows themselves (a damaged job: its history disagrees with its
+      // revision…): hold this job back with the reason, and let every other job carry on.
+      const reason = `commit refused by the store: ${result.error.message}`;
+      await this.store.setQuarantine(record.id, reason, this.clock.now());
+      this.#snapshots.delete(record.id);
+      this.#emit({ type: 'job.quarantined', jobId: record.id, reason });
+      this.#logEntry('error', 'job quarantined', { jobId: record.id, reason });
+      return 'conflict';
     }
     const updated: JobRecord = {
       ...record,
