@@ -27,7 +27,7 @@ beforeAll(async () => {
   console.log(
     `crash harness (seed ${seed}): ${t.kills} kills (worker ${t.workerKills}, client ${t.clientKills}; crash points ${JSON.stringify(t.crashPoints)}), ` +
       `${t.eventsAcked} events acknowledged, ${t.db.jobs} jobs, ${t.db.transitions} transitions, timers ${JSON.stringify(t.db.timers)}, ` +
-      `${t.db.attempts} attempts (${t.db.interruptedAttempts} interrupted), ${report.violations.length} violations, ${(t.durationMs / 1000).toFixed(1)} s`,
+      `${t.db.attempts} attempts ${JSON.stringify(t.db.attemptOutcomes)}, ${report.violations.length} violations, ${(t.durationMs / 1000).toFixed(1)} s`,
   );
 }, 90_000);
 afterAll(() => res.dispose());
