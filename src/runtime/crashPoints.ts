@@ -6,7 +6,14 @@
  *
  * `SPOOL_CRASH_AT=name:n` crashes at the n-th pass (1-based).
  */
-export type CrashPointName = 'after-accept' | 'before-commit' | 'after-commit';
+export type CrashPointName =
+  | 'after-accept' // an event is durably accepted, not yet applied
+  | 'before-commit' // a transition is computed, not yet committed
+  | 'after-commit' // a transition is committed, its actions not yet carried out
+  | 'after-claim' // an activity attempt is claimed, the activity not yet called
+  | 'before-outcome' // the activity returned, its outcome not yet recorded
+  | 'after-outcome' // the outcome is recorded, not yet applied to the machine
+  | 'after-fire'; // a due timer moved into the inbox, not yet applied
 
 const armed = parse(process.env['SPOOL_CRASH_AT']);
 let passes = 0;

@@ -709,6 +709,7 @@ export class Runtime {
             sourceId: timer.id,
           });
           if (fired) {
+            crashPoint('after-fire');
             timersFired += 1;
             touched.add(timer.jobId);
             this.#emit({ type: 'timer.fired', jobId: timer.jobId, timerId: timer.id, eventType: event.type });
@@ -1911,6 +1912,7 @@ export class Runtime {
     const now = this.clock.now();
     const claimed = await this.store.claimEffect(effect.id, this.runnerId, now, now + this.#claimMs, takeOver);
     if (!claimed) return false;
+    crashPoint('after-claim');
     const record = await this.store.getJob(claimed.jobId);
     const def = record ? this.registry.get(record.machineId, record.machineVersion) : undefined;
     const controller = new AbortController();
@@ -1973,6 +1975,7 @@ export class Runtime {
       this.#running.delete(effect.id);
     }
     if (this.#closing && controller.signal.aborted) return; // shutdown: the next runtime takes the attempt over
+    crashPoint('before-outcome');
     await this.#recordOutcome(effect, def, outcome);
   }
 
@@ -2010,6 +2013,7 @@ export class Runtime {
         reported = 'failed';
       }
     }
+    crashPoint('after-outcome');
     if (status === 'stale') reported = 'stale';
     this.#emit({ type: 'activity.finished', jobId: effect.jobId, effectId: effect.id, attempt, outcome: reported, ...(errorInfo ? { error: errorInfo } : {}) });
     this.#logEntry(reported === 'succeeded' ? 'info' : 'warn', `activity ${reported}`, { jobId: effect.jobId, effectId: effect.id, attempt, ...(errorInfo ? { error: errorInfo } : {}) });
@@ -2155,7 +2159,7 @@ function requireOptions<T>(options: T): T {
 
 function checkId(what: string, id: unknown): void {
   if (typeof id !== 'string' || !EVENT_ID_PATTERN.test(id)) {
-    throw new ValidationError(`A ${what} must be 1-200 printable ASCII characters without spaces.`);
+    throw new ValidationError(`${/^[aeiou]/.test(what) ? 'An' : 'A'} ${what} must be 1-200 printable ASCII characters without spaces.`);
   }
 }
 

@@ -34,7 +34,7 @@ const WORKER_CHILD = fileURLToPath(new URL('./workerChild.ts', import.meta.url))
 const CLIENT_CHILD = fileURLToPath(new URL('./clientChild.ts', import.meta.url));
 
 /** Crash points a worker passes (it applies events; it never accepts one through `send`). */
-export const WORKER_CRASH_POINTS = ['before-commit', 'after-commit'] as const;
+export const WORKER_CRASH_POINTS = ['before-commit', 'after-commit', 'after-claim', 'before-outcome', 'after-outcome', 'after-fire'] as const;
 /** Crash points the client passes: `after-accept` on its queue path, the others on its applying path. */
 export const CLIENT_CRASH_POINTS = ['after-accept', 'before-commit', 'after-commit'] as const;
 
