@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadMigrations, SqliteStore } from '../persistence/sqlite/index.ts';
 import { jobLifecycle } from '../machines/index.ts';
-import { SchemaTooNewError, type RuntimeEvent } from '../src/index.ts';
+import { CorruptRecordError, SchemaTooNewError, type RuntimeEvent } from '../src/index.ts';
 import { Resources } from './helpers/resources.ts';
 import { newJob } from './store.contract.ts';
 
@@ -192,5 +192,17 @@ describe('SqliteStore with corrupted rows', () => {
     expect((await runtime.list({ quarantined: false })).map((j) => j.id)).toEqual(['a-healthy', 'd-healthy']);
     expect(seen).toContainEqual({ type: 'job.quarantined', jobId: 'b-bad-context', reason: expect.stringMatching(/context/) });
     await runtime.close();
+  });
+});
+
+describe('SqliteStore on a file that is not a Spool database', () => {
+  it('refuses it with a typed error and leaves it as it was', async () => {
+    const path = res.dbPath('notes.db');
+    writeFileSync(path, 'these are my notes, not a database '.repeat(200));
+    const before = readFileSync(path);
+    const error = await SqliteStore.open(path).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CorruptRecordError);
+    expect((error as Error).message).toMatch(/Cannot open .* as a Spool database/);
+    expect(readFileSync(path).equals(before)).toBe(true);
   });
 });

@@ -32,7 +32,7 @@ import type {
   TransitionRecord,
 } from '../../src/ports/store.ts';
 import { systemClock, type Clock } from '../../src/ports/clock.ts';
-import { SchemaTooNewError, CorruptRecordError } from '../../src/runtime/errors.ts';
+import { SchemaTooNewError, CorruptRecordError, SpoolError } from '../../src/runtime/errors.ts';
 import { SqliteSchedules } from './schedules.ts';
 
 /** Options of {@link SqliteStore.open}. */
@@ -123,7 +123,12 @@ export class SqliteStore implements JobStore {
       });
     } catch (error) {
       this.db.close();
-      throw error;
+      if (error instanceof SpoolError) throw error;
+      // Not a Spool database, or a damaged one (SQLITE_NOTADB, SQLITE_CORRUPT…): a typed refusal; nothing was changed.
+      throw new CorruptRecordError(`Cannot open ${path} as a Spool database: ${(error as Error).message}. Restore it from a backup, or point --db at another file.`, {
+        path,
+        sqlite: (error as { code?: unknown }).code ?? null,
+      });
     }
   }
 
