@@ -407,20 +407,23 @@ Examples:
     .command('worker')
     .description('run activities, retries and timers until SIGINT/SIGTERM, printing what happens')
     .option('--poll-ms <ms>', 'how often to look for work from other processes', '250')
+    .option('--grace-ms <ms>', 'on SIGINT/SIGTERM: how long running activities may finish before they are aborted', '10000')
     .addOption(new Option('--log <format>', 'print structured logs instead: one JSON object per lifecycle event, sensitive fields redacted').choices(['json']))
-    .action(async (options: { pollMs: string; log?: 'json' }, command: Command) => {
+    .action(async (options: { pollMs: string; graceMs: string; log?: 'json' }, command: Command) => {
       const g = globals(command);
       const pollMs = Number(options.pollMs);
       if (!Number.isInteger(pollMs) || pollMs < 10 || pollMs > 60_000) throw new UsageError('--poll-ms must be an integer from 10 to 60000.');
+      const graceMs = Number(options.graceMs);
+      if (!Number.isInteger(graceMs) || graceMs < 0 || graceMs > 3_600_000) throw new UsageError('--grace-ms must be an integer from 0 to 3600000.');
       const logJson = options.log === 'json';
       const logLine = (entry: LogEntry, sensitive: ReadonlySet<string>) => io.stdout(`${JSON.stringify(redactKeys(entry, sensitive))}\n`);
-      await withRuntime(g, io, { create: true, effects: true, ...(logJson ? { log: logLine } : {}) }, async (runtime) => {
+      await withRuntime(g, io, { create: true, effects: true, graceMs, ...(logJson ? { log: logLine } : {}) }, async (runtime) => {
         const controller = new AbortController();
         let signals = 0;
         const stop = (signal: string) => {
           signals += 1;
           if (signals > 1) process.exit(130); // a second signal: leave at once; claims are taken over by the next worker
-          io.stderr(`spool worker: ${signal}: finishing the current step, then closing (again to exit at once)\n`);
+          io.stderr(`spool worker: ${signal}: claiming no new work; running activities may finish for ${graceMs} ms, then close (again to exit at once)\n`);
           controller.abort();
         };
         const onInt = () => stop('SIGINT');
@@ -606,7 +609,7 @@ function readVersion(): string {
 async function withRuntime(
   g: GlobalOptions,
   io: CliIO,
-  options: { create: boolean; needs?: string; effects?: boolean; log?: (entry: LogEntry, sensitive: ReadonlySet<string>) => void },
+  options: { create: boolean; needs?: string; effects?: boolean; graceMs?: number; log?: (entry: LogEntry, sensitive: ReadonlySet<string>) => void },
   work: (runtime: Runtime) => Promise<void>,
 ): Promise<void> {
   const { path, definitions } = await loadMachines(g.machines ?? DEFAULT_MACHINES_MODULE, io.cwd);
@@ -636,7 +639,7 @@ async function withRuntime(
   try {
     await work(runtime);
   } finally {
-    await runtime.close();
+    await runtime.close(options.graceMs !== undefined ? { graceMs: options.graceMs } : {});
   }
 }
 

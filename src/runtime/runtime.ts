@@ -660,13 +660,33 @@ export class Runtime {
   }
 
   /**
-   * Stop: abort running activities (their attempts are taken over by the next runtime, as after a
-   * crash), wait for event processing in flight, then close the store. Idempotent.
+   * Stop: claim no new attempts; with `graceMs`, let running activities finish until then (their
+   * outcomes are recorded); abort the rest and release their claims (the next runtime takes the
+   * attempts over at once, as after a crash); wait for event processing in flight; close the
+   * store. Idempotent. Default `graceMs`: 0 (abort at once).
    */
-  async close(): Promise<void> {
+  async close(options: { graceMs?: number } = {}): Promise<void> {
     if (this.#closed) return;
-    this.#closing = true;
-    for (const running of this.#running.values()) running.controller.abort(new Error('runtime shutting down'));
+    this.#closing = true; // no new attempts are claimed from here on
+    const graceMs = typeof options?.graceMs === 'number' && options.graceMs > 0 ? options.graceMs : 0;
+    if (graceMs > 0 && this.#running.size > 0) {
+      // Let running activities finish (their outcomes are recorded) until the deadline.
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)));
+      const drained = (async () => {
+        while (this.#running.size > 0) await Promise.race([Promise.allSettled([...this.#background]), deadline]);
+      })();
+      await Promise.race([drained, deadline]);
+      if (timer) clearTimeout(timer);
+    }
+    const aborted = [...this.#running.entries()];
+    for (const [, running] of aborted) running.controller.abort(new Error('runtime shutting down'));
+    // Release their claims at once, so any process (on any host) takes the attempts over now.
+    const now = this.clock.now();
+    for (const [effectId] of aborted) {
+      const effect = await this.store.getEffect(effectId).catch(() => undefined);
+      if (effect?.claimedBy === this.runnerId) await this.store.renewClaim(effectId, effect.attempt, this.runnerId, now).catch(() => false);
+    }
     await this.idle();
     this.#closed = true;
     retireRunner(this.runnerId);
