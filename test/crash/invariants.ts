@@ -18,9 +18,11 @@ export type ViolationKind =
   | 'double-apply'
   | 'inbox-history-mismatch'
   | 'revision-gap'
+  | 'fencing-chain'
   | 'timer-twice'
   | 'timer-state'
   | 'attempt-twice'
+  | 'attempt-overlap'
   | 'attempts-exceeded'
   | 'unsafe-rerun'
   | 'outcome-twice'
@@ -57,6 +59,12 @@ export interface WorkerLog {
   fired: Map<string, number>;
   /** `effectId#attempt` -> how many `attempt` lines (an attempt claimed). */
   attempts: Map<string, number>;
+  /**
+   * Worker pid -> when it lived (harness clock, `Date.now()`): `from` its spawn, `to` the moment
+   * the harness reaped it (null: still running). A runner id is `host/pid/uuid`, so an attempt's
+   * runner maps to a worker life. Without it the attempt-overlap check is skipped.
+   */
+  lives?: Map<number, { from: number; to: number | null }>;
 }
 
 export interface DatabaseTally {
@@ -72,6 +80,9 @@ export interface DatabaseTally {
   interruptedAttempts: number;
   /** Attempt rows by outcome (`running` at the end: its runner died and its state was left before anyone took it over). */
   attemptOutcomes: Record<string, number>;
+  /** Pairs of attempts of one effect checked for overlap while both runners lived; pairs skipped (a runner not in the workers' log). */
+  overlapPairsChecked: number;
+  overlapPairsSkipped: number;
 }
 
 type Row = Record<string, unknown>;
@@ -116,7 +127,7 @@ export function checkInvariants(dbPath: string, acks: readonly AckEntry[], worke
     const effects = db.prepare('SELECT * FROM effects').all() as Row[];
     const attempts = db.prepare('SELECT * FROM effect_attempts ORDER BY effect_id, attempt').all() as Row[];
 
-    const tally: DatabaseTally = { jobs: jobs.length, ends: {}, transitions: 0, outcomes: {}, inbox: {}, timers: {}, effects: effects.length, attempts: attempts.length, interruptedAttempts: 0, attemptOutcomes: {} };
+    const tally: DatabaseTally = { jobs: jobs.length, ends: {}, transitions: 0, outcomes: {}, inbox: {}, timers: {}, effects: effects.length, attempts: attempts.length, interruptedAttempts: 0, attemptOutcomes: {}, overlapPairsChecked: 0, overlapPairsSkipped: 0 };
 
     // ---- jobs: revisions, history against inbox, the pure replay, the end
     for (const job of jobs) {
@@ -127,6 +138,18 @@ export function checkInvariants(dbPath: string, acks: readonly AckEntry[], worke
       const revs = rows.map((r) => r['revision'] as number);
       if (revs.length !== revision || revs.some((r, i) => r !== i + 1)) {
         fail('revision-gap', `revision ${revision}, history revisions ${compact(revs)}`, id);
+      }
+      // The fencing audit: the revision is the fencing token (every commit is `UPDATE ... WHERE
+      // revision = ?`), so the history must be one chain: no revision twice, and each record starts
+      // where the previous one ended. Two owners advancing the job from the same state would show
+      // as a repeated revision or a record whose `from` is not its predecessor's `to`.
+      for (let i = 1; i < rows.length; i += 1) {
+        const prev = rows[i - 1]!;
+        const r = rows[i]!;
+        if (r['revision'] === prev['revision']) fail('fencing-chain', `two history records at r${String(r['revision'])}`, id);
+        else if (r['from_value'] !== prev['to_value'] && JSON.stringify(parse(r['from_value'])) !== JSON.stringify(parse(prev['to_value']))) {
+          fail('fencing-chain', `r${String(r['revision'])} (${String(r['event_type'])}) starts from ${String(r['from_value'])}, but r${String(prev['revision'])} ended in ${String(prev['to_value'])}`, id);
+        }
       }
       const seen = new Map<string, number>();
       for (const r of rows) {
@@ -237,6 +260,30 @@ export function checkInvariants(dbPath: string, acks: readonly AckEntry[], worke
         const lines = workers.attempts.get(`${id}#${n}`) ?? 0;
         if (lines > 1) fail('attempt-twice', `effect ${id} attempt ${n} was claimed ${lines} times`, jobId);
       }
+      // No two attempts of one effect running at once while both their runners were alive (a
+      // takeover is allowed only from a dead runner; the claim lease is far longer than the run).
+      for (let i = 0; i < rows.length; i += 1) {
+        for (let j = i + 1; j < rows.length; j += 1) {
+          const a = rows[i]!;
+          const b = rows[j]!;
+          const la = lifeOf(workers, a['runner']);
+          const lb = lifeOf(workers, b['runner']);
+          if (!la || !lb) {
+            tally.overlapPairsSkipped += 1;
+            continue;
+          }
+          tally.overlapPairsChecked += 1;
+          const lo = Math.max(a['started_at'] as number, b['started_at'] as number, la.from, lb.from);
+          const hi = Math.min((a['ended_at'] as number | null) ?? Infinity, (b['ended_at'] as number | null) ?? Infinity, la.to ?? Infinity, lb.to ?? Infinity);
+          if (lo < hi) {
+            fail(
+              'attempt-overlap',
+              `effect ${id}: attempt ${String(a['attempt'])} (${String(a['runner'])}, ${String(a['started_at'])}..${String(a['ended_at'])} ${String(a['outcome'])}) and attempt ${String(b['attempt'])} (${String(b['runner'])}, ${String(b['started_at'])}..${String(b['ended_at'])} ${String(b['outcome'])}) overlap for ${hi === Infinity ? 'ever' : `${hi - lo} ms`} while both runners lived (${la.from}..${String(la.to)}, ${lb.from}..${String(lb.to)})`,
+              jobId,
+            );
+          }
+        }
+      }
       const outcomes = appliedOutcomes.get(id) ?? 0;
       if (outcomes > 1) fail('outcome-twice', `effect ${id}: ${outcomes} outcomes applied`, jobId);
       if (expectFinal && finalJobs.has(jobId) && f['active'] === 1 && ['pending', 'running', 'backoff', 'waiting'].includes(f['status'] as string)) {
@@ -308,6 +355,13 @@ function checkAcks(acks: readonly AckEntry[], inboxByKey: Map<string, Row>, jobs
       if (original && original.seq < entry.seq && answer['duplicate'] !== true) fail('dup-not-recognised', `${what}: a resend of acknowledged ${cmd.of} was not recognised as a duplicate`, cmd.jobId);
     }
   }
+}
+
+/** The life of the worker process whose runtime had runner id `runner` (`host/pid/uuid`), if the log knows it. */
+function lifeOf(workers: WorkerLog, runner: unknown): { from: number; to: number | null } | undefined {
+  if (typeof runner !== 'string' || !workers.lives) return undefined;
+  const pid = Number(runner.split('/').at(-2));
+  return Number.isInteger(pid) ? workers.lives.get(pid) : undefined;
 }
 
 /** `1..5,7,9..10` */
