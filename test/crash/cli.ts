@@ -1,5 +1,5 @@
 /**
- * The long crash run: `npm run crash -- --kills 1000 [--seed N] [--keep] [--dir DIR]`.
+ * The long crash run: `npm run crash -- --kills 1000 [--workers N] [--seed N] [--keep] [--dir DIR]`.
  *
  * Prints progress, then the tally (kills, events acknowledged, transitions, timers, attempts,
  * violations by kind) and every violation; exits 1 on any violation. The database is kept (and its
@@ -15,6 +15,7 @@ import { byKind, runCrashHarness } from './harness.ts';
 const { values } = parseArgs({
   options: {
     kills: { type: 'string', default: '1000' },
+    workers: { type: 'string', default: '1' },
     seed: { type: 'string' },
     dir: { type: 'string' },
     keep: { type: 'boolean', default: false },
@@ -28,13 +29,19 @@ if (!Number.isInteger(kills) || kills < 1) {
   console.error('crash: --kills must be a positive integer');
   process.exit(2);
 }
+const workers = Number(values.workers);
+if (!Number.isInteger(workers) || workers < 1) {
+  console.error('crash: --workers must be a positive integer');
+  process.exit(2);
+}
 const seed = values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : Number(values.seed);
 const dir = values.dir ?? join(TMP_ROOT, `crash-${seed}-${randomBytes(4).toString('hex')}`);
-console.log(`crash: ${kills} kills, seed ${seed}, database ${join(dir, 'crash.db')}`);
+console.log(`crash: ${kills} kills, ${workers} concurrent worker(s), seed ${seed}, database ${join(dir, 'crash.db')}`);
 
 let lastPrint = 0;
 const report = await runCrashHarness({
   kills,
+  workers,
   seed,
   dir,
   ...(values['max-kill-delay'] ? { maxKillDelayMs: Number(values['max-kill-delay']) } : {}),
@@ -52,6 +59,7 @@ const kinds = byKind(report.violations);
 console.log(`
 tally (seed ${t.seed}, ${(t.durationMs / 1000).toFixed(1)} s, ${t.rounds} rounds)
   kills:             ${t.kills} (worker ${t.workerKills}, client ${t.clientKills})
+  workers:           ${t.workers} concurrent; at most ${t.maxConcurrentWorkers} running at once, >= 2 running for ${(t.concurrentMs / 1000).toFixed(1)} s
   crash points hit:  ${JSON.stringify(t.crashPoints)}
   commands:          ${t.commands} sent, ${t.acked} acknowledged, ${t.resent} re-sent after a client crash
   events acked:      ${t.eventsAcked} (duplicates recognised ${t.duplicatesAcked}, conflicts refused ${t.conflictsRefused}, refused as terminal ${t.terminalRefusals})
@@ -59,7 +67,7 @@ tally (seed ${t.seed}, ${(t.durationMs / 1000).toFixed(1)} s, ${t.rounds} rounds
   transitions:       ${t.db.transitions} ${JSON.stringify(t.db.outcomes)}
   inbox:             ${JSON.stringify(t.db.inbox)}
   timers:            ${JSON.stringify(t.db.timers)}; fired lines ${t.timersFiredLines}
-  activity attempts: ${t.db.attempts} over ${t.db.effects} effects ${JSON.stringify(t.db.attemptOutcomes)}; claimed lines ${t.attemptsClaimedLines}
+  activity attempts: ${t.db.attempts} over ${t.db.effects} effects ${JSON.stringify(t.db.attemptOutcomes)}; claimed lines ${t.attemptsClaimedLines}; overlap pairs checked ${t.db.overlapPairsChecked}, skipped ${t.db.overlapPairsSkipped}
   ends:              ${JSON.stringify(t.db.ends)}
   violations:        ${report.violations.length} ${JSON.stringify(kinds)}`);
 for (const v of report.violations.slice(0, 50)) console.log(`  - ${v.kind}${v.jobId ? ` [${v.jobId}]` : ''}: ${v.detail}`);

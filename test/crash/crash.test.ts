@@ -5,6 +5,10 @@
  * invariant checked against the file and the acknowledgement logs. Then proof that the checks
  * are not vacuous: copies of the final file, each broken in one way, are each caught.
  *
+ * Then the same with 4 worker processes running concurrently on the file, each killed and replaced
+ * independently (at least 50 kills, < 60 s on 2 cores): the fencing audit (every job's history one
+ * chain of revisions) and no two attempts of an effect running while both runners were alive.
+ *
  * The workload seed is random per run and printed with any failure (SPOOL_CRASH_SEED=<n> fixes it).
  */
 import { copyFileSync } from 'node:fs';
@@ -16,11 +20,14 @@ import { byKind, runCrashHarness, type CrashReport } from './harness.ts';
 import { checkInvariants, type AckEntry, type WorkerLog } from './invariants.ts';
 
 const KILLS = 50;
+const WORKERS = 4;
 const res = new Resources();
 let report: CrashReport;
+let concurrent: CrashReport;
 const seed = process.env['SPOOL_CRASH_SEED'] ? Number(process.env['SPOOL_CRASH_SEED']) : Math.floor(Math.random() * 2 ** 31);
 
-// The hook's limit is the budget: the short run must finish within 90 s on 2 cores.
+// The hook's limit is the budget: the single-worker run must finish within 90 s on 2 cores, the
+// concurrent one within 60 s (asserted on its tally).
 beforeAll(async () => {
   report = await runCrashHarness({ kills: KILLS, seed, dir: res.tempDir() });
   const t = report.tally;
@@ -29,7 +36,15 @@ beforeAll(async () => {
       `${t.eventsAcked} events acknowledged, ${t.db.jobs} jobs, ${t.db.transitions} transitions, timers ${JSON.stringify(t.db.timers)}, ` +
       `${t.db.attempts} attempts ${JSON.stringify(t.db.attemptOutcomes)}, ${report.violations.length} violations, ${(t.durationMs / 1000).toFixed(1)} s`,
   );
-}, 90_000);
+  concurrent = await runCrashHarness({ kills: KILLS, workers: WORKERS, seed, dir: res.tempDir() });
+  const c = concurrent.tally;
+  console.log(
+    `crash harness, ${WORKERS} concurrent workers (seed ${seed}): ${c.kills} kills (worker ${c.workerKills}, client ${c.clientKills}; crash points ${JSON.stringify(c.crashPoints)}), ` +
+      `at most ${c.maxConcurrentWorkers} running at once, >= 2 for ${(c.concurrentMs / 1000).toFixed(1)} s, ${c.eventsAcked} events acknowledged, ${c.db.jobs} jobs, ` +
+      `${c.db.transitions} transitions, ${c.db.attempts} attempts ${JSON.stringify(c.db.attemptOutcomes)}, overlap pairs checked ${c.db.overlapPairsChecked}, ` +
+      `${concurrent.violations.length} violations, ${(c.durationMs / 1000).toFixed(1)} s`,
+  );
+}, 150_000);
 afterAll(() => res.dispose());
 
 describe(`crash harness, ${KILLS} kills (seed ${seed})`, () => {
@@ -46,6 +61,48 @@ describe(`crash harness, ${KILLS} kills (seed ${seed})`, () => {
     expect(tally.db.attempts).toBeGreaterThan(20);
     expect(tally.duplicatesAcked).toBeGreaterThan(0);
     expect(Object.values(tally.crashPoints).reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
+  });
+
+  it(`holds every invariant with ${WORKERS} concurrent workers killed independently: the fencing chain, no attempt overlap while both runners lived`, () => {
+    const { tally, violations } = concurrent;
+    expect(violations, `seed ${seed} (${WORKERS} workers): ${JSON.stringify(byKind(violations))}`).toEqual([]);
+    expect(tally.kills).toBeGreaterThanOrEqual(KILLS);
+    expect(tally.durationMs).toBeLessThan(60_000);
+    // The workers really ran at the same time, and did work of every kind under fire.
+    expect(tally.maxConcurrentWorkers).toBeGreaterThanOrEqual(2);
+    expect(tally.concurrentMs).toBeGreaterThan(1000);
+    expect(tally.eventsAcked).toBeGreaterThan(100);
+    expect(tally.db.outcomes['applied']).toBeGreaterThan(100);
+    expect(tally.db.timers['delivered']).toBeGreaterThan(0);
+    expect(tally.db.interruptedAttempts).toBeGreaterThan(0);
+    expect(tally.db.overlapPairsChecked).toBeGreaterThan(0);
+    expect(tally.db.overlapPairsSkipped).toBe(0);
+  });
+
+  it('catches a broken fencing chain and an attempt that overlapped a live runner', () => {
+    const acks = concurrent.acks;
+    const broken = (name: string, sql: (db: Database.Database) => void) => {
+      const path = join(res.tempDir(), `${name}.db`);
+      copyFileSync(concurrent.dbPath, path);
+      const db = res.raw(path);
+      sql(db);
+      db.close();
+      return Object.keys(byKind(checkInvariants(path, acks, concurrent.workers).violations)).sort();
+    };
+    expect(broken('intact', () => undefined)).toEqual([]);
+    expect(
+      broken('fork', (db) =>
+        db.prepare("UPDATE transitions SET from_value = '\"forked\"' WHERE (job_id, revision) = (SELECT job_id, revision FROM transitions WHERE revision = 3 LIMIT 1)").run(),
+      ),
+    ).toContain('fencing-chain');
+    expect(
+      broken('overlap', (db) => {
+        // Two attempts of one effect, the second started while the first's runner lived and ran.
+        const a = db.prepare('SELECT effect_id, attempt, runner, started_at FROM effect_attempts WHERE attempt = 2 LIMIT 1').get() as { effect_id: string; started_at: number };
+        db.prepare('UPDATE effect_attempts SET ended_at = NULL, started_at = ? WHERE effect_id = ? AND attempt = 1').run(a.started_at - 1, a.effect_id);
+        db.prepare('UPDATE effect_attempts SET runner = (SELECT runner FROM effect_attempts WHERE effect_id = ? AND attempt = 2) WHERE effect_id = ? AND attempt = 1').run(a.effect_id, a.effect_id);
+      }),
+    ).toContain('attempt-overlap');
   });
 
   it('catches a database broken in each way it checks for (the checks are not vacuous)', () => {

@@ -2,13 +2,13 @@
  * The crash harness ("proof under fire"): real processes on one real SQLite file, killed at random
  * moments and at the engine's named crash points, then checked against what they acknowledged.
  *
- * Set-up, as the design supports it today: ONE worker process at a time (`runWorker` on the real
- * clock: activities, retries, timers, recovery) plus ONE client process that starts jobs, sends
- * events (through a queue-only runtime and through an applying, CLI-like runtime: a second writer
- * of transitions), sends duplicates and conflicting resends, and cancels. Several concurrent
- * workers need leases and come later.
+ * Set-up: N worker processes at once (`workers`, default 1; `runWorker` on the real clock:
+ * activities, retries, timers, recovery, takeover of a dead runner's attempts) plus ONE client
+ * process that starts jobs, sends events (through a queue-only runtime and through an applying,
+ * CLI-like runtime: a second writer of transitions), sends duplicates and conflicting resends, and
+ * cancels. Each of the N worker slots runs its rounds independently of the others.
  *
- * Each round: the standby worker (spawned during the previous round, modules loaded, database not
+ * Each round (of one slot): the slot's standby worker (spawned during the previous round, modules loaded, database not
  * yet opened) is told `go`; once it prints `ready` the round's commands go to the client, and the
  * worker is SIGKILLed 0-`maxKillDelayMs` ms later (sqlite-facts: "Crash harness technique"), or, when
  * it was armed with `SPOOL_CRASH_AT=<point>:<n>`, when it reaches that point (or is killed after
@@ -41,13 +41,18 @@ export const CLIENT_CRASH_POINTS = ['after-accept', 'before-commit', 'after-comm
 export interface CrashOptions {
   /** SIGKILLs to deliver, worker and client together (crash points that fire count as kills). */
   kills: number;
+  /**
+   * Worker processes running concurrently on the file, each killed and replaced independently.
+   * Default 1. With N > 1 the final phase also runs N workers.
+   */
+  workers?: number;
   /** Seed of the workload and of the harness's random choices (which also depend on timing). Default: random. */
   seed?: number;
   /** Directory for the database file (created if missing). */
   dir: string;
-  /** Upper bound of the random delay between a worker's `ready` and its SIGKILL, in ms. Default 40. */
+  /** Upper bound of the random delay between a worker's `ready` and its SIGKILL, in ms. Default 40 (800 with several workers). */
   maxKillDelayMs?: number;
-  /** How long an armed worker gets to reach its crash point before it is killed anyway. Default 300. */
+  /** How long an armed worker gets to reach its crash point before it is killed anyway. Default 300 (1000 with several workers). */
   armedKillDelayMs?: number;
   /** Chance that a worker is armed at a crash point. Default 0.4. */
   armWorker?: number;
@@ -76,6 +81,10 @@ export interface Progress {
 
 export interface Tally {
   seed: number;
+  workers: number;
+  /** Most workers past `ready` and not yet dead at one moment, and for how long >= 2 were. */
+  maxConcurrentWorkers: number;
+  concurrentMs: number;
   rounds: number;
   kills: number;
   workerKills: number;
@@ -244,20 +253,25 @@ class Client {
   }
 }
 
-/** Resolve when `predicate()` holds: checked now and on every line `child` prints; rejects at `limitMs` or if it exits. */
-function until(child: ChildScript, predicate: () => boolean, limitMs: number): Promise<void> {
+/** Resolve when `predicate()` holds: checked now and on every line any of `children` prints; rejects at `limitMs` or if one exits. */
+function until(children: readonly ChildScript[], predicate: () => boolean, limitMs: number): Promise<void> {
   return new Promise((resolve, reject) => {
     const safety = setTimeout(() => finish(new Error(`not settled within ${limitMs} ms`)), limitMs);
+    let done = false;
     const finish = (error?: Error) => {
-      off();
+      if (done) return;
+      done = true;
+      for (const off of offs) off();
       clearTimeout(safety);
       if (error) reject(error);
       else resolve();
     };
-    const off = child.onLine((line) => {
-      if (line.type === '(exit)') finish(new Error(`the final worker exited (code ${String(line['code'])}, signal ${String(line['signal'])}); stderr:\n${child.stderr}`));
-      else if (predicate()) finish();
-    });
+    const offs = children.map((child) =>
+      child.onLine((line) => {
+        if (line.type === '(exit)') finish(new Error(`a final worker exited (code ${String(line['code'])}, signal ${String(line['signal'])}); stderr:\n${child.stderr}`));
+        else if (predicate()) finish();
+      }),
+    );
     if (predicate()) finish();
   });
 }
@@ -273,8 +287,11 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
   const began = performance.now();
   const seed = options.seed ?? Math.floor(Math.random() * 2 ** 31);
   const random = rng(seed ^ 0x5eed);
-  const maxKillDelayMs = options.maxKillDelayMs ?? 40;
-  const armedKillDelayMs = options.armedKillDelayMs ?? 300;
+  const workerCount = Math.max(1, Math.floor(options.workers ?? 1));
+  // With several workers a life must last about as long as a standby takes to load, or they
+  // would rarely overlap: 0-800 ms (still 0-40 ms in 5% of lives), armed ones up to 1 s.
+  const maxKillDelayMs = options.maxKillDelayMs ?? (workerCount > 1 ? 800 : 40);
+  const armedKillDelayMs = options.armedKillDelayMs ?? (workerCount > 1 ? 1000 : 300);
   const armWorker = options.armWorker ?? 0.4;
   const killClient = options.killClient ?? 0.1;
   const perRound = options.commandsPerRound ?? 12;
@@ -285,7 +302,19 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
   const violations: Violation[] = [];
   const acks: AckEntry[] = [];
   const acked = new Set<string>();
-  const workers: WorkerLog = { fired: new Map(), attempts: new Map() };
+  const workers: WorkerLog = { fired: new Map(), attempts: new Map(), lives: new Map() };
+  const lives = workers.lives!;
+  let runningWorkers = 0;
+  let maxConcurrentWorkers = 0;
+  let concurrentMs = 0;
+  let concurrentSince = 0;
+  const setRunning = (delta: number) => {
+    const before = runningWorkers;
+    runningWorkers += delta;
+    maxConcurrentWorkers = Math.max(maxConcurrentWorkers, runningWorkers);
+    if (before < 2 && runningWorkers >= 2) concurrentSince = performance.now();
+    else if (before >= 2 && runningWorkers < 2) concurrentMs += performance.now() - concurrentSince;
+  };
   const crashPoints: Record<string, number> = {};
   let workerKills = 0;
   let clientKills = 0;
@@ -314,8 +343,19 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
 
   const spawnWorker = (arm: string | null): WorkerProc => {
     const child = spawn(WORKER_CHILD, [dbPath, pollMs], arm ? { SPOOL_CRASH_AT: arm } : {});
+    const life = { from: Date.now(), to: null as number | null };
+    if (child.proc.pid !== undefined) lives.set(child.proc.pid, life);
+    let ready = false;
+    // Reaped -> 'exit' runs synchronously in this process, before any other worker can see the pid dead.
+    child.proc.on('exit', () => {
+      life.to = Date.now();
+      if (ready) setRunning(-1);
+    });
     child.onLine((line) => {
-      if (line.type === 'timer') count(workers.fired, line['timerId'] as string);
+      if (line.type === 'ready') {
+        ready = true;
+        setRunning(+1);
+      } else if (line.type === 'timer') count(workers.fired, line['timerId'] as string);
       else if (line.type === 'attempt') count(workers.attempts, `${line['effectId'] as string}#${String(line['attempt'])}`);
       else if (line.type === 'log') violations.push({ kind: 'worker-error', detail: `${String(line['msg'])}: ${JSON.stringify(line['error'])}` });
     });
@@ -336,31 +376,39 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
   };
 
   let round = 0;
-  let standby: WorkerProc | undefined;
-  try {
-    client.start();
-    standby = spawnWorker(workerArm());
+  /** One worker life: `go`, `ready`, a batch of commands for the client, SIGKILL (or its crash point). */
+  const life = async (w: WorkerProc): Promise<void> => {
+    w.child.proc.stdin.write('go\n');
+    await limit(w.child.waitFor((l) => l.type === 'ready'), 30_000).catch(() => undefined);
+    round += 1;
+    const batch = workload.take(perRound);
+    commands += batch.length;
+    client.submit(batch);
+    const delay = random() * (w.arm ? armedKillDelayMs : maxKillDelayMs);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([w.child.exited, new Promise<void>((resolve) => (timer = setTimeout(resolve, delay)))]);
+    clearTimeout(timer);
+    if (w.child.running) {
+      w.killedByUs = true;
+      await w.child.kill('SIGKILL');
+    }
+    buried(w, await w.child.exited);
+    if (random() < killClient) await client.kill();
+    options.onProgress?.({ round, kills: workerKills + clientKills, target: options.kills, acked: acked.size, jobs: workload.jobs, elapsedMs: performance.now() - began });
+  };
+  /** A worker slot: lives one after another (the next spawned as a standby while the current runs) until the kills are done. */
+  const slot = async (): Promise<WorkerProc> => {
+    let standby = spawnWorker(workerArm());
     while (workerKills + clientKills < options.kills) {
-      round += 1;
       const w = standby;
       standby = spawnWorker(workerArm());
-      w.child.proc.stdin.write('go\n');
-      await limit(w.child.waitFor((l) => l.type === 'ready'), 30_000).catch(() => undefined);
-      const batch = workload.take(perRound);
-      commands += batch.length;
-      client.submit(batch);
-      const delay = random() * (w.arm ? armedKillDelayMs : maxKillDelayMs);
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([w.child.exited, new Promise<void>((resolve) => (timer = setTimeout(resolve, delay)))]);
-      clearTimeout(timer);
-      if (w.child.running) {
-        w.killedByUs = true;
-        await w.child.kill('SIGKILL');
-      }
-      buried(w, await w.child.exited);
-      if (random() < killClient) await client.kill();
-      options.onProgress?.({ round, kills: workerKills + clientKills, target: options.kills, acked: acked.size, jobs: workload.jobs, elapsedMs: performance.now() - began });
+        await life(w);
     }
+    return standby;
+  };
+  try {
+    client.start();
+    const finals = await Promise.all(Array.from({ length: workerCount }, () => slot()));
 
     // ---- final phase: no more arms; every scripted command answered; one worker finishes everything
     client.armChance = 0;
@@ -371,13 +419,16 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
     await limit(client.whenIdle(), options.settleLimitMs ?? 60_000).catch((error: Error) => {
       violations.push({ kind: 'stuck', detail: `the client did not answer every command: ${error.message}` });
     });
-    if (standby.arm) {
-      await standby.child.kill('SIGKILL');
-      standby = spawnWorker(null);
+    const last: WorkerProc[] = [];
+    for (const w of finals) {
+      if (w.arm) {
+        await w.child.kill('SIGKILL');
+        last.push(spawnWorker(null));
+      } else {
+        last.push(w);
+      }
     }
-    const last = standby;
-    standby = undefined;
-    last.child.proc.stdin.write('go\n');
+    for (const w of last) w.child.proc.stdin.write('go\n');
     const probe = new Database(dbPath, { readonly: true, fileMustExist: true });
     const settled = probe.prepare(`SELECT
         (SELECT count(*) FROM jobs WHERE status = 'active') AS active,
@@ -391,7 +442,7 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
         AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.job_id = j.id AND e.active = 1 AND e.status IN ('pending', 'running', 'backoff', 'waiting'))`);
     try {
       await until(
-        last.child,
+        last.map((w) => w.child),
         () => {
           const r = settled.get() as { active: number; pending: number };
           if (r.active === 0 && r.pending === 0) return true;
@@ -407,13 +458,18 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
     } finally {
       probe.close();
     }
-    last.child.proc.kill('SIGTERM');
-    const exit = await limit(last.child.exited, 15_000).catch(async () => {
-      violations.push({ kind: 'worker-exit', detail: 'the final worker did not stop within 15 s of SIGTERM (busy?); killed' });
-      return last.child.kill('SIGKILL');
-    });
-    if (exit.code !== 0 || last.child.stderr.trim() !== '') {
-      violations.push({ kind: 'worker-exit', detail: `final worker: code ${String(exit.code)} signal ${String(exit.signal)}; stderr:\n${last.child.stderr.slice(0, 2000)}` });
+    // A final worker may still be loading when the others finished the work: its SIGTERM handler
+    // is installed before it prints `ready`, so wait for that line before stopping it.
+    await Promise.all(last.map((w) => limit(w.child.waitFor((l) => l.type === 'ready'), 30_000).catch(() => undefined)));
+    for (const w of last) w.child.proc.kill('SIGTERM');
+    for (const w of last) {
+      const exit = await limit(w.child.exited, 15_000).catch(async () => {
+        violations.push({ kind: 'worker-exit', detail: 'a final worker did not stop within 15 s of SIGTERM (busy?); killed' });
+        return w.child.kill('SIGKILL');
+      });
+      if (exit.code !== 0 || w.child.stderr.trim() !== '') {
+        violations.push({ kind: 'worker-exit', detail: `final worker: code ${String(exit.code)} signal ${String(exit.signal)}; stderr:\n${w.child.stderr.slice(0, 2000)}` });
+      }
     }
     const clientExit = await client.stop();
     if (clientExit.code !== 0) violations.push({ kind: 'client-exit', detail: `client did not exit cleanly: ${JSON.stringify(clientExit)}` });
@@ -424,8 +480,12 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
   const checked = checkInvariants(dbPath, acks, workers);
   violations.push(...checked.violations);
   const sends = acks.filter((a) => a.answer.type === 'ack' && a.cmd.op === 'send');
+  if (runningWorkers >= 2) concurrentMs += performance.now() - concurrentSince;
   const tally: Tally = {
     seed,
+    workers: workerCount,
+    maxConcurrentWorkers,
+    concurrentMs: Math.round(concurrentMs),
     rounds: round,
     kills: workerKills + clientKills,
     workerKills,

@@ -3,7 +3,7 @@
  *
  * It starts as a standby: Node, tsx and every module are loaded, but the database is not touched
  * until the harness writes `go` on stdin (so the next worker can be spawned while the current one
- * runs, and there is still only one worker on the file at a time). Then it opens the store and a
+ * runs; with N slots, N workers are on the file at once). Then it opens the store and a
  * runtime with recovery deferred, prints {type:'ready', pid}, recovers and runs `runWorker` on the
  * real clock until SIGTERM (graceful: prints {type:'stopped'}, exits 0) or until it is killed.
  * Closing its stdin (the harness is gone) makes it exit too, so no worker outlives its harness.
