@@ -11,11 +11,12 @@
  * the engine changes; the engine steps in B mirror src/runtime (runtime.ts, hydrate.ts, json.ts).
  */
 import Database from 'better-sqlite3';
-import { createHash, randomUUID } from 'node:crypto';
+import { hashJson, toJson } from '../src/runtime/json.ts';
+import { randomUUID } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { createActor, transition, type AnyActorScope, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
-import { createRuntime, type JobStore, type JsonValue, type TransitionCommit } from '../src/index.ts';
+import { createRuntime, type JobStore, type TransitionCommit } from '../src/index.ts';
 import { SqliteStore } from '../persistence/sqlite/index.ts';
 import { jobLifecycle } from '../machines/index.ts';
 import { runRaw, type Synchronous } from './rawRun.ts';
@@ -120,17 +121,6 @@ async function usPerOpAsync(iterations: number, fn: (i: number) => Promise<unkno
   return median(results);
 }
 
-function sortKeys(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(sortKeys);
-  if (value !== null && typeof value === 'object') {
-    const out: Record<string, unknown> = {};
-    for (const key of Object.keys(value).sort()) out[key] = sortKeys((value as Record<string, unknown>)[key]);
-    return out;
-  }
-  return value;
-}
-const hashJson = (v: unknown) => createHash('sha256').update(JSON.stringify(sortKeys(v))).digest('hex').slice(0, 32);
-const toJson = (v: unknown) => JSON.parse(JSON.stringify(v)) as JsonValue;
 
 async function stepCosts(): Promise<void> {
   console.log('B. Steps of one send, each timed alone (µs/op, NORMAL, job with ~2k events of history)');

@@ -2,7 +2,6 @@
  * The `spool` command, run as a real child process (`node bin/spool.js`) on temp database files.
  * Every assertion is on what a user sees: exit code, stdout, stderr.
  */
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,9 +10,9 @@ import { createMachine } from 'xstate';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { collectDefinitions } from '../src/cli/loadMachines.ts';
 import type { Job, JobDetails, SendResult, TransitionRecord } from '../src/index.ts';
+import { runSpool } from './helpers/spoolCli.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const BIN = join(ROOT, 'bin', 'spool.js');
 // Under the project (gitignored) so a user module's `import 'xstate'` resolves.
 const TMP = join(ROOT, '.vitest-tmp', `cli-${randomBytes(4).toString('hex')}`);
 
@@ -25,17 +24,7 @@ interface Run {
 
 /** Run `node bin/spool.js ...args` in `cwd` (default: the temp dir) and collect what it prints. */
 function spool(args: readonly string[], cwd = TMP): Promise<Run> {
-  const env = { ...process.env };
-  delete env['NODE_OPTIONS'];
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    child.on('error', reject);
-    child.on('close', (code) => resolvePromise({ code, stdout, stderr }));
-  });
+  return runSpool(args, cwd);
 }
 
 /** Run, expect success, and parse the one JSON document on stdout. */

@@ -6,12 +6,12 @@
  * and of the child is covered; every path passes plainly, with a restart between every two
  * steps, and (a sample) in SIGKILLed child processes; and through `spool test`.
  */
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { runSpool, type CliRun } from './helpers/spoolCli.ts';
 import {
   PathMismatchError,
   SampleError,
@@ -304,18 +304,8 @@ export const pathTests = {
 };
 `;
 
-function spool(args: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const env = { ...process.env };
-  delete env['NODE_OPTIONS'];
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(ROOT, 'bin', 'spool.js'), ...args], { cwd: CLI_DIR, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-    child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+function spool(args: readonly string[]): Promise<CliRun> {
+  return runSpool(args, CLI_DIR);
 }
 
 describe('spool test on a module with a child machine', () => {

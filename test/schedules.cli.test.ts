@@ -2,14 +2,13 @@
  * `spool schedule add|list|remove`, run as a real child process (`node bin/spool.js`) on a temp
  * database file: what a user sees (exit code, stdout, stderr), with and without --json.
  */
-import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { runSpool } from './helpers/spoolCli.ts';
 import type { Schedule } from '../src/index.ts';
 import { Resources } from './helpers/resources.ts';
 
-const BIN = join(fileURLToPath(new URL('..', import.meta.url)), 'bin', 'spool.js');
 const res = new Resources();
 afterEach(() => res.dispose());
 
@@ -20,17 +19,7 @@ interface Run {
 }
 
 function spool(cwd: string, args: readonly string[]): Promise<Run> {
-  const env = { ...process.env };
-  delete env['NODE_OPTIONS'];
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-    child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+  return runSpool(args, cwd);
 }
 
 const NIGHTLY = ['schedule', 'add', 'nightly', 'job-lifecycle', '--cron', '0 3 * * *', '--timezone', 'Europe/Paris', '--overlap', 'skip', '--catch-up', 'run-once', '--input', '{"name":"nightly"}'];

@@ -1,0 +1,26 @@
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+/** The `spool` bin, run as a new user runs it. */
+export const SPOOL_BIN = fileURLToPath(new URL('../../bin/spool.js', import.meta.url));
+
+export interface CliRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Run `node bin/spool.js ...args` in `cwd` (without the suite's NODE_OPTIONS) and collect what it prints. */
+export function runSpool(args: readonly string[], cwd: string): Promise<CliRun> {
+  const env = { ...process.env };
+  delete env['NODE_OPTIONS'];
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [SPOOL_BIN, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+    child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
