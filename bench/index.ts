@@ -6,11 +6,12 @@
  *   2. jobs per second: one-step and three-step jobs, sequential and 64 in flight, ack latency
  *   3. restart: createRuntime (recover) + first tick and RSS with 10k / 100k (--big: 1M) jobs waiting on timers
  *   4. path testing: generate and replay every path of the reference machines, with and without crash replay
+ *   5. workers: jobs/s with 1, 2 and 4 runWorker processes on one SQLite file (FULL), vs raw one-transaction-per-job
  *
  *   npm run bench                 full (~3 min on 2 cores)
  *   npm run bench -- --quick      shorter runs, one round (~40 s)
  *   npm run bench -- --big        also restart with 1M waiting jobs (adds a few minutes and ~1.3 GB of temp disk)
- *   npm run bench -- --only group,jobs   some sections (sequential, group, jobs, restart, paths): writes results/partial.json
+ *   npm run bench -- --only group,jobs   some sections (sequential, group, jobs, restart, paths, workers): writes results/partial.json
  *   npm run bench -- --profile    where a Spool send spends its time at NORMAL (no results file)
  *
  * Options: --rounds N, --duration-ms N, --warmup N (sequential section; --rounds also the group
@@ -28,7 +29,7 @@ import { median, Samples } from './stats.ts';
 import { WORKLOAD } from './workload.ts';
 import { runProfile } from './profile.ts';
 import { fmtMs, fmtRate, hostLoad, loadNow, printLoadNote, printTable } from './format.ts';
-import { groupCommitSection, jobsSection, pathTestingSection, restartSection, type SectionContext } from './sections.ts';
+import { groupCommitSection, jobsSection, pathTestingSection, restartSection, workersSection, type SectionContext } from './sections.ts';
 
 const TARGET_RATIO = 0.7;
 const SETTINGS: readonly Synchronous[] = ['FULL', 'NORMAL'];
@@ -50,7 +51,7 @@ const quick = args.quick ?? false;
 const rounds = positiveInt(args.rounds, quick ? 1 : 3, '--rounds');
 const durationMs = positiveInt(args['duration-ms'], quick ? 800 : 2500, '--duration-ms');
 const warmupOps = positiveInt(args.warmup, quick ? 100 : 300, '--warmup');
-const SECTIONS = ['sequential', 'group', 'jobs', 'restart', 'paths'] as const;
+const SECTIONS = ['sequential', 'group', 'jobs', 'restart', 'paths', 'workers'] as const;
 type Section = (typeof SECTIONS)[number];
 const only = new Set<Section>((args.only ?? SECTIONS.join(',')).split(',').map((s) => s.trim()).filter(Boolean) as Section[]);
 for (const s of only) {
@@ -105,6 +106,7 @@ async function main(): Promise<void> {
   await run('jobs', 'jobs', () => jobsSection(ctx));
   await run('restart', 'restart', () => restartSection(ctx));
   await run('paths', 'pathTesting', () => pathTestingSection(ctx));
+  await run('workers', 'workers', () => workersSection(ctx));
 
   const busiest = Math.max(...loads);
   report['hostLoad'] = { samples: loads, busiest, cpus: machine.cpus, busy: busiest > machine.cpus };

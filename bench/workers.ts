@@ -1,0 +1,182 @@
+/**
+ * Section 5, worker processes: jobs/s with K = 1, 2, 4 `runWorker` processes on one SQLite file
+ * (synchronous FULL, WAL).
+ *
+ * Per run: a fresh database; N `bench-work` jobs (bench/workerMachines.ts: one trivial activity,
+ * then final `done`) started through a runtime with `runEffects: false`, so every job waits with
+ * its activity due; that runtime is closed. Then K children (bench/workerChild.ts, `node --import
+ * tsx`) are spawned, each opening SqliteStore + createRuntime (defaults, recover on) + runWorker
+ * (pollMs 20). The clock runs from spawn until the parent, reading the file with a raw read-only
+ * better-sqlite3 connection every 50 ms, sees every job final; then the children get SIGTERM.
+ * "From spawn" includes node + tsx start-up and open; "from ready" starts when the last child has
+ * printed its ready line (createRuntime done), so it is the steady-state draining rate.
+ *
+ * The raw limit: the same number of single-process transactions at FULL by better-sqlite3, one
+ * BEGIN IMMEDIATE per job holding a versioned UPDATE of a job row plus one transition INSERT. It is
+ * one commit per job; a Spool job done by a worker takes several (activity claim, completion +
+ * the transition to `done`), so the ratio is an upper-bound comparison, not like-for-like.
+ */
+import Database from 'better-sqlite3';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { performance } from 'node:perf_hooks';
+import { createRequire } from 'node:module';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { createRuntime } from '../src/index.ts';
+import { SqliteStore } from '../persistence/sqlite/index.ts';
+import { benchWork } from './workerMachines.ts';
+import { freshDbPath } from './tempDb.ts';
+
+const CHILD = fileURLToPath(new URL('./workerChild.ts', import.meta.url));
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const TSX = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+export const WORKER_COUNTS = [1, 2, 4] as const;
+const POLL_PARENT_MS = 50;
+const TIMEOUT_MS = 45_000;
+
+export interface WorkersRun {
+  workers: number;
+  jobs: number;
+  /** Spawn → every job final. */
+  seconds: number;
+  perSec: number;
+  /** Last child ready → every job final (null if every job was done before the last child was ready). */
+  secondsFromReady: number | null;
+  perSecFromReady: number | null;
+  /** Spawn → first / last child ready. */
+  firstReadyMs: number;
+  lastReadyMs: number;
+  /** Jobs per final status. */
+  statuses: Record<string, number>;
+  /** Activity attempts per runner (effect_attempts.runner), most first: how the work spread over the children. */
+  attemptsPerRunner: number[];
+  /** Children that printed their `stopped` line after SIGTERM (closed cleanly). */
+  childrenStopped: number;
+  /** transitions rows per job. */
+  transitionsPerJob: number;
+  setupJobsPerSec: number;
+}
+
+async function makeDb(jobs: number): Promise<{ path: string; dispose: () => void; setupJobsPerSec: number }> {
+  const tmp = freshDbPath('workers');
+  const store = await SqliteStore.open(tmp.path); // FULL, WAL (the defaults)
+  const runtime = await createRuntime({ store, machines: [benchWork], runEffects: false });
+  const t0 = performance.now();
+  for (let i = 0; i < jobs; i += 64) {
+    await Promise.all(Array.from({ length: Math.min(64, jobs - i) }, (_, k) => runtime.start('bench-work', { n: i + k }, { jobId: `w-${String(i + k).padStart(6, '0')}` })));
+  }
+  const setupJobsPerSec = jobs / ((performance.now() - t0) / 1000);
+  await runtime.close();
+  return { path: tmp.path, dispose: tmp.dispose, setupJobsPerSec };
+}
+
+function lines(child: ChildProcess, onLine: (obj: Record<string, unknown>) => void): void {
+  let buf = '';
+  child.stdout!.setEncoding('utf8');
+  child.stdout!.on('data', (chunk: string) => {
+    buf += chunk;
+    let nl: number;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, nl).trim();
+      buf = buf.slice(nl + 1);
+      if (!line.startsWith('{')) continue;
+      try {
+        onLine(JSON.parse(line) as Record<string, unknown>);
+      } catch {
+        /* not ours */
+      }
+    }
+  });
+}
+
+export async function runWorkers(workers: number, jobs: number): Promise<WorkersRun> {
+  const db = await makeDb(jobs);
+  const children: ChildProcess[] = [];
+  const stderr: string[] = [];
+  try {
+    const reader = new Database(db.path, { readonly: true, fileMustExist: true, timeout: 5000 });
+    const countActive = reader.prepare("SELECT count(*) FROM jobs WHERE status = 'active'").pluck();
+    const readyAt: number[] = [];
+    const stopped: Record<string, unknown>[] = [];
+    const exited: Promise<void>[] = [];
+    const t0 = performance.now();
+    for (let k = 0; k < workers; k += 1) {
+      const child = spawn(process.execPath, ['--import', TSX, CHILD, db.path], { cwd: ROOT, env: process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+      children.push(child);
+      child.stderr!.setEncoding('utf8');
+      child.stderr!.on('data', (s: string) => stderr.push(s));
+      lines(child, (o) => {
+        if (o['type'] === 'ready') readyAt.push(performance.now() - t0);
+        if (o['type'] === 'stopped') stopped.push(o);
+      });
+      exited.push(new Promise((resolve) => child.on('exit', () => resolve())));
+    }
+    let elapsed = 0;
+    for (;;) {
+      await new Promise((r) => setTimeout(r, POLL_PARENT_MS));
+      elapsed = performance.now() - t0;
+      if ((countActive.get() as number) === 0) break;
+      if (elapsed > TIMEOUT_MS) throw new Error(`workers bench: K=${workers} still ${String(countActive.get())} active jobs after ${TIMEOUT_MS} ms${stderr.length ? `; child stderr: ${stderr.join('').slice(0, 2000)}` : ''}`);
+      if (children.every((c) => c.exitCode !== null)) throw new Error(`workers bench: every child exited; stderr: ${stderr.join('').slice(0, 2000)}`);
+    }
+    for (const c of children) c.kill('SIGTERM');
+    await Promise.race([Promise.all(exited), new Promise((r) => setTimeout(r, 10_000))]);
+    const statuses = Object.fromEntries(
+      (reader.prepare('SELECT status, count(*) AS n FROM jobs GROUP BY status').all() as { status: string; n: number }[]).map((r) => [r.status, r.n]),
+    );
+    const transitions = reader.prepare('SELECT count(*) FROM transitions').pluck().get() as number;
+    const perRunner = reader.prepare("SELECT count(*) FROM effect_attempts GROUP BY coalesce(runner, '') ORDER BY 1 DESC").pluck().all() as number[];
+    reader.close();
+    const seconds = elapsed / 1000;
+    const lastReady = readyAt.length === workers ? Math.max(...readyAt) : elapsed;
+    const fromReady = lastReady < elapsed ? (elapsed - lastReady) / 1000 : null;
+    return {
+      workers,
+      jobs,
+      seconds,
+      perSec: jobs / seconds,
+      secondsFromReady: fromReady,
+      // Jobs some child had already finished before the last one was ready are counted too: an upper bound.
+      perSecFromReady: fromReady === null ? null : jobs / fromReady,
+      firstReadyMs: readyAt.length ? Math.min(...readyAt) : NaN,
+      lastReadyMs: lastReady,
+      statuses,
+      attemptsPerRunner: perRunner,
+      childrenStopped: stopped.length,
+      transitionsPerJob: transitions / jobs,
+      setupJobsPerSec: db.setupJobsPerSec,
+    };
+  } finally {
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    db.dispose();
+  }
+}
+
+/** The raw limit: `jobs` transactions at FULL, one versioned UPDATE + one INSERT each, one process. */
+export function runRawPerJob(jobs: number): { perSec: number; seconds: number } {
+  const tmp = freshDbPath('workers-raw');
+  const db = new Database(tmp.path, { timeout: 5000 });
+  try {
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = FULL');
+    db.exec(`
+      CREATE TABLE jobs (id TEXT PRIMARY KEY, revision INTEGER NOT NULL, status TEXT NOT NULL, snapshot TEXT NOT NULL, updated_at INTEGER NOT NULL) STRICT;
+      CREATE TABLE transitions (job_id TEXT NOT NULL, revision INTEGER NOT NULL, event_type TEXT NOT NULL, payload TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY (job_id, revision)) STRICT, WITHOUT ROWID;`);
+    const snapshot = (i: number, value: string) => JSON.stringify({ status: value === 'done' ? 'done' : 'active', value, context: { n: i, result: value === 'done' ? i + 1 : null }, children: {}, historyValue: {} });
+    const ids = Array.from({ length: jobs }, (_, i) => `raw-${i}`);
+    db.transaction(() => ids.forEach((id, i) => db.prepare("INSERT INTO jobs VALUES (?, 1, 'active', ?, ?)").run(id, snapshot(i, 'working'), Date.now())))();
+    const update = db.prepare("UPDATE jobs SET revision = revision + 1, status = 'done', snapshot = ?, updated_at = ? WHERE id = ? AND revision = ?");
+    const insert = db.prepare('INSERT INTO transitions VALUES (?, ?, ?, ?, ?)');
+    const one = db.transaction((i: number) => {
+      const at = Date.now();
+      if (update.run(snapshot(i, 'done'), at, ids[i]!, 1).changes !== 1) throw new Error('raw: revision conflict');
+      insert.run(ids[i]!, 2, 'xstate.done.actor.work', JSON.stringify({ output: i + 1 }), at);
+    });
+    const t0 = performance.now();
+    for (let i = 0; i < jobs; i += 1) one.immediate(i);
+    const seconds = (performance.now() - t0) / 1000;
+    return { perSec: jobs / seconds, seconds };
+  } finally {
+    db.close();
+    tmp.dispose();
+  }
+}
