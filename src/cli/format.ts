@@ -2,20 +2,11 @@
  * Plain-text rendering for the `spool` command: aligned tables, key/value blocks, state values
  * and timestamps. No colour, no terminal detection: the same text goes to a pipe and a terminal.
  */
+import { formatStateValue, redact } from '../index.ts';
 
 /** A state value for people: `processing`, `checkout.paying`, `{upload.done, scan.running}` for parallel states. */
 export function formatState(value: unknown): string {
-  if (value === null || value === undefined) return '-';
-  const leaves = leafPaths(value, '');
-  return leaves.length === 1 ? leaves[0]! : `{${leaves.join(', ')}}`;
-}
-
-function leafPaths(value: unknown, prefix: string): string[] {
-  if (typeof value === 'string') return [prefix ? `${prefix}.${value}` : value];
-  if (value === null || typeof value !== 'object') return [prefix || String(value)];
-  const entries = Object.entries(value);
-  if (entries.length === 0) return [prefix || '(none)'];
-  return entries.flatMap(([key, child]) => leafPaths(child, prefix ? `${prefix}.${key}` : key));
+  return value === null || value === undefined ? '-' : formatStateValue(value);
 }
 
 /** Epoch milliseconds as `2025-01-31 12:00:00.000Z` (UTC, sortable). */
@@ -66,7 +57,6 @@ export function formatBlock(value: unknown): string {
   return compact.length <= 72 ? compact : JSON.stringify(value, null, 2);
 }
 
-export const REDACTED = '[redacted]';
 
 /**
  * A deep copy with every property named in `keys` replaced by `[redacted]`: what the CLI does to
@@ -76,13 +66,5 @@ export const REDACTED = '[redacted]';
  * redactKeys({ card: '4111', n: 1 }, new Set(['card'])) // { card: '[redacted]', n: 1 }
  */
 export function redactKeys<T>(value: T, keys: ReadonlySet<string>): T {
-  if (keys.size === 0) return value;
-  const walk = (v: unknown): unknown => {
-    if (Array.isArray(v)) return v.map(walk);
-    if (v !== null && typeof v === 'object') {
-      return Object.fromEntries(Object.entries(v).map(([k, child]) => [k, keys.has(k) ? REDACTED : walk(child)]));
-    }
-    return v;
-  };
-  return walk(value) as T;
+  return keys.size === 0 || value === undefined ? value : (redact(value, keys) as T);
 }

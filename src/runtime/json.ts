@@ -47,9 +47,9 @@ export function formatStateValue(value: unknown): string {
 
 function leafPaths(value: unknown, prefix = ''): string[] {
   if (typeof value === 'string') return [prefix ? `${prefix}.${value}` : value];
-  if (value === null || typeof value !== 'object') return [prefix];
+  if (value === null || typeof value !== 'object') return [prefix || String(value)];
   const entries = Object.entries(value);
-  if (entries.length === 0) return [prefix];
+  if (entries.length === 0) return [prefix || '(none)'];
   return entries.flatMap(([key, child]) => leafPaths(child, prefix ? `${prefix}.${key}` : key));
 }
 

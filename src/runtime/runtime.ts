@@ -606,7 +606,7 @@ export class Runtime {
         for (const record of page) {
           checked += 1;
           const outcome = await this.#withLock(record.id, () =>
-            this.#check(record.id).catch(async (error: unknown) => {
+            this.#check(record.id, record).catch(async (error: unknown) => {
               // An unreadable row quarantines its job, never the whole file.
               const reason = `stored job is unreadable: ${toErrorInfo(error).message}`;
               await this.store.setQuarantine(record.id, reason, this.clock.now());
@@ -1355,9 +1355,10 @@ export class Runtime {
    * Check one job against the registry: quarantine it if it cannot run, release it if it can
    * again, migrate it when a migration chain is registered.
    */
-  async #check(jobId: string): Promise<'missing' | 'ok' | 'quarantined' | 'migrated' | 'terminal'> {
+  async #check(jobId: string, known?: JobRecord): Promise<'missing' | 'ok' | 'quarantined' | 'migrated' | 'terminal'> {
     for (let attempt = 0; attempt < MAX_CONFLICT_RETRIES; attempt += 1) {
-      const record = await this.store.getJob(jobId);
+      // Recovery passes the row it just listed; a stale one only costs a conflict and a fresh read.
+      const record = attempt === 0 && known ? known : await this.store.getJob(jobId);
       if (!record) return 'missing';
       if (TERMINAL.has(record.status)) return 'terminal';
       const route = this.registry.route(record.machineId, record.machineVersion);
