@@ -234,6 +234,7 @@ describe('idempotency key, attempt numbers and the abort signal', () => {
     await runtime.idle();
     expect((await runtime.get(jobId)).value).toBe('left');
     // No retry is scheduled for an invocation whose state was left, however far time moves.
+    expect((await store.getJob(jobId))?.lease).toBeNull(); // nothing runs here for it any more: its lease was released
     expect(await runtime.nextWakeAt()).toBeNull();
     clock.advance(24 * 3_600_000);
     expect(await runtime.tick()).toEqual({ timersFired: 0, activitiesStarted: 0 });
@@ -259,48 +260,52 @@ describe('an outcome applies once; late and superseded outcomes are stale', () =
     };
     const jobId = await startWorking(a.runtime);
     await started[0]!.promise;
-    a.clock.advance(30_001); // past A's claim (claimMs 30000); A is alive but silent
+    a.clock.advance(30_001); // past A's claim and lease (leaseMs 30000); A is alive but silent
     expect((await b.runtime.tick()).activitiesStarted).toBe(1);
     await started[1]!.promise;
     return { a, b, jobId, attempt1, attempt2 };
   }
 
-  it('the success of a superseded attempt is recorded as stale and changes nothing; the current attempt applies', async () => {
+  it('the success of a superseded attempt is refused by its fence and changes nothing; the current attempt applies', async () => {
     const { a, b, jobId, attempt1, attempt2 } = await supersede();
     const before = await a.runtime.get(jobId);
+    expect((await b.store.getJob(jobId))?.lease).toMatchObject({ owner: b.runtime.runnerId, fence: 2 }); // B claimed the job: the fence grew
     attempt1.resolve({ from: 1 });
     await a.runtime.idle();
     const mid = await a.runtime.details(jobId);
-    expect(mid.job).toMatchObject({ value: 'working', context: { output: null } });
-    expect(mid.job.revision).toBe(before.revision + 1); // only the stale record
-    expect(mid.history.at(-1)).toMatchObject({ eventType: 'xstate.done.actor.work', outcome: 'stale', from: 'working', to: 'working' });
-    expect(mid.history.at(-1)!.error?.message).toMatch(/attempt 1 .* superseded by attempt 2/);
+    expect(mid.job).toMatchObject({ value: 'working', context: { output: null }, revision: before.revision }); // A wrote nothing to the job
+    expect(mid.events.filter((e) => e.source === 'effect')).toEqual([]);
+    expect(summary(mid.attempts)).toEqual([
+      { attempt: 1, outcome: 'stale', error: "the job's lease (fence 1) was taken by another runner" },
+      { attempt: 2, outcome: 'running', error: null },
+    ]);
 
     attempt2.resolve({ from: 2 });
     await b.runtime.idle();
     const end = await b.runtime.details(jobId);
     expect(end.job).toMatchObject({ value: 'review', context: { output: { from: 2 } } });
-    expect(summary(end.attempts)).toEqual([
-      { attempt: 1, outcome: 'stale', error: null },
-      { attempt: 2, outcome: 'succeeded', error: null },
+    expect(summary(end.attempts).map((x) => [x.attempt, x.outcome])).toEqual([
+      [1, 'stale'],
+      [2, 'succeeded'],
     ]);
-    expect(end.history.filter((h) => h.eventType === 'xstate.done.actor.work').map((h) => h.outcome)).toEqual(['stale', 'applied']);
+    expect(end.history.filter((h) => h.eventType === 'xstate.done.actor.work').map((h) => [h.outcome, h.runner, h.fence])).toEqual([['applied', b.runtime.runnerId, 2]]);
   });
 
-  it('a late failure after a success is stale: the state and output stay', async () => {
+  it('a late failure after a success is refused by its fence: the state and output stay', async () => {
     const { a, b, jobId, attempt1, attempt2 } = await supersede();
     attempt2.resolve({ from: 2 });
     await b.runtime.idle();
     expect(await b.runtime.get(jobId)).toMatchObject({ value: 'review', context: { output: { from: 2 } } });
+    const revision = (await b.runtime.get(jobId)).revision;
 
     attempt1.reject(new TerminalError('attempt 1 blew up late'));
     await a.runtime.idle();
     const end = await a.runtime.details(jobId);
-    expect(end.job).toMatchObject({ value: 'review', context: { output: { from: 2 }, error: null } });
-    expect(end.history.at(-1)).toMatchObject({ eventType: 'xstate.error.actor.work', outcome: 'stale', from: 'review', to: 'review' });
-    expect(end.events.filter((e) => e.source === 'effect').map((e) => [e.type, e.attempt, e.status])).toEqual([
-      ['xstate.done.actor.work', 2, 'applied'],
-      ['xstate.error.actor.work', 1, 'stale'],
+    expect(end.job).toMatchObject({ value: 'review', context: { output: { from: 2 }, error: null }, revision });
+    expect(end.events.filter((e) => e.source === 'effect').map((e) => [e.type, e.attempt, e.status])).toEqual([['xstate.done.actor.work', 2, 'applied']]);
+    expect(summary(end.attempts).map((x) => [x.attempt, x.outcome])).toEqual([
+      [1, 'stale'],
+      [2, 'succeeded'],
     ]);
   });
 

@@ -40,7 +40,7 @@ describe('host-driven mode', () => {
     const setIntervalSpy = vi.spyOn(globalThis, 'setInterval');
     const clock = new VirtualClock();
     const store = await resources.sqlite(resources.dbPath(), { clock });
-    const runtime = await resources.runtime({ store, machines: [machine], clock, hostDriven: true, claimMs: 30_000 });
+    const runtime = await resources.runtime({ store, machines: [machine], clock, hostDriven: true, leaseMs: 30_000 });
     const job = await runtime.start('host', {});
     expect(await runtime.tick()).toEqual({ timersFired: 0, activitiesStarted: 0 });
 

@@ -531,7 +531,19 @@ describe('stats', () => {
     const now = clock.now();
     const raw = res.raw(path, { readonly: true });
     const rows = <T>(sql: string) => raw.prepare(sql).all() as T[];
-    type JobRow = { id: string; machine_id: string; machine_version: string; status: string; state_value: string; owner: string; quarantine: string | null; suspended_at: number | null; cancel_requested_at: number | null };
+    type JobRow = {
+      id: string;
+      machine_id: string;
+      machine_version: string;
+      status: string;
+      state_value: string;
+      owner: string;
+      quarantine: string | null;
+      suspended_at: number | null;
+      cancel_requested_at: number | null;
+      lease_owner: string | null;
+      lease_until: number | null;
+    };
     const jobs = rows<JobRow>('SELECT * FROM jobs').filter((j) => j.owner === '');
     const mine = new Set(jobs.map((j) => j.id));
     const byId = new Map(jobs.map((j) => [j.id, j]));
@@ -616,6 +628,10 @@ describe('stats', () => {
         .filter((e) => e.active === 1 && e.status === 'running')
         .sort((a, b) => (a.id < b.id ? -1 : 1))
         .map((e) => ({ effectId: e.id, jobId: e.job_id, src: e.src, attempt: e.attempt, runner: e.claimed_by, claimExpiresAt: e.claim_expires_at, expired: e.claim_expires_at !== null && e.claim_expires_at <= now })),
+      leases: [...new Set(jobs.filter((j) => j.lease_owner !== null && j.lease_until! > now).map((j) => j.lease_owner!))].sort().map((runner) => {
+        const held = jobs.filter((j) => j.lease_owner === runner && j.lease_until! > now);
+        return { runner, jobs: held.length, earliestUntil: min(held.map((j) => j.lease_until!))! };
+      }),
     };
     expect(stats).toEqual(expected);
     // And the figures say what the scenario built (so the comparison above is not vacuous).

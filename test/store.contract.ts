@@ -146,7 +146,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
         expect(JSON.parse(r.job.snapshot)).toMatchObject({ value: 'idle', status: 'active' });
         expect(await store.getJob('job-1')).toEqual(r.job);
         expect(await store.history('job-1')).toEqual([
-          { jobId: 'job-1', revision: 1, eventId: null, eventType: 'xstate.init', payload: { x: 1 }, from: null, to: 'idle', outcome: 'started', error: null, at: T0 },
+          { jobId: 'job-1', revision: 1, eventId: null, eventType: 'xstate.init', payload: { x: 1 }, from: null, to: 'idle', outcome: 'started', error: null, at: T0, runner: null, fence: 0 },
         ]);
       });
 
@@ -301,7 +301,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
         expect((await store.pendingEvents('A', 2)).map((e) => e.eventId)).toEqual(['e1', 'e2']);
 
         expect(await store.commit([commitOf('A', 1, { event: { seq: e1.event.seq, status: 'applied', error: null, payload: { type: 'GO' } } })])).toEqual([
-          { ok: true, revision: 2 },
+          { ok: true, revision: 2, fence: null },
         ]);
         await store.rejectEvent(e3.event.seq, { name: 'E', message: 'no' }, T0 + 5);
         expect((await store.pendingEvents('A', 10)).map((e) => e.eventId)).toEqual(['e2']);
@@ -367,7 +367,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
           eventId: 'e1',
           event: { seq: e.event.seq, status: 'applied', error: null, payload: { type: 'PAY', card: '[redacted]' } },
         });
-        expect(await store.commit([c])).toEqual([{ ok: true, revision: 2 }]);
+        expect(await store.commit([c])).toEqual([{ ok: true, revision: 2, fence: null }]);
         expect(await store.getJob('A')).toMatchObject({
           revision: 2,
           value: { busy: 'upload' },
@@ -381,7 +381,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
         expect(ids(await store.listJobs({ state: 'idle' }))).toEqual(['B', 'C']);
         const history = await store.history('A');
         expect(history.map((h) => h.revision)).toEqual([1, 2]);
-        expect(history[1]).toEqual({ ...c.transition, jobId: 'A', revision: 2 });
+        expect(history[1]).toEqual({ ...c.transition, jobId: 'A', revision: 2, runner: null, fence: null });
         expect(await store.getEvent('A', 'e1')).toMatchObject({
           status: 'applied',
           revision: 2,
@@ -401,8 +401,8 @@ export function storeContract(name: string, factory: StoreFactory): void {
             commitOf('A', 2, { value: 'idle', outcome: 'failed', error, event: { seq: e2.event.seq, status: 'failed', error, payload: { type: 'GO' } } }),
           ]),
         ).toEqual([
-          { ok: true, revision: 2 },
-          { ok: true, revision: 3 },
+          { ok: true, revision: 2, fence: null },
+          { ok: true, revision: 3, fence: null },
         ]);
         expect((await store.history('A')).map((h) => [h.revision, h.outcome, h.error])).toEqual([
           [1, 'started', null],
@@ -416,7 +416,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
       });
 
       it('refuses a stale expectedRevision with a conflict and writes nothing', async () => {
-        expect(await store.commit([commitOf('A', 1)])).toEqual([{ ok: true, revision: 2 }]);
+        expect(await store.commit([commitOf('A', 1)])).toEqual([{ ok: true, revision: 2, fence: null }]);
         const e = await store.acceptEvent(newEvent('A', 'e1'));
         const before = await dumpStore(store);
         const results = await store.commit([
@@ -442,7 +442,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
       it('refuses to settle an event that is no longer pending (event-settled) and writes nothing', async () => {
         const e1 = await store.acceptEvent(newEvent('A', 'e1'));
         const settle = { seq: e1.event.seq, status: 'applied' as const, error: null, payload: { type: 'GO' } };
-        expect(await store.commit([commitOf('A', 1, { event: settle })])).toEqual([{ ok: true, revision: 2 }]);
+        expect(await store.commit([commitOf('A', 1, { event: settle })])).toEqual([{ ok: true, revision: 2, fence: null }]);
 
         let before = await dumpStore(store);
         expect(await store.commit([commitOf('A', 2, { event: settle })])).toEqual([{ ok: false, reason: 'event-settled' }]);
@@ -467,7 +467,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
         const accept = newEvent('A', 'e1', { type: 'PAY', card: '4242' }, T0 + 7);
         expect(
           await store.commit([commitOf('A', 1, { at: T0 + 8, event: { accept, status: 'applied', error: null, payload: { type: 'PAY', card: '[redacted]' } } })]),
-        ).toEqual([{ ok: true, revision: 2 }]);
+        ).toEqual([{ ok: true, revision: 2, fence: null }]);
         expect(await store.getEvent('A', 'e1')).toMatchObject({
           jobId: 'A',
           eventId: 'e1',
@@ -513,10 +513,10 @@ export function storeContract(name: string, factory: StoreFactory): void {
           commitOf('C', 2, { value: 'dup', event: { accept: newEvent('C', 'c1'), status: 'applied', error: null, payload: { type: 'GO' } } }),
         ]);
         expect(results).toEqual([
-          { ok: true, revision: 2 },
+          { ok: true, revision: 2, fence: null },
           { ok: false, reason: 'conflict', currentRevision: 2 },
-          { ok: true, revision: 2 },
-          { ok: true, revision: 3 },
+          { ok: true, revision: 2, fence: null },
+          { ok: true, revision: 3, fence: null },
           { ok: false, reason: 'conflict', currentRevision: 3 },
           { ok: false, reason: 'duplicate-event' },
         ]);
@@ -534,7 +534,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
 
       it('keeps history contiguous from 1 and carries status changes', async () => {
         for (let r = 1; r < 12; r += 1) {
-          expect(await store.commit([commitOf('A', r, { status: r === 11 ? 'done' : 'active' })])).toEqual([{ ok: true, revision: r + 1 }]);
+          expect(await store.commit([commitOf('A', r, { status: r === 11 ? 'done' : 'active' })])).toEqual([{ ok: true, revision: r + 1, fence: null }]);
         }
         expect((await store.history('A')).map((h) => h.revision)).toEqual(Array.from({ length: 12 }, (_, i) => i + 1));
         expect(await store.getJob('A')).toMatchObject({ revision: 12, status: 'done' });
@@ -556,7 +556,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
         expect(ids(await store.listJobs({ quarantined: true }))).toEqual([]);
         expect(await store.getJob('B')).toMatchObject({ quarantine: null, updatedAt: T0 });
         // The job still commits normally afterwards.
-        expect(await store.commit([commitOf('A', 1)])).toEqual([{ ok: true, revision: 2 }]);
+        expect(await store.commit([commitOf('A', 1)])).toEqual([{ ok: true, revision: 2, fence: null }]);
       });
     });
   });

@@ -176,14 +176,17 @@ function effectsContract(name: string, factory: StoreFactory): void {
     /** Commit effects for job A at revision 1 -> 2 and return them as stored. */
     async function createEffects(...actorIds: string[]): Promise<EffectRecord[]> {
       const create = actorIds.map((a) => effectOf('A', a, 2));
-      expect(await store.commit([commitOf('A', 1, { effects: { create, deactivate: [] } })])).toEqual([{ ok: true, revision: 2 }]);
+      expect(await store.commit([commitOf('A', 1, { effects: { create, deactivate: [] } })])).toEqual([{ ok: true, revision: 2, fence: null }]);
       return Promise.all(create.map(async (e) => (await store.getEffect(e.id))!));
     }
 
+    /** Claim an attempt; the effect as stored (the job's lease fence the claim returns is checked apart). */
     async function claimed(effect: EffectRecord, runner = 'w1', now = T0 + 100, until = T0 + 1000): Promise<EffectRecord> {
       const c = await store.claimEffect(effect.id, runner, now, until);
       expect(c).toBeDefined();
-      return c!;
+      const { leaseFence, ...stored } = c!;
+      expect(leaseFence).toBeGreaterThan(0);
+      return stored;
     }
 
     describe('job fields', () => {
@@ -208,18 +211,18 @@ function effectsContract(name: string, factory: StoreFactory): void {
       });
 
       it('commit progress: undefined leaves it, a number sets it, null clears it', async () => {
-        expect(await store.commit([commitOf('A', 1, { progress: 40 })])).toEqual([{ ok: true, revision: 2 }]);
+        expect(await store.commit([commitOf('A', 1, { progress: 40 })])).toEqual([{ ok: true, revision: 2, fence: null }]);
         expect(await store.getJob('A')).toMatchObject({ progress: 40 });
-        expect(await store.commit([commitOf('A', 2)])).toEqual([{ ok: true, revision: 3 }]);
+        expect(await store.commit([commitOf('A', 2)])).toEqual([{ ok: true, revision: 3, fence: null }]);
         expect(await store.getJob('A')).toMatchObject({ progress: 40, revision: 3 });
-        expect(await store.commit([commitOf('A', 3, { progress: null })])).toEqual([{ ok: true, revision: 4 }]);
+        expect(await store.commit([commitOf('A', 3, { progress: null })])).toEqual([{ ok: true, revision: 4, fence: null }]);
         expect(await store.getJob('A')).toMatchObject({ progress: null });
       });
 
       it('self deliveries are accepted as pending events in the commit, and an already accepted one is ignored', async () => {
         await store.acceptEvent(eventOf('A', 'self-1', 'FIRST'));
         const deliveries = [eventOf('A', 'self-1', 'AGAIN', { source: 'self' }), eventOf('A', 'self-2', 'PING', { source: 'self' })];
-        expect(await store.commit([commitOf('A', 1, { deliveries })])).toEqual([{ ok: true, revision: 2 }]);
+        expect(await store.commit([commitOf('A', 1, { deliveries })])).toEqual([{ ok: true, revision: 2, fence: null }]);
         expect((await store.listEvents('A')).map((e) => [e.eventId, e.type, e.status, e.source])).toEqual([
           ['self-1', 'FIRST', 'pending', 'external'],
           ['self-2', 'PING', 'pending', 'self'],
@@ -230,9 +233,9 @@ function effectsContract(name: string, factory: StoreFactory): void {
     describe('effects', () => {
       it('commit creates effects: pending, active, no attempt yet; listed by creation revision, then id', async () => {
         const create = [effectOf('A', 'upload', 2, { input: { file: 'x' }, maxAttempts: 5, unsafe: true }), effectOf('A', 'notify', 2)];
-        expect(await store.commit([commitOf('A', 1, { effects: { create, deactivate: [] } })])).toEqual([{ ok: true, revision: 2 }]);
+        expect(await store.commit([commitOf('A', 1, { effects: { create, deactivate: [] } })])).toEqual([{ ok: true, revision: 2, fence: null }]);
         expect(await store.commit([commitOf('A', 2, { effects: { create: [effectOf('A', 'aaa', 3)], deactivate: [] } })])).toEqual([
-          { ok: true, revision: 3 },
+          { ok: true, revision: 3, fence: null },
         ]);
         const upload = await store.getEffect('A~upload~r2');
         expect(upload).toEqual({
@@ -269,7 +272,7 @@ function effectsContract(name: string, factory: StoreFactory): void {
 
       it('deactivation via commit cancels the unfinished effects of that invocation; finished ones keep their status', async () => {
         const [p, r, w, b, s, f] = await createEffects('p', 'r', 'w', 'b', 's', 'f');
-        expect(await store.commit([commitOf('B', 1, { effects: { create: [effectOf('B', 'p', 2)], deactivate: [] } })])).toEqual([{ ok: true, revision: 2 }]);
+        expect(await store.commit([commitOf('B', 1, { effects: { create: [effectOf('B', 'p', 2)], deactivate: [] } })])).toEqual([{ ok: true, revision: 2, fence: null }]);
         await claimed(r!);
         await claimed(w!);
         expect(await store.finishAttempt(w!.id, 1, { kind: 'waiting', token: 'tok-w' }, T0 + 110)).toBe('current');
@@ -289,7 +292,7 @@ function effectsContract(name: string, factory: StoreFactory): void {
         ]);
 
         const deactivate = ['p', 'r', 'w', 'b', 's', 'f'];
-        expect(await store.commit([commitOf('A', 2, { at: T0 + 200, effects: { create: [], deactivate } })])).toEqual([{ ok: true, revision: 3 }]);
+        expect(await store.commit([commitOf('A', 2, { at: T0 + 200, effects: { create: [], deactivate } })])).toEqual([{ ok: true, revision: 3, fence: null }]);
         expect((await store.listEffects('A')).map((e) => [e.actorId, e.status, e.active, e.token, e.updatedAt])).toEqual([
           ['b', 'cancelled', false, null, T0 + 200],
           ['f', 'failed', false, null, T0 + 200],
@@ -304,14 +307,14 @@ function effectsContract(name: string, factory: StoreFactory): void {
         expect(await store.getEffect(p!.id)).toMatchObject({ status: 'cancelled' });
 
         // Deactivating again touches nothing (only active effects are deactivated).
-        expect(await store.commit([commitOf('A', 3, { at: T0 + 300, effects: { create: [], deactivate } })])).toEqual([{ ok: true, revision: 4 }]);
+        expect(await store.commit([commitOf('A', 3, { at: T0 + 300, effects: { create: [], deactivate } })])).toEqual([{ ok: true, revision: 4, fence: null }]);
         expect((await store.listEffects('A')).every((e) => e.updatedAt === T0 + 200)).toBe(true);
       });
 
       it('deactivating and re-creating an invocation in one commit leaves only the new one active', async () => {
         const [old] = await createEffects('poll');
         const again = effectOf('A', 'poll', 3);
-        expect(await store.commit([commitOf('A', 2, { effects: { create: [again], deactivate: ['poll'] } })])).toEqual([{ ok: true, revision: 3 }]);
+        expect(await store.commit([commitOf('A', 2, { effects: { create: [again], deactivate: ['poll'] } })])).toEqual([{ ok: true, revision: 3, fence: null }]);
         expect((await store.listEffects('A')).map((e) => [e.id, e.status, e.active])).toEqual([
           [old!.id, 'cancelled', false],
           [again.id, 'pending', true],
@@ -320,8 +323,9 @@ function effectsContract(name: string, factory: StoreFactory): void {
 
       it('claimEffect starts an attempt once; another runner gets nothing while the claim holds', async () => {
         const [e] = await createEffects('upload');
-        const c = await store.claimEffect(e!.id, 'w1', T0 + 100, T0 + 1000);
+        const c = await claimed(e!, 'w1', T0 + 100, T0 + 1000);
         expect(c).toEqual({ ...e, status: 'running', attempt: 1, claimedBy: 'w1', claimExpiresAt: T0 + 1000, nextRunAt: null, updatedAt: T0 + 100 });
+        expect((await store.getJob('A'))?.lease).toEqual({ owner: 'w1', fence: 1, until: T0 + 1000 }); // the job's lease, in the same transaction
         expect(await store.getEffect(e!.id)).toEqual(c);
         expect(await store.listAttempts('A')).toEqual([
           { effectId: e!.id, attempt: 1, runner: 'w1', startedAt: T0 + 100, endedAt: null, outcome: 'running', error: null },
@@ -353,7 +357,7 @@ function effectsContract(name: string, factory: StoreFactory): void {
 
       it('claimEffect refuses inactive, waiting and finished effects', async () => {
         const [gone, waiting, done, dead] = await createEffects('gone', 'waiting', 'done', 'dead');
-        expect(await store.commit([commitOf('A', 2, { effects: { create: [], deactivate: ['gone'] } })])).toEqual([{ ok: true, revision: 3 }]);
+        expect(await store.commit([commitOf('A', 2, { effects: { create: [], deactivate: ['gone'] } })])).toEqual([{ ok: true, revision: 3, fence: null }]);
         await claimed(waiting!);
         await store.finishAttempt(waiting!.id, 1, { kind: 'waiting', token: 'tok' }, T0 + 110);
         await claimed(done!);
@@ -382,9 +386,9 @@ function effectsContract(name: string, factory: StoreFactory): void {
         });
         // A retry with no event to deliver accepts nothing.
         expect(await store.listEvents('A')).toEqual([]);
-        expect(await store.claimEffect(e!.id, 'w2', T0 + 499, T0 + 2000)).toBeUndefined();
-        const retry = await store.claimEffect(e!.id, 'w2', T0 + 500, T0 + 2000);
-        expect(retry).toMatchObject({ status: 'running', attempt: 2, nextRunAt: null, claimedBy: 'w2' });
+        expect(await store.claimEffect(e!.id, 'w1', T0 + 499, T0 + 2000)).toBeUndefined();
+        const retry = await store.claimEffect(e!.id, 'w1', T0 + 500, T0 + 2000);
+        expect(retry).toMatchObject({ status: 'running', attempt: 2, nextRunAt: null, claimedBy: 'w1', leaseFence: 1 });
         expect((await store.listAttempts('A')).map((a) => [a.attempt, a.outcome, a.endedAt, a.error])).toEqual([
           [1, 'failed', T0 + 120, BOOM],
           [2, 'running', null, null],
@@ -440,7 +444,7 @@ function effectsContract(name: string, factory: StoreFactory): void {
       it('finishAttempt after the state was left is stale: the effect stays cancelled, the event is still accepted', async () => {
         const [e] = await createEffects('upload');
         await claimed(e!);
-        expect(await store.commit([commitOf('A', 2, { at: T0 + 120, effects: { create: [], deactivate: ['upload'] } })])).toEqual([{ ok: true, revision: 3 }]);
+        expect(await store.commit([commitOf('A', 2, { at: T0 + 120, effects: { create: [], deactivate: ['upload'] } })])).toEqual([{ ok: true, revision: 3, fence: null }]);
         const cancelled = await store.getEffect(e!.id);
         expect(await store.finishAttempt(e!.id, 1, succeeded(e!, 1), T0 + 150)).toBe('stale');
         expect(await store.getEffect(e!.id)).toEqual(cancelled);
@@ -452,7 +456,7 @@ function effectsContract(name: string, factory: StoreFactory): void {
       it('finishAttempt of an attempt a newer claim replaced is stale and does not touch the current attempt', async () => {
         const [e] = await createEffects('upload');
         await claimed(e!, 'w1', T0 + 100, T0 + 1000);
-        const second = await store.claimEffect(e!.id, 'w2', T0 + 1000, T0 + 2000);
+        const second = await claimed(e!, 'w2', T0 + 1000, T0 + 2000);
         expect(await store.finishAttempt(e!.id, 1, failed(e!, 1, null), T0 + 1100)).toBe('stale');
         expect(await store.getEffect(e!.id)).toEqual(second);
         expect((await store.listAttempts('A')).map((a) => [a.attempt, a.outcome, a.error])).toEqual([
@@ -514,7 +518,7 @@ function effectsContract(name: string, factory: StoreFactory): void {
         const [e] = await createEffects('approve');
         await claimed(e!);
         await store.finishAttempt(e!.id, 1, { kind: 'waiting', token: 'tok-d' }, T0 + 150);
-        expect(await store.commit([commitOf('A', 2, { effects: { create: [], deactivate: ['approve'] } })])).toEqual([{ ok: true, revision: 3 }]);
+        expect(await store.commit([commitOf('A', 2, { effects: { create: [], deactivate: ['approve'] } })])).toEqual([{ ok: true, revision: 3, fence: null }]);
         expect(await store.effectByToken('tok-d')).toBeUndefined();
         expect(await store.completeByToken('tok-d', { kind: 'succeeded', output: 1 }, outcomeEvent(e!, 1), T0 + 300)).toBe(false);
         expect(await store.getEffect(e!.id)).toMatchObject({ status: 'cancelled', output: null });
@@ -557,8 +561,8 @@ function effectsContract(name: string, factory: StoreFactory): void {
         expect(await store.failEffect(done!.id, BOOM, outcomeEvent(done!, 1, 'error', '-x'), T0 + 200)).toBe(false);
         expect(await store.getEffect(done!.id)).toMatchObject({ status: 'succeeded', error: null });
         const [gone] = await (async () => {
-          expect(await store.commit([commitOf('A', 2, { effects: { create: [effectOf('A', 'gone', 3)], deactivate: [] } })])).toEqual([{ ok: true, revision: 3 }]);
-          expect(await store.commit([commitOf('A', 3, { effects: { create: [], deactivate: ['gone'] } })])).toEqual([{ ok: true, revision: 4 }]);
+          expect(await store.commit([commitOf('A', 2, { effects: { create: [effectOf('A', 'gone', 3)], deactivate: [] } })])).toEqual([{ ok: true, revision: 3, fence: null }]);
+          expect(await store.commit([commitOf('A', 3, { effects: { create: [], deactivate: ['gone'] } })])).toEqual([{ ok: true, revision: 4, fence: null }]);
           return [(await store.getEffect('A~gone~r3'))!];
         })();
         expect(await store.failEffect(gone!.id, BOOM, outcomeEvent(gone!, 0, 'error'), T0 + 200)).toBe(false);
@@ -570,7 +574,7 @@ function effectsContract(name: string, factory: StoreFactory): void {
       it('dueEffects: active pending, due backoff and expired running effects, by retry time or creation time', async () => {
         const at = (actorId: string, t: number) => effectOf('A', actorId, 2, { at: T0 + t });
         const create = [at('e1', 10), at('e2', 20), at('e3', 30), at('e4', 40), at('e5', 5), at('e6', 6), at('e7', 7)];
-        expect(await store.commit([commitOf('A', 1, { effects: { create, deactivate: [] } })])).toEqual([{ ok: true, revision: 2 }]);
+        expect(await store.commit([commitOf('A', 1, { effects: { create, deactivate: [] } })])).toEqual([{ ok: true, revision: 2, fence: null }]);
         const id = (a: string) => `A~${a}~r2`;
         // e2 running until T0+500; e3 in backoff until T0+200; e5 deactivated; e6 waiting; e7 succeeded.
         expect(await store.claimEffect(id('e2'), 'w1', T0 + 50, T0 + 500)).toBeDefined();
@@ -580,7 +584,7 @@ function effectsContract(name: string, factory: StoreFactory): void {
         expect(await store.finishAttempt(id('e6'), 1, { kind: 'waiting', token: 't6' }, T0 + 60)).toBe('current');
         expect(await store.claimEffect(id('e7'), 'w1', T0 + 50, T0 + 500)).toBeDefined();
         expect(await store.finishAttempt(id('e7'), 1, { kind: 'succeeded', output: 7, event: eventOf('A', 'e7-done') }, T0 + 60)).toBe('current');
-        expect(await store.commit([commitOf('A', 2, { effects: { create: [], deactivate: ['e5'] } })])).toEqual([{ ok: true, revision: 3 }]);
+        expect(await store.commit([commitOf('A', 2, { effects: { create: [], deactivate: ['e5'] } })])).toEqual([{ ok: true, revision: 3, fence: null }]);
 
         const due = async (now: number, limit = 10) => (await store.dueEffects(now, limit)).map((e) => e.actorId);
         expect(await due(T0 + 199)).toEqual(['e1', 'e4']);
@@ -600,7 +604,7 @@ function effectsContract(name: string, factory: StoreFactory): void {
         const t1 = timerOf('A', 'late', T0 + 900, 2);
         const t2 = timerOf('A', 'b-soon', T0 + 100, 2, 'raise');
         const t3 = timerOf('A', 'a-soon', T0 + 100, 2, 'sendTo');
-        expect(await store.commit([commitOf('A', 1, { timers: { schedule: [t1, t2, t3], cancel: [] } })])).toEqual([{ ok: true, revision: 2 }]);
+        expect(await store.commit([commitOf('A', 1, { timers: { schedule: [t1, t2, t3], cancel: [] } })])).toEqual([{ ok: true, revision: 2, fence: null }]);
         expect(await store.listTimers('A')).toEqual([
           { ...t3, status: 'scheduled' },
           { ...t2, status: 'scheduled' },
@@ -619,13 +623,13 @@ function effectsContract(name: string, factory: StoreFactory): void {
             commitOf('B', 1, { timers: { schedule: [b1], cancel: [] } }),
           ]),
         ).toEqual([
-          { ok: true, revision: 2 },
-          { ok: true, revision: 2 },
+          { ok: true, revision: 2, fence: null },
+          { ok: true, revision: 2, fence: null },
         ]);
         expect(await store.fireTimer(a2.id, eventOf('A', 'fire-other', 'T.other', { source: 'timer', sourceId: a2.id }))).toBe(true);
 
         const again = timerOf('A', 'k', T0 + 700, 3);
-        expect(await store.commit([commitOf('A', 2, { timers: { schedule: [again], cancel: ['k', 'other'] } })])).toEqual([{ ok: true, revision: 3 }]);
+        expect(await store.commit([commitOf('A', 2, { timers: { schedule: [again], cancel: ['k', 'other'] } })])).toEqual([{ ok: true, revision: 3, fence: null }]);
         expect((await store.listTimers('A')).map((t) => [t.id, t.status])).toEqual([
           [a1.id, 'cancelled'],
           [a2.id, 'cancelled'],
@@ -637,21 +641,21 @@ function effectsContract(name: string, factory: StoreFactory): void {
       it('dueTimers lists scheduled timers due by now, by due time then id, up to the limit', async () => {
         const t = (key: string, due: number) => timerOf('A', key, T0 + due, 2);
         const timers = [t('c', 300), t('b', 100), t('a', 100), t('d', 400)];
-        expect(await store.commit([commitOf('A', 1, { timers: { schedule: timers, cancel: [] } })])).toEqual([{ ok: true, revision: 2 }]);
-        expect(await store.commit([commitOf('B', 1, { timers: { schedule: [timerOf('B', 'x', T0 + 200, 2)], cancel: [] } })])).toEqual([{ ok: true, revision: 2 }]);
+        expect(await store.commit([commitOf('A', 1, { timers: { schedule: timers, cancel: [] } })])).toEqual([{ ok: true, revision: 2, fence: null }]);
+        expect(await store.commit([commitOf('B', 1, { timers: { schedule: [timerOf('B', 'x', T0 + 200, 2)], cancel: [] } })])).toEqual([{ ok: true, revision: 2, fence: null }]);
         const due = async (now: number, limit = 10) => (await store.dueTimers(T0 + now, limit)).map((x) => x.id);
         expect(await due(99)).toEqual([]);
         expect(await due(100)).toEqual(['A~a~r2', 'A~b~r2']);
         expect(await due(300)).toEqual(['A~a~r2', 'A~b~r2', 'B~x~r2', 'A~c~r2']);
         expect(await due(300, 3)).toEqual(['A~a~r2', 'A~b~r2', 'B~x~r2']);
         expect(await store.fireTimer('A~a~r2', eventOf('A', 'fa', 'T.a', { source: 'timer', sourceId: 'A~a~r2' }))).toBe(true);
-        expect(await store.commit([commitOf('A', 2, { timers: { schedule: [], cancel: ['b'] } })])).toEqual([{ ok: true, revision: 3 }]);
+        expect(await store.commit([commitOf('A', 2, { timers: { schedule: [], cancel: ['b'] } })])).toEqual([{ ok: true, revision: 3, fence: null }]);
         expect(await due(1000)).toEqual(['B~x~r2', 'A~c~r2', 'A~d~r2']);
       });
 
       it('fireTimer moves a timer into its job’s inbox once', async () => {
         const t = timerOf('A', 'k', T0 + 100, 2);
-        expect(await store.commit([commitOf('A', 1, { timers: { schedule: [t], cancel: [] } })])).toEqual([{ ok: true, revision: 2 }]);
+        expect(await store.commit([commitOf('A', 1, { timers: { schedule: [t], cancel: [] } })])).toEqual([{ ok: true, revision: 2, fence: null }]);
         expect(await store.fireTimer(t.id, eventOf('A', `timer:${t.id}`, 'T.k', { source: 'timer', sourceId: t.id, at: T0 + 100 }))).toBe(true);
         expect(await store.listTimers('A')).toMatchObject([{ id: t.id, status: 'fired' }]);
         expect(await store.listEvents('A')).toMatchObject([
@@ -663,8 +667,8 @@ function effectsContract(name: string, factory: StoreFactory): void {
 
         // A cancelled timer never fires.
         const c = timerOf('A', 'c', T0 + 100, 3);
-        expect(await store.commit([commitOf('A', 2, { timers: { schedule: [c], cancel: [] } })])).toEqual([{ ok: true, revision: 3 }]);
-        expect(await store.commit([commitOf('A', 3, { timers: { schedule: [], cancel: ['c'] } })])).toEqual([{ ok: true, revision: 4 }]);
+        expect(await store.commit([commitOf('A', 2, { timers: { schedule: [c], cancel: [] } })])).toEqual([{ ok: true, revision: 3, fence: null }]);
+        expect(await store.commit([commitOf('A', 3, { timers: { schedule: [], cancel: ['c'] } })])).toEqual([{ ok: true, revision: 4, fence: null }]);
         expect(await store.fireTimer(c.id, eventOf('A', `timer:${c.id}`))).toBe(false);
         expect(await store.listEvents('A')).toHaveLength(1);
       });
@@ -673,7 +677,7 @@ function effectsContract(name: string, factory: StoreFactory): void {
         const t1 = timerOf('A', 'xstate.after.1000.m.a', T0 + 100, 2);
         const t2 = timerOf('A', 'plain', T0 + 100, 2);
         const t3 = timerOf('A', 'unfired', T0 + 100, 2);
-        expect(await store.commit([commitOf('A', 1, { timers: { schedule: [t1, t2, t3], cancel: [] } })])).toEqual([{ ok: true, revision: 2 }]);
+        expect(await store.commit([commitOf('A', 1, { timers: { schedule: [t1, t2, t3], cancel: [] } })])).toEqual([{ ok: true, revision: 2, fence: null }]);
         expect(await store.fireTimer(t1.id, eventOf('A', 'fire-1', 'T.1', { source: 'timer', sourceId: t1.id }))).toBe(true);
         expect(await store.fireTimer(t2.id, eventOf('A', 'fire-2', 'T.2', { source: 'timer', sourceId: t2.id }))).toBe(true);
         const fired1 = (await store.getEvent('A', 'fire-1'))!;
@@ -688,19 +692,19 @@ function effectsContract(name: string, factory: StoreFactory): void {
               consumedTimer: t1.id,
             }),
           ]),
-        ).toEqual([{ ok: true, revision: 3 }]);
+        ).toEqual([{ ok: true, revision: 3, fence: null }]);
         expect(
           await store.commit([commitOf('A', 3, { event: { seq: fired2.seq, status: 'applied', error: null, payload: fired2.payload }, consumedTimer: t2.id })]),
-        ).toEqual([{ ok: true, revision: 4 }]);
+        ).toEqual([{ ok: true, revision: 4, fence: null }]);
         // A timer that has not fired is not delivered.
-        expect(await store.commit([commitOf('A', 4, { consumedTimer: t3.id })])).toEqual([{ ok: true, revision: 5 }]);
+        expect(await store.commit([commitOf('A', 4, { consumedTimer: t3.id })])).toEqual([{ ok: true, revision: 5, fence: null }]);
         expect((await store.listTimers('A')).map((t) => [t.key, t.status])).toEqual([
           ['plain', 'delivered'],
           ['unfired', 'scheduled'],
           ['xstate.after.1000.m.a', 'delivered'],
         ]);
         // A delivered timer is not cancelled afterwards.
-        expect(await store.commit([commitOf('A', 5, { timers: { schedule: [], cancel: ['plain'] } })])).toEqual([{ ok: true, revision: 6 }]);
+        expect(await store.commit([commitOf('A', 5, { timers: { schedule: [], cancel: ['plain'] } })])).toEqual([{ ok: true, revision: 6, fence: null }]);
         expect((await store.listTimers('A')).find((t) => t.key === 'plain')?.status).toBe('delivered');
       });
     });
@@ -710,7 +714,7 @@ function effectsContract(name: string, factory: StoreFactory): void {
       // A pending effect is due now and does not count as a wake-up time.
       const [e1, e2] = await createEffects('e1', 'e2');
       expect(await store.nextWakeAt()).toBeNull();
-      expect(await store.commit([commitOf('B', 1, { timers: { schedule: [timerOf('B', 'k', T0 + 900, 2)], cancel: [] } })])).toEqual([{ ok: true, revision: 2 }]);
+      expect(await store.commit([commitOf('B', 1, { timers: { schedule: [timerOf('B', 'k', T0 + 900, 2)], cancel: [] } })])).toEqual([{ ok: true, revision: 2, fence: null }]);
       expect(await store.nextWakeAt()).toBe(T0 + 900);
       await claimed(e1!, 'w1', T0 + 100, T0 + 700);
       expect(await store.nextWakeAt()).toBe(T0 + 700);
@@ -718,7 +722,10 @@ function effectsContract(name: string, factory: StoreFactory): void {
       expect(await store.finishAttempt(e2!.id, 1, failed(e2!, 1, T0 + 600, false), T0 + 110)).toBe('current');
       expect(await store.nextWakeAt()).toBe(T0 + 600);
       // Leaving the state drops both effects from the wake-up times.
-      expect(await store.commit([commitOf('A', 2, { effects: { create: [], deactivate: ['e1', 'e2'] } })])).toEqual([{ ok: true, revision: 3 }]);
+      expect(await store.commit([commitOf('A', 2, { effects: { create: [], deactivate: ['e1', 'e2'] } })])).toEqual([{ ok: true, revision: 3, fence: null }]);
+      // The job's lease (renewed to T0 + 800 by the second claim) still wakes a host-driven runtime; released, it does not.
+      expect(await store.nextWakeAt()).toBe(T0 + 800);
+      expect(await store.releaseLeases('w1', ['A'])).toBe(1);
       expect(await store.nextWakeAt()).toBe(T0 + 900);
       // A fired timer does not count.
       expect(await store.fireTimer('B~k~r2', eventOf('B', 'fire-k', 'T.k', { source: 'timer', sourceId: 'B~k~r2' }))).toBe(true);
@@ -745,7 +752,7 @@ function effectsContract(name: string, factory: StoreFactory): void {
         expect(await store.setProgress('A', 42.5, T0 + 5)).toBe(true);
         expect(await store.getJob('A')).toMatchObject({ progress: 42.5, revision: 1 });
         expect(await store.history('A')).toHaveLength(1);
-        expect(await store.commit([commitOf('A', 1, { status: 'done' })])).toEqual([{ ok: true, revision: 2 }]);
+        expect(await store.commit([commitOf('A', 1, { status: 'done' })])).toEqual([{ ok: true, revision: 2, fence: null }]);
         expect(await store.setProgress('A', 99, T0 + 30)).toBe(false);
         expect(await store.getJob('A')).toMatchObject({ progress: 42.5, status: 'done' });
         expect(await store.setProgress('nope', 1, T0 + 30)).toBe(false);
@@ -786,10 +793,10 @@ function effectsContract(name: string, factory: StoreFactory): void {
       await store.createJob(newJob('D'));
       const create = (jobId: string, maxAttempts: number) => commitOf(jobId, 1, { effects: { create: [effectOf(jobId, 'work', 2, { maxAttempts })], deactivate: [] } });
       expect(await store.commit([create('A', 1), create('B', 3), create('C', 3), create('D', 3)])).toEqual([
-        { ok: true, revision: 2 },
-        { ok: true, revision: 2 },
-        { ok: true, revision: 2 },
-        { ok: true, revision: 2 },
+        { ok: true, revision: 2, fence: null },
+        { ok: true, revision: 2, fence: null },
+        { ok: true, revision: 2, fence: null },
+        { ok: true, revision: 2, fence: null },
       ]);
       const id = (jobId: string) => `${jobId}~work~r2`;
       // A: failed on its last attempt.
@@ -823,7 +830,7 @@ function effectsContract(name: string, factory: StoreFactory): void {
           const t = timerOf(jobId, 'k', T0 + 100, 2);
           const late = timerOf(jobId, 'late', T0 + 5000, 2);
           expect(await store.commit([commitOf(jobId, 1, { effects: { create: [eff, w], deactivate: [] }, timers: { schedule: [t, late], cancel: [] } })])).toEqual([
-            { ok: true, revision: 2 },
+            { ok: true, revision: 2, fence: null },
           ]);
           expect(await store.claimEffect(eff.id, 'w1', T0 + 100, T0 + 1000)).toBeDefined();
           expect(await store.claimEffect(w.id, 'w1', T0 + 100, T0 + 1000)).toBeDefined();
@@ -865,7 +872,7 @@ function effectsContract(name: string, factory: StoreFactory): void {
         const [running] = await createEffects('running');
         await claimed(running!);
         const existing = timerOf('A', 'k', T0 + 100, 3);
-        expect(await store.commit([commitOf('A', 2, { timers: { schedule: [existing], cancel: [] } })])).toEqual([{ ok: true, revision: 3 }]);
+        expect(await store.commit([commitOf('A', 2, { timers: { schedule: [existing], cancel: [] } })])).toEqual([{ ok: true, revision: 3, fence: null }]);
         const pending = await store.acceptEvent(eventOf('A', 'e1'));
         const beforeA = await dumpJob(store, 'A');
         const beforeB = await dumpJob(store, 'B');
@@ -879,7 +886,7 @@ function effectsContract(name: string, factory: StoreFactory): void {
         });
         const results = await store.commit([failing, commitOf('B', 1, { effects: { create: [effectOf('B', 'ok', 2)], deactivate: [] } })]);
         expect(results[0]).toMatchObject({ ok: false, reason: 'error' });
-        expect(results[1]).toEqual({ ok: true, revision: 2 });
+        expect(results[1]).toEqual({ ok: true, revision: 2, fence: null });
         expect(await dumpJob(store, 'A')).toEqual(beforeA);
         expect(await dumpJob(store, 'B')).not.toEqual(beforeB);
         expect(await store.listEffects('B')).toMatchObject([{ id: 'B~ok~r2', status: 'pending' }]);

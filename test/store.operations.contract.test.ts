@@ -121,7 +121,7 @@ function operationsContract(name: string, factory: StoreFactory): void {
     /** Effects of job A created by the commit 1 -> 2. */
     async function effectsOfA(...actorIds: string[]): Promise<EffectRecord[]> {
       const create = actorIds.map((a) => effectOf('A', a, 2));
-      expect(await store.commit([commitOf('A', 1, { effects: { create, deactivate: [] } })])).toEqual([{ ok: true, revision: 2 }]);
+      expect(await store.commit([commitOf('A', 1, { effects: { create, deactivate: [] } })])).toEqual([{ ok: true, revision: 2, fence: null }]);
       return Promise.all(create.map(async (e) => (await store.getEffect(e.id))!));
     }
 
@@ -156,7 +156,7 @@ function operationsContract(name: string, factory: StoreFactory): void {
 
       it('refuses a missing or finished job and writes nothing', async () => {
         expect(await store.suspendJob('nope', 'x', T0, noteOf('nope', 'suspended'))).toBe(false);
-        expect(await store.commit([commitOf('B', 1, { status: 'done', value: 'end' })])).toEqual([{ ok: true, revision: 2 }]);
+        expect(await store.commit([commitOf('B', 1, { status: 'done', value: 'end' })])).toEqual([{ ok: true, revision: 2, fence: null }]);
         const before = await dumpJob(store, 'B');
         expect(await store.suspendJob('B', 'x', T0 + 50, noteOf('B', 'suspended'))).toBe(false);
         expect(await store.resumeJob('B', noteOf('B', 'resumed'))).toBe(false);
@@ -168,11 +168,11 @@ function operationsContract(name: string, factory: StoreFactory): void {
         const bClaim = await store.claimEffect(backoff!.id, 'w1', T0 + 100, T0 + 1000);
         expect(await store.finishAttempt(backoff!.id, bClaim!.attempt, { kind: 'failed', error: BOOM, retryAt: T0 + 200, event: null }, T0 + 101)).toBe('current');
         expect(await store.claimEffect(expired!.id, 'w1', T0 + 100, T0 + 300)).toBeDefined();
-        expect(await store.commit([commitOf('A', 2, { timers: { schedule: [timerOf('A', 'k', T0 + 150, 3)], cancel: [] } })])).toEqual([{ ok: true, revision: 3 }]);
+        expect(await store.commit([commitOf('A', 2, { timers: { schedule: [timerOf('A', 'k', T0 + 150, 3)], cancel: [] } })])).toEqual([{ ok: true, revision: 3, fence: null }]);
         await store.acceptEvent(eventOf('A', 'e1', 'GO', { at: T0 + 120 }));
         await store.acceptEvent(eventOf('B', 'e1', 'GO', { at: T0 + 130 }));
         await store.createJob(newJob('C'));
-        expect(await store.commit([commitOf('C', 1, { timers: { schedule: [timerOf('C', 'k', T0 + 5000, 2)], cancel: [] } })])).toEqual([{ ok: true, revision: 2 }]);
+        expect(await store.commit([commitOf('C', 1, { timers: { schedule: [timerOf('C', 'k', T0 + 5000, 2)], cancel: [] } })])).toEqual([{ ok: true, revision: 2, fence: null }]);
         const now = T0 + 1000;
 
         const before = {
@@ -218,11 +218,11 @@ function operationsContract(name: string, factory: StoreFactory): void {
         expect(await store.commit([inline])).toEqual([{ ok: false, reason: 'conflict', currentRevision: 1 }]);
         expect(await dumpJob(store, 'A')).toEqual(before);
         // In a batch, the other job's commit still applies.
-        expect(await store.commit([settle, commitOf('B', 1)])).toEqual([{ ok: false, reason: 'conflict', currentRevision: 1 }, { ok: true, revision: 2 }]);
+        expect(await store.commit([settle, commitOf('B', 1)])).toEqual([{ ok: false, reason: 'conflict', currentRevision: 1 }, { ok: true, revision: 2, fence: null }]);
         // A migration commit (no event) goes through.
-        expect(await store.commit([commitOf('A', 1, { value: 'migrated' })])).toEqual([{ ok: true, revision: 2 }]);
+        expect(await store.commit([commitOf('A', 1, { value: 'migrated' })])).toEqual([{ ok: true, revision: 2, fence: null }]);
         expect(await store.resumeJob('A', noteOf('A', 'resumed'))).toBe(true);
-        expect(await store.commit([commitOf('A', 2, { event: { seq: accepted.event.seq, status: 'applied', error: null, payload: { type: 'GO' } } })])).toEqual([{ ok: true, revision: 3 }]);
+        expect(await store.commit([commitOf('A', 2, { event: { seq: accepted.event.seq, status: 'applied', error: null, payload: { type: 'GO' } } })])).toEqual([{ ok: true, revision: 3, fence: null }]);
       });
     });
 
@@ -288,12 +288,12 @@ function operationsContract(name: string, factory: StoreFactory): void {
         // Only once: it is no longer failed.
         expect(await store.redriveEffect(e!.id, 9, T0 + 600, noteOf('A', 'retry', T0 + 600))).toBe(false);
         // The next attempt is attempt 2, under the same id (the idempotency key).
-        expect(await store.claimEffect(e!.id, 'w2', T0 + 700, T0 + 1700)).toMatchObject({ id: e!.id, attempt: 2, status: 'running', maxAttempts: 3 });
+        expect(await store.claimEffect(e!.id, 'w1', T0 + 700, T0 + 1700)).toMatchObject({ id: e!.id, attempt: 2, status: 'running', maxAttempts: 3 });
       });
 
       it('refuses an effect that is not failed, whose state was left, or whose job has ended, and writes nothing', async () => {
         const [ok, left] = await effectsOfA('ok', 'left');
-        const c = await store.claimEffect(ok!.id, 'w', T0 + 100, T0 + 200);
+        const c = await store.claimEffect(ok!.id, 'w1', T0 + 100, T0 + 200);
         expect(await store.finishAttempt(ok!.id, c!.attempt, { kind: 'succeeded', output: 1, event: outcome(ok!, 1, 'done') }, T0 + 101)).toBe('current');
         await failForGood(left!);
         expect(await store.commit([commitOf('A', 2, { effects: { create: [], deactivate: ['left'] } })])).toMatchObject([{ ok: true }]);
@@ -343,12 +343,13 @@ function operationsContract(name: string, factory: StoreFactory): void {
     describe('stats', () => {
       it('aggregates the records of one owner at a time', async () => {
         const create = [effectOf('A', 'act', 2, { maxAttempts: 1 }), effectOf('A', 'other', 2), effectOf('A', 'run', 2)];
-        expect(await store.commit([commitOf('A', 1, { effects: { create, deactivate: [] } })])).toEqual([{ ok: true, revision: 2 }]);
+        expect(await store.commit([commitOf('A', 1, { effects: { create, deactivate: [] } })])).toEqual([{ ok: true, revision: 2, fence: null }]);
         const [act, other, running] = await Promise.all(create.map(async (e) => (await store.getEffect(e.id))!));
         await failForGood(act!, T0 + 100); // its only attempt failed: exhausted; its error event pending
         const c = await store.claimEffect(other!.id, 'w1', T0 + 100, T0 + 1000);
         await store.finishAttempt(other!.id, c!.attempt, { kind: 'succeeded', output: null, event: outcome(other!, 1, 'done') }, T0 + 102);
-        await store.claimEffect(running!.id, 'runner-7', T0 + 110, T0 + 400);
+        expect(await store.claimEffect(running!.id, 'runner-7', T0 + 110, T0 + 400)).toBeUndefined(); // w1 holds job A
+        expect(await store.claimEffect(running!.id, 'runner-7', T0 + 110, T0 + 400, 'w1')).toBeDefined(); // w1 is known dead
         expect(await store.commit([commitOf('B', 1, { timers: { schedule: [timerOf('B', 'k', T0 + 150, 2), timerOf('B', 'late', T0 + 9000, 2)], cancel: [] } })])).toMatchObject([{ ok: true }]);
         await store.acceptEvent(eventOf('B', 'b1', 'GO', { at: T0 + 90 }));
         await store.createJob(newJob('Q'));
@@ -385,6 +386,7 @@ function operationsContract(name: string, factory: StoreFactory): void {
             { src: 'src.run', effects: 1, effectsFailed: 0, attempts: 1, succeeded: 0, failed: 0, interrupted: 0, stale: 0, running: 1, waiting: 0 },
           ],
           running: [{ effectId: running!.id, jobId: 'A', src: 'src.run', attempt: 1, runner: 'runner-7', claimExpiresAt: T0 + 400 }],
+          leases: [{ runner: 'runner-7', jobs: 1, earliestUntil: T0 + 400 }],
         });
         // The other owner sees only its own job; `undefined` means every owner.
         expect(await store.stats({ owner: 'acme', now })).toMatchObject({ jobs: [{ status: 'active', value: 'idle', count: 1 }], backlog: { events: 1, jobs: 1, held: 0, oldestAcceptedAt: T0 }, activities: [], running: [] });
@@ -401,6 +403,7 @@ function operationsContract(name: string, factory: StoreFactory): void {
           timers: { scheduled: 0, due: 0, held: 0, oldestDueAt: null },
           activities: [],
           running: [],
+          leases: [],
         });
       });
     });

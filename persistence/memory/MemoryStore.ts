@@ -29,6 +29,7 @@ import type {
   TimerRecord,
   TransitionCommit,
   TransitionDraft,
+  LeaseClaim,
   TransitionRecord,
 } from '../../src/ports/store.ts';
 import { ClosedError } from '../../src/runtime/errors.ts';
@@ -37,6 +38,8 @@ import { MemorySchedules } from './schedules.ts';
 interface StoredJob extends JobRecord {
   /** `|a|a.b|`, as the SQLite store keeps it, so `listJobs({ state })` matches the same way. */
   statePaths: string;
+  /** The lease fence, kept while the lease is free (`lease` null) so the next claim grows it. */
+  leaseFence: number;
 }
 
 /** Thrown where the SQLite schema would refuse a row (a foreign key or a unique column). */
@@ -191,11 +194,12 @@ export class MemoryStore implements JobStore {
     ).map(copy);
   }
 
-  async jobsWithPendingEvents(limit: number): Promise<string[]> {
+  async jobsWithPendingEvents(limit: number, lease?: { runner: string; now: number }): Promise<string[]> {
     this.#open();
     const ids = new Set<string>();
     for (const e of this.#inbox.values()) {
       if (e.status !== 'pending' || ids.has(e.jobId) || this.#jobs.get(e.jobId)?.quarantine !== null || this.#suspended(e.jobId)) continue;
+      if (lease && this.#heldByOther(e.jobId, lease.runner, lease.now)) continue;
       ids.add(e.jobId);
     }
     return limited([...ids], limit);
@@ -257,7 +261,7 @@ export class MemoryStore implements JobStore {
     return this.#effectsOf(jobId).flatMap((e) => [...(this.#attempts.get(e.id) ?? [])].sort((a, b) => a.attempt - b.attempt).map(copy));
   }
 
-  async dueEffects(now: number, limit: number): Promise<EffectRecord[]> {
+  async dueEffects(now: number, limit: number, runner?: string): Promise<EffectRecord[]> {
     this.#open();
     const due = [...this.#effects.values()].filter(
       (e) =>
@@ -265,7 +269,8 @@ export class MemoryStore implements JobStore {
         (e.status === 'pending' ||
           (e.status === 'backoff' && e.nextRunAt !== null && e.nextRunAt <= now) ||
           (e.status === 'running' && e.claimExpiresAt !== null && e.claimExpiresAt <= now)) &&
-        !this.#suspended(e.jobId),
+        !this.#suspended(e.jobId) &&
+        !(runner !== undefined && this.#heldByOther(e.jobId, runner, now)),
     );
     // ORDER BY coalesce(next_run_at, created_at), rowid: ties stay in insertion order.
     due.sort((a, b) => (a.nextRunAt ?? a.createdAt) - (b.nextRunAt ?? b.createdAt));
@@ -280,7 +285,14 @@ export class MemoryStore implements JobStore {
     ).map(copy);
   }
 
-  async claimEffect(id: string, runner: string, now: number, claimUntil: number, takeOver?: string): Promise<EffectRecord | undefined> {
+  async claimEffect(
+    id: string,
+    runner: string,
+    now: number,
+    claimUntil: number,
+    takeOver?: string,
+    fence?: number | null,
+  ): Promise<(EffectRecord & { leaseFence: number }) | undefined> {
     this.#open();
     return this.#tx(() => {
       const e = this.#effects.get(id);
@@ -290,11 +302,13 @@ export class MemoryStore implements JobStore {
         (e.status === 'backoff' && e.nextRunAt !== null && e.nextRunAt <= now) ||
         (e.status === 'running' && ((e.claimExpiresAt !== null && e.claimExpiresAt <= now) || (takeOver !== undefined && e.claimedBy === takeOver)));
       if (!claimable || this.#suspended(e.jobId)) return undefined;
+      const leaseFence = this.#claimLease(e.jobId, { runner, fence, now, until: claimUntil, takeOver: takeOver ?? null });
+      if (leaseFence === undefined) return undefined;
       const previous = { status: e.status, attempt: e.attempt };
       this.#assign(e, { status: 'running', attempt: e.attempt + 1, claimedBy: runner, claimExpiresAt: claimUntil, nextRunAt: null, updatedAt: now });
       if (previous.status === 'running') this.#interruptAttempt(id, previous.attempt, now);
       this.#insertAttempt({ effectId: id, attempt: e.attempt, runner, startedAt: now, endedAt: null, outcome: 'running', error: null });
-      return copy(e);
+      return { ...copy(e), leaseFence };
     });
   }
 
@@ -303,14 +317,24 @@ export class MemoryStore implements JobStore {
     return this.#tx(() => {
       const e = this.#effects.get(id);
       if (!e || e.attempt !== attempt || e.claimedBy !== runner || e.status !== 'running') return false;
+      if (this.#jobs.get(e.jobId)?.lease?.owner !== runner) return false;
       this.#assign(e, { claimExpiresAt: claimUntil });
       return true;
     });
   }
 
-  async finishAttempt(id: string, attempt: number, result: AttemptResult, at: number): Promise<'current' | 'stale'> {
+  async finishAttempt(id: string, attempt: number, result: AttemptResult, at: number, lease?: { runner: string; fence: number }): Promise<'current' | 'stale' | 'lease-lost'> {
     this.#open();
     return this.#tx(() => {
+      const effect = this.#effects.get(id);
+      const job = effect ? this.#jobs.get(effect.jobId) : undefined;
+      if (lease && effect && job && !(job.lease?.owner === lease.runner && job.leaseFence === lease.fence)) {
+        // Another runner took the job: the outcome is not recorded; the claim ends now.
+        const error = { name: 'LeaseLost', message: `the job's lease (fence ${lease.fence}) was taken by another runner` };
+        this.#endAttempt(id, attempt, 'stale', at, error);
+        if (effect.attempt === attempt && effect.status === 'running') this.#assign(effect, { claimExpiresAt: at });
+        return 'lease-lost' as const;
+      }
       const settled: Pick<EffectRecord, 'status' | 'output' | 'error' | 'nextRunAt' | 'token'> =
         result.kind === 'succeeded'
           ? { status: 'succeeded', output: json(result.output), error: null, nextRunAt: null, token: null }
@@ -413,6 +437,9 @@ export class MemoryStore implements JobStore {
       if (!e.active || this.#suspended(e.jobId)) continue;
       if (e.status === 'backoff') consider(e.nextRunAt);
       else if (e.status === 'running') consider(e.claimExpiresAt);
+    }
+    for (const j of this.#jobs.values()) {
+      if (j.lease && j.suspendedAt === null) consider(j.lease.until);
     }
     return next;
   }
@@ -643,6 +670,7 @@ export class MemoryStore implements JobStore {
         .filter((e) => e.active && e.status === 'running')
         .sort((a, b) => compareText(a.id, b.id))
         .map((e) => ({ effectId: e.id, jobId: e.jobId, src: e.src, attempt: e.attempt, runner: e.claimedBy, claimExpiresAt: e.claimExpiresAt })),
+      leases: leaseStats(jobs, now),
     };
   }
 
@@ -683,6 +711,14 @@ export class MemoryStore implements JobStore {
     return this.#schedules.occurrences(scheduleId, limit);
   }
 
+  /** A scan of the inbox (fast tests only; the runtime asks at most every 100 ms of its clock). */
+  async pendingBacklog(): Promise<number> {
+    this.#open();
+    let n = 0;
+    for (const e of this.#inbox.values()) if (e.status === 'pending') n += 1;
+    return n;
+  }
+
   async close(): Promise<void> {
     this.#closed = true;
   }
@@ -693,6 +729,12 @@ export class MemoryStore implements JobStore {
     // A commit that settles an event is refused (a conflict) while the job is suspended.
     if (!job || job.revision !== c.expectedRevision || (c.event !== undefined && job.suspendedAt !== null)) {
       throw new Abort({ ok: false, reason: 'conflict', currentRevision: job?.revision ?? null });
+    }
+    let fence: number | null = null;
+    if (c.lease) {
+      const claimed = this.#claimLease(c.jobId, c.lease);
+      if (claimed === undefined) throw new Abort({ ok: false, reason: 'leased', owner: job.lease!.owner, until: job.lease!.until });
+      fence = claimed;
     }
     const revision = c.expectedRevision + 1;
     const at = c.job.at;
@@ -707,7 +749,7 @@ export class MemoryStore implements JobStore {
       updatedAt: at,
       ...(c.job.progress === undefined ? {} : { progress: c.job.progress ?? null }),
     });
-    this.#insertTransition(c.jobId, revision, c.transition);
+    this.#insertTransition(c.jobId, revision, c.transition, c.lease?.runner ?? null, fence);
     const e = c.event;
     if (e) {
       if (e.accept) {
@@ -758,7 +800,7 @@ export class MemoryStore implements JobStore {
         this.#acceptPending(c.settleParent.event);
       }
     }
-    return { ok: true, revision };
+    return { ok: true, revision, fence };
   }
 
   /** A new job at revision 1 with its first history record and what its initial state asked for. */
@@ -785,12 +827,14 @@ export class MemoryStore implements JobStore {
       cancelReason: null,
       suspendedAt: null,
       suspendReason: null,
+      lease: null,
+      leaseFence: 0,
       createdAt: job.at,
       updatedAt: job.at,
     };
     this.#mapSet(this.#jobs, job.id, stored);
     this.#mapSet(this.#history, job.id, []);
-    this.#insertTransition(job.id, 1, job.transition);
+    this.#insertTransition(job.id, 1, job.transition, job.runner ?? null, 0);
     this.#writeRequests(job.effects, job.timers, job.deliveries);
     return stored;
   }
@@ -848,7 +892,7 @@ export class MemoryStore implements JobStore {
     return this.#insertEvent(event, { status: 'pending', error: null, revision: null, processedAt: null });
   }
 
-  #insertTransition(jobId: string, revision: number, t: TransitionDraft): void {
+  #insertTransition(jobId: string, revision: number, t: TransitionDraft, runner: string | null, fence: number | null): void {
     const history = this.#history.get(jobId);
     if (!history) throw new ConstraintError('FOREIGN KEY constraint failed');
     this.#push(history, {
@@ -862,6 +906,77 @@ export class MemoryStore implements JobStore {
       outcome: t.outcome,
       error: t.error ? json(t.error) : null,
       at: t.at,
+      runner,
+      fence,
+    });
+  }
+
+  /** True when another runner holds the job's lease and it has not expired by `now`. */
+  #heldByOther(jobId: string, runner: string, now: number): boolean {
+    const lease = this.#jobs.get(jobId)?.lease;
+    return lease !== null && lease !== undefined && lease.owner !== runner && lease.until > now;
+  }
+
+  /** The SQLite store's LEASE_OK / LEASE_SET: the fence after the write, or undefined when another runner holds the lease. */
+  #claimLease(jobId: string, claim: Omit<LeaseClaim, 'fence'> & { fence: number | null | undefined }): number | undefined {
+    const job = this.#jobs.get(jobId);
+    if (!job) return undefined;
+    const held = job.lease;
+    // A claim that names no fence (tools and tests) renews the runner's own lease whatever its fence.
+    const mine = held !== null && held.owner === claim.runner && (claim.fence === undefined || job.leaseFence === claim.fence);
+    const allowed = claim.force || held === null || held.until <= claim.now || (claim.takeOver != null && held.owner === claim.takeOver) || mine;
+    if (!allowed) return undefined;
+    const renew = !claim.force && mine && held.until > claim.now;
+    const fence = renew ? job.leaseFence : job.leaseFence + 1;
+    this.#assign(job, { leaseFence: fence, lease: claim.until === null ? null : { owner: claim.runner, fence, until: claim.until } });
+    return fence;
+  }
+
+  async renewLeases(runner: string, jobIds: readonly string[], until: number): Promise<Map<string, number>> {
+    this.#open();
+    return this.#tx(() => {
+      const renewed = new Map<string, number>();
+      for (const id of jobIds) {
+        const job = this.#jobs.get(id);
+        if (!job?.lease || job.lease.owner !== runner) continue;
+        this.#assign(job, { lease: { ...job.lease, until } });
+        renewed.set(id, job.leaseFence);
+      }
+      return renewed;
+    });
+  }
+
+  async releaseLeases(runner: string, jobIds: readonly string[] | 'all'): Promise<number> {
+    this.#open();
+    return this.#tx(() => {
+      let n = 0;
+      for (const job of jobIds === 'all' ? [...this.#jobs.values()] : jobIds.map((id) => this.#jobs.get(id))) {
+        if (!job?.lease || job.lease.owner !== runner) continue;
+        this.#assign(job, { lease: null });
+        n += 1;
+      }
+      return n;
+    });
+  }
+
+  async leaseHolders(now: number): Promise<string[]> {
+    this.#open();
+    const owners = new Set<string>();
+    for (const job of this.#jobs.values()) if (job.lease && job.lease.until > now) owners.add(job.lease.owner);
+    return [...owners].sort(compareText);
+  }
+
+  async expireLeases(filter: { owner: string } | { expiredBy: number }): Promise<{ jobId: string; owner: string; fence: number }[]> {
+    this.#open();
+    return this.#tx(() => {
+      const freed: { jobId: string; owner: string; fence: number }[] = [];
+      for (const job of this.#jobs.values()) {
+        const lease = job.lease;
+        if (!lease || ('owner' in filter ? lease.owner !== filter.owner : lease.until > filter.expiredBy)) continue;
+        this.#assign(job, { lease: null });
+        freed.push({ jobId: job.id, owner: lease.owner, fence: job.leaseFence });
+      }
+      return freed;
     });
   }
 
@@ -1067,8 +1182,22 @@ function copy<T>(value: T): T {
 }
 
 function toJobRecord(job: StoredJob): JobRecord {
-  const { statePaths: _paths, ...record } = job;
+  const { statePaths: _paths, leaseFence: _fence, ...record } = job;
   return structuredClone(record);
+}
+
+/** `stats().leases`: held leases (not expired by `now`) by runner. */
+function leaseStats(jobs: readonly StoredJob[], now: number): StoreStats['leases'] {
+  const byRunner = new Map<string, { runner: string; jobs: number; earliestUntil: number }>();
+  for (const job of jobs) {
+    if (!job.lease || job.lease.until <= now) continue;
+    const row = byRunner.get(job.lease.owner);
+    if (row) {
+      row.jobs += 1;
+      row.earliestUntil = Math.min(row.earliestUntil, job.lease.until);
+    } else byRunner.set(job.lease.owner, { runner: job.lease.owner, jobs: 1, earliestUntil: job.lease.until });
+  }
+  return [...byRunner.values()].sort((a, b) => compareText(a.runner, b.runner));
 }
 
 /** SQL `min()`: null over no rows. */

@@ -30,6 +30,7 @@ import type {
   ScheduleRecord,
   TransitionCommit,
   TransitionRecord,
+  LeaseClaim,
 } from '../../src/ports/store.ts';
 import { systemClock, type Clock } from '../../src/ports/clock.ts';
 import { SchemaTooNewError, CorruptRecordError, SpoolError } from '../../src/runtime/errors.ts';
@@ -69,6 +70,9 @@ type Row = Record<string, unknown>;
 class Abort {
   constructor(readonly result: CommitResult) {}
 }
+
+/** Rolls back an effect claim whose job another live runner holds. */
+class LeaseHeld {}
 
 function failure(error: unknown): CommitResult {
   if (error instanceof Abort) return error.result;
@@ -239,8 +243,9 @@ export class SqliteStore implements JobStore {
     return (this.#stmts.pending.all(jobId, limit) as Row[]).map(toInboxRecord);
   }
 
-  async jobsWithPendingEvents(limit: number): Promise<string[]> {
-    return (this.#stmts.pendingJobs.all(limit) as Row[]).map((r) => r['job_id'] as string);
+  async jobsWithPendingEvents(limit: number, lease?: { runner: string; now: number }): Promise<string[]> {
+    const rows = this.#stmts.pendingJobs.all({ limit, runner: lease?.runner ?? null, now: lease?.now ?? 0 }) as Row[];
+    return rows.map((r) => r['job_id'] as string);
   }
 
   async commit(commits: readonly TransitionCommit[]): Promise<CommitResult[]> {
@@ -288,33 +293,90 @@ export class SqliteStore implements JobStore {
     return (this.#stmts.listAttempts.all(jobId) as Row[]).map(toAttemptRecord);
   }
 
-  async dueEffects(now: number, limit: number): Promise<EffectRecord[]> {
-    return (this.#stmts.dueEffects.all({ now, limit }) as Row[]).map(toEffectRecord);
+  async dueEffects(now: number, limit: number, runner?: string): Promise<EffectRecord[]> {
+    return (this.#stmts.dueEffects.all({ now, limit, runner: runner ?? null }) as Row[]).map(toEffectRecord);
   }
 
   async runningEffects(limit: number): Promise<EffectRecord[]> {
     return (this.#stmts.runningEffects.all(limit) as Row[]).map(toEffectRecord);
   }
 
-  async claimEffect(id: string, runner: string, now: number, claimUntil: number, takeOver?: string): Promise<EffectRecord | undefined> {
+  async claimEffect(
+    id: string,
+    runner: string,
+    now: number,
+    claimUntil: number,
+    takeOver?: string,
+    fence?: number | null,
+  ): Promise<(EffectRecord & { leaseFence: number }) | undefined> {
     const s = this.#stmts;
-    return this.#write(() => {
-      const before = s.getEffect.get(id) as Row | undefined;
-      const row = s.claimEffect.get({ id, runner, until: claimUntil, now, takeOver: takeOver ?? null }) as Row | undefined;
-      if (!row) return undefined;
-      if (before && before['status'] === 'running') s.interruptAttempt.run(now, id, before['attempt']);
-      s.insertAttempt.run(id, row['attempt'], runner, now);
-      return toEffectRecord(row);
-    });
+    try {
+      return this.#write(() => {
+        const before = s.getEffect.get(id) as Row | undefined;
+        if (!before) return undefined;
+        const row = s.claimEffect.get({ id, runner, until: claimUntil, now, takeOver: takeOver ?? null }) as Row | undefined;
+        if (!row) return undefined;
+        // The job's lease in the same transaction: while another live runner holds it, nothing is claimed.
+        const lease = s.claimJobLease.get({ id: before['job_id'], ...leaseParams({ runner, fence, now, until: claimUntil, takeOver: takeOver ?? null }, now) }) as
+          | { lease_fence: number }
+          | undefined;
+        if (!lease) throw new LeaseHeld();
+        if (before['status'] === 'running') s.interruptAttempt.run(now, id, before['attempt']);
+        s.insertAttempt.run(id, row['attempt'], runner, now);
+        return { ...toEffectRecord(row), leaseFence: lease.lease_fence };
+      });
+    } catch (error) {
+      if (error instanceof LeaseHeld) return undefined;
+      throw error;
+    }
   }
 
   async renewClaim(id: string, attempt: number, runner: string, claimUntil: number): Promise<boolean> {
-    return this.#write(() => this.#stmts.renewClaim.run(claimUntil, id, attempt, runner).changes === 1);
+    return this.#write(() => this.#stmts.renewClaim.run({ until: claimUntil, id, attempt, runner }).changes === 1);
   }
 
-  async finishAttempt(id: string, attempt: number, result: AttemptResult, at: number): Promise<'current' | 'stale'> {
+  async renewLeases(runner: string, jobIds: readonly string[], until: number): Promise<Map<string, number>> {
+    if (jobIds.length === 0) return new Map();
+    const rows = this.#write(() => this.#stmts.renewLeases.all({ runner, until, ids: JSON.stringify(jobIds) }) as Row[]);
+    return new Map(rows.map((r) => [r['id'] as string, r['lease_fence'] as number]));
+  }
+
+  async releaseLeases(runner: string, jobIds: readonly string[] | 'all'): Promise<number> {
+    if (jobIds !== 'all' && jobIds.length === 0) return 0;
+    const params = { runner, all: jobIds === 'all' ? 1 : 0, ids: jobIds === 'all' ? '[]' : JSON.stringify(jobIds) };
+    return this.#write(() => this.#stmts.releaseLeases.run(params).changes);
+  }
+
+  async leaseHolders(now: number): Promise<string[]> {
+    return (this.#stmts.leaseHolders.all(now) as Row[]).map((r) => r['lease_owner'] as string);
+  }
+
+  async expireLeases(filter: { owner: string } | { expiredBy: number }): Promise<{ jobId: string; owner: string; fence: number }[]> {
     const s = this.#stmts;
     return this.#write(() => {
+      let rows: Row[];
+      if ('owner' in filter) rows = s.expireOwnerLeases.all(filter.owner, filter.owner) as Row[];
+      else {
+        rows = s.expireLeases.all(filter.expiredBy) as Row[];
+        for (const r of rows) s.freeLease.run(r['id'], r['owner'], r['lease_fence']);
+      }
+      return rows.map((r) => ({ jobId: r['id'] as string, owner: r['owner'] as string, fence: r['lease_fence'] as number }));
+    });
+  }
+
+  async finishAttempt(id: string, attempt: number, result: AttemptResult, at: number, lease?: { runner: string; fence: number }): Promise<'current' | 'stale' | 'lease-lost'> {
+    const s = this.#stmts;
+    return this.#write(() => {
+      if (lease) {
+        const effect = s.getEffect.get(id) as Row | undefined;
+        if (effect && !s.holdsLease.get(effect['job_id'], lease.runner, lease.fence)) {
+          // Another runner took the job: this outcome is not recorded, and the attempt's claim ends
+          // now so the lease holder takes the attempt over at once.
+          s.endAttempt.run('stale', at, JSON.stringify({ name: 'LeaseLost', message: `the job's lease (fence ${lease.fence}) was taken by another runner` }), id, attempt);
+          s.dropClaim.run(at, id, attempt);
+          return 'lease-lost' as const;
+        }
+      }
       const params =
         result.kind === 'succeeded'
           ? { status: 'succeeded', output: JSON.stringify(result.output), error: null, next: null, token: null }
@@ -393,7 +455,7 @@ export class SqliteStore implements JobStore {
 
   async nextWakeAt(): Promise<number | null> {
     const s = this.#stmts;
-    const times = [s.nextTimer.get(), s.nextRetry.get(), s.nextClaimExpiry.get()]
+    const times = [s.nextTimer.get(), s.nextRetry.get(), s.nextClaimExpiry.get(), s.nextLeaseExpiry.get()]
       .map((r) => (r as { t: number | null } | undefined)?.t ?? null)
       .filter((t): t is number => t !== null);
     return times.length ? Math.min(...times) : null;
@@ -541,6 +603,7 @@ export class SqliteStore implements JobStore {
           runner: (r['claimed_by'] as string | null) ?? null,
           claimExpiresAt: (r['claim_expires_at'] as number | null) ?? null,
         })),
+        leases: (s.statsLeases.all(p) as Row[]).map((r) => ({ runner: r['lease_owner'] as string, jobs: r['n'] as number, earliestUntil: r['until'] as number })),
       };
     }).deferred();
   }
@@ -573,6 +636,14 @@ export class SqliteStore implements JobStore {
 
   async listOccurrences(scheduleId: string, limit: number): Promise<OccurrenceRecord[]> {
     return this.#schedules.occurrences(scheduleId, limit);
+  }
+
+  /** Counted on the partial index `inbox_pending` (a covering scan of pending rows only); prepared once, on first use. */
+  #pendingBacklogStmt: Database.Statement | undefined;
+
+  async pendingBacklog(): Promise<number> {
+    this.#pendingBacklogStmt ??= this.db.prepare("SELECT count(*) AS n FROM inbox WHERE status = 'pending'");
+    return (this.#pendingBacklogStmt.get() as { n: number }).n;
   }
 
   async close(): Promise<void> {
@@ -629,6 +700,31 @@ function byteOrder(a: string, b: string): number {
 /** `<jobIdColumn>`'s job is not suspended. */
 const NOT_SUSPENDED = (jobIdColumn: string) => `NOT EXISTS (SELECT 1 FROM jobs sj WHERE sj.id = ${jobIdColumn} AND sj.suspended_at IS NOT NULL)`;
 
+/**
+ * A write under a lease (`@runner` null: no lease given, nothing checked or changed). Allowed when
+ * the lease is free, expired, held by a dead runner named in `@take_over`, held by `@runner` with
+ * the fence `@held`, or forced. The fence grows unless `@runner` renews its own live lease.
+ */
+const LEASE_OK = `(@runner IS NULL OR @force = 1 OR lease_owner IS NULL OR lease_until <= @now OR lease_owner = @take_over
+  OR (lease_owner = @runner AND (lease_fence = @held OR @any_fence = 1)))`;
+const LEASE_SET = `lease_fence = CASE WHEN @runner IS NULL OR (@force = 0 AND lease_owner = @runner AND (lease_fence = @held OR @any_fence = 1) AND lease_until > @now)
+    THEN lease_fence ELSE lease_fence + 1 END,
+  lease_owner = CASE WHEN @runner IS NULL THEN lease_owner WHEN @until IS NULL THEN NULL ELSE @runner END,
+  lease_until = CASE WHEN @runner IS NULL THEN lease_until ELSE @until END`;
+
+function leaseParams(lease: (Omit<LeaseClaim, 'fence'> & { fence: number | null | undefined }) | undefined, now: number) {
+  return {
+    runner: lease?.runner ?? null,
+    held: lease?.fence ?? null,
+    // A claim that names no fence (tools and tests) renews the runner's own lease whatever its fence.
+    any_fence: lease && lease.fence === undefined ? 1 : 0,
+    now: lease?.now ?? now,
+    until: lease?.until ?? null,
+    take_over: lease?.takeOver ?? null,
+    force: lease?.force ? 1 : 0,
+  };
+}
+
 /** A `jobs` row that nothing recorded will move (`JobFilter.stuck`): see the store port. */
 const IDLE_SQL = `jobs.status = 'active' AND jobs.quarantine IS NULL AND jobs.suspended_at IS NULL
   AND NOT EXISTS (SELECT 1 FROM inbox i WHERE i.job_id = jobs.id AND i.status = 'pending')
@@ -665,6 +761,8 @@ function prepareStats(db: Database.Database) {
       FROM effects e JOIN jobs ON jobs.id = e.job_id WHERE ${scope} GROUP BY e.src`),
     statsAttempts: db.prepare(`SELECT e.src, a.outcome, count(*) AS n
       FROM effect_attempts a JOIN effects e ON e.id = a.effect_id JOIN jobs ON jobs.id = e.job_id WHERE ${scope} GROUP BY e.src, a.outcome`),
+    statsLeases: db.prepare(`SELECT lease_owner, count(*) AS n, min(lease_until) AS until FROM jobs
+      WHERE lease_owner IS NOT NULL AND lease_until > @now AND ${scope} GROUP BY lease_owner ORDER BY lease_owner`),
     statsRunning: db.prepare(`SELECT e.id, e.job_id, e.src, e.attempt, e.claimed_by, e.claim_expires_at
       FROM effects e JOIN jobs ON jobs.id = e.job_id WHERE e.active = 1 AND e.status = 'running' AND ${scope} ORDER BY e.id`),
   };
@@ -683,16 +781,20 @@ function prepare(db: Database.Database) {
     /** Status and version unchanged (the usual case): their index entries are not rewritten. */
     updateState: db.prepare(`UPDATE jobs SET revision = revision + 1, state_value = @state_value,
         state_paths = @state_paths, context = @context, snapshot = @snapshot, updated_at = @at,
-        progress = CASE WHEN @set_progress = 1 THEN @progress ELSE progress END
+        progress = CASE WHEN @set_progress = 1 THEN @progress ELSE progress END,
+        ${LEASE_SET}
       WHERE id = @id AND revision = @expected AND status = @status AND machine_version = @machine_version
-        AND (suspended_at IS NULL OR @fence = 0)`),
+        AND (suspended_at IS NULL OR @settles = 0) AND ${LEASE_OK}
+      RETURNING lease_fence`),
     updateJob: db.prepare(`UPDATE jobs SET revision = revision + 1, status = @status, state_value = @state_value,
         state_paths = @state_paths, context = @context, snapshot = @snapshot, machine_version = @machine_version, updated_at = @at,
-        progress = CASE WHEN @set_progress = 1 THEN @progress ELSE progress END
-      WHERE id = @id AND revision = @expected AND (suspended_at IS NULL OR @fence = 0)`),
-    revisionOf: db.prepare('SELECT revision FROM jobs WHERE id = ?'),
-    insertTransition: db.prepare(`INSERT INTO transitions (job_id, revision, event_id, event_type, payload, from_value, to_value, outcome, error, at)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+        progress = CASE WHEN @set_progress = 1 THEN @progress ELSE progress END,
+        ${LEASE_SET}
+      WHERE id = @id AND revision = @expected AND (suspended_at IS NULL OR @settles = 0) AND ${LEASE_OK}
+      RETURNING lease_fence`),
+    revisionOf: db.prepare('SELECT revision, lease_owner, lease_until FROM jobs WHERE id = ?'),
+    insertTransition: db.prepare(`INSERT INTO transitions (job_id, revision, event_id, event_type, payload, from_value, to_value, outcome, error, at, runner, fence)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     insertEvent: db.prepare(`INSERT INTO inbox (job_id, event_id, type, payload, payload_hash, status, error, revision, accepted_at, processed_at,
         source_kind, source_id, attempt)
       VALUES (@job_id, @event_id, @type, @payload, @payload_hash, @status, @error, @revision, @accepted_at, @processed_at,
@@ -707,7 +809,9 @@ function prepare(db: Database.Database) {
     hasPending: db.prepare(`SELECT 1 FROM inbox WHERE job_id = ? AND status = 'pending' LIMIT 1`),
     pending: db.prepare("SELECT * FROM inbox WHERE job_id = ? AND status = 'pending' ORDER BY seq LIMIT ?"),
     pendingJobs: db.prepare(`SELECT i.job_id, min(i.seq) AS first FROM inbox i JOIN jobs j ON j.id = i.job_id
-      WHERE i.status = 'pending' AND j.quarantine IS NULL AND j.suspended_at IS NULL GROUP BY i.job_id ORDER BY first LIMIT ?`),
+      WHERE i.status = 'pending' AND j.quarantine IS NULL AND j.suspended_at IS NULL
+        AND (@runner IS NULL OR j.lease_owner IS NULL OR j.lease_owner = @runner OR j.lease_until <= @now)
+      GROUP BY i.job_id ORDER BY first LIMIT @limit`),
     quarantine: db.prepare('UPDATE jobs SET quarantine = ?, updated_at = ? WHERE id = ?'),
     history: db.prepare('SELECT * FROM transitions WHERE job_id = ? ORDER BY revision'),
     insertEffect: db.prepare(`INSERT INTO effects (id, job_id, actor_id, src, kind, input, status, active, attempt, max_attempts, unsafe,
@@ -727,6 +831,8 @@ function prepare(db: Database.Database) {
     dueEffects: db.prepare(`SELECT * FROM effects WHERE active = 1 AND (status = 'pending'
         OR (status = 'backoff' AND next_run_at <= @now) OR (status = 'running' AND claim_expires_at <= @now))
         AND ${NOT_SUSPENDED('effects.job_id')}
+        AND (@runner IS NULL OR NOT EXISTS (SELECT 1 FROM jobs lj WHERE lj.id = effects.job_id
+          AND lj.lease_owner IS NOT NULL AND lj.lease_owner <> @runner AND lj.lease_until > @now))
       ORDER BY coalesce(next_run_at, created_at), rowid LIMIT @limit`),
     runningEffects: db.prepare(`SELECT * FROM effects WHERE active = 1 AND status = 'running' LIMIT ?`),
     claimEffect: db.prepare(`UPDATE effects SET status = 'running', attempt = attempt + 1, claimed_by = @runner,
@@ -738,7 +844,22 @@ function prepare(db: Database.Database) {
     interruptAttempt: db.prepare(`UPDATE effect_attempts SET outcome = 'interrupted', ended_at = ?
       WHERE effect_id = ? AND attempt = ? AND outcome = 'running'`),
     insertAttempt: db.prepare(`INSERT INTO effect_attempts (effect_id, attempt, runner, started_at, outcome) VALUES (?, ?, ?, ?, 'running')`),
-    renewClaim: db.prepare(`UPDATE effects SET claim_expires_at = ? WHERE id = ? AND attempt = ? AND claimed_by = ? AND status = 'running'`),
+    renewClaim: db.prepare(`UPDATE effects SET claim_expires_at = @until WHERE id = @id AND attempt = @attempt AND claimed_by = @runner AND status = 'running'
+        AND EXISTS (SELECT 1 FROM jobs lj WHERE lj.id = effects.job_id AND lj.lease_owner = @runner)`),
+    claimJobLease: db.prepare(`UPDATE jobs SET ${LEASE_SET}
+      WHERE id = @id AND ${LEASE_OK} RETURNING lease_fence`),
+    holdsLease: db.prepare('SELECT 1 FROM jobs WHERE id = ? AND lease_owner = ? AND lease_fence = ?'),
+    dropClaim: db.prepare(`UPDATE effects SET claim_expires_at = ? WHERE id = ? AND attempt = ? AND status = 'running'`),
+    renewLeases: db.prepare(`UPDATE jobs SET lease_until = @until WHERE lease_owner = @runner AND id IN (SELECT value FROM json_each(@ids))
+      RETURNING id, lease_fence`),
+    releaseLeases: db.prepare(`UPDATE jobs SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = @runner
+      AND (@all = 1 OR id IN (SELECT value FROM json_each(@ids)))`),
+    leaseHolders: db.prepare('SELECT DISTINCT lease_owner FROM jobs WHERE lease_owner IS NOT NULL AND lease_until > ? ORDER BY lease_owner'),
+    expireOwnerLeases: db.prepare(`UPDATE jobs SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ?
+      RETURNING id, lease_fence, ? AS owner`),
+    expireLeases: db.prepare(`SELECT id, lease_owner AS owner, lease_fence FROM jobs WHERE lease_owner IS NOT NULL AND lease_until <= ?`),
+    freeLease: db.prepare('UPDATE jobs SET lease_owner = NULL, lease_until = NULL WHERE id = ? AND lease_owner = ? AND lease_fence = ?'),
+    nextLeaseExpiry: db.prepare('SELECT min(lease_until) AS t FROM jobs WHERE lease_owner IS NOT NULL AND suspended_at IS NULL'),
     endAttempt: db.prepare(`UPDATE effect_attempts SET outcome = ?, ended_at = ?, error = ?
       WHERE effect_id = ? AND attempt = ? AND outcome IN ('running', 'waiting', 'interrupted')`),
     settleEffect: db.prepare(`UPDATE effects SET status = @status, output = @output, error = @error, next_run_at = @next,
@@ -798,15 +919,20 @@ function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
     at: c.job.at,
     set_progress: c.job.progress === undefined ? 0 : 1,
     // A commit that settles an event is refused (a conflict) while the job is suspended.
-    fence: c.event ? 1 : 0,
+    settles: c.event ? 1 : 0,
     progress: c.job.progress ?? null,
+    ...leaseParams(c.lease, c.job.at),
   };
-  const updated = s.updateState.run(params).changes === 1 ? 1 : s.updateJob.run(params).changes;
-  if (updated !== 1) {
-    const row = s.revisionOf.get(c.jobId) as { revision: number } | undefined;
+  const updated = (s.updateState.get(params) ?? s.updateJob.get(params)) as { lease_fence: number } | undefined;
+  if (!updated) {
+    const row = s.revisionOf.get(c.jobId) as { revision: number; lease_owner: string | null; lease_until: number | null } | undefined;
+    if (c.lease && row?.revision === c.expectedRevision && row.lease_owner !== null && row.lease_until !== null && row.lease_until > params.now) {
+      throw new Abort({ ok: false, reason: 'leased', owner: row.lease_owner, until: row.lease_until });
+    }
     throw new Abort({ ok: false, reason: 'conflict', currentRevision: row?.revision ?? null });
   }
-  insertTransition(s, c.jobId, revision, c.transition);
+  const fence = c.lease ? updated.lease_fence : null;
+  insertTransition(s, c.jobId, revision, c.transition, c.lease?.runner ?? null, fence);
   const e = c.event;
   if (e) {
     const error = e.error ? JSON.stringify(e.error) : null;
@@ -842,7 +968,7 @@ function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
   if (c.settleParent && s.settleChild.run(JSON.stringify(c.settleParent.output), c.job.at, c.settleParent.effectId).changes === 1) {
     acceptPending(s, c.settleParent.event);
   }
-  return { ok: true, revision };
+  return { ok: true, revision, fence };
 }
 
 /** A new job at revision 1 with its first history record and what its initial state asked for. */
@@ -865,7 +991,7 @@ function insertJob(s: ReturnType<typeof prepare>, job: NewJob): void {
     parent_effect_id: job.parent?.effectId ?? null,
     at: job.at,
   });
-  insertTransition(s, job.id, 1, job.transition);
+  insertTransition(s, job.id, 1, job.transition, job.runner ?? null, 0);
   writeRequests(s, job.effects, job.timers, job.deliveries);
 }
 
@@ -881,7 +1007,7 @@ function writeRequests(s: ReturnType<typeof prepare>, effects: NewEffect[] = [],
   for (const d of deliveries) acceptPending(s, d);
 }
 
-function insertTransition(s: ReturnType<typeof prepare>, jobId: string, revision: number, t: TransitionCommit['transition']): void {
+function insertTransition(s: ReturnType<typeof prepare>, jobId: string, revision: number, t: TransitionCommit['transition'], runner: string | null, fence: number | null): void {
   s.insertTransition.run(
     jobId,
     revision,
@@ -893,6 +1019,8 @@ function insertTransition(s: ReturnType<typeof prepare>, jobId: string, revision
     t.outcome,
     t.error ? JSON.stringify(t.error) : null,
     t.at,
+    runner,
+    fence,
   );
 }
 
@@ -960,6 +1088,7 @@ function toJobRecord(row: Row): JobRecord {
     cancelReason: (row['cancel_reason'] as string | null) ?? null,
     suspendedAt: (row['suspended_at'] as number | null) ?? null,
     suspendReason: (row['suspend_reason'] as string | null) ?? null,
+    lease: typeof row['lease_owner'] === 'string' ? { owner: row['lease_owner'], fence: row['lease_fence'] as number, until: row['lease_until'] as number } : null,
     ...(corrupt ? { corruption: corrupt } : {}),
     createdAt: row['created_at'] as number,
     updatedAt: row['updated_at'] as number,
@@ -1068,5 +1197,7 @@ function toTransitionRecord(row: Row): TransitionRecord {
     outcome: row['outcome'] as TransitionRecord['outcome'],
     error: column(row, 'error', problems) as ErrorInfo | null,
     at: row['at'] as number,
+    runner: (row['runner'] as string | null) ?? null,
+    fence: (row['fence'] as number | null) ?? null,
   };
 }

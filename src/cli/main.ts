@@ -37,6 +37,7 @@ import { formatBlock, formatJson, formatState, formatTime, keyValues, redactKeys
 import { DEFAULT_MACHINES_MODULE, loadMachines } from './loadMachines.ts';
 import { parseDuration } from './duration.ts';
 import { addScheduleCommands, describeScheduleEvent } from './schedule.ts';
+import { onShutdownSignals } from './signals.ts';
 import { collectPathTests, isPathTestSubject, runPathTests, type MachinePathResult, type PathTestProgress } from '../testing/runPathTests.ts';
 
 /** Where the command writes, and what it resolves relative paths against. Default: the process's. */
@@ -66,6 +67,8 @@ interface GlobalOptions {
   json?: boolean;
   /** Tenant scope: the runtime sees only this owner's jobs. Default: unscoped. */
   owner?: string;
+  /** `--max-backlog`: backpressure on start and send (the runtime's `maxBacklog`). Default 100000. */
+  maxBacklog?: string;
 }
 
 const JOB_STATUSES: readonly JobStatus[] = ['active', 'done', 'error', 'stopped'];
@@ -111,6 +114,7 @@ function buildProgram(io: CliIO, setExitCode: (code: number) => void): Command {
     .option('--machines <module>', 'a .ts or .js module exporting your machines (default: the bundled machines/index.ts)')
     .option('--json', 'print one JSON document on stdout (errors: one JSON object on stderr)')
     .option('--owner <id>', "tenant scope: see and start only this owner's jobs (another owner's job reads like a missing one)")
+    .option('--max-backlog <n>', 'refuse start and send (SPOOL_BACKPRESSURE, nothing written) while n events wait to be applied (default 100000)')
     .exitOverride()
     .configureOutput({
       writeOut: (text) => io.stdout(text),
@@ -408,8 +412,9 @@ Examples:
     .description('run activities, retries and timers until SIGINT/SIGTERM, printing what happens')
     .option('--poll-ms <ms>', 'how often to look for work from other processes', '250')
     .option('--grace-ms <ms>', 'on SIGINT/SIGTERM: how long running activities may finish before they are aborted', '10000')
+    .option('--activity-concurrency <limits>', 'attempts of an activity run at once by this worker, e.g. charge=2,ship=1 (the rest wait in the database)')
     .addOption(new Option('--log <format>', 'print structured logs instead: one JSON object per lifecycle event, sensitive fields redacted').choices(['json']))
-    .action(async (options: { pollMs: string; graceMs: string; log?: 'json' }, command: Command) => {
+    .action(async (options: { pollMs: string; graceMs: string; log?: 'json'; activityConcurrency?: string }, command: Command) => {
       const g = globals(command);
       const pollMs = Number(options.pollMs);
       if (!Number.isInteger(pollMs) || pollMs < 10 || pollMs > 60_000) throw new UsageError('--poll-ms must be an integer from 10 to 60000.');
@@ -417,41 +422,44 @@ Examples:
       if (!Number.isInteger(graceMs) || graceMs < 0 || graceMs > 3_600_000) throw new UsageError('--grace-ms must be an integer from 0 to 3600000.');
       const logJson = options.log === 'json';
       const logLine = (entry: LogEntry, sensitive: ReadonlySet<string>) => io.stdout(`${JSON.stringify(redactKeys(entry, sensitive))}\n`);
-      await withRuntime(g, io, { create: true, effects: true, graceMs, ...(logJson ? { log: logLine } : {}) }, async (runtime) => {
-        const controller = new AbortController();
-        let signals = 0;
-        const stop = (signal: string) => {
-          signals += 1;
-          if (signals > 1) process.exit(130); // a second signal: leave at once; claims are taken over by the next worker
+      // Installed until the runtime has closed, so that a second signal during the grace period exits at once (signals.ts).
+      const controller = new AbortController();
+      const releaseSignals = onShutdownSignals({
+        first: (signal) => {
           io.stderr(`spool worker: ${signal}: claiming no new work; running activities may finish for ${graceMs} ms, then close (again to exit at once)\n`);
           controller.abort();
-        };
-        const onInt = () => stop('SIGINT');
-        const onTerm = () => stop('SIGTERM');
-        process.on('SIGINT', onInt);
-        process.on('SIGTERM', onTerm);
-        const unsubscribe = runtime.subscribe((event) => {
-          if (logJson) return; // the log lines say it
-          if (g.json) {
-            io.stdout(`${JSON.stringify({ at: runtime.clock.now(), ...summarise(event) })}\n`);
-            return;
-          }
-          const line = describeWork(event) ?? describeCommit(event) ?? describeScheduleEvent(event);
-          if (line !== undefined) io.stdout(`${new Date(runtime.clock.now()).toISOString()} ${line.trim()}\n`);
-        });
-        if (logJson) io.stdout(`${JSON.stringify({ at: runtime.clock.now(), level: 'info', msg: 'worker started', db: g.db, runner: runtime.runnerId, pid: process.pid })}\n`);
-        else if (!g.json) io.stdout(`spool worker on ${g.db} (runner ${runtime.runnerId}); Ctrl-C to stop\n`);
-        else io.stdout(`${JSON.stringify({ type: 'worker.ready', db: g.db, runner: runtime.runnerId, pid: process.pid })}\n`);
-        try {
-          await runWorker(runtime, { signal: controller.signal, pollMs });
-        } finally {
-          unsubscribe();
-          process.off('SIGINT', onInt);
-          process.off('SIGTERM', onTerm);
-        }
-        if (logJson) io.stdout(`${JSON.stringify({ at: runtime.clock.now(), level: 'info', msg: 'worker stopped', runner: runtime.runnerId })}\n`);
-        else if (!g.json) io.stdout('spool worker: stopped\n');
+        },
+        second: (signal, code) =>
+          io.stderr(`spool worker: second ${signal}: exiting now with code ${code}, without waiting for running activities; the next worker takes them over\n`),
       });
+      try {
+        const activityConcurrency = options.activityConcurrency === undefined ? undefined : parseActivityLimits(options.activityConcurrency);
+        await withRuntime(g, io, { create: true, effects: true, graceMs, ...(activityConcurrency ? { activityConcurrency } : {}), ...(logJson ? { log: logLine } : {}) }, async (runtime) => {
+          const unsubscribe = runtime.subscribe((event) => {
+            if (logJson) return; // the log lines say it
+            if (g.json) {
+              io.stdout(`${JSON.stringify({ at: runtime.clock.now(), ...summarise(event) })}\n`);
+              return;
+            }
+            const line = describeWork(event) ?? describeCommit(event) ?? describeScheduleEvent(event);
+            if (line !== undefined) io.stdout(`${new Date(runtime.clock.now()).toISOString()} ${line.trim()}\n`);
+          });
+          if (logJson) io.stdout(`${JSON.stringify({ at: runtime.clock.now(), level: 'info', msg: 'worker started', db: g.db, runner: runtime.runnerId, pid: process.pid })}\n`);
+          else if (!g.json) io.stdout(`spool worker on ${g.db} (runner ${runtime.runnerId}); Ctrl-C to stop\n`);
+          else io.stdout(`${JSON.stringify({ type: 'worker.ready', db: g.db, runner: runtime.runnerId, pid: process.pid })}\n`);
+          try {
+            await runWorker(runtime, { signal: controller.signal, pollMs });
+            // The grace period, still printing what finishes in it (withRuntime's close is then a no-op).
+            await runtime.close({ graceMs });
+          } finally {
+            unsubscribe();
+          }
+          if (logJson) io.stdout(`${JSON.stringify({ at: runtime.clock.now(), level: 'info', msg: 'worker stopped', runner: runtime.runnerId })}\n`);
+          else if (!g.json) io.stdout('spool worker: stopped\n');
+        });
+      } finally {
+        releaseSignals();
+      }
     });
 
   program
@@ -593,6 +601,24 @@ function ownerOf(g: GlobalOptions): string | null {
   return g.owner;
 }
 
+/** `--max-backlog`: a positive integer. */
+function maxBacklogOf(text: string): number {
+  const n = Number(text);
+  if (!Number.isSafeInteger(n) || n < 1) throw new UsageError('--max-backlog must be a positive integer (events waiting to be applied).');
+  return n;
+}
+
+/** `--activity-concurrency charge=2,ship=1`: attempts of each named activity at once. */
+function parseActivityLimits(text: string): Record<string, number> {
+  const limits: Record<string, number> = {};
+  for (const part of text.split(',')) {
+    const m = /^\s*([^=\s]+)\s*=\s*(\d+)\s*$/.exec(part);
+    if (!m) throw new UsageError(`--activity-concurrency takes name=count pairs separated by commas, e.g. charge=2,ship=1; got "${part}".`);
+    limits[m[1]!] = Number(m[2]);
+  }
+  return limits;
+}
+
 function readVersion(): string {
   try {
     const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
@@ -609,7 +635,14 @@ function readVersion(): string {
 async function withRuntime(
   g: GlobalOptions,
   io: CliIO,
-  options: { create: boolean; needs?: string; effects?: boolean; graceMs?: number; log?: (entry: LogEntry, sensitive: ReadonlySet<string>) => void },
+  options: {
+    create: boolean;
+    needs?: string;
+    effects?: boolean;
+    graceMs?: number;
+    activityConcurrency?: Record<string, number>;
+    log?: (entry: LogEntry, sensitive: ReadonlySet<string>) => void;
+  },
   work: (runtime: Runtime) => Promise<void>,
 ): Promise<void> {
   const { path, definitions } = await loadMachines(g.machines ?? DEFAULT_MACHINES_MODULE, io.cwd);
@@ -617,6 +650,7 @@ async function withRuntime(
   if (options.needs !== undefined && !registry.all().some((m) => m.id === options.needs)) {
     throw new UsageError(`This command runs the machine ${options.needs}, which ${path} does not export; run it without --machines.`);
   }
+  const maxBacklog = g.maxBacklog === undefined ? undefined : maxBacklogOf(g.maxBacklog); // checked before the file is touched
   const store = await openStore(resolve(io.cwd, g.db), g.db, options.create);
   let runtime: Runtime;
   try {
@@ -630,6 +664,8 @@ async function withRuntime(
       recover: true,
       runEffects: options.effects ?? false,
       owner: ownerOf(g),
+      ...(maxBacklog !== undefined ? { maxBacklog } : {}),
+      ...(options.activityConcurrency ? { activityConcurrency: options.activityConcurrency } : {}),
       ...(log ? { log: (entry: LogEntry) => log(entry, sensitive) } : {}),
     });
   } catch (error) {

@@ -46,10 +46,40 @@ export interface JobRecord {
   suspendReason: string | null;
   /** For a child job (an invoked child machine): the parent job and the invocation it settles. */
   parent: { jobId: string; effectId: string } | null;
+  /**
+   * The runner (one runtime in one process) that holds the job: it alone commits the job's
+   * transitions and runs its activities until `until` (renewed by heartbeat); null when free.
+   * `fence` grows with every claim and is checked by every write under the lease.
+   */
+  lease: JobLease | null;
   /** Set by a store when a stored column could not be read back: the job cannot run. */
   corruption?: string;
   createdAt: number;
   updatedAt: number;
+}
+
+/** A held job lease. */
+export interface JobLease {
+  owner: string;
+  fence: number;
+  until: number;
+}
+
+/**
+ * Who writes, under which lease. A write that carries one succeeds only if the job's lease is
+ * free, expired, held by `takeOver` (a runner known to be dead), or held by `runner` with
+ * `fence`; it claims the lease otherwise free (the fence grows), keeps it until `until`, or
+ * releases it (`until` null). `force` ends another runner's lease regardless (stopping a child
+ * job whose parent left its state): the fence grows, so the old holder's next write fails.
+ */
+export interface LeaseClaim {
+  runner: string;
+  /** The fence this runner holds on the job, or null when it holds none. */
+  fence: number | null;
+  now: number;
+  until: number | null;
+  takeOver?: string | null;
+  force?: boolean;
 }
 
 /** What `createJob` writes: the job at revision 1 and its first history record. */
@@ -70,6 +100,8 @@ export interface NewJob {
   at: number;
   /** The `xstate.init` history record (revision 1). */
   transition: TransitionDraft;
+  /** The runner that creates it, recorded in that history record (fence 0: nobody has claimed it yet). */
+  runner?: string | null;
   progress?: number | null;
   /** For a child job: its parent job and the invocation (effect id) it settles when it ends. */
   parent?: { jobId: string; effectId: string } | null;
@@ -156,9 +188,12 @@ export interface TransitionRecord {
   outcome: TransitionOutcome;
   error: ErrorInfo | null;
   at: number;
+  /** The runner that committed it and the lease fence it held (the audit of single ownership). */
+  runner: string | null;
+  fence: number | null;
 }
 
-export type TransitionDraft = Omit<TransitionRecord, 'jobId' | 'revision'>;
+export type TransitionDraft = Omit<TransitionRecord, 'jobId' | 'revision' | 'runner' | 'fence'>;
 
 /**
  * One job's commit: write the new job state `WHERE id = ? AND revision = expectedRevision`,
@@ -195,6 +230,8 @@ export interface TransitionCommit {
   stopAll?: boolean;
   /** The timer this event consumed: marked delivered. */
   consumedTimer?: string;
+  /** The lease this commit is made under (see {@link LeaseClaim}); absent only in store tests and tools. */
+  lease?: LeaseClaim;
   /**
    * The inbox event this commit settles: a pending one (`seq`, which must still be pending), or
    * a new one (`accept`) recorded and settled in the same transaction (the inline fast path),
@@ -209,8 +246,11 @@ export interface TransitionCommit {
 }
 
 export type CommitResult =
-  | { ok: true; revision: number }
+  /** `fence`: the lease fence after the commit (null: made without a lease). */
+  | { ok: true; revision: number; fence: number | null }
   | { ok: false; reason: 'conflict'; currentRevision: number | null }
+  /** Another runner holds the job's lease (not expired): nothing was written. */
+  | { ok: false; reason: 'leased'; owner: string; until: number }
   | { ok: false; reason: 'event-settled' }
   | { ok: false; reason: 'duplicate-event' }
   | { ok: false; reason: 'error'; error: ErrorInfo };
@@ -400,6 +440,8 @@ export interface StoreStats {
   }[];
   /** Active effects claimed as running, by effect id: the claims held and their runners. */
   running: { effectId: string; jobId: string; src: string; attempt: number; runner: string | null; claimExpiresAt: number | null }[];
+  /** Job leases held (not expired by `now`), by runner: how many jobs and the earliest expiry. */
+  leases: { runner: string; jobs: number; earliestUntil: number }[];
 }
 
 /** How an occurrence of a schedule meets the previous run it started when that run has not finished. */
@@ -513,8 +555,8 @@ export interface JobStore {
   listEvents(jobId: string): Promise<InboxRecord[]>;
   /** The oldest pending events of a job, in accept order. */
   pendingEvents(jobId: string, limit: number): Promise<InboxRecord[]>;
-  /** Ids of jobs that have pending events, oldest event first. */
-  jobsWithPendingEvents(limit: number): Promise<string[]>;
+  /** Ids of jobs that have pending events, oldest event first; with `lease`, leaving out jobs another runner holds. */
+  jobsWithPendingEvents(limit: number, lease?: { runner: string; now: number }): Promise<string[]>;
   /** Apply commits, each on its own revision check; all share one durable transaction. */
   commit(commits: readonly TransitionCommit[]): Promise<CommitResult[]>;
   /** Settle a pending event without touching the job (e.g. it arrived for a job that has since ended). */
@@ -529,23 +571,26 @@ export interface JobStore {
   listEffects(jobId: string): Promise<EffectRecord[]>;
   listAttempts(jobId: string): Promise<AttemptRecord[]>;
   /** Active effects ready to run: pending, backoff due by `now`, or running with a claim expired by `now`. */
-  dueEffects(now: number, limit: number): Promise<EffectRecord[]>;
+  dueEffects(now: number, limit: number, runner?: string): Promise<EffectRecord[]>;
   /** Active effects claimed as running (to check their runners after a restart). */
   runningEffects(limit: number): Promise<EffectRecord[]>;
   /**
    * Start the next attempt: only if the effect is active and pending, due from backoff, or
    * running under a claim that expired (or `takeOver` names the dead runner). The attempt a
-   * dead runner left is recorded as interrupted.
+   * dead runner left is recorded as interrupted. In the same transaction the runner claims (or
+   * renews, with `fence` held) its job's lease until `claimUntil`; while another live runner holds
+   * it, nothing is claimed. The claimed effect comes back with the job's lease fence. (`fence`
+   * omitted, in tools and tests: the runner's own live lease is renewed whatever its fence.)
    */
-  claimEffect(id: string, runner: string, now: number, claimUntil: number, takeOver?: string): Promise<EffectRecord | undefined>;
-  /** Extend the claim of a running attempt. False if the attempt is no longer this runner's. */
+  claimEffect(id: string, runner: string, now: number, claimUntil: number, takeOver?: string, fence?: number | null): Promise<(EffectRecord & { leaseFence: number }) | undefined>;
+  /** Extend the claim of a running attempt. False if the attempt, or its job's lease, is no longer this runner's. */
   renewClaim(id: string, attempt: number, runner: string, claimUntil: number): Promise<boolean>;
   /**
    * Record how an attempt ended, with its outcome event accepted in the same transaction. When
    * the attempt is no longer current (the state was left, a newer attempt started) the attempt is
    * recorded as stale and the event, if any, is still accepted so the history shows it as stale.
    */
-  finishAttempt(id: string, attempt: number, result: AttemptResult, at: number): Promise<'current' | 'stale'>;
+  finishAttempt(id: string, attempt: number, result: AttemptResult, at: number, lease?: { runner: string; fence: number }): Promise<'current' | 'stale' | 'lease-lost'>;
   /** Settle an effect that may not run again (unsafe to repeat, exhausted) with its error event. */
   failEffect(id: string, error: ErrorInfo, event: NewInboxEvent, at: number): Promise<boolean>;
   /** Find the waiting effect that holds this completion token. */
@@ -558,8 +603,21 @@ export interface JobStore {
   dueTimers(now: number, limit: number): Promise<TimerRecord[]>;
   /** Move a due timer into its job's inbox, once. */
   fireTimer(id: string, event: NewInboxEvent): Promise<boolean>;
-  /** The earliest scheduled timer or effect retry, for sleeping until it. */
+  /** The earliest scheduled timer, effect retry, claim or lease expiry, for sleeping until it. */
   nextWakeAt(): Promise<number | null>;
+
+  // Leases
+  /** Extend this runner's leases on these jobs; returns the ones it still holds, with their fences. */
+  renewLeases(runner: string, jobIds: readonly string[], until: number): Promise<Map<string, number>>;
+  /** Free this runner's leases (on these jobs, or all of them); fences are kept. Returns how many. */
+  releaseLeases(runner: string, jobIds: readonly string[] | 'all'): Promise<number>;
+  /** Runners holding a lease that has not expired by `now`. */
+  leaseHolders(now: number): Promise<string[]>;
+  /**
+   * Free leases once: every lease of `owner` (a runner known to be dead), or every lease expired by
+   * `now`. Returns the jobs freed and who held them.
+   */
+  expireLeases(filter: { owner: string } | { expiredBy: number }): Promise<{ jobId: string; owner: string; fence: number }[]>;
 
   // Cancellation, progress, notes, assets
   /** Record a cancel request once and accept its cancel event in the same transaction. */
@@ -610,6 +668,13 @@ export interface JobStore {
   fireSchedule(fire: ScheduleFire): Promise<ScheduleFireResult>;
   /** A schedule's handled occurrences, newest first. */
   listOccurrences(scheduleId: string, limit: number): Promise<OccurrenceRecord[]>;
+  // Bounded work
+  /**
+   * How many events are accepted but not yet applied (inbox status `pending`), in the whole store,
+   * held ones (suspended, quarantined jobs) included: what `maxBacklog` limits. Cheap: an index
+   * count in SQLite; the runtime calls it at most every 100 ms of its clock.
+   */
+  pendingBacklog(): Promise<number>;
 
   close(): Promise<void>;
 }

@@ -111,6 +111,38 @@ export class WaitTimeoutError extends SpoolError {
 }
 
 /**
+ * Backpressure: more events wait to be applied (`backlog`, accepted but not yet applied, in the
+ * whole store) than the runtime's `maxBacklog` allows, so `start` or `send` refused the request.
+ * Nothing was written: send it again after `retryAfterMs` (a repeat of an event id already
+ * accepted is never refused: it returns the first outcome). Internal events (timer firings,
+ * activity outcomes, cancel requests) are never refused.
+ *
+ * @example
+ * try { await runtime.send(id, event, { eventId }) }
+ * catch (e) { if (e instanceof BackpressureError) setTimeout(retry, e.retryAfterMs) }
+ */
+export class BackpressureError extends SpoolError {
+  readonly code = 'SPOOL_BACKPRESSURE';
+  readonly category = 'retryable';
+  /** Events accepted but not yet applied, as this runtime last counted them. */
+  readonly backlog: number;
+  /** The runtime's `maxBacklog`. */
+  readonly limit: number;
+  /** When to try again, in ms: an estimate from how fast the backlog was last seen to drain. */
+  readonly retryAfterMs: number;
+  constructor(backlog: number, limit: number, retryAfterMs: number) {
+    super(
+      `Too much work waiting: ${backlog} events accepted but not yet applied (maxBacklog ${limit}). Nothing was recorded; ` +
+        `retry after ${retryAfterMs} ms, and if this persists run more workers or check that one is running (\`spool stats\` shows the backlog).`,
+      { backlog, limit, retryAfterMs },
+    );
+    this.backlog = backlog;
+    this.limit = limit;
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/**
  * `retry` cannot redrive this job: the machine already handled the failure (or there is no
  * failure to redrive, or redriving would repeat an activity marked unsafe to repeat). The message
  * says what to do instead; `details.reason` says why, for tools.

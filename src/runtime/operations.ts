@@ -54,6 +54,8 @@ export interface RuntimeStats {
   activities: StoreStats['activities'];
   /** Claims held on running activities: runner ids and whether the claim has expired. */
   running: (StoreStats['running'][number] & { expired: boolean })[];
+  /** Job leases held (not expired), by runner: how many jobs and the earliest expiry. */
+  leases: StoreStats['leases'];
 }
 
 const PAGE = 500;
@@ -289,6 +291,7 @@ export async function collectStats(host: OperationsHost): Promise<RuntimeStats> 
     timers: { ...s.timers, lagMs: s.timers.oldestDueAt === null ? null : at - s.timers.oldestDueAt },
     activities: s.activities,
     running: s.running.map((r) => ({ ...r, expired: r.claimExpiresAt !== null && r.claimExpiresAt <= at })),
+    leases: s.leases,
   };
 }
 

@@ -17,6 +17,7 @@ import type {
   JobRecord,
   JobStatus,
   JobStore,
+  LeaseClaim,
   JsonValue,
   NewInboxEvent,
   TransitionCommit,
@@ -47,6 +48,7 @@ import { backoffDelay, classify, IndeterminateOutcomeError } from './retry.ts';
 import * as ops from './operations.ts';
 import type { RuntimeStats } from './operations.ts';
 import * as sched from './schedules.ts';
+import { ActivitySlots, BacklogGauge, DEFAULT_MAX_BACKLOG, ROUND_BOUNDS, widerScan } from './limits.ts';
 
 /** Options of {@link createRuntime}. */
 export interface RuntimeOptions {
@@ -84,8 +86,31 @@ export interface RuntimeOptions {
   runEffects?: boolean;
   /** Activities running at once in this runtime. Default 8. */
   maxConcurrentActivities?: number;
-  /** How long a claim on a running activity lasts without renewal, in ms. Default 30000. */
-  claimMs?: number;
+  /**
+   * Attempts of one activity running at once in this runtime, by the activity's name in
+   * `setup({ actors })` (the effect's `src`), within `maxConcurrentActivities`. Activities over their
+   * limit stay pending in the store (not claimed) and start when a slot frees. 0: this runtime
+   * never runs that activity. Default: no per-activity limit.
+   *
+   * @example
+   * createRuntime({ store, machines, activityConcurrency: { charge: 2, sendEmail: 10 } })
+   */
+  activityConcurrency?: Record<string, number>;
+  /**
+   * Backpressure: `start` and `send` refuse with a `BackpressureError` (nothing written, with
+   * `retryAfterMs`) while this many events or more are accepted but not yet applied in the store
+   * (held ones included). Counted at most every 100 ms of the clock, plus this runtime's own
+   * sends since. Repeats of accepted event ids and internal events (timers, activity outcomes,
+   * cancel) are never refused. `Infinity` turns it off. Default 100000.
+   */
+  maxBacklog?: number;
+  /**
+   * Job leases: how long this runtime's lease on a job (and its claim on a running activity) lasts
+   * without renewal, in ms. A crashed process's jobs are taken over once its leases expire (at
+   * once when its process is known to be gone on this host). Renewed by a heartbeat every third
+   * of it (`tick()` in host-driven mode). Default 30000.
+   */
+  leaseMs?: number;
   /**
    * Host-driven mode (desktop and edge embedding): Spool starts no intervals of its own. The host
    * calls `tick()` (every few seconds, and when it wants due work done); each call fires due
@@ -193,6 +218,8 @@ export type RuntimeEvent =
   | { type: 'activity.started'; jobId: string; effectId: string; src: string; attempt: number }
   | { type: 'activity.finished'; jobId: string; effectId: string; attempt: number; outcome: 'succeeded' | 'failed' | 'retrying' | 'waiting' | 'stale'; error?: ErrorInfo }
   | { type: 'cancel.requested'; jobId: string; reason: string }
+  /** A job's lease was freed: its holder is gone or let it expire; any runner may take the job now. */
+  | { type: 'lease.freed'; jobId: string; runner: string; fence: number }
   | sched.ScheduleEvent;
 
 /** Everything `show` needs about one job. */
@@ -300,7 +327,15 @@ export class Runtime {
   #units = 0;
   readonly #runEffects: boolean;
   readonly #maxActivities: number;
+  /** Bounded work (limits.ts): per-activity slots and the backlog behind backpressure. */
+  readonly #slots: ActivitySlots;
+  readonly #backlog: BacklogGauge;
   readonly #claimMs: number;
+  /** Leases this runtime holds, by job id: the fence it holds each with (see `#heartbeat`). */
+  readonly #leases = new Map<string, number>();
+  /** Attempts claimed here whose outcome is not recorded yet, by effect id (their job ids): their leases are kept. */
+  readonly #attempting = new Map<string, string>();
+  #heartbeatTimer: ReturnType<typeof setInterval> | undefined;
   readonly #hostDriven: boolean;
   readonly #verifySnapshots: boolean | 'auto';
   /** Identifies this runtime's claims on running activities. */
@@ -321,10 +356,17 @@ export class Runtime {
     this.#log = options.log;
     this.#runEffects = options.runEffects ?? this.#process;
     this.#maxActivities = Math.max(1, options.maxConcurrentActivities ?? 8);
-    this.#claimMs = Math.max(1000, options.claimMs ?? 30_000);
+    this.#slots = new ActivitySlots(options.activityConcurrency, this.registry.all().flatMap((m) => Object.keys(m.machine.implementations.actors ?? {})));
+    this.#backlog = new BacklogGauge(() => this.store.pendingBacklog(), this.clock, options.maxBacklog ?? DEFAULT_MAX_BACKLOG);
+    this.#claimMs = Math.max(1000, options.leaseMs ?? 30_000);
     this.#hostDriven = options.hostDriven ?? false;
     this.#verifySnapshots = options.verifySnapshots ?? 'auto';
     this.runnerId = newRunnerId();
+    if (!this.#hostDriven) {
+      // The lease heartbeat (host-driven mode: `tick()` instead). Unref'd: it never keeps the process alive.
+      this.#heartbeatTimer = setInterval(() => this.#track(this.#heartbeat()), Math.floor(this.#claimMs / 3));
+      this.#heartbeatTimer.unref();
+    }
   }
 
   /** Listen to runtime events; returns the unsubscribe function. */
@@ -355,6 +397,7 @@ export class Runtime {
     if (existing) return this.#sameStart(existing, inputHash, jobId, key);
 
     const { job: newJob, plan, relations } = this.#newJob(def, parsed, jobId, key, inputHash, this.clock.now());
+    await this.#backlog.admit(false); // backpressure (limits.ts): refused before anything is written; a repeated start returned above
     const { job: record, created } = await this.store.createJob(newJob);
     if (!created) return this.#sameStart(record, inputHash, jobId, key);
     return this.#started(record, def, plan, parsed, relations);
@@ -392,6 +435,7 @@ export class Runtime {
       idempotencyKey: key,
       owner: this.#owner,
       at: now,
+      runner: this.runnerId,
       transition: {
         eventId: null,
         eventType: 'xstate.init',
@@ -484,6 +528,10 @@ export class Runtime {
       at: this.clock.now(),
     };
 
+    // Backpressure (limits.ts): refused before anything is written (a repeat of an accepted event id
+    // returned its outcome above). An event that will wait in the inbox is counted at once.
+    const queues = !(this.#process && (options.wait ?? true) && record.suspendedAt === null);
+    await this.#backlog.admit(queues);
     // A suspended job accepts the event and leaves it pending (the commit would refuse it anyway).
     if (this.#process && (options.wait ?? true) && record.suspendedAt === null) {
       const inline = await this.#withLock(jobId, () => this.#applyInline(accept, record));
@@ -496,6 +544,7 @@ export class Runtime {
       }
     }
     const { event: stored, duplicate } = await this.store.acceptEvent(accept);
+    if (!queues && !duplicate) this.#backlog.queued(); // the inline path could not take it: it waits in the inbox
     if (duplicate && stored.payloadHash !== accept.payloadHash) {
       throw new IdempotencyConflictError(`Event id "${eventId}" was already used for job ${jobId} with a different event.`, { jobId, eventId });
     }
@@ -650,8 +699,11 @@ export class Runtime {
     if (!this.#process) return 0;
     let processed = 0;
     const tried = new Set<string>();
-    for (;;) {
-      const ids = (await this.store.jobsWithPendingEvents(200)).filter((id) => !tried.has(id));
+    // Bounded (limits.ts): jobs beyond ROUND_BOUNDS.jobsPerRound keep their events pending for the next call.
+    while (tried.size < ROUND_BOUNDS.jobsPerRound) {
+      const ids = (await this.store.jobsWithPendingEvents(200, { runner: this.runnerId, now: this.clock.now() }))
+        .filter((id) => !tried.has(id))
+        .slice(0, ROUND_BOUNDS.jobsPerRound - tried.size);
       if (ids.length === 0) break;
       for (const id of ids) tried.add(id);
       processed += await this.#drainAll(ids);
@@ -688,6 +740,10 @@ export class Runtime {
       if (effect?.claimedBy === this.runnerId) await this.store.renewClaim(effectId, effect.attempt, this.runnerId, now).catch(() => false);
     }
     await this.idle();
+    if (this.#heartbeatTimer) clearInterval(this.#heartbeatTimer);
+    // Release every lease at once: another process takes the jobs over now, not at expiry.
+    await this.store.releaseLeases(this.runnerId, 'all').catch(() => 0);
+    this.#leases.clear();
     this.#closed = true;
     retireRunner(this.runnerId);
     for (const finish of [...this.#waiters]) finish(new ClosedError('The runtime closed before the awaited condition held.'));
@@ -710,7 +766,9 @@ export class Runtime {
       const seen = new Set<string>();
       for (;;) {
         // A timer the store keeps listing but cannot fire (a damaged index or row) is seen once, then left.
-        const due = (await this.store.dueTimers(now, 200)).filter((t) => !seen.has(t.id));
+        // Bounded (limits.ts): timers beyond ROUND_BOUNDS.timersPerTick stay scheduled, due, for the next tick.
+        if (seen.size >= ROUND_BOUNDS.timersPerTick) break;
+        const due = (await this.store.dueTimers(now, 200)).filter((t) => !seen.has(t.id)).slice(0, ROUND_BOUNDS.timersPerTick - seen.size);
         if (due.length === 0) break;
         for (const timer of due) {
           seen.add(timer.id);
@@ -739,9 +797,70 @@ export class Runtime {
       if (this.#process) await this.#drainAll([...touched]);
       await sched.fireDueSchedules(this.#schedulesHost); // due occurrences start their jobs (schedules.ts)
     }
-    if (this.#hostDriven) await this.#renewClaims();
+    if (this.#hostDriven) {
+      await this.#renewClaims();
+      await this.#heartbeat();
+    }
+    await this.#expireLeases();
     const activitiesStarted = await this.#pumpEffects();
     return { timersFired, activitiesStarted };
+  }
+
+  /**
+   * The lease heartbeat: renew the leases of jobs whose activities run here, release the rest
+   * (nothing here works on them), and stop touching any job whose lease another runner took.
+   */
+  async #heartbeat(): Promise<void> {
+    if (this.#closed || this.#leases.size === 0) return;
+    const busy = new Set(this.#attempting.values());
+    const keep: [string, number][] = [];
+    const idle: [string, number][] = [];
+    for (const entry of this.#leases) (busy.has(entry[0]) ? keep : idle).push(entry);
+    if (keep.length > 0) {
+      const renewed = await this.store.renewLeases(this.runnerId, keep.map(([id]) => id), this.clock.now() + this.#claimMs);
+      for (const [jobId, fence] of keep) if (renewed.get(jobId) !== fence) this.#leaseLost(jobId, fence);
+    }
+    if (idle.length > 0) {
+      await this.store.releaseLeases(this.runnerId, idle.map(([id]) => id));
+      for (const [jobId, fence] of idle) if (this.#leases.get(jobId) === fence) this.#leases.delete(jobId);
+    }
+  }
+
+  /**
+   * Lease expiries, once per call: leases of runners known to be gone (a dead process on this
+   * host) are freed now; leases past their expiry are freed (a held job of this runtime's that
+   * expired is given up). The freed jobs' pending events are then applied here.
+   */
+  async #expireLeases(): Promise<void> {
+    const now = this.clock.now();
+    const freed: { jobId: string; owner: string; fence: number }[] = [];
+    for (const owner of await this.store.leaseHolders(now)) {
+      if (owner !== this.runnerId && runnerIsGone(owner)) freed.push(...(await this.store.expireLeases({ owner })));
+    }
+    freed.push(...(await this.store.expireLeases({ expiredBy: now })));
+    if (freed.length === 0) return;
+    for (const lease of freed) {
+      if (lease.owner === this.runnerId) this.#leaseLost(lease.jobId, lease.fence);
+      this.#logEntry('info', 'lease freed', { jobId: lease.jobId, runner: lease.owner, fence: lease.fence });
+      this.#emit({ type: 'lease.freed', jobId: lease.jobId, runner: lease.owner, fence: lease.fence });
+    }
+    if (this.#process) await this.#drainAll([...new Set(freed.map((l) => l.jobId))]);
+  }
+
+  /** This runtime no longer holds the job: forget the lease, drop the cached snapshot, abort its activities here. */
+  #leaseLost(jobId: string, fence: number): void {
+    if (this.#leases.get(jobId) !== fence) return;
+    this.#leases.delete(jobId);
+    this.#snapshots.delete(jobId);
+    for (const running of this.#running.values()) {
+      if (running.jobId === jobId) running.controller.abort(new Error(`lease lost: another runner holds job ${jobId}`));
+    }
+    this.#logEntry('warn', 'lease lost', { jobId, fence });
+  }
+
+  /** The lease a commit of this job is made under: kept while activities of the job run here (or are about to), released otherwise. */
+  #leaseFor(jobId: string, hold: boolean, now: number): LeaseClaim {
+    return { runner: this.runnerId, fence: this.#leases.get(jobId) ?? null, now, until: hold ? now + this.#claimMs : null };
   }
 
   /** Renew the claims of this runtime's running activities (the heartbeat, done by `tick()` in host-driven mode). */
@@ -1323,6 +1442,7 @@ export class Runtime {
         const [event] = await this.store.pendingEvents(jobId, 1);
         if (!event) return settled;
         const result = await this.#applyPending(loaded, event);
+        if (result === 'leased') return settled; // another runner holds the job: it applies its events
         if (result === 'conflict') {
           conflicts += 1;
           if (conflicts > MAX_CONFLICT_RETRIES) {
@@ -1401,6 +1521,7 @@ export class Runtime {
               error: null,
               at: this.clock.now(),
             });
+            if (result === 'leased') return 'ok'; // its holder migrates it
             if (result === 'conflict' || result === 'duplicate') continue;
             this.#logEntry('info', 'job migrated', { jobId, from: record.machineVersion, to: route.target.version });
             return 'migrated';
@@ -1463,7 +1584,7 @@ export class Runtime {
     if (this.#snapshots.size > SNAPSHOT_CACHE) this.#snapshots.delete(this.#snapshots.keys().next().value!);
   }
 
-  async #applyPending(loaded: Loaded, event: InboxRecord): Promise<'ok' | 'conflict' | 'duplicate'> {
+  async #applyPending(loaded: Loaded, event: InboxRecord): Promise<'ok' | 'conflict' | 'duplicate' | 'leased'> {
     if (loaded.kind === 'held') return 'ok';
     if (loaded.kind === 'terminal') {
       const error = toErrorInfo(new JobTerminalError(`Job ${event.jobId} is ${describeEnd(loaded.record)}: the event arrived after its end.`));
@@ -1505,7 +1626,7 @@ export class Runtime {
     source: { accept: NewInboxEvent } | { seq: number; eventId: string },
     stale: string | null = null,
     timerId: string | null = null,
-  ): Promise<Applied | 'conflict' | 'duplicate'> {
+  ): Promise<Applied | 'conflict' | 'duplicate' | 'leased'> {
     const { record, def, snapshot } = loaded;
     const event = payload as { type: string };
     const eventId = 'accept' in source ? source.accept.eventId : source.eventId;
@@ -1684,6 +1805,7 @@ export class Runtime {
         owner,
         at: now,
         parent: { jobId: parentId, effectId: childId },
+        runner: this.runnerId,
         progress: contextProgress(context) ?? null,
         transition: { eventId: null, eventType: 'xstate.init', payload: redact(spawn.input, childDef.sensitive), from: null, to: value, outcome: 'started', error: null, at: now },
         effects: childPlan.effects.create,
@@ -1728,10 +1850,13 @@ export class Runtime {
             job: { status: 'stopped', value: record.value, statePaths: statePaths(record.value), context: record.context, snapshot, machineVersion: record.machineVersion, at: now },
             transition: { eventId: null, eventType: 'xstate.stop', payload: { type: 'xstate.stop' }, from: record.value, to: record.value, outcome: 'applied', error: null, at: now },
             stopAll: true,
+            // The parent's decision overrides any lease on the child: the holder's next write fails its fence.
+            lease: { ...this.#leaseFor(jobId, false, now), force: true },
           },
         ]);
         if (result?.ok) {
           this.#snapshots.delete(jobId);
+          this.#leases.delete(jobId);
           for (const running of this.#running.values()) if (running.jobId === jobId) running.controller.abort(new Error('stopped: its parent left the invoking state'));
           this.#logEntry('info', 'child job stopped', { jobId });
           return children;
@@ -1751,7 +1876,7 @@ export class Runtime {
     plan?: ActionPlan,
     consumedTimer?: string,
     relations?: Relations,
-  ): Promise<{ record: JobRecord } | 'conflict' | 'duplicate'> {
+  ): Promise<{ record: JobRecord } | 'conflict' | 'duplicate' | 'leased'> {
     const now = transitionDraft.at;
     const context = toJson(next.context);
     // Progress follows context.progress when the machine changes it; activities may set it in between.
@@ -1781,10 +1906,21 @@ export class Runtime {
       ...(relations?.children.length ? { children: relations.children } : {}),
       ...(relations?.settleParent ? { settleParent: relations.settleParent } : {}),
       ...(consumedTimer !== undefined ? { consumedTimer } : {}),
+      lease: this.#leaseFor(record.id, next.status === 'active' && this.#holdsWork(record.id, plan), now),
     };
     const result = await this.#submit(commit);
     if (!result) throw new RevisionConflictError(`The store returned no result for job ${record.id}.`);
+    if (result.ok) {
+      if (commit.lease?.until != null && result.fence !== null) this.#leases.set(record.id, result.fence);
+      else this.#leases.delete(record.id);
+    }
     if (!result.ok) {
+      if (result.reason === 'leased') {
+        // Another live runner holds the job: its events wait in the inbox for that runner.
+        const held = this.#leases.get(record.id);
+        if (held !== undefined) this.#leaseLost(record.id, held);
+        return 'leased';
+      }
       if (result.reason === 'conflict' || result.reason === 'event-settled') return 'conflict';
       if (result.reason === 'duplicate-event') return 'duplicate';
       // The store refused the rows themselves (a damaged job: its history disagrees with its
@@ -1808,12 +1944,19 @@ export class Runtime {
       updatedAt: now,
     };
     const job = toJob(updated, def);
-    this.#emit({ type: 'job.committed', job, transition: { ...transitionDraft, jobId: record.id, revision: result.revision } });
+    this.#emit({ type: 'job.committed', job, transition: { ...transitionDraft, jobId: record.id, revision: result.revision, runner: this.runnerId, fence: result.fence } });
     if (job.final && !TERMINAL.has(record.status)) {
       this.#logEntry('info', 'job finished', { jobId: record.id, status: job.status, state: job.value });
     }
     this.#remember(record.id, result.revision, def, next);
     return { record: updated };
+  }
+
+  /** Whether this runtime keeps the job's lease after a commit: its activities run (or are about to run) here. */
+  #holdsWork(jobId: string, plan: ActionPlan | undefined): boolean {
+    if (this.#runEffects && plan?.effects.create.length) return true;
+    for (const id of this.#attempting.values()) if (id === jobId) return true;
+    return false;
   }
 
   /** Carry out what a committed transition asked for: abort left invocations, run actions, start effects. */
@@ -1871,11 +2014,17 @@ export class Runtime {
         started += await this.#takeOverOrphans();
         const free = this.#maxActivities - this.#running.size;
         if (free <= 0) break;
-        const due = await this.store.dueEffects(this.clock.now(), free + this.#running.size);
-        for (const effect of due) {
-          if (this.#running.size >= this.#maxActivities || this.#closing) break;
-          if (this.#running.has(effect.id)) continue;
-          if (await this.#startAttempt(effect)) started += 1;
+        for (let window: number | undefined = free + this.#running.size; window !== undefined; window = widerScan(window)) {
+          const due = await this.store.dueEffects(this.clock.now(), window, this.runnerId);
+          let held = 0;
+          for (const effect of due) {
+            if (this.#running.size >= this.#maxActivities || this.#closing) break;
+            if (this.#running.has(effect.id)) continue;
+            if (!this.#slots.has(effect.src)) held += 1; // over its activityConcurrency: stays pending in the store
+            else if (await this.#startAttempt(effect)) started += 1;
+          }
+          // Held rows may hide startable ones behind them: read further, up to a bound (limits.ts).
+          if (held === 0 || due.length < window || this.#running.size >= this.#maxActivities || this.#closing) break;
         }
       } while (this.#pumpAgain && !this.#closing);
     } finally {
@@ -1923,6 +2072,7 @@ export class Runtime {
 
   /** Claim the next attempt of an activity and run it in the background. */
   async #startAttempt(effect: EffectRecord, takeOver?: string): Promise<boolean> {
+    if (!this.#slots.has(effect.src)) return false; // over its activityConcurrency: left in the store for a free slot
     if (effect.status === 'running' && takeOver === undefined) {
       // Its claim expired: the runner may be alive but stuck. Treat as interrupted.
       if (effect.claimedBy !== null && (effect.unsafe || effect.attempt >= effect.maxAttempts)) {
@@ -1931,16 +2081,19 @@ export class Runtime {
       }
     }
     const now = this.clock.now();
-    const claimed = await this.store.claimEffect(effect.id, this.runnerId, now, now + this.#claimMs, takeOver);
+    const claimed = await this.store.claimEffect(effect.id, this.runnerId, now, now + this.#claimMs, takeOver, this.#leases.get(effect.jobId) ?? null);
     if (!claimed) return false;
+    this.#leases.set(claimed.jobId, claimed.leaseFence);
+    this.#attempting.set(claimed.id, claimed.jobId);
     crashPoint('after-claim');
     const record = await this.store.getJob(claimed.jobId);
     const def = record ? this.registry.get(record.machineId, record.machineVersion) : undefined;
     const controller = new AbortController();
     this.#running.set(claimed.id, { jobId: claimed.jobId, actorId: claimed.actorId, controller });
+    this.#slots.take(claimed.src);
     this.#emit({ type: 'activity.started', jobId: claimed.jobId, effectId: claimed.id, src: claimed.src, attempt: claimed.attempt });
     this.#logEntry('info', 'activity started', { jobId: claimed.jobId, effectId: claimed.id, src: claimed.src, attempt: claimed.attempt });
-    this.#track(this.#runAttempt(claimed, def, controller));
+    this.#track(this.#runAttempt(claimed, def, controller).finally(() => this.#attempting.delete(claimed.id)));
     return true;
   }
 
@@ -1982,7 +2135,9 @@ export class Runtime {
       let pendingToken: { token: string; onToken: (token: string) => void | Promise<void> } | undefined;
       const value = await logic.config(args);
       if (isDeferred(value) && pendingToken && pendingToken.token === value.token) {
-        const status = await this.store.finishAttempt(effect.id, attempt, { kind: 'waiting', token: value.token }, this.clock.now());
+        const status = await this.store.finishAttempt(effect.id, attempt, { kind: 'waiting', token: value.token }, this.clock.now(), this.#attemptLease(effect.jobId));
+        this.#attempting.delete(effect.id);
+        await this.#releaseIdle(effect.jobId); // waiting on a token: nothing runs here for it
         // The token is handed out only once the waiting state is durable.
         if (status === 'current') await pendingToken.onToken(value.token);
         this.#emit({ type: 'activity.finished', jobId: effect.jobId, effectId: effect.id, attempt, outcome: status === 'current' ? 'waiting' : 'stale' });
@@ -1994,16 +2149,22 @@ export class Runtime {
     } finally {
       if (heartbeat) clearInterval(heartbeat);
       this.#running.delete(effect.id);
+      this.#slots.release(effect.src);
     }
     if (this.#closing && controller.signal.aborted) return; // shutdown: the next runtime takes the attempt over
     crashPoint('before-outcome');
     await this.#recordOutcome(effect, def, outcome);
   }
 
+  /** The lease an attempt's outcome is recorded under: the fence this runtime holds on the job (-1: none, so it is refused). */
+  #attemptLease(jobId: string): { runner: string; fence: number } {
+    return { runner: this.runnerId, fence: this.#leases.get(jobId) ?? -1 };
+  }
+
   async #recordOutcome(effect: EffectRecord, def: RegisteredMachine | undefined, outcome: { ok: true; value: unknown } | { ok: false; error: unknown }): Promise<void> {
     const attempt = effect.attempt;
     const now = this.clock.now();
-    let status: 'current' | 'stale';
+    let status: 'current' | 'stale' | 'lease-lost';
     let reported: 'succeeded' | 'failed' | 'retrying' | 'stale';
     let errorInfo: ErrorInfo | undefined;
     let output: JsonValue | undefined;
@@ -2016,7 +2177,7 @@ export class Runtime {
     }
     if (outcome.ok) {
       const event = { ...outcomeEvent(effect, attempt, { output: output ?? null }), at: now };
-      status = await this.store.finishAttempt(effect.id, attempt, { kind: 'succeeded', output: output ?? null, event }, now);
+      status = await this.store.finishAttempt(effect.id, attempt, { kind: 'succeeded', output: output ?? null, event }, now, this.#attemptLease(effect.jobId));
       reported = 'succeeded';
     } else {
       const { info, terminal, retryAfterMs } = classify(outcome.error);
@@ -2025,22 +2186,35 @@ export class Runtime {
       const retry = !terminal && attempt < effect.maxAttempts && (policy.retryOn ? policy.retryOn(errorInfo) : true);
       if (retry) {
         const retryAt = now + (retryAfterMs ?? backoffDelay(policy, attempt, effect.id));
-        status = await this.store.finishAttempt(effect.id, attempt, { kind: 'failed', error: errorInfo, retryAt, event: null }, now);
+        status = await this.store.finishAttempt(effect.id, attempt, { kind: 'failed', error: errorInfo, retryAt, event: null }, now, this.#attemptLease(effect.jobId));
         reported = 'retrying';
       } else {
         const error: ErrorInfo = terminal ? errorInfo : { ...errorInfo, code: errorInfo.code ?? 'SPOOL_RETRIES_EXHAUSTED' };
         const event = { ...outcomeEvent(effect, attempt, { error: { ...error, attempts: attempt } }), at: now };
-        status = await this.store.finishAttempt(effect.id, attempt, { kind: 'failed', error, retryAt: null, event }, now);
+        status = await this.store.finishAttempt(effect.id, attempt, { kind: 'failed', error, retryAt: null, event }, now, this.#attemptLease(effect.jobId));
         reported = 'failed';
       }
     }
+    this.#attempting.delete(effect.id); // recorded: a commit of the job may release its lease now
     crashPoint('after-outcome');
-    if (status === 'stale') reported = 'stale';
+    if (status !== 'current') reported = 'stale';
+    if (status === 'lease-lost') this.#leaseLost(effect.jobId, this.#leases.get(effect.jobId) ?? -1);
     this.#emit({ type: 'activity.finished', jobId: effect.jobId, effectId: effect.id, attempt, outcome: reported, ...(errorInfo ? { error: errorInfo } : {}) });
     this.#logEntry(reported === 'succeeded' ? 'info' : 'warn', `activity ${reported}`, { jobId: effect.jobId, effectId: effect.id, attempt, ...(errorInfo ? { error: errorInfo } : {}) });
     if (this.#process && reported !== 'retrying') await this.#unit(() => this.#drain(effect.jobId));
     if (reported === 'retrying') this.#emit({ type: 'timers.scheduled', jobId: effect.jobId, dueAt: [] });
+    await this.#releaseIdle(effect.jobId);
     this.#track(this.#pumpEffects());
+  }
+
+  /** Release the lease of a job nothing here works on any more (an outcome that led to no commit: a retry, a stale result). */
+  async #releaseIdle(jobId: string): Promise<void> {
+    await this.#withLock(jobId, async () => {
+      const fence = this.#leases.get(jobId);
+      if (fence === undefined || this.#holdsWork(jobId, undefined)) return;
+      await this.store.releaseLeases(this.runnerId, [jobId]);
+      if (this.#leases.get(jobId) === fence) this.#leases.delete(jobId);
+    });
   }
 
   #emit(event: RuntimeEvent): void {

@@ -28,7 +28,8 @@ export async function runWorker(runtime: Runtime, options: WorkerOptions = {}): 
     const { timersFired, activitiesStarted } = await runtime.tick();
     if (processed + timersFired + activitiesStarted > 0) options.onRound?.({ processed, timersFired, activitiesStarted });
     const next = await runtime.nextWakeAt();
-    const wait = next === null ? pollMs : Math.max(0, Math.min(pollMs, next - runtime.clock.now()));
+    // A round that applied events goes again at once: one round is bounded (limits.ts), so more may wait.
+    const wait = processed > 0 ? 0 : next === null ? pollMs : Math.max(0, Math.min(pollMs, next - runtime.clock.now()));
     await sleep(wait, signal);
   }
 }

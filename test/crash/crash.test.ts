@@ -96,6 +96,20 @@ describe(`crash harness, ${KILLS} kills (seed ${seed})`, () => {
       ),
     ).toContain('fencing-chain');
     expect(
+      broken('two-owners', (db) => {
+        // A commit under a fence another runner claimed: two owners at once.
+        const r = db.prepare('SELECT job_id, fence FROM transitions WHERE revision = 2 LIMIT 1').get() as { job_id: string; fence: number };
+        db.prepare("UPDATE transitions SET runner = 'intruder', fence = ? WHERE job_id = ? AND revision = 3").run(r.fence, r.job_id);
+      }),
+    ).toContain('lease-fence');
+    expect(
+      broken('fence-back', (db) => {
+        // A commit under an older fence after a newer one (every commit after the first holds fence >= 1).
+        const r = db.prepare('SELECT job_id, revision FROM transitions WHERE revision = 3 LIMIT 1').get() as { job_id: string; revision: number };
+        db.prepare('UPDATE transitions SET fence = 0 WHERE job_id = ? AND revision = ?').run(r.job_id, r.revision);
+      }),
+    ).toContain('lease-fence');
+    expect(
       broken('overlap', (db) => {
         // Two attempts of one effect, the second started while the first's runner lived and ran.
         const a = db.prepare('SELECT effect_id, attempt, runner, started_at FROM effect_attempts WHERE attempt = 2 LIMIT 1').get() as { effect_id: string; started_at: number };

@@ -19,6 +19,7 @@ export type ViolationKind =
   | 'inbox-history-mismatch'
   | 'revision-gap'
   | 'fencing-chain'
+  | 'lease-fence'
   | 'timer-twice'
   | 'timer-state'
   | 'attempt-twice'
@@ -150,6 +151,25 @@ export function checkInvariants(dbPath: string, acks: readonly AckEntry[], worke
         else if (r['from_value'] !== prev['to_value'] && JSON.stringify(parse(r['from_value'])) !== JSON.stringify(parse(prev['to_value']))) {
           fail('fencing-chain', `r${String(r['revision'])} (${String(r['event_type'])}) starts from ${String(r['from_value'])}, but r${String(prev['revision'])} ended in ${String(prev['to_value'])}`, id);
         }
+      }
+      // The lease audit: every commit records its runner and the lease fence it held. A fence is one
+      // claim by one runner, and fences only grow: two owners advancing the job at once would show
+      // as one fence under two runners, or a fence going back (an old owner writing after a takeover).
+      const runnerOfFence = new Map<number, string>();
+      let lastFence = -1;
+      for (const r of rows) {
+        const fence = r['fence'] as number | null;
+        const runner = r['runner'] as string | null;
+        if (fence === null || runner === null) {
+          fail('lease-fence', `r${String(r['revision'])} (${String(r['event_type'])}) was committed without a lease`, id);
+          continue;
+        }
+        if (fence < lastFence) fail('lease-fence', `r${String(r['revision'])} has fence ${fence} after fence ${lastFence}`, id);
+        lastFence = Math.max(lastFence, fence);
+        if (fence === 0) continue; // created (no claim yet)
+        const first = runnerOfFence.get(fence);
+        if (first === undefined) runnerOfFence.set(fence, runner);
+        else if (first !== runner) fail('lease-fence', `fence ${fence} used by two runners: ${first} and ${runner} (r${String(r['revision'])})`, id);
       }
       const seen = new Map<string, number>();
       for (const r of rows) {
