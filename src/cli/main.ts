@@ -412,14 +412,17 @@ Examples:
     .description('run activities, retries and timers until SIGINT/SIGTERM, printing what happens')
     .option('--poll-ms <ms>', 'how often to look for work from other processes', '250')
     .option('--grace-ms <ms>', 'on SIGINT/SIGTERM: how long running activities may finish before they are aborted', '10000')
+    .option('--lease-ms <ms>', "how long this worker's lease on a job lasts without renewal; a crashed worker's jobs are taken over once it expires", '30000')
     .option('--activity-concurrency <limits>', 'attempts of an activity run at once by this worker, e.g. charge=2,ship=1 (the rest wait in the database)')
     .addOption(new Option('--log <format>', 'print structured logs instead: one JSON object per lifecycle event, sensitive fields redacted').choices(['json']))
-    .action(async (options: { pollMs: string; graceMs: string; log?: 'json'; activityConcurrency?: string }, command: Command) => {
+    .action(async (options: { pollMs: string; graceMs: string; leaseMs: string; log?: 'json'; activityConcurrency?: string }, command: Command) => {
       const g = globals(command);
       const pollMs = Number(options.pollMs);
       if (!Number.isInteger(pollMs) || pollMs < 10 || pollMs > 60_000) throw new UsageError('--poll-ms must be an integer from 10 to 60000.');
       const graceMs = Number(options.graceMs);
       if (!Number.isInteger(graceMs) || graceMs < 0 || graceMs > 3_600_000) throw new UsageError('--grace-ms must be an integer from 0 to 3600000.');
+      const leaseMs = Number(options.leaseMs);
+      if (!Number.isInteger(leaseMs) || leaseMs < 1000 || leaseMs > 3_600_000) throw new UsageError('--lease-ms must be an integer from 1000 to 3600000.');
       const logJson = options.log === 'json';
       const logLine = (entry: LogEntry, sensitive: ReadonlySet<string>) => io.stdout(`${JSON.stringify(redactKeys(entry, sensitive))}\n`);
       // Installed until the runtime has closed, so that a second signal during the grace period exits at once (signals.ts).
@@ -434,7 +437,7 @@ Examples:
       });
       try {
         const activityConcurrency = options.activityConcurrency === undefined ? undefined : parseActivityLimits(options.activityConcurrency);
-        await withRuntime(g, io, { create: true, effects: true, graceMs, ...(activityConcurrency ? { activityConcurrency } : {}), ...(logJson ? { log: logLine } : {}) }, async (runtime) => {
+        await withRuntime(g, io, { create: true, effects: true, graceMs, leaseMs, ...(activityConcurrency ? { activityConcurrency } : {}), ...(logJson ? { log: logLine } : {}) }, async (runtime) => {
           const unsubscribe = runtime.subscribe((event) => {
             if (logJson) return; // the log lines say it
             if (g.json) {
@@ -640,6 +643,7 @@ async function withRuntime(
     needs?: string;
     effects?: boolean;
     graceMs?: number;
+    leaseMs?: number;
     activityConcurrency?: Record<string, number>;
     log?: (entry: LogEntry, sensitive: ReadonlySet<string>) => void;
   },
@@ -665,6 +669,7 @@ async function withRuntime(
       runEffects: options.effects ?? false,
       owner: ownerOf(g),
       ...(maxBacklog !== undefined ? { maxBacklog } : {}),
+      ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
       ...(options.activityConcurrency ? { activityConcurrency: options.activityConcurrency } : {}),
       ...(log ? { log: (entry: LogEntry) => log(entry, sensitive) } : {}),
     });
@@ -815,6 +820,7 @@ function formatShow(details: JobDetails): string {
   if (job.suspended !== null) {
     pairs.push(['suspended', `since ${formatTime(job.suspended.at)}${job.suspended.reason ? ` (${job.suspended.reason})` : ''}: events stay pending, timers and activities wait (\`spool resume ${job.id}\`)`]);
   }
+  if (job.lease !== null) pairs.push(['lease', `held by ${job.lease.owner} (fence ${job.lease.fence}) until ${formatTime(job.lease.until)}`]);
   if (!job.final) pairs.push(['waiting for', details.waitingFor.length > 0 ? details.waitingFor.join(', ') : 'no event']);
   if (details.stuck) pairs.push(['stuck', 'yes: no pending event, timer or activity, and no event but a cancel moves it (`spool retry`, `spool send`, `spool cancel`)']);
   if (job.idempotencyKey !== null) pairs.push(['idempotency', job.idempotencyKey]);
@@ -945,6 +951,15 @@ function formatStats(s: RuntimeStats): string {
       : `claims held:\n${table(
           ['JOB', 'SRC', 'ATTEMPT', 'RUNNER', 'CLAIM UNTIL'],
           s.running.map((r) => [r.jobId, r.src, String(r.attempt), r.runner ?? '-', `${formatTime(r.claimExpiresAt)}${r.expired ? ' (expired)' : ''}`]),
+        )}`,
+  );
+  sections.push(
+    s.leases.length === 0
+      ? 'leases held: none'
+      : `leases held:
+${table(
+          ['RUNNER', 'JOBS', 'EARLIEST EXPIRY'],
+          s.leases.map((l) => [l.runner, String(l.jobs), formatTime(l.earliestUntil)]),
         )}`,
   );
   return sections.join('\n\n');

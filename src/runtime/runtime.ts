@@ -17,6 +17,7 @@ import type {
   JobRecord,
   JobStatus,
   JobStore,
+  JobLease,
   LeaseClaim,
   JsonValue,
   NewInboxEvent,
@@ -150,6 +151,8 @@ export interface Job {
   quarantine: string | null;
   /** Set while the job is suspended (see {@link Runtime.suspend}): since when and why. */
   suspended: { at: number; reason: string | null } | null;
+  /** The runner (a runtime in some process) that holds the job while it works on it, its fence and the lease's expiry; null when free. */
+  lease: JobLease | null;
   idempotencyKey: string | null;
   owner: string | null;
   createdAt: number;
@@ -2309,6 +2312,7 @@ function toJob(record: JobRecord, def?: RegisteredMachine): Job {
         : { requestedAt: record.cancelRequestedAt, reason: record.cancelReason, completed: statePaths(record.value).includes(cancelState) },
     quarantine: record.quarantine,
     suspended: record.suspendedAt === null ? null : { at: record.suspendedAt, reason: record.suspendReason },
+    lease: record.lease,
     idempotencyKey: record.idempotencyKey,
     owner: record.owner,
     createdAt: record.createdAt,
