@@ -25,6 +25,7 @@ import { parseArgs } from 'node:util';
 import { machineInfo } from './machineInfo.ts';
 import { runRaw, type RunResult, type Synchronous } from './rawRun.ts';
 import { runSpool } from './spoolRun.ts';
+import { runStoreOnly } from './storeOnlyRun.ts';
 import { median, Samples } from './stats.ts';
 import { WORKLOAD } from './workload.ts';
 import { runProfile } from './profile.ts';
@@ -132,8 +133,8 @@ async function sequentialSection(machine: ReturnType<typeof machineInfo>) {
   runRaw({ synchronous: 'NORMAL', durationMs: 300, warmupOps: 50 });
   await runSpool({ synchronous: 'NORMAL', durationMs: quick ? 300 : 600, warmupOps: 50 });
 
-  type Collected = { raw: RunResult[]; spool: RunResult[]; snapshotBytes: number };
-  const collected = new Map<Synchronous, Collected>(SETTINGS.map((s) => [s, { raw: [], spool: [], snapshotBytes: 0 }]));
+  type Collected = { raw: RunResult[]; spool: RunResult[]; store: RunResult[]; snapshotBytes: number };
+  const collected = new Map<Synchronous, Collected>(SETTINGS.map((s) => [s, { raw: [], spool: [], store: [], snapshotBytes: 0 }]));
   for (let round = 0; round < rounds; round += 1) {
     for (const synchronous of SETTINGS) {
       const c = collected.get(synchronous)!;
@@ -150,6 +151,10 @@ async function sequentialSection(machine: ReturnType<typeof machineInfo>) {
         const last = (kind === 'raw' ? c.raw : c.spool).at(-1)!;
         process.stdout.write(`  round ${round + 1} ${synchronous.padEnd(6)} ${kind.padEnd(5)} ${fmtRate(last.perSec).padStart(8)}/s\n`);
       }
+      // The ceiling of Spool's storage layout: its commit statements alone, no engine, no read.
+      gc();
+      c.store.push(await runStoreOnly({ synchronous, durationMs, warmupOps }));
+      process.stdout.write(`  round ${round + 1} ${synchronous.padEnd(6)} store ${fmtRate(c.store.at(-1)!.perSec).padStart(8)}/s (commit statements only)\n`);
     }
   }
 
@@ -172,6 +177,11 @@ async function sequentialSection(machine: ReturnType<typeof machineInfo>) {
       },
       ratio: Math.round(ratio * 1000) / 1000,
       pairedRatios: c.spool.map((s, i) => Math.round((s.perSec / c.raw[i]!.perSec) * 1000) / 1000),
+      /** Spool's store commit alone (no engine, no job read) against the same limit: the storage layout's ceiling. */
+      storeOnly: {
+        transitionsPerSec: round1(median(c.store.map((r) => r.perSec))),
+        ratio: Math.round((median(c.store.map((r) => r.perSec)) / rawPerSec) * 1000) / 1000,
+      },
       target: TARGET_RATIO,
       verdict: ratio >= TARGET_RATIO ? ('PASS' as const) : ('BELOW' as const),
       snapshotBytes: c.snapshotBytes,
@@ -199,6 +209,7 @@ async function sequentialSection(machine: ReturnType<typeof machineInfo>) {
   printTable(header, rows);
   for (const r of results) {
     console.log(`  ${r.synchronous}: Spool per round ${r.spool.roundsPerSec.map(fmtRate).join(' / ')}, raw ${r.limit.roundsPerSec.map(fmtRate).join(' / ')}, paired ratios ${r.pairedRatios.join(' / ')}`);
+    console.log(`  ${r.synchronous}: Spool's commit statements alone (no engine, no read) ${fmtRate(r.storeOnly.transitionsPerSec)}/s = ${r.storeOnly.ratio.toFixed(2)} of the limit: the ceiling of its storage layout`);
   }
   printLoadNote({ ...load, before: Math.max(load.before, machine.loadavg[0]!), busy: hostBusy });
 

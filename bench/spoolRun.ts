@@ -1,8 +1,7 @@
-import { performance } from 'node:perf_hooks';
 import { createRuntime, type JobStore } from '../src/index.ts';
 import { SqliteStore } from '../persistence/sqlite/index.ts';
 import { jobLifecycle } from '../machines/index.ts';
-import { Samples } from './stats.ts';
+import { timedSteps } from './stats.ts';
 import { freshDbPath } from './tempDb.ts';
 import { JOB_INPUT, MACHINE_ID, progressEvent } from './workload.ts';
 import type { RunOptions, RunResult } from './rawRun.ts';
@@ -33,20 +32,10 @@ export async function runSpool(options: SpoolRunOptions): Promise<RunResult & { 
     }
 
     options.onMeasureStart?.();
-    const latencies = new Samples();
-    const start = performance.now();
-    const end = start + options.durationMs;
-    let ops = 0;
-    let now = start;
-    while (now < end) {
+    const { ops, seconds, perSec, latencies } = await timedSteps(options.durationMs, async () => {
       const r = await runtime.send(job.id, progressEvent(i++));
-      const after = performance.now();
       if (r.status !== 'applied') notApplied += 1;
-      latencies.push(after - now);
-      now = after;
-      ops += 1;
-    }
-    const seconds = (now - start) / 1000;
+    });
 
     // One event = one commit: revision 1 (start) + START + every PROGRESS.
     const final = await runtime.get(job.id);
@@ -55,7 +44,7 @@ export async function runSpool(options: SpoolRunOptions): Promise<RunResult & { 
       throw new Error(`spool bench: ${notApplied} events not applied; revision ${final.revision}, expected ${expected}`);
     }
     const snapshotBytes = Buffer.byteLength(store.db.prepare('SELECT snapshot FROM jobs WHERE id = ?').pluck().get(job.id) as string);
-    return { ops, seconds, perSec: ops / seconds, latencies, snapshotBytes };
+    return { ops, seconds, perSec, latencies, snapshotBytes };
   } finally {
     await runtime.close();
     tmp.dispose();

@@ -54,3 +54,24 @@ export class Samples {
     };
   }
 }
+
+/**
+ * Await `step` one call after another for `durationMs`, timing each call: the timed part of the
+ * Spool-side runs (the raw limit keeps its own synchronous loop, with no await in it).
+ */
+export async function timedSteps(durationMs: number, step: () => Promise<void>): Promise<{ ops: number; seconds: number; perSec: number; latencies: Samples }> {
+  const latencies = new Samples();
+  const start = performance.now();
+  const end = start + durationMs;
+  let ops = 0;
+  let now = start;
+  while (now < end) {
+    await step();
+    const after = performance.now();
+    latencies.push(after - now);
+    now = after;
+    ops += 1;
+  }
+  const seconds = (now - start) / 1000;
+  return { ops, seconds, perSec: ops / seconds, latencies };
+}

@@ -67,6 +67,19 @@ export function loadMigrations(dir = MIGRATIONS_DIR): Migration[] {
 
 type Row = Record<string, unknown>;
 
+type RawRows = { stmt: Database.Statement; named: (values: unknown[]) => Row };
+
+/**
+ * A `SELECT *` statement in raw mode, with a function that names a row's values. better-sqlite3
+ * builds a named row property by property (about 3 µs for a jobs row, read on every send); an
+ * object literal generated once for the statement's columns costs a fraction of that.
+ */
+function rawRows(stmt: Database.Statement): RawRows {
+  const names = stmt.columns().map((c) => c.name);
+  const body = `return { ${names.map((name, i) => `${JSON.stringify(name)}: v[${i}]`).join(', ')} };`;
+  return { stmt: stmt.raw(true), named: new Function('v', body) as (values: unknown[]) => Row };
+}
+
 class Abort {
   constructor(readonly result: CommitResult) {}
 }
@@ -94,6 +107,8 @@ export class SqliteStore implements JobStore {
   readonly schemaVersion: number;
   readonly #stmts: ReturnType<typeof prepare>;
   readonly #listCache = new Map<string, Database.Statement>();
+  /** `getJob`, read by every send: the row as an array, named by a function built once (rawRows). */
+  readonly #jobById: RawRows;
   /** Transaction wrappers, built once: `#tx.immediate(fn)` runs fn in BEGIN IMMEDIATE; `#savepoint(c)` one commit of a batch. */
   readonly #tx: Database.Transaction<(fn: () => unknown) => unknown>;
   readonly #savepoint: Database.Transaction<(c: TransitionCommit) => CommitResult>;
@@ -113,6 +128,7 @@ export class SqliteStore implements JobStore {
       this.db.pragma('foreign_keys = ON');
       this.schemaVersion = migrate(this.db, path, (options.clock ?? systemClock).now());
       this.#stmts = prepare(this.db);
+      this.#jobById = rawRows(this.db.prepare('SELECT * FROM jobs WHERE id = ?'));
       this.#tx = this.db.transaction((fn: () => unknown) => fn());
       const stmts = this.#stmts;
       this.#savepoint = this.db.transaction((c: TransitionCommit) => applyCommit(stmts, c));
@@ -155,8 +171,8 @@ export class SqliteStore implements JobStore {
   }
 
   async getJob(id: string): Promise<JobRecord | undefined> {
-    const row = this.#stmts.getJob.get(id) as Row | undefined;
-    return row ? toJobRecord(row) : undefined;
+    const values = this.#jobById.stmt.get(id) as unknown[] | undefined;
+    return values ? toJobRecord(this.#jobById.named(values)) : undefined;
   }
 
   async findByIdempotencyKey(owner: string | null, key: string): Promise<JobRecord | undefined> {

@@ -11,13 +11,16 @@ interface ScopedActor {
   _actorScope: Record<string, unknown>;
 }
 
+/** Shared no-ops of the collecting scope: built once, not per transition. */
+const ignore = (): undefined => undefined;
+
 function collectingScope(actor: unknown, actions: unknown[]): Record<string, unknown> {
   return {
     ...(actor as ScopedActor)._actorScope,
-    actionExecutor: (action: unknown) => actions.push(action),
-    defer: () => undefined,
-    stopChild: () => undefined,
-    emit: () => undefined,
+    actionExecutor: actions.push.bind(actions),
+    defer: ignore,
+    stopChild: ignore,
+    emit: ignore,
   };
 }
 

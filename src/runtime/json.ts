@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import * as crypto from 'node:crypto';
 import type { JsonValue } from '../ports/store.ts';
 
 /** JSON text with object keys sorted, so equal values give equal text. */
@@ -16,9 +16,15 @@ function sortKeys(value: unknown): unknown {
   return value;
 }
 
+/** One-shot `crypto.hash` (Node 20.12+): the same digest as a Hash object, without building one per call. */
+const oneShot = (crypto as { hash?: (algorithm: string, data: string, encoding: 'hex') => string }).hash;
+const sha256Hex = oneShot
+  ? (text: string) => oneShot('sha256', text, 'hex')
+  : (text: string) => crypto.createHash('sha256').update(text).digest('hex');
+
 /** A short, stable fingerprint of a JSON value (idempotency comparisons). */
 export function hashJson(value: unknown): string {
-  return createHash('sha256').update(stableStringify(value) ?? 'undefined').digest('hex').slice(0, 32);
+  return sha256Hex(stableStringify(value) ?? 'undefined').slice(0, 32);
 }
 
 /** Round-trip through JSON: what would be stored. Throws on cycles and BigInt. */

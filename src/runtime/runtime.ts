@@ -306,6 +306,9 @@ export async function createRuntime(options: RuntimeOptions): Promise<Runtime> {
   return runtime;
 }
 
+/** The quarantine reason of a job whose commit the store refused (its rows are damaged). */
+const STORE_REFUSED = 'commit refused by the store: ';
+
 /** The public API of a running Spool. Create it with {@link createRuntime}. */
 export class Runtime {
   readonly registry: MachineRegistry;
@@ -1446,6 +1449,7 @@ export class Runtime {
         if (!event) return settled;
         const result = await this.#applyPending(loaded, event);
         if (result === 'leased') return settled; // another runner holds the job: it applies its events
+        if (result === 'refused') return settled; // the store refused the job's rows: it is quarantined
         if (result === 'conflict') {
           conflicts += 1;
           if (conflicts > MAX_CONFLICT_RETRIES) {
@@ -1525,6 +1529,7 @@ export class Runtime {
               at: this.clock.now(),
             });
             if (result === 'leased') return 'ok'; // its holder migrates it
+            if (result === 'refused') return 'quarantined';
             if (result === 'conflict' || result === 'duplicate') continue;
             this.#logEntry('info', 'job migrated', { jobId, from: record.machineVersion, to: route.target.version });
             return 'migrated';
@@ -1539,6 +1544,9 @@ export class Runtime {
         }
         return 'quarantined';
       }
+      // A job the store refused to commit stays held until its history and revision agree again
+      // (a repaired row): releasing it would only fail the next commit the same way.
+      if (record.quarantine?.startsWith(STORE_REFUSED) && (await this.store.history(jobId)).at(-1)?.revision !== record.revision) return 'quarantined';
       if (record.quarantine !== null) {
         await this.store.setQuarantine(jobId, null, this.clock.now());
         this.#emit({ type: 'job.released', jobId });
@@ -1587,7 +1595,7 @@ export class Runtime {
     if (this.#snapshots.size > SNAPSHOT_CACHE) this.#snapshots.delete(this.#snapshots.keys().next().value!);
   }
 
-  async #applyPending(loaded: Loaded, event: InboxRecord): Promise<'ok' | 'conflict' | 'duplicate' | 'leased'> {
+  async #applyPending(loaded: Loaded, event: InboxRecord): Promise<'ok' | 'conflict' | 'duplicate' | 'leased' | 'refused'> {
     if (loaded.kind === 'held') return 'ok';
     if (loaded.kind === 'terminal') {
       const error = toErrorInfo(new JobTerminalError(`Job ${event.jobId} is ${describeEnd(loaded.record)}: the event arrived after its end.`));
@@ -1629,7 +1637,7 @@ export class Runtime {
     source: { accept: NewInboxEvent } | { seq: number; eventId: string },
     stale: string | null = null,
     timerId: string | null = null,
-  ): Promise<Applied | 'conflict' | 'duplicate' | 'leased'> {
+  ): Promise<Applied | 'conflict' | 'duplicate' | 'leased' | 'refused'> {
     const { record, def, snapshot } = loaded;
     const event = payload as { type: string };
     const eventId = 'accept' in source ? source.accept.eventId : source.eventId;
@@ -1649,7 +1657,8 @@ export class Runtime {
           if (typeof json === 'string') throw new Error(json);
           [next, actions, base] = transitionAsChild(def.machine, json, structuredClone(event));
         } else if (loaded.actor !== undefined && def.scopeReusable) {
-          [next, actions] = transitionInScope(def.machine, loaded.actor, snapshot, structuredClone(event));
+          // The event is JSON: a JSON round trip copies it for XState in half structuredClone's time.
+          [next, actions] = transitionInScope(def.machine, loaded.actor, snapshot, toJson(event) as typeof event);
         } else {
           [next, actions] = transition(def.machine, snapshot, structuredClone(event));
         }
@@ -1660,7 +1669,7 @@ export class Runtime {
           error = toErrorInfo(next.error);
         } else {
           plan = planActions(def, record.id, revision, actions, now, record.parent ? PARENT_REF : undefined);
-          if (plan.problems.length === 0) relations = await this.#relations(record, def, plan, next, revision, now);
+          if (plan.problems.length === 0 && touchesRelations(record, plan)) relations = await this.#relations(record, def, plan, next, revision, now);
           if (plan.problems.length > 0) {
             status = 'failed';
             error = { name: 'UnsupportedAction', message: plan.problems.join('; ') };
@@ -1677,7 +1686,8 @@ export class Runtime {
       relations = undefined;
     }
     if (error) error = { ...error, message: redactText(error.message, payload, def.sensitive) };
-    const redacted = redact(payload, def.sensitive);
+    // Nothing to redact: the validated payload is already a private JSON copy, stored as it is.
+    const redacted = def.sensitive.size === 0 ? payload : redact(payload, def.sensitive);
     crashPoint('before-commit');
     const result = await this.#commitOne(
       record,
@@ -1720,7 +1730,7 @@ export class Runtime {
    */
   async #relations(record: JobRecord, def: RegisteredMachine, plan: ActionPlan, next: AnyMachineSnapshot, revision: number, now: number): Promise<Relations> {
     const out: Relations = { children: [], effects: [], deliveries: [], stopChildren: [], touched: new Set() };
-    if (plan.spawnMachines.length === 0 && plan.childSends.length === 0 && plan.parentSends.length === 0 && !record.parent && plan.effects.deactivate.length === 0) {
+    if (!touchesRelations(record, plan)) {
       return out;
     }
     const existing = plan.childSends.length > 0 || plan.effects.deactivate.length > 0 ? await this.store.listEffects(record.id) : [];
@@ -1879,7 +1889,7 @@ export class Runtime {
     plan?: ActionPlan,
     consumedTimer?: string,
     relations?: Relations,
-  ): Promise<{ record: JobRecord } | 'conflict' | 'duplicate' | 'leased'> {
+  ): Promise<{ record: JobRecord } | 'conflict' | 'duplicate' | 'leased' | 'refused'> {
     const now = transitionDraft.at;
     const context = toJson(next.context);
     // Progress follows context.progress when the machine changes it; activities may set it in between.
@@ -1928,12 +1938,12 @@ export class Runtime {
       if (result.reason === 'duplicate-event') return 'duplicate';
       // The store refused the rows themselves (a damaged job: its history disagrees with its
       // revision…): hold this job back with the reason, and let every other job carry on.
-      const reason = `commit refused by the store: ${result.error.message}`;
+      const reason = `${STORE_REFUSED}${result.error.message}`;
       await this.store.setQuarantine(record.id, reason, this.clock.now());
       this.#snapshots.delete(record.id);
       this.#emit({ type: 'job.quarantined', jobId: record.id, reason });
       this.#logEntry('error', 'job quarantined', { jobId: record.id, reason });
-      return 'conflict';
+      return 'refused';
     }
     const updated: JobRecord = {
       ...record,
@@ -2318,6 +2328,11 @@ function toJob(record: JobRecord, def?: RegisteredMachine): Job {
     createdAt: record.createdAt,
     updatedAt: record.updatedAt,
   };
+}
+
+/** Whether a transition's plan concerns child or parent jobs (else `#relations` has nothing to do). */
+function touchesRelations(record: JobRecord, plan: ActionPlan): boolean {
+  return plan.spawnMachines.length > 0 || plan.childSends.length > 0 || plan.parentSends.length > 0 || Boolean(record.parent) || plan.effects.deactivate.length > 0;
 }
 
 /** `context.progress` when the machine keeps one (a number 0-100). */

@@ -206,9 +206,12 @@ const snapshotStatusObject = corruption('jobs.snapshot $.status of tally := {"to
   db.prepare(`UPDATE jobs SET snapshot = json_set(snapshot, '$.status', json('{"toString":null}')) WHERE id = 'tally'`).run(),
 );
 
+/** The job's revision put back behind its history: the next commit's history row collides. */
+const revisionBehindHistory = corruption('jobs.revision of tally := 1', (db) => db.prepare("UPDATE jobs SET revision = 1 WHERE id = 'tally'").run());
+
 describe('corrupted rows (hand-edited through a raw connection)', () => {
   it('jobs rows (snapshot, state, context, input, machine, status, revision): typed refusals, the others carry on', async () => {
-    await property(jobRow, 80, [[snapshotStatusObject]]);
+    await property(jobRow, 80, [[snapshotStatusObject], [revisionBehindHistory]]);
   });
 
   it('history rows: typed refusals, the others carry on', async () => {
