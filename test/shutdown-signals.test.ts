@@ -3,7 +3,8 @@
  * activities finish within --grace-ms and exits 0 with their outcomes recorded; a second signal
  * while an activity still runs exits at once (143 for SIGTERM, 130 for SIGINT) with one line
  * saying so, and a fresh runtime on the same file takes the attempt over and finishes the job:
- * nothing accepted is lost. Also `worker --activity-concurrency`. The activities in the child wait
+ * nothing accepted is lost. Also `worker --activity-concurrency`, and a job the worker holds (its
+ * lease) seen from other processes: `spool send` leaves the event to the holder. The activities in the child wait
  * until the test sends SIGUSR2 and return the most attempts they saw running at once; every wait
  * is on the child's output or exit, never on time.
  */
@@ -14,7 +15,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { fromPromise, setup } from 'xstate';
 import { createRuntime } from '../src/index.ts';
 import { Resources } from './helpers/resources.ts';
-import { SPOOL_BIN } from './helpers/spoolCli.ts';
+import { SPOOL_BIN, runSpool } from './helpers/spoolCli.ts';
 
 /** The machines module the worker loads: `work` waits until the process gets SIGUSR2 (or is aborted). */
 const MODULE_SOURCE = `import { fromPromise, setup } from 'xstate';
@@ -49,6 +50,7 @@ export const slow = setup({
 }).createMachine({
   id: 'slow',
   initial: 'working',
+  on: { PING: { actions: () => undefined } },
   states: { working: { invoke: { id: 'work', src: 'work', onDone: 'done' } }, done: { type: 'final' } },
 });
 `;
@@ -57,6 +59,7 @@ export const slow = setup({
 const slowHere = setup({ actors: { work: fromPromise(async () => 'worked') } }).createMachine({
   id: 'slow',
   initial: 'working',
+  on: { PING: { actions: () => undefined } },
   states: { working: { invoke: { id: 'work', src: 'work', onDone: 'done' } }, done: { type: 'final' } },
 });
 
@@ -225,5 +228,40 @@ describe('spool worker --activity-concurrency', () => {
       expect(error.code).toBe(code);
       expect(error.message).toMatch(pattern);
     }
+  });
+});
+
+describe('a job leased by a running worker, seen from other processes', () => {
+  it('`spool send` accepts durably and leaves the event to the holder; `show` and `stats` name the lease; the worker applies it', async () => {
+    const { db, module } = await prepare(['s6']);
+    const w = worker(db, module);
+    await w.until('the activity started', () => startedCount(w.lines) === 1);
+    const runner = w.lines.find((l) => l['type'] === 'worker.ready')!['runner'] as string;
+    const cwd = res.tempDir();
+    const cli = (...args: string[]) => runSpool(['--db', db, '--machines', module, ...args], cwd);
+
+    const shown = await cli('show', 's6');
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toMatch(new RegExp(`lease\\s+held by ${runner.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} \\(fence 1\\) until `));
+    const sent = await cli('send', 's6', '{"type":"PING"}', '--event-id', 'ping-1');
+    expect(sent.code).toBe(0);
+    expect(sent.stdout).toMatch(/outcome\s+pending/);
+    expect(sent.stdout).toContain(`${runner} holds the job (its activity runs there) and applies it`);
+    const stats = await cli('--json', 'stats');
+    expect((JSON.parse(stats.stdout) as { leases: unknown }).leases).toEqual([{ runner, jobs: 1, earliestUntil: expect.any(Number) }]);
+
+    w.child.kill('SIGUSR2'); // the activity finishes; the worker applies the waiting PING, then the outcome
+    await w.until('the job ended', () => w.lines.some((l) => l['type'] === 'job.committed' && l['jobId'] === 's6' && l['final'] === true));
+    w.child.kill('SIGTERM');
+    expect(await w.exit).toEqual({ code: 0, signal: null });
+
+    const after = await createRuntime({ store: await res.sqlite(db), machines: [slowHere], runEffects: false });
+    const details = await after.details('s6');
+    expect(details.job).toMatchObject({ value: 'done', lease: null });
+    expect(details.history.slice(1).map((h) => [h.eventType, h.runner])).toEqual([
+      ['PING', runner],
+      ['xstate.done.actor.work', runner],
+    ]);
+    await after.close();
   });
 });

@@ -369,6 +369,8 @@ export class SqliteStore implements JobStore {
 
   async expireLeases(filter: { owner: string } | { expiredBy: number }): Promise<{ jobId: string; owner: string; fence: number }[]> {
     const s = this.#stmts;
+    // Called every worker round: look first, and take the write lock only when something expired.
+    if ('expiredBy' in filter && s.expireLeases.all(filter.expiredBy).length === 0) return [];
     return this.#write(() => {
       let rows: Row[];
       if ('owner' in filter) rows = s.expireOwnerLeases.all(filter.owner, filter.owner) as Row[];

@@ -793,6 +793,10 @@ function formatSendResult(result: SendResult, eventText: string, event: unknown)
   if (result.duplicate) pairs.push(['duplicate', 'yes: this event id was sent before; this is its first outcome']);
   if (result.error) pairs.push(['error', `${result.error.code ?? result.error.name}: ${oneLine(result.error.message)}`]);
   if (result.status === 'ignored') pairs.push(['note', `no transition for this event in state ${formatState(result.job.value)}; nothing changed`]);
+  if (result.status === 'pending') {
+    const lease = result.job.lease;
+    pairs.push(['note', lease ? `accepted durably; ${lease.owner} holds the job (its activity runs there) and applies it` : 'accepted durably; a worker applies it']);
+  }
   pairs.push(
     ['revision', result.revision === null ? '-' : String(result.revision)],
     ['state', formatState(result.job.value)],
