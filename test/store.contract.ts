@@ -150,6 +150,30 @@ export function storeContract(name: string, factory: StoreFactory): void {
         ]);
       });
 
+      it('activeMachineVersions lists one owner\'s (machine, version) pairs of active jobs, each counted up to the bound', async () => {
+        for (const [id, machineId, machineVersion, owner] of [
+          ['a1', 'm', '1', null],
+          ['a2', 'm', '1', null],
+          ['a3', 'm', '1', null],
+          ['b1', 'm', '2', null],
+          ['c1', 'n', '1', null],
+          ['x1', 'm', '1', 'acme'],
+        ] as const) {
+          expect((await store.createJob(newJob(id, { machineId, machineVersion, owner }))).created).toBe(true);
+        }
+        expect(await store.commit([commitOf('c1', 1, { status: 'done', value: 'end' })])).toMatchObject([{ ok: true }]);
+        expect(await store.activeMachineVersions(null, 100)).toEqual([
+          { machineId: 'm', machineVersion: '1', jobs: 3 },
+          { machineId: 'm', machineVersion: '2', jobs: 1 },
+        ]);
+        expect(await store.activeMachineVersions(null, 2)).toEqual([
+          { machineId: 'm', machineVersion: '1', jobs: 2 },
+          { machineId: 'm', machineVersion: '2', jobs: 1 },
+        ]);
+        expect(await store.activeMachineVersions('acme', 100)).toEqual([{ machineId: 'm', machineVersion: '1', jobs: 1 }]);
+        expect(await store.activeMachineVersions('nobody', 100)).toEqual([]);
+      });
+
       it('returns the existing job for the same id, unchanged, with created=false', async () => {
         const first = await store.createJob(newJob('job-1', { input: { x: 1 } }));
         const again = await store.createJob(newJob('job-1', { input: { x: 2 }, value: 'other', at: T0 + 5 }));

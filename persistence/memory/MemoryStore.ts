@@ -153,14 +153,14 @@ export class MemoryStore implements JobStore {
     return limited(out, filter.limit ?? -1).map(toJobRecord);
   }
 
-  async activeMachineVersions(owner: string | null): Promise<{ machineId: string; machineVersion: string; jobs: number }[]> {
+  async activeMachineVersions(owner: string | null, countUpTo: number): Promise<{ machineId: string; machineVersion: string; jobs: number }[]> {
     this.#open();
     const counts = new Map<string, { machineId: string; machineVersion: string; jobs: number }>();
     for (const j of this.#jobs.values()) {
       if (j.status !== 'active' || (j.owner ?? '') !== (owner ?? '')) continue;
       const key = `${j.machineId}\u0000${j.machineVersion}`;
       const entry = counts.get(key) ?? { machineId: j.machineId, machineVersion: j.machineVersion, jobs: 0 };
-      entry.jobs += 1;
+      entry.jobs = Math.min(countUpTo, entry.jobs + 1);
       counts.set(key, entry);
     }
     return [...counts.values()].sort((a, b) => compareText(a.machineId, b.machineId) || compareText(a.machineVersion, b.machineVersion));

@@ -215,7 +215,10 @@ export class SqliteStore implements JobStore {
       where.push('id > ?');
       params.push(filter.afterId);
     }
-    const sql = `SELECT * FROM jobs${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY id LIMIT ?`;
+    // The few quarantined or suspended jobs come from their partial indexes, not a scan of the rest
+    // (recovery lists quarantined jobs on every open).
+    const from = filter.quarantined === true ? 'jobs INDEXED BY jobs_quarantined' : filter.suspended === true ? 'jobs INDEXED BY jobs_suspended' : 'jobs';
+    const sql = `SELECT * FROM ${from}${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY id LIMIT ?`;
     params.push(filter.limit ?? -1);
     let stmt = this.#listCache.get(sql);
     if (!stmt) {
@@ -225,12 +228,16 @@ export class SqliteStore implements JobStore {
     return (stmt.all(...params) as Row[]).map(toJobRecord);
   }
 
-  async activeMachineVersions(owner: string | null): Promise<{ machineId: string; machineVersion: string; jobs: number }[]> {
-    return (this.#stmts.activeVersions.all(owner ?? '') as Row[]).map((r) => ({
-      machineId: r['machine_id'] as string,
-      machineVersion: r['machine_version'] as string,
-      jobs: r['jobs'] as number,
-    }));
+  async activeMachineVersions(owner: string | null, countUpTo: number): Promise<{ machineId: string; machineVersion: string; jobs: number }[]> {
+    const s = this.#stmts;
+    const pairs: { machineId: string; machineVersion: string; jobs: number }[] = [];
+    // A loose index scan: one probe of jobs_active_versions per pair, then a count bounded by countUpTo.
+    for (let row = s.firstActiveVersion.get(owner ?? '') as Row | undefined; row; ) {
+      const pair = { owner: owner ?? '', m: row['machine_id'] as string, v: row['machine_version'] as string };
+      pairs.push({ machineId: pair.m, machineVersion: pair.v, jobs: s.countActiveVersion.pluck().get({ ...pair, limit: countUpTo }) as number });
+      row = s.nextActiveVersion.get(pair) as Row | undefined;
+    }
+    return pairs;
   }
 
   async acceptEvent(event: NewInboxEvent): Promise<AcceptResult> {
@@ -789,8 +796,12 @@ function prepareStats(db: Database.Database) {
 function prepare(db: Database.Database) {
   return {
     getJob: db.prepare('SELECT * FROM jobs WHERE id = ?'),
-    activeVersions: db.prepare(`SELECT machine_id, machine_version, count(*) AS jobs FROM jobs WHERE status = 'active' AND owner = ?
-      GROUP BY machine_id, machine_version ORDER BY machine_id, machine_version`),
+    firstActiveVersion: db.prepare(`SELECT machine_id, machine_version FROM jobs INDEXED BY jobs_active_versions
+      WHERE status = 'active' AND owner = ? ORDER BY machine_id, machine_version LIMIT 1`),
+    nextActiveVersion: db.prepare(`SELECT machine_id, machine_version FROM jobs INDEXED BY jobs_active_versions
+      WHERE status = 'active' AND owner = @owner AND (machine_id, machine_version) > (@m, @v) ORDER BY machine_id, machine_version LIMIT 1`),
+    countActiveVersion: db.prepare(`SELECT count(*) FROM (SELECT 1 FROM jobs INDEXED BY jobs_active_versions
+      WHERE status = 'active' AND owner = @owner AND machine_id = @m AND machine_version = @v LIMIT @limit)`),
     byKey: db.prepare('SELECT * FROM jobs WHERE owner = ? AND idempotency_key = ?'),
     insertJob: db.prepare(`INSERT INTO jobs (id, machine_id, machine_version, revision, status, state_value, state_paths, context,
         snapshot, input, input_hash, idempotency_key, owner, quarantine, progress, parent_job_id, parent_effect_id, created_at, updated_at)

@@ -546,8 +546,12 @@ export interface JobStore {
   findByIdempotencyKey(owner: string | null, key: string): Promise<JobRecord | undefined>;
   /** Jobs ordered by id. */
   listJobs(filter: JobFilter): Promise<JobRecord[]>;
-  /** The (machine, version) pairs of active jobs and how many each: recovery checks versions without reading every job. */
-  activeMachineVersions(owner: string | null): Promise<{ machineId: string; machineVersion: string; jobs: number }[]>;
+  /**
+   * The (machine, version) pairs of one owner's active jobs and how many each, counted up to
+   * `countUpTo`: recovery checks versions without reading every job, in time that does not grow
+   * with the number of jobs.
+   */
+  activeMachineVersions(owner: string | null, countUpTo: number): Promise<{ machineId: string; machineVersion: string; jobs: number }[]>;
   /** Durably record an event, or return the one already recorded under (jobId, eventId). */
   acceptEvent(event: NewInboxEvent): Promise<AcceptResult>;
   getEvent(jobId: string, eventId: string): Promise<InboxRecord | undefined>;

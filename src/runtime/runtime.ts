@@ -675,11 +675,12 @@ export class Runtime {
         afterId = page.at(-1)!.id;
       }
     };
-    const pairs = await this.store.activeMachineVersions(this.#owner);
+    // Counted up to the limit only: the pairs come from an index, so this does not grow with waiting jobs.
+    const pairs = await this.store.activeMachineVersions(this.#owner, AUTO_VERIFY_LIMIT + 1);
     const active = pairs.reduce((n, p) => n + p.jobs, 0);
     const verifyAll = this.#verifySnapshots === 'auto' ? active <= AUTO_VERIFY_LIMIT : this.#verifySnapshots;
     if (this.#verifySnapshots === 'auto' && !verifyAll) {
-      this.#logEntry('info', 'recovery checks machine versions only', { activeJobs: active, limit: AUTO_VERIFY_LIMIT, hint: 'snapshots are checked when each job is next loaded' });
+      this.#logEntry('info', 'recovery checks machine versions only', { activeJobsAtLeast: active, limit: AUTO_VERIFY_LIMIT, hint: 'snapshots are checked when each job is next loaded' });
     }
     if (verifyAll) {
       await checkAll({ status: 'active' });

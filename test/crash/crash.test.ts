@@ -98,7 +98,9 @@ describe(`crash harness, ${KILLS} kills (seed ${seed})`, () => {
     expect(
       broken('two-owners', (db) => {
         // A commit under a fence another runner claimed: two owners at once.
-        const r = db.prepare('SELECT job_id, fence FROM transitions WHERE revision = 2 LIMIT 1').get() as { job_id: string; fence: number };
+        const r = db
+          .prepare('SELECT t2.job_id, t2.fence FROM transitions t2 JOIN transitions t3 ON t3.job_id = t2.job_id AND t3.revision = 3 WHERE t2.revision = 2 LIMIT 1')
+          .get() as { job_id: string; fence: number };
         db.prepare("UPDATE transitions SET runner = 'intruder', fence = ? WHERE job_id = ? AND revision = 3").run(r.fence, r.job_id);
       }),
     ).toContain('lease-fence');
