@@ -10,7 +10,7 @@
  *
  * Each size is then opened in a fresh child process (bench/restartChild.ts): SqliteStore.open,
  * createRuntime (recover on open, the default), the first tick(), RSS after; once with the
- * defaults (verifySnapshots: true, every active job checked) and once with verifySnapshots:
+ * defaults (verifySnapshots: 'auto': every snapshot checked up to 10,000 active jobs) and once with verifySnapshots:
  * false. Sizes grow one database: 10k, then 100k, then (--big) 1M.
  */
 import Database from 'better-sqlite3';

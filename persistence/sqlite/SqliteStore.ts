@@ -235,7 +235,7 @@ export class SqliteStore implements JobStore {
     for (let row = s.firstActiveVersion.get(owner ?? '') as Row | undefined; row; ) {
       const pair = { owner: owner ?? '', m: row['machine_id'] as string, v: row['machine_version'] as string };
       pairs.push({ machineId: pair.m, machineVersion: pair.v, jobs: s.countActiveVersion.pluck().get({ ...pair, limit: countUpTo }) as number });
-      row = s.nextActiveVersion.get(pair) as Row | undefined;
+      row = (s.nextActiveVersion.get(pair) ?? s.nextActiveMachine.get({ owner: pair.owner, m: pair.m })) as Row | undefined;
     }
     return pairs;
   }
@@ -798,8 +798,12 @@ function prepare(db: Database.Database) {
     getJob: db.prepare('SELECT * FROM jobs WHERE id = ?'),
     firstActiveVersion: db.prepare(`SELECT machine_id, machine_version FROM jobs INDEXED BY jobs_active_versions
       WHERE status = 'active' AND owner = ? ORDER BY machine_id, machine_version LIMIT 1`),
+    // Two seeks, not a row-value comparison: SQLite seeks `(a, b) > (?, ?)` on `a` only and would
+    // walk every entry of the current machine.
     nextActiveVersion: db.prepare(`SELECT machine_id, machine_version FROM jobs INDEXED BY jobs_active_versions
-      WHERE status = 'active' AND owner = @owner AND (machine_id, machine_version) > (@m, @v) ORDER BY machine_id, machine_version LIMIT 1`),
+      WHERE status = 'active' AND owner = @owner AND machine_id = @m AND machine_version > @v ORDER BY machine_version LIMIT 1`),
+    nextActiveMachine: db.prepare(`SELECT machine_id, machine_version FROM jobs INDEXED BY jobs_active_versions
+      WHERE status = 'active' AND owner = @owner AND machine_id > @m ORDER BY machine_id, machine_version LIMIT 1`),
     countActiveVersion: db.prepare(`SELECT count(*) FROM (SELECT 1 FROM jobs INDEXED BY jobs_active_versions
       WHERE status = 'active' AND owner = @owner AND machine_id = @m AND machine_version = @v LIMIT @limit)`),
     byKey: db.prepare('SELECT * FROM jobs WHERE owner = ? AND idempotency_key = ?'),
