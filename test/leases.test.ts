@@ -196,6 +196,28 @@ describe('two runtimes on one file', () => {
     expect((await b.store.getJob(job.id))?.lease).toBeNull();
   });
 
+  it("a live runtime's own tick() renews its leases before freeing expired ones: a clock jump past leaseMs does not abort its activity", async () => {
+    const a = await openRuntime(res, [work], { leaseMs: 30_000 }); // not host-driven: its interval heartbeat is real time
+    const finish = gate<unknown>();
+    const started = gate();
+    let aborted = false;
+    workHooks.work = async (args) => {
+      args.signal.addEventListener('abort', () => (aborted = true));
+      started.resolve();
+      return finish.promise;
+    };
+    const job = await a.runtime.start('work', {});
+    await a.runtime.send(job.id, { type: 'GO' });
+    await started.promise;
+    a.clock.advance(45_000); // past the lease, with no heartbeat in between
+    await a.runtime.tick();
+    expect(aborted).toBe(false);
+    expect((await a.store.getJob(job.id))?.lease).toMatchObject({ owner: a.runtime.runnerId, fence: 1, until: RT0 + 45_000 + 30_000 });
+    finish.resolve({ ok: true });
+    await a.runtime.idle();
+    expect((await a.runtime.get(job.id)).value).toBe('review');
+  });
+
   it('close() releases every lease at once: another runtime takes the job over without waiting for expiry', async () => {
     const a = await openRuntime(res, [work], { hostDriven: true });
     const started = gate();

@@ -342,6 +342,8 @@ export class Runtime {
   /** Attempts claimed here whose outcome is not recorded yet, by effect id (their job ids): their leases are kept. */
   readonly #attempting = new Map<string, string>();
   #heartbeatTimer: ReturnType<typeof setInterval> | undefined;
+  /** The clock time of the last heartbeat. */
+  #lastHeartbeatAt = -Infinity;
   readonly #hostDriven: boolean;
   readonly #verifySnapshots: boolean | 'auto';
   /** Identifies this runtime's claims on running activities. */
@@ -804,10 +806,10 @@ export class Runtime {
       if (this.#process) await this.#drainAll([...touched]);
       await sched.fireDueSchedules(this.#schedulesHost); // due occurrences start their jobs (schedules.ts)
     }
-    if (this.#hostDriven) {
-      await this.#renewClaims();
-      await this.#heartbeat();
-    }
+    if (this.#hostDriven) await this.#renewClaims();
+    // This process is alive: renew its own leases before freeing expired ones (host-driven mode has
+    // no other heartbeat; otherwise the clock may have moved past the interval's last beat).
+    if (this.#hostDriven || this.clock.now() - this.#lastHeartbeatAt >= this.#claimMs / 3) await this.#heartbeat();
     await this.#expireLeases();
     const activitiesStarted = await this.#pumpEffects();
     return { timersFired, activitiesStarted };
@@ -818,6 +820,7 @@ export class Runtime {
    * (nothing here works on them), and stop touching any job whose lease another runner took.
    */
   async #heartbeat(): Promise<void> {
+    this.#lastHeartbeatAt = this.clock.now();
     if (this.#closed || this.#leases.size === 0) return;
     const busy = new Set(this.#attempting.values());
     const keep: [string, number][] = [];
