@@ -560,6 +560,7 @@ describe('stats', () => {
       (j) =>
         j.quarantine === null &&
         j.suspended_at === null &&
+        j.lease_owner === null &&
         !inbox.some((e) => e.job_id === j.id && e.status === 'pending') &&
         !timers.some((t) => t.job_id === j.id && (t.status === 'scheduled' || t.status === 'fired')) &&
         !effects.some((e) => e.job_id === j.id && e.active === 1 && live.has(e.status)),

@@ -1073,7 +1073,7 @@ export class MemoryStore implements JobStore {
 
   /** Nothing recorded will move this job (`listJobs({ stuck })`): see the store port. */
   #isIdle(j: StoredJob): boolean {
-    if (j.status !== 'active' || j.quarantine !== null || j.suspendedAt !== null) return false;
+    if (j.status !== 'active' || j.quarantine !== null || j.suspendedAt !== null || j.lease !== null) return false;
     if ((this.#jobEvents.get(j.id) ?? []).some((e) => e.status === 'pending')) return false;
     for (const t of this.#timers.values()) if (t.jobId === j.id && (t.status === 'scheduled' || t.status === 'fired')) return false;
     for (const e of this.#effects.values()) {

@@ -751,7 +751,7 @@ function leaseParams(lease: (Omit<LeaseClaim, 'fence'> & { fence: number | null 
 }
 
 /** A `jobs` row that nothing recorded will move (`JobFilter.stuck`): see the store port. */
-const IDLE_SQL = `jobs.status = 'active' AND jobs.quarantine IS NULL AND jobs.suspended_at IS NULL
+const IDLE_SQL = `jobs.status = 'active' AND jobs.quarantine IS NULL AND jobs.suspended_at IS NULL AND jobs.lease_owner IS NULL
   AND NOT EXISTS (SELECT 1 FROM inbox i WHERE i.job_id = jobs.id AND i.status = 'pending')
   AND NOT EXISTS (SELECT 1 FROM timers t WHERE t.job_id = jobs.id AND t.status IN ('scheduled', 'fired'))
   AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.job_id = jobs.id AND e.active = 1 AND e.status IN ('pending', 'running', 'waiting', 'backoff'))`;

@@ -373,9 +373,9 @@ export interface JobFilter {
   /** Suspended jobs (see {@link JobRecord.suspendedAt}). */
   suspended?: boolean;
   /**
-   * Jobs nothing recorded will move: active, not suspended, not quarantined, with no pending
-   * inbox event, no scheduled or fired timer and no active effect that is pending, running,
-   * waiting or in backoff. (The runtime narrows this to jobs whose current state also accepts
+   * Jobs nothing recorded will move: active, not suspended, not quarantined, held by no lease,
+   * with no pending inbox event, no scheduled or fired timer and no active effect that is pending,
+   * running, waiting or in backoff. (The runtime narrows this to jobs whose current state also accepts
    * no external event: see `Runtime.list({ stuck: true })`.)
    */
   stuck?: boolean;

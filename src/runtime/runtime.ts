@@ -578,7 +578,7 @@ export class Runtime {
       const v = (filter as Record<string, unknown>)[key];
       if (v !== undefined && typeof v !== 'boolean') throw new ValidationError(`list: ${key} must be true or false.`);
     }
-    if (filter.limit !== undefined && !(Number.isInteger(filter.limit) && filter.limit >= 0)) throw new ValidationError('list: limit must be a non-negative integer.');
+    if (filter.limit !== undefined && !(Number.isSafeInteger(filter.limit) && filter.limit >= 0)) throw new ValidationError('list: limit must be a non-negative safe integer (at most 2^53 - 1).');
     if (filter.stuck) {
       const { stuck: _stuck, ...rest } = filter;
       return (await ops.listStuck(this.#ops, rest)).stuck.map((r) => this.#view(r));
@@ -1009,7 +1009,7 @@ export class Runtime {
     if (asset === null || typeof asset !== 'object' || typeof asset.type !== 'string' || typeof asset.uri !== 'string' || asset.uri.length === 0) {
       throw new ValidationError('An asset needs a string `type` and a non-empty string `uri`.');
     }
-    if (asset.size !== undefined && (!Number.isInteger(asset.size) || asset.size < 0)) throw new ValidationError('An asset `size` must be a non-negative integer.');
+    if (asset.size !== undefined && (!Number.isSafeInteger(asset.size) || asset.size < 0)) throw new ValidationError('An asset `size` must be a non-negative integer.');
     const meta = asset.meta === undefined ? null : this.#jsonPayload('asset meta', asset.meta);
     const attached = await this.store.attachAsset({
       jobId,

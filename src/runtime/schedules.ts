@@ -290,7 +290,7 @@ export function validateSpec(spec: ScheduleSpec, now: number): Omit<NewSchedule,
     });
   }
   const grace = graceMs ?? DEFAULT_GRACE_MS;
-  if (!Number.isInteger(grace) || grace < 0) throw new InvalidScheduleError(`Schedule ${id}: graceMs must be a non-negative integer.`, { scheduleId: id, field: 'graceMs' });
+  if (!Number.isSafeInteger(grace) || grace < 0) throw new InvalidScheduleError(`Schedule ${id}: graceMs must be a non-negative integer.`, { scheduleId: id, field: 'graceMs' });
   const start = startAt === undefined ? null : startAt instanceof Date ? startAt.getTime() : startAt;
   if (start !== null && !Number.isSafeInteger(start)) {
     throw new InvalidScheduleError(`Schedule ${id}: startAt must be a valid Date or epoch milliseconds.`, { scheduleId: id, field: 'startAt' });

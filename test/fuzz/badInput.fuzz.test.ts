@@ -281,6 +281,11 @@ describe('deep nesting', () => {
 });
 
 describe('the other calls with bad arguments', () => {
+  it('a list limit beyond a safe integer (found by this fuzzer: 2^63) is a ValidationError, not a driver error', async () => {
+    for (const limit of [2 ** 63, Number.MAX_SAFE_INTEGER + 1, 1e300]) await refused(() => rt.list({ limit }), ValidationError);
+    expect(await rt.list({ limit: Number.MAX_SAFE_INTEGER })).not.toHaveLength(0);
+  });
+
   it('cancel, progress, assets, tokens, reads, purge, list and waitFor refuse with a typed error, writing nothing', async () => {
     const unknownJob = fc.string({ minLength: 1, maxLength: 20 }).map((s) => `nope-${s}`);
     const calls: fc.Arbitrary<{ name: string; call: () => Promise<unknown>; expected?: ErrorClass }> = fc.oneof(
