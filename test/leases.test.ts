@@ -11,7 +11,7 @@ import type { JobStore, LeaseClaim, TransitionCommit, TransitionRecord } from '.
 import { Resources } from './helpers/resources.ts';
 import { T0 as RT0, gate, openRuntime, releaseGates } from './helpers/durable.ts';
 import { commitOf, newJob } from './store.contract.ts';
-import { work, workHooks } from './fixtures/workMachine.ts';
+import { work, workHooks, type WorkArgs } from './fixtures/workMachine.ts';
 
 const res = new Resources();
 const defaultWork = workHooks.work;
@@ -138,7 +138,9 @@ describe('two runtimes on one file', () => {
     const attempt1 = gate<unknown>();
     const attempt2 = gate<unknown>();
     const started = [gate(), gate()];
+    const argsOf: WorkArgs[] = [];
     workHooks.work = async (args) => {
+      argsOf[args.attempt - 1] = args;
       started[args.attempt - 1]!.resolve();
       return (args.attempt === 1 ? attempt1 : attempt2).promise;
     };
@@ -166,6 +168,17 @@ describe('two runtimes on one file', () => {
     expect(await freed).toMatchObject({ jobId: job.id, runner: a.runtime.runnerId, fence: 1 });
     await started[1]!.promise;
     expect((await b.store.getJob(job.id))?.lease).toMatchObject({ owner: b.runtime.runnerId, fence: 2 });
+
+    // The superseded attempt's own writes are fenced too: its progress and assets are not recorded.
+    await argsOf[0]!.progress(50);
+    await argsOf[0]!.attachAsset({ type: 'file', uri: 'mem://from-a' });
+    expect((await b.store.getJob(job.id))?.progress).toBeNull();
+    expect(await b.store.listAssets(job.id)).toEqual([]);
+    expect((await b.store.listNotes(job.id)).map((n) => n.message)).toContain("progress update to 50 ignored: the reporting attempt's runner no longer holds the job (its lease was taken)");
+    await argsOf[1]!.progress(70);
+    await argsOf[1]!.attachAsset({ type: 'file', uri: 'mem://from-b' });
+    expect((await b.store.getJob(job.id))?.progress).toBe(70);
+    expect((await b.store.listAssets(job.id)).map((x) => x.uri)).toEqual(['mem://from-b']);
 
     // A's attempt ends late: refused by its fence; A writes nothing to the job and stops touching it.
     const revision = (await b.runtime.get(job.id)).revision;

@@ -459,11 +459,12 @@ export class MemoryStore implements JobStore {
     });
   }
 
-  async setProgress(jobId: string, progress: number, _at: number): Promise<boolean> {
+  async setProgress(jobId: string, progress: number, _at: number, lease?: { runner: string; fence: number }): Promise<boolean> {
     this.#open();
     return this.#tx(() => {
       const job = this.#jobs.get(jobId);
       if (!job || job.status !== 'active') return false;
+      if (lease && !(job.lease?.owner === lease.runner && job.leaseFence === lease.fence)) return false;
       this.#assign(job, { progress });
       return true;
     });
@@ -479,11 +480,13 @@ export class MemoryStore implements JobStore {
     return (this.#notes.get(jobId) ?? []).map(copy);
   }
 
-  async attachAsset(a: AssetRecord): Promise<boolean> {
+  async attachAsset(a: AssetRecord, lease?: { runner: string; fence: number }): Promise<boolean> {
     this.#open();
     return this.#tx(() => {
       const key = eventKey(a.jobId, a.key);
       if (this.#assets.has(key)) return false;
+      const job = this.#jobs.get(a.jobId);
+      if (lease && job && !(job.lease?.owner === lease.runner && job.leaseFence === lease.fence)) return false;
       this.#requireJob(a.jobId);
       this.#mapSet(this.#assets, key, {
         jobId: a.jobId,

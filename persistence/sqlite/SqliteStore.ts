@@ -495,8 +495,8 @@ export class SqliteStore implements JobStore {
     });
   }
 
-  async setProgress(jobId: string, progress: number, _at: number): Promise<boolean> {
-    return this.#write(() => this.#stmts.setProgress.run(progress, jobId).changes === 1);
+  async setProgress(jobId: string, progress: number, _at: number, lease?: { runner: string; fence: number }): Promise<boolean> {
+    return this.#write(() => this.#stmts.setProgress.run({ progress, id: jobId, runner: lease?.runner ?? null, fence: lease?.fence ?? null }).changes === 1);
   }
 
   async addNote(note: NoteRecord): Promise<void> {
@@ -512,12 +512,11 @@ export class SqliteStore implements JobStore {
     }));
   }
 
-  async attachAsset(a: AssetRecord): Promise<boolean> {
-    return this.#write(
-      () =>
-        this.#stmts.attachAsset.run(a.jobId, a.key, a.type, a.uri, a.size, a.meta === null ? null : JSON.stringify(a.meta), a.effectId, a.attempt, a.createdAt)
-          .changes === 1,
-    );
+  async attachAsset(a: AssetRecord, lease?: { runner: string; fence: number }): Promise<boolean> {
+    return this.#write(() => {
+      if (lease && !this.#stmts.holdsLease.get(a.jobId, lease.runner, lease.fence)) return false;
+      return this.#stmts.attachAsset.run(a.jobId, a.key, a.type, a.uri, a.size, a.meta === null ? null : JSON.stringify(a.meta), a.effectId, a.attempt, a.createdAt).changes === 1;
+    });
   }
 
   async listAssets(jobId: string): Promise<AssetRecord[]> {
@@ -919,7 +918,8 @@ function prepare(db: Database.Database) {
     nextClaimExpiry: db.prepare(`SELECT claim_expires_at AS t FROM effects WHERE active = 1 AND status = 'running' AND ${NOT_SUSPENDED('effects.job_id')}
       ORDER BY claim_expires_at LIMIT 1`),
     requestCancel: db.prepare(`UPDATE jobs SET cancel_requested_at = ?, cancel_reason = ? WHERE id = ? AND cancel_requested_at IS NULL`),
-    setProgress: db.prepare(`UPDATE jobs SET progress = ? WHERE id = ? AND status = 'active'`),
+    setProgress: db.prepare(`UPDATE jobs SET progress = @progress WHERE id = @id AND status = 'active'
+        AND (@runner IS NULL OR (lease_owner = @runner AND lease_fence = @fence))`),
     addNote: db.prepare('INSERT INTO notes (job_id, kind, message, at) VALUES (?, ?, ?, ?)'),
     listNotes: db.prepare('SELECT job_id, kind, message, at FROM notes WHERE job_id = ? ORDER BY id'),
     attachAsset: db.prepare(`INSERT INTO assets (job_id, key, type, uri, size, meta, effect_id, attempt, created_at)

@@ -626,12 +626,18 @@ export interface JobStore {
   // Cancellation, progress, notes, assets
   /** Record a cancel request once and accept its cancel event in the same transaction. */
   requestCancel(jobId: string, reason: string, event: NewInboxEvent, at: number): Promise<{ first: boolean }>;
-  /** Set progress on a job that is still active; false if it is final (nothing changed). */
-  setProgress(jobId: string, progress: number, at: number): Promise<boolean>;
+  /**
+   * Set progress on a job that is still active; false if it is final (nothing changed). With
+   * `lease` (an activity reporting): also false unless that runner still holds the job with that fence.
+   */
+  setProgress(jobId: string, progress: number, at: number, lease?: { runner: string; fence: number }): Promise<boolean>;
   addNote(note: NoteRecord): Promise<void>;
   listNotes(jobId: string): Promise<NoteRecord[]>;
-  /** Attach an asset once per (job, key); returns false when it was already attached. */
-  attachAsset(asset: AssetRecord): Promise<boolean>;
+  /**
+   * Attach an asset once per (job, key); returns false when it was already attached. With `lease`
+   * (an activity attaching): also false, writing nothing, unless that runner still holds the job with that fence.
+   */
+  attachAsset(asset: AssetRecord, lease?: { runner: string; fence: number }): Promise<boolean>;
   listAssets(jobId: string): Promise<AssetRecord[]>;
   /** Delete a job with its inbox, history, effects, timers, notes and assets. */
   purgeJob(jobId: string): Promise<boolean>;

@@ -990,19 +990,29 @@ export class Runtime {
   async setProgress(jobId: string, percent: number): Promise<Job> {
     this.#assertOpen();
     requireText('job id', jobId);
-    if (typeof percent !== 'number' || !Number.isFinite(percent) || percent < 0 || percent > 100) {
-      throw new ValidationError('Progress must be a number from 0 to 100.');
-    }
+    checkPercent(percent);
     await this.#visible(jobId);
+    return this.#progress(jobId, percent);
+  }
+
+  /** Set progress; from an activity (`lease`: its runner's fence), only while that runner holds the job. */
+  async #progress(jobId: string, percent: number, lease?: { runner: string; fence: number }): Promise<Job> {
     const now = this.clock.now();
-    if (!(await this.store.setProgress(jobId, percent, now))) {
-      await this.store.addNote({ jobId, kind: 'progress-ignored', message: `progress update to ${percent} ignored: the job is final`, at: now });
+    if (!(await this.store.setProgress(jobId, percent, now, lease))) {
+      const job = await this.store.getJob(jobId);
+      const why = job && !TERMINAL.has(job.status) ? "the reporting attempt's runner no longer holds the job (its lease was taken)" : 'the job is final';
+      await this.store.addNote({ jobId, kind: 'progress-ignored', message: `progress update to ${percent} ignored: ${why}`, at: now });
     }
     return this.get(jobId);
   }
 
   /** Link an output to a job. The same key (default: the uri) is attached once, however often it is sent. */
   async attachAsset(jobId: string, asset: AssetInput, from?: { effectId: string; attempt: number }): Promise<{ attached: boolean }> {
+    return this.#attach(jobId, asset, from);
+  }
+
+  /** Attach an asset; from an activity (`lease`: its runner's fence), only while that runner holds the job. */
+  async #attach(jobId: string, asset: AssetInput, from?: { effectId: string; attempt: number }, lease?: { runner: string; fence: number }): Promise<{ attached: boolean }> {
     this.#assertOpen();
     requireText('job id', jobId);
     await this.#visible(jobId);
@@ -1021,7 +1031,7 @@ export class Runtime {
       effectId: from?.effectId ?? null,
       attempt: from?.attempt ?? null,
       createdAt: this.clock.now(),
-    });
+    }, lease);
     return { attached };
   }
 
@@ -2139,11 +2149,14 @@ export class Runtime {
           pendingToken = { token, onToken };
           return deferred(token);
         },
+        // Writes of an attempt are fenced like its outcome: ignored once another runner holds the job.
         progress: async (percent) => {
-          await this.setProgress(effect.jobId, percent);
+          this.#assertOpen();
+          checkPercent(percent);
+          await this.#progress(effect.jobId, percent, this.#attemptLease(effect.jobId));
         },
         attachAsset: async (asset) => {
-          await this.attachAsset(effect.jobId, asset, { effectId: effect.id, attempt });
+          await this.#attach(effect.jobId, asset, { effectId: effect.id, attempt }, this.#attemptLease(effect.jobId));
         },
         self: undefined,
         system: undefined,
@@ -2337,6 +2350,10 @@ function toJob(record: JobRecord, def?: RegisteredMachine): Job {
 /** Whether a transition's plan concerns child or parent jobs (else `#relations` has nothing to do). */
 function touchesRelations(record: JobRecord, plan: ActionPlan): boolean {
   return plan.spawnMachines.length > 0 || plan.childSends.length > 0 || plan.parentSends.length > 0 || Boolean(record.parent) || plan.effects.deactivate.length > 0;
+}
+
+function checkPercent(percent: unknown): void {
+  if (typeof percent !== 'number' || !Number.isFinite(percent) || percent < 0 || percent > 100) throw new ValidationError('Progress must be a number from 0 to 100.');
 }
 
 /** `context.progress` when the machine keeps one (a number 0-100). */
