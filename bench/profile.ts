@@ -22,6 +22,7 @@ import { jobLifecycle } from '../machines/index.ts';
 import { runRaw, type Synchronous } from './rawRun.ts';
 import { runSpool } from './spoolRun.ts';
 import { median } from './stats.ts';
+import { countingStore, StoreCounter } from './countingStore.ts';
 import { freshDbPath } from './tempDb.ts';
 import { JOB_INPUT, MACHINE_ID, persistedSnapshotTemplate, progressEvent } from './workload.ts';
 
@@ -42,44 +43,22 @@ export async function runProfile(options: ProfileOptions): Promise<void> {
 
 // ------------------------------------------------------------------ A. store calls inside real sends
 
-type Timed = { calls: number; ms: number };
-
-function timingStore(store: SqliteStore, table: Map<string, Timed>): JobStore {
-  return new Proxy(store, {
-    get(target, key, receiver) {
-      const value = Reflect.get(target, key, receiver) as unknown;
-      if (typeof value !== 'function' || typeof key !== 'string') return value;
-      const fn = value as (...args: unknown[]) => unknown;
-      return (...args: unknown[]) => {
-        const t0 = performance.now();
-        // SqliteStore methods are async but do all their work synchronously before returning.
-        const result = fn.apply(target, args);
-        const entry = table.get(key) ?? { calls: 0, ms: 0 };
-        entry.calls += 1;
-        entry.ms += performance.now() - t0;
-        table.set(key, entry);
-        return result;
-      };
-    },
-  }) as unknown as JobStore;
-}
-
 async function inRunBreakdown(options: ProfileOptions): Promise<void> {
   console.log('A. Inside real sends (store wrapped in a timing proxy)');
   for (const synchronous of ['NORMAL', 'FULL'] as const) {
     options.gc();
     const rawRun = runRaw({ synchronous, durationMs: Math.min(options.durationMs, 1500), warmupOps: options.warmupOps });
-    const table = new Map<string, Timed>();
+    const counter = new StoreCounter();
     const result = await runSpool({
       synchronous,
       durationMs: options.durationMs,
       warmupOps: options.warmupOps,
-      wrapStore: (store) => timingStore(store, table),
-      onMeasureStart: () => table.clear(),
+      wrapStore: (store) => countingStore(store, counter),
+      onMeasureStart: () => counter.reset(),
     });
     const perSendUs = 1e6 / result.perSec;
     const sends = result.ops;
-    const rows = [...table.entries()].filter(([, t]) => t.calls / sends >= 0.01).sort((a, b) => b[1].ms - a[1].ms);
+    const rows = [...counter.calls.entries()].filter(([, t]) => t.calls / sends >= 0.01).sort((a, b) => b[1].ms - a[1].ms);
     const storeUs = rows.reduce((n, [, t]) => n + (t.ms * 1000) / sends, 0);
     console.log(
       `  ${synchronous}: ${fmt(result.perSec)} sends/s = ${perSendUs.toFixed(1)} µs/send; raw limit ${fmt(rawRun.perSec)}/s = ${(1e6 / rawRun.perSec).toFixed(1)} µs/commit`,

@@ -18,6 +18,7 @@ import { createRuntime, type Job, type JobDetails, type Runtime, type RuntimeSta
 import { VirtualClock } from '../src/testing/index.ts';
 import { opsHooks, resetOpsHooks } from './fixtures/opsMachines.ts';
 import * as opsModule from './fixtures/opsMachines.ts';
+import { runSpool } from './helpers/spoolCli.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BIN = join(ROOT, 'bin', 'spool.js');
@@ -277,16 +278,7 @@ export const payment = {
     const db = join(TMP, 'worker-log.db');
     const env = { ...process.env };
     delete env['NODE_OPTIONS'];
-    const run = (args: string[]) =>
-      new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-        const child = spawn(process.execPath, [BIN, '--db', db, '--machines', module, ...args], { cwd: TMP, env, stdio: ['ignore', 'pipe', 'pipe'] });
-        let stdout = '';
-        let stderr = '';
-        child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-        child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
-        child.on('error', reject);
-        child.on('close', (code) => resolve({ code, stdout, stderr }));
-      });
+    const run = (args: string[]) => runSpool(['--db', db, '--machines', module, ...args], TMP);
     const started = await run(['start', 'payment', '--id', 'p1', '--input', JSON.stringify({ card: CARD })]);
     expect(started).toMatchObject({ code: 0, stderr: '' });
 

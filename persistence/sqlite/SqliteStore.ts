@@ -528,28 +528,22 @@ export class SqliteStore implements JobStore {
   }
 
   async suspendJob(jobId: string, reason: string, at: number, note: NoteRecord): Promise<boolean> {
-    const s = this.#stmts;
-    return this.#write(() => {
-      if (s.suspend.run(at, reason, jobId).changes !== 1) return false;
-      s.addNote.run(note.jobId, note.kind, note.message, note.at);
-      return true;
-    });
+    return this.#noted(note, () => this.#stmts.suspend.run(at, reason, jobId).changes === 1);
   }
 
   async resumeJob(jobId: string, note: NoteRecord): Promise<boolean> {
-    const s = this.#stmts;
-    return this.#write(() => {
-      if (s.resume.run(jobId).changes !== 1) return false;
-      s.addNote.run(note.jobId, note.kind, note.message, note.at);
-      return true;
-    });
+    return this.#noted(note, () => this.#stmts.resume.run(jobId).changes === 1);
   }
 
   async redriveEffect(id: string, maxAttempts: number, at: number, note: NoteRecord): Promise<boolean> {
-    const s = this.#stmts;
+    return this.#noted(note, () => this.#stmts.redrive.run(maxAttempts, at, id).changes === 1);
+  }
+
+  /** An operation and its note in one transaction: the note is written only when the operation changed something. */
+  #noted(note: NoteRecord, change: () => boolean): boolean {
     return this.#write(() => {
-      if (s.redrive.run(maxAttempts, at, id).changes !== 1) return false;
-      s.addNote.run(note.jobId, note.kind, note.message, note.at);
+      if (!change()) return false;
+      this.#stmts.addNote.run(note.jobId, note.kind, note.message, note.at);
       return true;
     });
   }

@@ -336,7 +336,7 @@ export class Runtime {
   /** Bounded work (limits.ts): per-activity slots and the backlog behind backpressure. */
   readonly #slots: ActivitySlots;
   readonly #backlog: BacklogGauge;
-  readonly #claimMs: number;
+  readonly #leaseMs: number;
   /** Leases this runtime holds, by job id: the fence it holds each with (see `#heartbeat`). */
   readonly #leases = new Map<string, number>();
   /** Attempts claimed here whose outcome is not recorded yet, by effect id (their job ids): their leases are kept. */
@@ -366,13 +366,13 @@ export class Runtime {
     this.#maxActivities = Math.max(1, options.maxConcurrentActivities ?? 8);
     this.#slots = new ActivitySlots(options.activityConcurrency, this.registry.all().flatMap((m) => Object.keys(m.machine.implementations.actors ?? {})));
     this.#backlog = new BacklogGauge(() => this.store.pendingBacklog(), this.clock, options.maxBacklog ?? DEFAULT_MAX_BACKLOG);
-    this.#claimMs = Math.max(1000, options.leaseMs ?? 30_000);
+    this.#leaseMs = Math.max(1000, options.leaseMs ?? 30_000);
     this.#hostDriven = options.hostDriven ?? false;
     this.#verifySnapshots = options.verifySnapshots ?? 'auto';
     this.runnerId = newRunnerId();
     if (!this.#hostDriven) {
       // The lease heartbeat (host-driven mode: `tick()` instead). Unref'd: it never keeps the process alive.
-      this.#heartbeatTimer = setInterval(() => this.#track(this.#heartbeat()), Math.floor(this.#claimMs / 3));
+      this.#heartbeatTimer = setInterval(() => this.#track(this.#heartbeat()), Math.floor(this.#leaseMs / 3));
       this.#heartbeatTimer.unref();
     }
   }
@@ -809,7 +809,7 @@ export class Runtime {
     if (this.#hostDriven) await this.#renewClaims();
     // This process is alive: renew its own leases before freeing expired ones (host-driven mode has
     // no other heartbeat; otherwise the clock may have moved past the interval's last beat).
-    if (this.#hostDriven || this.clock.now() - this.#lastHeartbeatAt >= this.#claimMs / 3) await this.#heartbeat();
+    if (this.#hostDriven || this.clock.now() - this.#lastHeartbeatAt >= this.#leaseMs / 3) await this.#heartbeat();
     await this.#expireLeases();
     const activitiesStarted = await this.#pumpEffects();
     return { timersFired, activitiesStarted };
@@ -827,7 +827,7 @@ export class Runtime {
     const idle: [string, number][] = [];
     for (const entry of this.#leases) (busy.has(entry[0]) ? keep : idle).push(entry);
     if (keep.length > 0) {
-      const renewed = await this.store.renewLeases(this.runnerId, keep.map(([id]) => id), this.clock.now() + this.#claimMs);
+      const renewed = await this.store.renewLeases(this.runnerId, keep.map(([id]) => id), this.clock.now() + this.#leaseMs);
       for (const [jobId, fence] of keep) if (renewed.get(jobId) !== fence) this.#leaseLost(jobId, fence);
     }
     if (idle.length > 0) {
@@ -870,12 +870,12 @@ export class Runtime {
 
   /** The lease a commit of this job is made under: kept while activities of the job run here (or are about to), released otherwise. */
   #leaseFor(jobId: string, hold: boolean, now: number): LeaseClaim {
-    return { runner: this.runnerId, fence: this.#leases.get(jobId) ?? null, now, until: hold ? now + this.#claimMs : null };
+    return { runner: this.runnerId, fence: this.#leases.get(jobId) ?? null, now, until: hold ? now + this.#leaseMs : null };
   }
 
   /** Renew the claims of this runtime's running activities (the heartbeat, done by `tick()` in host-driven mode). */
   async #renewClaims(): Promise<void> {
-    const until = this.clock.now() + this.#claimMs;
+    const until = this.clock.now() + this.#leaseMs;
     for (const effect of await this.store.runningEffects(10_000)) {
       if (effect.claimedBy === this.runnerId && this.#running.has(effect.id)) await this.store.renewClaim(effect.id, effect.attempt, this.runnerId, until);
     }
@@ -2108,7 +2108,7 @@ export class Runtime {
       }
     }
     const now = this.clock.now();
-    const claimed = await this.store.claimEffect(effect.id, this.runnerId, now, now + this.#claimMs, takeOver, this.#leases.get(effect.jobId) ?? null);
+    const claimed = await this.store.claimEffect(effect.id, this.runnerId, now, now + this.#leaseMs, takeOver, this.#leases.get(effect.jobId) ?? null);
     if (!claimed) return false;
     this.#leases.set(claimed.jobId, claimed.leaseFence);
     this.#attempting.set(claimed.id, claimed.jobId);
@@ -2129,8 +2129,8 @@ export class Runtime {
     const heartbeat = this.#hostDriven
       ? undefined
       : setInterval(() => {
-          void this.store.renewClaim(effect.id, attempt, this.runnerId, this.clock.now() + this.#claimMs).catch(() => undefined);
-        }, Math.max(1000, Math.floor(this.#claimMs / 3)));
+          void this.store.renewClaim(effect.id, attempt, this.runnerId, this.clock.now() + this.#leaseMs).catch(() => undefined);
+        }, Math.max(1000, Math.floor(this.#leaseMs / 3)));
     heartbeat?.unref();
     let outcome: { ok: true; value: unknown } | { ok: false; error: unknown };
     try {
