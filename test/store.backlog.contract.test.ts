@@ -55,7 +55,7 @@ describe.each(stores)('pendingBacklog (%s)', (_name, open) => {
     expect(await store.suspendJob('b', 'hold', T0, { jobId: 'b', kind: 'suspended', message: 'hold', at: T0 })).toBe(true);
     expect(await store.pendingBacklog()).toBe(3); // held events still take room
 
-    expect(await store.rejectEvent(b1.seq, { name: 'Error', message: 'settled' }, T0)).toBe(true);
+    expect(await store.rejectEvent(b1.seq!, { name: 'Error', message: 'settled' }, T0)).toBe(true);
     expect(await store.pendingBacklog()).toBe(2);
   });
 });

@@ -298,7 +298,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
           acceptedAt: T0 + 1,
           processedAt: null,
         });
-        expect(typeof first.event.seq).toBe('number');
+        expect(typeof first.event.seq!).toBe('number');
 
         const again = await store.acceptEvent(newEvent('A', 'e1', { type: 'GO', x: 2 }, T0 + 99));
         expect(again.duplicate).toBe(true);
@@ -307,7 +307,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
 
         const otherJob = await store.acceptEvent(newEvent('B', 'e1'));
         expect(otherJob.duplicate).toBe(false);
-        expect(otherJob.event.seq).not.toBe(first.event.seq);
+        expect(otherJob.event.seq!).not.toBe(first.event.seq!);
         expect(await store.listEvents('A')).toEqual([first.event]);
         expect(await store.getEvent('A', 'nope')).toBeUndefined();
         // Accepting does not touch the job.
@@ -320,14 +320,14 @@ export function storeContract(name: string, factory: StoreFactory): void {
         const e2 = await store.acceptEvent(newEvent('A', 'e2'));
         const e3 = await store.acceptEvent(newEvent('A', 'e3'));
         expect((await store.pendingEvents('A', 10)).map((e) => e.eventId)).toEqual(['e1', 'e2', 'e3']);
-        expect(e1.event.seq).toBeLessThan(e2.event.seq);
-        expect(e2.event.seq).toBeLessThan(e3.event.seq);
+        expect(e1.event.seq!).toBeLessThan(e2.event.seq!);
+        expect(e2.event.seq!).toBeLessThan(e3.event.seq!);
         expect((await store.pendingEvents('A', 2)).map((e) => e.eventId)).toEqual(['e1', 'e2']);
 
-        expect(await store.commit([commitOf('A', 1, { event: { seq: e1.event.seq, status: 'applied', error: null, payload: { type: 'GO' } } })])).toEqual([
+        expect(await store.commit([commitOf('A', 1, { event: { seq: e1.event.seq!, status: 'applied', error: null, payload: { type: 'GO' } } })])).toEqual([
           { ok: true, revision: 2, fence: null },
         ]);
-        await store.rejectEvent(e3.event.seq, { name: 'E', message: 'no' }, T0 + 5);
+        await store.rejectEvent(e3.event.seq!, { name: 'E', message: 'no' }, T0 + 5);
         expect((await store.pendingEvents('A', 10)).map((e) => e.eventId)).toEqual(['e2']);
         expect((await store.listEvents('A')).map((e) => [e.eventId, e.status])).toEqual([
           ['e1', 'applied'],
@@ -347,7 +347,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
         await store.setQuarantine('A', 'held', T0 + 2);
         expect(await store.jobsWithPendingEvents(10)).toEqual(['B', 'C']);
 
-        await store.rejectEvent(c1.event.seq, { name: 'E', message: 'no' }, T0 + 3);
+        await store.rejectEvent(c1.event.seq!, { name: 'E', message: 'no' }, T0 + 3);
         expect(await store.jobsWithPendingEvents(10)).toEqual(['B']);
 
         await store.setQuarantine('A', null, T0 + 4);
@@ -358,17 +358,17 @@ export function storeContract(name: string, factory: StoreFactory): void {
         const e = await store.acceptEvent(newEvent('A', 'e1'));
         const before = await store.getJob('A');
         const error = { name: 'JobTerminalError', message: 'ended', code: 'SPOOL_TERMINAL' };
-        expect(await store.rejectEvent(e.event.seq, error, T0 + 50)).toBe(true);
+        expect(await store.rejectEvent(e.event.seq!, error, T0 + 50)).toBe(true);
         expect(await store.getEvent('A', 'e1')).toMatchObject({ status: 'rejected', error, processedAt: T0 + 50, revision: null });
-        expect(await store.rejectEvent(e.event.seq, { name: 'X', message: 'again' }, T0 + 60)).toBe(false);
+        expect(await store.rejectEvent(e.event.seq!, { name: 'X', message: 'again' }, T0 + 60)).toBe(false);
         expect(await store.getEvent('A', 'e1')).toMatchObject({ error, processedAt: T0 + 50 });
         expect(await store.rejectEvent(987_654, error, T0 + 60)).toBe(false);
         expect(await store.getJob('A')).toEqual(before);
         expect(await store.history('A')).toHaveLength(1);
 
         const applied = await store.acceptEvent(newEvent('A', 'e2'));
-        await store.commit([commitOf('A', 1, { event: { seq: applied.event.seq, status: 'applied', error: null, payload: { type: 'GO' } } })]);
-        expect(await store.rejectEvent(applied.event.seq, error, T0 + 70)).toBe(false);
+        await store.commit([commitOf('A', 1, { event: { seq: applied.event.seq!, status: 'applied', error: null, payload: { type: 'GO' } } })]);
+        expect(await store.rejectEvent(applied.event.seq!, error, T0 + 70)).toBe(false);
         expect(await store.getEvent('A', 'e2')).toMatchObject({ status: 'applied', revision: 2, error: null });
       });
     });
@@ -389,7 +389,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
           at: T0 + 100,
           eventType: 'PAY',
           eventId: 'e1',
-          event: { seq: e.event.seq, status: 'applied', error: null, payload: { type: 'PAY', card: '[redacted]' } },
+          event: { seq: e.event.seq!, status: 'applied', error: null, payload: { type: 'PAY', card: '[redacted]' } },
         });
         expect(await store.commit([c])).toEqual([{ ok: true, revision: 2, fence: null }]);
         expect(await store.getJob('A')).toMatchObject({
@@ -421,8 +421,8 @@ export function storeContract(name: string, factory: StoreFactory): void {
         const error = { name: 'Error', message: 'guard threw' };
         expect(
           await store.commit([
-            commitOf('A', 1, { value: 'idle', outcome: 'ignored', event: { seq: e1.event.seq, status: 'ignored', error: null, payload: { type: 'GO' } } }),
-            commitOf('A', 2, { value: 'idle', outcome: 'failed', error, event: { seq: e2.event.seq, status: 'failed', error, payload: { type: 'GO' } } }),
+            commitOf('A', 1, { value: 'idle', outcome: 'ignored', event: { seq: e1.event.seq!, status: 'ignored', error: null, payload: { type: 'GO' } } }),
+            commitOf('A', 2, { value: 'idle', outcome: 'failed', error, event: { seq: e2.event.seq!, status: 'failed', error, payload: { type: 'GO' } } }),
           ]),
         ).toEqual([
           { ok: true, revision: 2, fence: null },
@@ -444,7 +444,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
         const e = await store.acceptEvent(newEvent('A', 'e1'));
         const before = await dumpStore(store);
         const results = await store.commit([
-          commitOf('A', 1, { value: 'stale', event: { seq: e.event.seq, status: 'applied', error: null, payload: { type: 'GO' } } }),
+          commitOf('A', 1, { value: 'stale', event: { seq: e.event.seq!, status: 'applied', error: null, payload: { type: 'GO' } } }),
         ]);
         expect(results).toEqual([{ ok: false, reason: 'conflict', currentRevision: 2 }]);
         expect(await dumpStore(store)).toEqual(before);
@@ -465,7 +465,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
 
       it('refuses to settle an event that is no longer pending (event-settled) and writes nothing', async () => {
         const e1 = await store.acceptEvent(newEvent('A', 'e1'));
-        const settle = { seq: e1.event.seq, status: 'applied' as const, error: null, payload: { type: 'GO' } };
+        const settle = { seq: e1.event.seq!, status: 'applied' as const, error: null, payload: { type: 'GO' } };
         expect(await store.commit([commitOf('A', 1, { event: settle })])).toEqual([{ ok: true, revision: 2, fence: null }]);
 
         let before = await dumpStore(store);
@@ -474,15 +474,15 @@ export function storeContract(name: string, factory: StoreFactory): void {
 
         // A rejected event cannot be settled either.
         const e2 = await store.acceptEvent(newEvent('A', 'e2'));
-        await store.rejectEvent(e2.event.seq, { name: 'E', message: 'no' }, T0 + 3);
+        await store.rejectEvent(e2.event.seq!, { name: 'E', message: 'no' }, T0 + 3);
         before = await dumpStore(store);
-        expect(await store.commit([commitOf('A', 2, { event: { ...settle, seq: e2.event.seq } })])).toEqual([{ ok: false, reason: 'event-settled' }]);
+        expect(await store.commit([commitOf('A', 2, { event: { ...settle, seq: e2.event.seq! } })])).toEqual([{ ok: false, reason: 'event-settled' }]);
         expect(await dumpStore(store)).toEqual(before);
 
         // Nor can another job's pending event.
         const b1 = await store.acceptEvent(newEvent('B', 'b1'));
         before = await dumpStore(store);
-        expect(await store.commit([commitOf('A', 2, { event: { ...settle, seq: b1.event.seq } })])).toEqual([{ ok: false, reason: 'event-settled' }]);
+        expect(await store.commit([commitOf('A', 2, { event: { ...settle, seq: b1.event.seq! } })])).toEqual([{ ok: false, reason: 'event-settled' }]);
         expect(await dumpStore(store)).toEqual(before);
         expect(await store.getEvent('B', 'b1')).toMatchObject({ status: 'pending' });
       });
@@ -500,10 +500,17 @@ export function storeContract(name: string, factory: StoreFactory): void {
           payloadHash: accept.payloadHash,
           status: 'applied',
           revision: 2,
-          acceptedAt: T0 + 7,
+          // Accepted by the very commit that applied it: its history row is its record.
+          seq: null,
+          acceptedAt: T0 + 8,
           processedAt: T0 + 8,
           error: null,
         });
+        expect(await store.pendingEvents('A', 10)).toEqual([]);
+        expect((await store.history('A')).at(-1)).toMatchObject({ revision: 2, eventId: 'e1', eventType: 'PAY', payload: { type: 'PAY', card: '[redacted]' } });
+        expect(await store.listEvents('A')).toEqual([await store.getEvent('A', 'e1')]);
+        // Its id is taken: a queued accept of it is a duplicate, and the inbox stays empty.
+        expect(await store.acceptEvent(newEvent('A', 'e1'))).toMatchObject({ duplicate: true, event: { revision: 2, status: 'applied' } });
         expect(await store.pendingEvents('A', 10)).toEqual([]);
       });
 
@@ -531,7 +538,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
         const results = await store.commit([
           commitOf('A', 1, { value: 'a2' }),
           commitOf('B', 1, { value: 'stale' }),
-          commitOf('C', 1, { value: 'c2', event: { seq: eC.event.seq, status: 'applied', error: null, payload: { type: 'GO' } } }),
+          commitOf('C', 1, { value: 'c2', event: { seq: eC.event.seq!, status: 'applied', error: null, payload: { type: 'GO' } } }),
           commitOf('A', 2, { value: 'a3' }),
           commitOf('A', 2, { value: 'a3-again' }),
           commitOf('C', 2, { value: 'dup', event: { accept: newEvent('C', 'c1'), status: 'applied', error: null, payload: { type: 'GO' } } }),

@@ -687,14 +687,14 @@ function effectsContract(name: string, factory: StoreFactory): void {
         expect(
           await store.commit([
             commitOf('A', 2, {
-              event: { seq: fired1.seq, status: 'applied', error: null, payload: fired1.payload },
+              event: { seq: fired1.seq!, status: 'applied', error: null, payload: fired1.payload },
               timers: { schedule: [], cancel: [t1.key] },
               consumedTimer: t1.id,
             }),
           ]),
         ).toEqual([{ ok: true, revision: 3, fence: null }]);
         expect(
-          await store.commit([commitOf('A', 3, { event: { seq: fired2.seq, status: 'applied', error: null, payload: fired2.payload }, consumedTimer: t2.id })]),
+          await store.commit([commitOf('A', 3, { event: { seq: fired2.seq!, status: 'applied', error: null, payload: fired2.payload }, consumedTimer: t2.id })]),
         ).toEqual([{ ok: true, revision: 4, fence: null }]);
         // A timer that has not fired is not delivered.
         expect(await store.commit([commitOf('A', 4, { consumedTimer: t3.id })])).toEqual([{ ok: true, revision: 5, fence: null }]);
@@ -879,7 +879,7 @@ function effectsContract(name: string, factory: StoreFactory): void {
 
         const failing = commitOf('A', 3, {
           progress: 77,
-          event: { seq: pending.event.seq, status: 'applied', error: null, payload: { type: 'GO' } },
+          event: { seq: pending.event.seq!, status: 'applied', error: null, payload: { type: 'GO' } },
           effects: { create: [effectOf('A', 'fresh', 4)], deactivate: ['running'] },
           timers: { schedule: [timerOf('A', 'new', T0 + 100, 4), existing], cancel: ['k'] },
           deliveries: [eventOf('A', 'self-1', 'SELF', { source: 'self' })],
@@ -901,7 +901,7 @@ function effectsContract(name: string, factory: StoreFactory): void {
         }
         // The inbox seq was not used up by the rolled-back events.
         const next = await store.acceptEvent(eventOf('A', 'e2'));
-        expect(next.event.seq).toBe(pending.event.seq + 1);
+        expect(next.event.seq!).toBe(pending.event.seq! + 1);
       });
     });
   });

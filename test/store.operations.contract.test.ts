@@ -212,7 +212,7 @@ function operationsContract(name: string, factory: StoreFactory): void {
         const accepted = await store.acceptEvent(eventOf('A', 'e1'));
         expect(await store.suspendJob('A', 'hold', T0 + 5, noteOf('A', 'suspended'))).toBe(true);
         const before = await dumpJob(store, 'A');
-        const settle = commitOf('A', 1, { event: { seq: accepted.event.seq, status: 'applied', error: null, payload: { type: 'GO' } } });
+        const settle = commitOf('A', 1, { event: { seq: accepted.event.seq!, status: 'applied', error: null, payload: { type: 'GO' } } });
         const inline = commitOf('A', 1, { event: { accept: eventOf('A', 'e-inline'), status: 'applied', error: null, payload: { type: 'GO' } } });
         expect(await store.commit([settle])).toEqual([{ ok: false, reason: 'conflict', currentRevision: 1 }]);
         expect(await store.commit([inline])).toEqual([{ ok: false, reason: 'conflict', currentRevision: 1 }]);
@@ -222,7 +222,7 @@ function operationsContract(name: string, factory: StoreFactory): void {
         // A migration commit (no event) goes through.
         expect(await store.commit([commitOf('A', 1, { value: 'migrated' })])).toEqual([{ ok: true, revision: 2, fence: null }]);
         expect(await store.resumeJob('A', noteOf('A', 'resumed'))).toBe(true);
-        expect(await store.commit([commitOf('A', 2, { event: { seq: accepted.event.seq, status: 'applied', error: null, payload: { type: 'GO' } } })])).toEqual([{ ok: true, revision: 3, fence: null }]);
+        expect(await store.commit([commitOf('A', 2, { event: { seq: accepted.event.seq!, status: 'applied', error: null, payload: { type: 'GO' } } })])).toEqual([{ ok: true, revision: 3, fence: null }]);
       });
     });
 

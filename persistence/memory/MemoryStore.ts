@@ -10,6 +10,7 @@ import type {
   ErrorInfo,
   EventStatus,
   InboxRecord,
+  QueuedEvent,
   JobFilter,
   JobRecord,
   JobStore,
@@ -32,6 +33,7 @@ import type {
   LeaseClaim,
   TransitionRecord,
 } from '../../src/ports/store.ts';
+import { inlineDraft, isExternal } from '../../src/ports/store.ts';
 import { ClosedError } from '../../src/runtime/errors.ts';
 import { MemorySchedules } from './schedules.ts';
 
@@ -72,7 +74,7 @@ export class MemoryStore implements JobStore {
   readonly description = 'memory';
   readonly #jobs = new Map<string, StoredJob>();
   /** Every inbox event in seq order. */
-  readonly #inbox = new Map<number, InboxRecord>();
+  readonly #inbox = new Map<number, QueuedEvent>();
   /** `jobId \0 eventId` → event: the UNIQUE (job_id, event_id) index. */
   readonly #eventIndex = new Map<string, InboxRecord>();
   /** Each job's events in seq order. */
@@ -183,13 +185,16 @@ export class MemoryStore implements JobStore {
 
   async listEvents(jobId: string): Promise<InboxRecord[]> {
     this.#open();
-    return (this.#jobEvents.get(jobId) ?? []).map(copy);
+    // As the SQLite store orders them: applied events by revision, then the rest in seq order.
+    return [...(this.#jobEvents.get(jobId) ?? [])]
+      .sort((a, b) => Number(a.revision === null) - Number(b.revision === null) || (a.revision ?? 0) - (b.revision ?? 0) || (a.seq ?? 0) - (b.seq ?? 0))
+      .map(copy);
   }
 
-  async pendingEvents(jobId: string, limit: number): Promise<InboxRecord[]> {
+  async pendingEvents(jobId: string, limit: number): Promise<QueuedEvent[]> {
     this.#open();
     return limited(
-      (this.#jobEvents.get(jobId) ?? []).filter((e) => e.status === 'pending'),
+      (this.#jobEvents.get(jobId) ?? []).filter((e): e is QueuedEvent => e.status === 'pending' && e.seq !== null),
       limit,
     ).map(copy);
   }
@@ -523,7 +528,7 @@ export class MemoryStore implements JobStore {
   /** `DELETE FROM jobs WHERE id = ?` and what ON DELETE CASCADE removes with the row. */
   #deleteJob(jobId: string): void {
     for (const e of this.#jobEvents.get(jobId) ?? []) {
-      this.#mapDelete(this.#inbox, e.seq);
+      if (e.seq !== null) this.#mapDelete(this.#inbox, e.seq);
       this.#mapDelete(this.#eventIndex, eventKey(e.jobId, e.eventId));
     }
     this.#mapDelete(this.#jobEvents, jobId);
@@ -752,11 +757,14 @@ export class MemoryStore implements JobStore {
       updatedAt: at,
       ...(c.job.progress === undefined ? {} : { progress: c.job.progress ?? null }),
     });
-    this.#insertTransition(c.jobId, revision, c.transition, c.lease?.runner ?? null, fence);
+    // An event applied as it is accepted is recorded under its own id in the history row.
+    const inline = c.event?.accept !== undefined && isExternal(c.event.accept);
+    this.#insertTransition(c.jobId, revision, inline ? inlineDraft(c.transition, c.event as Parameters<typeof inlineDraft>[1]) : c.transition, c.lease?.runner ?? null, fence);
     const e = c.event;
     if (e) {
       if (e.accept) {
-        const inserted = this.#insertEvent(e.accept, { status: e.status, error: e.error ? json(e.error) : null, revision, processedAt: at, payload: e.payload });
+        // An external event applied as it is accepted is recorded by its history row (seq null, no inbox row).
+        const inserted = this.#insertEvent(e.accept, { status: e.status, error: e.error ? json(e.error) : null, revision, processedAt: at, payload: e.payload }, inline);
         if (!inserted) throw new Abort({ ok: false, reason: 'duplicate-event' });
         // Accept-and-apply only when nothing is queued for the job: events apply in accept order.
         for (const queued of this.#inbox.values()) {
@@ -855,10 +863,16 @@ export class MemoryStore implements JobStore {
   #insertEvent(
     event: NewInboxEvent,
     fields: { status: EventStatus; error: ErrorInfo | null; revision: number | null; processedAt: number | null; payload?: JsonValue },
+    inline = false,
   ): boolean {
     const key = eventKey(event.jobId, event.eventId);
     const exists = this.#eventIndex.has(key);
     if (!exists) this.#requireJob(event.jobId);
+    if (inline) {
+      if (exists) return false;
+      this.#indexEvent(key, { ...this.#eventRecord(event, fields), seq: null, acceptedAt: fields.processedAt ?? event.at });
+      return true;
+    }
     // SQLite's AUTOINCREMENT hands out the seq before the conflict check, so an ignored duplicate
     // uses one up too (only a rollback gives it back).
     const previousSeq = this.#seq;
@@ -867,8 +881,17 @@ export class MemoryStore implements JobStore {
       this.#seq = previousSeq;
     });
     if (exists) return false;
-    const record: InboxRecord = {
-      seq: this.#seq,
+    const record: QueuedEvent = { ...this.#eventRecord(event, fields), seq: this.#seq };
+    this.#mapSet(this.#inbox, record.seq, record);
+    this.#indexEvent(key, record);
+    return true;
+  }
+
+  #eventRecord(
+    event: NewInboxEvent,
+    fields: { status: EventStatus; error: ErrorInfo | null; revision: number | null; processedAt: number | null; payload?: JsonValue },
+  ): Omit<InboxRecord, 'seq'> {
+    return {
       jobId: event.jobId,
       eventId: event.eventId,
       type: event.type,
@@ -883,12 +906,13 @@ export class MemoryStore implements JobStore {
       sourceId: event.sourceId ?? null,
       attempt: event.attempt ?? null,
     };
-    this.#mapSet(this.#inbox, record.seq, record);
+  }
+
+  #indexEvent(key: string, record: InboxRecord): void {
     this.#mapSet(this.#eventIndex, key, record);
-    const list = this.#jobEvents.get(event.jobId);
+    const list = this.#jobEvents.get(record.jobId);
     if (list) this.#push(list, record);
-    else this.#mapSet(this.#jobEvents, event.jobId, [record]);
-    return true;
+    else this.#mapSet(this.#jobEvents, record.jobId, [record]);
   }
 
   #acceptPending(event: NewInboxEvent): boolean {

@@ -13,6 +13,7 @@ import type {
   CreateJobResult,
   ErrorInfo,
   InboxRecord,
+  QueuedEvent,
   JobFilter,
   JobRecord,
   JobStore,
@@ -32,6 +33,7 @@ import type {
   TransitionRecord,
   LeaseClaim,
 } from '../../src/ports/store.ts';
+import { inlineDraft, isExternal } from '../../src/ports/store.ts';
 import { systemClock, type Clock } from '../../src/ports/clock.ts';
 import { SchemaTooNewError, CorruptRecordError, SpoolError } from '../../src/runtime/errors.ts';
 import { SqliteSchedules } from './schedules.ts';
@@ -243,6 +245,9 @@ export class SqliteStore implements JobStore {
   async acceptEvent(event: NewInboxEvent): Promise<AcceptResult> {
     const s = this.#stmts;
     return this.#write(() => {
+      // An event applied as it was accepted lives in history only: a repeat of its id is a duplicate.
+      const inline = s.inlineEvent.get(event.jobId, event.eventId) as Row | undefined;
+      if (inline) return { event: toInboxRecord(inline), duplicate: true };
       const info = s.insertEvent.run({ ...inboxParams(event), status: 'pending', error: null, revision: null, processed_at: null });
       const row = s.getEvent.get(event.jobId, event.eventId) as Row;
       return { event: toInboxRecord(row), duplicate: info.changes === 0 };
@@ -258,12 +263,12 @@ export class SqliteStore implements JobStore {
     return (this.#stmts.listEvents.all(jobId) as Row[]).map(toInboxRecord);
   }
 
-  async pendingEvents(jobId: string, limit: number): Promise<InboxRecord[]> {
+  async pendingEvents(jobId: string, limit: number): Promise<QueuedEvent[]> {
     if (limit === 1) {
       const row = this.#stmts.firstPending.get(jobId) as Row | undefined; // LIMIT 1 literal: no re-prepare per bind
-      return row ? [toInboxRecord(row)] : [];
+      return row ? [toInboxRecord(row) as QueuedEvent] : [];
     }
-    return (this.#stmts.pending.all(jobId, limit) as Row[]).map(toInboxRecord);
+    return (this.#stmts.pending.all(jobId, limit) as Row[]).map((r) => toInboxRecord(r) as QueuedEvent);
   }
 
   async jobsWithPendingEvents(limit: number, lease?: { runner: string; now: number }): Promise<string[]> {
@@ -821,6 +826,12 @@ function prepare(db: Database.Database) {
     revisionOf: db.prepare('SELECT revision, lease_owner, lease_until FROM jobs WHERE id = ?'),
     insertTransition: db.prepare(`INSERT INTO transitions (job_id, revision, event_id, event_type, payload, from_value, to_value, outcome, error, at, runner, fence)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    /** The history row of an event applied as it is accepted: its only record (no inbox row). */
+    insertInlineTransition: db.prepare(`INSERT INTO transitions (job_id, revision, event_id, event_type, payload, from_value, to_value, outcome, error, at, runner, fence, payload_hash)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+      ON CONFLICT (job_id, event_id) WHERE payload_hash IS NOT NULL DO NOTHING`),
+    queuedEvent: db.prepare('SELECT 1 FROM inbox WHERE job_id = ? AND event_id = ?'),
+    inlineEvent: db.prepare(`SELECT * FROM events WHERE job_id = ? AND event_id = ? AND seq IS NULL`),
     insertEvent: db.prepare(`INSERT INTO inbox (job_id, event_id, type, payload, payload_hash, status, error, revision, accepted_at, processed_at,
         source_kind, source_id, attempt)
       VALUES (@job_id, @event_id, @type, @payload, @payload_hash, @status, @error, @revision, @accepted_at, @processed_at,
@@ -829,8 +840,10 @@ function prepare(db: Database.Database) {
     settleEvent: db.prepare(`UPDATE inbox SET status = @status, error = @error, revision = @revision, processed_at = @at, payload = @payload
       WHERE seq = @seq AND job_id = @job_id AND status = 'pending'`),
     rejectEvent: db.prepare(`UPDATE inbox SET status = 'rejected', error = ?, processed_at = ? WHERE seq = ? AND status = 'pending'`),
-    getEvent: db.prepare('SELECT * FROM inbox WHERE job_id = ? AND event_id = ?'),
-    listEvents: db.prepare('SELECT * FROM inbox WHERE job_id = ? ORDER BY seq'),
+    getEvent: db.prepare('SELECT * FROM events WHERE job_id = ? AND event_id = ?'),
+    // Accept order: a job's events apply in accept order, so the revision orders every applied
+    // one; pending and rejected events (no revision) follow in seq order.
+    listEvents: db.prepare('SELECT * FROM events WHERE job_id = ? ORDER BY revision IS NULL, revision, seq'),
     firstPending: db.prepare("SELECT * FROM inbox WHERE job_id = ? AND status = 'pending' ORDER BY seq LIMIT 1"),
     hasPending: db.prepare(`SELECT 1 FROM inbox WHERE job_id = ? AND status = 'pending' LIMIT 1`),
     pending: db.prepare("SELECT * FROM inbox WHERE job_id = ? AND status = 'pending' ORDER BY seq LIMIT ?"),
@@ -959,9 +972,16 @@ function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
     throw new Abort({ ok: false, reason: 'conflict', currentRevision: row?.revision ?? null });
   }
   const fence = c.lease ? updated.lease_fence : null;
-  insertTransition(s, c.jobId, revision, c.transition, c.lease?.runner ?? null, fence);
   const e = c.event;
-  if (e) {
+  const inline = e?.accept !== undefined && isExternal(e.accept);
+  insertTransition(s, c.jobId, revision, inline ? inlineDraft(c.transition, e) : c.transition, c.lease?.runner ?? null, fence, inline ? e.accept.payloadHash : undefined);
+  if (inline) {
+    // Applied as it is accepted: the history row just written is the event's record. A repeat
+    // of its id (in history: the insert did nothing; or queued in the inbox) is a duplicate.
+    if (s.queuedEvent.get(c.jobId, e.accept.eventId)) throw new Abort({ ok: false, reason: 'duplicate-event' });
+    // Accept-and-apply only when nothing is queued for the job: events apply in accept order.
+    if (s.hasPending.get(c.jobId)) throw new Abort({ ok: false, reason: 'conflict', currentRevision: c.expectedRevision });
+  } else if (e) {
     const error = e.error ? JSON.stringify(e.error) : null;
     if (e.accept) {
       const info = s.insertEvent.run({
@@ -1034,8 +1054,17 @@ function writeRequests(s: ReturnType<typeof prepare>, effects: NewEffect[] = [],
   for (const d of deliveries) acceptPending(s, d);
 }
 
-function insertTransition(s: ReturnType<typeof prepare>, jobId: string, revision: number, t: TransitionCommit['transition'], runner: string | null, fence: number | null): void {
-  s.insertTransition.run(
+/** Append a history row; `inlineHash` (an event applied as it is accepted) makes it the event's record too. */
+function insertTransition(
+  s: ReturnType<typeof prepare>,
+  jobId: string,
+  revision: number,
+  t: TransitionCommit['transition'],
+  runner: string | null,
+  fence: number | null,
+  inlineHash?: string,
+): void {
+  const args = [
     jobId,
     revision,
     t.eventId,
@@ -1048,7 +1077,12 @@ function insertTransition(s: ReturnType<typeof prepare>, jobId: string, revision
     t.at,
     runner,
     fence,
-  );
+  ] as const;
+  if (inlineHash === undefined) {
+    s.insertTransition.run(...args);
+  } else if (s.insertInlineTransition.run(...args, inlineHash).changes !== 1) {
+    throw new Abort({ ok: false, reason: 'duplicate-event' });
+  }
 }
 
 function inboxParams(e: NewInboxEvent) {
@@ -1125,7 +1159,7 @@ function toJobRecord(row: Row): JobRecord {
 function toInboxRecord(row: Row): InboxRecord {
   const problems: string[] = [];
   return {
-    seq: row['seq'] as number,
+    seq: (row['seq'] as number | null) ?? null,
     jobId: row['job_id'] as string,
     eventId: row['event_id'] as string,
     type: row['type'] as string,

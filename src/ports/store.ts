@@ -132,10 +132,14 @@ export interface ErrorInfo {
   code?: string;
 }
 
-/** One accepted event in a job's durable inbox. */
+/**
+ * One accepted event of a job. Events that wait (and the runtime's own) are held in the inbox;
+ * an external event applied in the very commit that accepted it (nothing queued before it) is
+ * recorded by its history row alone, and has no `seq`.
+ */
 export interface InboxRecord {
-  /** Global accept order. */
-  seq: number;
+  /** Inbox order (global); null for an event applied as it was accepted (it was never queued). */
+  seq: number | null;
   jobId: string;
   eventId: string;
   type: string;
@@ -153,6 +157,9 @@ export interface InboxRecord {
   /** The effect attempt behind an `effect` event. */
   attempt: number | null;
 }
+
+/** An event waiting in (or once held by) the inbox: it has its place in the queue. */
+export type QueuedEvent = InboxRecord & { seq: number };
 
 export interface NewInboxEvent {
   jobId: string;
@@ -558,7 +565,7 @@ export interface JobStore {
   /** A job's inbox in accept order (all statuses). */
   listEvents(jobId: string): Promise<InboxRecord[]>;
   /** The oldest pending events of a job, in accept order. */
-  pendingEvents(jobId: string, limit: number): Promise<InboxRecord[]>;
+  pendingEvents(jobId: string, limit: number): Promise<QueuedEvent[]>;
   /** Ids of jobs that have pending events, oldest event first; with `lease`, leaving out jobs another runner holds. */
   jobsWithPendingEvents(limit: number, lease?: { runner: string; now: number }): Promise<string[]>;
   /** Apply commits, each on its own revision check; all share one durable transaction. */
@@ -687,4 +694,17 @@ export interface JobStore {
   pendingBacklog(): Promise<number>;
 
   close(): Promise<void>;
+}
+
+/**
+ * The history row of an event applied as it is accepted, which is also the event's record: its
+ * id, type and (redacted) payload are the event's; accepted and processed at the commit's time.
+ */
+export function inlineDraft(t: TransitionCommit['transition'], e: NonNullable<TransitionCommit['event']> & { accept: NewInboxEvent }): TransitionCommit['transition'] {
+  return { ...t, eventId: e.accept.eventId, eventType: e.accept.type, payload: e.payload };
+}
+
+/** An external event with no source: one that can be recorded by its history row alone. */
+export function isExternal(e: NewInboxEvent): boolean {
+  return (e.source ?? 'external') === 'external' && (e.sourceId ?? null) === null && (e.attempt ?? null) === null;
 }

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { uuidv7 } from './ids.ts';
 import { initialTransition, transition, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
 import { systemClock, type Clock } from '../ports/clock.ts';
 import type {
@@ -13,6 +14,7 @@ import type {
   TimerRecord,
   EventStatus,
   InboxRecord,
+  QueuedEvent,
   JobFilter,
   JobRecord,
   JobStatus,
@@ -61,7 +63,7 @@ export interface RuntimeOptions {
   clock?: Clock;
   /** Tenant scope of this runtime: it sees only jobs with this owner. Default: unscoped (`null`). */
   owner?: string | null;
-  /** Id generator for jobs and events. Default: `crypto.randomUUID`. */
+  /** Id generator for jobs and events. Default: a UUID v7 (time-ordered; see ids.ts). */
   newId?: () => string;
   /** Largest accepted input or event, in bytes of JSON. Default: 262144 (256 KiB). */
   maxPayloadBytes?: number;
@@ -358,7 +360,7 @@ export class Runtime {
     this.registry = new MachineRegistry(options.machines);
     this.clock = options.clock ?? systemClock;
     this.#owner = options.owner === undefined || options.owner === null || options.owner === '' ? null : options.owner;
-    this.#newId = options.newId ?? randomUUID;
+    this.#newId = options.newId ?? (() => uuidv7());
     this.#maxPayload = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD;
     this.#process = options.processEvents ?? true;
     this.#log = options.log;
@@ -1609,7 +1611,7 @@ export class Runtime {
     if (this.#snapshots.size > SNAPSHOT_CACHE) this.#snapshots.delete(this.#snapshots.keys().next().value!);
   }
 
-  async #applyPending(loaded: Loaded, event: InboxRecord): Promise<'ok' | 'conflict' | 'duplicate' | 'leased' | 'refused'> {
+  async #applyPending(loaded: Loaded, event: QueuedEvent): Promise<'ok' | 'conflict' | 'duplicate' | 'leased' | 'refused'> {
     if (loaded.kind === 'held') return 'ok';
     if (loaded.kind === 'terminal') {
       const error = toErrorInfo(new JobTerminalError(`Job ${event.jobId} is ${describeEnd(loaded.record)}: the event arrived after its end.`));

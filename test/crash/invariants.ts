@@ -122,8 +122,14 @@ export function checkInvariants(dbPath: string, acks: readonly AckEntry[], worke
       list.push(r);
       history.set(r['job_id'] as string, list);
     }
-    const inbox = db.prepare('SELECT * FROM inbox ORDER BY seq').all() as Row[];
-    const inboxByKey = new Map<string, Row>(inbox.map((e) => [`${e['job_id'] as string}\u0000${e['event_id'] as string}`, e]));
+    // Every accepted event: inbox rows and events applied as they were accepted (history rows only).
+    const inbox = db.prepare('SELECT * FROM events ORDER BY job_id, revision IS NULL, revision, seq').all() as Row[];
+    const inboxByKey = new Map<string, Row>();
+    for (const e of inbox) {
+      const key = `${e['job_id'] as string}\u0000${e['event_id'] as string}`;
+      if (inboxByKey.has(key)) fail('double-apply', `event ${String(e['event_id'])} is recorded twice (inbox and history)`, e['job_id'] as string);
+      inboxByKey.set(key, e);
+    }
     const timers = db.prepare('SELECT * FROM timers').all() as Row[];
     const effects = db.prepare('SELECT * FROM effects').all() as Row[];
     const attempts = db.prepare('SELECT * FROM effect_attempts ORDER BY effect_id, attempt').all() as Row[];
