@@ -193,6 +193,19 @@ describe.each<Kind>(['sqlite', 'memory'])('runtime on %s', (kind) => {
       expect(await dump(store)).toEqual(before);
     });
 
+    it('makes up an event id that names its revision when none is given; sending that id again returns the first outcome', async () => {
+      const { runtime, store } = await fresh(kind);
+      const job = await runtime.start('probe', {});
+      const first = await runtime.send(job.id, { type: 'BUMP', by: 2 });
+      expect(first.eventId).toMatch(/^r2\.[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+      await runtime.send(job.id, { type: 'BUMP', by: 1 });
+      const before = await dump(store);
+      expect(await runtime.send(job.id, { type: 'BUMP', by: 2 }, { eventId: first.eventId })).toMatchObject({ status: 'applied', revision: 2, duplicate: true, job: { revision: 3 } });
+      await expect(runtime.send(job.id, { type: 'BUMP', by: 9 }, { eventId: first.eventId })).rejects.toBeInstanceOf(IdempotencyConflictError);
+      expect(await dump(store)).toEqual(before);
+      expect((await runtime.events(job.id)).map((e) => [e.eventId, e.revision])).toEqual([[first.eventId, 2], [expect.stringMatching(/^r3\./), 3]]);
+    });
+
     it('refuses the same event id with a different event (IdempotencyConflictError), writing nothing', async () => {
       const { runtime, store } = await fresh(kind);
       const job = await runtime.start('probe', {});

@@ -531,6 +531,31 @@ export function storeContract(name: string, factory: StoreFactory): void {
         expect(await store.getEvent('A', 'e2')).toEqual(pending.event);
       });
 
+      it('finds an inline event by an id that names its revision, and by any other id, and refuses either id again', async () => {
+        const inline = (revision: number, eventId: string) =>
+          store.commit([commitOf('A', revision, { value: `v${revision + 1}`, event: { accept: newEvent('A', eventId), status: 'applied', error: null, payload: { type: 'GO' } } })]);
+        // r2.* applied at revision 2 (found by the history key); r9.* applied at 3 and 'hook' at 4 (found by the event key index).
+        expect(await inline(1, 'r2.made-up')).toEqual([{ ok: true, revision: 2, fence: null }]);
+        expect(await inline(2, 'r9.caller')).toEqual([{ ok: true, revision: 3, fence: null }]);
+        expect(await inline(3, 'hook')).toEqual([{ ok: true, revision: 4, fence: null }]);
+        for (const [eventId, revision] of [['r2.made-up', 2], ['r9.caller', 3], ['hook', 4]] as const) {
+          expect(await store.getEvent('A', eventId)).toMatchObject({ eventId, revision, seq: null, status: 'applied' });
+          expect(await store.acceptEvent(newEvent('A', eventId))).toMatchObject({ duplicate: true, event: { revision } });
+        }
+        expect(await store.getEvent('A', 'r3.made-up')).toBeUndefined();
+        const before = await dumpStore(store);
+        // Again at the revision each id names (r9.* now applies at 9 only after five more commits) or at the next one.
+        for (const eventId of ['r2.made-up', 'r9.caller', 'hook']) {
+          expect(await inline(4, eventId)).toEqual([{ ok: false, reason: 'duplicate-event' }]);
+        }
+        expect(await dumpStore(store)).toEqual(before);
+        for (let r = 4; r < 8; r += 1) await store.commit([commitOf('A', r, { value: `v${r + 1}` })]);
+        const at8 = await dumpStore(store);
+        expect(await inline(8, 'r9.caller')).toEqual([{ ok: false, reason: 'duplicate-event' }]);
+        expect(await dumpStore(store)).toEqual(at8);
+        expect(await store.listEvents('A')).toMatchObject([{ eventId: 'r2.made-up' }, { eventId: 'r9.caller' }, { eventId: 'hook' }]);
+      });
+
       it('checks each commit of a batch on its own: one conflict does not stop the others', async () => {
         await store.commit([commitOf('B', 1)]);
         const b = await dumpStore(store);

@@ -172,7 +172,25 @@ export class SqliteStore implements JobStore {
     });
   }
 
-  async getJob(id: string): Promise<JobRecord | undefined> {
+  async getJob(id: string, known?: JobRecord): Promise<JobRecord | undefined> {
+    if (known?.id === id) {
+      // What moves without a commit, read as an array: no JSON to parse, no snapshot text to copy.
+      const v = this.#stmts.uncommittedOf.get(id) as unknown[] | undefined;
+      // The same revision of the same job (a job purged and made again under its id has another birth time).
+      if (v && v[0] === known.revision && v[11] === known.createdAt) {
+        return {
+          ...known,
+          quarantine: v[1] as string | null,
+          progress: v[2] as number | null,
+          cancelRequestedAt: v[3] as number | null,
+          cancelReason: v[4] as string | null,
+          suspendedAt: v[5] as number | null,
+          suspendReason: v[6] as string | null,
+          lease: typeof v[7] === 'string' ? { owner: v[7], fence: v[8] as number, until: v[9] as number } : null,
+          updatedAt: v[10] as number,
+        };
+      }
+    }
     const values = this.#jobById.stmt.get(id) as unknown[] | undefined;
     return values ? toJobRecord(this.#jobById.named(values)) : undefined;
   }
@@ -246,7 +264,7 @@ export class SqliteStore implements JobStore {
     const s = this.#stmts;
     return this.#write(() => {
       // An event applied as it was accepted lives in history only: a repeat of its id is a duplicate.
-      const inline = s.inlineEvent.get(event.jobId, event.eventId) as Row | undefined;
+      const inline = inlineEvent(s, event.jobId, event.eventId);
       if (inline) return { event: toInboxRecord(inline), duplicate: true };
       const info = s.insertEvent.run({ ...inboxParams(event), status: 'pending', error: null, revision: null, processed_at: null });
       const row = s.getEvent.get(event.jobId, event.eventId) as Row;
@@ -255,7 +273,8 @@ export class SqliteStore implements JobStore {
   }
 
   async getEvent(jobId: string, eventId: string): Promise<InboxRecord | undefined> {
-    const row = this.#stmts.getEvent.get(jobId, eventId) as Row | undefined;
+    const s = this.#stmts;
+    const row = (s.getEvent.get(jobId, eventId) as Row | undefined) ?? inlineEvent(s, jobId, eventId);
     return row ? toInboxRecord(row) : undefined;
   }
 
@@ -735,6 +754,38 @@ const LEASE_SET = `lease_fence = CASE WHEN @runner IS NULL OR (@force = 0 AND le
   lease_owner = CASE WHEN @runner IS NULL THEN lease_owner WHEN @until IS NULL THEN NULL ELSE @runner END,
   lease_until = CASE WHEN @runner IS NULL THEN lease_until ELSE @until END`;
 
+/**
+ * An event accepted and applied in one commit (`@inline_event`, its id) goes in only when no
+ * event waits before it and its id is recorded nowhere: not queued, not in history under the
+ * key index, not at the revision its id names (`@named_at`). Index probes inside the job's UPDATE.
+ */
+const INLINE_OK = `(@inline_event IS NULL OR (NOT EXISTS (SELECT 1 FROM inbox WHERE job_id = @id AND status = 'pending')
+  AND NOT EXISTS (SELECT 1 FROM inbox WHERE job_id = @id AND event_id = @inline_event)
+  AND NOT EXISTS (SELECT 1 FROM transitions WHERE job_id = @id AND event_id = @inline_event AND event_keyed = 1)
+  AND NOT EXISTS (SELECT 1 FROM transitions WHERE job_id = @id AND revision = @named_at AND event_id = @inline_event)))`;
+
+/** A history row of an event applied as it was accepted, read as an event (as the `events` view maps it). */
+const INLINE_EVENT = `SELECT NULL AS seq, job_id, event_id, event_type AS type, payload, payload_hash, outcome AS status,
+  'external' AS source_kind, NULL AS source_id, NULL AS attempt, error, revision, at AS accepted_at, at AS processed_at FROM transitions`;
+
+/**
+ * The revision an event id names (`r<revision>.<uuid>`, the ids the runtime makes up for events
+ * sent without one), or -1. Such an event applied at that revision is found by the history's
+ * primary key; any other id goes in the event key index.
+ */
+function revisionNamedBy(eventId: string): number {
+  const m = /^r([1-9][0-9]{0,14})\./.exec(eventId);
+  return m ? Number(m[1]) : -1;
+}
+
+/** The history row recording an event applied as it was accepted, by the event's id. */
+function inlineEvent(s: ReturnType<typeof prepare>, jobId: string, eventId: string): Row | undefined {
+  const keyed = s.keyedEvent.get(jobId, eventId) as Row | undefined;
+  if (keyed) return keyed;
+  const at = revisionNamedBy(eventId);
+  return at > 0 ? (s.locatedEvent.get(jobId, at, eventId) as Row | undefined) : undefined;
+}
+
 function leaseParams(lease: (Omit<LeaseClaim, 'fence'> & { fence: number | null | undefined }) | undefined, now: number) {
   return {
     runner: lease?.runner ?? null,
@@ -815,23 +866,27 @@ function prepare(db: Database.Database) {
         progress = CASE WHEN @set_progress = 1 THEN @progress ELSE progress END,
         ${LEASE_SET}
       WHERE id = @id AND revision = @expected AND status = @status AND machine_version = @machine_version
-        AND (suspended_at IS NULL OR @settles = 0) AND ${LEASE_OK}
+        AND (suspended_at IS NULL OR @settles = 0) AND ${LEASE_OK} AND ${INLINE_OK}
       RETURNING lease_fence`),
     updateJob: db.prepare(`UPDATE jobs SET revision = revision + 1, status = @status, state_value = @state_value,
         state_paths = @state_paths, context = @context, snapshot = @snapshot, machine_version = @machine_version, updated_at = @at,
         progress = CASE WHEN @set_progress = 1 THEN @progress ELSE progress END,
         ${LEASE_SET}
-      WHERE id = @id AND revision = @expected AND (suspended_at IS NULL OR @settles = 0) AND ${LEASE_OK}
+      WHERE id = @id AND revision = @expected AND (suspended_at IS NULL OR @settles = 0) AND ${LEASE_OK} AND ${INLINE_OK}
       RETURNING lease_fence`),
     revisionOf: db.prepare('SELECT revision, lease_owner, lease_until FROM jobs WHERE id = ?'),
+    /** A job's revision and the columns written without a commit (getJob with a known record). */
+    uncommittedOf: db.prepare(`SELECT revision, quarantine, progress, cancel_requested_at, cancel_reason, suspended_at, suspend_reason,
+        lease_owner, lease_fence, lease_until, updated_at, created_at FROM jobs WHERE id = ?`).raw(),
     insertTransition: db.prepare(`INSERT INTO transitions (job_id, revision, event_id, event_type, payload, from_value, to_value, outcome, error, at, runner, fence)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     /** The history row of an event applied as it is accepted: its only record (no inbox row). */
-    insertInlineTransition: db.prepare(`INSERT INTO transitions (job_id, revision, event_id, event_type, payload, from_value, to_value, outcome, error, at, runner, fence, payload_hash)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-      ON CONFLICT (job_id, event_id) WHERE payload_hash IS NOT NULL DO NOTHING`),
-    queuedEvent: db.prepare('SELECT 1 FROM inbox WHERE job_id = ? AND event_id = ?'),
-    inlineEvent: db.prepare(`SELECT * FROM events WHERE job_id = ? AND event_id = ? AND seq IS NULL`),
+    insertInlineTransition: db.prepare(`INSERT INTO transitions (job_id, revision, event_id, event_type, payload, from_value, to_value, outcome, error, at, runner, fence,
+        payload_hash, event_keyed)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+      ON CONFLICT (job_id, event_id) WHERE event_keyed = 1 DO NOTHING`),
+    keyedEvent: db.prepare(`${INLINE_EVENT} WHERE job_id = ? AND event_id = ? AND event_keyed = 1`),
+    locatedEvent: db.prepare(`${INLINE_EVENT} WHERE job_id = ? AND revision = ? AND event_id = ? AND payload_hash IS NOT NULL`),
     insertEvent: db.prepare(`INSERT INTO inbox (job_id, event_id, type, payload, payload_hash, status, error, revision, accepted_at, processed_at,
         source_kind, source_id, attempt)
       VALUES (@job_id, @event_id, @type, @payload, @payload_hash, @status, @error, @revision, @accepted_at, @processed_at,
@@ -840,7 +895,7 @@ function prepare(db: Database.Database) {
     settleEvent: db.prepare(`UPDATE inbox SET status = @status, error = @error, revision = @revision, processed_at = @at, payload = @payload
       WHERE seq = @seq AND job_id = @job_id AND status = 'pending'`),
     rejectEvent: db.prepare(`UPDATE inbox SET status = 'rejected', error = ?, processed_at = ? WHERE seq = ? AND status = 'pending'`),
-    getEvent: db.prepare('SELECT * FROM events WHERE job_id = ? AND event_id = ?'),
+    getEvent: db.prepare('SELECT * FROM inbox WHERE job_id = ? AND event_id = ?'),
     // Accept order: a job's events apply in accept order, so the revision orders every applied
     // one; pending and rejected events (no revision) follow in seq order.
     listEvents: db.prepare('SELECT * FROM events WHERE job_id = ? ORDER BY revision IS NULL, revision, seq'),
@@ -947,6 +1002,8 @@ function prepare(db: Database.Database) {
 
 function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): CommitResult {
   const revision = c.expectedRevision + 1;
+  const e = c.event;
+  const inline = e?.accept !== undefined && isExternal(e.accept);
   const params = {
     id: c.jobId,
     expected: c.expectedRevision,
@@ -962,6 +1019,8 @@ function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
     settles: c.event ? 1 : 0,
     progress: c.job.progress ?? null,
     ...leaseParams(c.lease, c.job.at),
+    inline_event: inline ? e.accept.eventId : null,
+    named_at: inline ? revisionNamedBy(e.accept.eventId) : -1,
   };
   const updated = (s.updateState.get(params) ?? s.updateJob.get(params)) as { lease_fence: number } | undefined;
   if (!updated) {
@@ -969,19 +1028,18 @@ function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
     if (c.lease && row?.revision === c.expectedRevision && row.lease_owner !== null && row.lease_until !== null && row.lease_until > params.now) {
       throw new Abort({ ok: false, reason: 'leased', owner: row.lease_owner, until: row.lease_until });
     }
+    // The revision held, so the inline event's own checks refused it: its id is recorded already
+    // (a duplicate), or events wait before it (they come first: a conflict, to apply those).
+    if (inline && row?.revision === c.expectedRevision && (s.getEvent.get(c.jobId, e.accept.eventId) || inlineEvent(s, c.jobId, e.accept.eventId))) {
+      throw new Abort({ ok: false, reason: 'duplicate-event' });
+    }
     throw new Abort({ ok: false, reason: 'conflict', currentRevision: row?.revision ?? null });
   }
   const fence = c.lease ? updated.lease_fence : null;
-  const e = c.event;
-  const inline = e?.accept !== undefined && isExternal(e.accept);
+  // Applied as it is accepted: the history row is the event's record (a repeat of its id in
+  // history makes the insert do nothing: a duplicate).
   insertTransition(s, c.jobId, revision, inline ? inlineDraft(c.transition, e) : c.transition, c.lease?.runner ?? null, fence, inline ? e.accept.payloadHash : undefined);
-  if (inline) {
-    // Applied as it is accepted: the history row just written is the event's record. A repeat
-    // of its id (in history: the insert did nothing; or queued in the inbox) is a duplicate.
-    if (s.queuedEvent.get(c.jobId, e.accept.eventId)) throw new Abort({ ok: false, reason: 'duplicate-event' });
-    // Accept-and-apply only when nothing is queued for the job: events apply in accept order.
-    if (s.hasPending.get(c.jobId)) throw new Abort({ ok: false, reason: 'conflict', currentRevision: c.expectedRevision });
-  } else if (e) {
+  if (e && !inline) {
     const error = e.error ? JSON.stringify(e.error) : null;
     if (e.accept) {
       const info = s.insertEvent.run({
@@ -1080,7 +1138,7 @@ function insertTransition(
   ] as const;
   if (inlineHash === undefined) {
     s.insertTransition.run(...args);
-  } else if (s.insertInlineTransition.run(...args, inlineHash).changes !== 1) {
+  } else if (s.insertInlineTransition.run(...args, inlineHash, revisionNamedBy(t.eventId ?? '') === revision ? null : 1).changes !== 1) {
     throw new Abort({ ok: false, reason: 'duplicate-event' });
   }
 }

@@ -548,7 +548,13 @@ export interface JobStore {
   readonly description: string;
   /** Create a job, or return the existing job with the same id or the same (owner, idempotency key). */
   createJob(job: NewJob): Promise<CreateJobResult>;
-  getJob(id: string): Promise<JobRecord | undefined>;
+  /**
+   * A job by id. With `known` (a record of this job the caller read or committed), a store may
+   * read only what changes without a commit (quarantine, progress, cancel request, suspension,
+   * lease, update time) and, while the stored job is still `known`'s revision of the same job
+   * (same creation time), return those over `known`: a commit writes every other column.
+   */
+  getJob(id: string, known?: JobRecord): Promise<JobRecord | undefined>;
   /** The job started under this (owner, idempotency key), if any. */
   findByIdempotencyKey(owner: string | null, key: string): Promise<JobRecord | undefined>;
   /** Jobs ordered by id. */

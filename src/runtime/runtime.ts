@@ -328,7 +328,7 @@ export class Runtime {
   readonly #pendingDrains = new Set<string>();
   readonly #waiters = new Set<(error: unknown) => void>();
   /** Hydrated snapshots by job, keyed by revision: a job's next event skips hydration. */
-  readonly #snapshots = new Map<string, { revision: number; def: RegisteredMachine; snapshot: AnyMachineSnapshot; actor: unknown }>();
+  readonly #snapshots = new Map<string, { record: JobRecord; def: RegisteredMachine; snapshot: AnyMachineSnapshot; actor: unknown }>();
   readonly #commitQueue: { commit: TransitionCommit; resolve: (r: CommitResult) => void; reject: (e: unknown) => void }[] = [];
   #flushTimer: ReturnType<typeof setImmediate> | undefined;
   /** Operations under way that may commit (sends, drains): a commit waits for them to join its batch. */
@@ -493,12 +493,16 @@ export class Runtime {
 
   async #send(jobId: string, event: unknown, options: SendOptions): Promise<SendResult> {
     options = requireOptions(options);
-    const eventId = options.eventId ?? this.#newId();
-    checkId('event id', eventId);
-    if (options.eventId !== undefined && RESERVED_EVENT_ID.test(options.eventId)) {
-      throw new ValidationError(`Event id "${options.eventId}" is reserved for the runtime's own events (spool.*, timer~, effect~, self~, parent~, child~); choose another.`);
+    if (options.eventId !== undefined) {
+      checkId('event id', options.eventId);
+      if (RESERVED_EVENT_ID.test(options.eventId)) {
+        throw new ValidationError(`Event id "${options.eventId}" is reserved for the runtime's own events (spool.*, timer~, effect~, self~, parent~, child~); choose another.`);
+      }
     }
-    const record = await this.#visible(jobId);
+    const record = await this.#visible(jobId, true);
+    // An id made up here names the revision the event is about to be applied at: applied there
+    // as it is accepted, the store finds it by that history row's key (no index entry to write).
+    const eventId = options.eventId ?? `r${record.revision + 1}.${this.#newId()}`;
 
     const prior = options.eventId === undefined ? undefined : await this.store.getEvent(jobId, eventId);
     if (prior) {
@@ -1270,9 +1274,10 @@ export class Runtime {
     if (this.#closed) throw new ClosedError('This Spool runtime is closed; create a new one with createRuntime().');
   }
 
-  async #visible(jobId: string): Promise<JobRecord> {
+  /** A job of this runtime's owner; `cached`: start from the record this runtime last committed or read (see JobStore.getJob). */
+  async #visible(jobId: string, cached = false): Promise<JobRecord> {
     if (typeof jobId !== 'string' || jobId.length === 0) throw new ValidationError('A job id must be a non-empty string.');
-    const record = await this.store.getJob(jobId);
+    const record = await this.store.getJob(jobId, cached ? this.#snapshots.get(jobId)?.record : undefined);
     if (!record || record.owner !== this.#owner) throw new JobNotFoundError(jobId);
     return record;
   }
@@ -1591,23 +1596,27 @@ export class Runtime {
     const route = this.registry.route(record.machineId, record.machineVersion);
     if (!route || route.chain.length > 0) return undefined;
     const cached = this.#snapshots.get(record.id);
-    if (cached && cached.revision === record.revision && cached.def === route.target) {
+    if (cached && cached.record.revision === record.revision && cached.record.createdAt === record.createdAt && cached.def === route.target) {
       return { kind: 'ready', record, def: route.target, snapshot: cached.snapshot, actor: cached.actor };
     }
     const json = parseSnapshot(record.snapshot);
     const hydrated = typeof json === 'string' ? undefined : hydrate(route.target, json, record.status);
     if (!hydrated?.ok) return undefined;
-    this.#remember(record.id, record.revision, route.target, hydrated.snapshot, hydrated.actor);
+    this.#remember(record, route.target, hydrated.snapshot, hydrated.actor);
     return { kind: 'ready', record, def: route.target, snapshot: hydrated.snapshot, actor: hydrated.actor };
   }
 
-  /** Keep the snapshot a commit produced: the next event of the job skips hydration. Bounded. */
-  #remember(jobId: string, revision: number, def: RegisteredMachine, snapshot: AnyMachineSnapshot, actor?: unknown): void {
+  /**
+   * Keep the record and snapshot a commit produced (or a read hydrated): the job's next event
+   * skips hydration, and its send reads only the columns that change without a commit. Bounded.
+   */
+  #remember(record: JobRecord, def: RegisteredMachine, snapshot: AnyMachineSnapshot, actor?: unknown): void {
+    const jobId = record.id;
     const previous = this.#snapshots.get(jobId);
     this.#snapshots.delete(jobId);
     const scope = actor ?? (previous?.def === def ? previous.actor : undefined);
     if (scope === undefined) return; // without a scope of its own the next event hydrates afresh
-    this.#snapshots.set(jobId, { revision, def, snapshot, actor: scope });
+    this.#snapshots.set(jobId, { record, def, snapshot, actor: scope });
     if (this.#snapshots.size > SNAPSHOT_CACHE) this.#snapshots.delete(this.#snapshots.keys().next().value!);
   }
 
@@ -1977,7 +1986,7 @@ export class Runtime {
     if (job.final && !TERMINAL.has(record.status)) {
       this.#logEntry('info', 'job finished', { jobId: record.id, status: job.status, state: job.value });
     }
-    this.#remember(record.id, result.revision, def, next);
+    this.#remember(updated, def, next);
     return { record: updated };
   }
 

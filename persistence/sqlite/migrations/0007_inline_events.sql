@@ -6,8 +6,11 @@
 -- every other history row) and keeps the hash a repeated event id is compared with.
 ALTER TABLE transitions ADD COLUMN payload_hash TEXT;
 
--- Dedupe of those events by id: one row per (job, event id), found without reading the history.
-CREATE UNIQUE INDEX transitions_inline_event ON transitions (job_id, event_id) WHERE payload_hash IS NOT NULL;
+-- How such an event is found by id. An id Spool made up names the revision it was applied at
+-- (`r<revision>.<uuid>`): found by the primary key, no index entry to write. Any other id
+-- (`event_keyed = 1`) has an entry in this unique index.
+ALTER TABLE transitions ADD COLUMN event_keyed INTEGER;
+CREATE UNIQUE INDEX transitions_event_key ON transitions (job_id, event_id) WHERE event_keyed = 1;
 
 -- Every accepted event of every job, whichever table holds it: the inbox (queued events and the
 -- runtime's own) and the history rows of events applied as they were accepted (seq NULL).
