@@ -46,6 +46,39 @@ const resources = new Resources();
 afterEach(() => resources.dispose());
 
 describe('group commit', () => {
+  it('group-commits concurrent starts: new jobs share transactions, and one refused start does not sink the others', async () => {
+    const path = resources.dbPath();
+    const inner = await resources.sqlite(path);
+    const creates: number[] = [];
+    const store = new Proxy(inner, {
+      get(target, prop, receiver) {
+        if (prop === 'writeBatch') {
+          return (jobs: readonly { id: string }[], commits: readonly TransitionCommit[]) => {
+            creates.push(jobs.length);
+            // The store refuses one new job of the batch (its id is taken by a row of another owner).
+            return target.writeBatch(jobs.map((j) => (j.id === 'j7' ? { ...j, owner: 'someone-else', idempotencyKey: null, children: [{ ...j, id: 'j0' }] } : j)) as never, commits);
+          };
+        }
+        const value = Reflect.get(target, prop, receiver) as unknown;
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    }) as JobStore;
+    const runtime = await resources.runtime({ store, machines: [counter], clock: new VirtualClock() });
+    const ids = Array.from({ length: 30 }, (_, i) => `j${i}`);
+    const results = await Promise.allSettled(ids.map((id) => runtime.start('counter', {}, { jobId: id })));
+    // j7's batch member was refused (its child row collides with j0): j7 alone rejects, every other job started.
+    expect(results.filter((r) => r.status === 'rejected')).toHaveLength(1);
+    expect((results[7] as PromiseRejectedResult).reason).toBeDefined();
+    for (const [i, r] of results.entries()) if (i !== 7) expect(r).toMatchObject({ status: 'fulfilled', value: { id: ids[i], revision: 1 } });
+    expect(creates.reduce((a, b) => a + b, 0)).toBe(30);
+    expect(Math.max(...creates)).toBeGreaterThan(1);
+    expect(creates.length).toBeLessThan(30);
+    const raw = resources.raw(path, { readonly: true });
+    expect(raw.prepare("SELECT id FROM jobs WHERE id LIKE 'j%' ORDER BY CAST(substr(id, 2) AS INTEGER)").pluck().all()).toEqual(ids.filter((id) => id !== 'j7'));
+    expect(raw.prepare("SELECT count(*) FROM transitions WHERE job_id = 'j7'").pluck().get()).toBe(0);
+    raw.close();
+  });
+
   it('batches concurrent sends to different jobs into shared transactions, acknowledging each after its commit', async () => {
     const path = resources.dbPath();
     const store = spyStore(await resources.sqlite(path));

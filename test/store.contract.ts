@@ -556,6 +556,29 @@ export function storeContract(name: string, factory: StoreFactory): void {
         expect(await store.listEvents('A')).toMatchObject([{ eventId: 'r2.made-up' }, { eventId: 'r9.caller' }, { eventId: 'hook' }]);
       });
 
+      it('writeBatch: new jobs and transitions in one call, each on its own: a refused one leaves the others written', async () => {
+        const before = await dumpStore(store);
+        const result = await store.writeBatch(
+          [newJob('N1'), { ...newJob('N2'), children: [newJob('A')] }, newJob('A'), newJob('N3')],
+          [commitOf('A', 1, { value: 'a2' }), commitOf('B', 5, { value: 'stale' })],
+        );
+        expect(result.creates.map((c) => (c.ok ? { ok: true, created: c.result.created, id: c.result.job.id } : { ok: false }))).toEqual([
+          { ok: true, created: true, id: 'N1' },
+          { ok: false }, // its child collides with job A: N2 and its child are not written
+          { ok: true, created: false, id: 'A' }, // an existing id: the job as it is
+          { ok: true, created: true, id: 'N3' },
+        ]);
+        expect(result.commits).toEqual([
+          { ok: true, revision: 2, fence: null },
+          { ok: false, reason: 'conflict', currentRevision: 1 },
+        ]);
+        expect(await store.getJob('N2')).toBeUndefined();
+        expect((await store.getJob('N1'))?.revision).toBe(1);
+        expect((await store.history('N3')).map((h) => h.revision)).toEqual([1]);
+        expect(await store.getJob('A')).toMatchObject({ revision: 2, value: 'a2' });
+        expect((await dumpStore(store) as Record<string, unknown>)['B']).toEqual((before as Record<string, unknown>)['B']);
+      });
+
       it('checks each commit of a batch on its own: one conflict does not stop the others', async () => {
         await store.commit([commitOf('B', 1)]);
         const b = await dumpStore(store);

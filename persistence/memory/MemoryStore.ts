@@ -5,6 +5,7 @@ import type {
   AttemptResult,
   CommitResult,
   CreateJobResult,
+  CreateOutcome,
   EffectRecord,
   EffectStatus,
   ErrorInfo,
@@ -111,14 +112,30 @@ export class MemoryStore implements JobStore {
 
   async createJob(job: NewJob): Promise<CreateJobResult> {
     this.#open();
-    return this.#tx(() => {
-      const existing = this.#jobs.get(job.id) ?? (job.idempotencyKey === null ? undefined : this.#byKey(job.owner, job.idempotencyKey));
-      if (existing) return { job: toJobRecord(existing), created: false };
-      const stored = this.#insertJob(job);
-      for (const child of job.children ?? []) this.#insertJob(child);
-      for (const d of job.relatedDeliveries ?? []) this.#acceptPending(d);
-      return { job: toJobRecord(stored), created: true };
-    });
+    return this.#tx(() => this.#create(job));
+  }
+
+  async writeBatch(creates: readonly NewJob[], commits: readonly TransitionCommit[]): Promise<{ creates: CreateOutcome[]; commits: CommitResult[] }> {
+    this.#open();
+    return this.#tx(() => ({
+      creates: creates.map((job): CreateOutcome => {
+        try {
+          return { ok: true, result: this.#tx(() => this.#create(job)) };
+        } catch (error) {
+          return { ok: false, error };
+        }
+      }),
+      commits: commits.map((c) => this.#commitOne(c)),
+    }));
+  }
+
+  #create(job: NewJob): CreateJobResult {
+    const existing = this.#jobs.get(job.id) ?? (job.idempotencyKey === null ? undefined : this.#byKey(job.owner, job.idempotencyKey));
+    if (existing) return { job: toJobRecord(existing), created: false };
+    const stored = this.#insertJob(job);
+    for (const child of job.children ?? []) this.#insertJob(child);
+    for (const d of job.relatedDeliveries ?? []) this.#acceptPending(d);
+    return { job: toJobRecord(stored), created: true };
   }
 
   async getJob(id: string): Promise<JobRecord | undefined> {
@@ -212,16 +229,17 @@ export class MemoryStore implements JobStore {
 
   async commit(commits: readonly TransitionCommit[]): Promise<CommitResult[]> {
     this.#open();
-    return this.#tx(() =>
-      commits.map((c): CommitResult => {
-        try {
-          return this.#tx(() => this.#applyCommit(c));
-        } catch (error) {
-          if (error instanceof Abort) return error.result;
-          return { ok: false, reason: 'error', error: { name: (error as Error).name, message: (error as Error).message } };
-        }
-      }),
-    );
+    return this.#tx(() => commits.map((c) => this.#commitOne(c)));
+  }
+
+  /** One commit of a batch, on its own: a failure undoes only its own writes. */
+  #commitOne(c: TransitionCommit): CommitResult {
+    try {
+      return this.#tx(() => this.#applyCommit(c));
+    } catch (error) {
+      if (error instanceof Abort) return error.result;
+      return { ok: false, reason: 'error', error: { name: (error as Error).name, message: (error as Error).message } };
+    }
   }
 
   async rejectEvent(seq: number, error: ErrorInfo, at: number): Promise<boolean> {

@@ -11,6 +11,7 @@ import type {
   TimerRecord,
   CommitResult,
   CreateJobResult,
+  CreateOutcome,
   ErrorInfo,
   InboxRecord,
   QueuedEvent,
@@ -114,6 +115,7 @@ export class SqliteStore implements JobStore {
   /** Transaction wrappers, built once: `#tx.immediate(fn)` runs fn in BEGIN IMMEDIATE; `#savepoint(c)` one commit of a batch. */
   readonly #tx: Database.Transaction<(fn: () => unknown) => unknown>;
   readonly #savepoint: Database.Transaction<(c: TransitionCommit) => CommitResult>;
+  readonly #createSavepoint: Database.Transaction<(job: NewJob) => CreateJobResult>;
   /** Schedules and their occurrences (schedules.ts). */
   readonly #schedules: SqliteSchedules;
   #closed = false;
@@ -134,6 +136,7 @@ export class SqliteStore implements JobStore {
       this.#tx = this.db.transaction((fn: () => unknown) => fn());
       const stmts = this.#stmts;
       this.#savepoint = this.db.transaction((c: TransitionCommit) => applyCommit(stmts, c));
+      this.#createSavepoint = this.db.transaction((job: NewJob) => createIn(stmts, job));
       this.#schedules = new SqliteSchedules(this.db, {
         write: (fn) => this.#write(fn),
         insertJob: (job) => insertJob(stmts, job),
@@ -160,16 +163,35 @@ export class SqliteStore implements JobStore {
   }
 
   async createJob(job: NewJob): Promise<CreateJobResult> {
-    const s = this.#stmts;
-    return this.#write(() => {
-      const existing = (s.getJob.get(job.id) as Row | undefined) ??
-        (job.idempotencyKey === null ? undefined : (s.byKey.get(job.owner ?? '', job.idempotencyKey) as Row | undefined));
-      if (existing) return { job: toJobRecord(existing), created: false };
-      insertJob(s, job);
-      for (const child of job.children ?? []) insertJob(s, child);
-      for (const d of job.relatedDeliveries ?? []) acceptPending(s, d);
-      return { job: toJobRecord(s.getJob.get(job.id) as Row), created: true };
-    });
+    return this.#write(() => createIn(this.#stmts, job));
+  }
+
+  async writeBatch(creates: readonly NewJob[], commits: readonly TransitionCommit[]): Promise<{ creates: CreateOutcome[]; commits: CommitResult[] }> {
+    if (creates.length === 0) return { creates: [], commits: await this.commit(commits) };
+    // One write alone: no savepoint (a failure rolls the whole transaction back).
+    if (creates.length === 1 && commits.length === 0) {
+      try {
+        return { creates: [{ ok: true, result: await this.createJob(creates[0]!) }], commits: [] };
+      } catch (error) {
+        return { creates: [{ ok: false, error }], commits: [] };
+      }
+    }
+    return this.#write(() => ({
+      creates: creates.map((job): CreateOutcome => {
+        try {
+          return { ok: true, result: this.#createSavepoint(job) };
+        } catch (error) {
+          return { ok: false, error };
+        }
+      }),
+      commits: commits.map((c) => {
+        try {
+          return this.#savepoint(c);
+        } catch (error) {
+          return failure(error);
+        }
+      }),
+    }));
   }
 
   async getJob(id: string, known?: JobRecord): Promise<JobRecord | undefined> {
@@ -1074,6 +1096,17 @@ function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
     acceptPending(s, c.settleParent.event);
   }
   return { ok: true, revision, fence };
+}
+
+/** `createJob` inside a transaction: the existing job with this id or key, or the new one. */
+function createIn(s: ReturnType<typeof prepare>, job: NewJob): CreateJobResult {
+  const existing = (s.getJob.get(job.id) as Row | undefined) ??
+    (job.idempotencyKey === null ? undefined : (s.byKey.get(job.owner ?? '', job.idempotencyKey) as Row | undefined));
+  if (existing) return { job: toJobRecord(existing), created: false };
+  insertJob(s, job);
+  for (const child of job.children ?? []) insertJob(s, child);
+  for (const d of job.relatedDeliveries ?? []) acceptPending(s, d);
+  return { job: toJobRecord(s.getJob.get(job.id) as Row), created: true };
 }
 
 /** A new job at revision 1 with its first history record and what its initial state asked for. */

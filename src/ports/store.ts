@@ -120,6 +120,9 @@ export interface CreateJobResult {
   created: boolean;
 }
 
+/** A new job of a group-commit batch: created (or found, as `createJob`), or the error that refused it. */
+export type CreateOutcome = { ok: true; result: CreateJobResult } | { ok: false; error: unknown };
+
 export type EventStatus = 'pending' | 'applied' | 'ignored' | 'failed' | 'rejected' | 'stale';
 
 /** Where an inbox event came from: a caller, a due timer, an effect's outcome, the machine itself, or a cancel request. */
@@ -548,6 +551,12 @@ export interface JobStore {
   readonly description: string;
   /** Create a job, or return the existing job with the same id or the same (owner, idempotency key). */
   createJob(job: NewJob): Promise<CreateJobResult>;
+  /**
+   * Group commit: new jobs (each as `createJob`), then transitions of other jobs (each as in
+   * `commit`), in ONE transaction and one disk sync. Each is checked and fails on its own (a
+   * savepoint each in SQLite); nothing is acknowledged before the whole transaction is durable.
+   */
+  writeBatch(creates: readonly NewJob[], commits: readonly TransitionCommit[]): Promise<{ creates: CreateOutcome[]; commits: CommitResult[] }>;
   /**
    * A job by id. With `known` (a record of this job the caller read or committed), a store may
    * read only what changes without a commit (quarantine, progress, cancel request, suspension,

@@ -15,6 +15,8 @@ import type {
   EventStatus,
   InboxRecord,
   QueuedEvent,
+  CreateJobResult,
+  CreateOutcome,
   JobFilter,
   JobRecord,
   JobStatus,
@@ -329,7 +331,8 @@ export class Runtime {
   readonly #waiters = new Set<(error: unknown) => void>();
   /** Hydrated snapshots by job, keyed by revision: a job's next event skips hydration. */
   readonly #snapshots = new Map<string, { record: JobRecord; def: RegisteredMachine; snapshot: AnyMachineSnapshot; actor: unknown }>();
-  readonly #commitQueue: { commit: TransitionCommit; resolve: (r: CommitResult) => void; reject: (e: unknown) => void }[] = [];
+  /** Group commit: the writes waiting for the next batch (new jobs and transitions). */
+  readonly #commitQueue: QueuedWrite[] = [];
   #flushTimer: ReturnType<typeof setImmediate> | undefined;
   /** Operations under way that may commit (sends, drains): a commit waits for them to join its batch. */
   #units = 0;
@@ -393,6 +396,10 @@ export class Runtime {
    */
   async start(machineId: string, input: unknown = {}, options: StartOptions = {}): Promise<Job> {
     this.#assertOpen();
+    return this.#unit(() => this.#start(machineId, input, options));
+  }
+
+  async #start(machineId: string, input: unknown, options: StartOptions): Promise<Job> {
     if (typeof machineId !== 'string') throw new ValidationError('A machine id must be a string.');
     options = requireOptions(options);
     const def = this.registry.latest(machineId);
@@ -408,7 +415,7 @@ export class Runtime {
 
     const { job: newJob, plan, relations } = this.#newJob(def, parsed, jobId, key, inputHash, this.clock.now());
     await this.#backlog.admit(false); // backpressure (limits.ts): refused before anything is written; a repeated start returned above
-    const { job: record, created } = await this.store.createJob(newJob);
+    const { job: record, created } = await this.#submitCreate(newJob);
     if (!created) return this.#sameStart(record, inputHash, jobId, key);
     return this.#started(record, def, plan, parsed, relations);
   }
@@ -1418,11 +1425,18 @@ export class Runtime {
    * checked on its own. A caller is resolved only after the batch that holds its commit is durable.
    */
   #submit(commit: TransitionCommit): Promise<CommitResult> {
-    return new Promise<CommitResult>((resolve, reject) => {
-      this.#commitQueue.push({ commit, resolve, reject });
-      if (this.#commitQueue.length >= this.#units || this.#commitQueue.length >= MAX_BATCH) this.#flushCommits();
-      else if (!this.#flushTimer) this.#flushTimer = setImmediate(() => this.#flushCommits());
-    });
+    return new Promise<CommitResult>((resolve, reject) => this.#enqueue({ commit, resolve, reject }));
+  }
+
+  /** A new job, group-committed like a transition: concurrent starts share a transaction and a sync. */
+  #submitCreate(create: NewJob): Promise<CreateJobResult> {
+    return new Promise<CreateJobResult>((resolve, reject) => this.#enqueue({ create, resolve, reject }));
+  }
+
+  #enqueue(entry: QueuedWrite): void {
+    this.#commitQueue.push(entry);
+    if (this.#commitQueue.length >= this.#units || this.#commitQueue.length >= MAX_BATCH) this.#flushCommits();
+    else if (!this.#flushTimer) this.#flushTimer = setImmediate(() => this.#flushCommits());
   }
 
   #flushCommits(): void {
@@ -1432,12 +1446,28 @@ export class Runtime {
     }
     while (this.#commitQueue.length > 0) {
       const batch = this.#commitQueue.splice(0, MAX_BATCH);
-      this.store
-        .commit(batch.map((b) => b.commit))
-        .then(
-          (results) => batch.forEach((b, i) => (results[i] ? b.resolve(results[i]) : b.reject(new RevisionConflictError(`The store returned no result for job ${b.commit.jobId}.`)))),
-          (error: unknown) => batch.forEach((b) => b.reject(error)),
-        );
+      const creates = batch.filter((b) => 'create' in b);
+      const commits = batch.filter((b) => 'commit' in b);
+      const missing = (jobId: string) => new RevisionConflictError(`The store returned no result for job ${jobId}.`);
+      const written =
+        creates.length === 0
+          ? this.store.commit(commits.map((b) => b.commit)).then((results) => ({ creates: [] as CreateOutcome[], commits: results }))
+          : this.store.writeBatch(
+              creates.map((b) => b.create),
+              commits.map((b) => b.commit),
+            );
+      written.then(
+        (results) => {
+          creates.forEach((b, i) => {
+            const outcome = results.creates[i];
+            if (!outcome) b.reject(missing(b.create.id));
+            else if (outcome.ok) b.resolve(outcome.result);
+            else b.reject(outcome.error);
+          });
+          commits.forEach((b, i) => (results.commits[i] ? b.resolve(results.commits[i]) : b.reject(missing(b.commit.jobId))));
+        },
+        (error: unknown) => batch.forEach((b) => b.reject(error)),
+      );
     }
   }
 
@@ -2357,6 +2387,11 @@ function toJob(record: JobRecord, def?: RegisteredMachine): Job {
     updatedAt: record.updatedAt,
   };
 }
+
+/** A write waiting for the next group-commit batch, with its caller's promise. */
+type QueuedWrite =
+  | { commit: TransitionCommit; resolve: (r: CommitResult) => void; reject: (e: unknown) => void }
+  | { create: NewJob; resolve: (r: CreateJobResult) => void; reject: (e: unknown) => void };
 
 /** Whether a transition's plan concerns child or parent jobs (else `#relations` has nothing to do). */
 function touchesRelations(record: JobRecord, plan: ActionPlan): boolean {
