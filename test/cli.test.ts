@@ -126,8 +126,12 @@ describe('start, send, show, list', () => {
     expect(field(shown, 'status')).toBe('done (final)');
     expect(field(shown, 'state')).toBe('partial');
     expect(field(shown, 'revision')).toBe('5');
-    expect(shown).toMatch(/^REV\s+EVENT\s+OUTCOME\s+FROM -> TO\s+TIME$/m);
+    expect(shown).toMatch(/^REV\s+EVENT\s+OUTCOME\s+FROM -> TO\s+TIME\s+RUNNER \(FENCE\)$/m);
     const rows = shown.split('\n').filter((l) => /^\d+ /.test(l)).map((l) => l.split(/\s{2,}/).slice(0, 4));
+    // Each CLI process is a runner of its own: every commit names it, under a fence that grows.
+    const runners = shown.split('\n').filter((l) => /^\d+ /.test(l)).map((l) => / (\S+\/\d+\/\S+) \((\d+)\)$/.exec(l)?.slice(1));
+    expect(runners.map((r) => r?.[1])).toEqual(['0', '1', '2', '3', '4']);
+    expect(new Set(runners.map((r) => r?.[0])).size).toBe(5);
     expect(rows).toEqual([
       ['1', 'xstate.init', 'started', '- -> queued'],
       ['2', 'START', 'applied', 'queued -> processing'],

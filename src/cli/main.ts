@@ -838,15 +838,18 @@ function formatShow(details: JobDetails): string {
   const sections = [keyValues(pairs)];
 
   const withErrors = history.some((h) => h.error !== null);
+  // Which runner committed each revision, under which lease fence (the audit trail of leases).
+  const withRunners = history.some((h) => h.runner !== null);
   sections.push(
     `history:\n${table(
-      ['REV', 'EVENT', 'OUTCOME', 'FROM -> TO', 'TIME', ...(withErrors ? ['ERROR'] : [])],
+      ['REV', 'EVENT', 'OUTCOME', 'FROM -> TO', 'TIME', ...(withRunners ? ['RUNNER (FENCE)'] : []), ...(withErrors ? ['ERROR'] : [])],
       history.map((h) => [
         String(h.revision),
         h.eventType,
         h.outcome,
         `${h.from === null ? '-' : formatState(h.from)} -> ${formatState(h.to)}`,
         formatTime(h.at),
+        ...(withRunners ? [h.runner === null ? '-' : `${h.runner} (${h.fence ?? '-'})`] : []),
         ...(withErrors ? [h.error ? `${h.error.name}: ${oneLine(h.error.message)}` : ''] : []),
       ]),
     )}`,

@@ -329,7 +329,7 @@ export class Runtime {
   readonly #running = new Map<string, RunningActivity>();
   readonly #pendingDrains = new Set<string>();
   readonly #waiters = new Set<(error: unknown) => void>();
-  /** Hydrated snapshots by job, keyed by revision: a job's next event skips hydration. */
+  /** By job: the record this runtime last committed or read, and its hydrated snapshot (valid while the revision holds). */
   readonly #snapshots = new Map<string, { record: JobRecord; def: RegisteredMachine; snapshot: AnyMachineSnapshot; actor: unknown }>();
   /** Group commit: the writes waiting for the next batch (new jobs and transitions). */
   readonly #commitQueue: QueuedWrite[] = [];
