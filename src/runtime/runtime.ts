@@ -2011,10 +2011,13 @@ export class Runtime {
       progress: commit.job.progress === undefined ? record.progress : commit.job.progress,
       updatedAt: now,
     };
-    const job = toJob(updated, def);
-    this.#emit({ type: 'job.committed', job, transition: { ...transitionDraft, jobId: record.id, revision: result.revision, runner: this.runnerId, fence: result.fence } });
-    if (job.final && !TERMINAL.has(record.status)) {
-      this.#logEntry('info', 'job finished', { jobId: record.id, status: job.status, state: job.value });
+    // The job view and the event are built only for someone listening (the hot path has no one).
+    if (this.#listeners.size > 0) {
+      const job = toJob(updated, def);
+      this.#emit({ type: 'job.committed', job, transition: { ...transitionDraft, jobId: record.id, revision: result.revision, runner: this.runnerId, fence: result.fence } });
+    }
+    if (TERMINAL.has(updated.status) && !TERMINAL.has(record.status)) {
+      this.#logEntry('info', 'job finished', { jobId: record.id, status: updated.status, state: updated.value });
     }
     this.#remember(updated, def, next);
     return { record: updated };
