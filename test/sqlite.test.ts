@@ -33,6 +33,40 @@ describe('SqliteStore settings', () => {
 });
 
 describe('SqliteStore migrations', () => {
+  it('upgrades a schema-6 file: events that release recorded in the inbox stay found, listed once and deduplicated', async () => {
+    const path = res.dbPath();
+    {
+      const runtime = await res.runtime({ store: await res.sqlite(path), machines: [jobLifecycle] });
+      await runtime.start('job-lifecycle', { name: 'old', items: 2 }, { jobId: 'old' });
+      await runtime.send('old', { type: 'START' }, { eventId: 'ev-start' });
+      await runtime.send('old', { type: 'ITEM_DONE' });
+      await runtime.close();
+    }
+    // Back to what schema 6 wrote: every event in the inbox, no inline columns, index or view.
+    const raw = res.raw(path);
+    raw.exec(`INSERT INTO inbox (job_id, event_id, type, payload, payload_hash, status, revision, accepted_at, processed_at, source_kind)
+        SELECT job_id, event_id, event_type, payload, payload_hash, outcome, revision, at, at, 'external' FROM transitions WHERE payload_hash IS NOT NULL;
+      DROP VIEW events; DROP INDEX transitions_event_key;
+      ALTER TABLE transitions DROP COLUMN event_keyed; ALTER TABLE transitions DROP COLUMN payload_hash;
+      DELETE FROM spool_migrations WHERE version = 7;`);
+    const madeUp = raw.prepare("SELECT event_id FROM inbox WHERE job_id = 'old' AND type = 'ITEM_DONE'").pluck().get() as string;
+    raw.close();
+
+    const store = await res.sqlite(path);
+    expect(store.schemaVersion).toBe(7);
+    const runtime = await res.runtime({ store, machines: [jobLifecycle] });
+    expect(await runtime.send('old', { type: 'START' }, { eventId: 'ev-start' })).toMatchObject({ duplicate: true, status: 'applied', revision: 2 });
+    expect(await runtime.send('old', { type: 'ITEM_DONE' }, { eventId: madeUp })).toMatchObject({ duplicate: true, status: 'applied', revision: 3 });
+    const next = await runtime.send('old', { type: 'ITEM_DONE' });
+    expect(next).toMatchObject({ duplicate: false, status: 'applied', revision: 4 });
+    expect((await runtime.events('old')).map((e) => [e.eventId, e.revision, e.seq === null ? 'history' : 'inbox'])).toEqual([
+      ['ev-start', 2, 'inbox'],
+      [madeUp, 3, 'inbox'],
+      [next.eventId, 4, 'history'],
+    ]);
+    expect((await runtime.history('old')).map((h) => h.revision)).toEqual([1, 2, 3, 4]);
+  });
+
   it('records the schema version it migrated to', async () => {
     const latest = loadMigrations().at(-1)!;
     const store = await res.sqlite(res.dbPath(), { clock: { now: () => 111 } });
