@@ -1,6 +1,6 @@
 /**
  * A store wrapper for the bench: counts and times every store call, and records how many
- * commits each `store.commit(batch)` call carried (the group-commit batch size).
+ * writes each `store.commit(batch)` or `store.writeBatch(creates, commits)` call carried (the group-commit batch size).
  *
  * SqliteStore methods are async but do all their work (including the disk sync of a write)
  * synchronously before returning, so timing the call measures the database work itself.
@@ -92,6 +92,7 @@ export function countingStore<S extends JobStore>(store: S, counter: StoreCounte
       const fn = value as (...args: unknown[]) => unknown;
       return (...args: unknown[]) => {
         if (key === 'commit') counter.batches.push((args[0] as readonly unknown[]).length);
+        if (key === 'writeBatch') counter.batches.push((args[0] as readonly unknown[]).length + (args[1] as readonly unknown[]).length);
         const t0 = performance.now();
         const result = fn.apply(target, args);
         const entry = counter.calls.get(key) ?? { calls: 0, ms: 0 };

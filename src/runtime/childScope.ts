@@ -45,6 +45,19 @@ export function initialAsChild(machine: AnyStateMachine, input: unknown): [AnyMa
 }
 
 /**
+ * `initialTransition()` without XState's throwaway actor, whose construction runs the context
+ * factory with no input (it throws in most machines, and XState builds the error's stack only to
+ * drop it): the job's own never-started actor, made with its input, lends its scope, and is
+ * returned so the job's next event can transition in it too. Pure: actions are collected.
+ */
+export function initialInScope(machine: AnyStateMachine, input: unknown): [AnyMachineSnapshot, unknown[], unknown] {
+  const actor = createActor(machine, { input } as never);
+  const actions: unknown[] = [];
+  const snapshot = machine.getInitialSnapshot(collectingScope(actor, actions) as never, input) as AnyMachineSnapshot;
+  return [snapshot, actions, actor];
+}
+
+/**
  * `transition()` without XState's throwaway actor: the job's own restored (never started) actor
  * lends its scope, so a transition costs no actor construction and runs no context factory.
  * Pure like `transition()`: actions are collected, none runs.

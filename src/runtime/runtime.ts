@@ -47,7 +47,7 @@ import { hashJson, redact, statePaths, toJson } from './json.ts';
 import { MachineRegistry, type JobDefinition, type RegisteredMachine } from './registry.ts';
 import { crashPoint } from './crashPoints.ts';
 import { planActions, type ActionPlan } from './actions.ts';
-import { initialAsChild, PARENT_REF, transitionAsChild, transitionInScope } from './childScope.ts';
+import { initialAsChild, initialInScope, PARENT_REF, transitionAsChild, transitionInScope } from './childScope.ts';
 import { deferred, isDeferred, newRunnerId, retireRunner, runnerIsGone, type ActivityArgs, type AssetInput } from './activities.ts';
 import { backoffDelay, classify, IndeterminateOutcomeError } from './retry.ts';
 import * as ops from './operations.ts';
@@ -413,16 +413,25 @@ export class Runtime {
     const existing = await this.#findExisting(jobId, key);
     if (existing) return this.#sameStart(existing, inputHash, jobId, key);
 
-    const { job: newJob, plan, relations } = this.#newJob(def, parsed, jobId, key, inputHash, this.clock.now());
+    const { job: newJob, plan, relations, initial } = this.#newJob(def, parsed, jobId, key, inputHash, this.clock.now());
     await this.#backlog.admit(false); // backpressure (limits.ts): refused before anything is written; a repeated start returned above
     const { job: record, created } = await this.#submitCreate(newJob);
     if (!created) return this.#sameStart(record, inputHash, jobId, key);
+    // The new job's own actor lends its scope: its first event neither reads nor hydrates it again.
+    if (initial.actor !== undefined) this.#remember(record, def, initial.snapshot, initial.actor);
     return this.#started(record, def, plan, parsed, relations);
   }
 
   /** The job `start` writes (revision 1, its first history record, what its initial state asks for), not written yet. */
-  #newJob(def: RegisteredMachine, parsed: JsonValue, jobId: string, key: string | null, inputHash: string, now: number): { job: NewJob; plan: ActionPlan; relations: Relations } {
-    const [snapshot, actions] = safeInitial(def, parsed);
+  #newJob(
+    def: RegisteredMachine,
+    parsed: JsonValue,
+    jobId: string,
+    key: string | null,
+    inputHash: string,
+    now: number,
+  ): { job: NewJob; plan: ActionPlan; relations: Relations; initial: { snapshot: AnyMachineSnapshot; actor: unknown } } {
+    const [snapshot, actions, actor] = safeInitial(def, parsed);
     const persisted = toJson(def.machine.getPersistedSnapshot(snapshot));
     const plan = planActions(def, jobId, 1, actions, now);
     const relations: Relations = { children: [], effects: [], deliveries: [], stopChildren: [], touched: new Set() };
@@ -464,7 +473,7 @@ export class Runtime {
         at: now,
       },
     };
-    return { job, plan, relations };
+    return { job, plan, relations, initial: { snapshot, actor } };
   }
 
   /** After a new job's commit: tell observers, run its initial actions, start its activities, apply its self-sends. */
@@ -2348,10 +2357,11 @@ function outcomeEvent(effect: EffectRecord, attempt: number, result: { output: J
   };
 }
 
-function safeInitial(def: RegisteredMachine, input: JsonValue): [AnyMachineSnapshot, unknown[]] {
-  let result: [AnyMachineSnapshot, unknown[]];
+/** The initial snapshot and actions, and (when the machine's scope can be lent) the new job's own unstarted actor. */
+function safeInitial(def: RegisteredMachine, input: JsonValue): [AnyMachineSnapshot, unknown[], unknown?] {
+  let result: [AnyMachineSnapshot, unknown[], unknown?];
   try {
-    result = initialTransition(def.machine, input) as [AnyMachineSnapshot, unknown[]];
+    result = def.scopeReusable ? initialInScope(def.machine, input) : (initialTransition(def.machine, input) as [AnyMachineSnapshot, unknown[]]);
   } catch (error) {
     throw new ValidationError(`Machine ${def.id} could not start with this input: ${(error as Error).message}`, { machineId: def.id });
   }
