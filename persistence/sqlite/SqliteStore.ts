@@ -864,6 +864,11 @@ function prepareStats(db: Database.Database) {
   };
 }
 
+/** An effect a round may start: its job is not suspended, and no other live runner holds the job's lease. */
+const DUE_FILTER = `NOT EXISTS (SELECT 1 FROM jobs sj WHERE sj.id = effects.job_id AND sj.suspended_at IS NOT NULL)
+  AND (@runner IS NULL OR NOT EXISTS (SELECT 1 FROM jobs lj WHERE lj.id = effects.job_id
+    AND lj.lease_owner IS NOT NULL AND lj.lease_owner <> @runner AND lj.lease_until > @now))`;
+
 function prepare(db: Database.Database) {
   return {
     getJob: db.prepare('SELECT * FROM jobs WHERE id = ?'),
@@ -944,12 +949,18 @@ function prepare(db: Database.Database) {
     listEffects: db.prepare('SELECT * FROM effects WHERE job_id = ? ORDER BY created_revision, id'),
     listAttempts: db.prepare(`SELECT a.* FROM effect_attempts a JOIN effects e ON e.id = a.effect_id
       WHERE e.job_id = ? ORDER BY e.created_revision, a.effect_id, a.attempt`),
-    dueEffects: db.prepare(`SELECT * FROM effects WHERE active = 1 AND (status = 'pending'
-        OR (status = 'backoff' AND next_run_at <= @now) OR (status = 'running' AND claim_expires_at <= @now))
-        AND ${NOT_SUSPENDED('effects.job_id')}
-        AND (@runner IS NULL OR NOT EXISTS (SELECT 1 FROM jobs lj WHERE lj.id = effects.job_id
-          AND lj.lease_owner IS NOT NULL AND lj.lease_owner <> @runner AND lj.lease_until > @now))
-      ORDER BY coalesce(next_run_at, created_at), rowid LIMIT @limit`),
+    // Three index-ordered reads (pending by age, backoff by due time, running by claim expiry),
+    // each stopping at @limit rows it may start, merged in the order the round starts them.
+    dueEffects: db.prepare(`SELECT * FROM (
+        SELECT * FROM (SELECT *, rowid AS r FROM effects INDEXED BY effects_pending WHERE active = 1 AND status = 'pending' AND ${DUE_FILTER}
+          ORDER BY created_at, rowid LIMIT @limit)
+        UNION ALL
+        SELECT * FROM (SELECT *, rowid AS r FROM effects WHERE active = 1 AND status = 'backoff' AND next_run_at <= @now AND ${DUE_FILTER}
+          ORDER BY next_run_at, rowid LIMIT @limit)
+        UNION ALL
+        SELECT * FROM (SELECT *, rowid AS r FROM effects WHERE active = 1 AND status = 'running' AND claim_expires_at <= @now AND ${DUE_FILTER}
+          ORDER BY claim_expires_at, rowid LIMIT @limit))
+      ORDER BY coalesce(next_run_at, created_at), r LIMIT @limit`),
     runningEffects: db.prepare(`SELECT * FROM effects WHERE active = 1 AND status = 'running' LIMIT ?`),
     claimEffect: db.prepare(`UPDATE effects SET status = 'running', attempt = attempt + 1, claimed_by = @runner,
         claim_expires_at = @until, next_run_at = NULL, updated_at = @now
