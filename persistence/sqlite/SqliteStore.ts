@@ -295,8 +295,7 @@ export class SqliteStore implements JobStore {
   }
 
   async getEvent(jobId: string, eventId: string): Promise<InboxRecord | undefined> {
-    const s = this.#stmts;
-    const row = (s.getEvent.get(jobId, eventId) as Row | undefined) ?? inlineEvent(s, jobId, eventId);
+    const row = findEvent(this.#stmts, jobId, eventId);
     return row ? toInboxRecord(row) : undefined;
   }
 
@@ -808,6 +807,11 @@ function inlineEvent(s: ReturnType<typeof prepare>, jobId: string, eventId: stri
   return at > 0 ? (s.locatedEvent.get(jobId, at, eventId) as Row | undefined) : undefined;
 }
 
+/** An accepted event by id, wherever it is recorded: its inbox row, or its history row. */
+function findEvent(s: ReturnType<typeof prepare>, jobId: string, eventId: string): Row | undefined {
+  return (s.getEvent.get(jobId, eventId) as Row | undefined) ?? inlineEvent(s, jobId, eventId);
+}
+
 function leaseParams(lease: (Omit<LeaseClaim, 'fence'> & { fence: number | null | undefined }) | undefined, now: number) {
   return {
     runner: lease?.runner ?? null,
@@ -865,7 +869,7 @@ function prepareStats(db: Database.Database) {
 }
 
 /** An effect a round may start: its job is not suspended, and no other live runner holds the job's lease. */
-const DUE_FILTER = `NOT EXISTS (SELECT 1 FROM jobs sj WHERE sj.id = effects.job_id AND sj.suspended_at IS NOT NULL)
+const DUE_FILTER = `${NOT_SUSPENDED('effects.job_id')}
   AND (@runner IS NULL OR NOT EXISTS (SELECT 1 FROM jobs lj WHERE lj.id = effects.job_id
     AND lj.lease_owner IS NOT NULL AND lj.lease_owner <> @runner AND lj.lease_until > @now))`;
 
@@ -1037,6 +1041,7 @@ function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
   const revision = c.expectedRevision + 1;
   const e = c.event;
   const inline = e?.accept !== undefined && isExternal(e.accept);
+  const namedAt = inline ? revisionNamedBy(e.accept.eventId) : -1;
   const params = {
     id: c.jobId,
     expected: c.expectedRevision,
@@ -1053,7 +1058,7 @@ function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
     progress: c.job.progress ?? null,
     ...leaseParams(c.lease, c.job.at),
     inline_event: inline ? e.accept.eventId : null,
-    named_at: inline ? revisionNamedBy(e.accept.eventId) : -1,
+    named_at: namedAt,
   };
   const updated = (s.updateState.get(params) ?? s.updateJob.get(params)) as { lease_fence: number } | undefined;
   if (!updated) {
@@ -1063,7 +1068,7 @@ function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
     }
     // The revision held, so the inline event's own checks refused it: its id is recorded already
     // (a duplicate), or events wait before it (they come first: a conflict, to apply those).
-    if (inline && row?.revision === c.expectedRevision && (s.getEvent.get(c.jobId, e.accept.eventId) || inlineEvent(s, c.jobId, e.accept.eventId))) {
+    if (inline && row?.revision === c.expectedRevision && findEvent(s, c.jobId, e.accept.eventId)) {
       throw new Abort({ ok: false, reason: 'duplicate-event' });
     }
     throw new Abort({ ok: false, reason: 'conflict', currentRevision: row?.revision ?? null });
@@ -1071,7 +1076,9 @@ function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
   const fence = c.lease ? updated.lease_fence : null;
   // Applied as it is accepted: the history row is the event's record (a repeat of its id in
   // history makes the insert do nothing: a duplicate).
-  insertTransition(s, c.jobId, revision, inline ? inlineDraft(c.transition, e) : c.transition, c.lease?.runner ?? null, fence, inline ? e.accept.payloadHash : undefined);
+  // An id that names this revision is found by the primary key: no event key index entry.
+  const inlineRecord = inline ? { hash: e.accept.payloadHash, keyed: namedAt !== revision } : undefined;
+  insertTransition(s, c.jobId, revision, inline ? inlineDraft(c.transition, e) : c.transition, c.lease?.runner ?? null, fence, inlineRecord);
   if (e && !inline) {
     const error = e.error ? JSON.stringify(e.error) : null;
     if (e.accept) {
@@ -1156,7 +1163,7 @@ function writeRequests(s: ReturnType<typeof prepare>, effects: NewEffect[] = [],
   for (const d of deliveries) acceptPending(s, d);
 }
 
-/** Append a history row; `inlineHash` (an event applied as it is accepted) makes it the event's record too. */
+/** Append a history row; `inline` (an event applied as it is accepted) makes it the event's record too. */
 function insertTransition(
   s: ReturnType<typeof prepare>,
   jobId: string,
@@ -1164,7 +1171,7 @@ function insertTransition(
   t: TransitionCommit['transition'],
   runner: string | null,
   fence: number | null,
-  inlineHash?: string,
+  inline?: { hash: string; keyed: boolean },
 ): void {
   const args = [
     jobId,
@@ -1180,9 +1187,9 @@ function insertTransition(
     runner,
     fence,
   ] as const;
-  if (inlineHash === undefined) {
+  if (inline === undefined) {
     s.insertTransition.run(...args);
-  } else if (s.insertInlineTransition.run(...args, inlineHash, revisionNamedBy(t.eventId ?? '') === revision ? null : 1).changes !== 1) {
+  } else if (s.insertInlineTransition.run(...args, inline.hash, inline.keyed ? 1 : null).changes !== 1) {
     throw new Abort({ ok: false, reason: 'duplicate-event' });
   }
 }

@@ -1790,13 +1790,10 @@ export class Runtime {
    * What a transition means for other jobs: child machines it invoked become child jobs (created
    * in the same commit), events it sends to children or its parent go to their inboxes in the
    * same commit, a child that ended settles its invocation in the parent, and children of states
-   * it left are stopped after the commit.
+   * it left are stopped after the commit. Called only for a plan that `touchesRelations`.
    */
   async #relations(record: JobRecord, def: RegisteredMachine, plan: ActionPlan, next: AnyMachineSnapshot, revision: number, now: number): Promise<Relations> {
     const out: Relations = { children: [], effects: [], deliveries: [], stopChildren: [], touched: new Set() };
-    if (!touchesRelations(record, plan)) {
-      return out;
-    }
     const existing = plan.childSends.length > 0 || plan.effects.deactivate.length > 0 ? await this.store.listEffects(record.id) : [];
     const liveChildren = new Map(existing.filter((e) => e.kind === 'child' && e.active).map((e) => [e.actorId, e.id]));
     for (const actorId of plan.effects.deactivate) {
