@@ -1,12 +1,12 @@
 /**
  * A store wrapper for the bench: counts and times every store call, and records how many
- * writes each `store.commit(batch)` or `store.writeBatch(creates, commits)` call carried (the group-commit batch size).
+ * writes each `store.commit(batch)` or `store.writeBatch(batch)` call carried (the group-commit batch size).
  *
  * SqliteStore methods are async but do all their work (including the disk sync of a write)
  * synchronously before returning, so timing the call measures the database work itself.
  */
 import { performance } from 'node:perf_hooks';
-import type { JobStore } from '../src/index.ts';
+import type { JobStore, WriteBatch } from '../src/index.ts';
 import { percentileSorted } from './stats.ts';
 
 export interface CallStats {
@@ -16,7 +16,7 @@ export interface CallStats {
 
 export class StoreCounter {
   readonly calls = new Map<string, CallStats>();
-  /** Commits per `store.commit` call, in call order. */
+  /** Writes per `store.commit` or `store.writeBatch` call, in call order. */
   batches: number[] = [];
 
   reset(): void {
@@ -92,7 +92,7 @@ export function countingStore<S extends JobStore>(store: S, counter: StoreCounte
       const fn = value as (...args: unknown[]) => unknown;
       return (...args: unknown[]) => {
         if (key === 'commit') counter.batches.push((args[0] as readonly unknown[]).length);
-        if (key === 'writeBatch') counter.batches.push((args[0] as readonly unknown[]).length + (args[1] as readonly unknown[]).length);
+        if (key === 'writeBatch') counter.batches.push(Object.values(args[0] as WriteBatch).reduce((n, list) => n + (list?.length ?? 0), 0));
         const t0 = performance.now();
         const result = fn.apply(target, args);
         const entry = counter.calls.get(key) ?? { calls: 0, ms: 0 };

@@ -4,8 +4,8 @@
  * failed commit does not sink the others in its batch.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { assign, setup } from 'xstate';
-import type { CommitResult, JobStore, TransitionCommit } from '../src/index.ts';
+import { assign, fromPromise, setup } from 'xstate';
+import type { CommitResult, JobStore, TransitionCommit, WriteBatch } from '../src/index.ts';
 import { VirtualClock } from '../src/testing/index.ts';
 import { Resources } from './helpers/resources.ts';
 
@@ -16,6 +16,19 @@ const counter = setup({ types: { context: {} as { n: number } } }).createMachine
   states: {
     counting: { on: { BUMP: { actions: assign({ n: ({ context }) => context.n + 1 }) }, STOP: 'stopped' }, after: { 1000: 'stopped' } },
     stopped: { type: 'final' },
+  },
+});
+
+/** One activity, then done: a worker's job. */
+const fetcher = setup({ actors: { fetch: fromPromise(async ({ input }: { input: { n: number } }) => input.n * 2) } }).createMachine({
+  id: 'fetcher',
+  initial: 'fetching',
+  context: ({ input }: { input: { n: number } }) => ({ n: input.n, out: 0 }),
+  states: {
+    fetching: {
+      invoke: { id: 'fetch', src: 'fetch', input: ({ context }) => ({ n: context.n }), onDone: { target: 'done', actions: assign({ out: ({ event }) => event.output as number }) } },
+    },
+    done: { type: 'final' },
   },
 });
 
@@ -53,10 +66,11 @@ describe('group commit', () => {
     const store = new Proxy(inner, {
       get(target, prop, receiver) {
         if (prop === 'writeBatch') {
-          return (jobs: readonly { id: string }[], commits: readonly TransitionCommit[]) => {
+          return (batch: WriteBatch) => {
+            const jobs = batch.creates ?? [];
             creates.push(jobs.length);
             // The store refuses one new job of the batch (its id is taken by a row of another owner).
-            return target.writeBatch(jobs.map((j) => (j.id === 'j7' ? { ...j, owner: 'someone-else', idempotencyKey: null, children: [{ ...j, id: 'j0' }] } : j)) as never, commits);
+            return target.writeBatch({ ...batch, creates: jobs.map((j) => (j.id === 'j7' ? { ...j, owner: 'someone-else', idempotencyKey: null, children: [{ ...j, id: 'j0' }] } : j)) });
           };
         }
         const value = Reflect.get(target, prop, receiver) as unknown;
@@ -125,5 +139,43 @@ describe('group commit', () => {
       expect(history.map((h) => h.revision)).toEqual([1, 2]);
       expect((await runtime.get(id)).context).toEqual({ n: 1 });
     }
+  });
+
+  it("claims of one pump round share a transaction, and so do outcomes of attempts that end together", async () => {
+    const path = resources.dbPath();
+    const inner = await resources.sqlite(path);
+    const calls: { claims: number; finishes: number }[] = [];
+    const store = new Proxy(inner, {
+      get(target, prop, receiver) {
+        if (prop === 'writeBatch') {
+          return (batch: WriteBatch) => {
+            calls.push({ claims: batch.claims?.length ?? 0, finishes: batch.finishes?.length ?? 0 });
+            return target.writeBatch(batch);
+          };
+        }
+        const value = Reflect.get(target, prop, receiver) as unknown;
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    }) as JobStore;
+    const clock = new VirtualClock();
+    // Started by a runtime that runs no activities: the worker below finds all 24 due at once.
+    const parked = await resources.runtime({ store: await resources.sqlite(path), machines: [fetcher], clock, runEffects: false });
+    const ids = Array.from({ length: 24 }, (_, i) => `w${i}`);
+    for (const [i, id] of ids.entries()) await parked.start('fetcher', { n: i }, { jobId: id });
+    await parked.close();
+    const runtime = await resources.runtime({ store, machines: [fetcher], clock, maxConcurrentActivities: 8 });
+    await runtime.tick();
+    await runtime.idle();
+    for (const [i, id] of ids.entries()) expect(await runtime.get(id)).toMatchObject({ value: 'done', context: { out: i * 2 } });
+    // Every job's one activity was claimed once and its outcome recorded once.
+    expect(calls.reduce((n, c) => n + c.claims, 0)).toBe(24);
+    expect(calls.reduce((n, c) => n + c.finishes, 0)).toBe(24);
+    expect(Math.max(...calls.map((c) => c.claims))).toBeGreaterThan(1);
+    expect(Math.max(...calls.map((c) => c.claims))).toBeLessThanOrEqual(8);
+    expect(Math.max(...calls.map((c) => c.finishes))).toBeGreaterThan(1);
+    const raw = resources.raw(path, { readonly: true });
+    expect(raw.prepare("SELECT count(*) FROM effect_attempts WHERE outcome = 'succeeded'").pluck().get()).toBe(24);
+    expect(raw.prepare("SELECT count(*) FROM effect_attempts WHERE outcome <> 'succeeded'").pluck().get()).toBe(0);
+    raw.close();
   });
 });

@@ -3,7 +3,7 @@
  * activities finish within --grace-ms and exits 0 with their outcomes recorded; a second signal
  * while an activity still runs exits at once (143 for SIGTERM, 130 for SIGINT) with one line
  * saying so, and a fresh runtime on the same file takes the attempt over and finishes the job:
- * nothing accepted is lost. Also `worker --activity-concurrency`, and a job the worker holds (its
+ * nothing accepted is lost. Also `worker --concurrency` and `--activity-concurrency`, and a job the worker holds (its
  * lease) seen from other processes: `spool send` leaves the event to the holder. The activities in the child wait
  * until the test sends SIGUSR2 and return the most attempts they saw running at once; every wait
  * is on the child's output or exit, never on time.
@@ -194,7 +194,7 @@ describe('spool worker shutdown under load', () => {
   });
 });
 
-describe('spool worker --activity-concurrency', () => {
+describe('spool worker --concurrency and --activity-concurrency', () => {
   it('runs one attempt of the named activity at a time; the other waits in the database and runs next', async () => {
     const { db, module } = await prepare(['s4', 's5']);
     const w = worker(db, module, ['--activity-concurrency', 'work=1']);
@@ -215,7 +215,21 @@ describe('spool worker --activity-concurrency', () => {
     await after.close();
   });
 
-  it('refuses a malformed list or an unknown activity with one error line (JSON with --json)', async () => {
+  it('--concurrency 1: one activity at a time in all; the other waits in the database and runs next', async () => {
+    const { db, module } = await prepare(['s7', 's8']);
+    const w = worker(db, module, ['--concurrency', '1']);
+    await w.until('one activity started', () => startedCount(w.lines) === 1);
+    w.child.kill('SIGUSR2');
+    await w.until('both finished', () => w.lines.filter((l) => l['type'] === 'activity.finished').length === 2);
+    expect(w.lines.filter((l) => l['type'] === 'activity.started').map((l) => l['jobId'])).toEqual(['s7', 's8']);
+    w.child.kill('SIGTERM');
+    expect(await w.exit).toEqual({ code: 0, signal: null });
+    const after = await createRuntime({ store: await res.sqlite(db), machines: [slowHere], runEffects: false });
+    for (const id of ['s7', 's8']) expect((await after.details(id)).effects.map((e) => e.output)).toEqual([{ most: 1 }]);
+    await after.close();
+  });
+
+  it('refuses a malformed list, an unknown activity or a bad --concurrency with one error line (JSON with --json)', async () => {
     const { db, module } = await prepare([]);
     for (const [value, code, pattern] of [
       ['work', 'SPOOL_USAGE', /^--activity-concurrency takes name=count pairs/],
@@ -227,6 +241,11 @@ describe('spool worker --activity-concurrency', () => {
       const error = JSON.parse(w.stderr()) as { code: string; message: string };
       expect(error.code).toBe(code);
       expect(error.message).toMatch(pattern);
+    }
+    for (const value of ['0', '1.5', 'many']) {
+      const w = worker(db, module, ['--concurrency', value]);
+      expect((await w.exit).code).toBe(1);
+      expect(JSON.parse(w.stderr())).toMatchObject({ code: 'SPOOL_USAGE', message: '--concurrency must be an integer from 1 to 1024.' });
     }
   });
 });

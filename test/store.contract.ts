@@ -558,10 +558,10 @@ export function storeContract(name: string, factory: StoreFactory): void {
 
       it('writeBatch: new jobs and transitions in one call, each on its own: a refused one leaves the others written', async () => {
         const before = await dumpStore(store);
-        const result = await store.writeBatch(
-          [newJob('N1'), { ...newJob('N2'), children: [newJob('A')] }, newJob('A'), newJob('N3')],
-          [commitOf('A', 1, { value: 'a2' }), commitOf('B', 5, { value: 'stale' })],
-        );
+        const result = await store.writeBatch({
+          creates: [newJob('N1'), { ...newJob('N2'), children: [newJob('A')] }, newJob('A'), newJob('N3')],
+          commits: [commitOf('A', 1, { value: 'a2' }), commitOf('B', 5, { value: 'stale' })],
+        });
         expect(result.creates.map((c) => (c.ok ? { ok: true, created: c.result.created, id: c.result.job.id } : { ok: false }))).toEqual([
           { ok: true, created: true, id: 'N1' },
           { ok: false }, // its child collides with job A: N2 and its child are not written

@@ -536,6 +536,46 @@ function effectsContract(name: string, factory: StoreFactory): void {
         expect(await store.getEffect(b!.id)).toMatchObject({ status: 'running', token: null });
       });
 
+      it('writeBatch: attempt outcomes and claims in one call, each on its own: a refused one leaves the others written', async () => {
+        const [a, b, c, d] = await createEffects('a', 'b', 'c', 'd');
+        for (const e of [a, b, c]) await claimed(e!);
+        await store.finishAttempt(b!.id, 1, { kind: 'waiting', token: 'same' }, T0 + 120);
+        const x = effectOf('B', 'x', 2);
+        expect(await store.commit([commitOf('B', 1, { effects: { create: [x], deactivate: [] } })])).toEqual([{ ok: true, revision: 2, fence: null }]);
+        const result = await store.writeBatch({
+          finishes: [
+            { id: a!.id, attempt: 1, result: succeeded(a!, 1, { url: 'u' }), at: T0 + 150 },
+            { id: c!.id, attempt: 1, result: { kind: 'waiting', token: 'same' }, at: T0 + 150 }, // b holds the token: refused
+            { id: a!.id, attempt: 1, result: succeeded(a!, 1, { url: 'again' }), at: T0 + 151 }, // settled just before: stale
+          ],
+          claims: [
+            { id: d!.id, runner: 'w2', now: T0 + 200, claimUntil: T0 + 2000 }, // w1 holds job A: nothing claimed
+            { id: x.id, runner: 'w2', now: T0 + 200, claimUntil: T0 + 2000 },
+            { id: 'nope', runner: 'w2', now: T0 + 200, claimUntil: T0 + 2000 },
+          ],
+        });
+        expect(result.creates).toEqual([]);
+        expect(result.commits).toEqual([]);
+        expect(result.finishes.map((f) => (f.ok ? f.result : 'refused'))).toEqual(['current', 'refused', 'stale']);
+        expect(result.claims.map((f) => (f.ok ? (f.result ? [f.result.id, f.result.attempt, f.result.leaseFence] : 'nothing') : 'refused'))).toEqual([
+          'nothing',
+          [x.id, 1, 1],
+          'nothing',
+        ]);
+        expect(await store.getEffect(a!.id)).toMatchObject({ status: 'succeeded', output: { url: 'u' } });
+        expect(await store.getEffect(c!.id)).toMatchObject({ status: 'running', token: null, attempt: 1 });
+        expect(await store.getEffect(d!.id)).toMatchObject({ status: 'pending', attempt: 0, claimedBy: null });
+        expect(await store.getEffect(x.id)).toMatchObject({ status: 'running', attempt: 1, claimedBy: 'w2' });
+        expect((await store.getJob('A'))?.lease?.owner).toBe('w1');
+        expect((await store.getJob('B'))?.lease).toEqual({ owner: 'w2', fence: 1, until: T0 + 2000 });
+        expect((await store.listAttempts('A')).map((t) => [t.effectId, t.outcome])).toEqual([
+          [a!.id, 'succeeded'],
+          [b!.id, 'waiting'],
+          [c!.id, 'running'],
+        ]);
+        expect((await store.listEvents('A')).map((e) => [e.eventId, e.status])).toEqual([[`${a!.id}#1`, 'pending']]);
+      });
+
       it('failEffect settles an unfinished effect once, interrupts its running attempt and accepts the error event', async () => {
         const [running, pending, done] = await createEffects('running', 'pending', 'done');
         await claimed(running!);

@@ -5,7 +5,13 @@ import type {
   AttemptResult,
   CommitResult,
   CreateJobResult,
-  CreateOutcome,
+  AttemptFinish,
+  ClaimedEffect,
+  EffectClaim,
+  FinishStatus,
+  Outcome,
+  WriteBatch,
+  WriteBatchResult,
   EffectRecord,
   EffectStatus,
   ErrorInfo,
@@ -115,17 +121,22 @@ export class MemoryStore implements JobStore {
     return this.#tx(() => this.#create(job));
   }
 
-  async writeBatch(creates: readonly NewJob[], commits: readonly TransitionCommit[]): Promise<{ creates: CreateOutcome[]; commits: CommitResult[] }> {
+  async writeBatch(batch: WriteBatch): Promise<WriteBatchResult> {
     this.#open();
+    const { creates = [], commits = [], finishes = [], claims = [] } = batch;
+    // Each write in its own nested transaction: a refused one rolls back alone.
+    const each = <T>(write: () => T): Outcome<T> => {
+      try {
+        return { ok: true, result: this.#tx(write) };
+      } catch (error) {
+        return { ok: false, error };
+      }
+    };
     return this.#tx(() => ({
-      creates: creates.map((job): CreateOutcome => {
-        try {
-          return { ok: true, result: this.#tx(() => this.#create(job)) };
-        } catch (error) {
-          return { ok: false, error };
-        }
-      }),
+      creates: creates.map((job) => each(() => this.#create(job))),
       commits: commits.map((c) => this.#commitOne(c)),
+      finishes: finishes.map((f) => each(() => this.#finish(f))),
+      claims: claims.map((c) => each(() => this.#claim(c))),
     }));
   }
 
@@ -308,31 +319,27 @@ export class MemoryStore implements JobStore {
     ).map(copy);
   }
 
-  async claimEffect(
-    id: string,
-    runner: string,
-    now: number,
-    claimUntil: number,
-    takeOver?: string,
-    fence?: number | null,
-  ): Promise<(EffectRecord & { leaseFence: number }) | undefined> {
+  async claimEffect(id: string, runner: string, now: number, claimUntil: number, takeOver?: string, fence?: number | null): Promise<ClaimedEffect | undefined> {
     this.#open();
-    return this.#tx(() => {
-      const e = this.#effects.get(id);
-      if (!e || !e.active) return undefined;
-      const claimable =
-        e.status === 'pending' ||
-        (e.status === 'backoff' && e.nextRunAt !== null && e.nextRunAt <= now) ||
-        (e.status === 'running' && ((e.claimExpiresAt !== null && e.claimExpiresAt <= now) || (takeOver !== undefined && e.claimedBy === takeOver)));
-      if (!claimable || this.#suspended(e.jobId)) return undefined;
-      const leaseFence = this.#claimLease(e.jobId, { runner, fence, now, until: claimUntil, takeOver: takeOver ?? null });
-      if (leaseFence === undefined) return undefined;
-      const previous = { status: e.status, attempt: e.attempt };
-      this.#assign(e, { status: 'running', attempt: e.attempt + 1, claimedBy: runner, claimExpiresAt: claimUntil, nextRunAt: null, updatedAt: now });
-      if (previous.status === 'running') this.#interruptAttempt(id, previous.attempt, now);
-      this.#insertAttempt({ effectId: id, attempt: e.attempt, runner, startedAt: now, endedAt: null, outcome: 'running', error: null });
-      return { ...copy(e), leaseFence };
-    });
+    return this.#tx(() => this.#claim({ id, runner, now, claimUntil, takeOver, fence }));
+  }
+
+  #claim(c: EffectClaim): ClaimedEffect | undefined {
+    const { id, runner, now, claimUntil, takeOver, fence } = c;
+    const e = this.#effects.get(id);
+    if (!e || !e.active) return undefined;
+    const claimable =
+      e.status === 'pending' ||
+      (e.status === 'backoff' && e.nextRunAt !== null && e.nextRunAt <= now) ||
+      (e.status === 'running' && ((e.claimExpiresAt !== null && e.claimExpiresAt <= now) || (takeOver !== undefined && e.claimedBy === takeOver)));
+    if (!claimable || this.#suspended(e.jobId)) return undefined;
+    const leaseFence = this.#claimLease(e.jobId, { runner, fence, now, until: claimUntil, takeOver: takeOver ?? null });
+    if (leaseFence === undefined) return undefined;
+    const previous = { status: e.status, attempt: e.attempt };
+    this.#assign(e, { status: 'running', attempt: e.attempt + 1, claimedBy: runner, claimExpiresAt: claimUntil, nextRunAt: null, updatedAt: now });
+    if (previous.status === 'running') this.#interruptAttempt(id, previous.attempt, now);
+    this.#insertAttempt({ effectId: id, attempt: e.attempt, runner, startedAt: now, endedAt: null, outcome: 'running', error: null });
+    return { ...copy(e), leaseFence };
   }
 
   async renewClaim(id: string, attempt: number, runner: string, claimUntil: number): Promise<boolean> {
@@ -346,35 +353,38 @@ export class MemoryStore implements JobStore {
     });
   }
 
-  async finishAttempt(id: string, attempt: number, result: AttemptResult, at: number, lease?: { runner: string; fence: number }): Promise<'current' | 'stale' | 'lease-lost'> {
+  async finishAttempt(id: string, attempt: number, result: AttemptResult, at: number, lease?: { runner: string; fence: number }): Promise<FinishStatus> {
     this.#open();
-    return this.#tx(() => {
-      const effect = this.#effects.get(id);
-      const job = effect ? this.#jobs.get(effect.jobId) : undefined;
-      if (lease && effect && job && !(job.lease?.owner === lease.runner && job.leaseFence === lease.fence)) {
-        // Another runner took the job: the outcome is not recorded; the claim ends now.
-        const error = { name: 'LeaseLost', message: `the job's lease (fence ${lease.fence}) was taken by another runner` };
-        this.#endAttempt(id, attempt, 'stale', at, error);
-        if (effect.attempt === attempt && effect.status === 'running') this.#assign(effect, { claimExpiresAt: at });
-        return 'lease-lost' as const;
-      }
-      const settled: Pick<EffectRecord, 'status' | 'output' | 'error' | 'nextRunAt' | 'token'> =
-        result.kind === 'succeeded'
-          ? { status: 'succeeded', output: json(result.output), error: null, nextRunAt: null, token: null }
-          : result.kind === 'waiting'
-            ? { status: 'waiting', output: null, error: null, nextRunAt: null, token: result.token }
-            : { status: result.retryAt === null ? 'failed' : 'backoff', output: null, error: json(result.error), nextRunAt: result.retryAt, token: null };
-      const e = this.#effects.get(id);
-      const current = e !== undefined && e.attempt === attempt && e.status === 'running' && e.active;
-      if (current) {
-        if (settled.token !== null) this.#checkToken(settled.token, e);
-        this.#assign(e, { ...settled, claimedBy: null, claimExpiresAt: null, updatedAt: at });
-      }
-      this.#endAttempt(id, attempt, current ? result.kind : 'stale', at, result.kind === 'failed' ? result.error : null);
-      const event = result.kind === 'waiting' ? null : result.event;
-      if (event) this.#acceptPending(event);
-      return current ? 'current' : 'stale';
-    });
+    return this.#tx(() => this.#finish({ id, attempt, result, at, lease }));
+  }
+
+  #finish(f: AttemptFinish): FinishStatus {
+    const { id, attempt, result, at, lease } = f;
+    const effect = this.#effects.get(id);
+    const job = effect ? this.#jobs.get(effect.jobId) : undefined;
+    if (lease && effect && job && !(job.lease?.owner === lease.runner && job.leaseFence === lease.fence)) {
+      // Another runner took the job: the outcome is not recorded; the claim ends now.
+      const error = { name: 'LeaseLost', message: `the job's lease (fence ${lease.fence}) was taken by another runner` };
+      this.#endAttempt(id, attempt, 'stale', at, error);
+      if (effect.attempt === attempt && effect.status === 'running') this.#assign(effect, { claimExpiresAt: at });
+      return 'lease-lost';
+    }
+    const settled: Pick<EffectRecord, 'status' | 'output' | 'error' | 'nextRunAt' | 'token'> =
+      result.kind === 'succeeded'
+        ? { status: 'succeeded', output: json(result.output), error: null, nextRunAt: null, token: null }
+        : result.kind === 'waiting'
+          ? { status: 'waiting', output: null, error: null, nextRunAt: null, token: result.token }
+          : { status: result.retryAt === null ? 'failed' : 'backoff', output: null, error: json(result.error), nextRunAt: result.retryAt, token: null };
+    const e = this.#effects.get(id);
+    const current = e !== undefined && e.attempt === attempt && e.status === 'running' && e.active;
+    if (current) {
+      if (settled.token !== null) this.#checkToken(settled.token, e);
+      this.#assign(e, { ...settled, claimedBy: null, claimExpiresAt: null, updatedAt: at });
+    }
+    this.#endAttempt(id, attempt, current ? result.kind : 'stale', at, result.kind === 'failed' ? result.error : null);
+    const event = result.kind === 'waiting' ? null : result.event;
+    if (event) this.#acceptPending(event);
+    return current ? 'current' : 'stale';
   }
 
   async failEffect(id: string, error: ErrorInfo, event: NewInboxEvent, at: number): Promise<boolean> {

@@ -11,7 +11,13 @@ import type {
   TimerRecord,
   CommitResult,
   CreateJobResult,
-  CreateOutcome,
+  AttemptFinish,
+  ClaimedEffect,
+  EffectClaim,
+  FinishStatus,
+  Outcome,
+  WriteBatch,
+  WriteBatchResult,
   ErrorInfo,
   InboxRecord,
   QueuedEvent,
@@ -95,6 +101,24 @@ function failure(error: unknown): CommitResult {
   return { ok: false, reason: 'error', error: { name: (error as Error).name, message: (error as Error).message } };
 }
 
+function outcome<T>(write: () => T): Outcome<T> {
+  try {
+    return { ok: true, result: write() };
+  } catch (error) {
+    return { ok: false, error };
+  }
+}
+
+/** A claim while another live runner holds the job's lease claims nothing (its writes rolled back). */
+function unlessLeaseHeld<T>(claim: () => T): T | undefined {
+  try {
+    return claim();
+  } catch (error) {
+    if (error instanceof LeaseHeld) return undefined;
+    throw error;
+  }
+}
+
 /**
  * The embedded default store: one SQLite file in WAL mode, `synchronous=FULL`, a busy timeout,
  * `BEGIN IMMEDIATE` for every write, numbered migrations, and a refusal to open a database
@@ -116,6 +140,8 @@ export class SqliteStore implements JobStore {
   readonly #tx: Database.Transaction<(fn: () => unknown) => unknown>;
   readonly #savepoint: Database.Transaction<(c: TransitionCommit) => CommitResult>;
   readonly #createSavepoint: Database.Transaction<(job: NewJob) => CreateJobResult>;
+  readonly #finishSavepoint: Database.Transaction<(f: AttemptFinish) => FinishStatus>;
+  readonly #claimSavepoint: Database.Transaction<(c: EffectClaim) => ClaimedEffect | undefined>;
   /** Schedules and their occurrences (schedules.ts). */
   readonly #schedules: SqliteSchedules;
   #closed = false;
@@ -137,6 +163,8 @@ export class SqliteStore implements JobStore {
       const stmts = this.#stmts;
       this.#savepoint = this.db.transaction((c: TransitionCommit) => applyCommit(stmts, c));
       this.#createSavepoint = this.db.transaction((job: NewJob) => createIn(stmts, job));
+      this.#finishSavepoint = this.db.transaction((f: AttemptFinish) => finishIn(stmts, f));
+      this.#claimSavepoint = this.db.transaction((c: EffectClaim) => claimIn(stmts, c));
       this.#schedules = new SqliteSchedules(this.db, {
         write: (fn) => this.#write(fn),
         insertJob: (job) => insertJob(stmts, job),
@@ -166,24 +194,19 @@ export class SqliteStore implements JobStore {
     return this.#write(() => createIn(this.#stmts, job));
   }
 
-  async writeBatch(creates: readonly NewJob[], commits: readonly TransitionCommit[]): Promise<{ creates: CreateOutcome[]; commits: CommitResult[] }> {
-    if (creates.length === 0) return { creates: [], commits: await this.commit(commits) };
-    // One write alone: no savepoint (a failure rolls the whole transaction back).
-    if (creates.length === 1 && commits.length === 0) {
-      try {
-        return { creates: [{ ok: true, result: await this.createJob(creates[0]!) }], commits: [] };
-      } catch (error) {
-        return { creates: [{ ok: false, error }], commits: [] };
-      }
+  async writeBatch(batch: WriteBatch): Promise<WriteBatchResult> {
+    const { creates = [], commits = [], finishes = [], claims = [] } = batch;
+    if (creates.length + finishes.length + claims.length === 0) return { creates: [], commits: await this.commit(commits), finishes: [], claims: [] };
+    // One new job alone (a lone start): no savepoint, as a failure rolls the whole transaction back.
+    if (creates.length === 1 && commits.length + finishes.length + claims.length === 0) {
+      return { creates: [await this.createJob(creates[0]!).then(
+        (result) => ({ ok: true, result }) as const,
+        (error: unknown) => ({ ok: false, error }) as const,
+      )], commits: [], finishes: [], claims: [] };
     }
+    // Each write in its own savepoint: a refused one rolls back alone.
     return this.#write(() => ({
-      creates: creates.map((job): CreateOutcome => {
-        try {
-          return { ok: true, result: this.#createSavepoint(job) };
-        } catch (error) {
-          return { ok: false, error };
-        }
-      }),
+      creates: creates.map((job) => outcome(() => this.#createSavepoint(job))),
       commits: commits.map((c) => {
         try {
           return this.#savepoint(c);
@@ -191,6 +214,8 @@ export class SqliteStore implements JobStore {
           return failure(error);
         }
       }),
+      finishes: finishes.map((f) => outcome(() => this.#finishSavepoint(f))),
+      claims: claims.map((c) => outcome(() => unlessLeaseHeld(() => this.#claimSavepoint(c)))),
     }));
   }
 
@@ -369,34 +394,8 @@ export class SqliteStore implements JobStore {
     return (this.#stmts.runningEffects.all(limit) as Row[]).map(toEffectRecord);
   }
 
-  async claimEffect(
-    id: string,
-    runner: string,
-    now: number,
-    claimUntil: number,
-    takeOver?: string,
-    fence?: number | null,
-  ): Promise<(EffectRecord & { leaseFence: number }) | undefined> {
-    const s = this.#stmts;
-    try {
-      return this.#write(() => {
-        const before = s.getEffect.get(id) as Row | undefined;
-        if (!before) return undefined;
-        const row = s.claimEffect.get({ id, runner, until: claimUntil, now, takeOver: takeOver ?? null }) as Row | undefined;
-        if (!row) return undefined;
-        // The job's lease in the same transaction: while another live runner holds it, nothing is claimed.
-        const lease = s.claimJobLease.get({ id: before['job_id'], ...leaseParams({ runner, fence, now, until: claimUntil, takeOver: takeOver ?? null }, now) }) as
-          | { lease_fence: number }
-          | undefined;
-        if (!lease) throw new LeaseHeld();
-        if (before['status'] === 'running') s.interruptAttempt.run(now, id, before['attempt']);
-        s.insertAttempt.run(id, row['attempt'], runner, now);
-        return { ...toEffectRecord(row), leaseFence: lease.lease_fence };
-      });
-    } catch (error) {
-      if (error instanceof LeaseHeld) return undefined;
-      throw error;
-    }
+  async claimEffect(id: string, runner: string, now: number, claimUntil: number, takeOver?: string, fence?: number | null): Promise<ClaimedEffect | undefined> {
+    return unlessLeaseHeld(() => this.#write(() => claimIn(this.#stmts, { id, runner, now, claimUntil, takeOver, fence })));
   }
 
   async renewClaim(id: string, attempt: number, runner: string, claimUntil: number): Promise<boolean> {
@@ -434,38 +433,8 @@ export class SqliteStore implements JobStore {
     });
   }
 
-  async finishAttempt(id: string, attempt: number, result: AttemptResult, at: number, lease?: { runner: string; fence: number }): Promise<'current' | 'stale' | 'lease-lost'> {
-    const s = this.#stmts;
-    return this.#write(() => {
-      if (lease) {
-        const effect = s.getEffect.get(id) as Row | undefined;
-        if (effect && !s.holdsLease.get(effect['job_id'], lease.runner, lease.fence)) {
-          // Another runner took the job: this outcome is not recorded, and the attempt's claim ends
-          // now so the lease holder takes the attempt over at once.
-          s.endAttempt.run('stale', at, JSON.stringify({ name: 'LeaseLost', message: `the job's lease (fence ${lease.fence}) was taken by another runner` }), id, attempt);
-          s.dropClaim.run(at, id, attempt);
-          return 'lease-lost' as const;
-        }
-      }
-      const params =
-        result.kind === 'succeeded'
-          ? { status: 'succeeded', output: JSON.stringify(result.output), error: null, next: null, token: null }
-          : result.kind === 'waiting'
-            ? { status: 'waiting', output: null, error: null, next: null, token: result.token }
-            : {
-                status: result.retryAt === null ? 'failed' : 'backoff',
-                output: null,
-                error: JSON.stringify(result.error),
-                next: result.retryAt,
-                token: null,
-              };
-      const current = s.settleEffect.run({ ...params, id, attempt, at }).changes === 1;
-      const error = result.kind === 'failed' ? JSON.stringify(result.error) : null;
-      s.endAttempt.run(current ? result.kind : 'stale', at, error, id, attempt);
-      const event = result.kind === 'waiting' ? null : result.event;
-      if (event) acceptPending(s, event);
-      return current ? 'current' : 'stale';
-    });
+  async finishAttempt(id: string, attempt: number, result: AttemptResult, at: number, lease?: { runner: string; fence: number }): Promise<FinishStatus> {
+    return this.#write(() => finishIn(this.#stmts, { id, attempt, result, at, lease }));
   }
 
   async failEffect(id: string, error: ErrorInfo, event: NewInboxEvent, at: number): Promise<boolean> {
@@ -1206,6 +1175,55 @@ function inboxParams(e: NewInboxEvent) {
     source_id: e.sourceId ?? null,
     attempt: e.attempt ?? null,
   };
+}
+
+/** `claimEffect` inside a transaction; throws LeaseHeld (to roll back) while another live runner holds the job. */
+function claimIn(s: ReturnType<typeof prepare>, c: EffectClaim): ClaimedEffect | undefined {
+  const { id, runner, now, claimUntil } = c;
+  const takeOver = c.takeOver ?? null;
+  const before = s.getEffect.get(id) as Row | undefined;
+  if (!before) return undefined;
+  const row = s.claimEffect.get({ id, runner, until: claimUntil, now, takeOver }) as Row | undefined;
+  if (!row) return undefined;
+  // The job's lease in the same transaction: while another live runner holds it, nothing is claimed.
+  const lease = s.claimJobLease.get({ id: before['job_id'], ...leaseParams({ runner, fence: c.fence, now, until: claimUntil, takeOver }, now) }) as { lease_fence: number } | undefined;
+  if (!lease) throw new LeaseHeld();
+  if (before['status'] === 'running') s.interruptAttempt.run(now, id, before['attempt']);
+  s.insertAttempt.run(id, row['attempt'], runner, now);
+  return { ...toEffectRecord(row), leaseFence: lease.lease_fence };
+}
+
+/** `finishAttempt` inside a transaction. */
+function finishIn(s: ReturnType<typeof prepare>, f: AttemptFinish): FinishStatus {
+  const { id, attempt, result, at, lease } = f;
+  if (lease) {
+    const effect = s.getEffect.get(id) as Row | undefined;
+    if (effect && !s.holdsLease.get(effect['job_id'], lease.runner, lease.fence)) {
+      // Another runner took the job: this outcome is not recorded, and the attempt's claim ends
+      // now so the lease holder takes the attempt over at once.
+      s.endAttempt.run('stale', at, JSON.stringify({ name: 'LeaseLost', message: `the job's lease (fence ${lease.fence}) was taken by another runner` }), id, attempt);
+      s.dropClaim.run(at, id, attempt);
+      return 'lease-lost';
+    }
+  }
+  const params =
+    result.kind === 'succeeded'
+      ? { status: 'succeeded', output: JSON.stringify(result.output), error: null, next: null, token: null }
+      : result.kind === 'waiting'
+        ? { status: 'waiting', output: null, error: null, next: null, token: result.token }
+        : {
+            status: result.retryAt === null ? 'failed' : 'backoff',
+            output: null,
+            error: JSON.stringify(result.error),
+            next: result.retryAt,
+            token: null,
+          };
+  const current = s.settleEffect.run({ ...params, id, attempt, at }).changes === 1;
+  const error = result.kind === 'failed' ? JSON.stringify(result.error) : null;
+  s.endAttempt.run(current ? result.kind : 'stale', at, error, id, attempt);
+  const event = result.kind === 'waiting' ? null : result.event;
+  if (event) acceptPending(s, event);
+  return current ? 'current' : 'stale';
 }
 
 function acceptPending(s: ReturnType<typeof prepare>, e: NewInboxEvent): boolean {

@@ -413,9 +413,10 @@ Examples:
     .option('--poll-ms <ms>', 'how often to look for work from other processes', '250')
     .option('--grace-ms <ms>', 'on SIGINT/SIGTERM: how long running activities may finish before they are aborted', '10000')
     .option('--lease-ms <ms>', "how long this worker's lease on a job lasts without renewal; a crashed worker's jobs are taken over once it expires", '30000')
+    .option('--concurrency <n>', 'activities this worker runs at once; the claims of one round, and outcomes that arrive together, share a disk sync', '8')
     .option('--activity-concurrency <limits>', 'attempts of an activity run at once by this worker, e.g. charge=2,ship=1 (the rest wait in the database)')
     .addOption(new Option('--log <format>', 'print structured logs instead: one JSON object per lifecycle event, sensitive fields redacted').choices(['json']))
-    .action(async (options: { pollMs: string; graceMs: string; leaseMs: string; log?: 'json'; activityConcurrency?: string }, command: Command) => {
+    .action(async (options: { pollMs: string; graceMs: string; leaseMs: string; concurrency: string; log?: 'json'; activityConcurrency?: string }, command: Command) => {
       const g = globals(command);
       const pollMs = Number(options.pollMs);
       if (!Number.isInteger(pollMs) || pollMs < 10 || pollMs > 60_000) throw new UsageError('--poll-ms must be an integer from 10 to 60000.');
@@ -423,6 +424,8 @@ Examples:
       if (!Number.isInteger(graceMs) || graceMs < 0 || graceMs > 3_600_000) throw new UsageError('--grace-ms must be an integer from 0 to 3600000.');
       const leaseMs = Number(options.leaseMs);
       if (!Number.isInteger(leaseMs) || leaseMs < 1000 || leaseMs > 3_600_000) throw new UsageError('--lease-ms must be an integer from 1000 to 3600000.');
+      const concurrency = Number(options.concurrency);
+      if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 1024) throw new UsageError('--concurrency must be an integer from 1 to 1024.');
       const logJson = options.log === 'json';
       const logLine = (entry: LogEntry, sensitive: ReadonlySet<string>) => io.stdout(`${JSON.stringify(redactKeys(entry, sensitive))}\n`);
       // Installed until the runtime has closed, so that a second signal during the grace period exits at once (signals.ts).
@@ -437,7 +440,7 @@ Examples:
       });
       try {
         const activityConcurrency = options.activityConcurrency === undefined ? undefined : parseActivityLimits(options.activityConcurrency);
-        await withRuntime(g, io, { create: true, effects: true, graceMs, leaseMs, ...(activityConcurrency ? { activityConcurrency } : {}), ...(logJson ? { log: logLine } : {}) }, async (runtime) => {
+        await withRuntime(g, io, { create: true, effects: true, graceMs, leaseMs, concurrency, ...(activityConcurrency ? { activityConcurrency } : {}), ...(logJson ? { log: logLine } : {}) }, async (runtime) => {
           const unsubscribe = runtime.subscribe((event) => {
             if (logJson) return; // the log lines say it
             if (g.json) {
@@ -644,6 +647,7 @@ async function withRuntime(
     effects?: boolean;
     graceMs?: number;
     leaseMs?: number;
+    concurrency?: number;
     activityConcurrency?: Record<string, number>;
     log?: (entry: LogEntry, sensitive: ReadonlySet<string>) => void;
   },
@@ -670,6 +674,7 @@ async function withRuntime(
       owner: ownerOf(g),
       ...(maxBacklog !== undefined ? { maxBacklog } : {}),
       ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
+      ...(options.concurrency !== undefined ? { maxConcurrentActivities: options.concurrency } : {}),
       ...(options.activityConcurrency ? { activityConcurrency: options.activityConcurrency } : {}),
       ...(log ? { log: (entry: LogEntry) => log(entry, sensitive) } : {}),
     });

@@ -120,8 +120,11 @@ export interface CreateJobResult {
   created: boolean;
 }
 
+/** One write of a group-commit batch: its result, or the error that refused it (and only it). */
+export type Outcome<T> = { ok: true; result: T } | { ok: false; error: unknown };
+
 /** A new job of a group-commit batch: created (or found, as `createJob`), or the error that refused it. */
-export type CreateOutcome = { ok: true; result: CreateJobResult } | { ok: false; error: unknown };
+export type CreateOutcome = Outcome<CreateJobResult>;
 
 export type EventStatus = 'pending' | 'applied' | 'ignored' | 'failed' | 'rejected' | 'stale';
 
@@ -320,6 +323,51 @@ export interface AttemptRecord {
   endedAt: number | null;
   outcome: AttemptOutcome;
   error: ErrorInfo | null;
+}
+
+/** An effect claimed for its next attempt, with the fence of its job's lease the runner now holds. */
+export type ClaimedEffect = EffectRecord & { leaseFence: number };
+
+/** One claim of a write batch: the arguments of `claimEffect`. */
+export interface EffectClaim {
+  id: string;
+  runner: string;
+  now: number;
+  claimUntil: number;
+  takeOver?: string | undefined;
+  fence?: number | null | undefined;
+}
+
+/** One attempt outcome of a write batch: the arguments of `finishAttempt`. */
+export interface AttemptFinish {
+  id: string;
+  attempt: number;
+  result: AttemptResult;
+  at: number;
+  lease?: { runner: string; fence: number } | undefined;
+}
+
+/** What `finishAttempt` recorded: the outcome (`current`), a stale attempt, or nothing but a stale attempt because the job's lease was taken. */
+export type FinishStatus = 'current' | 'stale' | 'lease-lost';
+
+/**
+ * A group-commit batch: writes of many jobs that share one transaction and one disk sync. Each
+ * is checked and fails on its own; the order within the transaction is creates, commits,
+ * finishes, claims.
+ */
+export interface WriteBatch {
+  creates?: readonly NewJob[];
+  commits?: readonly TransitionCommit[];
+  finishes?: readonly AttemptFinish[];
+  claims?: readonly EffectClaim[];
+}
+
+/** The results of a {@link WriteBatch}, in the order of its lists. */
+export interface WriteBatchResult {
+  creates: CreateOutcome[];
+  commits: CommitResult[];
+  finishes: Outcome<FinishStatus>[];
+  claims: Outcome<ClaimedEffect | undefined>[];
 }
 
 /** How an attempt ended, as recorded by `finishAttempt`. */
@@ -552,11 +600,12 @@ export interface JobStore {
   /** Create a job, or return the existing job with the same id or the same (owner, idempotency key). */
   createJob(job: NewJob): Promise<CreateJobResult>;
   /**
-   * Group commit: new jobs (each as `createJob`), then transitions of other jobs (each as in
-   * `commit`), in ONE transaction and one disk sync. Each is checked and fails on its own (a
-   * savepoint each in SQLite); nothing is acknowledged before the whole transaction is durable.
+   * Group commit: new jobs (each as `createJob`), transitions (each as in `commit`), attempt
+   * outcomes (each as `finishAttempt`) and activity claims (each as `claimEffect`), in ONE
+   * transaction and one disk sync. Each is checked and fails on its own (a savepoint each in
+   * SQLite); nothing is acknowledged before the whole transaction is durable.
    */
-  writeBatch(creates: readonly NewJob[], commits: readonly TransitionCommit[]): Promise<{ creates: CreateOutcome[]; commits: CommitResult[] }>;
+  writeBatch(batch: WriteBatch): Promise<WriteBatchResult>;
   /**
    * A job by id. With `known` (a record of this job the caller read or committed), a store may
    * read only what changes without a commit (quarantine, progress, cancel request, suspension,
@@ -608,7 +657,7 @@ export interface JobStore {
    * it, nothing is claimed. The claimed effect comes back with the job's lease fence. (`fence`
    * omitted, in tools and tests: the runner's own live lease is renewed whatever its fence.)
    */
-  claimEffect(id: string, runner: string, now: number, claimUntil: number, takeOver?: string, fence?: number | null): Promise<(EffectRecord & { leaseFence: number }) | undefined>;
+  claimEffect(id: string, runner: string, now: number, claimUntil: number, takeOver?: string, fence?: number | null): Promise<ClaimedEffect | undefined>;
   /** Extend the claim of a running attempt. False if the attempt, or its job's lease, is no longer this runner's. */
   renewClaim(id: string, attempt: number, runner: string, claimUntil: number): Promise<boolean>;
   /**
@@ -616,7 +665,7 @@ export interface JobStore {
    * the attempt is no longer current (the state was left, a newer attempt started) the attempt is
    * recorded as stale and the event, if any, is still accepted so the history shows it as stale.
    */
-  finishAttempt(id: string, attempt: number, result: AttemptResult, at: number, lease?: { runner: string; fence: number }): Promise<'current' | 'stale' | 'lease-lost'>;
+  finishAttempt(id: string, attempt: number, result: AttemptResult, at: number, lease?: { runner: string; fence: number }): Promise<FinishStatus>;
   /** Settle an effect that may not run again (unsafe to repeat, exhausted) with its error event. */
   failEffect(id: string, error: ErrorInfo, event: NewInboxEvent, at: number): Promise<boolean>;
   /** Find the waiting effect that holds this completion token. */

@@ -16,7 +16,11 @@ import type {
   InboxRecord,
   QueuedEvent,
   CreateJobResult,
-  CreateOutcome,
+  AttemptFinish,
+  ClaimedEffect,
+  EffectClaim,
+  FinishStatus,
+  Outcome,
   JobFilter,
   JobRecord,
   JobStatus,
@@ -331,7 +335,7 @@ export class Runtime {
   readonly #waiters = new Set<(error: unknown) => void>();
   /** By job: the record this runtime last committed or read, and its hydrated snapshot (valid while the revision holds). */
   readonly #snapshots = new Map<string, { record: JobRecord; def: RegisteredMachine; snapshot: AnyMachineSnapshot; actor: unknown }>();
-  /** Group commit: the writes waiting for the next batch (new jobs and transitions). */
+  /** Group commit: the writes waiting for the next batch (new jobs, transitions, attempt outcomes, activity claims). */
   readonly #commitQueue: QueuedWrite[] = [];
   #flushTimer: ReturnType<typeof setImmediate> | undefined;
   /** Operations under way that may commit (sends, drains): a commit waits for them to join its batch. */
@@ -1442,9 +1446,27 @@ export class Runtime {
     return new Promise<CreateJobResult>((resolve, reject) => this.#enqueue({ create, resolve, reject }));
   }
 
-  #enqueue(entry: QueuedWrite): void {
+  /**
+   * An attempt's outcome, group-committed: attempts that end in the same event-loop turn share a
+   * transaction and a sync, and the outcome is durable before the caller goes on.
+   */
+  #submitFinish(finish: AttemptFinish): Promise<FinishStatus> {
+    return new Promise<FinishStatus>((resolve, reject) => this.#enqueue({ finish, resolve, reject }, false));
+  }
+
+  /** An activity claim, group-committed: the claims of one pump round share a transaction and a sync. */
+  #submitClaim(claim: EffectClaim): Promise<ClaimedEffect | undefined> {
+    return new Promise<ClaimedEffect | undefined>((resolve, reject) => this.#enqueue({ claim, resolve, reject }, false));
+  }
+
+  /**
+   * `eager`: flush as soon as every counted operation has submitted. Outcomes and claims are not
+   * counted operations (they arrive together without knowing of each other), so they wait for the
+   * end of the event-loop turn, when the others of their round have joined.
+   */
+  #enqueue(entry: QueuedWrite, eager = true): void {
     this.#commitQueue.push(entry);
-    if (this.#commitQueue.length >= this.#units || this.#commitQueue.length >= MAX_BATCH) this.#flushCommits();
+    if ((eager && this.#commitQueue.length >= this.#units) || this.#commitQueue.length >= MAX_BATCH) this.#flushCommits();
     else if (!this.#flushTimer) this.#flushTimer = setImmediate(() => this.#flushCommits());
   }
 
@@ -1457,23 +1479,29 @@ export class Runtime {
       const batch = this.#commitQueue.splice(0, MAX_BATCH);
       const creates = batch.filter((b) => 'create' in b);
       const commits = batch.filter((b) => 'commit' in b);
-      const missing = (jobId: string) => new RevisionConflictError(`The store returned no result for job ${jobId}.`);
+      const finishes = batch.filter((b) => 'finish' in b);
+      const claims = batch.filter((b) => 'claim' in b);
       const written =
-        creates.length === 0
-          ? this.store.commit(commits.map((b) => b.commit)).then((results) => ({ creates: [] as CreateOutcome[], commits: results }))
-          : this.store.writeBatch(
-              creates.map((b) => b.create),
-              commits.map((b) => b.commit),
-            );
+        commits.length === batch.length
+          ? this.store.commit(commits.map((b) => b.commit)).then((results) => ({ creates: [], commits: results, finishes: [], claims: [] }))
+          : this.store.writeBatch({
+              creates: creates.map((b) => b.create),
+              commits: commits.map((b) => b.commit),
+              finishes: finishes.map((b) => b.finish),
+              claims: claims.map((b) => b.claim),
+            });
       written.then(
         (results) => {
-          creates.forEach((b, i) => {
-            const outcome = results.creates[i];
-            if (!outcome) b.reject(missing(b.create.id));
-            else if (outcome.ok) b.resolve(outcome.result);
-            else b.reject(outcome.error);
+          // Callers go on in the order their writes took effect: a claim that took a job's lease
+          // after a commit released it must set its fence after that commit forgot the old one.
+          settle(creates, results.creates);
+          commits.forEach((b, i) => {
+            const result = results.commits[i];
+            if (result) b.resolve(result);
+            else b.reject(new RevisionConflictError(`The store returned no result for job ${b.commit.jobId}.`));
           });
-          commits.forEach((b, i) => (results.commits[i] ? b.resolve(results.commits[i]) : b.reject(missing(b.commit.jobId))));
+          settle(finishes, results.finishes);
+          settle(claims, results.claims);
         },
         (error: unknown) => batch.forEach((b) => b.reject(error)),
       );
@@ -2094,12 +2122,21 @@ export class Runtime {
         for (let window: number | undefined = free + this.#running.size; window !== undefined; window = widerScan(window)) {
           const due = await this.store.dueEffects(this.clock.now(), window, this.runnerId);
           let held = 0;
+          // The round's claims go out together and share one group-commit transaction. One claim
+          // per job: a second claim of the same job needs the lease fence the first one returns.
+          const starts: Promise<boolean>[] = [];
+          const jobs = new Set<string>();
           for (const effect of due) {
-            if (this.#running.size >= this.#maxActivities || this.#closing) break;
+            if (this.#running.size + starts.length >= this.#maxActivities || this.#closing) break;
             if (this.#running.has(effect.id)) continue;
             if (!this.#slots.has(effect.src)) held += 1; // over its activityConcurrency: stays pending in the store
-            else if (await this.#startAttempt(effect)) started += 1;
+            else if (jobs.has(effect.jobId)) this.#pumpAgain = true; // next round, with the fence
+            else {
+              jobs.add(effect.jobId);
+              starts.push(this.#startAttempt(effect));
+            }
           }
+          for (const ok of await Promise.all(starts)) if (ok) started += 1;
           // Held rows may hide startable ones behind them: read further, up to a bound (limits.ts).
           if (held === 0 || due.length < window || this.#running.size >= this.#maxActivities || this.#closing) break;
         }
@@ -2158,16 +2195,26 @@ export class Runtime {
       }
     }
     const now = this.clock.now();
-    const claimed = await this.store.claimEffect(effect.id, this.runnerId, now, now + this.#leaseMs, takeOver, this.#leases.get(effect.jobId) ?? null);
+    // Slot and attempt are counted before the claim is written: other claims of the round see the
+    // slot taken, and a commit of the job built meanwhile keeps the lease the claim is taking.
+    this.#slots.take(effect.src);
+    this.#attempting.set(effect.id, effect.jobId);
+    let claimed: ClaimedEffect | undefined;
+    try {
+      claimed = await this.#submitClaim({ id: effect.id, runner: this.runnerId, now, claimUntil: now + this.#leaseMs, takeOver, fence: this.#leases.get(effect.jobId) ?? null });
+    } finally {
+      if (!claimed) {
+        this.#slots.release(effect.src);
+        this.#attempting.delete(effect.id);
+      }
+    }
     if (!claimed) return false;
     this.#leases.set(claimed.jobId, claimed.leaseFence);
-    this.#attempting.set(claimed.id, claimed.jobId);
     crashPoint('after-claim');
     const record = await this.store.getJob(claimed.jobId);
     const def = record ? this.registry.get(record.machineId, record.machineVersion) : undefined;
     const controller = new AbortController();
     this.#running.set(claimed.id, { jobId: claimed.jobId, actorId: claimed.actorId, controller });
-    this.#slots.take(claimed.src);
     this.#emit({ type: 'activity.started', jobId: claimed.jobId, effectId: claimed.id, src: claimed.src, attempt: claimed.attempt });
     this.#logEntry('info', 'activity started', { jobId: claimed.jobId, effectId: claimed.id, src: claimed.src, attempt: claimed.attempt });
     this.#track(this.#runAttempt(claimed, def, controller).finally(() => this.#attempting.delete(claimed.id)));
@@ -2215,7 +2262,7 @@ export class Runtime {
       let pendingToken: { token: string; onToken: (token: string) => void | Promise<void> } | undefined;
       const value = await logic.config(args);
       if (isDeferred(value) && pendingToken && pendingToken.token === value.token) {
-        const status = await this.store.finishAttempt(effect.id, attempt, { kind: 'waiting', token: value.token }, this.clock.now(), this.#attemptLease(effect.jobId));
+        const status = await this.#submitFinish({ id: effect.id, attempt, result: { kind: 'waiting', token: value.token }, at: this.clock.now(), lease: this.#attemptLease(effect.jobId) });
         this.#attempting.delete(effect.id);
         await this.#releaseIdle(effect.jobId); // waiting on a token: nothing runs here for it
         // The token is handed out only once the waiting state is durable.
@@ -2244,7 +2291,7 @@ export class Runtime {
   async #recordOutcome(effect: EffectRecord, def: RegisteredMachine | undefined, outcome: { ok: true; value: unknown } | { ok: false; error: unknown }): Promise<void> {
     const attempt = effect.attempt;
     const now = this.clock.now();
-    let status: 'current' | 'stale' | 'lease-lost';
+    let status: FinishStatus;
     let reported: 'succeeded' | 'failed' | 'retrying' | 'stale';
     let errorInfo: ErrorInfo | undefined;
     let output: JsonValue | undefined;
@@ -2257,7 +2304,7 @@ export class Runtime {
     }
     if (outcome.ok) {
       const event = { ...outcomeEvent(effect, attempt, { output: output ?? null }), at: now };
-      status = await this.store.finishAttempt(effect.id, attempt, { kind: 'succeeded', output: output ?? null, event }, now, this.#attemptLease(effect.jobId));
+      status = await this.#submitFinish({ id: effect.id, attempt, result: { kind: 'succeeded', output: output ?? null, event }, at: now, lease: this.#attemptLease(effect.jobId) });
       reported = 'succeeded';
     } else {
       const { info, terminal, retryAfterMs } = classify(outcome.error);
@@ -2266,12 +2313,12 @@ export class Runtime {
       const retry = !terminal && attempt < effect.maxAttempts && (policy.retryOn ? policy.retryOn(errorInfo) : true);
       if (retry) {
         const retryAt = now + (retryAfterMs ?? backoffDelay(policy, attempt, effect.id));
-        status = await this.store.finishAttempt(effect.id, attempt, { kind: 'failed', error: errorInfo, retryAt, event: null }, now, this.#attemptLease(effect.jobId));
+        status = await this.#submitFinish({ id: effect.id, attempt, result: { kind: 'failed', error: errorInfo, retryAt, event: null }, at: now, lease: this.#attemptLease(effect.jobId) });
         reported = 'retrying';
       } else {
         const error: ErrorInfo = terminal ? errorInfo : { ...errorInfo, code: errorInfo.code ?? 'SPOOL_RETRIES_EXHAUSTED' };
         const event = { ...outcomeEvent(effect, attempt, { error: { ...error, attempts: attempt } }), at: now };
-        status = await this.store.finishAttempt(effect.id, attempt, { kind: 'failed', error, retryAt: null, event }, now, this.#attemptLease(effect.jobId));
+        status = await this.#submitFinish({ id: effect.id, attempt, result: { kind: 'failed', error, retryAt: null, event }, at: now, lease: this.#attemptLease(effect.jobId) });
         reported = 'failed';
       }
     }
@@ -2398,10 +2445,28 @@ function toJob(record: JobRecord, def?: RegisteredMachine): Job {
   };
 }
 
+/** A caller waiting for its write's result. */
+interface Waiting<T> {
+  resolve: (r: T) => void;
+  reject: (e: unknown) => void;
+}
+
 /** A write waiting for the next group-commit batch, with its caller's promise. */
 type QueuedWrite =
-  | { commit: TransitionCommit; resolve: (r: CommitResult) => void; reject: (e: unknown) => void }
-  | { create: NewJob; resolve: (r: CreateJobResult) => void; reject: (e: unknown) => void };
+  | ({ commit: TransitionCommit } & Waiting<CommitResult>)
+  | ({ create: NewJob } & Waiting<CreateJobResult>)
+  | ({ finish: AttemptFinish } & Waiting<FinishStatus>)
+  | ({ claim: EffectClaim } & Waiting<ClaimedEffect | undefined>);
+
+/** Hand each caller of a batch its own outcome; a store that returned too few fails the rest. */
+function settle<T>(waiting: readonly Waiting<T>[], outcomes: readonly Outcome<T>[]): void {
+  waiting.forEach((w, i) => {
+    const outcome = outcomes[i];
+    if (!outcome) w.reject(new RevisionConflictError('The store returned no result for a write of the batch.'));
+    else if (outcome.ok) w.resolve(outcome.result);
+    else w.reject(outcome.error);
+  });
+}
 
 /** Whether a transition's plan concerns child or parent jobs (else `#relations` has nothing to do). */
 function touchesRelations(record: JobRecord, plan: ActionPlan): boolean {
