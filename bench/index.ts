@@ -6,7 +6,7 @@
  *   2. jobs per second: one-step and three-step jobs, sequential and 64 in flight, ack latency
  *   3. restart: createRuntime (recover) + first tick and RSS with 10k / 100k (--big: 1M) jobs waiting on timers
  *   4. path testing: generate and replay every path of the reference machines, with and without crash replay
- *   5. workers: jobs/s with 1, 2 and 4 runWorker processes on one SQLite file (FULL), vs raw one-transaction-per-job
+ *   5. workers: jobs/s with 1, 2 and 4 runWorker processes on one SQLite file (FULL), 8 activities at once each (and 1, 2 at 64), vs raw one-transaction-per-job
  *
  *   npm run bench                 full (~3 min on 2 cores)
  *   npm run bench -- --quick      shorter runs, one round (~40 s)

@@ -1,9 +1,9 @@
 /**
  * The `workers` section's child process: open the bench database (SqliteStore, synchronous FULL,
- * the default), createRuntime with the bench-work machine, print one `ready` JSON line, then
+ * the default), createRuntime with the bench-work machine (and the given maxConcurrentActivities), print one `ready` JSON line, then
  * `runWorker` with pollMs 20 until SIGTERM; close and print one `stopped` JSON line.
  *
- *   node --import tsx bench/workerChild.ts <db path>
+ *   node --import tsx bench/workerChild.ts <db path> [maxConcurrentActivities]
  */
 import { performance } from 'node:perf_hooks';
 import { createRuntime, runWorker } from '../src/index.ts';
@@ -21,7 +21,9 @@ process.on('SIGTERM', () => controller.abort());
 process.on('SIGINT', () => controller.abort());
 
 const store = await SqliteStore.open(path);
-const runtime = await createRuntime({ store, machines: [benchWork] }); // the defaults, as `spool worker` would open
+const concurrency = process.argv[3] === undefined ? undefined : Number(process.argv[3]);
+// The defaults, as `spool worker [--concurrency N]` would open.
+const runtime = await createRuntime({ store, machines: [benchWork], ...(concurrency === undefined ? {} : { maxConcurrentActivities: concurrency }) });
 process.stdout.write(`${JSON.stringify({ type: 'ready', pid: process.pid, atMs: performance.now() })}\n`);
 let rounds = 0;
 let activitiesStarted = 0;

@@ -5,8 +5,8 @@
  * Per run: a fresh database; N `bench-work` jobs (bench/workerMachines.ts: one trivial activity,
  * then final `done`) started through a runtime with `runEffects: false`, so every job waits with
  * its activity due; that runtime is closed. Then K children (bench/workerChild.ts, `node --import
- * tsx`) are spawned, each opening SqliteStore + createRuntime (defaults, recover on) + runWorker
- * (pollMs 20). The clock runs from spawn until the parent, reading the file with a raw read-only
+ * tsx`) are spawned, each opening SqliteStore + createRuntime (defaults but maxConcurrentActivities,
+ * recover on) + runWorker (pollMs 20). The clock runs from spawn until the parent, reading the file with a raw read-only
  * better-sqlite3 connection every 50 ms, sees every job final; then the children get SIGTERM.
  * "From spawn" includes node + tsx start-up and open; "from ready" starts when the last child has
  * printed its ready line (createRuntime done), so it is the steady-state draining rate.
@@ -30,11 +30,19 @@ const CHILD = fileURLToPath(new URL('./workerChild.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TSX = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
 export const WORKER_COUNTS = [1, 2, 4] as const;
+/** Activities each worker runs at once: the runtime's default (8), and 64 (`spool worker --concurrency 64`). */
+export const WORKER_RUNS: readonly { workers: number; concurrency: number }[] = [
+  ...WORKER_COUNTS.map((workers) => ({ workers, concurrency: 8 })),
+  { workers: 1, concurrency: 64 },
+  { workers: 2, concurrency: 64 },
+];
 const POLL_PARENT_MS = 50;
 const TIMEOUT_MS = 45_000;
 
 export interface WorkersRun {
   workers: number;
+  /** maxConcurrentActivities of each worker. */
+  concurrency: number;
   jobs: number;
   /** Spawn → every job final. */
   seconds: number;
@@ -88,7 +96,7 @@ function lines(child: ChildProcess, onLine: (obj: Record<string, unknown>) => vo
   });
 }
 
-export async function runWorkers(workers: number, jobs: number): Promise<WorkersRun> {
+export async function runWorkers(workers: number, concurrency: number, jobs: number): Promise<WorkersRun> {
   const db = await makeDb(jobs);
   const children: ChildProcess[] = [];
   const stderr: string[] = [];
@@ -100,7 +108,7 @@ export async function runWorkers(workers: number, jobs: number): Promise<Workers
     const exited: Promise<void>[] = [];
     const t0 = performance.now();
     for (let k = 0; k < workers; k += 1) {
-      const child = spawn(process.execPath, ['--import', TSX, CHILD, db.path], { cwd: ROOT, env: process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, ['--import', TSX, CHILD, db.path, String(concurrency)], { cwd: ROOT, env: process.env, stdio: ['ignore', 'pipe', 'pipe'] });
       children.push(child);
       child.stderr!.setEncoding('utf8');
       child.stderr!.on('data', (s: string) => stderr.push(s));
@@ -131,6 +139,7 @@ export async function runWorkers(workers: number, jobs: number): Promise<Workers
     const fromReady = lastReady < elapsed ? (elapsed - lastReady) / 1000 : null;
     return {
       workers,
+      concurrency,
       jobs,
       seconds,
       perSec: jobs / seconds,
