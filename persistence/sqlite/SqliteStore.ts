@@ -919,6 +919,7 @@ function prepare(db: Database.Database) {
         status = CASE WHEN status IN ('pending', 'running', 'waiting', 'backoff') THEN 'cancelled' ELSE status END
       WHERE job_id = ? AND actor_id = ? AND active = 1`),
     getEffect: db.prepare('SELECT * FROM effects WHERE id = ?'),
+    effectClaimState: db.prepare('SELECT job_id, status, attempt FROM effects WHERE id = ?'),
     listEffects: db.prepare('SELECT * FROM effects WHERE job_id = ? ORDER BY created_revision, id'),
     listAttempts: db.prepare(`SELECT a.* FROM effect_attempts a JOIN effects e ON e.id = a.effect_id
       WHERE e.job_id = ? ORDER BY e.created_revision, a.effect_id, a.attempt`),
@@ -1181,7 +1182,7 @@ function inboxParams(e: NewInboxEvent) {
 function claimIn(s: ReturnType<typeof prepare>, c: EffectClaim): ClaimedEffect | undefined {
   const { id, runner, now, claimUntil } = c;
   const takeOver = c.takeOver ?? null;
-  const before = s.getEffect.get(id) as Row | undefined;
+  const before = s.effectClaimState.get(id) as Row | undefined;
   if (!before) return undefined;
   const row = s.claimEffect.get({ id, runner, until: claimUntil, now, takeOver }) as Row | undefined;
   if (!row) return undefined;

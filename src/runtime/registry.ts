@@ -69,6 +69,8 @@ export interface RegisteredMachine {
    * registers a `systemId` (registrations would outlive their child in the reused system).
    */
   scopeReusable: boolean;
+  /** Whether `setup({ actors })` holds a machine: only then can a job of it have child jobs. */
+  hasChildMachines: boolean;
   /** What was passed to `register`. */
   source: JobDefinition | AnyStateMachine;
 }
@@ -154,6 +156,7 @@ export class MachineRegistry {
       description: def.description,
       bare,
       scopeReusable: !usesSystemIds(machine),
+      hasChildMachines: Object.values(machine.implementations.actors ?? {}).some((logic) => activityKind(logic) === 'machine'),
       source: input,
     };
     versions.set(version, registered);

@@ -1553,7 +1553,8 @@ export class Runtime {
   /** Load a job ready to transition: migrated, hydrated, or held back with a visible reason. */
   async #load(jobId: string): Promise<Loaded | undefined> {
     for (let round = 0; round < 3; round += 1) {
-      const record = await this.store.getJob(jobId);
+      // A job this runtime committed or read last: only what moves without a commit is read.
+      const record = await this.store.getJob(jobId, round === 0 ? this.#snapshots.get(jobId)?.record : undefined);
       if (!record) return undefined;
       if (TERMINAL.has(record.status)) return { kind: 'terminal', record };
       const ready = this.#readyFrom(record);
@@ -1761,7 +1762,7 @@ export class Runtime {
           error = toErrorInfo(next.error);
         } else {
           plan = planActions(def, record.id, revision, actions, now, record.parent ? PARENT_REF : undefined);
-          if (plan.problems.length === 0 && touchesRelations(record, plan)) relations = await this.#relations(record, def, plan, next, revision, now);
+          if (plan.problems.length === 0 && touchesRelations(record, def, plan)) relations = await this.#relations(record, def, plan, next, revision, now);
           if (plan.problems.length > 0) {
             status = 'failed';
             error = { name: 'UnsupportedAction', message: plan.problems.join('; ') };
@@ -2469,8 +2470,15 @@ function settle<T>(waiting: readonly Waiting<T>[], outcomes: readonly Outcome<T>
 }
 
 /** Whether a transition's plan concerns child or parent jobs (else `#relations` has nothing to do). */
-function touchesRelations(record: JobRecord, plan: ActionPlan): boolean {
-  return plan.spawnMachines.length > 0 || plan.childSends.length > 0 || plan.parentSends.length > 0 || Boolean(record.parent) || plan.effects.deactivate.length > 0;
+function touchesRelations(record: JobRecord, def: RegisteredMachine, plan: ActionPlan): boolean {
+  return (
+    plan.spawnMachines.length > 0 ||
+    plan.childSends.length > 0 ||
+    plan.parentSends.length > 0 ||
+    Boolean(record.parent) ||
+    // A left invocation may have been a child job only where the machine can have any.
+    (plan.effects.deactivate.length > 0 && def.hasChildMachines)
+  );
 }
 
 function checkPercent(percent: unknown): void {
