@@ -217,8 +217,10 @@ describe('spool worker --concurrency and --activity-concurrency', () => {
 
   it('--concurrency 1: one activity at a time in all; the other waits in the database and runs next', async () => {
     const { db, module } = await prepare(['s7', 's8']);
-    const w = worker(db, module, ['--concurrency', '1']);
+    const w = worker(db, module, ['--concurrency', '1', '--synchronous', 'NORMAL']);
     await w.until('one activity started', () => startedCount(w.lines) === 1);
+    // The ready line says what the worker runs with, durability as SQLite reports it.
+    expect(w.lines.find((l) => l['type'] === 'worker.ready')).toMatchObject({ concurrency: 1, synchronous: 'NORMAL' });
     w.child.kill('SIGUSR2');
     await w.until('both finished', () => w.lines.filter((l) => l['type'] === 'activity.finished').length === 2);
     expect(w.lines.filter((l) => l['type'] === 'activity.started').map((l) => l['jobId'])).toEqual(['s7', 's8']);
@@ -229,7 +231,7 @@ describe('spool worker --concurrency and --activity-concurrency', () => {
     await after.close();
   });
 
-  it('refuses a malformed list, an unknown activity or a bad --concurrency with one error line (JSON with --json)', async () => {
+  it('refuses a malformed list, an unknown activity, a bad --concurrency or --synchronous with one error line (JSON with --json)', async () => {
     const { db, module } = await prepare([]);
     for (const [value, code, pattern] of [
       ['work', 'SPOOL_USAGE', /^--activity-concurrency takes name=count pairs/],
@@ -247,6 +249,11 @@ describe('spool worker --concurrency and --activity-concurrency', () => {
       expect((await w.exit).code).toBe(1);
       expect(JSON.parse(w.stderr())).toMatchObject({ code: 'SPOOL_USAGE', message: '--concurrency must be an integer from 1 to 1024.' });
     }
+    const w = worker(db, module, ['--synchronous', 'OFF']);
+    expect((await w.exit).code).toBe(1);
+    expect(w.stderr().trimEnd().split('\n')).toHaveLength(1);
+    expect(JSON.parse(w.stderr())).toMatchObject({ code: 'SPOOL_USAGE' });
+    expect((JSON.parse(w.stderr()) as { message: string }).message).toMatch(/synchronous.*FULL, NORMAL/);
   });
 });
 
@@ -255,6 +262,7 @@ describe('a job leased by a running worker, seen from other processes', () => {
     const { db, module } = await prepare(['s6']);
     const w = worker(db, module);
     await w.until('the activity started', () => startedCount(w.lines) === 1);
+    expect(w.lines.find((l) => l['type'] === 'worker.ready')).toMatchObject({ concurrency: 8, synchronous: 'FULL' }); // the defaults
     const runner = w.lines.find((l) => l['type'] === 'worker.ready')!['runner'] as string;
     const cwd = res.tempDir();
     const cli = (...args: string[]) => runSpool(['--db', db, '--machines', module, ...args], cwd);

@@ -17,6 +17,7 @@ describe('SqliteStore settings', () => {
     const store = await res.sqlite(res.dbPath());
     expect(store.db.pragma('journal_mode', { simple: true })).toBe('wal');
     expect(store.db.pragma('synchronous', { simple: true })).toBe(2); // FULL
+    expect(store.synchronous).toBe('FULL');
     expect(store.db.pragma('foreign_keys', { simple: true })).toBe(1);
     expect(store.db.pragma('busy_timeout', { simple: true })).toBe(5000);
     await store.close();
@@ -27,6 +28,7 @@ describe('SqliteStore settings', () => {
     const store = await res.sqlite(res.dbPath(), { synchronous: 'NORMAL', busyTimeoutMs: 1234 });
     expect(store.db.pragma('journal_mode', { simple: true })).toBe('wal');
     expect(store.db.pragma('synchronous', { simple: true })).toBe(1); // NORMAL
+    expect(store.synchronous).toBe('NORMAL');
     expect(store.db.pragma('busy_timeout', { simple: true })).toBe(1234);
     await store.close();
   });

@@ -132,6 +132,8 @@ export class SqliteStore implements JobStore {
   readonly description: string;
   readonly db: Database.Database;
   readonly schemaVersion: number;
+  /** The durability this connection commits with, as SQLite reports it after open. */
+  readonly synchronous: 'FULL' | 'NORMAL';
   readonly #stmts: ReturnType<typeof prepare>;
   readonly #listCache = new Map<string, Database.Statement>();
   /** `getJob`, read by every send: the row as an array, named by a function built once (rawRows). */
@@ -153,6 +155,7 @@ export class SqliteStore implements JobStore {
       refuseNewerSchema(this.db, path); // before anything is changed, even the journal mode
       this.db.pragma('journal_mode = WAL');
       this.db.pragma(`synchronous = ${options.synchronous === 'NORMAL' ? 'NORMAL' : 'FULL'}`);
+      this.synchronous = this.db.pragma('synchronous', { simple: true }) === 1 ? 'NORMAL' : 'FULL';
       // Checkpoint the WAL every ~16 MB instead of every 4 MB: fewer checkpoint stalls on the commit path.
       this.db.pragma('wal_autocheckpoint = 4000');
       this.db.pragma('foreign_keys = ON');

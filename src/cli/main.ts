@@ -69,6 +69,8 @@ interface GlobalOptions {
   owner?: string;
   /** `--max-backlog`: backpressure on start and send (the runtime's `maxBacklog`). Default 100000. */
   maxBacklog?: string;
+  /** `--synchronous`: FULL (default: an acknowledged write survives power loss) or NORMAL (survives a process crash only). */
+  synchronous: 'FULL' | 'NORMAL';
 }
 
 const JOB_STATUSES: readonly JobStatus[] = ['active', 'done', 'error', 'stopped'];
@@ -115,6 +117,11 @@ function buildProgram(io: CliIO, setExitCode: (code: number) => void): Command {
     .option('--json', 'print one JSON document on stdout (errors: one JSON object on stderr)')
     .option('--owner <id>', "tenant scope: see and start only this owner's jobs (another owner's job reads like a missing one)")
     .option('--max-backlog <n>', 'refuse start and send (SPOOL_BACKPRESSURE, nothing written) while n events wait to be applied (default 100000)')
+    .addOption(
+      new Option('--synchronous <mode>', 'FULL: an acknowledged write survives power loss; NORMAL: faster, survives a crash of the process but not of the machine')
+        .choices(['FULL', 'NORMAL'])
+        .default('FULL'),
+    )
     .exitOverride()
     .configureOutput({
       writeOut: (text) => io.stdout(text),
@@ -450,9 +457,12 @@ Examples:
             const line = describeWork(event) ?? describeCommit(event) ?? describeScheduleEvent(event);
             if (line !== undefined) io.stdout(`${new Date(runtime.clock.now()).toISOString()} ${line.trim()}\n`);
           });
-          if (logJson) io.stdout(`${JSON.stringify({ at: runtime.clock.now(), level: 'info', msg: 'worker started', db: g.db, runner: runtime.runnerId, pid: process.pid })}\n`);
-          else if (!g.json) io.stdout(`spool worker on ${g.db} (runner ${runtime.runnerId}); Ctrl-C to stop\n`);
-          else io.stdout(`${JSON.stringify({ type: 'worker.ready', db: g.db, runner: runtime.runnerId, pid: process.pid })}\n`);
+          // As SQLite reports it on this connection, not as asked.
+          const synchronous = runtime.store instanceof SqliteStore ? runtime.store.synchronous : g.synchronous;
+          const ready = { db: g.db, runner: runtime.runnerId, pid: process.pid, synchronous, concurrency };
+          if (logJson) io.stdout(`${JSON.stringify({ at: runtime.clock.now(), level: 'info', msg: 'worker started', ...ready })}\n`);
+          else if (!g.json) io.stdout(`spool worker on ${g.db} (runner ${runtime.runnerId}, ${concurrency} activities at once, synchronous ${synchronous}); Ctrl-C to stop\n`);
+          else io.stdout(`${JSON.stringify({ type: 'worker.ready', ...ready })}\n`);
           try {
             await runWorker(runtime, { signal: controller.signal, pollMs });
             // The grace period, still printing what finishes in it (withRuntime's close is then a no-op).
@@ -659,7 +669,7 @@ async function withRuntime(
     throw new UsageError(`This command runs the machine ${options.needs}, which ${path} does not export; run it without --machines.`);
   }
   const maxBacklog = g.maxBacklog === undefined ? undefined : maxBacklogOf(g.maxBacklog); // checked before the file is touched
-  const store = await openStore(resolve(io.cwd, g.db), g.db, options.create);
+  const store = await openStore(resolve(io.cwd, g.db), g.db, options.create, g.synchronous);
   let runtime: Runtime;
   try {
     // runEffects false: a command records transitions, effects and timers, and leaves running
@@ -689,14 +699,14 @@ async function withRuntime(
   }
 }
 
-async function openStore(path: string, label: string, create: boolean): Promise<SqliteStore> {
+async function openStore(path: string, label: string, create: boolean, synchronous: 'FULL' | 'NORMAL'): Promise<SqliteStore> {
   if (!create && !existsSync(path)) {
     throw new DatabaseError(`No Spool database at ${label}. Start a job first (\`spool start <machine>\` or \`spool demo\`), or pass --db <file>.`, {
       db: label,
     });
   }
   try {
-    return await SqliteStore.open(path);
+    return await SqliteStore.open(path, { synchronous });
   } catch (error) {
     if (error instanceof SpoolError) throw error;
     throw new DatabaseError(`Could not open the database ${label}: ${firstLine((error as Error).message)}`, { db: label });
