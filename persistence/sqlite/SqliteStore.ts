@@ -922,6 +922,7 @@ function prepare(db: Database.Database) {
         status = CASE WHEN status IN ('pending', 'running', 'waiting', 'backoff') THEN 'cancelled' ELSE status END
       WHERE job_id = ? AND actor_id = ? AND active = 1`),
     getEffect: db.prepare('SELECT * FROM effects WHERE id = ?'),
+    /** What a claim or an outcome needs to know of an effect before it writes. */
     effectClaimState: db.prepare('SELECT job_id, status, attempt FROM effects WHERE id = ?'),
     listEffects: db.prepare('SELECT * FROM effects WHERE job_id = ? ORDER BY created_revision, id'),
     listAttempts: db.prepare(`SELECT a.* FROM effect_attempts a JOIN effects e ON e.id = a.effect_id
@@ -1201,7 +1202,7 @@ function claimIn(s: ReturnType<typeof prepare>, c: EffectClaim): ClaimedEffect |
 function finishIn(s: ReturnType<typeof prepare>, f: AttemptFinish): FinishStatus {
   const { id, attempt, result, at, lease } = f;
   if (lease) {
-    const effect = s.getEffect.get(id) as Row | undefined;
+    const effect = s.effectClaimState.get(id) as Row | undefined;
     if (effect && !s.holdsLease.get(effect['job_id'], lease.runner, lease.fence)) {
       // Another runner took the job: this outcome is not recorded, and the attempt's claim ends
       // now so the lease holder takes the attempt over at once.

@@ -626,7 +626,7 @@ export interface JobStore {
   /** Durably record an event, or return the one already recorded under (jobId, eventId). */
   acceptEvent(event: NewInboxEvent): Promise<AcceptResult>;
   getEvent(jobId: string, eventId: string): Promise<InboxRecord | undefined>;
-  /** A job's inbox in accept order (all statuses). */
+  /** A job's events, all statuses: those applied in revision order, then the rest (pending, rejected) in accept order. */
   listEvents(jobId: string): Promise<InboxRecord[]>;
   /** The oldest pending events of a job, in accept order. */
   pendingEvents(jobId: string, limit: number): Promise<QueuedEvent[]>;
