@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// The `spool` command. tsx loads TypeScript (Spool's own and your machine modules) without a build step.
-import { register } from 'tsx/esm/api';
+// The `spool` command. tsx loads TypeScript (Spool's own and your machine modules) without a build
+// step; src/loader adds what a machines module written anywhere needs (ESM, xstate and zod).
+import '../src/loader/register.mjs';
 
 // `spool list | head`: the reader went away; stop quietly instead of printing a stack.
 process.stdout.on('error', (error) => {
@@ -8,6 +9,5 @@ process.stdout.on('error', (error) => {
   throw error;
 });
 
-register();
 const { main } = await import('../src/cli/main.ts');
 process.exitCode = await main(process.argv.slice(2));

@@ -4,7 +4,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import type { JsonValue, Runtime } from '../index.ts';
 import { closeRuntime, driveStep, openRuntime, restartInProcess, scriptedDefinition, type ActivityScript, type DriverContext, type Hang } from './driver.ts';
 import type { PredictedRecord } from './model.ts';
@@ -368,13 +368,18 @@ async function runInChildren(generated: GeneratedPaths, path: PathPlan, dir: str
   return record;
 }
 
-/** The tsx loader the child runs under (resolved when first needed: only child runs need it). */
-function tsxLoader(): string {
+/**
+ * What the child runs under: tsx with the hooks the `spool` command loads machines modules with
+ * (src/loader), so the child loads the same module the same way. Checked when first needed: only
+ * child runs need tsx.
+ */
+function childLoader(): string {
   try {
-    return pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+    createRequire(import.meta.url).resolve('tsx');
   } catch {
     throw new PathMismatchError('Child-process runs need the `tsx` package (they run the TypeScript fixture and your machines module); install it or do not ask for child runs.');
   }
+  return new URL('../loader/register.mjs', import.meta.url).href;
 }
 
 /** A child that neither reports nor exits within this many real milliseconds is killed and the run fails. */
@@ -382,7 +387,7 @@ const CHILD_STEP_TIMEOUT_MS = 30_000;
 
 /** Spawn a child, run one step in it, take its report, then SIGKILL it (by its own pid) and wait for the exit. */
 async function oneChildStep(config: ChildConfig, command: ChildCommand): Promise<ChildMessage> {
-  const child = spawn(process.execPath, ['--import', tsxLoader(), CHILD_SCRIPT], { cwd: process.cwd(), env: process.env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', childLoader(), CHILD_SCRIPT], { cwd: process.cwd(), env: process.env, stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.setEncoding('utf8');
   child.stderr.on('data', (chunk: string) => (stderr += chunk));

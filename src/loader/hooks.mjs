@@ -1,0 +1,32 @@
+// Module hooks for a user's machines module (`--machines FILE`), loaded without a build step by
+// tsx. Two things a module written anywhere needs, that Node and tsx alone do not give it:
+//
+// 1. A `.ts` file outside any package with "type": "module" (a file in /tmp, or in a CommonJS
+//    project) is ESM in practice (machines are written with `import`), but tsx would load it as
+//    CommonJS, and Node 20 then fails with "Cannot require() ES Module ... in a cycle". It is
+//    loaded as ESM.
+// 2. Its `xstate` and `zod` imports resolve to the module's own install when it has one, and
+//    otherwise to Spool's, so a machine file needs no `npm install` of its own (and shares
+//    Spool's XState instance).
+//
+// Files under node_modules and `.cts` files are left as they are.
+
+const SPOOL_PACKAGE = new URL('../../package.json', import.meta.url).href;
+const SPOOL_ROOT = new URL('../../', import.meta.url).href;
+const SHARED = /^(xstate|zod)(\/|$)/;
+
+export async function resolve(specifier, context, nextResolve) {
+  let resolved;
+  try {
+    resolved = await nextResolve(specifier, context);
+  } catch (error) {
+    const parent = context.parentURL ?? '';
+    if (SHARED.test(specifier) && !parent.startsWith(SPOOL_ROOT)) return nextResolve(specifier, { ...context, parentURL: SPOOL_PACKAGE });
+    throw error;
+  }
+  const { url } = resolved;
+  if (url.startsWith('file:') && /\.tsx?$/.test(url) && !url.includes('/node_modules/') && resolved.format !== 'module') {
+    return { ...resolved, format: 'module' };
+  }
+  return resolved;
+}

@@ -1,0 +1,65 @@
+/**
+ * A machines module written where a new user might write one: in a folder of its own, outside
+ * any project (no package.json, no node_modules), importing xstate and zod. `spool` loads it as
+ * ESM and resolves those imports to Spool's own install, in the command's process and in the
+ * child processes of `spool test`.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Job } from '../src/index.ts';
+import { runSpool } from './helpers/spoolCli.ts';
+
+const DIR = mkdtempSync(join(tmpdir(), 'spool-outside-'));
+const MODULE = join(DIR, 'tickets.ts');
+
+beforeAll(() => {
+  writeFileSync(
+    MODULE,
+    `import { assign, setup } from 'xstate';
+import { z } from 'zod';
+
+const ticket = setup({ types: { context: {} as { title: string; replied: boolean } } }).createMachine({
+  id: 'ticket',
+  context: ({ input }: { input: { title: string } }) => ({ title: input.title, replied: false }),
+  initial: 'open',
+  states: {
+    open: { on: { REPLY: { actions: assign({ replied: true }) }, CLOSE: 'closed' } },
+    closed: { type: 'final' },
+  },
+});
+
+export default [{ machine: ticket, version: '1', input: z.object({ title: z.string().min(1) }) }];
+export const pathTests = { ticket: { input: { title: 'printer' } } };
+`,
+  );
+});
+afterAll(() => rmSync(DIR, { recursive: true, force: true }));
+
+const spool = (...args: string[]) => runSpool(['--db', join(DIR, 'tickets.db'), '--machines', MODULE, ...args], DIR);
+
+describe('a machines module outside any project', () => {
+  it('loads, validates its input with its own zod schema, and runs its jobs', async () => {
+    const machines = await spool('machines', '--json');
+    expect(machines.stderr).toBe('');
+    expect(JSON.parse(machines.stdout)).toMatchObject({ module: MODULE, machines: [{ id: 'ticket', version: '1', events: ['CLOSE', 'REPLY'] }] });
+    const bad = await spool('start', 'ticket', '--input', '{"title":""}');
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/^spool: SPOOL_INVALID: Invalid input for ticket: title/);
+    const started = await spool('start', 'ticket', '--id', 't1', '--input', '{"title":"printer"}', '--json');
+    expect(started.code).toBe(0);
+    for (const event of ['REPLY', 'REPLY', 'CLOSE']) expect((await spool('send', 't1', event)).code).toBe(0);
+    const shown = JSON.parse((await spool('show', 't1', '--json')).stdout) as { job: Job };
+    expect(shown.job).toMatchObject({ value: 'closed', status: 'done', context: { title: 'printer', replied: true } });
+  });
+
+  it('spool test walks it, with a child process SIGKILLed between steps loading it the same way', async () => {
+    const run = await spool('test', '--child-crash', '1', '--json');
+    expect(run.stderr).toBe('');
+    const result = JSON.parse(run.stdout) as { ok: boolean; machines: { machineId: string; gaps: unknown[]; runs: Record<string, number> }[] };
+    expect(result.ok).toBe(true);
+    expect(result.machines).toMatchObject([{ machineId: 'ticket', gaps: [] }]);
+    expect(result.machines[0]!.runs['child']).toBeGreaterThan(0);
+  });
+});
