@@ -1,8 +1,8 @@
 /**
  * A machines module written where a new user might write one: in a folder of its own, outside
  * any project (no package.json, no node_modules), importing xstate and zod. `spool` loads it as
- * ESM and resolves those imports to Spool's own install, in the command's process and in the
- * child processes of `spool test`.
+ * ESM (a .js file too, when it is written as one) and resolves those imports to Spool's own
+ * install, in the command's process and in the child processes of `spool test`.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -40,6 +40,20 @@ afterAll(() => rmSync(DIR, { recursive: true, force: true }));
 const spool = (...args: string[]) => runSpool(['--db', join(DIR, 'tickets.db'), '--machines', MODULE, ...args], DIR);
 
 describe('a machines module outside any project', () => {
+  it('a .js module written as ESM loads too; one with a syntax error is one line naming where', async () => {
+    const js = join(DIR, 'light.js');
+    writeFileSync(js, `import { createMachine } from 'xstate';\nexport const light = createMachine({ id: 'light', initial: 'green', states: { green: { on: { NEXT: 'red' } }, red: { type: 'final' } } });\n`);
+    const listed = await runSpool(['--machines', js, 'machines', '--json'], DIR);
+    expect(listed.stderr).toBe('');
+    expect(JSON.parse(listed.stdout)).toMatchObject({ machines: [{ id: 'light', version: '1', events: ['NEXT'] }] });
+    const broken = join(DIR, 'broken.ts');
+    writeFileSync(broken, `import { createMachine } from 'xstate';\nexport const x = createMachine({ id: 'x' ;\n`);
+    const run = await runSpool(['--machines', broken, 'machines'], DIR);
+    expect(run.code).toBe(1);
+    expect(run.stderr.trimEnd().split('\n')).toHaveLength(1);
+    expect(run.stderr).toContain(`spool: SPOOL_BAD_MACHINES_MODULE: Could not load machines module ${broken}: Transform failed with 1 error: ${broken}:2:`);
+  });
+
   it('loads, validates its input with its own zod schema, and runs its jobs', async () => {
     const machines = await spool('machines', '--json');
     expect(machines.stderr).toBe('');

@@ -26,8 +26,10 @@ export class DatabaseError extends SpoolError {
 
 /** The first line of an error message, for the one-line error report. */
 export function firstLine(text: string): string {
-  const line = text.split('\n').find((l) => l.trim() !== '') ?? text;
-  return line.trim();
+  const lines = text.split('\n').filter((l) => l.trim() !== '');
+  const first = (lines[0] ?? text).trim();
+  // A heading ("Transform failed with 1 error:") says nothing without the line it announces.
+  return first.endsWith(':') && lines[1] !== undefined ? `${first} ${lines[1].trim()}` : first;
 }
 
 /**

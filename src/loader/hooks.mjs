@@ -4,12 +4,16 @@
 // 1. A `.ts` file outside any package with "type": "module" (a file in /tmp, or in a CommonJS
 //    project) is ESM in practice (machines are written with `import`), but tsx would load it as
 //    CommonJS, and Node 20 then fails with "Cannot require() ES Module ... in a cycle". It is
-//    loaded as ESM.
+//    loaded as ESM, and so is a `.js` file there that is written as one (import or export
+//    statements, and no require or module.exports).
 // 2. Its `xstate` and `zod` imports resolve to the module's own install when it has one, and
 //    otherwise to Spool's, so a machine file needs no `npm install` of its own (and shares
 //    Spool's XState instance).
 //
 // Files under node_modules and `.cts` files are left as they are.
+
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 
 const SPOOL_PACKAGE = new URL('../../package.json', import.meta.url).href;
 const SPOOL_ROOT = new URL('../../', import.meta.url).href;
@@ -25,8 +29,19 @@ export async function resolve(specifier, context, nextResolve) {
     throw error;
   }
   const { url } = resolved;
-  if (url.startsWith('file:') && /\.tsx?$/.test(url) && !url.includes('/node_modules/') && resolved.format !== 'module') {
-    return { ...resolved, format: 'module' };
-  }
+  if (!url.startsWith('file:') || url.includes('/node_modules/') || resolved.format === 'module') return resolved;
+  if (/\.tsx?$/.test(url) || (url.endsWith('.js') && writtenAsEsm(url))) return { ...resolved, format: 'module' };
   return resolved;
+}
+
+const ESM_STATEMENT = /^\s*(import|export)[\s{*]/m;
+const CJS_MARK = /\brequire\s*\(|\bmodule\.exports\b|^\s*exports\./m;
+
+function writtenAsEsm(url) {
+  try {
+    const source = readFileSync(fileURLToPath(url), 'utf8');
+    return ESM_STATEMENT.test(source) && !CJS_MARK.test(source);
+  } catch {
+    return false;
+  }
 }
