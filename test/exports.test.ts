@@ -1,0 +1,27 @@
+/**
+ * The package's entry points, imported by name as a user's code imports them (a child process
+ * under tsx, resolving `spool/...` through package.json `exports`).
+ */
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+describe('package entry points', () => {
+  it('spool, spool/sqlite, spool/memory, spool/testing and spool/machines export what the README names', () => {
+    const script = `
+      const names = {};
+      for (const entry of ['spool', 'spool/sqlite', 'spool/memory', 'spool/testing', 'spool/machines']) names[entry] = Object.keys(await import(entry)).sort();
+      console.log(JSON.stringify(names));`;
+    const env = { ...process.env };
+    delete env['NODE_OPTIONS'];
+    const out = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: ROOT, env, encoding: 'utf8' });
+    const names = JSON.parse(out) as Record<string, string[]>;
+    expect(names['spool']).toEqual(expect.arrayContaining(['createRuntime', 'runWorker', 'Runtime', 'SpoolError']));
+    expect(names['spool/sqlite']).toContain('SqliteStore');
+    expect(names['spool/memory']).toContain('MemoryStore');
+    expect(names['spool/testing']).toEqual(expect.arrayContaining(['VirtualClock', 'runPathTests', 'collectPathTests']));
+    expect(names['spool/machines']).toEqual(expect.arrayContaining(['jobLifecycle', 'exportJob', 'approvalFlow', 'retryingJob', 'pathTests']));
+  });
+});
