@@ -141,16 +141,24 @@ describe('group commit', () => {
     }
   });
 
-  it("claims of one pump round share a transaction, and so do outcomes of attempts that end together", async () => {
+  it("claims of one pump round share a transaction, and so do outcomes of attempts that end together, each with the transition it causes", async () => {
     const path = resources.dbPath();
     const inner = await resources.sqlite(path);
+    // An outcome is recorded on its own (`finishes`) or with the transition it causes (a commit's `finish`).
     const calls: { claims: number; finishes: number }[] = [];
+    const outcomes = (commits: readonly TransitionCommit[] = []) => commits.filter((c) => c.finish !== undefined).length;
     const store = new Proxy(inner, {
       get(target, prop, receiver) {
         if (prop === 'writeBatch') {
           return (batch: WriteBatch) => {
-            calls.push({ claims: batch.claims?.length ?? 0, finishes: batch.finishes?.length ?? 0 });
+            calls.push({ claims: batch.claims?.length ?? 0, finishes: (batch.finishes?.length ?? 0) + outcomes(batch.commits) });
             return target.writeBatch(batch);
+          };
+        }
+        if (prop === 'commit') {
+          return (commits: readonly TransitionCommit[]) => {
+            calls.push({ claims: 0, finishes: outcomes(commits) });
+            return target.commit(commits);
           };
         }
         const value = Reflect.get(target, prop, receiver) as unknown;
@@ -176,6 +184,8 @@ describe('group commit', () => {
     const raw = resources.raw(path, { readonly: true });
     expect(raw.prepare("SELECT count(*) FROM effect_attempts WHERE outcome = 'succeeded'").pluck().get()).toBe(24);
     expect(raw.prepare("SELECT count(*) FROM effect_attempts WHERE outcome <> 'succeeded'").pluck().get()).toBe(0);
+    // Nothing waited before them: each outcome was recorded in the commit that applied it, its event settled there.
+    expect(raw.prepare("SELECT count(*) FROM inbox WHERE source_kind = 'effect' AND status = 'applied' AND revision = 2").pluck().get()).toBe(24);
     raw.close();
   });
 });

@@ -536,6 +536,37 @@ function effectsContract(name: string, factory: StoreFactory): void {
         expect(await store.getEffect(b!.id)).toMatchObject({ status: 'running', token: null });
       });
 
+      it('a commit with finish records the attempt and applies its outcome event in one transaction; a stale attempt, a lost lease or a waiting event writes nothing', async () => {
+        const [e] = await createEffects('upload');
+        const c = await store.claimEffect(e!.id, 'w1', T0 + 100, T0 + 1000);
+        const fence = c!.leaseFence;
+        const event = outcomeEvent(e!, 1);
+        const outcome = (o: { attempt?: number; fence?: number } = {}): TransitionCommit =>
+          commitOf('A', 2, {
+            event: { accept: event, status: 'applied', error: null, payload: event.payload },
+            finish: { id: e!.id, attempt: o.attempt ?? 1, result: succeeded(e!, o.attempt ?? 1, { url: 'u' }), at: T0 + 150, lease: { runner: 'w1', fence: o.fence ?? fence } },
+            lease: { runner: 'w1', fence, now: T0 + 150, until: null },
+          });
+        const before = await dumpJob(store, 'A');
+        // Not the current attempt, or under a fence the runner no longer holds: nothing at all.
+        expect(await store.commit([outcome({ attempt: 2 })])).toEqual([{ ok: false, reason: 'outcome-not-current' }]);
+        expect(await store.commit([outcome({ fence: fence + 1 })])).toEqual([{ ok: false, reason: 'outcome-not-current' }]);
+        expect(await dumpJob(store, 'A')).toEqual(before);
+        // An event waiting in the inbox comes first: a conflict, nothing written.
+        const waiting = await store.acceptEvent({ ...outcomeEvent(e!, 1, 'done', '-earlier'), type: 'EARLIER' });
+        const queued = await dumpJob(store, 'A');
+        expect(await store.commit([outcome()])).toEqual([{ ok: false, reason: 'conflict', currentRevision: 2 }]);
+        expect(await dumpJob(store, 'A')).toEqual(queued);
+        await store.rejectEvent(waiting.event.seq!, BOOM, T0 + 120);
+        // The attempt ends, the effect settles, the job moves and the event is recorded applied, together.
+        expect(await store.commit([outcome()])).toEqual([{ ok: true, revision: 3, fence }]);
+        expect(await store.getEffect(e!.id)).toMatchObject({ status: 'succeeded', output: { url: 'u' }, claimedBy: null });
+        expect((await store.listAttempts('A')).map((a) => [a.attempt, a.outcome, a.endedAt])).toEqual([[1, 'succeeded', T0 + 150]]);
+        expect((await store.getJob('A'))?.revision).toBe(3);
+        expect((await store.listEvents('A')).find((x) => x.eventId === event.eventId)).toMatchObject({ status: 'applied', revision: 3, source: 'effect', sourceId: e!.id, attempt: 1 });
+        expect((await store.getJob('A'))?.lease).toBeNull();
+      });
+
       it('writeBatch: attempt outcomes and claims in one call, each on its own: a refused one leaves the others written', async () => {
         const [a, b, c, d] = await createEffects('a', 'b', 'c', 'd');
         for (const e of [a, b, c]) await claimed(e!);

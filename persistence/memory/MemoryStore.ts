@@ -358,7 +358,8 @@ export class MemoryStore implements JobStore {
     return this.#tx(() => this.#finish({ id, attempt, result, at, lease }));
   }
 
-  #finish(f: AttemptFinish): FinishStatus {
+  /** `finishAttempt` inside a transaction; `acceptEvent` false: the caller accepts the outcome event itself (a commit's `finish`). */
+  #finish(f: AttemptFinish, acceptEvent = true): FinishStatus {
     const { id, attempt, result, at, lease } = f;
     const effect = this.#effects.get(id);
     const job = effect ? this.#jobs.get(effect.jobId) : undefined;
@@ -383,7 +384,7 @@ export class MemoryStore implements JobStore {
     }
     this.#endAttempt(id, attempt, current ? result.kind : 'stale', at, result.kind === 'failed' ? result.error : null);
     const event = result.kind === 'waiting' ? null : result.event;
-    if (event) this.#acceptPending(event);
+    if (event && acceptEvent) this.#acceptPending(event);
     return current ? 'current' : 'stale';
   }
 
@@ -761,6 +762,8 @@ export class MemoryStore implements JobStore {
 
   /** The SQLite store's `applyCommit`, step for step and in the same order. Runs inside its own savepoint. */
   #applyCommit(c: TransitionCommit): CommitResult {
+    // The attempt whose outcome this is, recorded first; its event is accepted below, applied.
+    if (c.finish && this.#finish(c.finish, false) !== 'current') throw new Abort({ ok: false, reason: 'outcome-not-current' });
     const job = this.#jobs.get(c.jobId);
     // A commit that settles an event is refused (a conflict) while the job is suspended.
     if (!job || job.revision !== c.expectedRevision || (c.event !== undefined && job.suspendedAt !== null)) {

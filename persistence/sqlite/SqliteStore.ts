@@ -1012,6 +1012,8 @@ function prepare(db: Database.Database) {
 }
 
 function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): CommitResult {
+  // The attempt whose outcome this is, recorded first; its event is accepted below, applied.
+  if (c.finish && finishIn(s, c.finish, false) !== 'current') throw new Abort({ ok: false, reason: 'outcome-not-current' });
   const revision = c.expectedRevision + 1;
   const e = c.event;
   const inline = e?.accept !== undefined && isExternal(e.accept);
@@ -1198,8 +1200,8 @@ function claimIn(s: ReturnType<typeof prepare>, c: EffectClaim): ClaimedEffect |
   return { ...toEffectRecord(row), leaseFence: lease.lease_fence };
 }
 
-/** `finishAttempt` inside a transaction. */
-function finishIn(s: ReturnType<typeof prepare>, f: AttemptFinish): FinishStatus {
+/** `finishAttempt` inside a transaction; `acceptEvent` false: the caller accepts the outcome event itself (a commit's `finish`). */
+function finishIn(s: ReturnType<typeof prepare>, f: AttemptFinish, acceptEvent = true): FinishStatus {
   const { id, attempt, result, at, lease } = f;
   if (lease) {
     const effect = s.effectClaimState.get(id) as Row | undefined;
@@ -1227,7 +1229,7 @@ function finishIn(s: ReturnType<typeof prepare>, f: AttemptFinish): FinishStatus
   const error = result.kind === 'failed' ? JSON.stringify(result.error) : null;
   s.endAttempt.run(current ? result.kind : 'stale', at, error, id, attempt);
   const event = result.kind === 'waiting' ? null : result.event;
-  if (event) acceptPending(s, event);
+  if (event && acceptEvent) acceptPending(s, event);
   return current ? 'current' : 'stale';
 }
 

@@ -111,7 +111,7 @@ export async function main(args: readonly string[], io: CliIO = processIO): Prom
 function buildProgram(io: CliIO, setExitCode: (code: number) => void): Command {
   const program = new Command('spool')
     .description('Durable XState jobs on SQLite: start jobs, send them events, inspect their history.')
-    .version(readVersion(), '-V, --version')
+    .version(readVersion(), '--version')
     .option('--db <file>', 'SQLite database file', './spool.db')
     .option('--machines <module>', 'a .ts or .js module exporting your machines (default: the bundled machines/index.ts)')
     .option('--json', 'print one JSON document on stdout (errors: one JSON object on stderr)')

@@ -246,6 +246,13 @@ export interface TransitionCommit {
   /** The lease this commit is made under (see {@link LeaseClaim}); absent only in store tests and tools. */
   lease?: LeaseClaim;
   /**
+   * The attempt this commit's event (`event.accept`, the attempt's outcome event) ends: recorded
+   * first in the same transaction, as `finishAttempt` records it, and its event is then applied
+   * here rather than queued. When the attempt is no longer the effect's current one, or the job's
+   * lease is no longer the attempt's, nothing is written: `outcome-not-current`.
+   */
+  finish?: AttemptFinish;
+  /**
    * The inbox event this commit settles: a pending one (`seq`, which must still be pending), or
    * a new one (`accept`) recorded and settled in the same transaction (the inline fast path),
    * which is refused as a conflict while the job has pending events (they come first).
@@ -266,6 +273,8 @@ export type CommitResult =
   | { ok: false; reason: 'leased'; owner: string; until: number }
   | { ok: false; reason: 'event-settled' }
   | { ok: false; reason: 'duplicate-event' }
+  /** The commit's `finish` is not the current attempt (stale, or the lease moved on): nothing was written. */
+  | { ok: false; reason: 'outcome-not-current' }
   | { ok: false; reason: 'error'; error: ErrorInfo };
 
 export type EffectStatus = 'pending' | 'running' | 'waiting' | 'backoff' | 'succeeded' | 'failed' | 'cancelled';

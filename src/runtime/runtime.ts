@@ -350,6 +350,8 @@ export class Runtime {
   readonly #leases = new Map<string, number>();
   /** Attempts claimed here whose outcome is not recorded yet, by effect id (their job ids): their leases are kept. */
   readonly #attempting = new Map<string, string>();
+  /** Attempts whose outcome is being committed with the transition it causes: that commit does not keep the lease for them. */
+  readonly #finishing = new Set<string>();
   #heartbeatTimer: ReturnType<typeof setInterval> | undefined;
   /** The clock time of the last heartbeat. */
   #lastHeartbeatAt = -Infinity;
@@ -1705,7 +1707,7 @@ export class Runtime {
     }
     const stale = await this.#staleReason(event);
     const result = await this.#applyEvent(loaded, event.payload, { seq: event.seq, eventId: event.eventId }, stale, event.source === 'timer' ? event.sourceId : null);
-    return typeof result === 'object' ? 'ok' : result;
+    return typeof result === 'object' ? 'ok' : result === 'outcome-not-current' ? 'conflict' : result;
   }
 
   /** Why an outcome or timer event no longer belongs to the current state, or null if it does. */
@@ -1727,10 +1729,10 @@ export class Runtime {
   async #applyEvent(
     loaded: Extract<Loaded, { kind: 'ready' }>,
     payload: JsonValue,
-    source: { accept: NewInboxEvent } | { seq: number; eventId: string },
+    source: { accept: NewInboxEvent; finish?: AttemptFinish } | { seq: number; eventId: string },
     stale: string | null = null,
     timerId: string | null = null,
-  ): Promise<Applied | 'conflict' | 'duplicate' | 'leased' | 'refused'> {
+  ): Promise<Applied | 'conflict' | 'duplicate' | 'leased' | 'refused' | 'outcome-not-current'> {
     const { record, def, snapshot } = loaded;
     const event = payload as { type: string };
     const eventId = 'accept' in source ? source.accept.eventId : source.eventId;
@@ -1805,6 +1807,7 @@ export class Runtime {
       plan,
       status === 'applied' && timerId !== null ? timerId : undefined,
       relations,
+      'accept' in source ? source.finish : undefined,
     );
     if (typeof result !== 'object') return result;
     crashPoint('after-commit');
@@ -1979,7 +1982,8 @@ export class Runtime {
     plan?: ActionPlan,
     consumedTimer?: string,
     relations?: Relations,
-  ): Promise<{ record: JobRecord } | 'conflict' | 'duplicate' | 'leased' | 'refused'> {
+    finish?: AttemptFinish,
+  ): Promise<{ record: JobRecord } | 'conflict' | 'duplicate' | 'leased' | 'refused' | 'outcome-not-current'> {
     const now = transitionDraft.at;
     const context = toJson(next.context);
     // Progress follows context.progress when the machine changes it; activities may set it in between.
@@ -2010,6 +2014,7 @@ export class Runtime {
       ...(relations?.settleParent ? { settleParent: relations.settleParent } : {}),
       ...(consumedTimer !== undefined ? { consumedTimer } : {}),
       lease: this.#leaseFor(record.id, next.status === 'active' && this.#holdsWork(record.id, plan), now),
+      ...(finish ? { finish } : {}),
     };
     const result = await this.#submit(commit);
     if (!result) throw new RevisionConflictError(`The store returned no result for job ${record.id}.`);
@@ -2026,6 +2031,7 @@ export class Runtime {
       }
       if (result.reason === 'conflict' || result.reason === 'event-settled') return 'conflict';
       if (result.reason === 'duplicate-event') return 'duplicate';
+      if (result.reason === 'outcome-not-current') return 'outcome-not-current';
       // The store refused the rows themselves (a damaged job: its history disagrees with its
       // revision…): hold this job back with the reason, and let every other job carry on.
       const reason = `${STORE_REFUSED}${result.error.message}`;
@@ -2061,7 +2067,7 @@ export class Runtime {
   /** Whether this runtime keeps the job's lease after a commit: its activities run (or are about to run) here. */
   #holdsWork(jobId: string, plan: ActionPlan | undefined): boolean {
     if (this.#runEffects && plan?.effects.create.length) return true;
-    for (const id of this.#attempting.values()) if (id === jobId) return true;
+    for (const [effectId, id] of this.#attempting) if (id === jobId && !this.#finishing.has(effectId)) return true;
     return false;
   }
 
@@ -2305,7 +2311,7 @@ export class Runtime {
     }
     if (outcome.ok) {
       const event = { ...outcomeEvent(effect, attempt, { output: output ?? null }), at: now };
-      status = await this.#submitFinish({ id: effect.id, attempt, result: { kind: 'succeeded', output: output ?? null, event }, at: now, lease: this.#attemptLease(effect.jobId) });
+      status = await this.#finishApplying({ id: effect.id, attempt, result: { kind: 'succeeded', output: output ?? null, event }, at: now, lease: this.#attemptLease(effect.jobId) }, effect.jobId, event);
       reported = 'succeeded';
     } else {
       const { info, terminal, retryAfterMs } = classify(outcome.error);
@@ -2319,7 +2325,7 @@ export class Runtime {
       } else {
         const error: ErrorInfo = terminal ? errorInfo : { ...errorInfo, code: errorInfo.code ?? 'SPOOL_RETRIES_EXHAUSTED' };
         const event = { ...outcomeEvent(effect, attempt, { error: { ...error, attempts: attempt } }), at: now };
-        status = await this.#submitFinish({ id: effect.id, attempt, result: { kind: 'failed', error, retryAt: null, event }, at: now, lease: this.#attemptLease(effect.jobId) });
+        status = await this.#finishApplying({ id: effect.id, attempt, result: { kind: 'failed', error, retryAt: null, event }, at: now, lease: this.#attemptLease(effect.jobId) }, effect.jobId, event);
         reported = 'failed';
       }
     }
@@ -2333,6 +2339,37 @@ export class Runtime {
     if (reported === 'retrying') this.#emit({ type: 'timers.scheduled', jobId: effect.jobId, dueAt: [] });
     await this.#releaseIdle(effect.jobId);
     this.#track(this.#pumpEffects());
+  }
+
+  /**
+   * Record an attempt's outcome that goes to the machine as `event`. When this runtime applies
+   * events and nothing waits before it in the job's inbox, the outcome is recorded in the commit
+   * that applies its event (the store writes the attempt's end first, and nothing at all if the
+   * attempt is no longer current): one write, no queued inbox row. Otherwise, or when that commit
+   * is refused, it is recorded on its own (group-committed) and applied in inbox order.
+   */
+  async #finishApplying(finish: AttemptFinish, jobId: string, event: NewInboxEvent): Promise<FinishStatus> {
+    if (this.#process && !this.#closing) {
+      const effectId = finish.id;
+      // The commit decides the job's lease as if the attempt were over (released if nothing else
+      // runs here); until it is durable the heartbeat still counts the attempt and keeps the lease.
+      this.#finishing.add(effectId);
+      const applied = await this.#unit(() =>
+        this.#withLock(jobId, async () => {
+          const loaded = await this.#load(jobId);
+          if (loaded?.kind !== 'ready' || loaded.record.suspendedAt !== null) return false;
+          if ((await this.store.pendingEvents(jobId, 1)).length > 0) return false; // those come first
+          return typeof (await this.#applyEvent(loaded, event.payload, { accept: event, finish })) === 'object';
+        }),
+      )
+        .catch((error: unknown) => {
+          this.#logEntry('warn', 'outcome not applied with its commit; recorded on its own', { jobId, effectId, error: toErrorInfo(error) });
+          return false;
+        })
+        .finally(() => this.#finishing.delete(effectId));
+      if (applied) return 'current';
+    }
+    return this.#submitFinish(finish);
   }
 
   /** Release the lease of a job nothing here works on any more (an outcome that led to no commit: a retry, a stale result). */

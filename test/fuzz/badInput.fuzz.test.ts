@@ -371,7 +371,8 @@ describe('the CLI with malformed JSON', () => {
         const before = dumpDatabase(cliRaw);
         let stdout = '';
         let stderr = '';
-        const args = asInput ? ['start', 'job-lifecycle', '--input', text] : ['send', 'cli-job', text];
+        // `--` ends the options, as for any command line: text such as "-h" is then the event, not a flag.
+        const args = asInput ? ['start', 'job-lifecycle', '--input', text] : ['send', 'cli-job', '--', text];
         const code = await main(['--db', path, '--machines', MACHINES, ...args], { stdout: (t) => (stdout += t), stderr: (t) => (stderr += t), cwd: res.tempDir() });
         expect({ code, stdout }).toEqual({ code: 1, stdout: '' });
         expect(stderr).toMatch(/^spool: SPOOL_[A-Z_]+: [^\n]+\n$/);
