@@ -530,7 +530,7 @@ export async function workersSection(ctx: SectionContext) {
     ]),
   );
   console.log(`  raw limit: ${jobs} single-process BEGIN IMMEDIATE transactions at FULL, one versioned UPDATE + one INSERT each (one commit per job);`);
-  console.log(`  a Spool job finished by a worker takes more than one commit (claim the activity, then its completion and the transition to done), so the ratio is not like-for-like.`);
+  console.log(`  a Spool job finished by a worker takes more than one commit (claim the activity, then its outcome with the transition to done, each group-committed with other jobs' writes), so the ratio is not like-for-like.`);
   console.log(`  "from ready" excludes node + tsx start-up and open; jobs some child finished before the last was ready count too (an upper bound).`);
   const load = hostLoad(load0);
   printLoadNote(load);

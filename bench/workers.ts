@@ -13,8 +13,9 @@
  *
  * The raw limit: the same number of single-process transactions at FULL by better-sqlite3, one
  * BEGIN IMMEDIATE per job holding a versioned UPDATE of a job row plus one transition INSERT. It is
- * one commit per job; a Spool job done by a worker takes several (activity claim, completion +
- * the transition to `done`), so the ratio is an upper-bound comparison, not like-for-like.
+ * one commit per job; a Spool job done by a worker takes two writes (the activity's claim, then
+ * its outcome with the transition to `done`; each shares a transaction with other jobs' writes),
+ * so the ratio is an upper-bound comparison, not like-for-like.
  */
 import Database from 'better-sqlite3';
 import { spawn, type ChildProcess } from 'node:child_process';
