@@ -202,10 +202,8 @@ export class SqliteStore implements JobStore {
     if (creates.length + finishes.length + claims.length === 0) return { creates: [], commits: await this.commit(commits), finishes: [], claims: [] };
     // One new job alone (a lone start): no savepoint, as a failure rolls the whole transaction back.
     if (creates.length === 1 && commits.length + finishes.length + claims.length === 0) {
-      return { creates: [await this.createJob(creates[0]!).then(
-        (result) => ({ ok: true, result }) as const,
-        (error: unknown) => ({ ok: false, error }) as const,
-      )], commits: [], finishes: [], claims: [] };
+      const job = creates[0]!;
+      return { creates: [outcome(() => this.#write(() => createIn(this.#stmts, job)))], commits: [], finishes: [], claims: [] };
     }
     // Each write in its own savepoint: a refused one rolls back alone.
     return this.#write(() => ({
