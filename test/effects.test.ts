@@ -247,6 +247,24 @@ describe('idempotency key, attempt numbers and the abort signal', () => {
 });
 
 describe('an outcome applies once; late and superseded outcomes are stale', () => {
+  it('with nothing waiting, an outcome is recorded in the commit that applies it, and its end is told before that transition', async () => {
+    const { runtime, store, seen } = await open();
+    workHooks.work = async () => ({ fine: true });
+    const jobId = await startWorking(runtime);
+    await runtime.idle();
+    const finished = seen.findIndex((e) => e.type === 'activity.finished' && e.jobId === jobId);
+    const applied = seen.findIndex((e) => e.type === 'job.committed' && e.job.id === jobId && e.transition.eventType === 'xstate.done.actor.work');
+    expect(finished).toBeGreaterThanOrEqual(0);
+    expect(applied).toBeGreaterThan(finished);
+    const details = await runtime.details(jobId);
+    expect(details.job).toMatchObject({ value: 'review', revision: 3, context: { output: { fine: true } } });
+    // One commit: the attempt ended and the event was applied at revision 3, never left pending.
+    expect(details.events.find((e) => e.type === 'xstate.done.actor.work')).toMatchObject({ status: 'applied', revision: 3, source: 'effect', attempt: 1 });
+    expect(summary(details.attempts)).toEqual([{ attempt: 1, outcome: 'succeeded', error: null }]);
+    const row = store.db.prepare("SELECT accepted_at, processed_at FROM inbox WHERE source_kind = 'effect'").get() as { accepted_at: number; processed_at: number };
+    expect(row.processed_at).toBe(row.accepted_at);
+  });
+
   /** Two live runtimes on one file: A runs attempt 1, B takes over after A's claim expires. */
   async function supersede(): Promise<{ a: Opened; b: Opened; jobId: string; attempt1: ReturnType<typeof gate<unknown>>; attempt2: ReturnType<typeof gate<unknown>> }> {
     const a = await open();

@@ -1729,7 +1729,7 @@ export class Runtime {
   async #applyEvent(
     loaded: Extract<Loaded, { kind: 'ready' }>,
     payload: JsonValue,
-    source: { accept: NewInboxEvent; finish?: AttemptFinish } | { seq: number; eventId: string },
+    source: { accept: NewInboxEvent; outcome?: OutcomeInCommit } | { seq: number; eventId: string },
     stale: string | null = null,
     timerId: string | null = null,
   ): Promise<Applied | 'conflict' | 'duplicate' | 'leased' | 'refused' | 'outcome-not-current'> {
@@ -1807,7 +1807,7 @@ export class Runtime {
       plan,
       status === 'applied' && timerId !== null ? timerId : undefined,
       relations,
-      'accept' in source ? source.finish : undefined,
+      'accept' in source ? source.outcome : undefined,
     );
     if (typeof result !== 'object') return result;
     crashPoint('after-commit');
@@ -1982,7 +1982,7 @@ export class Runtime {
     plan?: ActionPlan,
     consumedTimer?: string,
     relations?: Relations,
-    finish?: AttemptFinish,
+    outcome?: OutcomeInCommit,
   ): Promise<{ record: JobRecord } | 'conflict' | 'duplicate' | 'leased' | 'refused' | 'outcome-not-current'> {
     const now = transitionDraft.at;
     const context = toJson(next.context);
@@ -2014,7 +2014,7 @@ export class Runtime {
       ...(relations?.settleParent ? { settleParent: relations.settleParent } : {}),
       ...(consumedTimer !== undefined ? { consumedTimer } : {}),
       lease: this.#leaseFor(record.id, next.status === 'active' && this.#holdsWork(record.id, plan), now),
-      ...(finish ? { finish } : {}),
+      ...(outcome ? { finish: outcome.finish } : {}),
     };
     const result = await this.#submit(commit);
     if (!result) throw new RevisionConflictError(`The store returned no result for job ${record.id}.`);
@@ -2052,6 +2052,8 @@ export class Runtime {
       progress: commit.job.progress === undefined ? record.progress : commit.job.progress,
       updatedAt: now,
     };
+    // The attempt's end is told before the transition it caused, as when it is recorded on its own.
+    outcome?.recorded();
     // The job view and the event are built only for someone listening (the hot path has no one).
     if (this.#listeners.size > 0) {
       const job = toJob(updated, def);
@@ -2302,6 +2304,15 @@ export class Runtime {
     let reported: 'succeeded' | 'failed' | 'retrying' | 'stale';
     let errorInfo: ErrorInfo | undefined;
     let output: JsonValue | undefined;
+    // Told once: by the commit that records the outcome with its transition (before that
+    // transition's own event), or below once the outcome is recorded on its own.
+    let told = false;
+    const tell = (result: typeof reported) => {
+      if (told) return;
+      told = true;
+      this.#emit({ type: 'activity.finished', jobId: effect.jobId, effectId: effect.id, attempt, outcome: result, ...(errorInfo ? { error: errorInfo } : {}) });
+      this.#logEntry(result === 'succeeded' ? 'info' : 'warn', `activity ${result}`, { jobId: effect.jobId, effectId: effect.id, attempt, ...(errorInfo ? { error: errorInfo } : {}) });
+    };
     if (outcome.ok) {
       try {
         output = toJson(outcome.value === undefined ? null : outcome.value);
@@ -2311,7 +2322,8 @@ export class Runtime {
     }
     if (outcome.ok) {
       const event = { ...outcomeEvent(effect, attempt, { output: output ?? null }), at: now };
-      status = await this.#finishApplying({ id: effect.id, attempt, result: { kind: 'succeeded', output: output ?? null, event }, at: now, lease: this.#attemptLease(effect.jobId) }, effect.jobId, event);
+      const finish: AttemptFinish = { id: effect.id, attempt, result: { kind: 'succeeded', output: output ?? null, event }, at: now, lease: this.#attemptLease(effect.jobId) };
+      status = await this.#finishApplying(finish, effect.jobId, event, () => tell('succeeded'));
       reported = 'succeeded';
     } else {
       const { info, terminal, retryAfterMs } = classify(outcome.error);
@@ -2325,7 +2337,8 @@ export class Runtime {
       } else {
         const error: ErrorInfo = terminal ? errorInfo : { ...errorInfo, code: errorInfo.code ?? 'SPOOL_RETRIES_EXHAUSTED' };
         const event = { ...outcomeEvent(effect, attempt, { error: { ...error, attempts: attempt } }), at: now };
-        status = await this.#finishApplying({ id: effect.id, attempt, result: { kind: 'failed', error, retryAt: null, event }, at: now, lease: this.#attemptLease(effect.jobId) }, effect.jobId, event);
+        const finish: AttemptFinish = { id: effect.id, attempt, result: { kind: 'failed', error, retryAt: null, event }, at: now, lease: this.#attemptLease(effect.jobId) };
+        status = await this.#finishApplying(finish, effect.jobId, event, () => tell('failed'));
         reported = 'failed';
       }
     }
@@ -2333,8 +2346,7 @@ export class Runtime {
     crashPoint('after-outcome');
     if (status !== 'current') reported = 'stale';
     if (status === 'lease-lost') this.#leaseLost(effect.jobId, this.#leases.get(effect.jobId) ?? -1);
-    this.#emit({ type: 'activity.finished', jobId: effect.jobId, effectId: effect.id, attempt, outcome: reported, ...(errorInfo ? { error: errorInfo } : {}) });
-    this.#logEntry(reported === 'succeeded' ? 'info' : 'warn', `activity ${reported}`, { jobId: effect.jobId, effectId: effect.id, attempt, ...(errorInfo ? { error: errorInfo } : {}) });
+    tell(reported);
     if (this.#process && reported !== 'retrying') await this.#unit(() => this.#drain(effect.jobId));
     if (reported === 'retrying') this.#emit({ type: 'timers.scheduled', jobId: effect.jobId, dueAt: [] });
     await this.#releaseIdle(effect.jobId);
@@ -2348,26 +2360,35 @@ export class Runtime {
    * attempt is no longer current): one write, no queued inbox row. Otherwise, or when that commit
    * is refused, it is recorded on its own (group-committed) and applied in inbox order.
    */
-  async #finishApplying(finish: AttemptFinish, jobId: string, event: NewInboxEvent): Promise<FinishStatus> {
+  async #finishApplying(finish: AttemptFinish, jobId: string, event: NewInboxEvent, recorded: () => void): Promise<FinishStatus> {
     if (this.#process && !this.#closing) {
       const effectId = finish.id;
       // The commit decides the job's lease as if the attempt were over (released if nothing else
       // runs here); until it is durable the heartbeat still counts the attempt and keeps the lease.
       this.#finishing.add(effectId);
-      const applied = await this.#unit(() =>
+      // Set once the commit holding the outcome is durable: whatever happens after, it is recorded.
+      let committed = false;
+      const outcome = {
+        finish,
+        recorded: () => {
+          committed = true;
+          recorded();
+        },
+      };
+      await this.#unit(() =>
         this.#withLock(jobId, async () => {
           const loaded = await this.#load(jobId);
-          if (loaded?.kind !== 'ready' || loaded.record.suspendedAt !== null) return false;
-          if ((await this.store.pendingEvents(jobId, 1)).length > 0) return false; // those come first
-          return typeof (await this.#applyEvent(loaded, event.payload, { accept: event, finish })) === 'object';
+          if (loaded?.kind !== 'ready' || loaded.record.suspendedAt !== null) return;
+          if ((await this.store.pendingEvents(jobId, 1)).length > 0) return; // those come first
+          await this.#applyEvent(loaded, event.payload, { accept: event, outcome });
         }),
       )
         .catch((error: unknown) => {
-          this.#logEntry('warn', 'outcome not applied with its commit; recorded on its own', { jobId, effectId, error: toErrorInfo(error) });
-          return false;
+          if (committed) this.#logEntry('error', 'failed after the commit that recorded an outcome', { jobId, effectId, error: toErrorInfo(error) });
+          else this.#logEntry('warn', 'outcome not applied with its commit; recorded on its own', { jobId, effectId, error: toErrorInfo(error) });
         })
         .finally(() => this.#finishing.delete(effectId));
-      if (applied) return 'current';
+      if (committed) return 'current';
     }
     return this.#submitFinish(finish);
   }
@@ -2481,6 +2502,12 @@ function toJob(record: JobRecord, def?: RegisteredMachine): Job {
     createdAt: record.createdAt,
     updatedAt: record.updatedAt,
   };
+}
+
+/** An attempt's outcome recorded in the commit that applies its event; `recorded` runs once that commit is durable. */
+interface OutcomeInCommit {
+  finish: AttemptFinish;
+  recorded: () => void;
 }
 
 /** A caller waiting for its write's result. */
