@@ -9,7 +9,6 @@ import type {
   ClaimedEffect,
   EffectClaim,
   FinishStatus,
-  Outcome,
   WriteBatch,
   WriteBatchResult,
   EffectRecord,
@@ -40,7 +39,7 @@ import type {
   LeaseClaim,
   TransitionRecord,
 } from '../../src/ports/store.ts';
-import { inlineDraft, isExternal } from '../../src/ports/store.ts';
+import { inlineDraft, isExternal, outcomeOf } from '../../src/ports/store.ts';
 import { ClosedError } from '../../src/runtime/errors.ts';
 import { MemorySchedules } from './schedules.ts';
 
@@ -125,13 +124,7 @@ export class MemoryStore implements JobStore {
     this.#open();
     const { creates = [], commits = [], finishes = [], claims = [] } = batch;
     // Each write in its own nested transaction: a refused one rolls back alone.
-    const each = <T>(write: () => T): Outcome<T> => {
-      try {
-        return { ok: true, result: this.#tx(write) };
-      } catch (error) {
-        return { ok: false, error };
-      }
-    };
+    const each = <T>(write: () => T) => outcomeOf(() => this.#tx(write));
     return this.#tx(() => ({
       creates: creates.map((job) => each(() => this.#create(job))),
       commits: commits.map((c) => this.#commitOne(c)),

@@ -15,7 +15,6 @@ import type {
   ClaimedEffect,
   EffectClaim,
   FinishStatus,
-  Outcome,
   WriteBatch,
   WriteBatchResult,
   ErrorInfo,
@@ -40,7 +39,7 @@ import type {
   TransitionRecord,
   LeaseClaim,
 } from '../../src/ports/store.ts';
-import { inlineDraft, isExternal } from '../../src/ports/store.ts';
+import { inlineDraft, isExternal, outcomeOf } from '../../src/ports/store.ts';
 import { systemClock, type Clock } from '../../src/ports/clock.ts';
 import { SchemaTooNewError, CorruptRecordError, SpoolError } from '../../src/runtime/errors.ts';
 import { SqliteSchedules } from './schedules.ts';
@@ -99,14 +98,6 @@ class LeaseHeld {}
 function failure(error: unknown): CommitResult {
   if (error instanceof Abort) return error.result;
   return { ok: false, reason: 'error', error: { name: (error as Error).name, message: (error as Error).message } };
-}
-
-function outcome<T>(write: () => T): Outcome<T> {
-  try {
-    return { ok: true, result: write() };
-  } catch (error) {
-    return { ok: false, error };
-  }
 }
 
 /** A claim while another live runner holds the job's lease claims nothing (its writes rolled back). */
@@ -203,11 +194,11 @@ export class SqliteStore implements JobStore {
     // One new job alone (a lone start): no savepoint, as a failure rolls the whole transaction back.
     if (creates.length === 1 && commits.length + finishes.length + claims.length === 0) {
       const job = creates[0]!;
-      return { creates: [outcome(() => this.#write(() => createIn(this.#stmts, job)))], commits: [], finishes: [], claims: [] };
+      return { creates: [outcomeOf(() => this.#write(() => createIn(this.#stmts, job)))], commits: [], finishes: [], claims: [] };
     }
     // Each write in its own savepoint: a refused one rolls back alone.
     return this.#write(() => ({
-      creates: creates.map((job) => outcome(() => this.#createSavepoint(job))),
+      creates: creates.map((job) => outcomeOf(() => this.#createSavepoint(job))),
       commits: commits.map((c) => {
         try {
           return this.#savepoint(c);
@@ -215,8 +206,8 @@ export class SqliteStore implements JobStore {
           return failure(error);
         }
       }),
-      finishes: finishes.map((f) => outcome(() => this.#finishSavepoint(f))),
-      claims: claims.map((c) => outcome(() => unlessLeaseHeld(() => this.#claimSavepoint(c)))),
+      finishes: finishes.map((f) => outcomeOf(() => this.#finishSavepoint(f))),
+      claims: claims.map((c) => outcomeOf(() => unlessLeaseHeld(() => this.#claimSavepoint(c)))),
     }));
   }
 

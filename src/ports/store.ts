@@ -777,6 +777,15 @@ export function inlineDraft(t: TransitionCommit['transition'], e: NonNullable<Tr
   return { ...t, eventId: e.accept.eventId, eventType: e.accept.type, payload: e.payload };
 }
 
+/** One write of a batch, run: its result, or the error that refused it (for `WriteBatchResult`). */
+export function outcomeOf<T>(write: () => T): Outcome<T> {
+  try {
+    return { ok: true, result: write() };
+  } catch (error) {
+    return { ok: false, error };
+  }
+}
+
 /** An external event with no source: one that can be recorded by its history row alone. */
 export function isExternal(e: NewInboxEvent): boolean {
   return (e.source ?? 'external') === 'external' && (e.sourceId ?? null) === null && (e.attempt ?? null) === null;

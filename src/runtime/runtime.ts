@@ -1296,10 +1296,15 @@ export class Runtime {
     if (this.#closed) throw new ClosedError('This Spool runtime is closed; create a new one with createRuntime().');
   }
 
-  /** A job of this runtime's owner; `cached`: start from the record this runtime last committed or read (see JobStore.getJob). */
+  /** A job read from the record this runtime last committed or read of it, if any: only what moves without a commit is read then (see JobStore.getJob). */
+  #readKnown(jobId: string): Promise<JobRecord | undefined> {
+    return this.store.getJob(jobId, this.#snapshots.get(jobId)?.record);
+  }
+
+  /** A job of this runtime's owner; `cached`: read it with {@link #readKnown}. */
   async #visible(jobId: string, cached = false): Promise<JobRecord> {
     if (typeof jobId !== 'string' || jobId.length === 0) throw new ValidationError('A job id must be a non-empty string.');
-    const record = await this.store.getJob(jobId, cached ? this.#snapshots.get(jobId)?.record : undefined);
+    const record = await (cached ? this.#readKnown(jobId) : this.store.getJob(jobId));
     if (!record || record.owner !== this.#owner) throw new JobNotFoundError(jobId);
     return record;
   }
@@ -1555,8 +1560,7 @@ export class Runtime {
   /** Load a job ready to transition: migrated, hydrated, or held back with a visible reason. */
   async #load(jobId: string): Promise<Loaded | undefined> {
     for (let round = 0; round < 3; round += 1) {
-      // A job this runtime committed or read last: only what moves without a commit is read.
-      const record = await this.store.getJob(jobId, round === 0 ? this.#snapshots.get(jobId)?.record : undefined);
+      const record = await (round === 0 ? this.#readKnown(jobId) : this.store.getJob(jobId));
       if (!record) return undefined;
       if (TERMINAL.has(record.status)) return { kind: 'terminal', record };
       const ready = this.#readyFrom(record);
@@ -2220,7 +2224,7 @@ export class Runtime {
     if (!claimed) return false;
     this.#leases.set(claimed.jobId, claimed.leaseFence);
     crashPoint('after-claim');
-    const record = await this.store.getJob(claimed.jobId);
+    const record = await this.#readKnown(claimed.jobId);
     const def = record ? this.registry.get(record.machineId, record.machineVersion) : undefined;
     const controller = new AbortController();
     this.#running.set(claimed.id, { jobId: claimed.jobId, actorId: claimed.actorId, controller });
@@ -2322,8 +2326,7 @@ export class Runtime {
     }
     if (outcome.ok) {
       const event = { ...outcomeEvent(effect, attempt, { output: output ?? null }), at: now };
-      const finish: AttemptFinish = { id: effect.id, attempt, result: { kind: 'succeeded', output: output ?? null, event }, at: now, lease: this.#attemptLease(effect.jobId) };
-      status = await this.#finishApplying(finish, effect.jobId, event, () => tell('succeeded'));
+      status = await this.#finishApplying({ id: effect.id, attempt, result: { kind: 'succeeded', output: output ?? null, event }, at: now, lease: this.#attemptLease(effect.jobId) }, effect.jobId, () => tell('succeeded'));
       reported = 'succeeded';
     } else {
       const { info, terminal, retryAfterMs } = classify(outcome.error);
@@ -2337,8 +2340,7 @@ export class Runtime {
       } else {
         const error: ErrorInfo = terminal ? errorInfo : { ...errorInfo, code: errorInfo.code ?? 'SPOOL_RETRIES_EXHAUSTED' };
         const event = { ...outcomeEvent(effect, attempt, { error: { ...error, attempts: attempt } }), at: now };
-        const finish: AttemptFinish = { id: effect.id, attempt, result: { kind: 'failed', error, retryAt: null, event }, at: now, lease: this.#attemptLease(effect.jobId) };
-        status = await this.#finishApplying(finish, effect.jobId, event, () => tell('failed'));
+        status = await this.#finishApplying({ id: effect.id, attempt, result: { kind: 'failed', error, retryAt: null, event }, at: now, lease: this.#attemptLease(effect.jobId) }, effect.jobId, () => tell('failed'));
         reported = 'failed';
       }
     }
@@ -2354,13 +2356,14 @@ export class Runtime {
   }
 
   /**
-   * Record an attempt's outcome that goes to the machine as `event`. When this runtime applies
+   * Record an attempt's outcome that goes to the machine as its event. When this runtime applies
    * events and nothing waits before it in the job's inbox, the outcome is recorded in the commit
    * that applies its event (the store writes the attempt's end first, and nothing at all if the
    * attempt is no longer current): one write, no queued inbox row. Otherwise, or when that commit
    * is refused, it is recorded on its own (group-committed) and applied in inbox order.
    */
-  async #finishApplying(finish: AttemptFinish, jobId: string, event: NewInboxEvent, recorded: () => void): Promise<FinishStatus> {
+  async #finishApplying(finish: AttemptFinish & { result: { event: NewInboxEvent } }, jobId: string, recorded: () => void): Promise<FinishStatus> {
+    const event = finish.result.event;
     if (this.#process && !this.#closing) {
       const effectId = finish.id;
       // The commit decides the job's lease as if the attempt were over (released if nothing else
