@@ -970,7 +970,9 @@ function prepare(db: Database.Database) {
     fireTimer: db.prepare(`UPDATE timers SET status = 'fired' WHERE id = ? AND status = 'scheduled' AND ${NOT_SUSPENDED('timers.job_id')}`),
     insertTimer: db.prepare(`INSERT INTO timers (id, job_id, key, kind, event, due_at, status, created_revision, created_at)
       VALUES (?, ?, ?, ?, ?, ?, 'scheduled', ?, ?)`),
-    cancelTimers: db.prepare(`UPDATE timers SET status = 'cancelled' WHERE job_id = ? AND key = ? AND status IN ('scheduled', 'fired')`),
+    /** The timers of the keys in a JSON array (one statement however many keys a transition cancels). */
+    cancelTimers: db.prepare(`UPDATE timers SET status = 'cancelled'
+      WHERE job_id = ? AND key IN (SELECT value FROM json_each(?)) AND status IN ('scheduled', 'fired')`),
     deliverTimer: db.prepare(`UPDATE timers SET status = 'delivered' WHERE id = ? AND status = 'fired'`),
     // Suspended jobs wake nobody: their timers and retries wait for resume. (ORDER BY + LIMIT 1
     // walks the index in order and stops at the first row of a job that is not suspended.)
@@ -1025,7 +1027,9 @@ function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
     inline_event: inline ? e.accept.eventId : null,
     named_at: namedAt,
   };
-  const updated = (s.updateState.get(params) ?? s.updateJob.get(params)) as { lease_fence: number } | undefined;
+  // A job that stays active on its version takes the narrow update (no status index rewritten);
+  // one that ends changes its status, so it goes straight to the full one.
+  const updated = ((c.job.status === 'active' ? s.updateState.get(params) : undefined) ?? s.updateJob.get(params)) as { lease_fence: number } | undefined;
   if (!updated) {
     const row = s.revisionOf.get(c.jobId) as { revision: number; lease_owner: string | null; lease_until: number | null } | undefined;
     if (c.lease && row?.revision === c.expectedRevision && row.lease_owner !== null && row.lease_until !== null && row.lease_until > params.now) {
@@ -1071,7 +1075,7 @@ function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
   // Deliver the consumed timer before this transition's cancellations: an `after` transition that
   // leaves its state also cancels its own key, which must not turn the delivered timer into a cancelled one.
   if (c.consumedTimer !== undefined) s.deliverTimer.run(c.consumedTimer);
-  for (const key of c.timers?.cancel ?? []) s.cancelTimers.run(c.jobId, key);
+  if (c.timers?.cancel.length) s.cancelTimers.run(c.jobId, JSON.stringify(c.timers.cancel));
   writeRequests(s, c.effects?.create, c.timers?.schedule);
   for (const child of c.children ?? []) insertJob(s, child);
   for (const d of c.deliveries ?? []) acceptPending(s, d);
