@@ -10,4 +10,7 @@ process.stdout.on('error', (error) => {
 });
 
 const { main } = await import('../src/cli/main.ts');
-process.exitCode = await main(process.argv.slice(2));
+// Exit once the command is done: output is written synchronously to files, pipes and terminals
+// on Linux, and an activity a stopped worker abandoned (one that ignores its abort signal) must
+// not keep the process alive.
+process.exit(await main(process.argv.slice(2)));

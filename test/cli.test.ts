@@ -9,7 +9,9 @@ import { fileURLToPath } from 'node:url';
 import { createMachine } from 'xstate';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { collectDefinitions } from '../src/cli/loadMachines.ts';
-import type { Job, JobDetails, SendResult, TransitionRecord } from '../src/index.ts';
+import { createRuntime, type Job, type JobDetails, type SendResult, type TransitionRecord } from '../src/index.ts';
+import { SqliteStore } from '../persistence/sqlite/index.ts';
+import { approvalFlow, exportJob, jobLifecycle, retryingJob } from '../machines/index.ts';
 import { runSpool } from './helpers/spoolCli.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -397,19 +399,48 @@ export const notAMachine = 42;
     await spoolFails([...withModule(), 'send', 'o-1', 'PAY'], 'SPOOL_TERMINAL');
   });
 
-  it('shows a job as quarantined when opened without its machine, and releases it with it', async () => {
-    await spoolOk([...withModule(), 'start', 'order', '--id', 'o-2', '--input', '{"sku":"B-2"}']);
+  it('a command without the job\'s machine changes nothing: reads hide what may be sensitive, writes are refused', async () => {
+    await spoolOk([...withModule(), 'start', 'order', '--id', 'o-2', '--input', '{"sku":"B-2","card":"4222-2222"}']);
+    const before = await spoolJson<JobDetails>([...withModule(), 'show', 'o-2']);
+
+    // The default module has no `order`: list, show and stats read, and write nothing.
+    const listed = await spoolJson<Job[]>([...db(), 'list']);
+    expect(listed.find((j) => j.id === 'o-2')).toMatchObject({ quarantine: null, revision: 1, updatedAt: before.job.updatedAt });
+    const shown = await spool([...db(), 'show', 'o-2']);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toContain('[hidden: machine order is not in this --machines module');
+    expect(`${shown.stdout}${JSON.stringify(listed)}${await spoolOk([...db(), 'show', 'o-2', '--json'])}`).not.toContain('4222');
+    await spoolOk([...db(), 'stats']);
+    // A command that would run the job is refused, with what to do, and leaves it as it was.
+    const refused = await spoolFails([...db(), 'send', 'o-2', 'PAY'], 'SPOOL_USAGE');
+    expect(refused).toContain('Job o-2 runs machine order, which');
+    expect(refused).toContain('pass --machines');
+    await spoolFails([...db(), 'cancel', 'o-2'], 'SPOOL_USAGE');
+    const after = await spoolJson<JobDetails>([...withModule(), 'show', 'o-2']);
+    expect(after.job).toEqual(before.job);
+    expect(after.history).toEqual(before.history);
+
+    const paying = await spoolJson<SendResult>([...withModule(), 'send', 'o-2', 'PAY']);
+    expect(paying.job).toMatchObject({ value: { checkout: 'paying' }, quarantine: null, revision: 2 });
+  });
+
+  it('a worker without the job\'s machine quarantines it, shown by list and show; with its machine again it goes on', async () => {
+    await spoolOk([...withModule(), 'start', 'order', '--id', 'o-3', '--input', '{"sku":"C-3"}']);
+    // A runtime that runs jobs (here one opened by the API with only the reference machines, as
+    // `spool worker` without --machines would) recovers the store on open: the job is held back.
+    const store = await SqliteStore.open(db()[1]!);
+    const runtime = await createRuntime({ store, machines: [jobLifecycle, retryingJob, exportJob, approvalFlow] });
+    await runtime.close();
 
     const listed = await spoolOk([...db(), 'list']);
     expect(listed).toMatch(/^ID\s+MACHINE\s+STATUS\s+STATE\s+PROGRESS\s+REV\s+UPDATED\s+QUARANTINED$/m);
-    expect(listed).toMatch(/^o-2\s+order@2\s+active\s+checkout\.cart\s+-\s+1\s+\S+ \S+\s+machine order is not registered$/m);
+    expect(listed).toMatch(/^o-3\s+order@2\s+active\s+checkout\.cart\s+-\s+1\s+\S+ \S+\s+machine order is not registered$/m);
     const quarantined = await spoolJson<Job[]>([...db(), 'list', '--quarantined']);
-    expect(quarantined.map((j) => [j.id, j.quarantine])).toEqual([['o-2', 'machine order is not registered']]);
-    expect(field(await spoolOk([...db(), 'show', 'o-2']), 'quarantine')).toBe('machine order is not registered');
-    await spoolFails([...db(), 'send', 'o-2', 'PAY'], 'SPOOL_QUARANTINED');
+    expect(quarantined.map((j) => [j.id, j.quarantine])).toContainEqual(['o-3', 'machine order is not registered']);
+    expect(field(await spoolOk([...db(), 'show', 'o-3']), 'quarantine')).toBe('machine order is not registered');
 
-    expect(await spoolJson<Job[]>([...withModule(), 'list', '--quarantined'])).toEqual([]);
-    const paying = await spoolJson<SendResult>([...withModule(), 'send', 'o-2', 'PAY']);
+    // With its machine, the next command that runs the job releases it.
+    const paying = await spoolJson<SendResult>([...withModule(), 'send', 'o-3', 'PAY']);
     expect(paying.job).toMatchObject({ value: { checkout: 'paying' }, quarantine: null });
   });
 

@@ -37,6 +37,22 @@ const machine = setup({
   states: { working: { invoke: { id: 'work', src: 'work', onDone: 'finished' } }, finished: { type: 'final' } },
 });
 
+/** An activity that ignores its abort signal: it ends only when its gate is released. */
+const deaf = setup({
+  actors: {
+    work: fromPromise(async () => {
+      const g = current;
+      g.markStarted();
+      await g.done;
+      return 'done';
+    }),
+  },
+}).createMachine({
+  id: 'deaf',
+  initial: 'working',
+  states: { working: { invoke: { id: 'work', src: 'work', onDone: 'finished' } }, finished: { type: 'final' } },
+});
+
 const resources = new Resources();
 afterEach(async () => {
   for (const g of gates) g.release();
@@ -73,6 +89,33 @@ describe('close({ graceMs })', () => {
 
     current = gate();
     const second = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [machine], clock });
+    await second.tick();
+    await current.started;
+    gates.at(-1)!.release();
+    await second.waitFor(job.id, (j) => j.final);
+    expect((await second.details(job.id)).attempts.map((a) => [a.attempt, a.outcome])).toEqual([
+      [1, 'interrupted'],
+      [2, 'succeeded'],
+    ]);
+  });
+
+  it('does not wait for an activity that ignores its abort signal: close resolves after the grace period and releases the claim', async () => {
+    current = gate();
+    const clock = new VirtualClock();
+    const path = resources.dbPath();
+    const first = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [deaf], clock });
+    const job = await first.start('deaf', {});
+    await current.started;
+    // The gate is never released while closing: the activity would run forever.
+    await first.close({ graceMs: 20 });
+    const after = (await (await resources.sqlite(path, { clock })).getEffect(`${job.id}~work~r1`))!;
+    expect(after.status).toBe('running');
+    expect(after.claimExpiresAt).toBe(clock.now());
+
+    // Its late result changes nothing; the next runtime runs the attempt again.
+    gates.at(-1)!.release();
+    current = gate();
+    const second = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [deaf], clock });
     await second.tick();
     await current.started;
     gates.at(-1)!.release();

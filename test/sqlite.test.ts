@@ -2,8 +2,9 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadMigrations, SqliteStore } from '../persistence/sqlite/index.ts';
+import { NotASpoolDatabaseError } from '../persistence/sqlite/SqliteStore.ts';
 import { jobLifecycle } from '../machines/index.ts';
-import { CorruptRecordError, SchemaTooNewError, type RuntimeEvent } from '../src/index.ts';
+import { CorruptRecordError, SchemaTooNewError, SpoolError, type RuntimeEvent } from '../src/index.ts';
 import { Resources } from './helpers/resources.ts';
 import { newJob } from './store.contract.ts';
 
@@ -241,5 +242,83 @@ describe('SqliteStore on a file that is not a Spool database', () => {
     expect(error).toBeInstanceOf(CorruptRecordError);
     expect((error as Error).message).toMatch(/Cannot open .* as a Spool database/);
     expect(readFileSync(path).equals(before)).toBe(true);
+  });
+});
+
+describe("SqliteStore on another application's SQLite file", () => {
+  /** A foreign SQLite file in rollback-journal mode, with the given schema and a row. */
+  function foreign(sql: string): { path: string; before: string } {
+    const path = res.dbPath('app.db');
+    const raw = res.raw(path);
+    raw.exec(sql);
+    expect(raw.pragma('journal_mode', { simple: true })).toBe('delete');
+    raw.close();
+    return { path, before: sha(path) };
+  }
+
+  async function expectRefusedUnchanged(path: string, before: string, names: RegExp) {
+    const error = await SqliteStore.open(path).then(
+      (s) => {
+        void s.close();
+        return undefined;
+      },
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(NotASpoolDatabaseError);
+    expect(error).toBeInstanceOf(SpoolError);
+    expect(error).toMatchObject({ code: 'SPOOL_NOT_A_SPOOL_DATABASE', category: 'bad-input', details: { path } });
+    const message = (error as Error).message;
+    expect(message).not.toContain('\n');
+    expect(message).toContain(`${path} is not a Spool database`);
+    expect(message).toMatch(names);
+    expect(message).toMatch(/Point --db at a new file or at a Spool database/);
+
+    expect(sha(path)).toBe(before);
+    expect(existsSync(`${path}-wal`)).toBe(false);
+    expect(existsSync(`${path}-journal`)).toBe(false);
+    const check = res.raw(path, { readonly: true });
+    expect(check.pragma('journal_mode', { simple: true })).toBe('delete');
+    expect(check.prepare("SELECT count(*) AS n FROM sqlite_master WHERE name = 'spool_migrations'").get()).toEqual({ n: 0 });
+    check.close();
+  }
+
+  it('refuses a file with its own tables before changing anything (no schema, no WAL)', async () => {
+    const { path, before } = foreign('CREATE TABLE customers (id INT); INSERT INTO customers VALUES (1); CREATE INDEX customers_id ON customers (id);');
+    await expectRefusedUnchanged(path, before, /tables, indexes \(customers, customers_id\)/);
+    const check = res.raw(path, { readonly: true });
+    expect(check.prepare('SELECT id FROM customers').all()).toEqual([{ id: 1 }]);
+    check.close();
+  });
+
+  it('refuses a file with its own jobs table with the same error, not a corrupt-record one', async () => {
+    const { path, before } = foreign("CREATE TABLE jobs (id TEXT PRIMARY KEY, owner TEXT); INSERT INTO jobs VALUES ('cron-1', 'ops');");
+    await expectRefusedUnchanged(path, before, /tables \(jobs\)/);
+  });
+
+  it('refuses a file holding only a view', async () => {
+    const { path, before } = foreign('CREATE VIEW answer AS SELECT 42 AS n;');
+    await expectRefusedUnchanged(path, before, /views \(answer\)/);
+  });
+
+  it('creates and migrates an empty 0-byte file as a new Spool database', async () => {
+    const path = res.dbPath();
+    writeFileSync(path, '');
+    const store = await res.sqlite(path);
+    expect(store.schemaVersion).toBe(loadMigrations().at(-1)!.version);
+    expect(store.db.pragma('journal_mode', { simple: true })).toBe('wal');
+    await store.createJob(newJob('first'));
+    expect(await store.getJob('first')).toMatchObject({ id: 'first' });
+    await store.close();
+  });
+
+  it('still opens an existing Spool database (WAL mode, with data)', async () => {
+    const path = res.dbPath();
+    const first = await res.sqlite(path);
+    await first.createJob(newJob('kept'));
+    await first.close();
+    const again = await res.sqlite(path);
+    expect(again.db.pragma('journal_mode', { simple: true })).toBe('wal');
+    expect(await again.getJob('kept')).toMatchObject({ id: 'kept' });
+    await again.close();
   });
 });

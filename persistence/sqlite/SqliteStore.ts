@@ -143,7 +143,9 @@ export class SqliteStore implements JobStore {
     this.description = `sqlite:${path}`;
     this.db = new Database(path, { timeout: options.busyTimeoutMs ?? 5000 });
     try {
-      refuseNewerSchema(this.db, path); // before anything is changed, even the journal mode
+      // Before anything is changed, even the journal mode: another application's file, or a newer Spool's.
+      refuseForeignDatabase(this.db, path);
+      refuseNewerSchema(this.db, path);
       this.db.pragma('journal_mode = WAL');
       this.db.pragma(`synchronous = ${options.synchronous === 'NORMAL' ? 'NORMAL' : 'FULL'}`);
       this.synchronous = this.db.pragma('synchronous', { simple: true }) === 1 ? 'NORMAL' : 'FULL';
@@ -687,6 +689,36 @@ function tooNew(path: string, current: number, latest: number): SchemaTooNewErro
     `Database ${path} has schema version ${current}, but this Spool knows only up to ${latest}. ` +
       'It was written by a newer Spool: upgrade Spool to open it (nothing was changed).',
     { path, schemaVersion: current, supported: latest },
+  );
+}
+
+/**
+ * The file holds another application's schema (tables, views, indexes or triggers) and no Spool
+ * migrations table: Spool refuses to install its schema into it. Nothing was changed.
+ */
+export class NotASpoolDatabaseError extends SpoolError {
+  readonly code = 'SPOOL_NOT_A_SPOOL_DATABASE';
+  readonly category = 'bad-input';
+}
+
+/**
+ * Refuse a non-empty database without `spool_migrations` (read-only: sqlite_master only). A new or
+ * 0-byte file has an empty schema and is migrated as usual. A file that is not SQLite at all fails
+ * this first read (SQLITE_NOTADB), which the constructor reports as before.
+ */
+function refuseForeignDatabase(db: Database.Database, path: string): void {
+  const objects = db.prepare("SELECT type, name FROM sqlite_master ORDER BY type <> 'table', type, name").all() as Array<{ type: string; name: string }>;
+  if (objects.length === 0 || objects.some((o) => o.type === 'table' && o.name === 'spool_migrations')) return;
+  // Name the application's own objects; SQLite's (sqlite_autoindex_…, sqlite_sequence) only if there is nothing else.
+  const own = objects.filter((o) => !o.name.startsWith('sqlite_'));
+  const named = own.length > 0 ? own : objects;
+  const kinds = [...new Set(named.map((o) => (o.type === 'index' ? 'indexes' : `${o.type}s`)))].join(', ');
+  const shown = named.slice(0, 5).map((o) => o.name);
+  const more = named.length > shown.length ? `, ... ${named.length - shown.length} more` : '';
+  throw new NotASpoolDatabaseError(
+    `${path} is not a Spool database: it already holds ${kinds} (${shown.join(', ')}${more}) and no Spool schema; nothing was changed. ` +
+      'Point --db at a new file or at a Spool database.',
+    { path, objects: named.slice(0, 20).map((o) => `${o.type} ${o.name}`), count: named.length },
   );
 }
 

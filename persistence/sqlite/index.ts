@@ -1,1 +1,1 @@
-export { SqliteStore, loadMigrations, type SqliteStoreOptions } from './SqliteStore.ts';
+export { NotASpoolDatabaseError, SqliteStore, loadMigrations, type SqliteStoreOptions } from './SqliteStore.ts';

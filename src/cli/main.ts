@@ -192,7 +192,8 @@ Examples:
     .action(async (jobId: string, eventText: string, options: { eventId?: string }, command: Command) => {
       const g = globals(command);
       const event = parseEvent(eventText);
-      await withRuntime(g, io, { create: false }, async (runtime) => {
+      await withRuntime(g, io, { create: false }, async (runtime, module) => {
+        await requireMachineOf(runtime, jobId, module);
         const sent = await runtime.send(jobId, event, options.eventId !== undefined ? { eventId: options.eventId } : {});
         const result: SendResult = { ...sent, job: redactJob(runtime, sent.job) };
         write(io, g, result, () => formatSendResult(result, eventText, event));
@@ -205,7 +206,7 @@ Examples:
     .argument('<jobId>', 'the job')
     .action(async (jobId: string, _options: unknown, command: Command) => {
       const g = globals(command);
-      await withRuntime(g, io, { create: false }, async (runtime) => {
+      await withRuntime(g, io, { create: false, mode: 'read' }, async (runtime) => {
         const details = redactDetails(runtime, await runtime.details(jobId));
         write(io, g, details, () => formatShow(details));
       });
@@ -234,7 +235,7 @@ Examples:
         ...(options.suspended ? { suspended: true } : {}),
         ...(options.stuck ? { stuck: true as const } : {}),
       };
-      await withRuntime(g, io, { create: false }, async (runtime) => {
+      await withRuntime(g, io, { create: false, mode: 'read' }, async (runtime) => {
         const jobs = (await runtime.list(filter)).map((job) => redactJob(runtime, job));
         write(io, g, jobs, () => formatList(jobs));
       });
@@ -264,7 +265,8 @@ Examples:
     .option('--reason <text>', 'why', 'cancelled from the command line')
     .action(async (jobId: string, options: { reason: string }, command: Command) => {
       const g = globals(command);
-      await withRuntime(g, io, { create: false }, async (runtime) => {
+      await withRuntime(g, io, { create: false }, async (runtime, module) => {
+        await requireMachineOf(runtime, jobId, module);
         const job = redactJob(runtime, await runtime.cancel(jobId, options.reason));
         write(io, g, job, () =>
           keyValues([
@@ -306,7 +308,8 @@ Examples:
     .action(async (jobId: string, options: { asNew?: boolean; id?: string; allowUnsafe?: boolean }, command: Command) => {
       const g = globals(command);
       if (options.id !== undefined && !options.asNew) throw new UsageError('--id goes with --as-new.');
-      await withRuntime(g, io, { create: false }, async (runtime) => {
+      await withRuntime(g, io, { create: false }, async (runtime, module) => {
+        await requireMachineOf(runtime, jobId, module);
         if (options.asNew) {
           const { job, created } = await runtime.retryAsNew(jobId, options.id !== undefined ? { jobId: options.id } : {});
           const shown = redactJob(runtime, job);
@@ -364,7 +367,8 @@ Examples:
     .argument('<jobId>', 'the job')
     .action(async (jobId: string, _options: unknown, command: Command) => {
       const g = globals(command);
-      await withRuntime(g, io, { create: false }, async (runtime) => {
+      await withRuntime(g, io, { create: false }, async (runtime, module) => {
+        await requireMachineOf(runtime, jobId, module);
         const job = redactJob(runtime, await runtime.resume(jobId));
         write(io, g, job, () =>
           keyValues([
@@ -408,7 +412,7 @@ Examples:
     .description('jobs by machine, state and status; stuck, suspended, quarantined and exhausted jobs; backlog, timer lag, attempts, claims held')
     .action(async (_options: unknown, command: Command) => {
       const g = globals(command);
-      await withRuntime(g, io, { create: false }, async (runtime) => {
+      await withRuntime(g, io, { create: false, mode: 'read' }, async (runtime) => {
         const stats = await runtime.stats();
         write(io, g, stats, () => formatStats(stats));
       });
@@ -447,7 +451,7 @@ Examples:
       });
       try {
         const activityConcurrency = options.activityConcurrency === undefined ? undefined : parseActivityLimits(options.activityConcurrency);
-        await withRuntime(g, io, { create: true, effects: true, graceMs, leaseMs, concurrency, ...(activityConcurrency ? { activityConcurrency } : {}), ...(logJson ? { log: logLine } : {}) }, async (runtime) => {
+        await withRuntime(g, io, { create: true, mode: 'run', effects: true, graceMs, leaseMs, concurrency, ...(activityConcurrency ? { activityConcurrency } : {}), ...(logJson ? { log: logLine } : {}) }, async (runtime) => {
           const unsubscribe = runtime.subscribe((event) => {
             if (logJson) return; // the log lines say it
             if (g.json) {
@@ -519,7 +523,7 @@ Examples:
     .description('run four job-lifecycle jobs to their ends, printing each step (what `npm start` runs)')
     .action(async (_options: unknown, command: Command) => {
       const g = globals(command);
-      await withRuntime(g, io, { create: true, needs: 'job-lifecycle', effects: true }, async (runtime) => {
+      await withRuntime(g, io, { create: true, mode: 'run', needs: 'job-lifecycle', effects: true }, async (runtime) => {
         const jobs = await runDemo(runtime, {
           print: g.json ? () => {} : (line) => io.stdout(`${line}\n`),
           dbLabel: g.db,
@@ -645,14 +649,21 @@ function readVersion(): string {
 }
 
 /**
- * Load the machines, open the database, open a recovering runtime, run `work`, close everything.
- * Machines are checked before the database is touched, so a bad module changes nothing.
+ * Load the machines, open the database, open a runtime, run `work`, close everything. Machines
+ * are checked before the database is touched, so a bad module changes nothing.
+ *
+ * `mode` says what the command may change: `read` (show, list, stats) writes nothing and applies
+ * nothing; `write` (start, send, cancel, ...) changes only the jobs it names; `run` (worker, demo)
+ * recovers the whole store on open (quarantines jobs whose machine this process does not have,
+ * migrates, applies pending events). A one-off command run without the right `--machines` must
+ * not quarantine every job of the machines it lacks.
  */
 async function withRuntime(
   g: GlobalOptions,
   io: CliIO,
   options: {
     create: boolean;
+    mode?: 'read' | 'write' | 'run';
     needs?: string;
     effects?: boolean;
     graceMs?: number;
@@ -661,7 +672,7 @@ async function withRuntime(
     activityConcurrency?: Record<string, number>;
     log?: (entry: LogEntry, sensitive: ReadonlySet<string>) => void;
   },
-  work: (runtime: Runtime) => Promise<void>,
+  work: (runtime: Runtime, module: string) => Promise<void>,
 ): Promise<void> {
   const { path, definitions } = await loadMachines(g.machines ?? DEFAULT_MACHINES_MODULE, io.cwd);
   const registry = new MachineRegistry(definitions); // throws MachineDefinitionError for an unusable definition
@@ -676,10 +687,12 @@ async function withRuntime(
     // activities to a worker; closing a runtime mid-activity would abort it.
     const log = options.log;
     const sensitive = new Set(registry.all().flatMap((m) => [...m.sensitive]));
+    const mode = options.mode ?? 'write';
     runtime = await createRuntime({
       store,
       machines: definitions,
-      recover: true,
+      recover: mode === 'run',
+      ...(mode === 'read' ? { processEvents: false } : {}),
       runEffects: options.effects ?? false,
       owner: ownerOf(g),
       ...(maxBacklog !== undefined ? { maxBacklog } : {}),
@@ -693,7 +706,7 @@ async function withRuntime(
     throw error;
   }
   try {
-    await work(runtime);
+    await work(runtime, path);
   } finally {
     await runtime.close(options.graceMs !== undefined ? { graceMs: options.graceMs } : {});
   }
@@ -718,11 +731,36 @@ function sensitiveKeys(runtime: Runtime, machineId: string): Set<string> {
   return new Set(runtime.registry.all().flatMap((m) => (m.id === machineId ? [...m.sensitive] : [])));
 }
 
-/** A job as the CLI prints it: sensitive properties of its input, context and output redacted. */
+/**
+ * A job as the CLI prints it: sensitive properties of its input, context and output redacted.
+ * Which properties are sensitive is in the machine's definition: for a job whose machine this
+ * process does not have (no `--machines`, or another module), those values are hidden whole.
+ */
 function redactJob(runtime: Runtime, job: Job): Job {
+  if (!knowsMachine(runtime, job.machineId)) return { ...job, input: hidden(job), context: hidden(job), output: job.output === undefined ? undefined : hidden(job) };
   const keys = sensitiveKeys(runtime, job.machineId);
   if (keys.size === 0) return job;
   return { ...job, input: redactKeys(job.input, keys), context: redactKeys(job.context, keys), output: redactKeys(job.output, keys) };
+}
+
+function knowsMachine(runtime: Runtime, machineId: string): boolean {
+  return runtime.registry.all().some((m) => m.id === machineId);
+}
+
+/** What the CLI prints for a value whose sensitive fields it cannot know. */
+function hidden(job: Pick<Job, 'machineId'>): string {
+  return `[hidden: machine ${job.machineId} is not in this --machines module, so its sensitive fields are unknown]`;
+}
+
+/**
+ * Refuse a command that would run a job whose machine this process does not have (a missing or
+ * wrong `--machines`): it would otherwise quarantine the job. The job itself is left unchanged.
+ */
+async function requireMachineOf(runtime: Runtime, jobId: string, module: string): Promise<void> {
+  const job = await runtime.get(jobId);
+  if (!job.final && !knowsMachine(runtime, job.machineId)) {
+    throw new UsageError(`Job ${jobId} runs machine ${job.machineId}, which ${module} does not export; pass --machines <the module that defines it>.`);
+  }
 }
 
 /**
@@ -730,6 +768,16 @@ function redactJob(runtime: Runtime, job: Job): Job {
  * keep their payload as sent until applied, and activities carry inputs and outputs: redact those.
  */
 function redactDetails(runtime: Runtime, details: JobDetails): JobDetails {
+  if (!knowsMachine(runtime, details.job.machineId)) {
+    const h = hidden(details.job);
+    return {
+      ...details,
+      job: redactJob(runtime, details.job),
+      events: details.events.map((e) => (e.status === 'pending' ? { ...e, payload: h } : e)),
+      effects: details.effects.map((e) => ({ ...e, input: h, output: e.output === null || e.output === undefined ? e.output : h })),
+      timers: details.timers.map((t) => ({ ...t, event: h })),
+    };
+  }
   const keys = sensitiveKeys(runtime, details.job.machineId);
   return {
     ...details,

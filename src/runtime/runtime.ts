@@ -761,9 +761,11 @@ export class Runtime {
     if (graceMs > 0 && this.#running.size > 0) {
       // Let running activities finish (their outcomes are recorded) until the deadline.
       let timer: ReturnType<typeof setTimeout> | undefined;
-      const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)));
+      let expired = false;
+      const deadline = new Promise<void>((resolve) => (timer = setTimeout(() => ((expired = true), resolve()), graceMs)));
       const drained = (async () => {
-        while (this.#running.size > 0) await Promise.race([Promise.allSettled([...this.#background]), deadline]);
+        // Stops at the deadline: racing a settled deadline again would spin on microtasks and starve the event loop.
+        while (this.#running.size > 0 && !expired) await Promise.race([Promise.allSettled([...this.#background]), deadline]);
       })();
       await Promise.race([drained, deadline]);
       if (timer) clearTimeout(timer);
@@ -2273,7 +2275,12 @@ export class Runtime {
         emit: () => undefined,
       };
       let pendingToken: { token: string; onToken: (token: string) => void | Promise<void> } | undefined;
-      const value = await logic.config(args);
+      // Shutdown aborts the attempt and stops waiting for it, whether or not the activity heeds
+      // its signal: the attempt is taken over by the next runtime, and close() must not hang.
+      const abandoned = new Promise<never>((_, reject) => {
+        controller.signal.addEventListener('abort', () => this.#closing && reject(controller.signal.reason as Error), { once: true });
+      });
+      const value = await Promise.race([logic.config(args), abandoned]);
       if (isDeferred(value) && pendingToken && pendingToken.token === value.token) {
         const status = await this.#submitFinish({ id: effect.id, attempt, result: { kind: 'waiting', token: value.token }, at: this.clock.now(), lease: this.#attemptLease(effect.jobId) });
         this.#attempting.delete(effect.id);
