@@ -4,7 +4,7 @@
  * ESM (a .js file too, when it is written as one) and resolves those imports to Spool's own
  * install, in the command's process and in the child processes of `spool test`.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -75,5 +75,75 @@ describe('a machines module outside any project', () => {
     expect(result.ok).toBe(true);
     expect(result.machines).toMatchObject([{ machineId: 'ticket', gaps: [] }]);
     expect(result.machines[0]!.runs['child']).toBeGreaterThan(0);
+  });
+});
+
+/**
+ * A machines module split into files, as a TypeScript project writes it: the entry imports local
+ * helpers (extensionless and with `.ts`) that import zod themselves, in a folder with no
+ * node_modules. The helpers load as ESM like the entry, and their zod resolves to Spool's.
+ */
+function writeProject(packageJson: string | undefined): { dir: string; module: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'spool-helpers-'));
+  mkdirSync(join(dir, 'src'));
+  if (packageJson !== undefined) writeFileSync(join(dir, 'package.json'), packageJson);
+  writeFileSync(join(dir, 'src', 'schemas.ts'), `import { z } from 'zod';\nexport const orderInput = z.object({ item: z.string().min(1) });\n`);
+  writeFileSync(
+    join(dir, 'src', 'events.ts'),
+    `import { z } from 'zod';\nexport const events = { PAY: z.object({ type: z.literal('PAY'), card: z.string().min(4) }) };\n`,
+  );
+  const module = join(dir, 'src', 'machines.ts');
+  writeFileSync(
+    module,
+    `import { setup } from 'xstate';
+import { orderInput } from './schemas';
+import { events } from './events.ts';
+
+const order = setup({}).createMachine({
+  id: 'order',
+  initial: 'open',
+  states: { open: { on: { PAY: 'paid' } }, paid: { type: 'final' } },
+});
+
+export const definition = { machine: order, version: '1', input: orderInput, events };
+`,
+  );
+  return { dir, module };
+}
+
+describe('a machines module importing local helpers that import zod', () => {
+  const dirs: string[] = [];
+  afterAll(() => {
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  });
+
+  const runsWithHelpers = async (packageJson: string | undefined): Promise<void> => {
+    const { dir, module } = writeProject(packageJson);
+    dirs.push(dir);
+    const spool = (...args: string[]) => runSpool(['--db', join(dir, 'orders.db'), '--machines', module, ...args], dir);
+    const machines = await spool('machines', '--json');
+    expect(machines.stderr).toBe('');
+    expect(JSON.parse(machines.stdout)).toMatchObject({ module, machines: [{ id: 'order', version: '1', events: ['PAY'] }] });
+    const bad = await spool('start', 'order', '--input', '{"item":""}');
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/^spool: SPOOL_INVALID: Invalid input for order: item/);
+    expect((await spool('start', 'order', '--id', 'o1', '--input', '{"item":"lamp"}')).code).toBe(0);
+    const badEvent = await spool('send', 'o1', '{"type":"PAY","card":"1"}');
+    expect(badEvent.code).toBe(1);
+    expect(badEvent.stderr.trimEnd().split('\n')).toHaveLength(1);
+    expect(badEvent.stderr).toMatch(/^spool: SPOOL_INVALID: Invalid PAY event for order: card/);
+    const paid = await spool('send', 'o1', '{"type":"PAY","card":"4242"}');
+    expect(paid.stderr).toBe('');
+    expect(paid.code).toBe(0);
+    const shown = JSON.parse((await spool('show', 'o1', '--json')).stdout) as { job: Job };
+    expect(shown.job).toMatchObject({ value: 'paid', status: 'done', input: { item: 'lamp' } });
+  };
+
+  it('in a folder whose package.json has no "type": machines, start and send work', async () => {
+    await runsWithHelpers('{ "name": "orders" }\n');
+  });
+
+  it('in a folder with no package.json at all: machines, start and send work', async () => {
+    await runsWithHelpers(undefined);
   });
 });

@@ -797,3 +797,24 @@ describe('quarantine and versions', () => {
     await again.close();
   });
 });
+
+describe('waitFor and other processes', () => {
+  it('resolves on a commit another connection to the same file makes (SQLite counts them); a wait that commit does not satisfy still times out', async () => {
+    const path = res.dbPath();
+    const waiter = await res.runtime({ machines: MACHINES, store: await res.sqlite(path) });
+    const other = await res.runtime({ machines: MACHINES, store: await res.sqlite(path) });
+    const job = await waiter.start('probe', {});
+    let checked!: () => void;
+    const firstCheck = new Promise<void>((r) => (checked = r));
+    const waiting = waiter.waitFor(job.id, (j) => {
+      checked();
+      return j.value === 'running';
+    });
+    await firstCheck; // the wait has read the job as it was: only a later look can see the commit
+    // The other runtime has its own connection: no event of the waiter's runtime announces its commit.
+    await other.send(job.id, { type: 'GO' });
+    expect(await waiting).toMatchObject({ value: 'running', revision: 2 });
+    // A wait that the other connection's commit does not satisfy keeps waiting until its timeout.
+    await expect(waiter.waitFor(job.id, (j) => j.final, { timeoutMs: 120 })).rejects.toBeInstanceOf(WaitTimeoutError);
+  });
+});

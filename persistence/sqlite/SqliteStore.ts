@@ -672,6 +672,10 @@ export class SqliteStore implements JobStore {
     return (this.#pendingBacklogStmt.get() as { n: number }).n;
   }
 
+  async externalChanges(): Promise<number> {
+    return this.db.pragma('data_version', { simple: true }) as number;
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;

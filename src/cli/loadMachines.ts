@@ -57,6 +57,14 @@ export async function loadMachines(modulePath: string, cwd: string): Promise<{ p
   try {
     namespace = (await import(pathToFileURL(path).href)) as Record<string, unknown>;
   } catch (error) {
+    // Node 20 also reports an error thrown while loading a CommonJS module that an ES module
+    // imports as an unhandled rejection (nodejs/node#51603), which would print its stack: that
+    // same error is reported here, in one line.
+    const same = (reason: unknown) => {
+      if (reason !== error) throw reason;
+    };
+    process.on('unhandledRejection', same);
+    setImmediate(() => process.off('unhandledRejection', same));
     const reason = error instanceof Error ? error.message : String(error);
     throw new MachinesModuleError(`Could not load machines module ${path}: ${firstLine(reason)}`, { path });
   }

@@ -10,6 +10,14 @@
 //    otherwise to Spool's, so a machine file needs no `npm install` of its own (and shares
 //    Spool's XState instance).
 //
+// Both hold for every file the module imports, not only for the entry: a helper it imports
+// (`./helper`, `./helper.ts`, `./helper.js`) is ESM too, and its zod import resolves the same way.
+// For that tsx's resolve must run first and call this one (register.mjs registers these hooks
+// before tsx): tsx then sees the `module` format set here. Run the other way round, tsx had
+// already turned a `.ts` helper outside a type:module package into a CommonJS URL (with a
+// `tsx-commonjs-export-preparse` query) that the extension test in `resolve` missed, and the
+// helper's require('zod') failed: in Node 20, require() does not go through these hooks.
+//
 // Files under node_modules and `.cts` files are left as they are.
 
 import { readFileSync } from 'node:fs';
@@ -30,7 +38,7 @@ export async function resolve(specifier, context, nextResolve) {
   }
   const { url } = resolved;
   if (!url.startsWith('file:') || url.includes('/node_modules/') || resolved.format === 'module') return resolved;
-  if (/\.tsx?$/.test(url) || (url.endsWith('.js') && writtenAsEsm(url))) return { ...resolved, format: 'module' };
+  if (/\.(m?ts|tsx)$/.test(url) || (url.endsWith('.js') && writtenAsEsm(url))) return { ...resolved, format: 'module' };
   return resolved;
 }
 

@@ -4,5 +4,7 @@
 import { register } from 'node:module';
 import { register as registerTsx } from 'tsx/esm/api';
 
-registerTsx();
+// Hooks registered last run first: tsx's resolve calls hooks.mjs's, and so keeps the format it
+// sets (a `.ts` file imported by the machines module is ESM, not CommonJS; see hooks.mjs).
 register('./hooks.mjs', import.meta.url);
+registerTsx();

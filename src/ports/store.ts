@@ -766,6 +766,14 @@ export interface JobStore {
    */
   pendingBacklog(): Promise<number>;
 
+  /**
+   * Optional: a number that changes whenever another connection (another process) commits to
+   * the store, and not for this store's own commits. A runtime polls it while `waitFor` waits,
+   * so it also sees commits of other processes. A store only one runtime writes may omit it.
+   * SQLite: `PRAGMA data_version`.
+   */
+  externalChanges?(): Promise<number>;
+
   close(): Promise<void>;
 }
 

@@ -256,6 +256,8 @@ interface RunningActivity {
 }
 
 const MAX_CONFLICT_RETRIES = 100;
+/** While `waitFor` waits: how often to look for commits of other processes. */
+const WATCH_MS = 50;
 /** With `verifySnapshots: 'auto'`, recovery hydrates every active job only up to this many. */
 const AUTO_VERIFY_LIMIT = 10_000;
 /** Deepest JSON nesting accepted in inputs, events and outputs. */
@@ -333,6 +335,9 @@ export class Runtime {
   readonly #running = new Map<string, RunningActivity>();
   readonly #pendingDrains = new Set<string>();
   readonly #waiters = new Set<(error: unknown) => void>();
+  /** `waitFor` tests by job, run again when another process commits (see {@link #watchOthers}). */
+  readonly #watched = new Map<string, Set<(job: Job) => void>>();
+  #watchTimer: ReturnType<typeof setInterval> | undefined;
   /** By job: the record this runtime last committed or read, and its hydrated snapshot (valid while the revision holds). */
   readonly #snapshots = new Map<string, { record: JobRecord; def: RegisteredMachine; snapshot: AnyMachineSnapshot; actor: unknown }>();
   /** Group commit: the writes waiting for the next batch (new jobs, transitions, attempt outcomes, activity claims). */
@@ -630,8 +635,11 @@ export class Runtime {
   }
 
   /**
-   * Resolve when the job satisfies `predicate`; checked now and after each commit this runtime
-   * makes to it (no polling). Rejects with {@link WaitTimeoutError} after `timeoutMs` real milliseconds.
+   * Resolve when the job satisfies `predicate`; checked now, after each commit this runtime makes
+   * to it, and when another process commits to the store (a store that counts those, as SQLite
+   * does with `data_version`, is polled every 50 ms while someone waits). Rejects with
+   * {@link WaitTimeoutError} after `timeoutMs` real milliseconds. Without a timeout a wait keeps
+   * the process alive until it resolves, is aborted, or the runtime closes.
    *
    * @example
    * await runtime.waitFor(id, (job) => job.final);
@@ -648,6 +656,7 @@ export class Runtime {
       let timer: ReturnType<typeof setTimeout> | undefined;
       const finish = (error: unknown, job?: Job) => {
         this.#waiters.delete(finish);
+        unwatch();
         unsubscribe();
         if (timer) clearTimeout(timer);
         options.signal?.removeEventListener('abort', onAbort);
@@ -670,8 +679,60 @@ export class Runtime {
       if (options.timeoutMs !== undefined) {
         timer = setTimeout(() => finish(new WaitTimeoutError(`Job ${jobId} did not reach the awaited condition within ${options.timeoutMs} ms.`, { jobId })), options.timeoutMs);
       }
-      this.get(jobId).then(test, (error) => finish(error));
+      // The store's change counter is read before the job: a commit of another process in
+      // between is seen by the read or by the next poll.
+      const unwatch = this.#watchOthers(jobId, test);
+      void this.#externalVersion().then(() => this.get(jobId)).then(test, (error: unknown) => finish(error));
     });
+  }
+
+  #externalSeen: number | undefined;
+
+  async #externalVersion(): Promise<void> {
+    if (this.store.externalChanges && this.#externalSeen === undefined) this.#externalSeen = await this.store.externalChanges();
+  }
+
+  /**
+   * Commits of other processes raise no event here: while a `waitFor` waits on a store that
+   * counts them (`externalChanges`), poll that counter every {@link WATCH_MS} and test the waited
+   * jobs again when it moves. The timer keeps the process alive while someone waits, as any
+   * pending wait on a socket would. Returns the function that stops watching for this test.
+   */
+  #watchOthers(jobId: string, test: (job: Job) => void): () => void {
+    if (!this.store.externalChanges) return () => undefined;
+    const tests = this.#watched.get(jobId) ?? new Set();
+    tests.add(test);
+    this.#watched.set(jobId, tests);
+    this.#watchTimer ??= setInterval(() => void this.#pollOthers(), WATCH_MS);
+    return () => {
+      tests.delete(test);
+      if (tests.size === 0) this.#watched.delete(jobId);
+      if (this.#watched.size === 0 && this.#watchTimer) {
+        clearInterval(this.#watchTimer);
+        this.#watchTimer = undefined;
+        this.#externalSeen = undefined;
+      }
+    };
+  }
+
+  #polling = false;
+
+  async #pollOthers(): Promise<void> {
+    if (this.#polling || this.#closed) return;
+    this.#polling = true;
+    try {
+      const version = await this.store.externalChanges!();
+      if (version === this.#externalSeen) return;
+      this.#externalSeen = version;
+      for (const [jobId, tests] of [...this.#watched]) {
+        const job = await this.get(jobId).catch(() => undefined);
+        if (job) for (const test of [...tests]) test(job);
+      }
+    } catch (error) {
+      this.#logEntry('warn', 'watching for other processes\' commits failed', { error: toErrorInfo(error) });
+    } finally {
+      this.#polling = false;
+    }
   }
 
   /**
