@@ -135,6 +135,10 @@ describe('spool worker', () => {
     await worker.until((l) => l['type'] === 'activity.finished' && l['outcome'] === 'waiting');
     const token = await tokenLine;
     expect(token).toBeDefined();
+    // `show` prints the token of the activity that waits on it, and how to settle it.
+    const shown = await spool(['--db', db, '--machines', MODULE, 'show', 'o1']);
+    expect(shown.stdout).toMatch(new RegExp(`^ship\\s+waiting\\s+1/\\d+\\s+-\\s+token ${token}$`, 'm'));
+    expect(shown.stdout).toContain('spool complete <token>');
     const attempts = worker.lines.filter((l) => l['type'] === 'activity.finished').map((l) => l['outcome']);
     expect(attempts).toEqual(['retrying', 'succeeded', 'waiting']);
 

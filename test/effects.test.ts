@@ -21,6 +21,7 @@ import {
   backoffDelay,
   type AttemptRecord,
   type Runtime,
+  type RuntimeEvent,
 } from '../src/index.ts';
 import { dumpDatabase, Resources } from './helpers/resources.ts';
 import { T0, gate, releaseGates, nextEvent, openRuntime, rowsOf, runToEnd, untilAborted, type Opened } from './helpers/durable.ts';
@@ -517,6 +518,19 @@ describe('out-of-band completion tokens', () => {
     const details = await runtime.details(jobId);
     expect(details.history.filter((h) => h.eventType === 'xstate.done.actor.work').map((h) => h.outcome)).toEqual(['applied']);
     expect(summary(details.attempts)).toEqual([{ attempt: 1, outcome: 'succeeded', error: null }]);
+  });
+
+  it('defer() without a callback: the token is in details(), and completes the activity', async () => {
+    const o = await open();
+    const { runtime } = o;
+    workHooks.work = async (args) => args.defer();
+    const finished = new Promise<RuntimeEvent>((resolve) => runtime.subscribe((e) => e.type === 'activity.finished' && resolve(e)));
+    const jobId = await startWorking(runtime);
+    expect(await finished).toMatchObject({ outcome: 'waiting', attempt: 1 });
+    await runtime.idle();
+    const [effect] = (await runtime.details(jobId)).effects;
+    expect(effect).toMatchObject({ status: 'waiting', token: expect.any(String) });
+    expect(await runtime.complete(effect!.token!, { approvedBy: 'cy' })).toMatchObject({ value: 'review', context: { output: { approvedBy: 'cy' } } });
   });
 
   it('malformed tokens and rejected payloads are typed errors, and the token still works afterwards', async () => {

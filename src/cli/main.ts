@@ -938,9 +938,11 @@ function formatShow(details: JobDetails): string {
           e.active ? e.status : `${e.status} (left)`,
           `${e.attempt}/${e.maxAttempts}${e.unsafe ? ' unsafe' : ''}`,
           formatTime(e.nextRunAt),
-          e.error ? `${e.error.code ?? e.error.name}: ${oneLine(e.error.message)}` : e.output === null ? '' : formatJson(e.output),
+          e.error ? `${e.error.code ?? e.error.name}: ${oneLine(e.error.message)}` : e.token !== null ? `token ${e.token}` : e.output === null ? '' : formatJson(e.output),
         ]),
-      )}${waitingForWorker ? '\n(activities and timers run in a worker process, see runWorker; spool commands only record them)' : ''}`,
+      )}${waitingForWorker ? '\n(activities and timers run in a worker process, see runWorker; spool commands only record them)' : ''}${
+        details.effects.some((e) => e.token !== null) ? "\n(an activity waiting on a token: `spool complete <token> '<output json>'` or `spool fail <token>` settles it)" : ''
+      }`,
     );
   }
   if (details.timers.length > 0) {

@@ -24,11 +24,15 @@ export interface ActivityArgs<TInput = unknown> {
   signal: AbortSignal;
   jobId: string;
   /**
-   * Finish later, out of band: returns a value to `return` from the activity. The token is handed
-   * to `onToken` (store it with the webhook, show it to the human); `complete(token, output)` or
-   * `fail(token, error)` settles the activity once.
+   * Finish later, out of band: returns a value to `return` from the activity. Once the waiting
+   * state is durable the token is handed to `onToken` (store it with the webhook, show it to the
+   * human); it is also in `details(jobId).effects[].token` and `spool show`. `complete(token,
+   * output)` or `fail(token, error)` settles the activity once.
+   *
+   * @example
+   * approve: fromPromise(async ({ defer }) => defer((token) => mailer.send(`/approve?token=${token}`)))
    */
-  defer: (onToken: (token: string) => void | Promise<void>) => DeferredCompletion;
+  defer: (onToken?: (token: string) => void | Promise<void>) => DeferredCompletion;
   /** Report progress 0-100 on the job (ignored, with a note, once the job is final). */
   progress: (percent: number) => Promise<void>;
   /** Link an output to the job; the same key from a retried attempt is attached once. */

@@ -2335,7 +2335,7 @@ export class Runtime {
         system: undefined,
         emit: () => undefined,
       };
-      let pendingToken: { token: string; onToken: (token: string) => void | Promise<void> } | undefined;
+      let pendingToken: { token: string; onToken: ((token: string) => void | Promise<void>) | undefined } | undefined;
       // Shutdown aborts the attempt and stops waiting for it, whether or not the activity heeds
       // its signal: the attempt is taken over by the next runtime, and close() must not hang.
       const abandoned = new Promise<never>((_, reject) => {
@@ -2347,7 +2347,7 @@ export class Runtime {
         this.#attempting.delete(effect.id);
         await this.#releaseIdle(effect.jobId); // waiting on a token: nothing runs here for it
         // The token is handed out only once the waiting state is durable.
-        if (status === 'current') await pendingToken.onToken(value.token);
+        if (status === 'current') await pendingToken.onToken?.(value.token);
         this.#emit({ type: 'activity.finished', jobId: effect.jobId, effectId: effect.id, attempt, outcome: status === 'current' ? 'waiting' : 'stale' });
         return;
       }
