@@ -763,6 +763,15 @@ describe('quarantine and versions', () => {
     expect(held).toMatchObject({ machineVersion: '1', revision: 2 });
     expect((await rt.history('doc-review')).map((h) => h.outcome)).toEqual(['started', 'applied']);
     await rt.close();
+
+    // With a migration that works, the held job moves to v2 and is released in the same open.
+    const mended = await res.runtime({ store: await res.sqlite(path), machines: [docV2Migrating, probe], recover: false });
+    const seen = events(mended);
+    expect(await mended.recover()).toMatchObject({ migrated: 2, quarantined: 0 });
+    expect(await mended.get('doc-review')).toMatchObject({ machineVersion: '2', revision: 3, quarantine: null });
+    expect(seen).toContainEqual({ type: 'job.released', jobId: 'doc-review' });
+    expect(await mended.list({ quarantined: true })).toEqual([]);
+    await mended.close();
   });
 
   it('a job stays on v1 when v2 is registered without a migration', async () => {

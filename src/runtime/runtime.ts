@@ -1690,6 +1690,8 @@ export class Runtime {
             if (result === 'refused') return 'quarantined';
             if (result === 'conflict' || result === 'duplicate') continue;
             this.#logEntry('info', 'job migrated', { jobId, from: record.machineVersion, to: route.target.version });
+            // Held back before its migration was registered: it runs now.
+            if (record.quarantine !== null) await this.#release(jobId);
             return 'migrated';
           }
         }
@@ -1705,14 +1707,16 @@ export class Runtime {
       // A job the store refused to commit stays held until its history and revision agree again
       // (a repaired row): releasing it would only fail the next commit the same way.
       if (record.quarantine?.startsWith(STORE_REFUSED) && (await this.store.history(jobId)).at(-1)?.revision !== record.revision) return 'quarantined';
-      if (record.quarantine !== null) {
-        await this.store.setQuarantine(jobId, null, this.clock.now());
-        this.#emit({ type: 'job.released', jobId });
-        this.#logEntry('info', 'job released from quarantine', { jobId });
-      }
+      if (record.quarantine !== null) await this.#release(jobId);
       return 'ok';
     }
     throw new RevisionConflictError(`Job ${jobId} kept changing while being checked.`, { jobId });
+  }
+
+  async #release(jobId: string): Promise<void> {
+    await this.store.setQuarantine(jobId, null, this.clock.now());
+    this.#emit({ type: 'job.released', jobId });
+    this.#logEntry('info', 'job released from quarantine', { jobId });
   }
 
   /**
