@@ -3,7 +3,7 @@
  * Every assertion is on what a user sees: exit code, stdout, stderr.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createMachine } from 'xstate';
@@ -291,6 +291,24 @@ describe('errors: one line on stderr, exit 1, nothing changed', () => {
     // `start` creates it; `list` then finds one job.
     await spoolOk(['--db', missing, 'start', 'job-lifecycle', '--input', '{"name":"first"}']);
     expect(await spoolJson<Job[]>(['--db', missing, 'list'])).toHaveLength(1);
+  });
+
+  it('says a damaged file is damaged, and what to do, not that Spool has a bug', async () => {
+    const path = join(TMP, 'damaged.db');
+    const store = await SqliteStore.open(path);
+    const runtime = await createRuntime({ store, machines: [jobLifecycle] });
+    for (let i = 0; i < 20; i += 1) await runtime.start('job-lifecycle', { name: `j${i}` });
+    store.db.pragma('wal_checkpoint(TRUNCATE)');
+    const root = store.db.prepare("SELECT rootpage FROM sqlite_master WHERE name = 'jobs_status'").pluck().get() as number;
+    await runtime.close();
+    // Overwrite the status index's root page: reads through it fail with SQLITE_CORRUPT.
+    const fd = openSync(path, 'r+');
+    writeSync(fd, Buffer.concat([Buffer.from([0x0d, 0, 0, 0xff]), Buffer.alloc(200, 0xee)]), 0, 204, 4096 * (root - 1));
+    closeSync(fd);
+    const line = await spoolFails(['--db', path, 'stats'], 'SPOOL_DATABASE');
+    expect(line).toContain('The database file is damaged (SQLITE_CORRUPT');
+    expect(line).toContain('Restore it from a backup');
+    expect(line).not.toContain('please report it');
   });
 });
 

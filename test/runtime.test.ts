@@ -134,7 +134,16 @@ describe.each<Kind>(['sqlite', 'memory'])('runtime on %s', (kind) => {
       expect(again).toMatchObject({ id: 'job-7', revision: 2, value: 'processing' });
       const before = await dump(store);
       await expect(runtime.start('job-lifecycle', { name: 'other' }, { jobId: 'job-7' })).rejects.toBeInstanceOf(IdempotencyConflictError);
-      await expect(runtime.start('probe', {}, { jobId: 'job-7' })).rejects.toBeInstanceOf(IdempotencyConflictError);
+      await expect(runtime.start('probe', {}, { jobId: 'job-7' })).rejects.toThrow('already exists (job-7) and runs machine job-lifecycle, not probe');
+      expect(await dump(store)).toEqual(before);
+    });
+
+    it('refuses numbers JSON cannot hold (NaN, Infinity) by name, not as the null JSON would write', async () => {
+      const { runtime, store } = await fresh(kind);
+      const before = await dump(store);
+      for (const bad of [Number.NaN, Number.POSITIVE_INFINITY]) {
+        await expect(runtime.start('job-lifecycle', { name: 'x', items: bad })).rejects.toThrow(`The input cannot be read as JSON: ${bad} is not a JSON number`);
+      }
       expect(await dump(store)).toEqual(before);
     });
   });

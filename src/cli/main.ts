@@ -800,6 +800,10 @@ function report(error: unknown, json: boolean, io: CliIO): number {
   }
   const e = error instanceof Error ? error : new Error(String(error));
   const rawCode: unknown = (e as Error & { code?: unknown }).code;
+  if (typeof rawCode === 'string' && /^SQLITE_(CORRUPT|NOTADB)/.test(rawCode)) {
+    // A damaged file is not a bug to report: say what it is and what to do.
+    return report(new DatabaseError(`The database file is damaged (${rawCode}: ${oneLine(e.message)}). Restore it from a backup, or salvage it with \`sqlite3 <file> .recover\`.`, { code: rawCode }), json, io);
+  }
   const code = typeof rawCode === 'string' ? rawCode : 'SPOOL_INTERNAL';
   const message = `${oneLine(e.message)} (an unexpected error: please report it; set SPOOL_DEBUG=1 for the stack)`;
   io.stderr(json ? `${JSON.stringify({ code, category: 'internal', message })}\n` : `spool: ${code}: ${message}\n`);

@@ -422,12 +422,12 @@ export class Runtime {
     const key = options.idempotencyKey ?? null;
 
     const existing = await this.#findExisting(jobId, key);
-    if (existing) return this.#sameStart(existing, inputHash, jobId, key);
+    if (existing) return this.#sameStart(existing, def.id, inputHash, jobId, key);
 
     const { job: newJob, plan, relations, initial } = this.#newJob(def, parsed, jobId, key, inputHash, this.clock.now());
     await this.#backlog.admit(false); // backpressure (limits.ts): refused before anything is written; a repeated start returned above
     const { job: record, created } = await this.#submitCreate(newJob);
-    if (!created) return this.#sameStart(record, inputHash, jobId, key);
+    if (!created) return this.#sameStart(record, def.id, inputHash, jobId, key);
     // The new job's own actor lends its scope: its first event neither reads nor hydrates it again.
     if (initial.actor !== undefined) this.#remember(record, def, initial.snapshot, initial.actor);
     return this.#started(record, def, plan, parsed, relations);
@@ -1378,12 +1378,15 @@ export class Runtime {
     return key === null ? undefined : this.store.findByIdempotencyKey(this.#owner, key);
   }
 
-  #sameStart(record: JobRecord, inputHash: string, jobId: string, key: string | null): Job {
+  #sameStart(record: JobRecord, machineId: string, inputHash: string, jobId: string, key: string | null): Job {
     if (record.owner !== this.#owner) {
       throw new IdempotencyConflictError(`Job id "${jobId}" is taken; choose another id.`, { jobId });
     }
+    const what = key !== null && record.idempotencyKey === key ? `idempotency key "${key}"` : `job id "${jobId}"`;
+    if (record.machineId !== machineId) {
+      throw new IdempotencyConflictError(`A job with ${what} already exists (${record.id}) and runs machine ${record.machineId}, not ${machineId}.`, { jobId: record.id });
+    }
     if (record.inputHash !== inputHash) {
-      const what = key !== null && record.idempotencyKey === key ? `idempotency key "${key}"` : `job id "${jobId}"`;
       throw new IdempotencyConflictError(
         `A job with ${what} already exists (${record.id}) with different input; reuse the key only for the same request.`,
         { jobId: record.id },
@@ -2641,6 +2644,8 @@ function nestingDepth(value: unknown, limit: number): number {
   const seen = new Set<object>();
   while (stack.length > 0) {
     const [v, d] = stack.pop()!;
+    // JSON.stringify would write null for these, and the schema would then report a null.
+    if (typeof v === 'number' && !Number.isFinite(v)) throw new Error(`${v} is not a JSON number`);
     if (v === null || typeof v !== 'object' || seen.has(v)) continue;
     seen.add(v);
     deepest = Math.max(deepest, d + 1);

@@ -408,7 +408,12 @@ export class JobModel {
     const schema = this.config.def.input;
     if (!schema) return json;
     const result = schema.safeParse(json);
-    if (!result.success) throw new SampleError(`Input ${JSON.stringify(json)} is rejected by the input schema of ${this.config.def.id} (${issues(result.error)}).`);
+    if (!result.success) {
+      throw new SampleError(
+        `Input ${JSON.stringify(json)} is rejected by the input schema of ${this.config.def.id} (${issues(result.error)}): ` +
+          `give a valid one as \`input\` in the path-test options (for \`spool test\`: export \`pathTests = { '${this.config.def.id}': { input: … } }\` from the machines module).`,
+      );
+    }
     return toJson(result.data);
   }
 
