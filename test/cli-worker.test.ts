@@ -142,6 +142,10 @@ describe('spool worker', () => {
     const attempts = worker.lines.filter((l) => l['type'] === 'activity.finished').map((l) => l['outcome']);
     expect(attempts).toEqual(['retrying', 'succeeded', 'waiting']);
 
+    // Without the module that defines the job's machine, the token is refused and stays good.
+    const wrongModule = await spool(['--db', db, 'complete', token!, '{"tracking":"T-0"}']);
+    expect(wrongModule.code).toBe(1);
+    expect(wrongModule.stderr).toMatch(/^spool: SPOOL_USAGE: Job o1 runs machine order, which .* does not export; pass --machines/);
     const done = await json<Job>(['--db', db, '--machines', MODULE, 'complete', token!, '{"tracking":"T-9"}']);
     expect(done.value).toBe('delivered');
     expect(done.context).toEqual({ receipt: 'r-12', tracking: 'T-9' });

@@ -67,4 +67,28 @@ describe('host-driven mode', () => {
     await runtime.waitFor(job.id, (j) => j.final);
     expect(setIntervalSpy).not.toHaveBeenCalled();
   });
+
+  it('a waitFor sees another process\'s commit at the host\'s next tick(), with no interval of its own', async () => {
+    const setIntervalSpy = vi.spyOn(globalThis, 'setInterval');
+    const clock = new VirtualClock();
+    const path = resources.dbPath();
+    const runtime = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [machine], clock, hostDriven: true });
+    const other = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [machine], clock, hostDriven: true });
+    const job = await runtime.start('host', {});
+    let checks = 0;
+    let firstCheck!: () => void;
+    const checked = new Promise<void>((r) => (firstCheck = r));
+    const waiting = runtime.waitFor(job.id, (j) => {
+      checks += 1;
+      firstCheck();
+      return j.value === 'working';
+    });
+    await checked;
+    clock.advance(5000);
+    expect((await other.tick()).timersFired).toBe(1); // the other connection commits the timer's transition
+    expect(checks).toBe(1);
+    await runtime.tick();
+    expect(await waiting).toMatchObject({ value: 'working' });
+    expect(setIntervalSpy).not.toHaveBeenCalled();
+  });
 });

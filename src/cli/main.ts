@@ -291,7 +291,9 @@ Examples:
       .action(async (token: string, text: string | undefined, _options: unknown, command: Command) => {
         const g = globals(command);
         const value = text === undefined ? (name === 'complete' ? null : { message: 'failed' }) : parseJsonArgument(text, name === 'complete' ? 'The output' : 'The error', `'{"ok":true}'`);
-        await withRuntime(g, io, { create: false }, async (runtime) => {
+        await withRuntime(g, io, { create: false }, async (runtime, module, store) => {
+          const waiting = await store.effectByToken(token).catch(() => undefined);
+          if (waiting) await requireMachineOf(runtime, waiting.jobId, module);
           const job = redactJob(runtime, name === 'complete' ? await runtime.complete(token, value) : await runtime.fail(token, value));
           write(io, g, job, () => keyValues([['job', job.id], ['state', formatState(job.value)], ['status', describeStatus(job)], ['revision', String(job.revision)]]));
         });
@@ -520,7 +522,7 @@ Examples:
 
   program
     .command('demo')
-    .description('run four job-lifecycle jobs to their ends, printing each step (what `npm start` runs)')
+    .description('run eight jobs to their ends, printing each step: four job-lifecycle jobs driven by events, then four run by the worker loop (what `npm start` runs)')
     .action(async (_options: unknown, command: Command) => {
       const g = globals(command);
       await withRuntime(g, io, { create: true, mode: 'run', needs: 'job-lifecycle', effects: true }, async (runtime) => {
@@ -672,7 +674,7 @@ async function withRuntime(
     activityConcurrency?: Record<string, number>;
     log?: (entry: LogEntry, sensitive: ReadonlySet<string>) => void;
   },
-  work: (runtime: Runtime, module: string) => Promise<void>,
+  work: (runtime: Runtime, module: string, store: SqliteStore) => Promise<void>,
 ): Promise<void> {
   const { path, definitions } = await loadMachines(g.machines ?? DEFAULT_MACHINES_MODULE, io.cwd);
   const registry = new MachineRegistry(definitions); // throws MachineDefinitionError for an unusable definition
@@ -706,7 +708,7 @@ async function withRuntime(
     throw error;
   }
   try {
-    await work(runtime, path);
+    await work(runtime, path, store);
   } finally {
     await runtime.close(options.graceMs !== undefined ? { graceMs: options.graceMs } : {});
   }

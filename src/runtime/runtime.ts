@@ -694,21 +694,23 @@ export class Runtime {
 
   /**
    * Commits of other processes raise no event here: while a `waitFor` waits on a store that
-   * counts them (`externalChanges`), poll that counter every {@link WATCH_MS} and test the waited
-   * jobs again when it moves. The timer keeps the process alive while someone waits, as any
-   * pending wait on a socket would. Returns the function that stops watching for this test.
+   * counts them (`externalChanges`), poll that counter every {@link WATCH_MS} (host-driven: at
+   * each `tick()`) and test the waited jobs again when it moves. The timer keeps the process
+   * alive while someone waits, as any pending wait on a socket would. Returns the function that
+   * stops watching for this test.
    */
   #watchOthers(jobId: string, test: (job: Job) => void): () => void {
     if (!this.store.externalChanges) return () => undefined;
     const tests = this.#watched.get(jobId) ?? new Set();
     tests.add(test);
     this.#watched.set(jobId, tests);
-    this.#watchTimer ??= setInterval(() => void this.#pollOthers(), WATCH_MS);
+    // Host-driven: no interval of Spool's own; the host's tick() looks instead.
+    if (!this.#hostDriven) this.#watchTimer ??= setInterval(() => void this.#pollOthers(), WATCH_MS);
     return () => {
       tests.delete(test);
       if (tests.size === 0) this.#watched.delete(jobId);
-      if (this.#watched.size === 0 && this.#watchTimer) {
-        clearInterval(this.#watchTimer);
+      if (this.#watched.size === 0) {
+        if (this.#watchTimer) clearInterval(this.#watchTimer);
         this.#watchTimer = undefined;
         this.#externalSeen = undefined;
       }
@@ -859,6 +861,7 @@ export class Runtime {
    */
   async tick(): Promise<{ timersFired: number; activitiesStarted: number }> {
     this.#assertOpen();
+    if (this.#hostDriven && this.#watched.size > 0) await this.#pollOthers();
     let timersFired = 0;
     if (this.#runEffects) {
       const now = this.clock.now();
