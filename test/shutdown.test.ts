@@ -75,47 +75,26 @@ describe('close({ graceMs })', () => {
     expect((await reopened.details(job.id)).attempts.map((a) => a.outcome)).toEqual(['succeeded']);
   });
 
-  it('aborts what is still running, releases its claim, and the next runtime takes it over at once', async () => {
+  it.each([
+    ['aborts what is still running, releases its claim, and the next runtime takes it over at once', machine, 0],
+    // The gate is never released while closing: that activity would run forever.
+    ['does not wait for an activity that ignores its abort signal: close ends at its grace period and releases the claim', deaf, 20],
+  ] as const)('%s', async (_name, def, graceMs) => {
     current = gate();
     const clock = new VirtualClock();
     const path = resources.dbPath();
-    const first = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [machine], clock });
-    const job = await first.start('shut', {});
+    const first = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [def], clock });
+    const job = await first.start(def.id, {});
     await current.started;
-    await first.close({ graceMs: 0 });
+    await first.close({ graceMs });
     const after = (await (await resources.sqlite(path, { clock })).getEffect(`${job.id}~work~r1`))!;
     expect(after.status).toBe('running');
     expect(after.claimExpiresAt).toBe(clock.now()); // released: any process may take it over now
 
-    current = gate();
-    const second = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [machine], clock });
-    await second.tick();
-    await current.started;
-    gates.at(-1)!.release();
-    await second.waitFor(job.id, (j) => j.final);
-    expect((await second.details(job.id)).attempts.map((a) => [a.attempt, a.outcome])).toEqual([
-      [1, 'interrupted'],
-      [2, 'succeeded'],
-    ]);
-  });
-
-  it('does not wait for an activity that ignores its abort signal: close resolves after the grace period and releases the claim', async () => {
-    current = gate();
-    const clock = new VirtualClock();
-    const path = resources.dbPath();
-    const first = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [deaf], clock });
-    const job = await first.start('deaf', {});
-    await current.started;
-    // The gate is never released while closing: the activity would run forever.
-    await first.close({ graceMs: 20 });
-    const after = (await (await resources.sqlite(path, { clock })).getEffect(`${job.id}~work~r1`))!;
-    expect(after.status).toBe('running');
-    expect(after.claimExpiresAt).toBe(clock.now());
-
-    // Its late result changes nothing; the next runtime runs the attempt again.
+    // A late result of the first attempt changes nothing; the next runtime runs the attempt again.
     gates.at(-1)!.release();
     current = gate();
-    const second = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [deaf], clock });
+    const second = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [def], clock });
     await second.tick();
     await current.started;
     gates.at(-1)!.release();

@@ -106,13 +106,7 @@ describe('SqliteStore migrations', () => {
     expect(existsSync(`${path}-wal`)).toBe(false);
     const before = sha(path);
 
-    const error = await SqliteStore.open(path).then(
-      (s) => {
-        void s.close();
-        return undefined;
-      },
-      (e: unknown) => e,
-    );
+    const error = await refusal(path);
     expect(error).toBeInstanceOf(SchemaTooNewError);
     expect(error).toMatchObject({ code: 'SPOOL_SCHEMA_TOO_NEW', details: { schemaVersion: 9999, supported: loadMigrations().at(-1)!.version } });
     expect((error as Error).message).toMatch(/upgrade Spool/);
@@ -233,6 +227,17 @@ describe('SqliteStore with corrupted rows', () => {
   });
 });
 
+/** The error `SqliteStore.open` refuses the file with (undefined if it opened). */
+function refusal(path: string): Promise<unknown> {
+  return SqliteStore.open(path).then(
+    (s) => {
+      void s.close();
+      return undefined;
+    },
+    (e: unknown) => e,
+  );
+}
+
 describe('SqliteStore on a file that is not a Spool database', () => {
   it('refuses it with a typed error and leaves it as it was', async () => {
     const path = res.dbPath('notes.db');
@@ -257,13 +262,7 @@ describe("SqliteStore on another application's SQLite file", () => {
   }
 
   async function expectRefusedUnchanged(path: string, before: string, names: RegExp) {
-    const error = await SqliteStore.open(path).then(
-      (s) => {
-        void s.close();
-        return undefined;
-      },
-      (e: unknown) => e,
-    );
+    const error = await refusal(path);
     expect(error).toBeInstanceOf(NotASpoolDatabaseError);
     expect(error).toBeInstanceOf(SpoolError);
     expect(error).toMatchObject({ code: 'SPOOL_NOT_A_SPOOL_DATABASE', category: 'bad-input', details: { path } });
