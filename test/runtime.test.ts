@@ -1,4 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { setup } from 'xstate';
+import { z } from 'zod';
 import { MemoryStore } from '../persistence/memory/index.ts';
 import type { SqliteStore } from '../persistence/sqlite/index.ts';
 import { jobLifecycle } from '../machines/index.ts';
@@ -11,6 +13,7 @@ import {
   PayloadTooLargeError,
   UnknownEventError,
   UnknownMachineError,
+  SpoolError,
   ValidationError,
   WaitTimeoutError,
   type LogEntry,
@@ -135,6 +138,8 @@ describe.each<Kind>(['sqlite', 'memory'])('runtime on %s', (kind) => {
       const before = await dump(store);
       await expect(runtime.start('job-lifecycle', { name: 'other' }, { jobId: 'job-7' })).rejects.toBeInstanceOf(IdempotencyConflictError);
       await expect(runtime.start('probe', {}, { jobId: 'job-7' })).rejects.toThrow('already exists (job-7) and runs machine job-lifecycle, not probe');
+      // "~" is how Spool derives child and scheduled job ids: a caller's id cannot take one.
+      await expect(runtime.start('job-lifecycle', { name: 'x' }, { jobId: 'job-7~kid~r2' })).rejects.toThrow('A job id must not contain "~"');
       expect(await dump(store)).toEqual(before);
     });
 
@@ -534,6 +539,24 @@ describe('sensitive fields', () => {
     }
     expect(logs.length).toBeGreaterThan(0);
     expect(logs.some((l) => l.msg === 'event failed')).toBe(true);
+  });
+
+  it('never appear in a validation error whose schema message quotes the refused value', async () => {
+    const quoting = {
+      machine: setup({}).createMachine({ id: 'quoting', initial: 'open', states: { open: { on: { PAY: 'open' } } } }),
+      sensitive: ['card', 'token'],
+      input: z.object({ token: z.string().refine((v) => v.startsWith('tok_'), { error: (issue) => `token ${String(issue.input)} is not a token` }) }),
+      events: { PAY: z.object({ type: z.literal('PAY'), card: z.string().length(16, { error: (issue) => `card ${String(issue.input)} must have 16 digits` }) }) },
+    };
+    const { runtime } = await fresh('memory', { machines: [quoting] });
+    const badStart = await runtime.start('quoting', { token: 'SECRETTOKEN' }).catch((e: unknown) => e);
+    expect(badStart).toBeInstanceOf(ValidationError);
+    expect((badStart as Error).message).toBe('Invalid input for quoting: token: token [redacted] is not a token');
+    const job = await runtime.start('quoting', { token: 'tok_1' });
+    const badSend = await runtime.send(job.id, { type: 'PAY', card: '4111-SECRET' }).catch((e: unknown) => e);
+    expect(badSend).toBeInstanceOf(ValidationError);
+    expect((badSend as Error).message).toBe('Invalid PAY event for quoting: card: card [redacted] must have 16 digits');
+    expect(JSON.stringify([(badStart as SpoolError).toJSON(), (badSend as SpoolError).toJSON()])).not.toMatch(/SECRET/);
   });
 
   it('never appear in action.failed or the log when an action throws after the commit', async () => {

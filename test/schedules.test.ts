@@ -134,6 +134,18 @@ describe('schedule(): validation first, nothing stored on error', () => {
     });
   }
 
+  it('refuses an input with a sensitive field, which it could only replay as [redacted]', async () => {
+    const { runtime, store } = await open('sqlite', { machines: [{ ...report, sensitive: ['day'] }, counter] });
+    const before = await dump(store);
+    const error = await runtime.schedule(spec({ input: { day: 'monday' } })).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidScheduleError);
+    expect(error).toMatchObject({ details: { field: 'input' } });
+    expect((error as Error).message).toContain('its input carries sensitive day');
+    expect((error as Error).message).not.toContain('monday');
+    expect(await runtime.schedules()).toEqual([]);
+    expect(await dump(store)).toEqual(before);
+  });
+
   it('a cron expression is read in its time zone (default UTC); 6 fields add seconds', async () => {
     const { runtime } = await open('memory');
     const paris = await runtime.schedule(spec({ id: 'paris', everyMs: undefined, startAt: undefined, cron: '0 9 * * *', timezone: 'Europe/Paris' }));

@@ -417,6 +417,9 @@ export class Runtime {
     const parsed = this.#validateInput(def, input);
     const jobId = options.jobId ?? this.#newId();
     checkId('job id', jobId);
+    if (options.jobId !== undefined && jobId.includes('~')) {
+      throw new ValidationError(`A job id must not contain "~": Spool derives the ids of child and scheduled jobs with it (got "${jobId}").`);
+    }
     if (options.idempotencyKey !== undefined) checkId('idempotency key', options.idempotencyKey);
     const inputHash = hashJson({ machine: def.id, input: parsed });
     const key = options.idempotencyKey ?? null;
@@ -1334,7 +1337,7 @@ export class Runtime {
         const parsed = this.#validateInput(def, input);
         checkId('job id', jobId);
         const { job, plan } = this.#newJob(def, parsed, jobId, null, hashJson({ machine: def.id, input: parsed }), at);
-        return { job, started: async (record) => void (await this.#started(record, def, plan, parsed)) };
+        return { job, sensitivePaths: sensitivePaths(parsed, def.sensitive), started: async (record) => void (await this.#started(record, def, plan, parsed)) };
       },
       cancelEvent: (record, reason, at) => {
         const def = this.registry.route(record.machineId, record.machineVersion)?.target;
@@ -1408,7 +1411,8 @@ export class Runtime {
     }
     const result = def.input.safeParse(json);
     if (!result.success) {
-      throw new ValidationError(`Invalid input for ${def.id}: ${formatIssues(result.error)}`, { machineId: def.id });
+      // A schema's message may quote the value it refused: sensitive ones are redacted like any error's.
+      throw new ValidationError(`Invalid input for ${def.id}: ${redactText(formatIssues(result.error), json, def.sensitive)}`, { machineId: def.id });
     }
     return toJson(result.data);
   }
@@ -1431,7 +1435,7 @@ export class Runtime {
     if (!schema) return json;
     const result = schema.safeParse(json);
     if (!result.success) {
-      throw new ValidationError(`Invalid ${type} event for ${def.id}: ${formatIssues(result.error)}`, { eventType: type, machineId: def.id });
+      throw new ValidationError(`Invalid ${type} event for ${def.id}: ${redactText(formatIssues(result.error), json, def.sensitive)}`, { eventType: type, machineId: def.id });
     }
     return toJson(result.data);
   }
@@ -2681,6 +2685,15 @@ function formatIssues(error: unknown): string {
     .slice(0, 5)
     .map((i) => `${i.path.length ? i.path.map(String).join('.') : '(root)'}: ${i.message}`)
     .join('; ');
+}
+
+/** Where `value` holds something under a sensitive key: `card`, `payer.card`, `items.0.card`. */
+function sensitivePaths(value: unknown, sensitive: ReadonlySet<string>, prefix = ''): string[] {
+  if (sensitive.size === 0 || value === null || typeof value !== 'object') return [];
+  return Object.entries(value).flatMap(([key, child]) => {
+    const path = prefix ? `${prefix}.${key}` : key;
+    return sensitive.has(key) ? [path] : sensitivePaths(child, sensitive, path);
+  });
 }
 
 /** Remove sensitive values that an error message may quote (every leaf under a sensitive key). */

@@ -109,6 +109,8 @@ export class ScheduleNotFoundError extends SpoolError {
 /** A job ready to be written (everything `start` validates has passed), and what to do once it is. */
 export interface PreparedStart {
   job: NewJob;
+  /** Paths of the input's values under the machine's sensitive keys (redacted in `job.input`). */
+  sensitivePaths: string[];
   /** What `start` does after its commit: runtime events, actions of the initial state, activities. */
   started(record: JobRecord): Promise<void>;
 }
@@ -343,6 +345,14 @@ export async function upsertSchedule(host: SchedulesHost, spec: ScheduleSpec): P
   const now = host.clock.now();
   const definition = validateSpec(spec, now);
   const prepared = host.prepareStart(definition.machineId, spec.input ?? {}, occurrenceJobId(definition.id, now), now);
+  if (prepared.sensitivePaths.length > 0) {
+    // The stored input is redacted, as every stored input is: each occurrence would start its job with `[redacted]`.
+    throw new InvalidScheduleError(
+      `Schedule ${definition.id}: its input carries sensitive ${prepared.sensitivePaths.join(', ')}, which Spool never stores, so a schedule cannot replay it. ` +
+        'Give the job a reference it can look the secret up with instead.',
+      { scheduleId: definition.id, field: 'input' },
+    );
+  }
   const input = prepared.job.input;
   if (definition.overlap === 'cancel-previous' && !host.canCancel(definition.machineId)) {
     throw new InvalidScheduleError(
