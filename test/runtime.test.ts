@@ -6,6 +6,7 @@ import type { SqliteStore } from '../persistence/sqlite/index.ts';
 import { jobLifecycle } from '../machines/index.ts';
 import {
   ClosedError,
+  createRuntime,
   IdempotencyConflictError,
   JobNotFoundError,
   JobQuarantined,
@@ -123,6 +124,14 @@ describe.each<Kind>(['sqlite', 'memory'])('runtime on %s', (kind) => {
       await expect(runtime.start('job-lifecycle', { name: 'y', items: 2 }, { idempotencyKey: 'upload-42' })).rejects.toBeInstanceOf(
         IdempotencyConflictError,
       );
+      // The same key with another job id asks for a different job: not the first one under another name.
+      await expect(runtime.start('job-lifecycle', { name: 'x', items: 2 }, { idempotencyKey: 'upload-42', jobId: 'other' })).rejects.toThrow(
+        `Idempotency key "upload-42" belongs to job ${a.id}, not "other"`,
+      );
+      // A misspelt option is refused, not ignored (a retry would otherwise start a second job).
+      await expect(runtime.start('job-lifecycle', { name: 'x', items: 2 }, { idempotencykey: 'upload-42' } as never)).rejects.toThrow(
+        'start: unknown option idempotencykey (known: jobId, idempotencyKey)',
+      );
       expect(await dump(store)).toEqual(before);
       expect((await runtime.list()).map((j) => j.id)).toEqual([a.id]);
       expect(await revisions(runtime, a.id)).toEqual([1]);
@@ -154,6 +163,18 @@ describe.each<Kind>(['sqlite', 'memory'])('runtime on %s', (kind) => {
   });
 
   describe('send', () => {
+    it('refuses misspelt and mistyped options and filters, writing nothing', async () => {
+      const { runtime, store } = await fresh(kind);
+      const job = await runtime.start('probe', {});
+      const before = await dump(store);
+      await expect(runtime.send(job.id, { type: 'GO' }, { eventID: 'x' } as never)).rejects.toThrow('send: unknown option eventID (known: eventId, wait)');
+      await expect(runtime.send(job.id, { type: 'GO' }, { wait: 'false' } as never)).rejects.toThrow('send: wait must be true or false.');
+      await expect(runtime.list({ status: 'bogus' } as never)).rejects.toThrow('list: status must be one of active, done, error, stopped; got "bogus".');
+      await expect(runtime.list({ machine: 'probe' } as never)).rejects.toThrow('list: unknown option machine');
+      await expect(runtime.waitFor(job.id, () => true, { timeout: 5 } as never)).rejects.toThrow('waitFor: unknown option timeout');
+      expect(await dump(store)).toEqual(before);
+    });
+
     it('applies an event, bumping the revision and recording history and the inbox', async () => {
       const { runtime } = await fresh(kind);
       const job = await runtime.start('probe', {});
@@ -857,5 +878,40 @@ describe('waitFor and other processes', () => {
     expect(await waiting).toMatchObject({ value: 'running', revision: 2 });
     // A wait that the other connection's commit does not satisfy keeps waiting until its timeout.
     await expect(waiter.waitFor(job.id, (j) => j.final, { timeoutMs: 120 })).rejects.toBeInstanceOf(WaitTimeoutError);
+  });
+});
+
+describe('createRuntime options', () => {
+  it('refuses wrong types, unknown names and out-of-range values with a ValidationError naming the option, before it opens', async () => {
+    const store = new MemoryStore();
+    const bad: [Record<string, unknown>, string, RegExp][] = [
+      [{ owner: 5 }, 'owner', /owner: /],
+      [{ owner: {} }, 'owner', /owner: /],
+      [{ clock: {} }, 'clock', /clock: must be a Clock/],
+      [{ machines: null }, 'machines', /machines: must be an array/],
+      [{ store: null }, 'store', /store: must be a JobStore/],
+      [{ log: 'json' }, 'log', /log: must be a function/],
+      [{ newId: 5 }, 'newId', /newId: must be a function/],
+      [{ maxPayloadBytes: Number.NaN }, 'maxPayloadBytes', /maxPayloadBytes/],
+      [{ maxPayloadBytes: 0 }, 'maxPayloadBytes', /maxPayloadBytes/],
+      [{ maxConcurrentActivities: 0 }, 'maxConcurrentActivities', /maxConcurrentActivities/],
+      [{ maxConcurrentActivities: '8' }, 'maxConcurrentActivities', /maxConcurrentActivities/],
+      [{ maxConcurrentActivities: 1.5 }, 'maxConcurrentActivities', /maxConcurrentActivities/],
+      [{ leaseMs: 0 }, 'leaseMs', /leaseMs: must be at least 1000/],
+      [{ maxBacklog: null }, 'maxBacklog', /maxBacklog/],
+      [{ processEvents: 'no' }, 'processEvents', /processEvents/],
+      [{ verifySnapshots: 'yes' }, 'verifySnapshots', /verifySnapshots/],
+      [{ maxBacklogg: 10 }, 'maxBacklogg', /unknown option maxBacklogg/],
+    ];
+    for (const [patch, option, message] of bad) {
+      const error = await createRuntime({ store, machines: MACHINES, ...patch } as RuntimeOptions).catch((e: unknown) => e);
+      expect(error, JSON.stringify(patch)).toBeInstanceOf(ValidationError);
+      expect(error).toMatchObject({ details: { option } });
+      expect((error as Error).message).toMatch(/^createRuntime: /);
+      expect((error as Error).message).toMatch(message);
+    }
+    // Left out, or undefined: the defaults.
+    const ok = await res.runtime({ store, machines: MACHINES, ...({ owner: undefined } as object), leaseMs: 1000, maxBacklog: Number.POSITIVE_INFINITY });
+    expect((await ok.start('probe', {})).revision).toBe(1);
   });
 });

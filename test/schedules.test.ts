@@ -120,6 +120,7 @@ describe('schedule(): validation first, nothing stored on error', () => {
         [{ id: 'has space' }, 'id'],
         [{ id: 'a~b' }, 'id'],
         [{ overlap: 'cancel-previous', machineId: 'counter', input: {} }, 'overlap'], // counter has no CANCEL
+        [{ everyMs: undefined, cron: '0 3 * * *', timeZone: 'Europe/Paris' } as Patch, 'timeZone'], // misspelt: not ignored (UTC)
       ];
       for (const [patch, field] of invalid) {
         const error = await runtime.schedule(spec(patch)).catch((e: unknown) => e);

@@ -58,6 +58,7 @@ import * as ops from './operations.ts';
 import type { RuntimeStats } from './operations.ts';
 import * as sched from './schedules.ts';
 import { ActivitySlots, BacklogGauge, DEFAULT_MAX_BACKLOG, ROUND_BOUNDS, widerScan } from './limits.ts';
+import { checkRuntimeOptions } from './options.ts';
 
 /** Options of {@link createRuntime}. */
 export interface RuntimeOptions {
@@ -311,6 +312,7 @@ type Loaded =
  * await runtime.close();
  */
 export async function createRuntime(options: RuntimeOptions): Promise<Runtime> {
+  checkRuntimeOptions(options);
   const runtime = new Runtime(options);
   if (options.recover ?? true) await runtime.recover();
   return runtime;
@@ -412,7 +414,7 @@ export class Runtime {
 
   async #start(machineId: string, input: unknown, options: StartOptions): Promise<Job> {
     if (typeof machineId !== 'string') throw new ValidationError('A machine id must be a string.');
-    options = requireOptions(options);
+    options = requireOptions(options, 'start', ['jobId', 'idempotencyKey']);
     const def = this.registry.latest(machineId);
     const parsed = this.#validateInput(def, input);
     const jobId = options.jobId ?? this.#newId();
@@ -425,12 +427,12 @@ export class Runtime {
     const key = options.idempotencyKey ?? null;
 
     const existing = await this.#findExisting(jobId, key);
-    if (existing) return this.#sameStart(existing, def.id, inputHash, jobId, key);
+    if (existing) return this.#sameStart(existing, def.id, inputHash, jobId, key, options.jobId);
 
     const { job: newJob, plan, relations, initial } = this.#newJob(def, parsed, jobId, key, inputHash, this.clock.now());
     await this.#backlog.admit(false); // backpressure (limits.ts): refused before anything is written; a repeated start returned above
     const { job: record, created } = await this.#submitCreate(newJob);
-    if (!created) return this.#sameStart(record, def.id, inputHash, jobId, key);
+    if (!created) return this.#sameStart(record, def.id, inputHash, jobId, key, options.jobId);
     // The new job's own actor lends its scope: its first event neither reads nor hydrates it again.
     if (initial.actor !== undefined) this.#remember(record, def, initial.snapshot, initial.actor);
     return this.#started(record, def, plan, parsed, relations);
@@ -522,7 +524,8 @@ export class Runtime {
   }
 
   async #send(jobId: string, event: unknown, options: SendOptions): Promise<SendResult> {
-    options = requireOptions(options);
+    options = requireOptions(options, 'send', ['eventId', 'wait']);
+    if (options.wait !== undefined && typeof options.wait !== 'boolean') throw new ValidationError('send: wait must be true or false.');
     if (options.eventId !== undefined) {
       checkId('event id', options.eventId);
       if (RESERVED_EVENT_ID.test(options.eventId)) {
@@ -606,9 +609,12 @@ export class Runtime {
   /** Jobs by machine, state path, status or quarantine, ordered by id. */
   async list(filter: ListFilter = {}): Promise<Job[]> {
     this.#assertOpen();
-    filter = requireOptions(filter);
+    filter = requireOptions(filter, 'list', ['machineId', 'state', 'status', 'quarantined', 'exhausted', 'cancelRequested', 'suspended', 'stuck', 'afterId', 'limit']);
     for (const key of ['machineId', 'state', 'status', 'afterId'] as const) {
       if (filter[key] !== undefined && typeof filter[key] !== 'string') throw new ValidationError(`list: ${key} must be a string.`);
+    }
+    if (filter.status !== undefined && !JOB_STATUS_VALUES.includes(filter.status)) {
+      throw new ValidationError(`list: status must be one of ${JOB_STATUS_VALUES.join(', ')}; got "${filter.status}".`);
     }
     for (const key of ['quarantined', 'exhausted', 'cancelRequested', 'stuck', 'suspended'] as const) {
       const v = (filter as Record<string, unknown>)[key];
@@ -651,7 +657,7 @@ export class Runtime {
     this.#assertOpen();
     requireText('job id', jobId);
     if (typeof predicate !== 'function') throw new ValidationError('waitFor needs a predicate function: (job) => boolean.');
-    options = requireOptions(options);
+    options = requireOptions(options, 'waitFor', ['timeoutMs', 'signal']);
     if (options.timeoutMs !== undefined && !(typeof options.timeoutMs === 'number' && options.timeoutMs >= 0 && Number.isFinite(options.timeoutMs))) {
       throw new ValidationError('waitFor timeoutMs must be a non-negative number of milliseconds.');
     }
@@ -1384,11 +1390,14 @@ export class Runtime {
     return key === null ? undefined : this.store.findByIdempotencyKey(this.#owner, key);
   }
 
-  #sameStart(record: JobRecord, machineId: string, inputHash: string, jobId: string, key: string | null): Job {
+  #sameStart(record: JobRecord, machineId: string, inputHash: string, jobId: string, key: string | null, requestedId: string | undefined): Job {
     if (record.owner !== this.#owner) {
       throw new IdempotencyConflictError(`Job id "${jobId}" is taken; choose another id.`, { jobId });
     }
     const what = key !== null && record.idempotencyKey === key ? `idempotency key "${key}"` : `job id "${jobId}"`;
+    if (requestedId !== undefined && record.id !== requestedId) {
+      throw new IdempotencyConflictError(`Idempotency key "${key}" belongs to job ${record.id}, not "${requestedId}"; reuse a key only for the same request.`, { jobId: record.id });
+    }
     if (record.machineId !== machineId) {
       throw new IdempotencyConflictError(`A job with ${what} already exists (${record.id}) and runs machine ${record.machineId}, not ${machineId}.`, { jobId: record.id });
     }
@@ -2666,11 +2675,21 @@ function requireText(what: string, value: unknown): asserts value is string {
   if (typeof value !== 'string' || value.length === 0) throw new ValidationError(`A ${what} must be a non-empty string.`);
 }
 
-function requireOptions<T>(options: T): T {
+/**
+ * An options object (or nothing), with only the `known` names: a misspelt option (`jobid`) would
+ * otherwise be ignored and its default used, which for an id or a key makes a retry a duplicate.
+ */
+function requireOptions<T>(options: T, call: string, known: readonly string[]): T {
   if (options === undefined) return {} as T;
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) throw new ValidationError('Options must be an object (or left out).');
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) throw new ValidationError(`${call}: options must be an object (or left out).`);
+  const unknown = Object.keys(options).filter((k) => !known.includes(k));
+  if (unknown.length > 0) {
+    throw new ValidationError(`${call}: unknown option${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} (known: ${known.join(', ')}).`, { option: unknown[0] });
+  }
   return options;
 }
+
+const JOB_STATUS_VALUES: readonly string[] = ['active', 'done', 'error', 'stopped'];
 
 function checkId(what: string, id: unknown): void {
   if (typeof id !== 'string' || !EVENT_ID_PATTERN.test(id)) {

@@ -268,11 +268,18 @@ export function planStep(s: ScheduleRecord, now: number, previousFinished: boole
 // ------------------------------------------------------------------ the API
 
 /** Validate a schedule definition; throws {@link InvalidScheduleError}. Nothing is read or written. */
+const SPEC_FIELDS: readonly string[] = ['id', 'machineId', 'input', 'cron', 'timezone', 'everyMs', 'overlap', 'catchUp', 'graceMs', 'startAt'];
+
 export function validateSpec(spec: ScheduleSpec, now: number): Omit<NewSchedule, 'owner' | 'input' | 'nextDueAt' | 'bufferedDueAt' | 'lastDueAt' | 'lastJobId' | 'missed' | 'at'> {
   if (spec === null || typeof spec !== 'object') throw new InvalidScheduleError('A schedule is an object: { id, machineId, cron | everyMs, overlap, catchUp, ... }.');
   const { id, machineId, cron, timezone, everyMs, overlap, catchUp, graceMs, startAt } = spec;
   if (typeof id !== 'string' || !ID_PATTERN.test(id)) {
     throw new InvalidScheduleError('A schedule id must be 1-100 printable ASCII characters without spaces or "~".', { field: 'id' });
+  }
+  // A misspelt field (`timeZone`) would otherwise be ignored, and the schedule run in UTC.
+  const unknown = Object.keys(spec).filter((k) => !SPEC_FIELDS.includes(k));
+  if (unknown.length > 0) {
+    throw new InvalidScheduleError(`Schedule ${id}: unknown field${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} (known: ${SPEC_FIELDS.join(', ')}).`, { scheduleId: id, field: unknown[0] });
   }
   if (typeof machineId !== 'string' || machineId.length === 0) throw new InvalidScheduleError('A schedule needs a machineId.', { scheduleId: id, field: 'machineId' });
   if ((cron === undefined) === (everyMs === undefined)) {
