@@ -17,8 +17,11 @@ import {
   type Runtime,
   type RuntimeStats,
 } from '../src/index.ts';
+import { MemoryStore } from '../persistence/memory/index.ts';
+import type { JobStore } from '../src/ports/store.ts';
+import { VirtualClock } from '../src/testing/index.ts';
 import { Resources } from './helpers/resources.ts';
-import { gate, nextEvent, openRuntime, releaseGates, type Opened } from './helpers/durable.ts';
+import { gate, nextEvent, openRuntime, releaseGates, T0, type Opened } from './helpers/durable.ts';
 import { deadEndMachine, fragile, FRAGILE_POLICY, mended, opsHooks, resetOpsHooks, unsafeCharge, type ChargeInput } from './fixtures/opsMachines.ts';
 
 const res = new Resources();
@@ -42,7 +45,7 @@ async function settle(runtime: Runtime): Promise<void> {
 }
 
 /** Move the clock to the next wake-up (if any) and settle; false when nothing is scheduled. */
-async function step(o: Opened): Promise<boolean> {
+async function step(o: Pick<Opened, 'runtime' | 'clock'>): Promise<boolean> {
   const next = await o.runtime.nextWakeAt();
   if (next === null) return false;
   if (next > o.clock.now()) o.clock.set(next);
@@ -55,7 +58,7 @@ const failing = (message: (input: ChargeInput) => string) => async ({ input }: A
 };
 
 /** Start a fragile job whose charge fails every attempt and run it until its retries are used up. */
-async function exhaustFragile(o: Opened, jobId: string, message: (input: ChargeInput) => string = () => 'card declined'): Promise<Job> {
+async function exhaustFragile(o: Pick<Opened, 'runtime' | 'clock'>, jobId: string, message: (input: ChargeInput) => string = () => 'card declined'): Promise<Job> {
   opsHooks.charge = failing(message);
   await o.runtime.start('fragile', { card: CARD, amount: 12 }, { jobId });
   await settle(o.runtime);
@@ -359,7 +362,8 @@ describe('suspend and resume', () => {
       ['scheduled', 5000],
     ]);
     expect(await runtime.nextWakeAt()).toBeNull(); // nobody wakes for a suspended job
-    expect(await runtime.stats()).toMatchObject({ suspended: 1, backlog: { events: 1, held: 1, oldestAcceptedAt: null }, timers: { due: 0, held: 2, lagMs: null } });
+    // The held event still counts as the oldest waiting: an operator sees how long it has waited.
+    expect(await runtime.stats()).toMatchObject({ suspended: 1, backlog: { events: 1, held: 1, oldestAcceptedAt: t0 + 6000, oldestAgeMs: 0 }, timers: { due: 0, held: 2, lagMs: null } });
     // Another processing runtime on the same file leaves it alone too.
     const other = await openRuntime(res, OPS, { path: o.path, clock });
     expect(await other.runtime.processPending()).toBe(0);
@@ -585,9 +589,10 @@ describe('stats', () => {
         (a, b) =>
           a.machineId.localeCompare(b.machineId, 'en') || a.machineVersion.localeCompare(b.machineVersion) || a.status.localeCompare(b.status) || (JSON.stringify(a.value) < JSON.stringify(b.value) ? -1 : 1),
       ),
-      quarantined: active.filter((j) => j.quarantine !== null).length,
-      suspended: active.filter((j) => j.suspended_at !== null).length,
-      cancelRequested: active.filter((j) => j.cancel_requested_at !== null).length,
+      // The conditions of the list filters, whatever the job's status.
+      quarantined: jobs.filter((j) => j.quarantine !== null).length,
+      suspended: jobs.filter((j) => j.suspended_at !== null).length,
+      cancelRequested: jobs.filter((j) => j.cancel_requested_at !== null).length,
       exhausted: jobs.filter((j) =>
         effects.some((e) => e.job_id === j.id && e.status === 'failed' && (e.attempt >= e.max_attempts || ['SPOOL_RETRIES_EXHAUSTED', 'SPOOL_INDETERMINATE'].includes(JSON.parse(e.error ?? '{}').code))),
       ).length,
@@ -597,8 +602,9 @@ describe('stats', () => {
         events: pending.length,
         jobs: new Set(pending.map((e) => e.job_id)).size,
         held: pending.length - free.length,
-        oldestAcceptedAt: min(free.map((e) => e.accepted_at)),
-        oldestAgeMs: free.length ? now - min(free.map((e) => e.accepted_at))! : null,
+        // Held events included.
+        oldestAcceptedAt: min(pending.map((e) => e.accepted_at)),
+        oldestAgeMs: pending.length ? now - min(pending.map((e) => e.accepted_at))! : null,
       },
       timers: {
         scheduled: scheduled.length,
@@ -651,6 +657,98 @@ describe('stats', () => {
     hold.resolve({ receipt: 'r' });
     await runtime.idle();
     expect(await runtime.get('running')).toMatchObject({ value: 'charged' });
+  });
+});
+
+/** A store on each backend, and a second handle on the same records (another connection for SQLite). */
+const BACKENDS: [string, (clock: VirtualClock) => Promise<{ store: JobStore; again: () => Promise<JobStore> }>][] = [
+  [
+    'SqliteStore',
+    async (clock) => {
+      const path = res.dbPath();
+      return { store: await res.sqlite(path, { clock }), again: () => res.sqlite(path, { clock }) };
+    },
+  ],
+  [
+    'MemoryStore',
+    async () => {
+      const store = new MemoryStore();
+      return { store, again: async () => store };
+    },
+  ],
+];
+
+describe.each(BACKENDS)('stats agree with list: %s', (_name, backend) => {
+  it('each job count equals the length of its list(filter), finished jobs included; the backlog ages count held events', async () => {
+    const clock = new VirtualClock(T0);
+    const { store, again } = await backend(clock);
+    // Another owner's cancelled job and held event (older than ours) stay out of this owner's figures.
+    // (Host-driven and never ticked: it touches no job but those it is handed.)
+    const acme = await res.runtime({ store: await again(), machines: OPS, clock, owner: 'acme', hostDriven: true });
+    await acme.start('dead-end', {}, { jobId: 'acme-cancelled' });
+    await acme.cancel('acme-cancelled', 'theirs');
+    await acme.start('dead-end', {}, { jobId: 'acme-held' });
+    await acme.suspend('acme-held', 'theirs');
+    await acme.send('acme-held', { type: 'GO' });
+    expect((await acme.list({ cancelRequested: true })).map((j) => j.id)).toEqual(['acme-cancelled']);
+    clock.advance(1000);
+    const runtime = await res.runtime({ store, machines: OPS, clock });
+    const o = { runtime, clock };
+
+    // A cancel request on an active job: its cancel event is held by a suspension.
+    await runtime.start('dead-end', {}, { jobId: 'cancel-pending' });
+    await runtime.suspend('cancel-pending', 'on hold');
+    const oldest = clock.now();
+    expect(await runtime.cancel('cancel-pending', 'not needed')).toMatchObject({ status: 'active', cancel: { completed: false } });
+    // A cancel request, applied: the job ended.
+    await runtime.start('dead-end', {}, { jobId: 'cancelled' });
+    expect(await runtime.cancel('cancelled', 'not needed')).toMatchObject({ value: 'cancelled', final: true, cancel: { completed: true } });
+    // Exhausted and still active (no onError: stuck, only CANCEL moves it).
+    expect(await exhaustFragile(o, 'exhausted-active')).toMatchObject({ status: 'active', value: 'charging' });
+    // Exhausted, then cancelled: finished.
+    await exhaustFragile(o, 'exhausted-cancelled');
+    expect(await runtime.cancel('exhausted-cancelled', 'give up')).toMatchObject({ final: true });
+    // Exhausted, the failure handled by the machine (onError), then ended by an event of its own.
+    opsHooks.work = async () => {
+      throw new Error('broken');
+    };
+    await runtime.start('mended', {}, { jobId: 'exhausted-ended' });
+    await settle(runtime);
+    expect(await runtime.get('exhausted-ended')).toMatchObject({ value: 'broken' });
+    expect(await runtime.send('exhausted-ended', { type: 'CANCEL' })).toMatchObject({ job: { value: 'cancelled', final: true } });
+    // A second held event, later; and a job quarantined by hand.
+    clock.advance(500);
+    await runtime.start('dead-end', {}, { jobId: 'held' });
+    await runtime.suspend('held');
+    expect(await runtime.send('held', { type: 'GO' })).toMatchObject({ status: 'pending' });
+    await runtime.start('dead-end', {}, { jobId: 'quarantined' });
+    await store.setQuarantine('quarantined', 'held back by hand', clock.now());
+    clock.advance(2000);
+
+    const stats = await runtime.stats();
+    const listed = async (filter: Parameters<Runtime['list']>[0]) => (await runtime.list(filter)).map((j) => `${j.id} ${j.status}`);
+    const lists = {
+      quarantined: await listed({ quarantined: true }),
+      suspended: await listed({ suspended: true }),
+      cancelRequested: await listed({ cancelRequested: true }),
+      exhausted: await listed({ exhausted: true }),
+      stuck: await listed({ stuck: true }),
+    };
+    // Each figure is its list's length, whatever the jobs' status...
+    expect({ quarantined: stats.quarantined, suspended: stats.suspended, cancelRequested: stats.cancelRequested, exhausted: stats.exhausted, stuck: stats.stuck }).toEqual(
+      Object.fromEntries(Object.entries(lists).map(([k, v]) => [k, v.length])),
+    );
+    // ...and the lists hold what the scenario built (active and finished jobs alike).
+    expect(lists).toEqual({
+      quarantined: ['quarantined active'],
+      suspended: ['cancel-pending active', 'held active'],
+      cancelRequested: ['cancel-pending active', 'cancelled done', 'exhausted-cancelled done'],
+      exhausted: ['exhausted-active active', 'exhausted-cancelled done', 'exhausted-ended done'],
+      stuck: ['exhausted-active active'],
+    });
+    // The only pending events are held: the age of the oldest is still shown.
+    expect(stats.backlog).toEqual({ events: 2, jobs: 2, held: 2, oldestAcceptedAt: oldest, oldestAgeMs: clock.now() - oldest });
+    expect(stats.backlog.oldestAgeMs).toBeGreaterThan(0);
   });
 });
 

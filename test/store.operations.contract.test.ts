@@ -411,6 +411,67 @@ function operationsContract(name: string, factory: StoreFactory): void {
           leases: [],
         });
       });
+
+      it('each job count equals the length of its listJobs filter, finished jobs included; the oldest pending event counts held ones', async () => {
+        const settleAll = async (jobId: string) => {
+          for (const e of await store.pendingEvents(jobId, 100)) expect(await store.rejectEvent(e.seq, BOOM, T0 + 200)).toBe(true);
+        };
+        /** A job whose only effect failed its only attempt (exhausted), its error event settled; ended when `done`. */
+        const exhaust = async (id: string, done: boolean) => {
+          await store.createJob(newJob(id));
+          const created = effectOf(id, 'act', 2, { maxAttempts: 1 });
+          expect(await store.commit([commitOf(id, 1, { effects: { create: [created], deactivate: [] } })])).toMatchObject([{ ok: true }]);
+          await failForGood((await store.getEffect(created.id))!, T0 + 100);
+          await settleAll(id);
+          if (done) expect(await store.commit([commitOf(id, 2, { status: 'done', value: 'handled', at: T0 + 210 })])).toMatchObject([{ ok: true }]);
+        };
+        const cancelOf = (jobId: string, at: number) => eventOf(jobId, 'spool.cancel', 'CANCEL', { at, source: 'cancel' });
+        // A cancel request on an active job, its event held by a suspension.
+        await store.createJob(newJob('C1'));
+        await store.suspendJob('C1', 'hold', T0 + 2, noteOf('C1', 'suspended'));
+        await store.requestCancel('C1', 'bye', cancelOf('C1', T0 + 3), T0 + 3);
+        // A cancel request, then the job ended (its cancel event settled).
+        await store.createJob(newJob('C2'));
+        await store.requestCancel('C2', 'bye', cancelOf('C2', T0 + 4), T0 + 4);
+        await settleAll('C2');
+        expect(await store.commit([commitOf('C2', 1, { status: 'done', value: 'cancelled', at: T0 + 220 })])).toMatchObject([{ ok: true }]);
+        await exhaust('E1', false); // exhausted, still active
+        await exhaust('E2', true); // exhausted, the failure handled and the job ended
+        // Held events only: a quarantined job's and a suspended job's.
+        await store.createJob(newJob('Q'));
+        await store.setQuarantine('Q', 'gone', T0 + 1);
+        await store.acceptEvent(eventOf('Q', 'q1', 'GO', { at: T0 + 5 }));
+        await store.createJob(newJob('S'));
+        await store.suspendJob('S', 'hold', T0 + 6, noteOf('S', 'suspended'));
+        await store.acceptEvent(eventOf('S', 's1', 'GO', { at: T0 + 7 }));
+        // Another owner's job: a finished cancelled one and an older held event stay out of null's figures.
+        await store.createJob(newJob('X', { owner: 'acme' }));
+        await store.suspendJob('X', 'hold', T0, noteOf('X', 'suspended'));
+        await store.requestCancel('X', 'bye', cancelOf('X', T0), T0);
+
+        const ids = async (filter: Parameters<JobStore['listJobs']>[0]) => (await store.listJobs(filter)).map((j) => j.id);
+        expect(await ids({ cancelRequested: true, owner: null })).toEqual(['C1', 'C2']);
+        expect(await ids({ exhausted: true, owner: null })).toEqual(['E1', 'E2']);
+        expect(await ids({ suspended: true, owner: null })).toEqual(['C1', 'S']);
+        expect(await ids({ quarantined: true, owner: null })).toEqual(['Q']);
+        expect(await ids({ stuck: true, owner: null })).toEqual(['A', 'B']); // E1's lease is still w1's
+        for (const owner of [null, 'acme', undefined]) {
+          const scope = owner === undefined ? {} : { owner };
+          const s = await store.stats({ ...scope, now: T0 + 1000 });
+          const counts = {
+            quarantined: (await store.listJobs({ quarantined: true, ...scope })).length,
+            suspended: (await store.listJobs({ suspended: true, ...scope })).length,
+            cancelRequested: (await store.listJobs({ cancelRequested: true, ...scope })).length,
+            exhausted: (await store.listJobs({ exhausted: true, ...scope })).length,
+            idle: (await store.listJobs({ stuck: true, ...scope })).length,
+          };
+          expect(s, String(owner)).toMatchObject(counts);
+        }
+        // Every pending event is held, and the oldest one's accept time is still reported.
+        expect((await store.stats({ owner: null, now: T0 + 1000 })).backlog).toEqual({ events: 3, jobs: 3, held: 3, oldestAcceptedAt: T0 + 3 });
+        expect((await store.stats({ owner: 'acme', now: T0 + 1000 })).backlog).toEqual({ events: 1, jobs: 1, held: 1, oldestAcceptedAt: T0 });
+        expect((await store.stats({ now: T0 + 1000 })).backlog).toEqual({ events: 4, jobs: 4, held: 4, oldestAcceptedAt: T0 });
+      });
     });
   });
 }

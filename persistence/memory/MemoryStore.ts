@@ -646,7 +646,6 @@ export class MemoryStore implements JobStore {
       return 0;
     };
 
-    const active = jobs.filter((j) => j.status === 'active');
     const held = (jobId: string) => {
       const j = this.#jobs.get(jobId);
       return j !== undefined && (j.suspendedAt !== null || j.quarantine !== null);
@@ -678,16 +677,17 @@ export class MemoryStore implements JobStore {
 
     return {
       jobs: [...groups.values()].sort(byKey).map((g) => g.row),
-      quarantined: active.filter((j) => j.quarantine !== null).length,
-      suspended: active.filter((j) => j.suspendedAt !== null).length,
-      cancelRequested: active.filter((j) => j.cancelRequestedAt !== null).length,
+      // The conditions of the `listJobs` filters, whatever the job's status (as in SQLite).
+      quarantined: jobs.filter((j) => j.quarantine !== null).length,
+      suspended: jobs.filter((j) => j.suspendedAt !== null).length,
+      cancelRequested: jobs.filter((j) => j.cancelRequestedAt !== null).length,
       exhausted: jobs.filter((j) => this.#isExhausted(j.id)).length,
       idle: jobs.filter((j) => this.#isIdle(j)).length,
       backlog: {
         events: pending.length,
         jobs: new Set(pending.map((e) => e.jobId)).size,
         held: pending.length - free.length,
-        oldestAcceptedAt: minOf(free.map((e) => e.acceptedAt)),
+        oldestAcceptedAt: minOf(pending.map((e) => e.acceptedAt)), // held ones too
       },
       timers: {
         scheduled: scheduled.length,

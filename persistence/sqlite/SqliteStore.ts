@@ -838,16 +838,19 @@ function prepareStats(db: Database.Database) {
   return {
     statsJobs: db.prepare(`SELECT machine_id, machine_version, status, state_value, count(*) AS n FROM jobs WHERE ${scope}
       GROUP BY machine_id, machine_version, status, state_value ORDER BY machine_id, machine_version, status, state_value`),
+    // Each job count uses exactly the condition of its `listJobs` filter (whatever the job's
+    // status), so a count always equals the length of the list it summarises.
     statsCounts: db.prepare(`SELECT
-        count(*) FILTER (WHERE status = 'active' AND quarantine IS NOT NULL) AS quarantined,
-        count(*) FILTER (WHERE status = 'active' AND suspended_at IS NOT NULL) AS suspended,
-        count(*) FILTER (WHERE status = 'active' AND cancel_requested_at IS NOT NULL) AS cancel_requested,
+        count(*) FILTER (WHERE quarantine IS NOT NULL) AS quarantined,
+        count(*) FILTER (WHERE suspended_at IS NOT NULL) AS suspended,
+        count(*) FILTER (WHERE cancel_requested_at IS NOT NULL) AS cancel_requested,
         count(*) FILTER (WHERE ${EXHAUSTED_SQL}) AS exhausted,
         count(*) FILTER (WHERE ${IDLE_SQL}) AS idle
       FROM jobs WHERE ${scope}`),
+    // The oldest pending event counts held ones too: an event waiting on a suspension is still waiting.
     statsBacklog: db.prepare(`SELECT count(*) AS events, count(DISTINCT i.job_id) AS jobs,
         count(*) FILTER (WHERE jobs.suspended_at IS NOT NULL OR jobs.quarantine IS NOT NULL) AS held,
-        min(i.accepted_at) FILTER (WHERE jobs.suspended_at IS NULL AND jobs.quarantine IS NULL) AS oldest
+        min(i.accepted_at) AS oldest
       FROM inbox i JOIN jobs ON jobs.id = i.job_id WHERE i.status = 'pending' AND ${scope}`),
     statsTimers: db.prepare(`SELECT count(*) AS scheduled,
         count(*) FILTER (WHERE t.due_at <= @now AND jobs.suspended_at IS NULL) AS due,

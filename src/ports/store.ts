@@ -472,11 +472,11 @@ export interface PurgeFilter {
 export interface StoreStats {
   /** Jobs by machine, version, status and state value (ordered by those, the value as JSON text). */
   jobs: { machineId: string; machineVersion: string; status: JobStatus; value: JsonValue; count: number }[];
-  /** Active jobs held back by quarantine. */
+  /** Jobs listJobs({ quarantined: true }) returns (any status). */
   quarantined: number;
-  /** Active jobs suspended. */
+  /** Jobs listJobs({ suspended: true }) returns (any status). */
   suspended: number;
-  /** Active jobs with a cancel request (not ended yet). */
+  /** Jobs listJobs({ cancelRequested: true }) returns: a cancel request, applied or not, active or finished. */
   cancelRequested: number;
   /** Jobs `listJobs({ exhausted: true })` returns. */
   exhausted: number;
@@ -484,7 +484,7 @@ export interface StoreStats {
   idle: number;
   /**
    * Pending inbox events: how many, of how many jobs, how many of them are held (their job is
-   * suspended or quarantined), and the accept time of the oldest one that is not held.
+   * suspended or quarantined), and the accept time of the oldest one, held ones included.
    */
   backlog: { events: number; jobs: number; held: number; oldestAcceptedAt: number | null };
   /**

@@ -26,7 +26,12 @@ export interface OperationsHost {
   log(level: 'info' | 'warn' | 'error', msg: string, fields: Record<string, unknown>): void;
 }
 
-/** What {@link Runtime.stats} returns: every figure is an aggregate over the stored records. */
+/**
+ * What {@link Runtime.stats} returns: every figure is an aggregate over the stored records. Each
+ * job count with a list filter (`quarantined`, `suspended`, `cancelRequested`, `exhausted`,
+ * `stuck`) is the length of `list({ <filter>: true })` over the same owner scope, whatever the
+ * jobs' status (finished jobs included): a figure and its list never disagree.
+ */
 export interface RuntimeStats {
   /** The clock time the figures were computed at. */
   at: number;
@@ -34,19 +39,31 @@ export interface RuntimeStats {
   owner: string | null;
   /** Jobs by machine, version, status and state value. */
   jobs: StoreStats['jobs'];
-  /** Active jobs held back by quarantine. */
+  /** Jobs held back by quarantine: `list({ quarantined: true }).length`. */
   quarantined: number;
-  /** Active jobs suspended. */
+  /** Suspended jobs: `list({ suspended: true }).length`. */
   suspended: number;
-  /** Active jobs with a cancel request (not ended yet). */
+  /**
+   * Jobs with a cancel request, applied or not, still active or finished (cancelled or ended
+   * otherwise): `list({ cancelRequested: true }).length`. Those still waiting for it:
+   * `list({ cancelRequested: true, status: 'active' })`.
+   */
   cancelRequested: number;
-  /** Jobs with an activity that failed for good (`list --exhausted`). */
+  /**
+   * Jobs with an activity that failed for good (used its attempts, or could not safely be re-run),
+   * active or finished, handled by the machine or not: `list({ exhausted: true }).length`.
+   */
   exhausted: number;
-  /** Jobs nothing will move (`list --stuck`). */
+  /** Jobs nothing will move: `list({ stuck: true }).length`. */
   stuck: number;
-  /** Jobs with nothing scheduled whose current state accepts an external event: they wait for input, visibly. */
+  /** Jobs with nothing scheduled whose current state accepts an external event: they wait for input, visibly (no list filter). */
   waitingForInput: number;
-  /** Pending inbox events; `oldestAgeMs` = now - the oldest one's accept time (events of suspended or quarantined jobs are `held`, not counted there). */
+  /**
+   * Pending (accepted, not yet applied) inbox events: `events`, of `jobs` jobs; `held` of them
+   * belong to suspended or quarantined jobs. `oldestAcceptedAt` is the accept time of the oldest
+   * pending event, held ones included (an event waiting on a suspension is still waiting), and
+   * `oldestAgeMs` = now - that time; both null only when nothing is pending.
+   */
   backlog: StoreStats['backlog'] & { oldestAgeMs: number | null };
   /** Scheduled timers; `lagMs` = now - the deadline of the oldest due one not yet fired (0 when a worker keeps up). */
   timers: StoreStats['timers'] & { lagMs: number | null };

@@ -2517,7 +2517,10 @@ export class JobQuarantined extends SpoolError {
   readonly code = 'SPOOL_QUARANTINED';
   readonly category = 'conflict';
   constructor(jobId: string, reason: string) {
-    super(`Job ${jobId} is quarantined: ${reason}. Register the machine version it runs on (or a migration), then restart.`, { jobId, reason });
+    const next = reason.startsWith(STORE_REFUSED)
+      ? 'Its stored rows are damaged: restore them from a backup (or purge the job), then restart.'
+      : 'Register the machine version it runs on (or a migration), then restart.';
+    super(`Job ${jobId} is quarantined: ${reason}. ${next}`, { jobId, reason });
   }
 }
 
