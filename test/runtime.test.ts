@@ -827,6 +827,21 @@ describe('quarantine and versions', () => {
     await mended.close();
   });
 
+  it('a job whose own version is not registered here is not reported stuck: a migration, or a worker with its version, moves it', async () => {
+    const path = await seedDocs();
+    for (const machines of [
+      [docV2Migrating, probe],
+      [docV2, probe],
+    ]) {
+      const rt = await res.runtime({ store: await res.sqlite(path), machines, recover: false });
+      const stuck = (await rt.list({ stuck: true })).map((j) => j.id);
+      expect(stuck).not.toContain('doc-review');
+      expect((await rt.details('doc-review')).stuck).toBe(false);
+      expect((await rt.stats()).stuck).toBe(stuck.length);
+      await rt.close();
+    }
+  });
+
   it('a job stays on v1 when v2 is registered without a migration', async () => {
     const path = await seedDocs();
     const rt = await reopen(path, { machines: [docV1, docV2, probe] });

@@ -250,6 +250,10 @@ export function describeWork(event: RuntimeEvent, width = 0): string | undefined
       return `  ${event.jobId.padEnd(width)}  timer fired: ${event.eventType}`;
     case 'cancel.requested':
       return `  ${event.jobId.padEnd(width)}  cancel requested: ${event.reason}`;
+    case 'job.quarantined':
+      return `  ${event.jobId.padEnd(width)}  quarantined (held back): ${event.reason}`;
+    case 'job.released':
+      return `  ${event.jobId.padEnd(width)}  released from quarantine`;
     default:
       return undefined;
   }

@@ -208,7 +208,7 @@ Examples:
       const g = globals(command);
       await withRuntime(g, io, { create: false, mode: 'read' }, async (runtime) => {
         const details = redactDetails(runtime, await runtime.details(jobId));
-        write(io, g, details, () => formatShow(details));
+        write(io, g, details, () => formatShow(details, versionNote(runtime, details.job)));
       });
     });
 
@@ -469,6 +469,11 @@ Examples:
           if (logJson) io.stdout(`${JSON.stringify({ at: runtime.clock.now(), level: 'info', msg: 'worker started', ...ready })}\n`);
           else if (!g.json) io.stdout(`spool worker on ${g.db} (runner ${runtime.runnerId}, ${concurrency} activities at once, synchronous ${synchronous}); Ctrl-C to stop\n`);
           else io.stdout(`${JSON.stringify({ type: 'worker.ready', ...ready })}\n`);
+          // Recovery on open ran before anyone listened: say what it held back.
+          const held = await runtime.list({ quarantined: true, limit: 101 });
+          if (held.length > 0 && !g.json && !logJson) {
+            io.stdout(`${held.length > 100 ? 'over 100' : held.length} quarantined job(s) held back (their machine version is not in this module, or no longer fits): \`spool list --quarantined\` says why\n`);
+          }
           try {
             await runWorker(runtime, { signal: controller.signal, pollMs });
             // The grace period, still printing what finishes in it (withRuntime's close is then a no-op).
@@ -749,6 +754,15 @@ function knowsMachine(runtime: Runtime, machineId: string): boolean {
   return runtime.registry.all().some((m) => m.id === machineId);
 }
 
+/** Why what an active job waits for is not known here: its own machine version is not in this module. */
+function versionNote(runtime: Runtime, job: Job): string | undefined {
+  if (job.final || runtime.registry.get(job.machineId, job.machineVersion)) return undefined;
+  const route = runtime.registry.route(job.machineId, job.machineVersion);
+  return route
+    ? `${job.machineVersion} is not in this module; a migration to ${route.target.version} is: the next worker, or the next event sent, migrates the job`
+    : `${job.machineVersion} is not in this module, so what the job waits for is unknown here; a worker without it quarantines the job`;
+}
+
 /** What the CLI prints for a value whose sensitive fields it cannot know. */
 function hidden(job: Pick<Job, 'machineId'>): string {
   return `[hidden: machine ${job.machineId} is not in this --machines module, so its sensitive fields are unknown]`;
@@ -875,7 +889,7 @@ function formatSendResult(result: SendResult, eventText: string, event: unknown)
   return keyValues(pairs);
 }
 
-function formatShow(details: JobDetails): string {
+function formatShow(details: JobDetails, versionNote?: string): string {
   const { job, history } = details;
   const pairs: [string, string][] = [
     ['job', job.id],
@@ -894,7 +908,8 @@ function formatShow(details: JobDetails): string {
     pairs.push(['suspended', `since ${formatTime(job.suspended.at)}${job.suspended.reason ? ` (${job.suspended.reason})` : ''}: events stay pending, timers and activities wait (\`spool resume ${job.id}\`)`]);
   }
   if (job.lease !== null) pairs.push(['lease', `held by ${job.lease.owner} (fence ${job.lease.fence}) until ${formatTime(job.lease.until)}`]);
-  if (!job.final) pairs.push(['waiting for', details.waitingFor.length > 0 ? details.waitingFor.join(', ') : 'no event']);
+  if (versionNote !== undefined) pairs.push(['version', versionNote]);
+  else if (!job.final) pairs.push(['waiting for', details.waitingFor.length > 0 ? details.waitingFor.join(', ') : 'no event']);
   if (details.stuck) pairs.push(['stuck', 'yes: no pending event, timer or activity, and no event but a cancel moves it (`spool retry`, `spool send`, `spool cancel`)']);
   if (job.idempotencyKey !== null) pairs.push(['idempotency', job.idempotencyKey]);
   pairs.push(
@@ -941,14 +956,32 @@ function formatShow(details: JobDetails): string {
         ['SRC', 'STATUS', 'ATTEMPTS', 'NEXT RUN', 'RESULT'],
         details.effects.map((e) => [
           e.src,
-          e.active ? e.status : `${e.status} (left)`,
+          e.active ? e.status : `${e.status} (state left)`,
           `${e.attempt}/${e.maxAttempts}${e.unsafe ? ' unsafe' : ''}`,
           formatTime(e.nextRunAt),
-          e.error ? `${e.error.code ?? e.error.name}: ${oneLine(e.error.message)}` : e.token !== null ? `token ${e.token}` : e.output === null ? '' : formatJson(e.output),
+          e.error
+            ? `${e.error.code ?? e.error.name}: ${oneLine(e.error.message)}`
+            : e.token !== null
+              ? `token ${e.token}`
+              : e.kind === 'child'
+                ? `child job ${e.id}${e.output === null ? '' : ` -> ${formatJson(e.output)}`}`
+                : e.output === null
+                  ? ''
+                  : formatJson(e.output),
         ]),
       )}${waitingForWorker ? '\n(activities and timers run in a worker process, see runWorker; spool commands only record them)' : ''}${
         details.effects.some((e) => e.token !== null) ? "\n(an activity waiting on a token: `spool complete <token> '<output json>'` or `spool fail <token>` settles it)" : ''
       }`,
+    );
+  }
+  const failedAttempts = details.attempts.filter((a) => a.error !== null);
+  if (failedAttempts.length > 0) {
+    const srcOf = new Map(details.effects.map((e) => [e.id, e.src]));
+    sections.push(
+      `attempts that failed:\n${table(
+        ['ACTIVITY', 'ATTEMPT', 'OUTCOME', 'STARTED', 'ERROR'],
+        failedAttempts.map((a) => [srcOf.get(a.effectId) ?? a.effectId, String(a.attempt), a.outcome, formatTime(a.startedAt), `${a.error!.code ?? a.error!.name}: ${oneLine(a.error!.message)}`]),
+      )}`,
     );
   }
   if (details.timers.length > 0) {
@@ -977,7 +1010,7 @@ function formatList(jobs: readonly Job[]): string {
   if (jobs.length === 0) return 'No jobs match.';
   const anyQuarantined = jobs.some((j) => j.quarantine !== null);
   const note = anyQuarantined
-    ? '\n\nQuarantined jobs are held back until Spool runs with their machine version registered (e.g. `spool --machines <module> list`).'
+    ? '\n\nQuarantined jobs are held back until a worker runs with their machine version (or a migration from it) registered: `spool --machines <module> worker`. A failed migration is fixed in the module.'
     : '';
   return table(
     ['ID', 'MACHINE', 'STATUS', 'STATE', 'PROGRESS', 'REV', 'UPDATED', ...(anyQuarantined ? ['QUARANTINED'] : [])],

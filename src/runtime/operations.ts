@@ -105,11 +105,14 @@ export function waitingFor(host: OperationsHost, record: JobRecord): string[] {
  * Of the jobs nothing recorded will move (`JobFilter.stuck`), the ones whose state also accepts
  * no external event but the cancel event: nothing will ever move them. A job that only a cancel
  * can move is stuck (cancelling is an operator's way out, not input the job waits for). A job that
- * cannot be hydrated counts as stuck too.
+ * cannot be hydrated on its own, registered version counts as stuck too; one whose version is
+ * not registered here (it waits for a migration, or for a worker that has its version) does not.
  */
 function isStuckRecord(host: OperationsHost, record: JobRecord): boolean {
   const ready = host.ready(record);
-  if (!ready) return true;
+  // Not runnable as stored. Its own version not registered here (a migration may wait, or a
+  // worker that has it): what moves it is unknown here, and `show` says so; not stuck.
+  if (!ready) return host.definition(record) !== undefined;
   return !acceptedEvents(ready.def, ready.snapshot).some((t) => t !== ready.def.cancel.event);
 }
 
