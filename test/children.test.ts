@@ -105,6 +105,8 @@ describe('child machines', () => {
     await runtime.start('publish', {}, { jobId: 'q' });
     await runtime.send('q', { type: 'SUBMIT' });
     await runtime.idle();
+    // The reviewer handles no CANCEL: the parent is the one to stop it, and the refusal says so.
+    await expect(runtime.cancel('q~review~r2')).rejects.toThrow('it is a child job of q: cancel that job (or send it an event that leaves the invoking state) to stop it');
     await runtime.send('q', { type: 'WITHDRAW' });
     await runtime.idle();
     const child = await runtime.get('q~review~r2');

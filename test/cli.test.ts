@@ -228,6 +228,16 @@ describe('start, send, show, list', () => {
     const jobs = await spoolJson<Job[]>([...db(), 'list']);
     expect(jobs.filter((j) => j.idempotencyKey === 'upload-42')).toHaveLength(1);
   });
+
+  it('lists a page at a time with --limit and --after, in id order', async () => {
+    const paged = ['--db', join(TMP, 'paged.db')];
+    for (const id of ['p-3', 'p-1', 'p-2']) await spoolOk([...paged, 'start', 'job-lifecycle', '--id', id, '--input', '{"name":"page"}']);
+    const first = await spoolJson<Job[]>([...paged, 'list', '--limit', '2']);
+    expect(first.map((j) => j.id)).toEqual(['p-1', 'p-2']);
+    expect(await spoolOk([...paged, 'list', '--limit', '2'])).toContain('(2 shown; the next page: --after p-2)');
+    expect((await spoolJson<Job[]>([...paged, 'list', '--after', 'p-2'])).map((j) => j.id)).toEqual(['p-3']);
+    await spoolFails([...paged, 'list', '--limit', '0'], 'SPOOL_USAGE');
+  });
 });
 
 describe('errors: one line on stderr, exit 1, nothing changed', () => {

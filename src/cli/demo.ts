@@ -226,7 +226,8 @@ function narrator(width: number): (event: RuntimeEvent) => string | undefined {
         let line = `  ${event.job.id.padEnd(width)}  rev ${t.revision}  ${label.padEnd(LABEL_WIDTH)}  ${what}`;
         if (progress !== null && progress !== lastProgress.get(event.job.id)) line += `  (progress ${progress}%)`;
         lastProgress.set(event.job.id, progress);
-        if (event.job.final) line += `\n  ${' '.repeat(width)}  ended: ${event.job.status}, output ${formatJson(event.job.output)}`;
+        // The final state says how it ended (completed, failed, cancelled); `done` is XState's status for any of them.
+        if (event.job.final) line += `\n  ${' '.repeat(width)}  ended in ${formatState(event.job.value)} (status ${event.job.status}), output ${formatJson(event.job.output)}`;
         return line;
       }
       case 'job.quarantined':

@@ -56,6 +56,8 @@ interface ListOptions {
   cancelRequested?: boolean;
   suspended?: boolean;
   stuck?: boolean;
+  limit?: string;
+  after?: string;
 }
 
 /** Global options, shared by every command. */
@@ -223,8 +225,12 @@ Examples:
     .option('--cancel-requested', 'only jobs with a cancel request')
     .option('--suspended', 'only suspended jobs (they accept events but process nothing until resumed)')
     .option('--stuck', 'only jobs nothing will move: no pending event, timer or activity, and a state that waits for no event')
+    .option('--limit <n>', 'at most this many jobs (a page)')
+    .option('--after <jobId>', 'the page after this job id (jobs are ordered by id)')
     .action(async (options: ListOptions, command: Command) => {
       const g = globals(command);
+      const limit = options.limit === undefined ? undefined : Number(options.limit);
+      if (limit !== undefined && !(Number.isSafeInteger(limit) && limit > 0)) throw new UsageError('--limit must be a positive whole number of jobs.');
       const filter: ListFilter = {
         ...(options.machine !== undefined ? { machineId: options.machine } : {}),
         ...(options.state !== undefined ? { state: options.state } : {}),
@@ -234,10 +240,13 @@ Examples:
         ...(options.cancelRequested ? { cancelRequested: true } : {}),
         ...(options.suspended ? { suspended: true } : {}),
         ...(options.stuck ? { stuck: true as const } : {}),
+        ...(limit !== undefined ? { limit } : {}),
+        ...(options.after !== undefined ? { afterId: options.after } : {}),
       };
       await withRuntime(g, io, { create: false, mode: 'read' }, async (runtime) => {
         const jobs = (await runtime.list(filter)).map((job) => redactJob(runtime, job));
-        write(io, g, jobs, () => formatList(jobs));
+        const more = limit !== undefined && jobs.length === limit ? `\n\n(${limit} shown; the next page: --after ${jobs.at(-1)!.id})` : '';
+        write(io, g, jobs, () => formatList(jobs) + more);
       });
     });
 

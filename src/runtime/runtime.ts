@@ -1020,7 +1020,11 @@ export class Runtime {
     const def = this.registry.route(record.machineId, record.machineVersion)?.target;
     if (!def) throw new JobQuarantined(jobId, record.quarantine ?? `machine ${record.machineId}@${record.machineVersion} is not registered`);
     if (!def.eventTypes.has(def.cancel.event)) {
-      throw new ValidationError(`Machine ${def.id} has no "${def.cancel.event}" event, so it cannot be cancelled; handle it or set \`cancel: { event }\` in its definition.`);
+      // A child job is the parent's to stop: it ends when the parent leaves the invoking state.
+      const how = record.parent
+        ? `it is a child job of ${record.parent.jobId}: cancel that job (or send it an event that leaves the invoking state) to stop it`
+        : `handle it or set \`cancel: { event }\` in its definition`;
+      throw new ValidationError(`Machine ${def.id} has no "${def.cancel.event}" event, so it cannot be cancelled; ${how}.`);
     }
     const payload = this.#cancelPayload(def, reason);
     const now = this.clock.now();
