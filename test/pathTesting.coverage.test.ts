@@ -3,6 +3,7 @@
  * (`runPathTests`) that `spool test` prints.
  */
 import { afterAll, describe, expect, test } from 'vitest';
+import { assign, fromPromise, setup } from 'xstate';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -62,6 +63,23 @@ describe('static transitions', () => {
 });
 
 describe('gaps and waivers', () => {
+  test('a done event that fails on the default null output says where its output comes from', () => {
+    const charging = setup({ actors: { charge: fromPromise(async () => ({ chargeId: 'c-1' })) } }).createMachine({
+      id: 'charging',
+      initial: 'paying',
+      context: { chargeId: '' },
+      states: {
+        paying: {
+          invoke: { id: 'charge', src: 'charge', onDone: { target: 'paid', actions: assign({ chargeId: ({ event }) => (event.output as { chargeId: string }).chargeId }) } },
+        },
+        paid: { type: 'final' },
+      },
+    });
+    const gap = generatePaths(charging).coverage.gaps.find((g) => g.event === 'xstate.done.actor.charge');
+    expect(gap?.note).toMatch(/^a xstate\.done\.actor\.charge event failed during exploration: .*chargeId.* \(its output comes from `outputs: \{ charge: … \}`, null when no sample is given\)$/);
+    expect(generatePaths(charging, { outputs: { charge: { chargeId: 'c-1' } } }).coverage.gaps).toEqual([]);
+  });
+
   test('a deliberately unreachable transition is reported as an exact gap, and the check fails on it', () => {
     const g = generatePaths(gappyMachine);
     expect(g.coverage.gaps).toEqual([

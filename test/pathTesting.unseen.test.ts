@@ -9,7 +9,7 @@ import { afterAll, describe, expect, test } from 'vitest';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { describeMachinePaths, generatePaths, runPath } from '../src/testing/index.ts';
+import { collectPathTests, describeMachinePaths, generatePaths, runPath } from '../src/testing/index.ts';
 import { fulfilment, relayMachine, sync, ticket } from './fixtures/pathMachines.ts';
 
 const MODULE = 'test/fixtures/pathMachines.ts';
@@ -36,6 +36,15 @@ const generated = {
     dir,
   }),
 };
+
+describe('options the path tests do not know', () => {
+  test('are refused by name, at every level, and a pathTests key that names no machine too', () => {
+    expect(() => generatePaths(sync, { ...syncOptions, waiver: [] } as never)).toThrow(/Path-test options for sync: unknown option waiver \(known: .*waive/);
+    expect(() => generatePaths(sync, { ...syncOptions, children: { helper: { evnts: {} } } } as never)).toThrow('Path-test options for sync child helper: unknown option evnts');
+    expect(() => collectPathTests({ sync, pathTests: { syncs: syncOptions } })).toThrow("pathTests names syncs, which the module does not export (its machines: sync).");
+    expect(collectPathTests({ sync, pathTests: { sync: syncOptions } })).toHaveLength(1);
+  });
+});
 
 describe('what the generated paths exercise', () => {
   test('every transition of each new machine is covered', () => {

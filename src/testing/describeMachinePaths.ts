@@ -12,7 +12,7 @@ export interface DescribeMachinePathsOptions extends PathTestOptions {
   crash?: boolean;
   /** Paths (the longest first) also replayed in child processes SIGKILLed between steps. Default 0 (needs `module`). */
   childCrash?: number;
-  /** Where the temporary SQLite files go. Default `.vitest-tmp/` in the working directory. */
+  /** Where the temporary SQLite files go (a fresh directory per run, removed after it). Default: the OS temp directory. */
   dir?: string;
   /** Per-test timeout in ms for the child-process runs. Default 60000. */
   childTimeoutMs?: number;

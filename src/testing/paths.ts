@@ -221,8 +221,35 @@ function takenKeys(rootId: string, state: ModelState): string[] {
  * });
  * coverage.gaps; // [] when every transition is taken
  */
+/** Option names of a machine's path tests (PathOptions, plus how runs are checked) and of its child machines'. */
+const MACHINE_OPTIONS: readonly string[] = [
+  'input', 'inputs', 'events', 'outputs', 'errors', 'failAttempts', 'interrupts', 'stateKey', 'children', 'limit', 'jobId', 'waive',
+  'compareContext', 'synchronous', 'module',
+  // describeMachinePaths's own (the same object reaches here).
+  'crash', 'childCrash', 'dir', 'childTimeoutMs',
+];
+const CHILD_OPTIONS: readonly string[] = ['events', 'outputs', 'errors', 'failAttempts', 'stateKey', 'waive', 'compareContext', 'children'];
+
+/**
+ * Refuse option names the path tests do not know: a misspelt one (`waiver`, `evnts`) would be
+ * ignored, and the run then fails far from the cause (a gap, or an exploration that never ends).
+ */
+export function checkPathOptions(options: unknown, where: string, known: readonly string[] = MACHINE_OPTIONS): void {
+  if (options === undefined) return;
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) throw new SampleError(`Path-test options for ${where} must be an object.`);
+  const unknown = Object.keys(options).filter((k) => !known.includes(k));
+  if (unknown.length > 0) {
+    throw new SampleError(`Path-test options for ${where}: unknown option${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} (known: ${known.join(', ')}).`);
+  }
+  const children = (options as { children?: unknown }).children;
+  if (children !== undefined && children !== null && typeof children === 'object') {
+    for (const [src, child] of Object.entries(children)) checkPathOptions(child, `${where} child ${src}`, CHILD_OPTIONS);
+  }
+}
+
 export function generatePaths(definition: JobDefinition | AnyStateMachine, options: PathOptions = {}): GeneratedPaths {
   const def: JobDefinition = isStateMachine(definition) ? { machine: definition } : definition;
+  checkPathOptions(options, def.id ?? def.machine.id);
   const { registered, children } = registeredOf(def, options);
   const jobId = options.jobId ?? 'path-test';
   const failAttempts = { ...(options.failAttempts ?? {}) };
@@ -609,7 +636,12 @@ class Exploration {
       let note: string;
       const failed = this.#failed.get(`${machineId} ${t.event}`);
       if (!this.#reached.has(`${machineId} ${t.source}`)) note = `state ${t.source} is never reached by the generated steps`;
-      else if (failed !== undefined) note = `a ${t.event} event failed during exploration: ${failed}`;
+      else if (failed !== undefined) {
+        const actor = /^xstate\.done\.actor\.(.+)$/.exec(t.event)?.[1];
+        // The usual cause: the machine reads the output, and no sample was given (the default is null).
+        const hint = actor === undefined ? '' : ` (its output comes from \`outputs: { ${actor}: … }\`, null when no sample is given)`;
+        note = `a ${t.event} event failed during exploration: ${failed}${hint}`;
+      }
       else if (t.eventless) note = `${t.source} was reached, but this candidate was never the one taken (guard false, or an earlier candidate taken)`;
       else if (this.#received.has(`${machineId} ${t.source} ${t.event}`)) note = `${t.event} was received in ${t.source}, but this candidate was never the one taken (guard false, or an earlier candidate taken)`;
       else note = `no generated step delivers ${t.event} while in ${t.source} (add a sample, an output/error, or a timer that leads there)`;

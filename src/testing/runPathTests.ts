@@ -2,6 +2,7 @@ import type { AnyStateMachine } from 'xstate';
 import { isJobDefinition, isStateMachine, MachineRegistry, type JobDefinition, type JsonValue } from '../index.ts';
 import type { CoverageGap, Waiver } from './coverage.ts';
 import { generatePaths, type GeneratedPaths, type PathOptions, type PathPlan } from './paths.ts';
+import { SampleError } from './model.ts';
 import { compareRuns, runPath, type RunMode, type RunRecord } from './runner.ts';
 
 /** Path options plus how runs are checked. */
@@ -87,6 +88,14 @@ export function collectPathTests(namespace: Record<string, unknown>): Array<Path
   };
   [...subjects.map((s) => machineOf(s.definition)), ...definitions.map(machineOf)].forEach(addChildren);
   const options = (namespace['pathTests'] ?? null) as Record<string, PathTestOptions> | null;
+  if (options && typeof options === 'object') {
+    // A key that names no exported machine (`orders` for `order`) would leave that machine without its samples.
+    const ids = new Set([...subjects.map((s) => idOf(s.definition)), ...definitions.map(idOf)]);
+    const stray = Object.keys(options).filter((id) => !ids.has(id));
+    if (stray.length > 0) {
+      throw new SampleError(`pathTests names ${stray.join(', ')}, which the module does not export (its machines: ${[...ids].sort().join(', ')}).`);
+    }
+  }
   const rest = definitions
     .filter((d) => !covered.has(machineOf(d)) && (isJobDefinition(d) || (!wrapped.has(d) && !children.has(d))))
     .map((d) => {
@@ -109,7 +118,7 @@ export interface RunPathTestsOptions {
   sampleChildCrash?: number;
   /** The module the definitions come from (child processes import it), unless a subject names its own. */
   module?: string;
-  /** Where the temporary SQLite files go. Default `.vitest-tmp/` in the working directory. */
+  /** Where the temporary SQLite files go (a fresh directory per run, removed after it). Default: the OS temp directory. */
   dir?: string;
 }
 

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -22,7 +23,7 @@ export type RunMode =
 
 export interface RunPathOptions {
   mode?: RunMode;
-  /** Directory for the SQLite file (a fresh subdirectory is made and removed). Default `.vitest-tmp/` in the working directory. */
+  /** Directory for the SQLite file (a fresh subdirectory is made and removed). Default: the OS temp directory. */
   dir?: string;
   /** `NORMAL` (default: survives process crashes, which is what these tests do) or `FULL`. */
   synchronous?: 'FULL' | 'NORMAL';
@@ -69,7 +70,8 @@ export const CHILD_SCRIPT = fileURLToPath(new URL('./pathChild.ts', import.meta.
  */
 export async function runPath(generated: GeneratedPaths, path: PathPlan, options: RunPathOptions = {}): Promise<RunRecord> {
   const mode = options.mode ?? 'plain';
-  const dir = join(resolve(options.dir ?? join(process.cwd(), '.vitest-tmp')), `path-${randomBytes(6).toString('hex')}`);
+  // Its own fresh directory, removed after the run: by default under the OS temp dir, so nothing is left in the project.
+  const dir = join(resolve(options.dir ?? tmpdir()), `spool-path-${randomBytes(6).toString('hex')}`);
   mkdirSync(dir, { recursive: true });
   try {
     const record = mode === 'child' ? await runInChildren(generated, path, dir, options) : await runInProcess(generated, path, dir, mode, options);
