@@ -102,7 +102,7 @@ export async function runDemo(runtime: Runtime, options: DemoOptions): Promise<J
     [`${p} list`, 'every job in this database'],
     [`${p} show ${ids[1]!}`, 'one job: context, history event by event'],
     [`${p} show demo-${suffix}-export`, 'an export: activity attempts, its asset, its provider reference'],
-    [`${p} list --exhausted`, 'jobs whose activity used up its retries'],
+    [`${p} show demo-${suffix}-retry`, 'a retried activity: the failed attempt and its error, then the one that succeeded'],
     [`${p} machines`, 'the registered machines and their events'],
     [`${p} worker`, 'a long-running worker: activities, retries and timers (Ctrl-C stops it)'],
   ];
