@@ -142,6 +142,11 @@ describe('start, send, show, list', () => {
       ['5', 'ITEM_DONE', 'applied', 'processing -> partial'],
     ]);
     expect(shown).toContain('pending events: none');
+    // A long history prints its latest rows; --json keeps every one.
+    const latest = await spoolOk([...db(), 'show', 'h-1', '--history', '2']);
+    expect(latest).toContain('history (the latest 2; 3 earlier, see --history all):');
+    expect(latest.split('\n').filter((l) => /^\d+ /.test(l)).map((l) => l.split(/\s+/)[0])).toEqual(['4', '5']);
+    expect((await spoolJson<JobDetails>([...db(), 'show', 'h-1', '--history', '2'])).history).toHaveLength(5);
 
     await spoolOk([...db(), 'start', 'job-lifecycle', '--id', 'h-2', '--input', '{"name":"other"}']);
     const listed = await spoolOk([...db(), 'list']);

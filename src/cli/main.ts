@@ -206,11 +206,14 @@ Examples:
     .command('show')
     .description("a job's state, context, history, pending events, activities and timers")
     .argument('<jobId>', 'the job')
-    .action(async (jobId: string, _options: unknown, command: Command) => {
+    .option('--history <n>', 'history rows to print, the latest (all, or a number; --json always has every one)', '100')
+    .action(async (jobId: string, options: { history: string }, command: Command) => {
       const g = globals(command);
+      const rows = options.history === 'all' ? Number.POSITIVE_INFINITY : Number(options.history);
+      if (!(rows === Number.POSITIVE_INFINITY || (Number.isSafeInteger(rows) && rows >= 0))) throw new UsageError('--history must be "all" or a whole number of rows.');
       await withRuntime(g, io, { create: false, mode: 'read' }, async (runtime) => {
         const details = redactDetails(runtime, await runtime.details(jobId));
-        write(io, g, details, () => formatShow(details, versionNote(runtime, details.job)));
+        write(io, g, details, () => formatShow(details, versionNote(runtime, details.job), rows));
       });
     });
 
@@ -898,8 +901,11 @@ function formatSendResult(result: SendResult, eventText: string, event: unknown)
   return keyValues(pairs);
 }
 
-function formatShow(details: JobDetails, versionNote?: string): string {
-  const { job, history } = details;
+function formatShow(details: JobDetails, versionNote?: string, historyRows = Number.POSITIVE_INFINITY): string {
+  const { job } = details;
+  // The latest rows; a long-lived job's whole history is in --json.
+  const history = details.history.length > historyRows ? details.history.slice(details.history.length - historyRows) : details.history;
+  const earlier = details.history.length - history.length;
   const pairs: [string, string][] = [
     ['job', job.id],
     ['machine', `${job.machineId}@${job.machineVersion}`],
@@ -934,7 +940,7 @@ function formatShow(details: JobDetails, versionNote?: string): string {
   // Which runner committed each revision, under which lease fence (the audit trail of leases).
   const withRunners = history.some((h) => h.runner !== null);
   sections.push(
-    `history:\n${table(
+    `history${earlier > 0 ? ` (the latest ${history.length}; ${earlier} earlier, see --history all)` : ''}:\n${table(
       ['REV', 'EVENT', 'OUTCOME', 'FROM -> TO', 'TIME', ...(withRunners ? ['RUNNER (FENCE)'] : []), ...(withErrors ? ['ERROR'] : [])],
       history.map((h) => [
         String(h.revision),
