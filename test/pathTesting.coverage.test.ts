@@ -238,6 +238,7 @@ describe('runPathTests', () => {
     expect(impure!.failures).toHaveLength(1);
     expect(impure!.failures[0]).toMatchObject({ path: 1, name: 'STAMP ⇒ stamped', mode: 'plain' });
     expect(impure!.failures[0]!.message).toMatch(/step 1 \(STAMP\): the runtime disagrees with the model:\n {2}- context: expected \{"stamp":0\.\d+\}, got \{"stamp":0\.\d+\}/);
+    expect(impure!.failures[0]!.message).toContain('Math.random(), Date.now() or other outside state in an assign or a guard');
 
     expect(progress.filter((e) => e.type === 'machine.finished')).toHaveLength(4);
     expect(progress.filter((e) => e.type === 'path.finished' && e.machineId === 'ticket' && e.mode === 'child')).toHaveLength(1);

@@ -191,7 +191,14 @@ export function checkStep(path: PathPlan, index: number, label: string, expect: 
     problems.push(`history: expected\n      ${want.join('\n      ')}\n    got\n      ${got.join('\n      ')}`);
   }
   problems.push(...checkChildren(path, index, seen, options));
-  if (problems.length > 0) throw new PathMismatchError(`${at}: the runtime disagrees with the model:\n  - ${problems.join('\n  - ')}`);
+  if (problems.length > 0) {
+    // The model and the runtime run the same machine on the same steps: a context that differs
+    // most often means the machine is not deterministic.
+    const hint = problems.some((p) => p.startsWith('context'))
+      ? '\n  (if the machine reads Math.random(), Date.now() or other outside state in an assign or a guard, it gives other values on each run: let an activity produce them, as its output)'
+      : '';
+    throw new PathMismatchError(`${at}: the runtime disagrees with the model:\n  - ${problems.join('\n  - ')}${hint}`);
+  }
 }
 
 /** Compare every child job with the model: which exist, and each one's value, status, context and whole history. */
