@@ -63,6 +63,17 @@ describe('static transitions', () => {
 });
 
 describe('gaps and waivers', () => {
+  test('an event never delivered says how to deliver it, for a plain event and for an outcome', () => {
+    const waiting = setup({ actors: { fetch: fromPromise(async () => 1) } }).createMachine({
+      id: 'waiting',
+      initial: 'idle',
+      states: { idle: { on: { GO: 'busy' } }, busy: { invoke: { id: 'fetch', src: 'fetch', onDone: 'done' } }, done: { type: 'final' } },
+    });
+    const notes = Object.fromEntries(generatePaths(waiting, { events: { GO: [] } }).coverage.gaps.map((g) => [g.event, g.note]));
+    expect(notes['GO']).toBe('no generated step delivers GO while in waiting.idle (add a sample, or a timer that leads there; an event given `[]` samples is never sent)');
+    expect(notes['xstate.done.actor.fetch']).toMatch(/^state waiting\.busy is never reached/);
+  });
+
   test('a done event that fails on the default null output says where its output comes from', () => {
     const charging = setup({ actors: { charge: fromPromise(async () => ({ chargeId: 'c-1' })) } }).createMachine({
       id: 'charging',

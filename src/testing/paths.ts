@@ -644,7 +644,14 @@ class Exploration {
       }
       else if (t.eventless) note = `${t.source} was reached, but this candidate was never the one taken (guard false, or an earlier candidate taken)`;
       else if (this.#received.has(`${machineId} ${t.source} ${t.event}`)) note = `${t.event} was received in ${t.source}, but this candidate was never the one taken (guard false, or an earlier candidate taken)`;
-      else note = `no generated step delivers ${t.event} while in ${t.source} (add a sample, an output/error, or a timer that leads there)`;
+      else {
+        const actor = /^xstate\.(?:done|error)\.actor\.(.+)$/.exec(t.event)?.[1];
+        const how =
+          actor === undefined
+            ? 'add a sample, or a timer that leads there; an event given `[]` samples is never sent'
+            : `an activity's outcome comes from \`outputs\`/\`errors\`; a child machine's when its child job ends: give the child's events samples under \`children.<src>.events\``;
+        note = `no generated step delivers ${t.event} while in ${t.source} (${how})`;
+      }
       notes.set(t.id, note);
     }
     return notes;
