@@ -599,7 +599,8 @@ function formatPathResults(machines: MachinePathResult[], durationMs: number): s
     String(m.states),
     String(m.transitions),
     `${m.covered}${m.waived ? ` (+${m.waived} waived)` : ''}`,
-    String(m.gaps.length),
+    // Its own: the child rows below count theirs (`gaps` lists both).
+    String(m.gaps.length - m.children.reduce((n, c) => n + c.gaps.length, 0)),
     String(m.paths),
     `${m.runs.plain}/${m.runs.restart}/${m.runs.child}`,
     String(m.failures.length),
