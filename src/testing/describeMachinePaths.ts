@@ -1,16 +1,21 @@
 import type { AnyStateMachine } from 'xstate';
-import { describe, test } from 'vitest';
 import type { JobDefinition } from '../index.ts';
 import { assertCoverage, CoverageError } from './coverage.ts';
 import { generatePaths, type GeneratedPaths, type PathPlan } from './paths.ts';
 import { childSample, isPathTestSubject, type PathTestOptions, type PathTestSubject } from './runPathTests.ts';
 import { compareRuns, runPath, type RunPathOptions, type RunRecord } from './runner.ts';
 
+/**
+ * vitest, when it is installed: only describeMachinePaths needs it (it registers vitest tests);
+ * the rest of `spool/testing` (VirtualClock, generatePaths, runPathTests) loads without it.
+ */
+const vitest: typeof import('vitest') | undefined = await import('vitest').catch(() => undefined);
+
 /** Options of {@link describeMachinePaths}. */
 export interface DescribeMachinePathsOptions extends PathTestOptions {
   /** Also replay every path with the runtime closed and reopened between every two steps. Default true. */
   crash?: boolean;
-  /** Paths (the longest first) also replayed in child processes SIGKILLed between steps. Default 0 (needs `module`). */
+  /** Paths also replayed in child processes SIGKILLed between steps, the ones most worth it first (interrupted attempts, then timers and retries, then most steps). Default 0 (needs `module`). */
   childCrash?: number;
   /** Where the temporary SQLite files go (a fresh directory per run, removed after it). Default: the OS temp directory. */
   dir?: string;
@@ -41,6 +46,8 @@ export function describeMachinePaths(
   definition: JobDefinition | AnyStateMachine | PathTestSubject,
   options: DescribeMachinePathsOptions = {},
 ): GeneratedPaths | undefined {
+  if (!vitest) throw new Error('describeMachinePaths registers vitest tests: install vitest (npm i -D vitest) and call it in a test file. runPathTests runs the same checks without it.');
+  const { describe, test } = vitest;
   const subject = isPathTestSubject(definition) ? definition : { definition, options: {} };
   const opts: DescribeMachinePathsOptions = { ...subject.options, ...options };
   let generated: GeneratedPaths | undefined;

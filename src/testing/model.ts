@@ -284,7 +284,7 @@ export class JobModel {
         const effect = job.effects.find((e) => e.kind === 'activity' && e.actorId === step.actorId && e.status === 'waiting');
         if (!effect) throw new Error(`No activity "${step.actorId}" is waiting for its outcome here.`);
         effect.status = 'settled';
-        const event =
+        const event: { type: string; [key: string]: JsonValue } =
           step.via === 'done'
             ? { type: `xstate.done.actor.${effect.actorId}`, output: toJson(step.output), actorId: effect.actorId }
             : { type: `xstate.error.actor.${effect.actorId}`, error: failInfo(step.error) as unknown as JsonValue, actorId: effect.actorId };

@@ -114,7 +114,7 @@ export interface RunPathTestsOptions {
   onProgress?: (event: PathTestProgress) => void;
   /** Also replay every path with the runtime closed and reopened between every two steps. Default false. */
   crash?: boolean;
-  /** Paths per machine (the longest first) also replayed in child processes SIGKILLed between steps. Default 0. */
+  /** Paths per machine also replayed in child processes SIGKILLed between steps, the ones most worth it first (see childSample). Default 0. */
   sampleChildCrash?: number;
   /** The module the definitions come from (child processes import it), unless a subject names its own. */
   module?: string;
