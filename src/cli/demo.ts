@@ -147,6 +147,9 @@ async function runWorkerPart(runtime: Runtime, suffix: string, print: (line: str
   print('Part two: a worker runs activities (after their commit, retried with backoff) and durable timers.');
   print('');
   const ids = scripts.map((w) => `demo-${suffix}-${w.name}`);
+  // The jobs run at once, so their lines interleave: say what each one shows first.
+  for (const [i, w] of scripts.entries()) print(`# ${ids[i]!}: ${w.shows}`);
+  print('');
   const unsubscribe = runtime.subscribe((event) => {
     const line = narrate(event);
     if (line !== undefined) print(line);
@@ -154,7 +157,6 @@ async function runWorkerPart(runtime: Runtime, suffix: string, print: (line: str
   const controller = new AbortController();
   try {
     for (const [i, w] of scripts.entries()) {
-      print(`# ${ids[i]!}: ${w.shows}`);
       await runtime.start(w.machine, w.input, { jobId: ids[i]! });
       for (const event of w.events ?? []) await runtime.send(ids[i]!, event);
     }
