@@ -973,7 +973,8 @@ function formatShow(details: JobDetails, versionNote?: string, historyRows = Num
         details.effects.map((e) => [
           e.src,
           e.active ? e.status : `${e.status} (state left)`,
-          `${e.attempt}/${e.maxAttempts}${e.unsafe ? ' unsafe' : ''}`,
+          // A child job is not an attempt of anything: its own show has its history.
+          e.kind === 'child' ? '-' : `${e.attempt}/${e.maxAttempts}${e.unsafe ? ' unsafe' : ''}`,
           formatTime(e.nextRunAt),
           e.error
             ? `${e.error.code ?? e.error.name}: ${oneLine(e.error.message)}`
