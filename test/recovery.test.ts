@@ -3,7 +3,7 @@
  * aggregate and does not read healthy waiting jobs; jobs that cannot run are still quarantined.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { assign, createMachine, setup } from 'xstate';
+import { assign, createMachine, fromPromise, setup } from 'xstate';
 import { VirtualClock } from '../src/testing/index.ts';
 import { Resources } from './helpers/resources.ts';
 
@@ -59,5 +59,49 @@ describe('recovery with verifySnapshots: false', () => {
     expect(sent.status).toBe('pending'); // accepted durably, held back
     expect((await second.get('bad')).quarantine).toMatch(/does not exist|does not fit/);
     expect((await second.send('good', { type: 'GO' })).status).toBe('applied');
+  });
+});
+
+describe('activities of a job whose machine a runtime does not have', () => {
+  let calls = 0;
+  const napper = setup({
+    actors: {
+      nap: fromPromise(async () => {
+        calls += 1;
+        return 'rested';
+      }),
+    },
+  }).createMachine({
+    id: 'napper',
+    initial: 'napping',
+    states: { napping: { invoke: { id: 'nap', src: 'nap', onDone: 'done' } }, done: { type: 'final' } },
+  });
+
+  it('are left unclaimed, the job quarantined, whether the job was there at open or started later; a runtime with the machine runs them', async () => {
+    const path = resources.dbPath();
+    const clock = new VirtualClock();
+    const starter = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [napper], clock, runEffects: false });
+    await starter.start('napper', {}, { jobId: 'before' });
+
+    // A worker without the machine: at open it quarantines `before`; `after` is started while it runs.
+    const wrong = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [other], clock, hostDriven: true });
+    await starter.start('napper', {}, { jobId: 'after' });
+    expect(await wrong.tick()).toMatchObject({ activitiesStarted: 0 });
+    await wrong.idle();
+    expect(await wrong.nextWakeAt()).toBeNull(); // nothing it cannot run wakes it
+    for (const id of ['before', 'after']) {
+      const details = await starter.details(id);
+      expect(details.job.quarantine).toBe('machine napper is not registered');
+      expect(details.effects.map((e) => [e.status, e.attempt])).toEqual([['pending', 0]]);
+      expect(details.attempts).toEqual([]);
+    }
+    await wrong.close();
+    await starter.close();
+    expect(calls).toBe(0);
+
+    const right = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [napper], clock, hostDriven: true });
+    await right.tick();
+    for (const id of ['before', 'after']) expect(await right.waitFor(id, (j) => j.final)).toMatchObject({ value: 'done', quarantine: null });
+    expect(calls).toBe(2);
   });
 });

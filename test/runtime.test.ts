@@ -172,6 +172,7 @@ describe.each<Kind>(['sqlite', 'memory'])('runtime on %s', (kind) => {
       await expect(runtime.list({ status: 'bogus' } as never)).rejects.toThrow('list: status must be one of active, done, error, stopped; got "bogus".');
       await expect(runtime.list({ machine: 'probe' } as never)).rejects.toThrow('list: unknown option machine');
       await expect(runtime.waitFor(job.id, () => true, { timeout: 5 } as never)).rejects.toThrow('waitFor: unknown option timeout');
+      await expect(runtime.purgeFinished({ olderThanMs: 0, staus: 'done' } as never)).rejects.toThrow('purgeFinished: unknown option staus');
       expect(await dump(store)).toEqual(before);
     });
 

@@ -208,6 +208,28 @@ function operationsContract(name: string, factory: StoreFactory): void {
         expect(await store.fireTimer('A~k~r3', eventOf('A', 'timer~A~k~r3', 'T.k', { source: 'timer', sourceId: 'A~k~r3' }))).toBe(true);
       });
 
+      it("a quarantined job's due effects are left out and cannot be claimed, nor wake anyone, until it is released", async () => {
+        const [pending, backoff] = await effectsOfA('p', 'b');
+        const bClaim = await store.claimEffect(backoff!.id, 'w1', T0 + 100, T0 + 1000);
+        expect(await store.finishAttempt(backoff!.id, bClaim!.attempt, { kind: 'failed', error: BOOM, retryAt: T0 + 200, event: null }, T0 + 101)).toBe('current');
+        const now = T0 + 1000;
+        const due = (await store.dueEffects(now, 10)).map((e) => e.id);
+        expect(due).toEqual([pending!.id, backoff!.id]);
+        expect(await store.nextWakeAt()).toBe(T0 + 200);
+
+        await store.setQuarantine('A', 'machine m is not registered', T0 + 500);
+        expect(await store.dueEffects(now, 10)).toEqual([]);
+        expect(await store.nextWakeAt()).toBe(T0 + 1000); // the claim's job lease expiring, not the retry at T0 + 200
+        const frozen = await dumpJob(store, 'A');
+        expect(await store.claimEffect(pending!.id, 'w2', now, now + 1000)).toBeUndefined();
+        expect(await store.claimEffect(backoff!.id, 'w2', now, now + 1000)).toBeUndefined();
+        expect(await dumpJob(store, 'A')).toEqual(frozen);
+
+        await store.setQuarantine('A', null, T0 + 600);
+        expect((await store.dueEffects(now, 10)).map((e) => e.id)).toEqual(due);
+        expect(await store.claimEffect(pending!.id, 'w2', now, now + 1000)).toBeDefined();
+      });
+
       it('a commit that settles an event is a conflict while the job is suspended; a commit without an event (a migration) is not', async () => {
         const accepted = await store.acceptEvent(eventOf('A', 'e1'));
         expect(await store.suspendJob('A', 'hold', T0 + 5, noteOf('A', 'suspended'))).toBe(true);

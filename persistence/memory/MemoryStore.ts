@@ -296,7 +296,7 @@ export class MemoryStore implements JobStore {
         (e.status === 'pending' ||
           (e.status === 'backoff' && e.nextRunAt !== null && e.nextRunAt <= now) ||
           (e.status === 'running' && e.claimExpiresAt !== null && e.claimExpiresAt <= now)) &&
-        !this.#suspended(e.jobId) &&
+        !this.#held(e.jobId) &&
         !(runner !== undefined && this.#heldByOther(e.jobId, runner, now)),
     );
     // ORDER BY coalesce(next_run_at, created_at), rowid: ties stay in insertion order.
@@ -325,7 +325,7 @@ export class MemoryStore implements JobStore {
       e.status === 'pending' ||
       (e.status === 'backoff' && e.nextRunAt !== null && e.nextRunAt <= now) ||
       (e.status === 'running' && ((e.claimExpiresAt !== null && e.claimExpiresAt <= now) || (takeOver !== undefined && e.claimedBy === takeOver)));
-    if (!claimable || this.#suspended(e.jobId)) return undefined;
+    if (!claimable || this.#held(e.jobId)) return undefined;
     const leaseFence = this.#claimLease(e.jobId, { runner, fence, now, until: claimUntil, takeOver: takeOver ?? null });
     if (leaseFence === undefined) return undefined;
     const previous = { status: e.status, attempt: e.attempt };
@@ -461,7 +461,7 @@ export class MemoryStore implements JobStore {
     // Suspended jobs wake nobody: their timers and retries wait for resume.
     for (const t of this.#timers.values()) if (t.status === 'scheduled' && !this.#suspended(t.jobId)) consider(t.dueAt);
     for (const e of this.#effects.values()) {
-      if (!e.active || this.#suspended(e.jobId)) continue;
+      if (!e.active || this.#held(e.jobId)) continue;
       if (e.status === 'backoff') consider(e.nextRunAt);
       else if (e.status === 'running') consider(e.claimExpiresAt);
     }
@@ -1120,6 +1120,12 @@ export class MemoryStore implements JobStore {
   #suspended(jobId: string): boolean {
     const job = this.#jobs.get(jobId);
     return job !== undefined && job.suspendedAt !== null;
+  }
+
+  /** Suspended or quarantined: its activities wait, unclaimed (`NOT_HELD` in SQLite). */
+  #held(jobId: string): boolean {
+    const job = this.#jobs.get(jobId);
+    return job !== undefined && (job.suspendedAt !== null || job.quarantine !== null);
   }
 
   /** Nothing recorded will move this job (`listJobs({ stuck })`): see the store port. */

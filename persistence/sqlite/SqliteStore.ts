@@ -761,6 +761,14 @@ function byteOrder(a: string, b: string): number {
 const NOT_SUSPENDED = (jobIdColumn: string) => `NOT EXISTS (SELECT 1 FROM jobs sj WHERE sj.id = ${jobIdColumn} AND sj.suspended_at IS NOT NULL)`;
 
 /**
+ * `<jobIdColumn>`'s job is neither suspended nor quarantined: its activities may run. A
+ * quarantined job's runtime cannot apply their outcomes, and one without the job's machine cannot
+ * run them at all; they wait, unclaimed, for its release.
+ */
+const NOT_HELD = (jobIdColumn: string) =>
+  `NOT EXISTS (SELECT 1 FROM jobs sj WHERE sj.id = ${jobIdColumn} AND (sj.suspended_at IS NOT NULL OR sj.quarantine IS NOT NULL))`;
+
+/**
  * A write under a lease (`@runner` null: no lease given, nothing checked or changed). Allowed when
  * the lease is free, expired, held by a dead runner named in `@take_over`, held by `@runner` with
  * the fence `@held`, or forced. The fence grows unless `@runner` renews its own live lease.
@@ -868,8 +876,8 @@ function prepareStats(db: Database.Database) {
   };
 }
 
-/** An effect a round may start: its job is not suspended, and no other live runner holds the job's lease. */
-const DUE_FILTER = `${NOT_SUSPENDED('effects.job_id')}
+/** An effect a round may start: its job is not held (suspended, quarantined), and no other live runner holds the job's lease. */
+const DUE_FILTER = `${NOT_HELD('effects.job_id')}
   AND (@runner IS NULL OR NOT EXISTS (SELECT 1 FROM jobs lj WHERE lj.id = effects.job_id
     AND lj.lease_owner IS NOT NULL AND lj.lease_owner <> @runner AND lj.lease_until > @now))`;
 
@@ -972,7 +980,7 @@ function prepare(db: Database.Database) {
         claim_expires_at = @until, next_run_at = NULL, updated_at = @now
       WHERE id = @id AND active = 1 AND (status = 'pending' OR (status = 'backoff' AND next_run_at <= @now)
         OR (status = 'running' AND (claim_expires_at <= @now OR claimed_by = @takeOver)))
-        AND ${NOT_SUSPENDED('effects.job_id')}
+        AND ${NOT_HELD('effects.job_id')}
       RETURNING *`),
     interruptAttempt: db.prepare(`UPDATE effect_attempts SET outcome = 'interrupted', ended_at = ?
       WHERE effect_id = ? AND attempt = ? AND outcome = 'running'`),
@@ -1016,9 +1024,9 @@ function prepare(db: Database.Database) {
     // Suspended jobs wake nobody: their timers and retries wait for resume. (ORDER BY + LIMIT 1
     // walks the index in order and stops at the first row of a job that is not suspended.)
     nextTimer: db.prepare(`SELECT due_at AS t FROM timers WHERE status = 'scheduled' AND ${NOT_SUSPENDED('timers.job_id')} ORDER BY due_at LIMIT 1`),
-    nextRetry: db.prepare(`SELECT next_run_at AS t FROM effects WHERE active = 1 AND status = 'backoff' AND ${NOT_SUSPENDED('effects.job_id')}
+    nextRetry: db.prepare(`SELECT next_run_at AS t FROM effects WHERE active = 1 AND status = 'backoff' AND ${NOT_HELD('effects.job_id')}
       ORDER BY next_run_at LIMIT 1`),
-    nextClaimExpiry: db.prepare(`SELECT claim_expires_at AS t FROM effects WHERE active = 1 AND status = 'running' AND ${NOT_SUSPENDED('effects.job_id')}
+    nextClaimExpiry: db.prepare(`SELECT claim_expires_at AS t FROM effects WHERE active = 1 AND status = 'running' AND ${NOT_HELD('effects.job_id')}
       ORDER BY claim_expires_at LIMIT 1`),
     requestCancel: db.prepare(`UPDATE jobs SET cancel_requested_at = ?, cancel_reason = ? WHERE id = ? AND cancel_requested_at IS NULL`),
     setProgress: db.prepare(`UPDATE jobs SET progress = @progress WHERE id = @id AND status = 'active'

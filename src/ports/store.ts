@@ -654,7 +654,10 @@ export interface JobStore {
   getEffect(id: string): Promise<EffectRecord | undefined>;
   listEffects(jobId: string): Promise<EffectRecord[]>;
   listAttempts(jobId: string): Promise<AttemptRecord[]>;
-  /** Active effects ready to run: pending, backoff due by `now`, or running with a claim expired by `now`. */
+  /**
+   * Active effects ready to run: pending, backoff due by `now`, or running with a claim expired by
+   * `now`, of jobs that are neither suspended nor quarantined (a held job's activities wait, unclaimed).
+   */
   dueEffects(now: number, limit: number, runner?: string): Promise<EffectRecord[]>;
   /** Active effects claimed as running (to check their runners after a restart). */
   runningEffects(limit: number): Promise<EffectRecord[]>;
@@ -663,7 +666,7 @@ export interface JobStore {
    * running under a claim that expired (or `takeOver` names the dead runner). The attempt a
    * dead runner left is recorded as interrupted. In the same transaction the runner claims (or
    * renews, with `fence` held) its job's lease until `claimUntil`; while another live runner holds
-   * it, nothing is claimed. The claimed effect comes back with the job's lease fence. (`fence`
+   * it, or the job is suspended or quarantined, nothing is claimed. The claimed effect comes back with the job's lease fence. (`fence`
    * omitted, in tools and tests: the runner's own live lease is renewed whatever its fence.)
    */
   claimEffect(id: string, runner: string, now: number, claimUntil: number, takeOver?: string, fence?: number | null): Promise<ClaimedEffect | undefined>;
@@ -687,7 +690,7 @@ export interface JobStore {
   dueTimers(now: number, limit: number): Promise<TimerRecord[]>;
   /** Move a due timer into its job's inbox, once. */
   fireTimer(id: string, event: NewInboxEvent): Promise<boolean>;
-  /** The earliest scheduled timer, effect retry, claim or lease expiry, for sleeping until it. */
+  /** The earliest scheduled timer, effect retry, claim or lease expiry, for sleeping until it (held jobs' effects wake nobody). */
   nextWakeAt(): Promise<number | null>;
 
   // Leases

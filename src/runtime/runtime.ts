@@ -1263,6 +1263,8 @@ export class Runtime {
    */
   async purgeFinished(options: { olderThanMs: number; status?: JobStatus }): Promise<{ purged: number }> {
     this.#assertOpen();
+    // A misspelt `status` would purge every finished status: refused by name.
+    requireOptions(options, 'purgeFinished', ['olderThanMs', 'status']);
     const ids = await ops.purgeFinished(this.#ops, options);
     for (const id of ids) this.#snapshots.delete(id);
     return { purged: ids.length };
@@ -2297,6 +2299,18 @@ export class Runtime {
         return false;
       }
     }
+    // Only a runtime that has the job's machine version runs its activities. Another one (a worker
+    // started without the module) leaves them unclaimed: it would fail them for good. The job is
+    // migrated or quarantined instead (visible), and its activities wait for a runtime that can.
+    const record = await this.#readKnown(effect.jobId);
+    if (!record || TERMINAL.has(record.status)) return false;
+    const def = this.registry.get(record.machineId, record.machineVersion);
+    if (!def) {
+      await this.#withLock(effect.jobId, () => this.#check(effect.jobId)).catch((error: unknown) => {
+        this.#logEntry('warn', 'could not check a job whose activity this runtime cannot run', { jobId: effect.jobId, error: toErrorInfo(error) });
+      });
+      return false;
+    }
     const now = this.clock.now();
     // Slot and attempt are counted before the claim is written: other claims of the round see the
     // slot taken, and a commit of the job built meanwhile keeps the lease the claim is taking.
@@ -2314,8 +2328,6 @@ export class Runtime {
     if (!claimed) return false;
     this.#leases.set(claimed.jobId, claimed.leaseFence);
     crashPoint('after-claim');
-    const record = await this.#readKnown(claimed.jobId);
-    const def = record ? this.registry.get(record.machineId, record.machineVersion) : undefined;
     const controller = new AbortController();
     this.#running.set(claimed.id, { jobId: claimed.jobId, actorId: claimed.actorId, controller });
     this.#emit({ type: 'activity.started', jobId: claimed.jobId, effectId: claimed.id, src: claimed.src, attempt: claimed.attempt });
