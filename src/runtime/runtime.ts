@@ -2299,25 +2299,27 @@ export class Runtime {
         return false;
       }
     }
-    // Only a runtime that has the job's machine version runs its activities. Another one (a worker
-    // started without the module) leaves them unclaimed: it would fail them for good. The job is
-    // migrated or quarantined instead (visible), and its activities wait for a runtime that can.
-    const record = await this.#readKnown(effect.jobId);
-    if (!record || TERMINAL.has(record.status)) return false;
-    const def = this.registry.get(record.machineId, record.machineVersion);
-    if (!def) {
-      await this.#withLock(effect.jobId, () => this.#check(effect.jobId)).catch((error: unknown) => {
-        this.#logEntry('warn', 'could not check a job whose activity this runtime cannot run', { jobId: effect.jobId, error: toErrorInfo(error) });
-      });
-      return false;
-    }
     const now = this.clock.now();
-    // Slot and attempt are counted before the claim is written: other claims of the round see the
+    // Slot and attempt are counted before anything is awaited: other claims of the round see the
     // slot taken, and a commit of the job built meanwhile keeps the lease the claim is taking.
     this.#slots.take(effect.src);
     this.#attempting.set(effect.id, effect.jobId);
     let claimed: ClaimedEffect | undefined;
+    let def: RegisteredMachine | undefined;
     try {
+      // Only a runtime that has the job's machine version runs its activities. Another one (a
+      // worker started without the module) leaves them unclaimed, where it would fail them for
+      // good: the job is migrated or quarantined instead (visible), and its activities wait.
+      const record = await this.#readKnown(effect.jobId);
+      if (!record || TERMINAL.has(record.status)) return false;
+      def = this.registry.get(record.machineId, record.machineVersion);
+      if (!def) {
+        this.#attempting.delete(effect.id); // no attempt: a migration committed by the check takes no lease for it
+        await this.#withLock(effect.jobId, () => this.#check(effect.jobId)).catch((error: unknown) => {
+          this.#logEntry('warn', 'could not check a job whose activity this runtime cannot run', { jobId: effect.jobId, error: toErrorInfo(error) });
+        });
+        return false;
+      }
       claimed = await this.#submitClaim({ id: effect.id, runner: this.runnerId, now, claimUntil: now + this.#leaseMs, takeOver, fence: this.#leases.get(effect.jobId) ?? null });
     } finally {
       if (!claimed) {
