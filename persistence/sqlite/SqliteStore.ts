@@ -144,8 +144,7 @@ export class SqliteStore implements JobStore {
     this.db = new Database(path, { timeout: options.busyTimeoutMs ?? 5000 });
     try {
       // Before anything is changed, even the journal mode: another application's file, or a newer Spool's.
-      refuseForeignDatabase(this.db, path);
-      refuseNewerSchema(this.db, path);
+      if (refuseForeignDatabase(this.db, path)) refuseNewerSchema(this.db, path);
       this.db.pragma('journal_mode = WAL');
       this.db.pragma(`synchronous = ${options.synchronous === 'NORMAL' ? 'NORMAL' : 'FULL'}`);
       this.synchronous = this.db.pragma('synchronous', { simple: true }) === 1 ? 'NORMAL' : 'FULL';
@@ -706,13 +705,15 @@ export class NotASpoolDatabaseError extends SpoolError {
 }
 
 /**
- * Refuse a non-empty database without `spool_migrations` (read-only: sqlite_master only). A new or
- * 0-byte file has an empty schema and is migrated as usual. A file that is not SQLite at all fails
- * this first read (SQLITE_NOTADB), which the constructor reports as before.
+ * Refuse a non-empty database without `spool_migrations` (read-only: sqlite_master only); true when
+ * the file already holds Spool's schema. A new or 0-byte file has an empty schema and is migrated
+ * as usual. A file that is not SQLite at all fails this first read (SQLITE_NOTADB), which the
+ * constructor reports as before.
  */
-function refuseForeignDatabase(db: Database.Database, path: string): void {
+function refuseForeignDatabase(db: Database.Database, path: string): boolean {
   const objects = db.prepare("SELECT type, name FROM sqlite_master ORDER BY type <> 'table', type, name").all() as Array<{ type: string; name: string }>;
-  if (objects.length === 0 || objects.some((o) => o.type === 'table' && o.name === 'spool_migrations')) return;
+  if (objects.length === 0) return false;
+  if (objects.some((o) => o.type === 'table' && o.name === 'spool_migrations')) return true;
   // Name the application's own objects; SQLite's (sqlite_autoindex_…, sqlite_sequence) only if there is nothing else.
   const own = objects.filter((o) => !o.name.startsWith('sqlite_'));
   const named = own.length > 0 ? own : objects;
@@ -726,9 +727,8 @@ function refuseForeignDatabase(db: Database.Database, path: string): void {
   );
 }
 
+/** A Spool schema newer than this code is refused (the file holds `spool_migrations`). */
 function refuseNewerSchema(db: Database.Database, path: string): void {
-  const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'spool_migrations'").get();
-  if (!table) return;
   const current = (db.prepare('SELECT max(version) AS v FROM spool_migrations').get() as { v: number | null }).v ?? 0;
   const latest = loadMigrations().at(-1)?.version ?? 0;
   if (current > latest) throw tooNew(path, current, latest);

@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import {
+  JOB_STATUSES,
   MachineRegistry,
   SpoolError,
   createRuntime,
@@ -75,7 +76,6 @@ interface GlobalOptions {
   synchronous: 'FULL' | 'NORMAL';
 }
 
-const JOB_STATUSES: readonly JobStatus[] = ['active', 'done', 'error', 'stopped'];
 /** A bare event type accepted in place of JSON: `START` means `{"type":"START"}`. */
 const EVENT_TYPE_SHORTHAND = /^[A-Za-z_][A-Za-z0-9_.:-]*$/;
 

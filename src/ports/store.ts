@@ -13,6 +13,14 @@ export type JsonValue = null | boolean | number | string | JsonValue[] | { [key:
 /** XState's actor status as persisted in the snapshot. `done` and `error` are terminal. */
 export type JobStatus = 'active' | 'done' | 'error' | 'stopped';
 
+/**
+ * Every {@link JobStatus}, for checking a status given as text.
+ *
+ * @example
+ * JOB_STATUSES.includes(flag) // a valid `--status`
+ */
+export const JOB_STATUSES: readonly JobStatus[] = ['active', 'done', 'error', 'stopped'];
+
 /** A stored job: one XState actor, its persisted snapshot and its bookkeeping. */
 export interface JobRecord {
   id: string;

@@ -37,6 +37,17 @@ const runtimeOptions = z.strictObject({
   log: fn('(entry: LogEntry) => void').optional(),
 });
 
+/**
+ * The names in `value` that are not `known`, said for an error message (`unknown options a, b
+ * (known: …)`), or undefined when there are none: a misspelt name would otherwise be ignored and
+ * its default used.
+ */
+export function unknownNames(value: object, known: readonly string[], what = 'option'): { first: string; text: string } | undefined {
+  const unknown = Object.keys(value).filter((k) => !known.includes(k));
+  if (unknown.length === 0) return undefined;
+  return { first: unknown[0]!, text: `unknown ${what}${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} (known: ${known.join(', ')})` };
+}
+
 /** Throws a {@link ValidationError} naming the first options that are wrong. */
 export function checkRuntimeOptions(options: unknown): void {
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {

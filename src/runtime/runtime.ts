@@ -32,6 +32,7 @@ import type {
   TransitionCommit,
   TransitionRecord,
 } from '../ports/store.ts';
+import { JOB_STATUSES } from '../ports/store.ts';
 import {
   ClosedError,
   CorruptRecordError,
@@ -58,7 +59,7 @@ import * as ops from './operations.ts';
 import type { RuntimeStats } from './operations.ts';
 import * as sched from './schedules.ts';
 import { ActivitySlots, BacklogGauge, DEFAULT_MAX_BACKLOG, ROUND_BOUNDS, widerScan } from './limits.ts';
-import { checkRuntimeOptions } from './options.ts';
+import { checkRuntimeOptions, unknownNames } from './options.ts';
 
 /** Options of {@link createRuntime}. */
 export interface RuntimeOptions {
@@ -613,8 +614,8 @@ export class Runtime {
     for (const key of ['machineId', 'state', 'status', 'afterId'] as const) {
       if (filter[key] !== undefined && typeof filter[key] !== 'string') throw new ValidationError(`list: ${key} must be a string.`);
     }
-    if (filter.status !== undefined && !JOB_STATUS_VALUES.includes(filter.status)) {
-      throw new ValidationError(`list: status must be one of ${JOB_STATUS_VALUES.join(', ')}; got "${filter.status}".`);
+    if (filter.status !== undefined && !JOB_STATUSES.includes(filter.status)) {
+      throw new ValidationError(`list: status must be one of ${JOB_STATUSES.join(', ')}; got "${filter.status}".`);
     }
     for (const key of ['quarantined', 'exhausted', 'cancelRequested', 'stuck', 'suspended'] as const) {
       const v = (filter as Record<string, unknown>)[key];
@@ -2703,14 +2704,10 @@ function requireText(what: string, value: unknown): asserts value is string {
 function requireOptions<T>(options: T, call: string, known: readonly string[]): T {
   if (options === undefined) return {} as T;
   if (options === null || typeof options !== 'object' || Array.isArray(options)) throw new ValidationError(`${call}: options must be an object (or left out).`);
-  const unknown = Object.keys(options).filter((k) => !known.includes(k));
-  if (unknown.length > 0) {
-    throw new ValidationError(`${call}: unknown option${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} (known: ${known.join(', ')}).`, { option: unknown[0] });
-  }
+  const unknown = unknownNames(options, known);
+  if (unknown) throw new ValidationError(`${call}: ${unknown.text}.`, { option: unknown.first });
   return options;
 }
-
-const JOB_STATUS_VALUES: readonly string[] = ['active', 'done', 'error', 'stopped'];
 
 function checkId(what: string, id: unknown): void {
   if (typeof id !== 'string' || !EVENT_ID_PATTERN.test(id)) {

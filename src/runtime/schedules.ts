@@ -30,6 +30,7 @@ import type {
 } from '../ports/store.ts';
 import { IdempotencyConflictError, SpoolError } from './errors.ts';
 import { hashJson } from './json.ts';
+import { unknownNames } from './options.ts';
 
 /** What `Runtime.schedule` takes. */
 export interface ScheduleSpec {
@@ -277,10 +278,8 @@ export function validateSpec(spec: ScheduleSpec, now: number): Omit<NewSchedule,
     throw new InvalidScheduleError('A schedule id must be 1-100 printable ASCII characters without spaces or "~".', { field: 'id' });
   }
   // A misspelt field (`timeZone`) would otherwise be ignored, and the schedule run in UTC.
-  const unknown = Object.keys(spec).filter((k) => !SPEC_FIELDS.includes(k));
-  if (unknown.length > 0) {
-    throw new InvalidScheduleError(`Schedule ${id}: unknown field${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} (known: ${SPEC_FIELDS.join(', ')}).`, { scheduleId: id, field: unknown[0] });
-  }
+  const unknown = unknownNames(spec, SPEC_FIELDS, 'field');
+  if (unknown) throw new InvalidScheduleError(`Schedule ${id}: ${unknown.text}.`, { scheduleId: id, field: unknown.first });
   if (typeof machineId !== 'string' || machineId.length === 0) throw new InvalidScheduleError('A schedule needs a machineId.', { scheduleId: id, field: 'machineId' });
   if ((cron === undefined) === (everyMs === undefined)) {
     throw new InvalidScheduleError(`Schedule ${id} needs either \`cron\` (e.g. "0 3 * * *") or \`everyMs\` (e.g. 60000), not both.`, { scheduleId: id, field: 'cron' });
