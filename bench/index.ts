@@ -26,6 +26,7 @@ import { machineInfo } from './machineInfo.ts';
 import { runRaw, type RunResult, type Synchronous } from './rawRun.ts';
 import { runSpool } from './spoolRun.ts';
 import { runStoreOnly } from './storeOnlyRun.ts';
+import { runBareLoop } from './bareLoop.ts';
 import { median, Samples } from './stats.ts';
 import { WORKLOAD } from './workload.ts';
 import { runProfile } from './profile.ts';
@@ -133,8 +134,8 @@ async function sequentialSection(machine: ReturnType<typeof machineInfo>) {
   runRaw({ synchronous: 'NORMAL', durationMs: 300, warmupOps: 50 });
   await runSpool({ synchronous: 'NORMAL', durationMs: quick ? 300 : 600, warmupOps: 50 });
 
-  type Collected = { raw: RunResult[]; spool: RunResult[]; store: RunResult[]; snapshotBytes: number };
-  const collected = new Map<Synchronous, Collected>(SETTINGS.map((s) => [s, { raw: [], spool: [], store: [], snapshotBytes: 0 }]));
+  type Collected = { raw: RunResult[]; spool: RunResult[]; store: RunResult[]; bare: RunResult[]; snapshotBytes: number };
+  const collected = new Map<Synchronous, Collected>(SETTINGS.map((s) => [s, { raw: [], spool: [], store: [], bare: [], snapshotBytes: 0 }]));
   for (let round = 0; round < rounds; round += 1) {
     for (const synchronous of SETTINGS) {
       const c = collected.get(synchronous)!;
@@ -155,6 +156,10 @@ async function sequentialSection(machine: ReturnType<typeof machineInfo>) {
       gc();
       c.store.push(await runStoreOnly({ synchronous, durationMs, warmupOps }));
       process.stdout.write(`  round ${round + 1} ${synchronous.padEnd(6)} store ${fmtRate(c.store.at(-1)!.perSec).padStart(8)}/s (commit statements only)\n`);
+      // The bare loop: the least work the runtime issue asks of a send, and nothing else.
+      gc();
+      c.bare.push(await runBareLoop({ synchronous, durationMs, warmupOps }));
+      process.stdout.write(`  round ${round + 1} ${synchronous.padEnd(6)} bare  ${fmtRate(c.bare.at(-1)!.perSec).padStart(8)}/s (validate, transition, serialise, write: nothing else)\n`);
     }
   }
 
@@ -181,6 +186,16 @@ async function sequentialSection(machine: ReturnType<typeof machineInfo>) {
       storeOnly: {
         transitionsPerSec: round1(median(c.store.map((r) => r.perSec))),
         ratio: Math.round((median(c.store.map((r) => r.perSec)) / rawPerSec) * 1000) / 1000,
+      },
+      /**
+       * The bare loop (bench/bareLoop.ts) against the same limit: zod validation, XState's
+       * transition, the snapshot's JSON and the limit's writes with state and context, and nothing
+       * else (no event ids, duplicate checks, leases, inbox order or async store). What any
+       * XState runtime on this layout could reach here: the room a target leaves for the rest.
+       */
+      bareLoop: {
+        transitionsPerSec: round1(median(c.bare.map((r) => r.perSec))),
+        ratio: Math.round((median(c.bare.map((r) => r.perSec)) / rawPerSec) * 1000) / 1000,
       },
       target: TARGET_RATIO,
       verdict: ratio >= TARGET_RATIO ? ('PASS' as const) : ('BELOW' as const),
@@ -210,6 +225,7 @@ async function sequentialSection(machine: ReturnType<typeof machineInfo>) {
   for (const r of results) {
     console.log(`  ${r.synchronous}: Spool per round ${r.spool.roundsPerSec.map(fmtRate).join(' / ')}, raw ${r.limit.roundsPerSec.map(fmtRate).join(' / ')}, paired ratios ${r.pairedRatios.join(' / ')}`);
     console.log(`  ${r.synchronous}: Spool's commit statements alone (no engine, no read) ${fmtRate(r.storeOnly.transitionsPerSec)}/s = ${r.storeOnly.ratio.toFixed(2)} of the limit: the ceiling of its storage layout`);
+    console.log(`  ${r.synchronous}: the bare loop (zod validation, XState transition, snapshot JSON, the limit's writes with state and context; nothing else) ${fmtRate(r.bareLoop.transitionsPerSec)}/s = ${r.bareLoop.ratio.toFixed(2)} of the limit`);
   }
   printLoadNote({ ...load, before: Math.max(load.before, machine.loadavg[0]!), busy: hostBusy });
 

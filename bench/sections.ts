@@ -5,6 +5,7 @@
 import { runSpoolGroup, workloadSnapshot, GROUP_JOBS, RAW_BATCH, STEADY_IN_FLIGHT, type GroupMode, type GroupRunResult } from './groupCommit.ts';
 import { JOB_SHAPES, JOBS_IN_FLIGHT, runSpoolJobs, type SpoolJobsResult } from './jobsRun.ts';
 import { runRawBatched, runRawJobs, type RawBatchResult, type RawJobsResult } from './rawBatch.ts';
+import { runBareBatched } from './bareLoop.ts';
 import { makeRestartDb, measureRestart, TEMPLATE_JOBS, type ChildReport, type RecoverMode } from './restart.ts';
 import { pathInventory, runPathTesting, type PathConfig, type PathTestingRun } from './pathTesting.ts';
 import type { Synchronous } from './rawRun.ts';
@@ -39,8 +40,8 @@ export async function groupCommitSection(ctx: SectionContext) {
   console.log(`   steady = ${STEADY_IN_FLIGHT} sends in flight; waves = Promise.all of one send per job (${GROUP_JOBS}); ${ctx.rounds} round(s), ${durationMs} ms per run\n`);
   const snapshot = workloadSnapshot();
   await runSpoolGroup({ synchronous: 'NORMAL', durationMs: 300, mode: 'steady', warmupWaves: 2 }); // JIT warm-up
-  type Collected = { raw: RawBatchResult[]; spool: Record<GroupMode, GroupRunResult[]> };
-  const collected = new Map<Synchronous, Collected>(SETTINGS.map((s) => [s, { raw: [], spool: { steady: [], waves: [] } }]));
+  type Collected = { raw: RawBatchResult[]; bare: ReturnType<typeof runBareBatched>[]; spool: Record<GroupMode, GroupRunResult[]> };
+  const collected = new Map<Synchronous, Collected>(SETTINGS.map((s) => [s, { raw: [], bare: [], spool: { steady: [], waves: [] } }]));
   for (let round = 0; round < ctx.rounds; round += 1) {
     for (const synchronous of SETTINGS) {
       const c = collected.get(synchronous)!;
@@ -57,6 +58,10 @@ export async function groupCommitSection(ctx: SectionContext) {
           process.stdout.write(`  round ${round + 1} ${synchronous.padEnd(6)} ${kind.padEnd(6)} ${fmtRate(r.perSec).padStart(8)}/s  batches mean ${r.batches.mean}\n`);
         }
       }
+      // The bare loop, batched as the limit is, a savepoint per transition: the least work, and nothing else.
+      ctx.gc();
+      c.bare.push(runBareBatched({ synchronous, durationMs, jobs: GROUP_JOBS, batch: RAW_BATCH }));
+      process.stdout.write(`  round ${round + 1} ${synchronous.padEnd(6)} bare   ${fmtRate(c.bare.at(-1)!.perSec).padStart(8)}/s  (validate, transition, serialise, write: nothing else)\n`);
     }
   }
   const results = SETTINGS.flatMap((synchronous) => {
@@ -93,6 +98,12 @@ export async function groupCommitSection(ctx: SectionContext) {
           cpuUsPerTransition: round(median(c.raw.map((r) => r.cpuUsPerOp))),
         },
         ratio: round(ratio, 3),
+        /** The bare loop batched as the limit is (bench/bareLoop.ts): what any XState runtime on this layout could reach. */
+        bareLoop: {
+          transitionsPerSec: round(median(c.bare.map((r) => r.perSec))),
+          ratio: round(median(c.bare.map((r) => r.perSec)) / rawPerSec, 3),
+          cpuUsPerTransition: round(median(c.bare.map((r) => r.cpuUsPerOp))),
+        },
         target,
         verdict: target === null ? null : ratio >= target ? ('PASS' as const) : ('BELOW' as const),
       };
@@ -122,6 +133,9 @@ export async function groupCommitSection(ctx: SectionContext) {
   console.log('  "engine" = wall time outside every store call per transition (validation, hashing, transition, serialisation, awaits). Waves latency = wave time.');
   console.log('  CPU µs/tx = this process\'s user+system CPU per transition (steadier than wall time on a busy host: it shows the work, not the waiting).');
   console.log('  WAL pages/tx = 4 KiB WAL frames written per transition (what a commit writes and, at FULL, syncs), measured after each timed run.');
+  for (const r of results.filter((x) => x.mode === 'steady')) {
+    console.log(`  ${r.synchronous}: the bare loop, ${RAW_BATCH} per transaction with a savepoint each (zod validation, XState transition, snapshot JSON, the limit's writes with state and context; nothing else): ${fmtRate(r.bareLoop.transitionsPerSec)}/s = ${fmtRatio(r.bareLoop.ratio)} of the limit, ${r.bareLoop.cpuUsPerTransition.toFixed(0)} µs CPU/tx`);
+  }
   const load = hostLoad(load0);
   printLoadNote(load);
   return {

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { setup } from 'xstate';
+import { assign, setup } from 'xstate';
 import { z } from 'zod';
 import { MemoryStore } from '../persistence/memory/index.ts';
 import type { SqliteStore } from '../persistence/sqlite/index.ts';
@@ -276,6 +276,33 @@ describe.each<Kind>(['sqlite', 'memory'])('runtime on %s', (kind) => {
       await expect(runtime.send(job.id, { type: 'xstate.after.1000.probe.idle' })).rejects.toBeInstanceOf(UnknownEventError);
       await expect(runtime.send(job.id, { type: 'xstate.done.actor.x', output: 1 })).rejects.toBeInstanceOf(UnknownEventError);
       expect(await dump(store)).toEqual(before);
+    });
+
+    it('takes the events a wildcard transition handles (`*`, `user.*`), as XState does', async () => {
+      const wild = setup({ types: { context: {} as { got: string[] } } }).createMachine({
+        id: 'wild',
+        initial: 'idle',
+        context: { got: [] },
+        states: {
+          idle: {
+            on: {
+              'user.*': { actions: assign({ got: ({ context, event }) => [...context.got, event.type] }) },
+              STOP: 'end',
+              '*': { actions: assign({ got: ({ context, event }) => [...context.got, `any:${event.type}`] }) },
+            },
+          },
+          end: { type: 'final' },
+        },
+      });
+      const { runtime, store } = await fresh(kind, { machines: [{ machine: wild, version: 1 }] });
+      const job = await runtime.start('wild', {});
+      expect(await runtime.send(job.id, { type: 'user.login' })).toMatchObject({ status: 'applied' });
+      expect(await runtime.send(job.id, { type: 'other' })).toMatchObject({ status: 'applied' });
+      // Reserved types stay refused, whatever a wildcard would match.
+      const before = await dump(store);
+      await expect(runtime.send(job.id, { type: 'xstate.init' })).rejects.toBeInstanceOf(UnknownEventError);
+      expect(await dump(store)).toEqual(before);
+      expect((await runtime.send(job.id, { type: 'STOP' })).job).toMatchObject({ value: 'end', context: { got: ['user.login', 'any:other'] } });
     });
 
     it('refuses wrong-typed and extra event fields with ValidationError', async () => {

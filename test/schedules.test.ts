@@ -117,6 +117,9 @@ describe('schedule(): validation first, nothing stored on error', () => {
         [{ catchUp: { runEach: 0 } }, 'catchUp'],
         [{ catchUp: 'all' as never }, 'catchUp'],
         [{ graceMs: -1 }, 'graceMs'],
+        [{ startAt: 8.64e15 + 1 }, 'startAt'], // past the last date a Date can hold
+        [{ startAt: Date.UTC(10000, 0, 1) }, 'startAt'], // its occurrences could not be printed
+        [{ startAt: -1 }, 'startAt'],
         [{ id: 'has space' }, 'id'],
         [{ id: 'a~b' }, 'id'],
         [{ overlap: 'cancel-previous', machineId: 'counter', input: {} }, 'overlap'], // counter has no CANCEL
@@ -498,4 +501,32 @@ describe('many runtimes on one database, ticking at the same moments', () => {
       });
     }
   }
+});
+
+describe('a damaged schedule row (SQLite)', () => {
+  it.each([
+    ['input', "'{bad'", /its input is not JSON/],
+    ['catch_up', "'garbage'", /its catch-up policy is unreadable/],
+  ])('with an unreadable %s column is listed with the reason and never fired; the others fire; adding it again rewrites it', async (column, value, reason) => {
+    const { runtime, store, clock, path } = await open('sqlite');
+    await runtime.schedule(spec({ id: 'bad' }));
+    await runtime.schedule(spec({ id: 'good' }));
+    res.raw(path!).prepare(`UPDATE schedules SET ${column} = ${value} WHERE id = 'bad'`).run();
+
+    const listed = await runtime.schedules();
+    expect(listed.find((s) => s.id === 'good')?.damaged).toBeUndefined();
+    expect(listed.find((s) => s.id === 'bad')?.damaged).toMatch(reason);
+    // The worker's wake-up ignores it: it would otherwise wake at once, forever.
+    expect(await runtime.nextWakeAt()).toBe(T0 + MIN);
+
+    clock.advance(2 * MIN);
+    await runtime.tick();
+    expect((await occurrences(store, 'good')).length).toBeGreaterThan(0);
+    expect(await occurrences(store, 'bad')).toEqual([]);
+
+    const again = await runtime.schedule(spec({ id: 'bad' }));
+    expect(again).toMatchObject({ status: 'updated' });
+    expect(again.schedule.damaged).toBeUndefined();
+    expect((await runtime.schedules()).every((s) => s.damaged === undefined)).toBe(true);
+  });
 });

@@ -144,17 +144,45 @@ function scheduleParams(s: NewSchedule) {
   };
 }
 
+const OVERLAPS: readonly unknown[] = ['skip', 'buffer-one', 'allow-all', 'cancel-previous'];
+
+/** A stored column's JSON, or `undefined` when it does not parse. */
+function parsed(text: unknown): unknown {
+  try {
+    return typeof text === 'string' ? JSON.parse(text) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function readableCatchUp(value: unknown): value is ScheduleCatchUp {
+  if (value === 'skip-missed' || value === 'run-once') return true;
+  const each = (value as { runEach?: unknown } | null)?.runEach;
+  return typeof each === 'number' && Number.isInteger(each) && each >= 1;
+}
+
+/**
+ * A row read as a schedule. One whose input, catch-up or overlap cannot be read (a damaged file)
+ * comes back `damaged` with the reason, so that one bad row never stops the others.
+ */
 function toScheduleRecord(row: Row): ScheduleRecord {
-  return {
+  const input = parsed(row['input']);
+  const catchUp = parsed(row['catch_up']);
+  const problems = [
+    ...(input === undefined ? ['its input is not JSON'] : []),
+    ...(readableCatchUp(catchUp) ? [] : ['its catch-up policy is unreadable']),
+    ...(OVERLAPS.includes(row['overlap']) ? [] : ['its overlap policy is unreadable']),
+  ];
+  const record: ScheduleRecord = {
     id: row['id'] as string,
     owner: row['owner'] === '' ? null : (row['owner'] as string),
     machineId: row['machine_id'] as string,
-    input: JSON.parse(row['input'] as string) as ScheduleRecord['input'],
+    input: (input ?? null) as ScheduleRecord['input'],
     cron: (row['cron'] as string | null) ?? null,
     timezone: (row['timezone'] as string | null) ?? null,
     everyMs: (row['every_ms'] as number | null) ?? null,
     overlap: row['overlap'] as ScheduleRecord['overlap'],
-    catchUp: JSON.parse(row['catch_up'] as string) as ScheduleCatchUp,
+    catchUp: readableCatchUp(catchUp) ? catchUp : 'skip-missed',
     graceMs: row['grace_ms'] as number,
     startAt: (row['start_at'] as number | null) ?? null,
     nextDueAt: (row['next_due_at'] as number | null) ?? null,
@@ -166,6 +194,8 @@ function toScheduleRecord(row: Row): ScheduleRecord {
     createdAt: row['created_at'] as number,
     updatedAt: row['updated_at'] as number,
   };
+  if (problems.length > 0) record.damaged = `the stored schedule is damaged: ${problems.join(', ')}. It does not fire; add it again under its id to rewrite it, or remove it.`;
+  return record;
 }
 
 const COLUMNS = `id, owner, machine_id, input, cron, timezone, every_ms, overlap, catch_up, grace_ms, start_at,

@@ -840,8 +840,9 @@ function report(error: unknown, json: boolean, io: CliIO): number {
   return 1;
 }
 
-function oneLine(text: string): string {
-  return text.replace(/\s*\n\s*/g, ' ').trim();
+/** A message on one line; a stored message that is not text (written by an older Spool) as JSON. */
+function oneLine(text: unknown): string {
+  return (typeof text === 'string' ? text : (JSON.stringify(text) ?? String(text))).replace(/\s*\n\s*/g, ' ').trim();
 }
 
 function parseEvent(text: string): unknown {

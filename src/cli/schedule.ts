@@ -120,7 +120,7 @@ Examples:
                   s.lastJobId ?? '-',
                   String(s.missed),
                 ]),
-              ),
+              ) + schedules.filter((s) => s.damaged !== undefined).map((s) => `\nschedule ${s.id}: ${s.damaged}`).join(''),
         );
       });
     });

@@ -555,6 +555,11 @@ export interface ScheduleRecord {
   lastJobId: string | null;
   /** Occurrences dropped by the catch-up policy so far. */
   missed: number;
+  /**
+   * Set when the stored row cannot be used (its input or policies are not readable): why. Such a
+   * schedule never fires and is listed with this reason; `schedule()` under its id rewrites it.
+   */
+  damaged?: string;
   /** Incremented by every write; every write checks it. */
   revision: number;
   createdAt: number;

@@ -152,9 +152,46 @@ export class RetryRefusedError extends SpoolError {
   readonly category = 'conflict';
 }
 
-/** Turn anything thrown into stored error details. */
+/**
+ * Turn anything thrown into stored error details. Never throws: a machine may throw anything (a
+ * BigInt, an object that refers to itself, a Proxy, an Error whose getters throw), and the error
+ * that records it must still be written.
+ */
 export function toErrorInfo(error: unknown): { name: string; message: string; code?: string } {
-  if (error instanceof SpoolError) return { name: error.name, message: error.message, code: error.code };
-  if (error instanceof Error) return { name: error.name, message: error.message };
-  return { name: 'Error', message: typeof error === 'string' ? error : JSON.stringify(error) ?? String(error) };
+  try {
+    if (error instanceof SpoolError) return { name: error.name, message: error.message, code: error.code };
+    if (error instanceof Error) return { name: textOf(error.name) || 'Error', message: textOf(error.message) };
+    return { name: 'Error', message: textOf(error) };
+  } catch {
+    return { name: 'Error', message: UNREADABLE };
+  }
+}
+
+const UNREADABLE = '(a thrown value that cannot be read)';
+
+/**
+ * A thrown value (or its `message`) as text: strings as they are, the rest as JSON where it can
+ * be, with BigInts written `12n` and a repeated object `[seen]` (so a cycle cannot stop it).
+ */
+export function textOf(value: unknown): string {
+  if (typeof value === 'string') return value;
+  try {
+    const seen = new WeakSet<object>();
+    const json = JSON.stringify(value, (_key, v: unknown) => {
+      if (typeof v === 'bigint') return `${v}n`;
+      if (v !== null && typeof v === 'object') {
+        if (seen.has(v)) return '[seen]';
+        seen.add(v);
+      }
+      return v;
+    });
+    if (json !== undefined) return json;
+  } catch {
+    // A throwing toJSON or getter: fall back to String().
+  }
+  try {
+    return String(value);
+  } catch {
+    return UNREADABLE;
+  }
 }

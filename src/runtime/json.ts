@@ -9,7 +9,8 @@ export function stableStringify(value: unknown): string {
 function sortKeys(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(sortKeys);
   if (value !== null && typeof value === 'object') {
-    const out: Record<string, unknown> = {};
+    // No prototype: a `__proto__` key stays a key (an own property) instead of setting one.
+    const out: Record<string, unknown> = Object.create(null);
     for (const key of Object.keys(value).sort()) out[key] = sortKeys((value as Record<string, unknown>)[key]);
     return out;
   }
@@ -67,7 +68,7 @@ export function redact(value: unknown, sensitive: ReadonlySet<string>): JsonValu
   const walk = (v: unknown): unknown => {
     if (Array.isArray(v)) return v.map(walk);
     if (v !== null && typeof v === 'object') {
-      const out: Record<string, unknown> = {};
+      const out: Record<string, unknown> = Object.create(null); // `__proto__` stays a key, as in sortKeys
       for (const [k, child] of Object.entries(v)) out[k] = sensitive.has(k) ? REDACTED : walk(child);
       return out;
     }

@@ -98,6 +98,19 @@ export function compareVersions(a: string, b: string): number {
   return a.localeCompare(b, 'en', { numeric: true });
 }
 
+/**
+ * Whether a machine names this event type: as it is, or through a wildcard transition as XState
+ * matches them (`*` any event; `user.*` any type that starts with `user.`).
+ */
+export function namesEventType(def: Pick<RegisteredMachine, 'eventTypes'>, type: string): boolean {
+  if (def.eventTypes.has(type)) return true;
+  for (const t of def.eventTypes) {
+    if (t === '*') return true;
+    if (t.endsWith('.*') && type.startsWith(t.slice(0, -1))) return true;
+  }
+  return false;
+}
+
 /** The machines a runtime knows, by id and version. */
 export class MachineRegistry {
   readonly #byId = new Map<string, Map<string, RegisteredMachine>>();
@@ -142,6 +155,7 @@ export class MachineRegistry {
       throw new MachineDefinitionError(`Machine "${id}": \`input\` is not a zod schema.`);
     }
     checkChildren(id, machine);
+    checkEventlessLoops(id, machine);
     const registered: RegisteredMachine = {
       id,
       version,
@@ -224,6 +238,66 @@ interface StateNodeLike {
   id: string;
   invoke: { id: string; src: unknown }[];
   states: Record<string, StateNodeLike>;
+}
+
+interface NodeShape {
+  id: string;
+  key: string;
+  type: string;
+  parent?: NodeShape;
+  initial?: { target: NodeShape[] };
+  always?: Array<{ guard?: unknown; target?: NodeShape[]; actions: unknown[] }>;
+  states: Record<string, NodeShape>;
+}
+
+/**
+ * Refuse a machine whose eventless (`always`) transitions certainly loop: from some state, the
+ * first eventless transition XState would consider has no guard and leads, through more of them,
+ * back to a state already on the way (or stays, running actions). XState would spin forever
+ * inside the transition; for a durable job that is a process that never answers again, and one
+ * queued event would hang every runtime that opens the file. Guarded loops are left alone: a
+ * guard may end them.
+ */
+function checkEventlessLoops(machineId: string, machine: AnyStateMachine): void {
+  const leafOf = (node: NodeShape): NodeShape | null => {
+    if (node.type === 'atomic' || node.type === 'final') return node;
+    if (node.type !== 'compound' || node.initial?.target.length !== 1) return null; // parallel, history: not followed
+    return leafOf(node.initial.target[0]!);
+  };
+  /** The transition XState certainly takes from this leaf with no event, or null. */
+  const certain = (leaf: NodeShape) => {
+    for (let n: NodeShape | undefined = leaf; n; n = n.parent) {
+      const first = n.always?.[0];
+      if (first) return first.guard === undefined ? first : null;
+    }
+    return null;
+  };
+  const leaves: NodeShape[] = [];
+  const collect = (n: NodeShape) => {
+    if (n.type === 'atomic') leaves.push(n);
+    Object.values(n.states ?? {}).forEach(collect);
+  };
+  collect(machine.root as unknown as NodeShape);
+  for (const start of leaves) {
+    const path: NodeShape[] = [start];
+    for (let leaf: NodeShape = start; ; ) {
+      const t = certain(leaf);
+      if (!t) break;
+      const targets = t.target ?? [];
+      if (targets.length === 0 && t.actions.length === 0) break; // XState stops when nothing changes
+      const next = targets.length === 0 ? leaf : targets.length === 1 ? leafOf(targets[0]!) : null;
+      if (!next || (next === leaf && t.actions.length === 0)) break;
+      if (path.includes(next)) {
+        const loop = [...path.slice(path.indexOf(next)), next].map((n) => n.id.replace(/^[^.]*\./, '')).join(' → ');
+        throw new MachineDefinitionError(
+          `Machine "${machineId}": eventless (always) transitions with no guard loop forever: ${loop}. ` +
+            'XState would never finish the transition that enters them; add a guard that ends the loop, or a target outside it.',
+        );
+      }
+      path.push(next);
+      leaf = next;
+    }
+  }
 }
 
 /**

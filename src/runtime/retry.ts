@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ErrorInfo } from '../ports/store.ts';
+import { textOf, toErrorInfo } from './errors.ts';
 
 /**
  * Retry policy of an activity, as data. Defaults: 3 attempts, 1 s doubling to at most 5 min,
@@ -73,11 +74,16 @@ export class IndeterminateOutcomeError extends Error {
 
 /** Sort a thrown value: machines import neither class, so duck typing is the contract. */
 export function classify(error: unknown): { info: ErrorInfo; terminal: boolean; retryAfterMs: number | undefined } {
-  const e = error as { name?: unknown; message?: unknown; code?: unknown; terminal?: unknown; retryable?: unknown; retryAfterMs?: unknown } | null;
-  const name = typeof e?.name === 'string' ? e.name : 'Error';
-  const message = typeof e?.message === 'string' ? e.message : typeof error === 'string' ? error : JSON.stringify(error) ?? String(error);
-  const info: ErrorInfo = typeof e?.code === 'string' ? { name, message, code: e.code } : { name, message };
-  const terminal = e?.terminal === true || e?.retryable === false || name === 'TerminalError';
-  const retryAfterMs = typeof e?.retryAfterMs === 'number' && e.retryAfterMs >= 0 ? e.retryAfterMs : undefined;
-  return { info, terminal, retryAfterMs };
+  try {
+    const e = error as { name?: unknown; message?: unknown; code?: unknown; terminal?: unknown; retryable?: unknown; retryAfterMs?: unknown } | null;
+    const name = typeof e?.name === 'string' ? e.name : 'Error';
+    const message = e !== null && typeof e === 'object' && 'message' in e ? textOf(e.message) : textOf(error);
+    const info: ErrorInfo = typeof e?.code === 'string' ? { name, message, code: e.code } : { name, message };
+    const terminal = e?.terminal === true || e?.retryable === false || name === 'TerminalError';
+    const retryAfterMs = typeof e?.retryAfterMs === 'number' && e.retryAfterMs >= 0 ? e.retryAfterMs : undefined;
+    return { info, terminal, retryAfterMs };
+  } catch {
+    // A Proxy or getters that throw: record what can be read, and retry as for any error.
+    return { info: toErrorInfo(error), terminal: false, retryAfterMs: undefined };
+  }
 }

@@ -49,7 +49,7 @@ import {
 } from './errors.ts';
 import { hydrate, parseSnapshot } from './hydrate.ts';
 import { hashJson, redact, statePaths, toJson } from './json.ts';
-import { MachineRegistry, type JobDefinition, type RegisteredMachine } from './registry.ts';
+import { MachineRegistry, namesEventType, type JobDefinition, type RegisteredMachine } from './registry.ts';
 import { crashPoint } from './crashPoints.ts';
 import { planActions, type ActionPlan } from './actions.ts';
 import { initialAsChild, initialInScope, PARENT_REF, transitionAsChild, transitionInScope } from './childScope.ts';
@@ -498,7 +498,7 @@ export class Runtime {
     const job = toJob(record, def);
     this.#emit({ type: 'job.started', job });
     this.#logEntry('info', 'job started', { jobId: record.id, machine: def.id, version: def.version, state: job.value });
-    this.#afterCommit(record.id, plan, (m) => redactText(m, parsed, def.sensitive));
+    this.#afterCommit(record.id, plan, (m) => redactText(m, [parsed, record.context], def.sensitive));
     if (relations) {
       relations.touched.delete(record.id);
       if (relations.deliveries.some((d) => d.jobId === record.id)) this.#pendingDrains.add(record.id);
@@ -1020,7 +1020,7 @@ export class Runtime {
     }
     const def = this.registry.route(record.machineId, record.machineVersion)?.target;
     if (!def) throw new JobQuarantined(jobId, record.quarantine ?? `machine ${record.machineId}@${record.machineVersion} is not registered`);
-    if (!def.eventTypes.has(def.cancel.event)) {
+    if (!namesEventType(def, def.cancel.event)) {
       // A child job is the parent's to stop: it ends when the parent leaves the invoking state.
       const how = record.parent
         ? `it is a child job of ${record.parent.jobId}: cancel that job (or send it an event that leaves the invoking state) to stop it`
@@ -1343,7 +1343,7 @@ export class Runtime {
       hasMachine: (machineId) => this.registry.all().some((m) => m.id === machineId),
       canCancel: (machineId) => {
         const def = this.registry.latest(machineId);
-        return def.eventTypes.has(def.cancel.event);
+        return namesEventType(def, def.cancel.event);
       },
       prepareStart: (machineId, input, jobId, at) => {
         const def = this.registry.latest(machineId);
@@ -1354,7 +1354,7 @@ export class Runtime {
       },
       cancelEvent: (record, reason, at) => {
         const def = this.registry.route(record.machineId, record.machineVersion)?.target;
-        if (!def || !def.eventTypes.has(def.cancel.event)) return undefined;
+        if (!def || !namesEventType(def, def.cancel.event)) return undefined;
         const payload = this.#cancelPayload(def, reason);
         return { jobId: record.id, eventId: 'spool.cancel', type: def.cancel.event, payload, payloadHash: hashJson(payload), at, source: 'cancel' };
       },
@@ -1443,7 +1443,7 @@ export class Runtime {
       throw new UnknownEventError(`Event type "${type}" is reserved for the runtime; send your machine's own events.`, { eventType: type });
     }
     if (!def) return json;
-    if (!def.eventTypes.has(type)) {
+    if (!namesEventType(def, type)) {
       const known = [...def.eventTypes].filter((t) => !t.startsWith('xstate.')).sort().join(', ');
       throw new UnknownEventError(`Machine ${def.id}@${def.version} has no event "${type}" (known: ${known}).`, { eventType: type, machineId: def.id });
     }
@@ -1463,7 +1463,7 @@ export class Runtime {
     } catch (error) {
       throw new ValidationError(`The ${what} cannot be read as JSON: ${(error as Error).message}`);
     }
-    if (depth > MAX_DEPTH) throw new ValidationError(`The ${what} is nested deeper than ${MAX_DEPTH} levels.`);
+    if (Math.abs(depth) > MAX_DEPTH) throw new ValidationError(`The ${what} is nested deeper than ${MAX_DEPTH} levels.`);
     let text: string | undefined;
     try {
       text = JSON.stringify(value);
@@ -1475,7 +1475,10 @@ export class Runtime {
     if (bytes > this.#maxPayload) {
       throw new PayloadTooLargeError(`The ${what} is ${bytes} bytes; the limit is ${this.#maxPayload} (maxPayloadBytes).`, { bytes, limit: this.#maxPayload });
     }
-    return JSON.parse(text) as JsonValue;
+    const json = JSON.parse(text) as JsonValue;
+    // A `toJSON` method writes what the walk above did not see: count the JSON itself.
+    if (depth < 0 && nestingDepth(json, MAX_DEPTH + 1) > MAX_DEPTH) throw new ValidationError(`The ${what} is nested deeper than ${MAX_DEPTH} levels.`);
+    return json;
   }
 
   async #outcome(jobId: string, eventId: string, duplicate: boolean, wait: boolean): Promise<SendResult> {
@@ -1695,7 +1698,7 @@ export class Runtime {
             }
             migratedTo = route.target;
           } catch (error) {
-            reason = `migration from ${record.machineVersion} to ${route.target.version} failed: ${(error as Error).message}`;
+            reason = `migration from ${record.machineVersion} to ${route.target.version} failed: ${toErrorInfo(error).message}`;
           }
         }
         if (reason === null) {
@@ -1841,6 +1844,8 @@ export class Runtime {
     let error: ErrorInfo | null = stale ? { name: 'StaleOutcome', message: stale } : null;
     let plan: ActionPlan | undefined;
     let relations: Relations | undefined;
+    // The new snapshot's JSON, made while a failure can still be recorded as the event's.
+    let persisted: string | undefined;
     if (!stale) {
       try {
         let base = snapshot;
@@ -1865,6 +1870,8 @@ export class Runtime {
           if (plan.problems.length > 0) {
             status = 'failed';
             error = { name: 'UnsupportedAction', message: plan.problems.join('; ') };
+          } else {
+            persisted = persistedJson(def, next);
           }
         }
       } catch (thrown) {
@@ -1873,11 +1880,13 @@ export class Runtime {
       }
     }
     if (status !== 'applied') {
+      persisted = undefined;
       next = snapshot;
       plan = undefined;
       relations = undefined;
     }
-    if (error) error = { ...error, message: redactText(error.message, payload, def.sensitive) };
+    // A message may quote a sensitive value of the event or of the job's context (which keeps them).
+    if (error) error = { ...error, message: redactText(error.message, [payload, record.context], def.sensitive) };
     // Nothing to redact: the validated payload is already a private JSON copy, stored as it is.
     const redacted = def.sensitive.size === 0 ? payload : redact(payload, def.sensitive);
     crashPoint('before-commit');
@@ -1905,12 +1914,13 @@ export class Runtime {
       status === 'applied' && timerId !== null ? timerId : undefined,
       relations,
       'accept' in source ? source.outcome : undefined,
+      persisted,
     );
     if (typeof result !== 'object') return result;
     crashPoint('after-commit');
     if (status === 'failed') this.#logEntry('warn', 'event failed', { jobId: record.id, eventId, eventType: event.type, error });
     if (status === 'stale') this.#logEntry('info', 'stale outcome recorded', { jobId: record.id, eventId, eventType: event.type, reason: stale });
-    if (plan) this.#afterCommit(record.id, plan, (m) => redactText(m, payload, def.sensitive));
+    if (plan) this.#afterCommit(record.id, plan, (m) => redactText(m, [payload, record.context, result.record.context], def.sensitive));
     if (relations) this.#afterRelations(relations);
     return { status, error, record: result.record };
   }
@@ -2080,6 +2090,7 @@ export class Runtime {
     consumedTimer?: string,
     relations?: Relations,
     outcome?: OutcomeInCommit,
+    persisted?: string,
   ): Promise<{ record: JobRecord } | 'conflict' | 'duplicate' | 'leased' | 'refused' | 'outcome-not-current'> {
     const now = transitionDraft.at;
     const context = toJson(next.context);
@@ -2093,7 +2104,7 @@ export class Runtime {
         value: toJson(next.value),
         statePaths: statePaths(next.value),
         context,
-        snapshot: JSON.stringify(def.machine.getPersistedSnapshot(next)),
+        snapshot: persisted ?? persistedJson(def, next),
         machineVersion: def.version,
         ...(progress !== undefined ? { progress } : {}),
         at: now,
@@ -2189,14 +2200,13 @@ export class Runtime {
   #runActions(jobId: string, actions: readonly unknown[], clean: (message: string) => string = (m) => m): void {
     for (const raw of actions) {
       const action = raw as { type: string; params?: Record<string, unknown>; info?: unknown; exec?: (info: unknown, params: unknown) => void };
-      if (action.type === 'xstate.emit') {
-        this.#emit({ type: 'emitted', jobId, event: toJson(action.params?.['event']) });
-        continue;
-      }
-      if (action.type.startsWith('xstate.')) continue;
-      if (typeof action.exec !== 'function') continue;
+      const emitted = action.type === 'xstate.emit';
+      if (!emitted && (action.type.startsWith('xstate.') || typeof action.exec !== 'function')) continue;
+      // The transition is committed: what an action throws (or an emitted event JSON cannot hold)
+      // is reported, and never reaches the caller whose event was applied.
       try {
-        action.exec(action.info, action.params);
+        if (emitted) this.#emit({ type: 'emitted', jobId, event: toJson(action.params?.['event']) });
+        else action.exec!(action.info, action.params);
       } catch (error) {
         const raw = toErrorInfo(error);
         const info = { ...raw, message: clean(raw.message) };
@@ -2582,10 +2592,10 @@ function safeInitial(def: RegisteredMachine, input: JsonValue): [AnyMachineSnaps
   try {
     result = def.scopeReusable ? initialInScope(def.machine, input) : (initialTransition(def.machine, input) as [AnyMachineSnapshot, unknown[]]);
   } catch (error) {
-    throw new ValidationError(`Machine ${def.id} could not start with this input: ${(error as Error).message}`, { machineId: def.id });
+    throw new ValidationError(`Machine ${def.id} could not start with this input: ${redactText(toErrorInfo(error).message, input, def.sensitive)}`, { machineId: def.id });
   }
   if (result[0].status === 'error') {
-    throw new ValidationError(`Machine ${def.id} could not start with this input: ${toErrorInfo(result[0].error).message}`, { machineId: def.id });
+    throw new ValidationError(`Machine ${def.id} could not start with this input: ${redactText(toErrorInfo(result[0].error).message, input, def.sensitive)}`, { machineId: def.id });
   }
   return result;
 }
@@ -2675,9 +2685,13 @@ function describeEnd(record: JobRecord): string {
   return record.status === 'done' ? `finished (final state ${JSON.stringify(record.value)})` : `ended with status "${record.status}"`;
 }
 
-/** Nesting depth of a value, counted without recursion (stops counting past `limit`). */
+/**
+ * Nesting depth of a value, counted without recursion (stops counting past `limit`); negative
+ * when some object in it has a `toJSON` method, whose JSON the walk cannot see.
+ */
 function nestingDepth(value: unknown, limit: number): number {
   let deepest = 0;
+  let custom = false;
   const stack: [unknown, number][] = [[value, 0]];
   const seen = new Set<object>();
   while (stack.length > 0) {
@@ -2688,9 +2702,10 @@ function nestingDepth(value: unknown, limit: number): number {
     seen.add(v);
     deepest = Math.max(deepest, d + 1);
     if (deepest > limit) return deepest;
+    if (typeof (v as { toJSON?: unknown }).toJSON === 'function') custom = true;
     for (const child of Object.values(v)) stack.push([child, d + 1]);
   }
-  return deepest;
+  return custom ? -deepest : deepest;
 }
 
 function requireText(what: string, value: unknown): asserts value is string {
@@ -2724,6 +2739,25 @@ function formatIssues(error: unknown): string {
     .join('; ');
 }
 
+/** A transition left a context JSON cannot hold: the event's error, recorded as `failed`. */
+class UnserializableSnapshotError extends Error {
+  override name = 'UnserializableSnapshot';
+}
+
+/**
+ * A snapshot's persisted form as JSON. A context that JSON cannot hold (a BigInt, an object that
+ * refers to itself, a `toJSON` that throws) is the machine's error, named as such.
+ */
+function persistedJson(def: RegisteredMachine, next: AnyMachineSnapshot): string {
+  try {
+    return JSON.stringify(def.machine.getPersistedSnapshot(next));
+  } catch (error) {
+    throw new UnserializableSnapshotError(
+      `The new state of ${def.id} cannot be stored as JSON (${toErrorInfo(error).message}); keep context to JSON values: no BigInt, functions, class instances or cycles.`,
+    );
+  }
+}
+
 /** Where `value` holds something under a sensitive key: `card`, `payer.card`, `items.0.card`. */
 function sensitivePaths(value: unknown, sensitive: ReadonlySet<string>, prefix = ''): string[] {
   if (sensitive.size === 0 || value === null || typeof value !== 'object') return [];
@@ -2733,8 +2767,11 @@ function sensitivePaths(value: unknown, sensitive: ReadonlySet<string>, prefix =
   });
 }
 
-/** Remove sensitive values that an error message may quote (every leaf under a sensitive key). */
-function redactText(message: string, payload: unknown, sensitive: ReadonlySet<string>): string {
+/**
+ * Remove sensitive values that an error message may quote: every leaf under a sensitive key of
+ * `values` (JSON: an event, an input, a stored context, or an array of them).
+ */
+function redactText(message: string, values: unknown, sensitive: ReadonlySet<string>): string {
   if (sensitive.size === 0) return message;
   const secrets: string[] = [];
   const collect = (v: unknown): void => {
@@ -2748,7 +2785,7 @@ function redactText(message: string, payload: unknown, sensitive: ReadonlySet<st
       for (const [k, child] of Object.entries(v)) (sensitive.has(k) ? collect : walk)(child);
     }
   };
-  walk(payload);
+  walk(values);
   let out = message;
   for (const secret of secrets.sort((a, b) => b.length - a.length)) out = out.split(secret).join('[redacted]');
   return out;

@@ -269,6 +269,7 @@ export function planStep(s: ScheduleRecord, now: number, previousFinished: boole
 // ------------------------------------------------------------------ the API
 
 /** Validate a schedule definition; throws {@link InvalidScheduleError}. Nothing is read or written. */
+const LAST_START = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 const SPEC_FIELDS: readonly string[] = ['id', 'machineId', 'input', 'cron', 'timezone', 'everyMs', 'overlap', 'catchUp', 'graceMs', 'startAt'];
 
 export function validateSpec(spec: ScheduleSpec, now: number): Omit<NewSchedule, 'owner' | 'input' | 'nextDueAt' | 'bufferedDueAt' | 'lastDueAt' | 'lastJobId' | 'missed' | 'at'> {
@@ -300,8 +301,9 @@ export function validateSpec(spec: ScheduleSpec, now: number): Omit<NewSchedule,
   const grace = graceMs ?? DEFAULT_GRACE_MS;
   if (!Number.isSafeInteger(grace) || grace < 0) throw new InvalidScheduleError(`Schedule ${id}: graceMs must be a non-negative integer.`, { scheduleId: id, field: 'graceMs' });
   const start = startAt === undefined ? null : startAt instanceof Date ? startAt.getTime() : startAt;
-  if (start !== null && !Number.isSafeInteger(start)) {
-    throw new InvalidScheduleError(`Schedule ${id}: startAt must be a valid Date or epoch milliseconds.`, { scheduleId: id, field: 'startAt' });
+  // Up to the end of year 9999: every occurrence after it must still be a date.
+  if (start !== null && (!Number.isSafeInteger(start) || start < 0 || start > LAST_START)) {
+    throw new InvalidScheduleError(`Schedule ${id}: startAt must be a valid Date or epoch milliseconds, from 1970 to the end of 9999.`, { scheduleId: id, field: 'startAt' });
   }
   const definition = {
     id,
@@ -371,7 +373,8 @@ export async function upsertSchedule(host: SchedulesHost, spec: ScheduleSpec): P
     if (existing && existing.owner !== host.owner) {
       throw new IdempotencyConflictError(`Schedule id "${definition.id}" is taken; choose another id.`, { scheduleId: definition.id });
     }
-    if (existing && sameDefinition(existing, definition, input)) return { schedule: existing, status: 'unchanged' };
+    // A damaged row is rewritten even where what could be read of it matches.
+    if (existing && existing.damaged === undefined && sameDefinition(existing, definition, input)) return { schedule: existing, status: 'unchanged' };
     const sameTime =
       existing !== null &&
       existing.cron === definition.cron &&
@@ -430,7 +433,7 @@ export async function listSchedules(host: SchedulesHost): Promise<Schedule[]> {
 export async function nextScheduleWake(host: SchedulesHost): Promise<number | null> {
   let next: number | null = null;
   for (const s of await host.store.listSchedules({ owner: host.owner })) {
-    if (s.nextDueAt !== null && host.hasMachine(s.machineId) && (next === null || s.nextDueAt < next)) next = s.nextDueAt;
+    if (s.nextDueAt !== null && s.damaged === undefined && host.hasMachine(s.machineId) && (next === null || s.nextDueAt < next)) next = s.nextDueAt;
   }
   return next;
 }
@@ -458,9 +461,22 @@ export async function fireDueSchedules(host: SchedulesHost): Promise<number> {
     if (due.length === 0) return started;
     for (const s of due) {
       seen.add(s.id);
-      if (host.hasMachine(s.machineId)) started += await fireSchedule(host, s, now);
+      if (s.damaged !== undefined) reportDamaged(host, s);
+      else if (host.hasMachine(s.machineId)) started += await fireSchedule(host, s, now);
     }
   }
+}
+
+const reported = new WeakMap<SchedulesHost, Set<string>>();
+
+/** Log a damaged schedule once per runtime and stored revision: it stays due, and is not fired. */
+function reportDamaged(host: SchedulesHost, s: ScheduleRecord): void {
+  const seen = reported.get(host) ?? new Set<string>();
+  reported.set(host, seen);
+  const key = `${s.id}@${s.revision}`;
+  if (seen.has(key)) return;
+  seen.add(key);
+  host.log('error', 'schedule damaged: not fired', { scheduleId: s.id, reason: s.damaged });
 }
 
 /** Run the steps of one schedule until nothing is due. */

@@ -1,0 +1,286 @@
+/**
+ * Poison events with values JSON cannot hold: a guard or action that throws a BigInt, an object
+ * that refers to itself, a Proxy or an Error whose getters throw; an assign that leaves such a
+ * value in context; an action after the commit or an activity that throws one. Each is recorded
+ * with a readable error and never blocks the job or the process. Also: sensitive values quoted
+ * from the job's context, and odd keys and `toJSON` in events.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { assign, setup, type AnyStateMachine } from 'xstate';
+import { z } from 'zod';
+import { MemoryStore } from '../persistence/memory/index.ts';
+import { IdempotencyConflictError, MachineDefinitionError, MachineRegistry, ValidationError, type LogEntry, type Runtime, type RuntimeEvent } from '../src/index.ts';
+import type { JobStore } from '../src/ports/store.ts';
+import { Resources } from './helpers/resources.ts';
+import { openRuntime } from './helpers/durable.ts';
+import { work, workHooks } from './fixtures/workMachine.ts';
+
+const res = new Resources();
+const defaultWork = workHooks.work;
+afterEach(async () => {
+  workHooks.work = defaultWork;
+  await res.dispose();
+});
+
+const CARD = '4111222233334444';
+
+/** What each `kind` throws (or, for an assign, leaves in context). */
+function strange(kind: string): unknown {
+  switch (kind) {
+    case 'bigint':
+      return { big: 10n };
+    case 'circular': {
+      const o: Record<string, unknown> = { name: 'loop' };
+      o['self'] = o;
+      return o;
+    }
+    case 'proxy':
+      return new Proxy({}, { get: () => { throw new Error('trap'); }, ownKeys: () => { throw new Error('trap'); }, getPrototypeOf: () => { throw new Error('trap'); } });
+    case 'getter': {
+      const e = new Error('x');
+      Object.defineProperty(e, 'message', { get: () => { throw new Error('getter'); } });
+      return e;
+    }
+    case 'object-message':
+      return Object.assign(new Error('x'), { message: { nested: true } });
+    default:
+      throw new Error(`no kind ${kind}`);
+  }
+}
+
+type PoisonEvent = { type: 'THROW'; kind: string } | { type: 'RAISE'; kind: string } | { type: 'KEEP'; kind: string } | { type: 'AFTER'; kind: string } | { type: 'LEAK' } | { type: 'OK' } | { type: 'PAY'; card: string };
+
+const poisonMachine = setup({
+  types: { context: {} as { n: number; card: string; kept: unknown }, input: {} as { card?: string }, events: {} as PoisonEvent },
+  guards: {
+    throws: ({ event }) => {
+      throw strange((event as { kind: string }).kind);
+    },
+  },
+  actions: {
+    count: assign({ n: ({ context }) => context.n + 1 }),
+    keep: assign({ kept: ({ event }) => strange((event as { kind: string }).kind) }),
+    raise: assign(({ event }) => {
+      throw strange((event as { kind: string }).kind);
+    }),
+    after: ({ event }) => {
+      throw strange((event as { kind: string }).kind);
+    },
+    leak: assign(({ context }) => {
+      throw new Error(`the card on file is ${context.card}`);
+    }),
+    setCard: assign({ card: ({ event }) => (event.type === 'PAY' ? event.card : '') }),
+  },
+}).createMachine({
+  id: 'poison',
+  initial: 'open',
+  context: ({ input }) => {
+    if (input.card === 'refuse') throw new Error('cannot start');
+    if (input.card?.startsWith('9')) throw new Error(`cannot start with card ${input.card}`);
+    return { n: 0, card: input.card ?? '', kept: null };
+  },
+  states: {
+    open: {
+      on: {
+        THROW: { guard: 'throws', target: 'done' },
+        KEEP: { actions: 'keep' },
+        RAISE: { actions: 'raise' },
+        AFTER: { actions: ['count', 'after'] },
+        LEAK: { actions: 'leak' },
+        PAY: { actions: ['setCard', 'leak'] },
+        OK: { actions: 'count' },
+      },
+    },
+    done: { type: 'final' },
+  },
+});
+
+const kindEvent = (type: string) => z.strictObject({ type: z.literal(type), kind: z.string() });
+const poison = {
+  machine: poisonMachine,
+  version: 1,
+  input: z.strictObject({ card: z.string().optional() }),
+  events: {
+    THROW: kindEvent('THROW'),
+    RAISE: kindEvent('RAISE'),
+    KEEP: kindEvent('KEEP'),
+    AFTER: kindEvent('AFTER'),
+    LEAK: z.strictObject({ type: z.literal('LEAK') }),
+    OK: z.strictObject({ type: z.literal('OK') }),
+    PAY: z.strictObject({ type: z.literal('PAY'), card: z.string() }),
+  },
+  sensitive: ['card'],
+};
+
+async function fresh(kind: 'sqlite' | 'memory', log?: (e: LogEntry) => void): Promise<{ runtime: Runtime; store: JobStore; seen: RuntimeEvent[] }> {
+  const store = kind === 'sqlite' ? await res.sqlite(res.dbPath()) : new MemoryStore();
+  const runtime = await res.runtime({ store, machines: [poison], ...(log ? { log } : {}) });
+  const seen: RuntimeEvent[] = [];
+  runtime.subscribe((e) => seen.push(e));
+  return { runtime, store, seen };
+}
+
+const revisions = async (runtime: Runtime, id: string) => (await runtime.history(id)).map((h) => h.revision);
+
+describe.each(['sqlite', 'memory'] as const)('poison events that JSON cannot hold (%s)', (kind) => {
+  it.each([
+    ['THROW', 'bigint'],
+    ['THROW', 'circular'],
+    ['RAISE', 'bigint'],
+    ['RAISE', 'circular'],
+    ['RAISE', 'proxy'],
+    ['RAISE', 'getter'],
+    ['RAISE', 'object-message'],
+  ])('%s (a guard, an action) that throws %s is recorded as failed with a readable error, and later events apply', async (type, thrown) => {
+    const { runtime } = await fresh(kind);
+    const job = await runtime.start('poison', {});
+    const r = await runtime.send(job.id, { type, kind: thrown });
+    expect(r.status).toBe('failed');
+    expect(typeof r.error?.message).toBe('string');
+    expect(r.error?.message.length).toBeGreaterThan(0);
+    expect(r.job).toMatchObject({ value: 'open', revision: 2 });
+    expect(await runtime.send(job.id, { type: 'OK' })).toMatchObject({ status: 'applied', job: { context: { n: 1 }, revision: 3 } });
+    expect(await revisions(runtime, job.id)).toEqual([1, 2, 3]);
+  });
+
+  it('the error names what was thrown: a BigInt as 10n, a cycle cut where it repeats', async () => {
+    const { runtime } = await fresh(kind);
+    const job = await runtime.start('poison', {});
+    expect((await runtime.send(job.id, { type: 'RAISE', kind: 'bigint' })).error?.message).toBe('{"big":"10n"}');
+    expect((await runtime.send(job.id, { type: 'RAISE', kind: 'circular' })).error?.message).toBe('{"name":"loop","self":"[seen]"}');
+    expect((await runtime.send(job.id, { type: 'RAISE', kind: 'object-message' })).error?.message).toBe('{"nested":true}');
+    expect((await runtime.send(job.id, { type: 'RAISE', kind: 'proxy' })).error?.message).toBe('(a thrown value that cannot be read)');
+  });
+
+  it('a poison event accepted without waiting neither crashes the worker nor blocks the events after it', async () => {
+    const { runtime, seen } = await fresh(kind);
+    const job = await runtime.start('poison', {});
+    const queued = await Promise.all([
+      runtime.send(job.id, { type: 'THROW', kind: 'bigint' }, { wait: false }),
+      runtime.send(job.id, { type: 'KEEP', kind: 'circular' }, { wait: false }),
+      runtime.send(job.id, { type: 'OK' }, { wait: false }),
+    ]);
+    expect(queued.every((q) => q.status === 'pending' || q.status === 'failed' || q.status === 'applied')).toBe(true);
+    const done = await runtime.waitFor(job.id, (j) => (j.context as { n?: number }).n === 1, { timeoutMs: 10_000 });
+    expect(done.revision).toBe(4);
+    const events = await runtime.events(job.id);
+    expect(events.map((e) => e.status)).toEqual(['failed', 'failed', 'applied']);
+    expect(seen.some((e) => e.type === 'event.rejected')).toBe(false);
+  });
+
+  it.each(['bigint', 'circular'])('an assign that leaves %s in context fails that event (the state is kept) and the job goes on', async (value) => {
+    const { runtime } = await fresh(kind);
+    const job = await runtime.start('poison', {});
+    const r = await runtime.send(job.id, { type: 'KEEP', kind: value });
+    expect(r).toMatchObject({ status: 'failed', error: { name: 'UnserializableSnapshot' }, job: { revision: 2, context: { kept: null } } });
+    expect(r.error?.message).toMatch(/cannot be stored as JSON/);
+    expect((await runtime.history(job.id))[1]).toMatchObject({ outcome: 'failed', error: { name: 'UnserializableSnapshot' } });
+    expect(await runtime.send(job.id, { type: 'OK' })).toMatchObject({ status: 'applied', job: { context: { n: 1 }, revision: 3 } });
+  });
+
+  it('an action that throws a cycle after the commit: the send is acknowledged as applied, and action.failed says what was thrown', async () => {
+    const { runtime, seen } = await fresh(kind);
+    const job = await runtime.start('poison', {});
+    const r = await runtime.send(job.id, { type: 'AFTER', kind: 'circular' });
+    expect(r).toMatchObject({ status: 'applied', job: { context: { n: 1 }, revision: 2 } });
+    expect(seen).toContainEqual({ type: 'action.failed', jobId: job.id, action: 'after', error: { name: 'Error', message: '{"name":"loop","self":"[seen]"}' } });
+  });
+
+  it("a sensitive value an error quotes from the job's context is redacted in the result, history and logs", async () => {
+    const logs: LogEntry[] = [];
+    const { runtime } = await fresh(kind, (e) => logs.push(e));
+    const job = await runtime.start('poison', { card: CARD });
+    const r = await runtime.send(job.id, { type: 'LEAK' });
+    expect(r.status).toBe('failed');
+    expect(r.error?.message).toBe('the card on file is [redacted]');
+    // A card in the event, set by the transition's first action and quoted by its second.
+    const paid = await runtime.send(job.id, { type: 'PAY', card: '5500660077008800' });
+    expect(paid.error?.message).toBe('the card on file is [redacted]');
+    const stored = JSON.stringify([await runtime.history(job.id), await runtime.events(job.id), logs]);
+    expect(stored).not.toContain(CARD);
+    expect(stored).not.toContain('5500660077008800');
+    expect(logs.some((l) => l.msg === 'event failed')).toBe(true);
+  });
+
+  it('a context factory that quotes the sensitive input: the error is redacted, and nothing is stored', async () => {
+    const { runtime } = await fresh(kind);
+    const error = await runtime.start('poison', { card: '9111222233334444' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ValidationError);
+    expect((error as Error).message).toBe('Machine poison could not start with this input: cannot start with card [redacted]');
+    expect(await runtime.list()).toEqual([]);
+  });
+});
+
+describe('event keys and toJSON', () => {
+  it('a __proto__ key counts in the idempotency comparison: the same event id with another value is a conflict', async () => {
+    // A machine with no event schemas takes the payload as sent.
+    const laxMachine = setup({ types: { context: {} as { n: number } } }).createMachine({
+      id: 'lax',
+      initial: 'a',
+      context: { n: 0 },
+      states: { a: { on: { OK: { actions: assign({ n: ({ context }) => context.n + 1 }) } } } },
+    });
+    const lax = { machine: laxMachine, version: 1 };
+    const runtime = await res.runtime({ store: await res.sqlite(res.dbPath()), machines: [lax] });
+    const job = await runtime.start('lax', {});
+    // JSON.parse makes `__proto__` an own key (an object literal would set the prototype instead).
+    const a = JSON.parse('{"type":"OK","__proto__":{"polluted":2}}') as { type: string };
+    const b = JSON.parse('{"type":"OK","__proto__":{"polluted":3}}') as { type: string };
+    expect(await runtime.send(job.id, a, { eventId: 'e1' })).toMatchObject({ duplicate: false });
+    await expect(runtime.send(job.id, b, { eventId: 'e1' })).rejects.toBeInstanceOf(IdempotencyConflictError);
+    expect(await runtime.send(job.id, a, { eventId: 'e1' })).toMatchObject({ duplicate: true });
+  });
+
+  it('an event whose toJSON nests deeper than the limit is refused, and nothing is recorded', async () => {
+    const { runtime } = await fresh('sqlite');
+    const job = await runtime.start('poison', {});
+    let deep: unknown = 'leaf';
+    for (let i = 0; i < 2000; i += 1) deep = { d: deep };
+    const event = { type: 'OK', toJSON: () => ({ type: 'OK', deep }) };
+    await expect(runtime.send(job.id, event)).rejects.toThrow(/nested deeper than/);
+    expect((await runtime.get(job.id)).revision).toBe(1);
+  });
+});
+
+describe('an activity that rejects with a value JSON cannot hold', () => {
+  it('is recorded as a failed attempt with a readable error, and the job takes its error path', async () => {
+    workHooks.work = async () => {
+      throw { terminal: true, big: 7n };
+    };
+    const { runtime } = await openRuntime(res, [work]);
+    const job = await runtime.start('work', {});
+    await runtime.send(job.id, { type: 'GO' });
+    const failed = await runtime.waitFor(job.id, (j) => j.value === 'failed', { timeoutMs: 10_000 });
+    expect((failed.context as { error?: unknown }).error).toMatchObject({ message: '{"terminal":true,"big":"7n"}' });
+    const [attempt] = (await runtime.details(job.id)).attempts;
+    expect(attempt).toMatchObject({ outcome: 'failed', error: { message: '{"terminal":true,"big":"7n"}' } });
+  });
+});
+
+describe('eventless transitions that would loop forever', () => {
+  const plain = (config: object) => ({ machine: setup({ types: { context: {} as { n: number } } }).createMachine({ id: 'loopy', context: { n: 0 }, ...config } as never) as unknown as AnyStateMachine, version: 1 });
+  const count = assign({ n: ({ context }: { context: { n: number } }) => context.n + 1 });
+
+  it.each([
+    ['two states that take each other', { initial: 'i', states: { i: { on: { GO: 'a' } }, a: { always: 'b' }, b: { always: 'a' } } }, /a → b → a/],
+    ['a targetless one that runs an action', { initial: 'i', states: { i: { on: { GO: 'a' } }, a: { always: { actions: count } } } }, /a → a/],
+    [
+      'one through a compound state and its initial child',
+      { initial: 'i', states: { i: { on: { GO: 'a' } }, a: { always: 'b' }, b: { initial: 'c', states: { c: { always: '#loopy.a' } } } } },
+      /a → b\.c → a/,
+    ],
+  ])('refuses a machine with %s, naming the loop', (_what, config, loop) => {
+    expect(() => new MachineRegistry([plain(config)])).toThrow(MachineDefinitionError);
+    expect(() => new MachineRegistry([plain(config)])).toThrow(loop);
+  });
+
+  it.each([
+    ['a guarded loop (the guard may end it)', { initial: 'i', states: { i: { on: { GO: 'a' } }, a: { always: { guard: ({ context }: { context: { n: number } }) => context.n < 3, target: 'b' } }, b: { always: { target: 'a', actions: count } } } }],
+    ['a self-target with nothing to do (XState stops)', { initial: 'i', states: { i: { on: { GO: 'a' } }, a: { always: 'a' } } }],
+    ['a chain that ends', { initial: 'i', states: { i: { on: { GO: 'a' } }, a: { always: 'b' }, b: { always: 'c' }, c: {} } }],
+  ])('accepts %s', async (_what, config) => {
+    const runtime = await res.runtime({ store: new MemoryStore(), machines: [plain(config)] });
+    const job = await runtime.start('loopy', {});
+    expect(await runtime.send(job.id, { type: 'GO' })).toMatchObject({ status: 'applied' });
+  });
+});
