@@ -3,7 +3,7 @@
  * Every assertion is on what a user sees: exit code, stdout, stderr.
  */
 import { randomBytes } from 'node:crypto';
-import { closeSync, existsSync, mkdirSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createMachine } from 'xstate';
@@ -475,6 +475,18 @@ export const notAMachine = 42;
     // With its machine, the next command that runs the job releases it.
     const paying = await spoolJson<SendResult>([...withModule(), 'send', 'o-3', 'PAY']);
     expect(paying.job).toMatchObject({ value: { checkout: 'paying' }, quarantine: null });
+  });
+
+  it('refuses to send to a job whose machine version the module does not register, changing nothing', async () => {
+    const v3 = join(TMP, 'order-v3-machines.ts');
+    writeFileSync(v3, readFileSync(modulePath(), 'utf8').replace('version: 2,', 'version: 3,'));
+    const vdb = ['--db', join(TMP, 'versions.db')];
+    await spoolOk([...vdb, '--machines', modulePath(), 'start', 'order', '--id', 'v-1', '--input', '{"sku":"a"}']);
+    const before = await spoolJson<JobDetails>([...vdb, '--machines', modulePath(), 'show', 'v-1']);
+    const line = await spoolFails([...vdb, '--machines', v3, 'send', 'v-1', 'PAY'], 'SPOOL_USAGE');
+    expect(line).toContain('Job v-1 runs order version 2;');
+    expect(line).toContain('registers version 3 and no migration from 2');
+    expect(await spoolJson<JobDetails>([...vdb, '--machines', modulePath(), 'show', 'v-1'])).toEqual(before);
   });
 
   it('records an activity without running it (a worker runs activities) and shows it', async () => {

@@ -274,6 +274,32 @@ describe('eventless transitions that would loop forever', () => {
     expect(() => new MachineRegistry([plain(config)])).toThrow(loop);
   });
 
+  it('a guarded loop whose guard never ends it fails its event after the microstep limit; the job and later events go on', async () => {
+    const spin = plain({
+      initial: 'i',
+      states: {
+        i: { on: { GO: 'a', OK: { actions: count } } },
+        a: { always: { guard: ({ context }: { context: { n: number } }) => context.n >= 0, target: 'b' } },
+        b: { always: 'a' },
+      },
+    });
+    const path = res.dbPath();
+    const runtime = await res.runtime({ store: await res.sqlite(path), machines: [spin] });
+    const job = await runtime.start('loopy', {});
+    const r = await runtime.send(job.id, { type: 'GO' });
+    expect(r).toMatchObject({ status: 'failed', job: { value: 'i', revision: 2 } });
+    expect(r.error?.message).toMatch(/did not settle after 10000 microsteps/);
+    expect(await runtime.send(job.id, { type: 'OK' })).toMatchObject({ status: 'applied', job: { context: { n: 1 }, revision: 3 } });
+    // Queued while nothing runs, it does not hang the next runtime that opens the file.
+    const accept = await res.runtime({ store: await res.sqlite(path), machines: [spin], processEvents: false });
+    await accept.send(job.id, { type: 'GO' }, { wait: false });
+    await accept.close();
+    const next = await res.runtime({ store: await res.sqlite(path), machines: [spin] });
+    const done = await next.waitFor(job.id, (j) => j.revision === 4, { timeoutMs: 10_000 });
+    expect(done).toMatchObject({ value: 'i', revision: 4 });
+    expect((await next.history(job.id)).at(-1)).toMatchObject({ eventType: 'GO', outcome: 'failed' });
+  });
+
   it.each([
     ['a guarded loop (the guard may end it)', { initial: 'i', states: { i: { on: { GO: 'a' } }, a: { always: { guard: ({ context }: { context: { n: number } }) => context.n < 3, target: 'b' } }, b: { always: { target: 'a', actions: count } } } }],
     ['a self-target with nothing to do (XState stops)', { initial: 'i', states: { i: { on: { GO: 'a' } }, a: { always: 'a' } } }],

@@ -128,12 +128,24 @@ describe.each<Kind>(['sqlite', 'memory'])('runtime on %s', (kind) => {
       await expect(runtime.start('job-lifecycle', { name: 'x', items: 2 }, { idempotencyKey: 'upload-42', jobId: 'other' })).rejects.toThrow(
         `Idempotency key "upload-42" belongs to job ${a.id}, not "other"`,
       );
+      expect(await dump(store)).toEqual(before);
+      // A job id started without a key (or with another) is a conflict with a key: returned as it
+      // is, the key would stay unrecorded and a later start with the key alone would make a second job.
+      await runtime.start('job-lifecycle', { name: 'x', items: 2 }, { jobId: 'keyless' });
+      const keyless = await dump(store);
+      await expect(runtime.start('job-lifecycle', { name: 'x', items: 2 }, { jobId: 'keyless', idempotencyKey: 'k2' })).rejects.toThrow(
+        'Job keyless already exists, started with no idempotency key, not "k2"',
+      );
+      await expect(runtime.start('job-lifecycle', { name: 'x', items: 2 }, { jobId: a.id, idempotencyKey: 'k3' })).rejects.toThrow(
+        `started with idempotency key "upload-42", not "k3"`,
+      );
+      expect(await dump(store)).toEqual(keyless);
       // A misspelt option is refused, not ignored (a retry would otherwise start a second job).
       await expect(runtime.start('job-lifecycle', { name: 'x', items: 2 }, { idempotencykey: 'upload-42' } as never)).rejects.toThrow(
         'start: unknown option idempotencykey (known: jobId, idempotencyKey)',
       );
-      expect(await dump(store)).toEqual(before);
-      expect((await runtime.list()).map((j) => j.id)).toEqual([a.id]);
+      expect(await dump(store)).toEqual(keyless);
+      expect((await runtime.list()).map((j) => j.id).sort()).toEqual([a.id, 'keyless'].sort());
       expect(await revisions(runtime, a.id)).toEqual([1]);
     });
 

@@ -787,8 +787,16 @@ function hidden(job: Pick<Job, 'machineId'>): string {
  */
 async function requireMachineOf(runtime: Runtime, jobId: string, module: string): Promise<void> {
   const job = await runtime.get(jobId);
-  if (!job.final && !knowsMachine(runtime, job.machineId)) {
+  if (job.final) return;
+  if (!knowsMachine(runtime, job.machineId)) {
     throw new UsageError(`Job ${jobId} runs machine ${job.machineId}, which ${module} does not export; pass --machines <the module that defines it>.`);
+  }
+  if (!runtime.registry.route(job.machineId, job.machineVersion)) {
+    const has = runtime.registry.all().filter((m) => m.id === job.machineId).map((m) => m.version);
+    throw new UsageError(
+      `Job ${jobId} runs ${job.machineId} version ${job.machineVersion}; ${module} registers version ${has.join(', ')} and no migration from ${job.machineVersion}. ` +
+        `Pass --machines <a module that registers version ${job.machineVersion}>, or register a migration from it. Nothing was changed.`,
+    );
   }
 }
 

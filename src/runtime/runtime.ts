@@ -1405,6 +1405,12 @@ export class Runtime {
     if (requestedId !== undefined && record.id !== requestedId) {
       throw new IdempotencyConflictError(`Idempotency key "${key}" belongs to job ${record.id}, not "${requestedId}"; reuse a key only for the same request.`, { jobId: record.id });
     }
+    // The job with this id was started under another key (or none): returning it would leave the
+    // key unrecorded, and a later start with the key alone would make a second job.
+    if (key !== null && record.idempotencyKey !== key) {
+      const had = record.idempotencyKey === null ? 'no idempotency key' : `idempotency key "${record.idempotencyKey}"`;
+      throw new IdempotencyConflictError(`Job ${record.id} already exists, started with ${had}, not "${key}"; reuse a job id only with the key it was started with.`, { jobId: record.id });
+    }
     if (record.machineId !== machineId) {
       throw new IdempotencyConflictError(`A job with ${what} already exists (${record.id}) and runs machine ${record.machineId}, not ${machineId}.`, { jobId: record.id });
     }
