@@ -18,6 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Resources } from '../helpers/resources.ts';
 import { byKind, runCrashHarness, type CrashReport } from './harness.ts';
 import { checkInvariants, type AckEntry, type WorkerLog } from './invariants.ts';
+import { SECRET_MARK } from './workload.ts';
 
 const KILLS = 50;
 const WORKERS = 4;
@@ -61,6 +62,8 @@ describe(`crash harness, ${KILLS} kills (seed ${seed})`, () => {
     expect(tally.db.attempts).toBeGreaterThan(20);
     expect(tally.duplicatesAcked).toBeGreaterThan(0);
     expect(Object.values(tally.crashPoints).reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
+    // Poison events (crash-tally's POISON) were recorded failed, and did not stop their jobs ending.
+    expect(tally.db.outcomes['failed']).toBeGreaterThan(0);
   });
 
   it(`holds every invariant with ${WORKERS} concurrent workers killed independently: the fencing chain, no attempt overlap while both runners lived`, () => {
@@ -160,6 +163,9 @@ describe(`crash harness, ${KILLS} kills (seed ${seed})`, () => {
     expect(broken('gap', (db) => db.prepare('DELETE FROM transitions WHERE job_id = ? AND revision = 2').run(acks.tally))).toContain('revision-gap');
     expect(broken('context', (db) => db.prepare("UPDATE jobs SET context = json_set(context, '$.ops', 999) WHERE id = ?").run(acks.tally))).toContain('replay-mismatch');
     expect(broken('active', (db) => db.prepare("UPDATE jobs SET status = 'active' WHERE id = ?").run(acks.tally))).toContain('not-final');
+    expect(
+      broken('leak', (db) => db.prepare(`UPDATE transitions SET error = json_object('message', 'card ${SECRET_MARK}-1-1') WHERE job_id = ? AND revision = 2`).run(acks.tally)),
+    ).toContain('secret-leaked');
     expect(
       broken('attempts', (db) => {
         const e = db.prepare('SELECT id, attempt, max_attempts FROM effects ORDER BY id LIMIT 1').get() as { id: string; attempt: number; max_attempts: number };

@@ -8,7 +8,7 @@ import type { AnyStateMachine } from 'xstate';
 import { hashJson } from '../../src/runtime/json.ts';
 import { replayHistory } from '../helpers/replay.ts';
 import { CRASH_MACHINES } from './machines.ts';
-import type { Command } from './workload.ts';
+import { SECRET_MARK, type Command } from './workload.ts';
 
 export type ViolationKind =
   | 'integrity'
@@ -37,7 +37,8 @@ export type ViolationKind =
   | 'client-exit'
   | 'worker-error'
   | 'worker-exit'
-  | 'stuck';
+  | 'stuck'
+  | 'secret-leaked';
 
 export interface Violation {
   kind: ViolationKind;
@@ -130,6 +131,16 @@ export function checkInvariants(dbPath: string, acks: readonly AckEntry[], worke
       if (inboxByKey.has(key)) fail('double-apply', `event ${String(e['event_id'])} is recorded twice (inbox and history)`, e['job_id'] as string);
       inboxByKey.set(key, e);
     }
+    // Sensitive values: an event's secret, and an error that quotes it, are redacted wherever
+    // they are stored (a pending event keeps its payload until applied; none is left at the end).
+    const leaks = db
+      .prepare(
+        `SELECT 'history' AS at, job_id, revision FROM transitions WHERE instr(payload, @mark) OR instr(coalesce(error, ''), @mark)
+         UNION ALL SELECT 'inbox', job_id, seq FROM inbox WHERE (status <> 'pending' AND instr(payload, @mark)) OR instr(coalesce(error, ''), @mark)
+         UNION ALL SELECT 'notes', job_id, id FROM notes WHERE instr(message, @mark)`,
+      )
+      .all({ mark: SECRET_MARK }) as Row[];
+    for (const l of leaks) fail('secret-leaked', `${String(l['at'])} row ${String(l['revision'])} holds a sensitive value`, l['job_id'] as string);
     const timers = db.prepare('SELECT * FROM timers').all() as Row[];
     const effects = db.prepare('SELECT * FROM effects').all() as Row[];
     const attempts = db.prepare('SELECT * FROM effect_attempts ORDER BY effect_id, attempt').all() as Row[];

@@ -8,7 +8,9 @@ import { approvalFlow, exportJob, jobLifecycle, retryingJob } from '../../machin
  * so "every job final in the end" is a fair demand.
  *
  * - `crash-tally`: counts INC and ADD events; STOP or CANCEL end it. Its context is a function of
- *   the applied history, so a lost or doubled transition shows in the numbers.
+ *   the applied history, so a lost or doubled transition shows in the numbers. POISON is a poison
+ *   event (its action throws a BigInt-holding object quoting the sensitive `secret`): recorded
+ *   failed, the events after it applied, the secret nowhere in the records.
  * - `crash-flaky`: a safe activity that fails its first `failFirst` attempts (retried with a 10 ms
  *   backoff, 3 attempts), then an unsafe-to-repeat `commit` activity (an interruption gives
  *   SPOOL_INDETERMINATE and the job ends `unknown`), under a `deadlineMs` timeout.
@@ -24,6 +26,8 @@ export const tallyEvents = {
   ADD: z.strictObject({ type: z.literal('ADD'), n: z.number().int().min(-1000).max(1000) }),
   STOP: z.strictObject({ type: z.literal('STOP') }),
   CANCEL: z.strictObject({ type: z.literal('CANCEL'), reason: z.string().max(2000).optional() }),
+  /** A poison event: its action throws what JSON cannot hold, quoting the sensitive `secret`. */
+  POISON: z.strictObject({ type: z.literal('POISON'), secret: z.string().max(200) }),
 };
 type TallyEvent = { [K in keyof typeof tallyEvents]: z.infer<(typeof tallyEvents)[K]> }[keyof typeof tallyEvents];
 
@@ -40,6 +44,11 @@ export const tallyMachine = setup({
         ADD: { actions: assign({ sum: ({ context, event }) => context.sum + event.n, ops: ({ context }) => context.ops + 1 }) },
         STOP: 'stopped',
         CANCEL: 'cancelled',
+        POISON: {
+          actions: assign(({ event }) => {
+            throw { code: 'POISON', quoted: `card ${event.type === 'POISON' ? event.secret : ''}`, big: 1n };
+          }),
+        },
       },
     },
     stopped: { type: 'final' },
@@ -47,7 +56,7 @@ export const tallyMachine = setup({
   },
 });
 
-export const tally = { machine: tallyMachine, version: 1, input: z.strictObject({}), events: tallyEvents };
+export const tally = { machine: tallyMachine, version: 1, input: z.strictObject({}), events: tallyEvents, sensitive: ['secret'] };
 
 // ------------------------------------------------------------------ crash-flaky
 

@@ -8,6 +8,9 @@
 
 export type Via = 'queue' | 'apply';
 
+/** Every sensitive `secret` the workload sends (crash-tally's POISON) starts with this: none may reach a stored record. */
+export const SECRET_MARK = 'SPOOLSECRET';
+
 /** What the client process executes (see clientChild.ts). */
 export type ClientCommand =
   | { id: string; op: 'start'; machine: string; input: unknown; jobId: string; via: Via }
@@ -147,7 +150,10 @@ export class Workload {
     switch (machine) {
       case 'crash-tally': {
         start({});
-        for (let i = this.#int(2, 8); i > 0; i -= 1) send(this.#chance(0.5) ? { type: 'INC' } : { type: 'ADD', n: this.#int(-5, 5) });
+        for (let i = this.#int(2, 8); i > 0; i -= 1) {
+          if (this.#chance(0.1)) send({ type: 'POISON', secret: `${SECRET_MARK}-${n}-${i}` });
+          send(this.#chance(0.5) ? { type: 'INC' } : { type: 'ADD', n: this.#int(-5, 5) });
+        }
         this.#maybeCancel(steps, 0.15);
         send({ type: 'STOP' });
         if (this.#chance(0.3)) send({ type: 'INC' }); // after the end: refused or rejected
