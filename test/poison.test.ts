@@ -303,6 +303,9 @@ describe('eventless transitions that would loop forever', () => {
   it.each([
     ['a guarded loop (the guard may end it)', { initial: 'i', states: { i: { on: { GO: 'a' } }, a: { always: { guard: ({ context }: { context: { n: number } }) => context.n < 3, target: 'b' } }, b: { always: { target: 'a', actions: count } } } }],
     ['a self-target with nothing to do (XState stops)', { initial: 'i', states: { i: { on: { GO: 'a' } }, a: { always: 'a' } } }],
+    ['a targetless one that runs a custom action (nothing changes: XState stops)', { initial: 'i', states: { i: { on: { GO: 'a' } }, a: { always: { actions: (): undefined => undefined } } } }],
+    ['a self-target that runs a custom action', { initial: 'i', states: { i: { on: { GO: 'a' } }, a: { always: { target: 'a', actions: (): undefined => undefined } } } }],
+    ['an unguarded eventless transition out of a compound state', { initial: 'p', states: { p: { initial: 'x', always: 'q', states: { x: {} } }, q: { on: { GO: 'p' } } } }],
     ['a chain that ends', { initial: 'i', states: { i: { on: { GO: 'a' } }, a: { always: 'b' }, b: { always: 'c' }, c: {} } }],
   ])('accepts %s', async (_what, config) => {
     const runtime = await res.runtime({ store: new MemoryStore(), machines: [plain(config)] });

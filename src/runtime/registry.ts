@@ -253,7 +253,7 @@ interface NodeShape {
 /**
  * Refuse a machine whose eventless (`always`) transitions certainly loop: from some state, the
  * first eventless transition XState would consider has no guard and leads, through more of them,
- * back to a state already on the way (or stays, running actions). XState would spin forever
+ * back to a state already on the way (or stays, assigning context). XState would spin forever
  * inside the transition; for a durable job that is a process that never answers again, and one
  * queued event would hang every runtime that opens the file. Guarded loops are left alone: a
  * guard may end them.
@@ -272,6 +272,15 @@ function checkEventlessLoops(machineId: string, machine: AnyStateMachine): void 
     }
     return null;
   };
+  // XState takes eventless transitions while the snapshot changes: one that stays (no target, or
+  // its own state) loops only when it assigns context.
+  const named = (machine.implementations.actions ?? {}) as Record<string, unknown>;
+  const typeOf = (a: unknown): unknown => (a as { type?: unknown } | null)?.type;
+  const assigns = (actions: unknown[]) =>
+    actions.some((a) => {
+      const action = typeof a === 'string' ? named[a] : typeof a === 'function' ? a : named[typeOf(a) as string];
+      return typeOf(action) === 'xstate.assign';
+    });
   const leaves: NodeShape[] = [];
   const collect = (n: NodeShape) => {
     if (n.type === 'atomic') leaves.push(n);
@@ -284,9 +293,8 @@ function checkEventlessLoops(machineId: string, machine: AnyStateMachine): void 
       const t = certain(leaf);
       if (!t) break;
       const targets = t.target ?? [];
-      if (targets.length === 0 && t.actions.length === 0) break; // XState stops when nothing changes
       const next = targets.length === 0 ? leaf : targets.length === 1 ? leafOf(targets[0]!) : null;
-      if (!next || (next === leaf && t.actions.length === 0)) break;
+      if (!next || (next === leaf && !assigns(t.actions))) break;
       if (path.includes(next)) {
         const loop = [...path.slice(path.indexOf(next)), next].map((n) => n.id.replace(/^[^.]*\./, '')).join(' → ');
         throw new MachineDefinitionError(
