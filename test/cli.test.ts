@@ -477,6 +477,24 @@ export const notAMachine = 42;
     expect(paying.job).toMatchObject({ value: { checkout: 'paying' }, quarantine: null });
   });
 
+  it('reads an event or input from a file (@file) or standard input (-): payloads past the command line\'s size', async () => {
+    const fdb = ['--db', join(TMP, 'files.db'), '--machines', modulePath()];
+    const input = join(TMP, 'input.json');
+    writeFileSync(input, JSON.stringify({ sku: 'from-file' }));
+    const started = await spoolJson<{ job: Job }>([...fdb, 'start', 'order', '--id', 'f-1', '--input', `@${input}`]);
+    expect(started.job.context).toMatchObject({ sku: 'from-file' });
+    // 200 KB: more than one command-line argument may carry here, less than maxPayloadBytes.
+    const big = join(TMP, 'big-event.json');
+    writeFileSync(big, JSON.stringify({ type: 'PAY', note: 'x'.repeat(200_000) }));
+    expect(await spoolJson<SendResult>([...fdb, 'send', 'f-1', `@${big}`])).toMatchObject({ status: 'applied', job: { value: { checkout: 'paying' } } });
+    const piped = await runSpool([...fdb, 'send', 'f-1', '-', '--json'], TMP, '{"type":"DECLINED"}');
+    expect(piped.code).toBe(0);
+    expect((JSON.parse(piped.stdout) as SendResult).job.value).toEqual({ checkout: 'cart' });
+    const missing = await spoolFails([...fdb, 'send', 'f-1', `@${join(TMP, 'nope.json')}`], 'SPOOL_USAGE');
+    expect(missing).toContain('The event: cannot read');
+    expect(missing).toContain('nope.json');
+  });
+
   it('refuses to send to a job whose machine version the module does not register, changing nothing', async () => {
     const v3 = join(TMP, 'order-v3-machines.ts');
     writeFileSync(v3, readFileSync(modulePath(), 'utf8').replace('version: 2,', 'version: 3,'));

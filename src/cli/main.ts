@@ -33,7 +33,7 @@ import {
 } from '../index.ts';
 import { SqliteStore } from '../../persistence/sqlite/index.ts';
 import { describeWork, runDemo } from './demo.ts';
-import { BadJsonArgumentError, DatabaseError, UsageError, firstLine, parseJsonArgument } from './errors.ts';
+import { BadJsonArgumentError, DatabaseError, UsageError, argumentText, firstLine, parseJsonArgument, parseJsonText } from './errors.ts';
 import { formatBlock, formatJson, formatState, formatTime, keyValues, redactKeys, table } from './format.ts';
 import { DEFAULT_MACHINES_MODULE, loadMachines } from './loadMachines.ts';
 import { parseDuration } from './duration.ts';
@@ -150,7 +150,7 @@ Examples:
     .command('start')
     .description('start a job of the newest version of <machine>')
     .argument('<machine>', 'machine id, see `spool machines`')
-    .option('--input <json>', 'the job input as a JSON object', '{}')
+    .option('--input <json>', 'the job input as a JSON object (- reads standard input, @file a file)', '{}')
     .option('--id <id>', 'your own job id (default: a random UUID)')
     .option('--idempotency-key <key>', 'starting again with this key and the same input returns the same job')
     .action(async (machineId: string, options: { input: string; id?: string; idempotencyKey?: string }, command: Command) => {
@@ -189,7 +189,7 @@ Examples:
     .command('send')
     .description('send an event to a job and print its outcome')
     .argument('<jobId>', 'the job')
-    .argument('<event>', 'the event as JSON, e.g. \'{"type":"PROGRESS","percent":40}\', or a bare type: START')
+    .argument('<event>', 'the event as JSON, e.g. \'{"type":"PROGRESS","percent":40}\', or a bare type: START (- reads standard input, @file a file)')
     .option('--event-id <id>', 'deduplication id: sending it again returns the first outcome')
     .action(async (jobId: string, eventText: string, options: { eventId?: string }, command: Command) => {
       const g = globals(command);
@@ -299,7 +299,7 @@ Examples:
       .command(name)
       .description(`${verb} an activity that waits out of band, with its single-use completion token`)
       .argument('<token>', 'the completion token the activity handed out')
-      .argument('[json]', name === 'complete' ? 'the output as JSON (default null)' : 'the error as JSON, e.g. \'{"message":"declined"}\'')
+      .argument('[json]', name === 'complete' ? 'the output as JSON (default null; - reads standard input, @file a file)' : 'the error as JSON, e.g. \'{"message":"declined"}\' (- reads standard input, @file a file)')
       .action(async (token: string, text: string | undefined, _options: unknown, command: Command) => {
         const g = globals(command);
         const value = text === undefined ? (name === 'complete' ? null : { message: 'failed' }) : parseJsonArgument(text, name === 'complete' ? 'The output' : 'The error', `'{"ok":true}'`);
@@ -853,12 +853,14 @@ function oneLine(text: unknown): string {
   return (typeof text === 'string' ? text : (JSON.stringify(text) ?? String(text))).replace(/\s*\n\s*/g, ' ').trim();
 }
 
-function parseEvent(text: string): unknown {
+function parseEvent(raw: string): unknown {
+  const text = argumentText(raw, 'The event');
   const trimmed = text.trim();
   if (EVENT_TYPE_SHORTHAND.test(trimmed) && !['true', 'false', 'null'].includes(trimmed)) return { type: trimmed };
-  const event = parseJsonArgument(text, 'The event', `'{"type":"START"}' or START`);
+  const event = parseJsonText(text, 'The event', `'{"type":"START"}' or START`);
   if (event === null || typeof event !== 'object' || Array.isArray(event)) {
-    throw new BadJsonArgumentError(`The event must be a JSON object with a "type", e.g. '{"type":"START"}' (or just START); got ${text}.`);
+    const shown = text.length > 200 ? `${text.slice(0, 200)}...` : text;
+    throw new BadJsonArgumentError(`The event must be a JSON object with a "type", e.g. '{"type":"START"}' (or just START); got ${shown}.`);
   }
   return event;
 }

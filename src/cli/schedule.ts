@@ -62,7 +62,7 @@ Examples:
     .option('--every <duration>', 'an interval instead of --cron, e.g. 30s, 15m, 1h (at least 1s)')
     .addOption(new Option('--overlap <policy>', 'when the previous run has not finished').choices(OVERLAPS).makeOptionMandatory())
     .requiredOption('--catch-up <policy>', 'missed occurrences (downtime): skip-missed, run-once or run-each:<n>')
-    .option('--input <json>', 'the input of every job it starts, as a JSON object', '{}')
+    .option('--input <json>', 'the input of every job it starts, as a JSON object (- reads standard input, @file a file)', '{}')
     .option('--start-at <time>', 'no occurrence before this time (ISO 8601 or epoch ms); an interval counts from it')
     .option('--grace <duration>', 'how late an occurrence may fire and still be on time (default 1m)')
     .action(async (id: string, machineId: string, options: AddOptions, command: Command) => {

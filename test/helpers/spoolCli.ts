@@ -10,16 +10,20 @@ export interface CliRun {
   stderr: string;
 }
 
-/** Run `node bin/spool.js ...args` in `cwd` (without the suite's NODE_OPTIONS) and collect what it prints. */
-export function runSpool(args: readonly string[], cwd: string): Promise<CliRun> {
+/**
+ * Run `node bin/spool.js ...args` in `cwd` (without the suite's NODE_OPTIONS) and collect what it
+ * prints; `stdin`, when given, is what it reads on standard input.
+ */
+export function runSpool(args: readonly string[], cwd: string, stdin?: string): Promise<CliRun> {
   const env = { ...process.env };
   delete env['NODE_OPTIONS'];
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [SPOOL_BIN, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [SPOOL_BIN, ...args], { cwd, env, stdio: [stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    if (stdin !== undefined) child.stdin!.end(stdin);
     let stdout = '';
     let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-    child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+    child.stdout!.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+    child.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
