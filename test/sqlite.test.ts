@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { loadMigrations, SqliteStore } from '../persistence/sqlite/index.ts';
 import { NotASpoolDatabaseError } from '../persistence/sqlite/SqliteStore.ts';
 import { jobLifecycle } from '../machines/index.ts';
-import { CorruptRecordError, SchemaTooNewError, SpoolError, type RuntimeEvent } from '../src/index.ts';
+import { CorruptRecordError, SchemaTooNewError, SpoolError, ValidationError, type RuntimeEvent } from '../src/index.ts';
 import { Resources } from './helpers/resources.ts';
 import { newJob } from './store.contract.ts';
 
@@ -32,6 +32,21 @@ describe('SqliteStore settings', () => {
     expect(store.synchronous).toBe('NORMAL');
     expect(store.db.pragma('busy_timeout', { simple: true })).toBe(1234);
     await store.close();
+  });
+
+  it.each([
+    [{ synchronous: 'OFF' }, /synchronous must be 'FULL' or 'NORMAL' \(got "OFF"\)/],
+    [{ synchronous: 'normal' }, /synchronous must be 'FULL' or 'NORMAL' \(got "normal"\)/],
+    [{ busyTimeoutMs: -1 }, /busyTimeoutMs must be a whole number/],
+    [{ busyTimeoutMs: 1.5 }, /busyTimeoutMs must be a whole number/],
+    [{ clock: {} }, /clock must be a Clock/],
+    [{ synchronus: 'NORMAL' }, /unknown option synchronus \(known: synchronous, busyTimeoutMs, clock\)/],
+  ])('refuses %j before touching the file (a typo must not fall back to a default)', async (options, message) => {
+    const path = res.dbPath();
+    const error = await SqliteStore.open(path, options as never).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ValidationError);
+    expect((error as Error).message).toMatch(message);
+    expect(existsSync(path)).toBe(false);
   });
 });
 

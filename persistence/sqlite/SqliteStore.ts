@@ -41,7 +41,7 @@ import type {
 } from '../../src/ports/store.ts';
 import { inlineDraft, isExternal, outcomeOf } from '../../src/ports/store.ts';
 import { systemClock, type Clock } from '../../src/ports/clock.ts';
-import { SchemaTooNewError, CorruptRecordError, SpoolError } from '../../src/runtime/errors.ts';
+import { SchemaTooNewError, CorruptRecordError, SpoolError, ValidationError } from '../../src/runtime/errors.ts';
 import { SqliteSchedules } from './schedules.ts';
 
 /** Options of {@link SqliteStore.open}. */
@@ -55,6 +55,30 @@ export interface SqliteStoreOptions {
   busyTimeoutMs?: number;
   /** Clock for the store's own bookkeeping (when a migration was applied). Default: real time. */
   clock?: Clock;
+}
+
+const OPEN_OPTIONS = ['synchronous', 'busyTimeoutMs', 'clock'] as const;
+
+/**
+ * `open`'s arguments, checked before the file is touched: a typo (`synchronous: 'normal'`, an
+ * unknown option name) would otherwise fall back to a default the caller did not ask for.
+ */
+function checkOpenOptions(path: unknown, options: unknown): void {
+  const refuse = (message: string, option?: string) => {
+    throw new ValidationError(`SqliteStore.open: ${message}.`, option ? { option } : {});
+  };
+  if (typeof path !== 'string' || path === '') refuse('the path must be a non-empty string (a file, or ":memory:")');
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) return refuse('options must be an object');
+  const o = options as Record<string, unknown>;
+  const unknown = Object.keys(o).filter((k) => !(OPEN_OPTIONS as readonly string[]).includes(k));
+  if (unknown.length > 0) refuse(`unknown option${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} (known: ${OPEN_OPTIONS.join(', ')})`, unknown[0]);
+  if (o['synchronous'] !== undefined && o['synchronous'] !== 'FULL' && o['synchronous'] !== 'NORMAL') {
+    refuse(`synchronous must be 'FULL' or 'NORMAL' (got ${JSON.stringify(o['synchronous']) ?? String(o['synchronous'])})`, 'synchronous');
+  }
+  const busy = o['busyTimeoutMs'];
+  if (busy !== undefined && !(typeof busy === 'number' && Number.isSafeInteger(busy) && busy >= 0)) refuse('busyTimeoutMs must be a whole number of ms, 0 or more', 'busyTimeoutMs');
+  const clock = o['clock'];
+  if (clock !== undefined && typeof (clock as { now?: unknown } | null)?.now !== 'function') refuse('clock must be a Clock: { now(): number }', 'clock');
 }
 
 interface Migration {
@@ -182,6 +206,7 @@ export class SqliteStore implements JobStore {
 
   /** Open (creating and migrating as needed) a Spool database file. */
   static async open(path: string, options: SqliteStoreOptions = {}): Promise<SqliteStore> {
+    checkOpenOptions(path, options);
     return new SqliteStore(path, options);
   }
 
