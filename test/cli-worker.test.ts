@@ -140,7 +140,7 @@ describe('spool worker', () => {
     expect(shown.stdout).toMatch(new RegExp(`^ship\\s+waiting\\s+1/\\d+\\s+-\\s+token ${token}$`, 'm'));
     expect(shown.stdout).toContain('spool complete <token>');
     // The first charge attempt's failure, not only the activity's last status.
-    expect(shown.stdout).toMatch(/^attempts that failed:\n.*\ncharge\s+1\s+failed\s+\S+ \S+\s+Error: card network busy$/m);
+    expect(shown.stdout).toMatch(/^attempts that failed or were interrupted:\n.*\ncharge\s+1\s+failed\s+\S+ \S+\s+Error: card network busy$/m);
     const attempts = worker.lines.filter((l) => l['type'] === 'activity.finished').map((l) => l['outcome']);
     expect(attempts).toEqual(['retrying', 'succeeded', 'waiting']);
 

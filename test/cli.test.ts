@@ -495,6 +495,27 @@ export const notAMachine = 42;
     expect(missing).toContain('nope.json');
   });
 
+  it('send says when an action failed after the commit, and show keeps it as a note', async () => {
+    const mod = join(TMP, 'notify-machines.ts');
+    writeFileSync(
+      mod,
+      `import { setup } from 'xstate';
+export const notify = setup({
+  actions: { ring: () => { throw new Error('bell is broken'); } },
+}).createMachine({ id: 'notify', initial: 'idle', states: { idle: { on: { RING: { target: 'rung', actions: 'ring' } } }, rung: {} } });
+`,
+    );
+    const ndb = ['--db', join(TMP, 'notify.db'), '--machines', mod];
+    await spoolOk([...ndb, 'start', 'notify', '--id', 'n-1']);
+    const out = await spoolOk([...ndb, 'send', 'n-1', 'RING']);
+    expect(field(out, 'outcome')).toBe('applied');
+    expect(out).toContain('warning: action ring failed after the commit (the transition stands): bell is broken');
+    const json = await spoolJson<SendResult & { actionsFailed: unknown }>([...ndb, 'send', 'n-1', 'RING', '--event-id', 'again']);
+    expect(json.status).toBe('ignored');
+    const details = await spoolJson<JobDetails>([...ndb, 'show', 'n-1']);
+    expect(details.notes).toEqual([expect.objectContaining({ kind: 'action-failed', message: 'action ring failed after the commit (the transition stands): bell is broken' })]);
+  });
+
   it('refuses to send to a job whose machine version the module does not register, changing nothing', async () => {
     const v3 = join(TMP, 'order-v3-machines.ts');
     writeFileSync(v3, readFileSync(modulePath(), 'utf8').replace('version: 2,', 'version: 3,'));

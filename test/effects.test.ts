@@ -24,6 +24,7 @@ import {
   type RuntimeEvent,
 } from '../src/index.ts';
 import { dumpDatabase, Resources } from './helpers/resources.ts';
+import { RELEASED_ATTEMPT } from '../src/ports/store.ts';
 import { T0, gate, releaseGates, nextEvent, openRuntime, rowsOf, runToEnd, untilAborted, type Opened } from './helpers/durable.ts';
 import { WORK_POLICY, WORK_TIMEOUT_MS, work, workHooks } from './fixtures/workMachine.ts';
 
@@ -181,7 +182,8 @@ describe('idempotency key, attempt numbers and the abort signal', () => {
     const details = await second.runtime.details(jobId);
     expect(details.job).toMatchObject({ value: 'review', context: { output: 'second time' } });
     expect(summary(details.attempts)).toEqual([
-      { attempt: 1, outcome: 'interrupted', error: null },
+      // Given back by the first runtime's close: not counted against maxAttempts.
+      { attempt: 1, outcome: 'interrupted', error: RELEASED_ATTEMPT.message },
       { attempt: 2, outcome: 'succeeded', error: null },
     ]);
     expect(details.attempts[1]!.runner).toBe(second.runtime.runnerId);

@@ -108,6 +108,19 @@ describe.each(stores)('lease rules: %s', (_name, open) => {
     expect(await store.listEvents('A')).toEqual([]);
     expect(await store.getEffect(effect.id)).toMatchObject({ status: 'running', claimedBy: 'w1', claimExpiresAt: T0 + 1100 });
     expect((await store.listAttempts('A')).map((a) => [a.attempt, a.outcome, a.error?.name])).toEqual([[1, 'stale', 'LeaseLost']]);
+    expect((await store.listAttempts('A'))[0]?.error?.message).toBe("the job's lease (fence 1) was taken by another runner");
+  });
+
+  it('finishAttempt from a runner that holds no lease on the job any more (fence -1) says so, and names no other runner', async () => {
+    const effect = { id: 'A~act~r2', jobId: 'A', actorId: 'act', src: 'src.act', input: {}, maxAttempts: 3, unsafe: false, createdRevision: 2, at: T0 };
+    await store.commit([{ ...commitOf('A', 1), effects: { create: [effect], deactivate: [] } }]);
+    await store.claimEffect(effect.id, 'w1', T0, T0 + 1000, undefined, null);
+    await store.releaseLeases('w1', 'all');
+    const event = { jobId: 'A', eventId: `${effect.id}#1`, type: 'xstate.done.actor.act', payload: { type: 'xstate.done.actor.act' }, payloadHash: 'h', at: T0 + 100, source: 'effect' as const, sourceId: effect.id, attempt: 1 };
+    expect(await store.finishAttempt(effect.id, 1, { kind: 'succeeded', output: 1, event }, T0 + 100, { runner: 'w1', fence: -1 })).toBe('lease-lost');
+    const [attempt] = await store.listAttempts('A');
+    expect(attempt).toMatchObject({ outcome: 'stale', error: { name: 'LeaseLost' } });
+    expect(attempt?.error?.message).toMatch(/^this runner no longer held the job's lease/);
   });
 
   it('renewLeases keeps only what the runner still holds; releaseLeases, leaseHolders and expireLeases free leases once', async () => {

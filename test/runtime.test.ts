@@ -314,7 +314,37 @@ describe.each<Kind>(['sqlite', 'memory'])('runtime on %s', (kind) => {
       const before = await dump(store);
       await expect(runtime.send(job.id, { type: 'xstate.init' })).rejects.toBeInstanceOf(UnknownEventError);
       expect(await dump(store)).toEqual(before);
-      expect((await runtime.send(job.id, { type: 'STOP' })).job).toMatchObject({ value: 'end', context: { got: ['user.login', 'any:other'] } });
+      // XState's `user.*` takes `user` too; type names that are Object.prototype's own are plain types.
+      expect(await runtime.send(job.id, { type: 'user' })).toMatchObject({ status: 'applied' });
+      for (const type of ['toString', 'constructor', '__proto__', 'hasOwnProperty']) expect(await runtime.send(job.id, { type })).toMatchObject({ status: 'applied' });
+      expect((await runtime.send(job.id, { type: 'STOP' })).job).toMatchObject({
+        value: 'end',
+        context: { got: ['user.login', 'any:other', 'user', 'any:toString', 'any:constructor', 'any:__proto__', 'any:hasOwnProperty'] },
+      });
+    });
+
+    it('validates an event with the schema of the most specific wildcard key that matches it', async () => {
+      const wild = setup({ types: { context: {} as { n: number } } }).createMachine({
+        id: 'wild2',
+        initial: 'idle',
+        context: { n: 0 },
+        states: { idle: { on: { '*': { actions: assign({ n: ({ context }) => context.n + 1 }) } } } },
+      });
+      const events = {
+        'user.*': z.strictObject({ type: z.string(), who: z.string() }),
+        'user.admin.*': z.strictObject({ type: z.string(), who: z.string(), level: z.number() }),
+        PING: z.strictObject({ type: z.literal('PING') }),
+      };
+      const { runtime, store } = await fresh(kind, { machines: [{ machine: wild, version: 1, events }] });
+      const job = await runtime.start('wild2', {});
+      expect(await runtime.send(job.id, { type: 'user.login', who: 'ann' })).toMatchObject({ status: 'applied' });
+      expect(await runtime.send(job.id, { type: 'user.admin.grant', who: 'bo', level: 2 })).toMatchObject({ status: 'applied' });
+      expect(await runtime.send(job.id, { type: 'other', anything: 1 })).toMatchObject({ status: 'applied' }); // `*` has no schema
+      const before = await dump(store);
+      await expect(runtime.send(job.id, { type: 'user.login', junk: 1 })).rejects.toBeInstanceOf(ValidationError);
+      await expect(runtime.send(job.id, { type: 'user.admin.grant', who: 'bo' })).rejects.toBeInstanceOf(ValidationError);
+      await expect(runtime.send(job.id, { type: 'PING', extra: true })).rejects.toBeInstanceOf(ValidationError);
+      expect(await dump(store)).toEqual(before);
     });
 
     it('refuses wrong-typed and extra event fields with ValidationError', async () => {

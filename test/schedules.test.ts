@@ -507,6 +507,8 @@ describe('a damaged schedule row (SQLite)', () => {
   it.each([
     ['input', "'{bad'", /its input is not JSON/],
     ['catch_up', "'garbage'", /its catch-up policy is unreadable/],
+    ['every_ms', "NULL, cron = '61 * * * *', timezone = 'UTC'", /its time rule cannot be read/],
+    ['every_ms', "NULL, cron = '0 3 * * *', timezone = 'Mars/Olympus'", /its time rule cannot be read/],
   ])('with an unreadable %s column is listed with the reason and never fired; the others fire; adding it again rewrites it', async (column, value, reason) => {
     const { runtime, store, clock, path } = await open('sqlite');
     await runtime.schedule(spec({ id: 'bad' }));

@@ -1,7 +1,8 @@
 /**
  * Graceful shutdown: close() claims no new attempts, lets running activities finish within the
- * grace period (their outcomes recorded), aborts the rest and releases their claims, so the next
- * runtime takes them over at once. Nothing accepted is lost either way.
+ * grace period (their outcomes recorded), aborts the rest and gives their attempts back (not
+ * counted against maxAttempts; one unsafe to repeat is left to be taken over), so the next
+ * runtime runs them at once. Nothing accepted is lost either way.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { fromPromise, setup } from 'xstate';
@@ -88,8 +89,8 @@ describe('close({ graceMs })', () => {
     await current.started;
     await first.close({ graceMs });
     const after = (await (await resources.sqlite(path, { clock })).getEffect(`${job.id}~work~r1`))!;
-    expect(after.status).toBe('running');
-    expect(after.claimExpiresAt).toBe(clock.now()); // released: any process may take it over now
+    // Given back: pending again, for any process to run now, with the attempt not counted.
+    expect(after).toMatchObject({ status: 'pending', attempt: 1, maxAttempts: 4, claimedBy: null, claimExpiresAt: null });
 
     // A late result of the first attempt changes nothing; the next runtime runs the attempt again.
     gates.at(-1)!.release();
@@ -99,9 +100,53 @@ describe('close({ graceMs })', () => {
     await current.started;
     gates.at(-1)!.release();
     await second.waitFor(job.id, (j) => j.final);
-    expect((await second.details(job.id)).attempts.map((a) => [a.attempt, a.outcome])).toEqual([
-      [1, 'interrupted'],
-      [2, 'succeeded'],
+    expect((await second.details(job.id)).attempts.map((a) => [a.attempt, a.outcome, a.error?.code ?? null])).toEqual([
+      [1, 'interrupted', 'SPOOL_RELEASED'],
+      [2, 'succeeded', null],
     ]);
+  });
+
+  it('planned restarts never spend the retry budget: more graceful stops than maxAttempts, and the job still succeeds', async () => {
+    const twice = { machine, version: 1, activities: { work: { maxAttempts: 2 } } };
+    const clock = new VirtualClock();
+    const path = resources.dbPath();
+    let jobId = '';
+    for (let stop = 0; stop < 3; stop += 1) {
+      current = gate();
+      const runtime = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [twice], clock });
+      if (stop === 0) jobId = (await runtime.start('shut', {})).id;
+      else await runtime.tick();
+      await current.started;
+      await runtime.close({ graceMs: 0 });
+    }
+    current = gate();
+    const last = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [twice], clock });
+    await last.tick();
+    await current.started;
+    gates.at(-1)!.release();
+    expect((await last.waitFor(jobId, (j) => j.final)).value).toBe('finished');
+    const details = await last.details(jobId);
+    expect(details.attempts.map((a) => a.outcome)).toEqual(['interrupted', 'interrupted', 'interrupted', 'succeeded']);
+    expect(details.effects[0]).toMatchObject({ status: 'succeeded', attempt: 4, maxAttempts: 5 });
+  });
+
+  it('an activity unsafe to repeat is not given back: its claim ends, and the next runtime records it indeterminate', async () => {
+    const unsafe = { machine, version: 1, activities: { work: { unsafeToRepeat: true } } };
+    current = gate();
+    const clock = new VirtualClock();
+    const path = resources.dbPath();
+    const first = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [unsafe], clock });
+    const job = await first.start('shut', {});
+    await current.started;
+    await first.close({ graceMs: 0 });
+    const after = (await (await resources.sqlite(path, { clock })).getEffect(`${job.id}~work~r1`))!;
+    expect(after).toMatchObject({ status: 'running', attempt: 1, maxAttempts: 3 });
+    expect(after.claimExpiresAt).toBe(clock.now()); // any process takes it over now
+    const second = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [unsafe], clock });
+    await second.tick();
+    await second.idle();
+    const [attempt] = (await second.details(job.id)).attempts;
+    expect(attempt).toMatchObject({ attempt: 1, outcome: 'interrupted' });
+    expect(attempt?.error?.code).not.toBe('SPOOL_RELEASED');
   });
 });

@@ -24,6 +24,7 @@ import type {
   TimerKind,
   TransitionCommit,
 } from '../src/ports/store.ts';
+import { RELEASED_ATTEMPT } from '../src/ports/store.ts';
 
 interface StoreUnderTest {
   store: JobStore;
@@ -407,6 +408,34 @@ function effectsContract(name: string, factory: StoreFactory): void {
         await store.finishAttempt(e!.id, 1, succeeded(e!, 1), T0 + 200);
         expect(await store.renewClaim(e!.id, 1, 'w1', T0 + 9000)).toBe(false);
         expect((await store.getEffect(e!.id))!.claimExpiresAt).toBeNull();
+      });
+
+      it('releaseAttempt gives back a running attempt of this runner: pending again, one more attempt allowed, recorded interrupted (Released)', async () => {
+        const [e] = await createEffects('upload');
+        await claimed(e!, 'w1');
+        expect(await store.releaseAttempt(e!.id, 1, 'w2', T0 + 150)).toBe(false); // not its claim
+        expect(await store.releaseAttempt(e!.id, 2, 'w1', T0 + 150)).toBe(false); // not the current attempt
+        expect(await store.releaseAttempt(e!.id, 1, 'w1', T0 + 150)).toBe(true);
+        expect(await store.getEffect(e!.id)).toMatchObject({ status: 'pending', attempt: 1, maxAttempts: 4, claimedBy: null, claimExpiresAt: null, nextRunAt: null, updatedAt: T0 + 150 });
+        expect(await store.listAttempts('A')).toEqual([
+          { effectId: e!.id, attempt: 1, runner: 'w1', startedAt: T0 + 100, endedAt: T0 + 150, outcome: 'interrupted', error: RELEASED_ATTEMPT },
+        ]);
+        expect(await store.releaseAttempt(e!.id, 1, 'w1', T0 + 160)).toBe(false); // once
+        // The stopping runner lets its job leases go; the next claim is attempt 2, and nothing marks attempt 1 again.
+        await store.releaseLeases('w1', 'all');
+        expect((await store.claimEffect(e!.id, 'w2', T0 + 200, T0 + 1200))?.attempt).toBe(2);
+        expect((await store.listAttempts('A')).map((a) => [a.attempt, a.outcome, a.endedAt])).toEqual([
+          [1, 'interrupted', T0 + 150],
+          [2, 'running', null],
+        ]);
+      });
+
+      it('releaseAttempt leaves an activity unsafe to repeat as it is', async () => {
+        const unsafe = effectOf('A', 'charge', 2, { unsafe: true });
+        expect(await store.commit([commitOf('A', 1, { effects: { create: [unsafe], deactivate: [] } })])).toEqual([{ ok: true, revision: 2, fence: null }]);
+        const c = await claimed((await store.getEffect(unsafe.id))!, 'w1');
+        expect(await store.releaseAttempt(unsafe.id, 1, 'w1', T0 + 150)).toBe(false);
+        expect(await store.getEffect(unsafe.id)).toEqual(c);
       });
 
       it('finishAttempt (current, succeeded) settles the effect and accepts its outcome event', async () => {

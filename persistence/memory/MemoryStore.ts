@@ -39,7 +39,7 @@ import type {
   LeaseClaim,
   TransitionRecord,
 } from '../../src/ports/store.ts';
-import { inlineDraft, isExternal, outcomeOf } from '../../src/ports/store.ts';
+import { inlineDraft, isExternal, leaseLostError, outcomeOf, RELEASED_ATTEMPT } from '../../src/ports/store.ts';
 import { ClosedError } from '../../src/runtime/errors.ts';
 import { MemorySchedules } from './schedules.ts';
 
@@ -246,12 +246,12 @@ export class MemoryStore implements JobStore {
     }
   }
 
-  async rejectEvent(seq: number, error: ErrorInfo, at: number): Promise<boolean> {
+  async rejectEvent(seq: number, error: ErrorInfo, at: number, payload?: JsonValue): Promise<boolean> {
     this.#open();
     return this.#tx(() => {
       const e = this.#inbox.get(seq);
       if (!e || e.status !== 'pending') return false;
-      this.#assign(e, { status: 'rejected', error: json(error), processedAt: at });
+      this.#assign(e, { status: 'rejected', error: json(error), processedAt: at, ...(payload !== undefined ? { payload: json(payload) } : {}) });
       return true;
     });
   }
@@ -345,6 +345,17 @@ export class MemoryStore implements JobStore {
       return true;
     });
   }
+  async releaseAttempt(id: string, attempt: number, runner: string, at: number): Promise<boolean> {
+    this.#open();
+    return this.#tx(() => {
+      const e = this.#effects.get(id);
+      if (!e || e.attempt !== attempt || e.claimedBy !== runner || e.status !== 'running' || !e.active || e.unsafe) return false;
+      this.#assign(e, { status: 'pending', maxAttempts: e.maxAttempts + 1, claimedBy: null, claimExpiresAt: null, nextRunAt: null, updatedAt: at });
+      this.#endAttempt(id, attempt, 'interrupted', at, RELEASED_ATTEMPT);
+      return true;
+    });
+  }
+
 
   async finishAttempt(id: string, attempt: number, result: AttemptResult, at: number, lease?: { runner: string; fence: number }): Promise<FinishStatus> {
     this.#open();
@@ -358,7 +369,7 @@ export class MemoryStore implements JobStore {
     const job = effect ? this.#jobs.get(effect.jobId) : undefined;
     if (lease && effect && job && !(job.lease?.owner === lease.runner && job.leaseFence === lease.fence)) {
       // Another runner took the job: the outcome is not recorded; the claim ends now.
-      const error = { name: 'LeaseLost', message: `the job's lease (fence ${lease.fence}) was taken by another runner` };
+      const error = leaseLostError(lease.fence);
       this.#endAttempt(id, attempt, 'stale', at, error);
       if (effect.attempt === attempt && effect.status === 'running') this.#assign(effect, { claimExpiresAt: at });
       return 'lease-lost';

@@ -39,7 +39,7 @@ import type {
   TransitionRecord,
   LeaseClaim,
 } from '../../src/ports/store.ts';
-import { inlineDraft, isExternal, outcomeOf } from '../../src/ports/store.ts';
+import { inlineDraft, isExternal, leaseLostError, outcomeOf, RELEASED_ATTEMPT } from '../../src/ports/store.ts';
 import { systemClock, type Clock } from '../../src/ports/clock.ts';
 import { SchemaTooNewError, CorruptRecordError, SpoolError, ValidationError } from '../../src/runtime/errors.ts';
 import { SqliteSchedules } from './schedules.ts';
@@ -379,8 +379,8 @@ export class SqliteStore implements JobStore {
     );
   }
 
-  async rejectEvent(seq: number, error: ErrorInfo, at: number): Promise<boolean> {
-    return this.#write(() => this.#stmts.rejectEvent.run(JSON.stringify(error), at, seq).changes === 1);
+  async rejectEvent(seq: number, error: ErrorInfo, at: number, payload?: JsonValue): Promise<boolean> {
+    return this.#write(() => this.#stmts.rejectEvent.run(JSON.stringify(error), at, payload === undefined ? null : JSON.stringify(payload), seq).changes === 1);
   }
 
   async setQuarantine(jobId: string, reason: string | null, at: number): Promise<void> {
@@ -418,6 +418,14 @@ export class SqliteStore implements JobStore {
 
   async renewClaim(id: string, attempt: number, runner: string, claimUntil: number): Promise<boolean> {
     return this.#write(() => this.#stmts.renewClaim.run({ until: claimUntil, id, attempt, runner }).changes === 1);
+  }
+
+  async releaseAttempt(id: string, attempt: number, runner: string, at: number): Promise<boolean> {
+    return this.#write(() => {
+      if (this.#stmts.releaseEffect.run({ id, attempt, runner, at }).changes !== 1) return false;
+      this.#stmts.endAttempt.run('interrupted', at, JSON.stringify(RELEASED_ATTEMPT), id, attempt);
+      return true;
+    });
   }
 
   async renewLeases(runner: string, jobIds: readonly string[], until: number): Promise<Map<string, number>> {
@@ -958,7 +966,7 @@ function prepare(db: Database.Database) {
       ON CONFLICT (job_id, event_id) DO NOTHING`),
     settleEvent: db.prepare(`UPDATE inbox SET status = @status, error = @error, revision = @revision, processed_at = @at, payload = @payload
       WHERE seq = @seq AND job_id = @job_id AND status = 'pending'`),
-    rejectEvent: db.prepare(`UPDATE inbox SET status = 'rejected', error = ?, processed_at = ? WHERE seq = ? AND status = 'pending'`),
+    rejectEvent: db.prepare(`UPDATE inbox SET status = 'rejected', error = ?, processed_at = ?, payload = coalesce(?, payload) WHERE seq = ? AND status = 'pending'`),
     getEvent: db.prepare('SELECT * FROM inbox WHERE job_id = ? AND event_id = ?'),
     // Accept order: a job's events apply in accept order, so the revision orders every applied
     // one; pending and rejected events (no revision) follow in seq order.
@@ -1007,6 +1015,9 @@ function prepare(db: Database.Database) {
         OR (status = 'running' AND (claim_expires_at <= @now OR claimed_by = @takeOver)))
         AND ${NOT_HELD('effects.job_id')}
       RETURNING *`),
+    releaseEffect: db.prepare(`UPDATE effects SET status = 'pending', max_attempts = max_attempts + 1, claimed_by = NULL, claim_expires_at = NULL,
+        next_run_at = NULL, updated_at = @at
+      WHERE id = @id AND attempt = @attempt AND claimed_by = @runner AND status = 'running' AND active = 1 AND unsafe = 0`),
     interruptAttempt: db.prepare(`UPDATE effect_attempts SET outcome = 'interrupted', ended_at = ?
       WHERE effect_id = ? AND attempt = ? AND outcome = 'running'`),
     insertAttempt: db.prepare(`INSERT INTO effect_attempts (effect_id, attempt, runner, started_at, outcome) VALUES (?, ?, ?, ?, 'running')`),
@@ -1273,7 +1284,7 @@ function finishIn(s: ReturnType<typeof prepare>, f: AttemptFinish, acceptEvent =
     if (effect && !s.holdsLease.get(effect['job_id'], lease.runner, lease.fence)) {
       // Another runner took the job: this outcome is not recorded, and the attempt's claim ends
       // now so the lease holder takes the attempt over at once.
-      s.endAttempt.run('stale', at, JSON.stringify({ name: 'LeaseLost', message: `the job's lease (fence ${lease.fence}) was taken by another runner` }), id, attempt);
+      s.endAttempt.run('stale', at, JSON.stringify(leaseLostError(lease.fence)), id, attempt);
       s.dropClaim.run(at, id, attempt);
       return 'lease-lost';
     }

@@ -234,8 +234,6 @@ function narrator(width: number): (event: RuntimeEvent) => string | undefined {
       }
       case 'job.quarantined':
         return `  ${event.jobId.padEnd(width)}  quarantined: ${event.reason}`;
-      case 'action.failed':
-        return `  ${event.jobId.padEnd(width)}  action ${event.action} failed: ${event.error.message}`;
       default:
         return describeWork(event, width);
     }
@@ -257,6 +255,8 @@ export function describeWork(event: RuntimeEvent, width = 0): string | undefined
       return `  ${event.jobId.padEnd(width)}  quarantined (held back): ${event.reason}`;
     case 'job.released':
       return `  ${event.jobId.padEnd(width)}  released from quarantine`;
+    case 'action.failed':
+      return `  ${event.jobId.padEnd(width)}  action ${event.action} failed after the commit (the transition stands): ${event.error.message}`;
     default:
       return undefined;
   }

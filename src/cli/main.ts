@@ -196,9 +196,21 @@ Examples:
       const event = parseEvent(eventText);
       await withRuntime(g, io, { create: false }, async (runtime, module) => {
         await requireMachineOf(runtime, jobId, module);
-        const sent = await runtime.send(jobId, event, options.eventId !== undefined ? { eventId: options.eventId } : {});
-        const result: SendResult = { ...sent, job: redactJob(runtime, sent.job) };
-        write(io, g, result, () => formatSendResult(result, eventText, event));
+        // An action that throws after the commit leaves the event applied: say so, it did not do its work.
+        const actionsFailed: { action: string; message: string }[] = [];
+        const unsubscribe = runtime.subscribe((e) => {
+          if (e.type === 'action.failed' && e.jobId === jobId) actionsFailed.push({ action: e.action, message: e.error.message });
+        });
+        let sent: SendResult;
+        try {
+          sent = await runtime.send(jobId, event, options.eventId !== undefined ? { eventId: options.eventId } : {});
+        } finally {
+          unsubscribe();
+        }
+        const result: SendResult & { actionsFailed?: typeof actionsFailed } = { ...sent, job: redactJob(runtime, sent.job), ...(actionsFailed.length > 0 ? { actionsFailed } : {}) };
+        write(io, g, result, () =>
+          [formatSendResult(result, eventText, event), ...actionsFailed.map((f) => `warning: action ${f.action} failed after the commit (the transition stands): ${oneLine(f.message)}`)].join('\n'),
+        );
       });
     });
 
@@ -576,7 +588,8 @@ function describeCommit(event: RuntimeEvent): string | undefined {
   if (event.type !== 'job.committed') return undefined;
   const t = event.transition;
   const move = t.from === null ? formatState(t.to) : `${formatState(t.from)} -> ${formatState(t.to)}`;
-  return `${event.job.id} rev ${t.revision} ${t.eventType} ${t.outcome}: ${move}${event.job.final ? ` (ended ${event.job.status})` : ''}`;
+  const why = t.error ? ` (${t.error.code ?? t.error.name}: ${oneLine(t.error.message)})` : '';
+  return `${event.job.id} rev ${t.revision} ${t.eventType} ${t.outcome}${why}: ${move}${event.job.final ? ` (ended ${event.job.status})` : ''}`;
 }
 
 function describeProgress(event: PathTestProgress): string | undefined {
@@ -1002,13 +1015,16 @@ function formatShow(details: JobDetails, versionNote?: string, historyRows = Num
       }`,
     );
   }
-  const failedAttempts = details.attempts.filter((a) => a.error !== null);
+  // Failed and interrupted ones: an interrupted attempt (its runner died or stopped) has no error of its own.
+  const failedAttempts = details.attempts.filter((a) => a.error !== null || a.outcome === 'interrupted');
   if (failedAttempts.length > 0) {
     const srcOf = new Map(details.effects.map((e) => [e.id, e.src]));
+    const why = (a: (typeof failedAttempts)[number]) =>
+      a.error ? `${a.error.code ?? a.error.name}: ${oneLine(a.error.message)}` : `its runner ${a.runner ?? '?'} stopped or died before it finished; taken over`;
     sections.push(
-      `attempts that failed:\n${table(
+      `attempts that failed or were interrupted:\n${table(
         ['ACTIVITY', 'ATTEMPT', 'OUTCOME', 'STARTED', 'ERROR'],
-        failedAttempts.map((a) => [srcOf.get(a.effectId) ?? a.effectId, String(a.attempt), a.outcome, formatTime(a.startedAt), `${a.error!.code ?? a.error!.name}: ${oneLine(a.error!.message)}`]),
+        failedAttempts.map((a) => [srcOf.get(a.effectId) ?? a.effectId, String(a.attempt), a.outcome, formatTime(a.startedAt), why(a)]),
       )}`,
     );
   }

@@ -656,8 +656,12 @@ export interface JobStore {
   jobsWithPendingEvents(limit: number, lease?: { runner: string; now: number }): Promise<string[]>;
   /** Apply commits, each on its own revision check; all share one durable transaction. */
   commit(commits: readonly TransitionCommit[]): Promise<CommitResult[]>;
-  /** Settle a pending event without touching the job (e.g. it arrived for a job that has since ended). */
-  rejectEvent(seq: number, error: ErrorInfo, at: number): Promise<boolean>;
+  /**
+   * Settle a pending event without touching the job (e.g. it arrived for a job that has since
+   * ended). `payload`, when given, replaces the stored one (the payload with sensitive fields
+   * redacted, as every processed event's is).
+   */
+  rejectEvent(seq: number, error: ErrorInfo, at: number, payload?: JsonValue): Promise<boolean>;
   /** Set or clear (reason `null`) a job's quarantine; no revision change. */
   setQuarantine(jobId: string, reason: string | null, at: number): Promise<void>;
   /** A job's history in revision order. */
@@ -685,6 +689,14 @@ export interface JobStore {
   claimEffect(id: string, runner: string, now: number, claimUntil: number, takeOver?: string, fence?: number | null): Promise<ClaimedEffect | undefined>;
   /** Extend the claim of a running attempt. False if the attempt, or its job's lease, is no longer this runner's. */
   renewClaim(id: string, attempt: number, runner: string, claimUntil: number): Promise<boolean>;
+  /**
+   * A graceful stop gives back an attempt it aborted: the attempt is recorded `interrupted` with
+   * the error {@link RELEASED_ATTEMPT}, and the effect is pending again with one more attempt
+   * allowed (`maxAttempts` + 1), so a planned restart never spends the retry budget. Only for an
+   * activity safe to repeat, still running under this runner's claim; false otherwise (an unsafe
+   * one is left to be taken over, and ends indeterminate, as after a crash).
+   */
+  releaseAttempt(id: string, attempt: number, runner: string, at: number): Promise<boolean>;
   /**
    * Record how an attempt ended, with its outcome event accepted in the same transaction. When
    * the attempt is no longer current (the state was left, a newer attempt started) the attempt is
@@ -813,4 +825,25 @@ export function outcomeOf<T>(write: () => T): Outcome<T> {
 /** An external event with no source: one that can be recorded by its history row alone. */
 export function isExternal(e: NewInboxEvent): boolean {
   return (e.source ?? 'external') === 'external' && (e.sourceId ?? null) === null && (e.attempt ?? null) === null;
+}
+
+/** The error of an attempt a graceful stop gave back (`releaseAttempt`): not counted against `maxAttempts`. */
+export const RELEASED_ATTEMPT: ErrorInfo = {
+  name: 'Released',
+  message: 'the runner stopped (graceful shutdown) before the attempt finished; it is run again and does not count against maxAttempts',
+  code: 'SPOOL_RELEASED',
+};
+
+/**
+ * Why an attempt's outcome was not recorded because its runner no longer held the job's lease
+ * (`finishAttempt` with a lease): fence -1 is a runner that holds no lease on the job any more.
+ */
+export function leaseLostError(fence: number): ErrorInfo {
+  return {
+    name: 'LeaseLost',
+    message:
+      fence < 0
+        ? 'this runner no longer held the job\'s lease when the attempt ended (the lease expired, or the job ended or left the invoking state first)'
+        : `the job's lease (fence ${fence}) was taken by another runner`,
+  };
 }

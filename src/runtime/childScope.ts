@@ -14,33 +14,9 @@ interface ScopedActor {
 /** Shared no-ops of the collecting scope: built once, not per transition. */
 const ignore = (): undefined => undefined;
 
-/**
- * Microsteps one transition may take before it is called a loop. XState takes eventless
- * transitions for as long as one is enabled; a guard that never turns false would spin forever
- * inside the transition, and the job's event, queued, would hang every runtime that opens the
- * file. Past this many, the transition throws, and its event is recorded as failed.
- */
-export const MAX_MICROSTEPS = 10_000;
-
-/** The actor system, counting the microsteps XState reports to it (one per microstep). */
-function countingSystem(system: object): object {
-  let steps = 0;
-  const counted = Object.create(system) as { _sendInspectionEvent: (event: unknown) => void };
-  const report = (system as { _sendInspectionEvent: (event: unknown) => void })._sendInspectionEvent;
-  counted._sendInspectionEvent = (event) => {
-    if ((event as { type?: string }).type === '@xstate.microstep' && ++steps > MAX_MICROSTEPS) {
-      throw new Error(`Eventless transitions did not settle after ${MAX_MICROSTEPS} microsteps: a loop of always transitions whose guards never stop it. The event changed nothing.`);
-    }
-    report.call(system, event);
-  };
-  return counted;
-}
-
 function collectingScope(actor: unknown, actions: unknown[]): Record<string, unknown> {
-  const scope = (actor as ScopedActor)._actorScope;
   return {
-    ...scope,
-    system: countingSystem(scope['system'] as object),
+    ...(actor as ScopedActor)._actorScope,
     actionExecutor: actions.push.bind(actions),
     defer: ignore,
     stopChild: ignore,

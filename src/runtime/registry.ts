@@ -99,16 +99,34 @@ export function compareVersions(a: string, b: string): number {
 }
 
 /**
- * Whether a machine names this event type: as it is, or through a wildcard transition as XState
- * matches them (`*` any event; `user.*` any type that starts with `user.`).
+ * Whether an event type matches a descriptor as XState matches them: the same type, `*` (any),
+ * or `user.*` (`user` and any type that starts with `user.`).
  */
+function matchesDescriptor(type: string, descriptor: string): boolean {
+  if (descriptor === type || descriptor === '*') return true;
+  if (!descriptor.endsWith('.*')) return false;
+  const prefix = descriptor.slice(0, -2);
+  return !prefix.includes('*') && (type === prefix || type.startsWith(`${prefix}.`));
+}
+
+/** Whether a machine names this event type: as it is, or through a wildcard transition. */
 export function namesEventType(def: Pick<RegisteredMachine, 'eventTypes'>, type: string): boolean {
   if (def.eventTypes.has(type)) return true;
-  for (const t of def.eventTypes) {
-    if (t === '*') return true;
-    if (t.endsWith('.*') && type.startsWith(t.slice(0, -1))) return true;
-  }
+  for (const t of def.eventTypes) if (matchesDescriptor(type, t)) return true;
   return false;
+}
+
+/**
+ * The schema an event of this type is validated with: the one registered under its type, else
+ * the most specific wildcard key that matches it (`user.login.*` before `user.*` before `*`).
+ */
+export function eventSchemaFor(def: Pick<RegisteredMachine, 'events'>, type: string): ZodType | undefined {
+  if (Object.hasOwn(def.events, type)) return def.events[type];
+  let best: string | undefined;
+  for (const key of Object.keys(def.events)) {
+    if (key.includes('*') && matchesDescriptor(type, key) && (best === undefined || key.length > best.length)) best = key;
+  }
+  return best === undefined ? undefined : def.events[best];
 }
 
 /** The machines a runtime knows, by id and version. */
@@ -155,13 +173,13 @@ export class MachineRegistry {
       throw new MachineDefinitionError(`Machine "${id}": \`input\` is not a zod schema.`);
     }
     checkChildren(id, machine);
-    checkEventlessLoops(id, machine);
+    limitMicrosteps(machine);
     const registered: RegisteredMachine = {
       id,
       version,
       machine,
       input: def.input,
-      events: { ...(def.events ?? {}) },
+      events: Object.assign(Object.create(null) as Record<string, ZodType>, def.events ?? {}),
       eventTypes: new Set([...machine.events, ...Object.keys(def.events ?? {})]),
       migrations: { ...(def.migrations ?? {}) },
       sensitive: new Set(def.sensitive ?? []),
@@ -240,72 +258,19 @@ interface StateNodeLike {
   states: Record<string, StateNodeLike>;
 }
 
-interface NodeShape {
-  id: string;
-  key: string;
-  type: string;
-  parent?: NodeShape;
-  initial?: { target: NodeShape[] };
-  always?: Array<{ guard?: unknown; target?: NodeShape[]; actions: unknown[] }>;
-  states: Record<string, NodeShape>;
-}
-
 /**
- * Refuse a machine whose eventless (`always`) transitions certainly loop: from some state, the
- * first eventless transition XState would consider has no guard and leads, through more of them,
- * back to a state already on the way (or stays, assigning context). XState would spin forever
- * inside the transition; for a durable job that is a process that never answers again, and one
- * queued event would hang every runtime that opens the file. Guarded loops are left alone: a
- * guard may end them.
+ * Microsteps one transition may take (XState's `maxIterations`) when the machine sets no limit
+ * of its own. XState's default is none: a loop of eventless transitions whose guards never stop
+ * it would spin forever inside the transition, and the job's event, queued, would hang every
+ * runtime that opens the file. Past the limit XState throws, and the event is recorded failed
+ * (a start is refused).
  */
-function checkEventlessLoops(machineId: string, machine: AnyStateMachine): void {
-  const leafOf = (node: NodeShape): NodeShape | null => {
-    if (node.type === 'atomic' || node.type === 'final') return node;
-    if (node.type !== 'compound' || node.initial?.target.length !== 1) return null; // parallel, history: not followed
-    return leafOf(node.initial.target[0]!);
-  };
-  /** The transition XState certainly takes from this leaf with no event, or null. */
-  const certain = (leaf: NodeShape) => {
-    for (let n: NodeShape | undefined = leaf; n; n = n.parent) {
-      const first = n.always?.[0];
-      if (first) return first.guard === undefined ? first : null;
-    }
-    return null;
-  };
-  // XState takes eventless transitions while the snapshot changes: one that stays (no target, or
-  // its own state) loops only when it assigns context.
-  const named = (machine.implementations.actions ?? {}) as Record<string, unknown>;
-  const typeOf = (a: unknown): unknown => (a as { type?: unknown } | null)?.type;
-  const assigns = (actions: unknown[]) =>
-    actions.some((a) => {
-      const action = typeof a === 'string' ? named[a] : typeof a === 'function' ? a : named[typeOf(a) as string];
-      return typeOf(action) === 'xstate.assign';
-    });
-  const leaves: NodeShape[] = [];
-  const collect = (n: NodeShape) => {
-    if (n.type === 'atomic') leaves.push(n);
-    Object.values(n.states ?? {}).forEach(collect);
-  };
-  collect(machine.root as unknown as NodeShape);
-  for (const start of leaves) {
-    const path: NodeShape[] = [start];
-    for (let leaf: NodeShape = start; ; ) {
-      const t = certain(leaf);
-      if (!t) break;
-      const targets = t.target ?? [];
-      const next = targets.length === 0 ? leaf : targets.length === 1 ? leafOf(targets[0]!) : null;
-      if (!next || (next === leaf && !assigns(t.actions))) break;
-      if (path.includes(next)) {
-        const loop = [...path.slice(path.indexOf(next)), next].map((n) => n.id.replace(/^[^.]*\./, '')).join(' → ');
-        throw new MachineDefinitionError(
-          `Machine "${machineId}": eventless (always) transitions with no guard loop forever: ${loop}. ` +
-            'XState would never finish the transition that enters them; add a guard that ends the loop, or a target outside it.',
-        );
-      }
-      path.push(next);
-      leaf = next;
-    }
-  }
+export const MAX_MICROSTEPS = 10_000;
+
+/** Set {@link MAX_MICROSTEPS} on a machine that has no limit (XState reads it on every path: start, event, child, systemId). */
+function limitMicrosteps(machine: AnyStateMachine): void {
+  const options = machine.options as { maxIterations?: number } | undefined;
+  if (options && !Number.isFinite(options.maxIterations ?? Infinity)) options.maxIterations = MAX_MICROSTEPS;
 }
 
 /**

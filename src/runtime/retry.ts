@@ -77,7 +77,8 @@ export function classify(error: unknown): { info: ErrorInfo; terminal: boolean; 
   try {
     const e = error as { name?: unknown; message?: unknown; code?: unknown; terminal?: unknown; retryable?: unknown; retryAfterMs?: unknown } | null;
     const name = typeof e?.name === 'string' ? e.name : 'Error';
-    const message = e !== null && typeof e === 'object' && 'message' in e ? textOf(e.message) : textOf(error);
+    // Its message when it has one (as text), else the whole value.
+    const message = e !== null && typeof e === 'object' && e.message !== undefined && e.message !== null ? textOf(e.message) : textOf(error);
     const info: ErrorInfo = typeof e?.code === 'string' ? { name, message, code: e.code } : { name, message };
     const terminal = e?.terminal === true || e?.retryable === false || name === 'TerminalError';
     const retryAfterMs = typeof e?.retryAfterMs === 'number' && e.retryAfterMs >= 0 ? e.retryAfterMs : undefined;

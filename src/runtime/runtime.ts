@@ -49,7 +49,7 @@ import {
 } from './errors.ts';
 import { hydrate, parseSnapshot } from './hydrate.ts';
 import { hashJson, redact, statePaths, toJson } from './json.ts';
-import { MachineRegistry, namesEventType, type JobDefinition, type RegisteredMachine } from './registry.ts';
+import { eventSchemaFor, MachineRegistry, namesEventType, type JobDefinition, type RegisteredMachine } from './registry.ts';
 import { crashPoint } from './crashPoints.ts';
 import { planActions, type ActionPlan } from './actions.ts';
 import { initialAsChild, initialInScope, PARENT_REF, transitionAsChild, transitionInScope } from './childScope.ts';
@@ -823,9 +823,10 @@ export class Runtime {
 
   /**
    * Stop: claim no new attempts; with `graceMs`, let running activities finish until then (their
-   * outcomes are recorded); abort the rest and release their claims (the next runtime takes the
-   * attempts over at once, as after a crash); wait for event processing in flight; close the
-   * store. Idempotent. Default `graceMs`: 0 (abort at once).
+   * outcomes are recorded); abort the rest and give their attempts back (recorded `interrupted`,
+   * not counted against `maxAttempts`; the next runtime runs them again at once; one unsafe to
+   * repeat is left to be taken over, as after a crash); wait for event processing in flight;
+   * close the store. Idempotent. Default `graceMs`: 0 (abort at once).
    */
   async close(options: { graceMs?: number } = {}): Promise<void> {
     if (this.#closed) return;
@@ -845,11 +846,16 @@ export class Runtime {
     }
     const aborted = [...this.#running.entries()];
     for (const [, running] of aborted) running.controller.abort(new Error('runtime shutting down'));
-    // Release their claims at once, so any process (on any host) takes the attempts over now.
+    // Give their attempts back (a planned stop does not spend the retry budget), so any process
+    // (on any host) runs them again now. One unsafe to repeat cannot be given back: its claim
+    // ends now, and whoever takes it over records it indeterminate, as after a crash.
     const now = this.clock.now();
     for (const [effectId] of aborted) {
       const effect = await this.store.getEffect(effectId).catch(() => undefined);
-      if (effect?.claimedBy === this.runnerId) await this.store.renewClaim(effectId, effect.attempt, this.runnerId, now).catch(() => false);
+      if (effect?.claimedBy !== this.runnerId) continue;
+      const released = await this.store.releaseAttempt(effectId, effect.attempt, this.runnerId, now).catch(() => false);
+      if (released) this.#logEntry('info', 'activity attempt released', { jobId: effect.jobId, effectId, attempt: effect.attempt });
+      else await this.store.renewClaim(effectId, effect.attempt, this.runnerId, now).catch(() => false);
     }
     await this.idle();
     if (this.#heartbeatTimer) clearInterval(this.#heartbeatTimer);
@@ -1047,7 +1053,7 @@ export class Runtime {
   }
 
   #cancelPayload(def: RegisteredMachine, reason: string): JsonValue {
-    const schema = def.events[def.cancel.event];
+    const schema = eventSchemaFor(def, def.cancel.event);
     const withReason = { type: def.cancel.event, reason };
     if (!schema) return withReason;
     if (schema.safeParse(withReason).success) return withReason;
@@ -1453,7 +1459,7 @@ export class Runtime {
       const known = [...def.eventTypes].filter((t) => !t.startsWith('xstate.')).sort().join(', ');
       throw new UnknownEventError(`Machine ${def.id}@${def.version} has no event "${type}" (known: ${known}).`, { eventType: type, machineId: def.id });
     }
-    const schema = def.events[type];
+    const schema = eventSchemaFor(def, type);
     if (!schema) return json;
     const result = schema.safeParse(json);
     if (!result.success) {
@@ -1704,7 +1710,7 @@ export class Runtime {
             }
             migratedTo = route.target;
           } catch (error) {
-            reason = `migration from ${record.machineVersion} to ${route.target.version} failed: ${toErrorInfo(error).message}`;
+            reason = `migration from ${record.machineVersion} to ${route.target.version} failed: ${redactText(toErrorInfo(error).message, record.context, route.target.sensitive)}`;
           }
         }
         if (reason === null) {
@@ -1800,7 +1806,9 @@ export class Runtime {
     if (loaded.kind === 'held') return 'ok';
     if (loaded.kind === 'terminal') {
       const error = toErrorInfo(new JobTerminalError(`Job ${event.jobId} is ${describeEnd(loaded.record)}: the event arrived after its end.`));
-      await this.store.rejectEvent(event.seq, error, this.clock.now());
+      // Processed now: its sensitive fields are redacted as any processed event's (when its machine is known here).
+      const sensitive = this.registry.get(loaded.record.machineId, loaded.record.machineVersion)?.sensitive;
+      await this.store.rejectEvent(event.seq, error, this.clock.now(), sensitive && sensitive.size > 0 ? redact(event.payload, sensitive) : undefined);
       this.#emit({ type: 'event.rejected', jobId: event.jobId, eventId: event.eventId, error });
       return 'ok';
     }
@@ -2000,7 +2008,13 @@ export class Runtime {
       try {
         [snapshot, actions] = initialAsChild(childDef.machine, spawn.input);
       } catch (error) {
-        problems.push(`child machine "${spawn.src}" could not start: ${(error as Error).message}`);
+        problems.push(`child machine "${spawn.src}" could not start: ${toErrorInfo(error).message}`);
+        continue;
+      }
+      // XState keeps a start that threw (a context factory, an eventless loop) as an errored snapshot:
+      // a child job born ended would leave its parent waiting for an outcome that never comes.
+      if (snapshot.status === 'error') {
+        problems.push(`child machine "${spawn.src}" could not start: ${toErrorInfo(snapshot.error).message}`);
         continue;
       }
       const childPlan = planActions(childDef, childId, 1, actions, now, PARENT_REF);
@@ -2218,6 +2232,9 @@ export class Runtime {
         const info = { ...raw, message: clean(raw.message) };
         this.#emit({ type: 'action.failed', jobId, action: action.type, error: info });
         this.#logEntry('error', 'action failed after commit', { jobId, action: action.type, error: info });
+        // On the job's record too (`show` lists notes): the transition stands, the action's work did not happen.
+        const note = { jobId, kind: 'action-failed', message: `action ${action.type} failed after the commit (the transition stands): ${info.message}`, at: this.clock.now() };
+        this.#track(this.store.addNote(note).catch(() => undefined));
       }
     }
   }
@@ -2792,7 +2809,14 @@ function redactText(message: string, values: unknown, sensitive: ReadonlySet<str
     }
   };
   walk(values);
+  // As it is, and as JSON writes it inside a string once or twice (a thrown object's message is
+  // its JSON, and may quote a message that quoted the secret).
+  const forms = new Set<string>();
+  for (const secret of secrets) {
+    const once = JSON.stringify(secret).slice(1, -1);
+    forms.add(secret).add(once).add(JSON.stringify(once).slice(1, -1));
+  }
   let out = message;
-  for (const secret of secrets.sort((a, b) => b.length - a.length)) out = out.split(secret).join('[redacted]');
+  for (const form of [...forms].sort((a, b) => b.length - a.length)) out = out.split(form).join('[redacted]');
   return out;
 }

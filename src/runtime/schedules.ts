@@ -369,7 +369,8 @@ export async function upsertSchedule(host: SchedulesHost, spec: ScheduleSpec): P
     );
   }
   for (let attempt = 0; attempt < 100; attempt += 1) {
-    const existing = (await host.store.getSchedule(definition.id)) ?? null;
+    const stored = await host.store.getSchedule(definition.id);
+    const existing = stored ? checked(stored) : null;
     if (existing && existing.owner !== host.owner) {
       throw new IdempotencyConflictError(`Schedule id "${definition.id}" is taken; choose another id.`, { scheduleId: definition.id });
     }
@@ -426,13 +427,28 @@ export async function removeSchedule(host: SchedulesHost, id: string): Promise<b
 
 /** This owner's schedules, ordered by id. */
 export async function listSchedules(host: SchedulesHost): Promise<Schedule[]> {
-  return host.store.listSchedules({ owner: host.owner });
+  return (await host.store.listSchedules({ owner: host.owner })).map(checked);
+}
+
+/**
+ * A stored schedule as it can be used: the store marks a row it cannot read `damaged`; a cron
+ * expression or time zone that no longer works (a damaged file, a zone the runtime's ICU lacks)
+ * is marked here. A damaged schedule never fires and holds no other back.
+ */
+function checked(s: ScheduleRecord): ScheduleRecord {
+  if (s.damaged !== undefined) return s;
+  try {
+    timingOf(s).after(s.nextDueAt ?? s.startAt ?? 0);
+    return s;
+  } catch (error) {
+    return { ...s, damaged: `the stored schedule is damaged: its time rule cannot be read (${(error as Error).message}). It does not fire; add it again under its id to rewrite it, or remove it.` };
+  }
 }
 
 /** The earliest next occurrence of this owner's schedules that this runtime can fire, or null. */
 export async function nextScheduleWake(host: SchedulesHost): Promise<number | null> {
   let next: number | null = null;
-  for (const s of await host.store.listSchedules({ owner: host.owner })) {
+  for (const s of await listSchedules(host)) {
     if (s.nextDueAt !== null && s.damaged === undefined && host.hasMachine(s.machineId) && (next === null || s.nextDueAt < next)) next = s.nextDueAt;
   }
   return next;
@@ -459,8 +475,9 @@ export async function fireDueSchedules(host: SchedulesHost): Promise<number> {
     // handled this round, so that they never hide the others.
     const due = (await host.store.dueSchedules(host.owner, now, seen.size + PAGE)).filter((s) => !seen.has(s.id));
     if (due.length === 0) return started;
-    for (const s of due) {
-      seen.add(s.id);
+    for (const stored of due) {
+      seen.add(stored.id);
+      const s = checked(stored);
       if (s.damaged !== undefined) reportDamaged(host, s);
       else if (host.hasMachine(s.machineId)) started += await fireSchedule(host, s, now);
     }

@@ -151,7 +151,7 @@ export class Workload {
       case 'crash-tally': {
         start({});
         for (let i = this.#int(2, 8); i > 0; i -= 1) {
-          if (this.#chance(0.1)) send({ type: 'POISON', secret: `${SECRET_MARK}-${n}-${i}` });
+          if (this.#chance(0.1)) send({ type: 'POISON', secret: `${SECRET_MARK}-${n}-"${i}\\` }); // a quote and a backslash: JSON escapes them
           send(this.#chance(0.5) ? { type: 'INC' } : { type: 'ADD', n: this.#int(-5, 5) });
         }
         this.#maybeCancel(steps, 0.15);
