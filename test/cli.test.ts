@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { createMachine } from 'xstate';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { collectDefinitions } from '../src/cli/loadMachines.ts';
+import { describeWork } from '../src/cli/demo.ts';
 import { createRuntime, type Job, type JobDetails, type SendResult, type TransitionRecord } from '../src/index.ts';
 import { SqliteStore } from '../persistence/sqlite/index.ts';
 import { approvalFlow, exportJob, jobLifecycle, retryingJob } from '../machines/index.ts';
@@ -609,6 +610,16 @@ describe('collectDefinitions', () => {
 
   it('finds nothing in a module without machines', () => {
     expect(collectDefinitions({ x: 1, default: { y: 'z' }, list: [{}] })).toEqual([]);
+  });
+});
+
+describe("the worker's lines", () => {
+  it('a timer fired late (after a downtime) says when it was due and that its deadline was kept; one on time says nothing more', () => {
+    const due = Date.parse('2026-01-01T00:00:00Z');
+    const fired = (late: number) => describeWork({ type: 'timer.fired', jobId: 'j', timerId: 't', eventType: 'REMIND', dueAt: due, firedAt: due + late });
+    expect(fired(5_000)).toBe('  j  timer fired: REMIND (due 2026-01-01T00:00:00.000Z, 5 s late: the original deadline was kept)');
+    expect(fired(7_200_000)).toContain('2.0 h late');
+    expect(fired(20)).toBe('  j  timer fired: REMIND');
   });
 });
 

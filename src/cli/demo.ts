@@ -247,8 +247,11 @@ export function describeWork(event: RuntimeEvent, width = 0): string | undefined
       return `  ${event.jobId.padEnd(width)}  activity ${event.src} attempt ${event.attempt} started (idempotency key ${event.effectId})`;
     case 'activity.finished':
       return `  ${event.jobId.padEnd(width)}  activity attempt ${event.attempt} ${event.outcome}${event.error ? `: ${event.error.message}` : ''}`;
-    case 'timer.fired':
-      return `  ${event.jobId.padEnd(width)}  timer fired: ${event.eventType}`;
+    case 'timer.fired': {
+      // Fired on the first tick after its deadline: late only when nothing ran at that moment (a downtime).
+      const late = event.firedAt - event.dueAt;
+      return `  ${event.jobId.padEnd(width)}  timer fired: ${event.eventType}${late >= 1000 ? ` (due ${new Date(event.dueAt).toISOString()}, ${formatLateness(late)} late: the original deadline was kept)` : ''}`;
+    }
     case 'cancel.requested':
       return `  ${event.jobId.padEnd(width)}  cancel requested: ${event.reason}`;
     case 'job.quarantined':
@@ -260,4 +263,10 @@ export function describeWork(event: RuntimeEvent, width = 0): string | undefined
     default:
       return undefined;
   }
+}
+
+function formatLateness(ms: number): string {
+  if (ms < 60_000) return `${Math.round(ms / 1000)} s`;
+  if (ms < 3_600_000) return `${Math.round(ms / 60_000)} min`;
+  return `${(ms / 3_600_000).toFixed(1)} h`;
 }

@@ -227,7 +227,7 @@ export type RuntimeEvent =
   | { type: 'action.failed'; jobId: string; action: string; error: ErrorInfo }
   | { type: 'emitted'; jobId: string; event: JsonValue }
   | { type: 'timers.scheduled'; jobId: string; dueAt: number[] }
-  | { type: 'timer.fired'; jobId: string; timerId: string; eventType: string }
+  | { type: 'timer.fired'; jobId: string; timerId: string; eventType: string; dueAt: number; firedAt: number }
   | { type: 'activity.started'; jobId: string; effectId: string; src: string; attempt: number }
   | { type: 'activity.finished'; jobId: string; effectId: string; attempt: number; outcome: 'succeeded' | 'failed' | 'retrying' | 'waiting' | 'stale'; error?: ErrorInfo }
   | { type: 'cancel.requested'; jobId: string; reason: string }
@@ -909,7 +909,7 @@ export class Runtime {
             crashPoint('after-fire');
             timersFired += 1;
             touched.add(timer.jobId);
-            this.#emit({ type: 'timer.fired', jobId: timer.jobId, timerId: timer.id, eventType: event.type });
+            this.#emit({ type: 'timer.fired', jobId: timer.jobId, timerId: timer.id, eventType: event.type, dueAt: timer.dueAt, firedAt: now });
           }
         }
       }
