@@ -10,7 +10,7 @@ export type { RuntimeOptions, Job, JobDetails, SendResult, SendOptions, StartOpt
 export { RetryableError, TerminalError, IndeterminateOutcomeError, backoffDelay } from './runtime/retry.ts';
 export type { RetryPolicy, ActivityPolicy } from './runtime/retry.ts';
 export type { ActivityArgs, AssetInput, DeferredCompletion } from './runtime/activities.ts';
-export { MachineRegistry, isStateMachine, isJobDefinition } from './runtime/registry.ts';
+export { MachineRegistry, isStateMachine, isJobDefinition, eventSchemaFor } from './runtime/registry.ts';
 export { runWorker, type WorkerOptions } from './runtime/worker.ts';
 export type { RuntimeStats } from './runtime/operations.ts';
 export { InvalidScheduleError, ScheduleNotFoundError, occurrenceJobId } from './runtime/schedules.ts';

@@ -3,7 +3,8 @@
  * (`runPathTests`) that `spool test` prints.
  */
 import { afterAll, describe, expect, test } from 'vitest';
-import { assign, fromPromise, setup } from 'xstate';
+import { assign, createMachine, fromPromise, setup } from 'xstate';
+import { z } from 'zod';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -202,6 +203,44 @@ describe('crash comparison', () => {
     tampered.history.push({ ...tampered.history.at(-1)! });
     expect(() => compareRuns(path, 'restart', plain, tampered)).toThrow(PathMismatchError);
     expect(() => compareRuns(path, 'restart', plain, tampered)).toThrow(/the restart run differs from the uninterrupted run:\n {2}history:/);
+  });
+});
+
+describe('interrupts', () => {
+  test('an in-process crash counts the interrupted attempt, as a killed process does: with one attempt allowed, the crash path ends in onError', async () => {
+    const once = setup({ actors: { work: fromPromise(async () => 'ok') } }).createMachine({
+      id: 'once',
+      initial: 'working',
+      states: { working: { invoke: { id: 'work', src: 'work', onDone: 'done', onError: 'failed' } }, done: { type: 'final' }, failed: { type: 'final' } },
+    });
+    const g = generatePaths({ machine: once, version: 1, activities: { work: { maxAttempts: 1 } } }, { interrupts: 'all', outputs: { work: ['ok'] }, errors: { work: [] } });
+    const crash = g.paths.find((p) => p.name.startsWith('crash.work'));
+    expect(crash?.name).toBe('crash.work ⇒ failed');
+    const run = await runPath(g, crash!, { dir });
+    expect(run.job.value).toBe('failed');
+  });
+});
+
+describe('event types as the runtime takes them', () => {
+  test('a schema keyed by a wildcard validates (and fills in) the samples, as the runtime does', async () => {
+    const wild = setup({ types: { context: {} as { who: string | null } } }).createMachine({
+      id: 'wild',
+      context: { who: null },
+      initial: 'idle',
+      states: { idle: { on: { 'user.login': { target: 'in', actions: assign({ who: ({ event }) => (event as { who?: string }).who ?? null }) } } }, in: { type: 'final' } },
+    });
+    const def = { machine: wild, version: 1, events: { 'user.*': z.object({ type: z.string(), who: z.string().default('anon') }) } };
+    const g = generatePaths(def, { events: { 'user.login': [{}] } });
+    expect(g.paths).toHaveLength(1);
+    const run = await runPath(g, g.paths[0]!, { dir });
+    expect(run.job.context).toEqual({ who: 'anon' });
+  });
+
+  test('event types named like Object.prototype members are plain types', async () => {
+    const proto = createMachine({ id: 'proto', initial: 'a', states: { a: { on: { constructor: 'b', toString: 'b' } }, b: { type: 'final' } } });
+    const g = generatePaths(proto);
+    expect(g.paths.map((p) => p.name).sort()).toEqual(['constructor ⇒ b', 'toString ⇒ b']);
+    for (const path of g.paths) expect((await runPath(g, path, { dir })).job.value).toBe('b');
   });
 });
 

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadMigrations, SqliteStore } from '../persistence/sqlite/index.ts';
-import { NotASpoolDatabaseError } from '../persistence/sqlite/SqliteStore.ts';
+import { DatabaseBusyError, NotASpoolDatabaseError } from '../persistence/sqlite/SqliteStore.ts';
 import { jobLifecycle } from '../machines/index.ts';
 import { CorruptRecordError, SchemaTooNewError, SpoolError, ValidationError, type RuntimeEvent } from '../src/index.ts';
 import { Resources } from './helpers/resources.ts';
@@ -32,6 +32,18 @@ describe('SqliteStore settings', () => {
     expect(store.synchronous).toBe('NORMAL');
     expect(store.db.pragma('busy_timeout', { simple: true })).toBe(1234);
     await store.close();
+  });
+
+  it("waits for another process's lock while opening, then refuses with DatabaseBusyError, changing nothing", async () => {
+    const path = res.dbPath();
+    const other = res.raw(path);
+    other.exec('CREATE TABLE held (x)'); // another application's file, locked while we try
+    other.exec('BEGIN EXCLUSIVE');
+    const error = await SqliteStore.open(path, { busyTimeoutMs: 50 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DatabaseBusyError);
+    expect((error as Error).message).toMatch(/another process held its lock for 50 ms/);
+    other.exec('COMMIT');
+    expect(other.pragma('journal_mode', { simple: true })).toBe('delete'); // untouched
   });
 
   it.each([

@@ -24,7 +24,7 @@ import type {
   TimerKind,
   TransitionCommit,
 } from '../src/ports/store.ts';
-import { RELEASED_ATTEMPT } from '../src/ports/store.ts';
+import { MAX_RELEASES, RELEASED_ATTEMPT } from '../src/ports/store.ts';
 
 interface StoreUnderTest {
   store: JobStore;
@@ -413,14 +413,14 @@ function effectsContract(name: string, factory: StoreFactory): void {
       it('releaseAttempt gives back a running attempt of this runner: pending again, one more attempt allowed, recorded interrupted (Released)', async () => {
         const [e] = await createEffects('upload');
         await claimed(e!, 'w1');
-        expect(await store.releaseAttempt(e!.id, 1, 'w2', T0 + 150)).toBe(false); // not its claim
-        expect(await store.releaseAttempt(e!.id, 2, 'w1', T0 + 150)).toBe(false); // not the current attempt
-        expect(await store.releaseAttempt(e!.id, 1, 'w1', T0 + 150)).toBe(true);
+        expect(await store.releaseAttempt!(e!.id, 1, 'w2', T0 + 150)).toBe(false); // not its claim
+        expect(await store.releaseAttempt!(e!.id, 2, 'w1', T0 + 150)).toBe(false); // not the current attempt
+        expect(await store.releaseAttempt!(e!.id, 1, 'w1', T0 + 150)).toBe(true);
         expect(await store.getEffect(e!.id)).toMatchObject({ status: 'pending', attempt: 1, maxAttempts: 4, claimedBy: null, claimExpiresAt: null, nextRunAt: null, updatedAt: T0 + 150 });
         expect(await store.listAttempts('A')).toEqual([
           { effectId: e!.id, attempt: 1, runner: 'w1', startedAt: T0 + 100, endedAt: T0 + 150, outcome: 'interrupted', error: RELEASED_ATTEMPT },
         ]);
-        expect(await store.releaseAttempt(e!.id, 1, 'w1', T0 + 160)).toBe(false); // once
+        expect(await store.releaseAttempt!(e!.id, 1, 'w1', T0 + 160)).toBe(false); // once
         // The stopping runner lets its job leases go; the next claim is attempt 2, and nothing marks attempt 1 again.
         await store.releaseLeases('w1', 'all');
         expect((await store.claimEffect(e!.id, 'w2', T0 + 200, T0 + 1200))?.attempt).toBe(2);
@@ -430,11 +430,23 @@ function effectsContract(name: string, factory: StoreFactory): void {
         ]);
       });
 
+      it(`releaseAttempt gives back at most ${MAX_RELEASES} attempts of one activity; the next is left to be taken over and counted`, async () => {
+        const [e] = await createEffects('upload');
+        let at = T0 + 100;
+        for (let n = 1; n <= MAX_RELEASES + 1; n += 1) {
+          expect((await store.claimEffect(e!.id, 'w1', at, at + 1000))?.attempt).toBe(n);
+          const released = await store.releaseAttempt!(e!.id, n, 'w1', at + 10);
+          expect(released).toBe(n <= MAX_RELEASES);
+          at += 100;
+        }
+        expect(await store.getEffect(e!.id)).toMatchObject({ status: 'running', attempt: MAX_RELEASES + 1, maxAttempts: 3 + MAX_RELEASES, claimedBy: 'w1' });
+      });
+
       it('releaseAttempt leaves an activity unsafe to repeat as it is', async () => {
         const unsafe = effectOf('A', 'charge', 2, { unsafe: true });
         expect(await store.commit([commitOf('A', 1, { effects: { create: [unsafe], deactivate: [] } })])).toEqual([{ ok: true, revision: 2, fence: null }]);
         const c = await claimed((await store.getEffect(unsafe.id))!, 'w1');
-        expect(await store.releaseAttempt(unsafe.id, 1, 'w1', T0 + 150)).toBe(false);
+        expect(await store.releaseAttempt!(unsafe.id, 1, 'w1', T0 + 150)).toBe(false);
         expect(await store.getEffect(unsafe.id)).toEqual(c);
       });
 

@@ -39,7 +39,7 @@ import type {
   LeaseClaim,
   TransitionRecord,
 } from '../../src/ports/store.ts';
-import { inlineDraft, isExternal, leaseLostError, outcomeOf, RELEASED_ATTEMPT } from '../../src/ports/store.ts';
+import { inlineDraft, isExternal, leaseLostError, MAX_RELEASES, outcomeOf, RELEASED_ATTEMPT } from '../../src/ports/store.ts';
 import { ClosedError } from '../../src/runtime/errors.ts';
 import { MemorySchedules } from './schedules.ts';
 
@@ -350,6 +350,8 @@ export class MemoryStore implements JobStore {
     return this.#tx(() => {
       const e = this.#effects.get(id);
       if (!e || e.attempt !== attempt || e.claimedBy !== runner || e.status !== 'running' || !e.active || e.unsafe) return false;
+      const released = (this.#attempts.get(id) ?? []).filter((a) => a.outcome === 'interrupted' && (a.error as { code?: unknown } | null)?.code === RELEASED_ATTEMPT.code);
+      if (released.length >= MAX_RELEASES) return false;
       this.#assign(e, { status: 'pending', maxAttempts: e.maxAttempts + 1, claimedBy: null, claimExpiresAt: null, nextRunAt: null, updatedAt: at });
       this.#endAttempt(id, attempt, 'interrupted', at, RELEASED_ATTEMPT);
       return true;

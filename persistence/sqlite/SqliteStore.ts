@@ -39,7 +39,7 @@ import type {
   TransitionRecord,
   LeaseClaim,
 } from '../../src/ports/store.ts';
-import { inlineDraft, isExternal, leaseLostError, outcomeOf, RELEASED_ATTEMPT } from '../../src/ports/store.ts';
+import { inlineDraft, isExternal, leaseLostError, MAX_RELEASES, outcomeOf, RELEASED_ATTEMPT } from '../../src/ports/store.ts';
 import { systemClock, type Clock } from '../../src/ports/clock.ts';
 import { SchemaTooNewError, CorruptRecordError, SpoolError, ValidationError } from '../../src/runtime/errors.ts';
 import { SqliteSchedules } from './schedules.ts';
@@ -55,6 +55,21 @@ export interface SqliteStoreOptions {
   busyTimeoutMs?: number;
   /** Clock for the store's own bookkeeping (when a migration was applied). Default: real time. */
   clock?: Clock;
+}
+
+/** The open sequence met another process's lock: `open` tries again (internal). */
+class OpenBusy extends Error {
+  override readonly cause: Error;
+  constructor(cause: Error) {
+    super(cause.message);
+    this.cause = cause;
+  }
+}
+
+/** The database stayed locked by another process for the whole busy timeout while it was opened. */
+export class DatabaseBusyError extends SpoolError {
+  readonly code = 'SPOOL_DATABASE_BUSY';
+  readonly category = 'retryable';
 }
 
 const OPEN_OPTIONS = ['synchronous', 'busyTimeoutMs', 'clock'] as const;
@@ -196,6 +211,9 @@ export class SqliteStore implements JobStore {
     } catch (error) {
       this.db.close();
       if (error instanceof SpoolError) throw error;
+      // Another process opening the same new file at the same moment (its journal mode switch or
+      // migration holds the lock past what SQLite's busy handler waits for): `open` tries again.
+      if (String((error as { code?: unknown }).code ?? '').startsWith('SQLITE_BUSY')) throw new OpenBusy(error as Error);
       // Not a Spool database, or a damaged one (SQLITE_NOTADB, SQLITE_CORRUPT…): a typed refusal; nothing was changed.
       throw new CorruptRecordError(`Cannot open ${path} as a Spool database: ${(error as Error).message}. Restore it from a backup, or point --db at another file.`, {
         path,
@@ -204,10 +222,27 @@ export class SqliteStore implements JobStore {
     }
   }
 
-  /** Open (creating and migrating as needed) a Spool database file. */
+  /**
+   * Open (creating and migrating as needed) a Spool database file. While another process holds
+   * the file's lock to set it up (two workers started at once on a new file), it tries again for
+   * up to `busyTimeoutMs`, then refuses with {@link DatabaseBusyError}.
+   */
   static async open(path: string, options: SqliteStoreOptions = {}): Promise<SqliteStore> {
     checkOpenOptions(path, options);
-    return new SqliteStore(path, options);
+    const patience = options.busyTimeoutMs ?? 5000;
+    const started = Date.now();
+    for (let wait = 10; ; wait = Math.min(wait * 2, 200)) {
+      try {
+        return new SqliteStore(path, options);
+      } catch (error) {
+        if (!(error instanceof OpenBusy)) throw error;
+        const left = patience - (Date.now() - started);
+        if (left <= 0) {
+          throw new DatabaseBusyError(`Cannot open ${path}: another process held its lock for ${patience} ms (${error.cause.message}). Nothing was changed; try again.`, { path });
+        }
+        await new Promise((resolve) => setTimeout(resolve, Math.min(wait, left)));
+      }
+    }
   }
 
   async createJob(job: NewJob): Promise<CreateJobResult> {
@@ -422,7 +457,7 @@ export class SqliteStore implements JobStore {
 
   async releaseAttempt(id: string, attempt: number, runner: string, at: number): Promise<boolean> {
     return this.#write(() => {
-      if (this.#stmts.releaseEffect.run({ id, attempt, runner, at }).changes !== 1) return false;
+      if (this.#stmts.releaseEffect.run({ id, attempt, runner, at, limit: MAX_RELEASES }).changes !== 1) return false;
       this.#stmts.endAttempt.run('interrupted', at, JSON.stringify(RELEASED_ATTEMPT), id, attempt);
       return true;
     });
@@ -1017,7 +1052,8 @@ function prepare(db: Database.Database) {
       RETURNING *`),
     releaseEffect: db.prepare(`UPDATE effects SET status = 'pending', max_attempts = max_attempts + 1, claimed_by = NULL, claim_expires_at = NULL,
         next_run_at = NULL, updated_at = @at
-      WHERE id = @id AND attempt = @attempt AND claimed_by = @runner AND status = 'running' AND active = 1 AND unsafe = 0`),
+      WHERE id = @id AND attempt = @attempt AND claimed_by = @runner AND status = 'running' AND active = 1 AND unsafe = 0
+        AND (SELECT count(*) FROM effect_attempts WHERE effect_id = @id AND outcome = 'interrupted' AND json_extract(error, '$.code') = 'SPOOL_RELEASED') < @limit`),
     interruptAttempt: db.prepare(`UPDATE effect_attempts SET outcome = 'interrupted', ended_at = ?
       WHERE effect_id = ? AND attempt = ? AND outcome = 'running'`),
     insertAttempt: db.prepare(`INSERT INTO effect_attempts (effect_id, attempt, runner, started_at, outcome) VALUES (?, ?, ?, ?, 'running')`),

@@ -1,1 +1,1 @@
-export { NotASpoolDatabaseError, SqliteStore, loadMigrations, type SqliteStoreOptions } from './SqliteStore.ts';
+export { DatabaseBusyError, NotASpoolDatabaseError, SqliteStore, loadMigrations, type SqliteStoreOptions } from './SqliteStore.ts';

@@ -692,11 +692,13 @@ export interface JobStore {
   /**
    * A graceful stop gives back an attempt it aborted: the attempt is recorded `interrupted` with
    * the error {@link RELEASED_ATTEMPT}, and the effect is pending again with one more attempt
-   * allowed (`maxAttempts` + 1), so a planned restart never spends the retry budget. Only for an
-   * activity safe to repeat, still running under this runner's claim; false otherwise (an unsafe
-   * one is left to be taken over, and ends indeterminate, as after a crash).
+   * allowed (`maxAttempts` + 1), so a planned restart does not spend the retry budget. Only for an
+   * activity safe to repeat, still running under this runner's claim, and given back fewer than
+   * {@link MAX_RELEASES} times before (an activity that never finishes must not outlive every
+   * restart); false otherwise: the attempt is then left to be taken over and counted, as after a
+   * crash (an unsafe one ends indeterminate). Optional: a store without it gets crash semantics.
    */
-  releaseAttempt(id: string, attempt: number, runner: string, at: number): Promise<boolean>;
+  releaseAttempt?(id: string, attempt: number, runner: string, at: number): Promise<boolean>;
   /**
    * Record how an attempt ended, with its outcome event accepted in the same transaction. When
    * the attempt is no longer current (the state was left, a newer attempt started) the attempt is
@@ -826,6 +828,9 @@ export function outcomeOf<T>(write: () => T): Outcome<T> {
 export function isExternal(e: NewInboxEvent): boolean {
   return (e.source ?? 'external') === 'external' && (e.sourceId ?? null) === null && (e.attempt ?? null) === null;
 }
+
+/** How many attempts of one activity graceful stops may give back (`releaseAttempt`); later ones count. */
+export const MAX_RELEASES = 5;
 
 /** The error of an attempt a graceful stop gave back (`releaseAttempt`): not counted against `maxAttempts`. */
 export const RELEASED_ATTEMPT: ErrorInfo = {

@@ -119,6 +119,9 @@ export function namesEventType(def: Pick<RegisteredMachine, 'eventTypes'>, type:
 /**
  * The schema an event of this type is validated with: the one registered under its type, else
  * the most specific wildcard key that matches it (`user.login.*` before `user.*` before `*`).
+ *
+ * @example
+ * const schema = eventSchemaFor(runtime.registry.get('invoice', '2')!, 'PAY');
  */
 export function eventSchemaFor(def: Pick<RegisteredMachine, 'events'>, type: string): ZodType | undefined {
   if (Object.hasOwn(def.events, type)) return def.events[type];

@@ -824,14 +824,20 @@ export class Runtime {
   /**
    * Stop: claim no new attempts; with `graceMs`, let running activities finish until then (their
    * outcomes are recorded); abort the rest and give their attempts back (recorded `interrupted`,
-   * not counted against `maxAttempts`; the next runtime runs them again at once; one unsafe to
-   * repeat is left to be taken over, as after a crash); wait for event processing in flight;
-   * close the store. Idempotent. Default `graceMs`: 0 (abort at once).
+   * not counted against `maxAttempts`, up to `MAX_RELEASES` times per activity; the next runtime
+   * runs them again at once; one unsafe to repeat is left to be taken over, as after a crash);
+   * wait for event processing in flight; close the store. Idempotent. Default `graceMs`: 0 (abort
+   * at once). `releaseAttempts: false` leaves aborted attempts as a crash would: taken over, and
+   * counted (the testing kit's in-process crash).
+   *
+   * @example
+   * process.on('SIGTERM', () => runtime.close({ graceMs: 10_000 }));
    */
-  async close(options: { graceMs?: number } = {}): Promise<void> {
+  async close(options: { graceMs?: number; releaseAttempts?: boolean } = {}): Promise<void> {
     if (this.#closed) return;
     this.#closing = true; // no new attempts are claimed from here on
     const graceMs = typeof options?.graceMs === 'number' && options.graceMs > 0 ? options.graceMs : 0;
+    const giveBack = options?.releaseAttempts !== false;
     if (graceMs > 0 && this.#running.size > 0) {
       // Let running activities finish (their outcomes are recorded) until the deadline.
       let timer: ReturnType<typeof setTimeout> | undefined;
@@ -853,7 +859,7 @@ export class Runtime {
     for (const [effectId] of aborted) {
       const effect = await this.store.getEffect(effectId).catch(() => undefined);
       if (effect?.claimedBy !== this.runnerId) continue;
-      const released = await this.store.releaseAttempt(effectId, effect.attempt, this.runnerId, now).catch(() => false);
+      const released = giveBack && this.store.releaseAttempt ? await this.store.releaseAttempt(effectId, effect.attempt, this.runnerId, now).catch(() => false) : false;
       if (released) this.#logEntry('info', 'activity attempt released', { jobId: effect.jobId, effectId, attempt: effect.attempt });
       else await this.store.renewClaim(effectId, effect.attempt, this.runnerId, now).catch(() => false);
     }

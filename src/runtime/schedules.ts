@@ -437,12 +437,27 @@ export async function listSchedules(host: SchedulesHost): Promise<Schedule[]> {
  */
 function checked(s: ScheduleRecord): ScheduleRecord {
   if (s.damaged !== undefined) return s;
-  try {
-    timingOf(s).after(s.nextDueAt ?? s.startAt ?? 0);
-    return s;
-  } catch (error) {
-    return { ...s, damaged: `the stored schedule is damaged: its time rule cannot be read (${(error as Error).message}). It does not fire; add it again under its id to rewrite it, or remove it.` };
+  const problem = timeRuleProblem(s);
+  return problem === null ? s : { ...s, damaged: `the stored schedule is damaged: its time rule cannot be read (${problem}). It does not fire; add it again under its id to rewrite it, or remove it.` };
+}
+
+/** Time rules already checked (a worker checks every schedule each round): rule -> problem, or null. */
+const ruleChecks = new Map<string, string | null>();
+
+function timeRuleProblem(s: ScheduleRecord): string | null {
+  const rule = `${s.cron ?? ''}|${s.timezone ?? ''}|${s.everyMs ?? ''}|${s.startAt ?? ''}`;
+  let problem = ruleChecks.get(rule);
+  if (problem === undefined) {
+    try {
+      timingOf(s).after(s.startAt ?? 0);
+      problem = null;
+    } catch (error) {
+      problem = (error as Error).message;
+    }
+    if (ruleChecks.size >= 10_000) ruleChecks.clear();
+    ruleChecks.set(rule, problem);
   }
+  return problem;
 }
 
 /** The earliest next occurrence of this owner's schedules that this runtime can fire, or null. */

@@ -136,15 +136,18 @@ export async function openRuntime(ctx: DriverContext): Promise<Runtime> {
   return ctx.runtime;
 }
 
-export async function closeRuntime(ctx: DriverContext): Promise<void> {
+export async function closeRuntime(ctx: DriverContext, options: { releaseAttempts?: boolean } = {}): Promise<void> {
   const runtime = ctx.runtime;
   ctx.runtime = null;
-  if (runtime) await runtime.close();
+  if (runtime) await runtime.close(options);
 }
 
-/** The default `die` of an in-process run: close under the in-flight attempt, reopen. */
+/**
+ * The default `die` of an in-process run: close under the in-flight attempt as a crash would
+ * (the attempt is not given back: the next runtime takes it over and counts it), reopen.
+ */
 export async function restartInProcess(ctx: DriverContext): Promise<void> {
-  await closeRuntime(ctx);
+  await closeRuntime(ctx, { releaseAttempts: false });
   await openRuntime(ctx);
 }
 

@@ -1,5 +1,5 @@
 import { createActor, createMachine, getNextTransitions, type AnyEventObject, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
-import { backoffDelay, isStateMachine, type ActivityPolicy, type ErrorInfo, type JsonValue, type RegisteredMachine } from '../index.ts';
+import { backoffDelay, eventSchemaFor, isStateMachine, type ActivityPolicy, type ErrorInfo, type JsonValue, type RegisteredMachine } from '../index.ts';
 import { indexTransitions, type StaticTransition, type TransitionDefinitionLike } from './transitions.ts';
 
 /**
@@ -333,10 +333,10 @@ export class JobModel {
     if (root && nextWake(job as ModelState) !== null) out.push({ via: 'time', type: 'spool.time' });
     for (const effect of job.effects) {
       if (effect.kind !== 'activity' || effect.status !== 'waiting') continue;
-      samplesOf(info.opts.outputs[effect.actorId] ?? info.opts.outputs[effect.src] ?? null, view).forEach((output, i) =>
+      samplesOf(own(info.opts.outputs, effect.actorId) ?? own(info.opts.outputs, effect.src) ?? null, view).forEach((output, i) =>
         out.push({ via: 'done', type: `xstate.done.actor.${effect.actorId}`, actorId: effect.actorId, output: toJson(output), sample: i + 1, ...at }),
       );
-      samplesOf(info.opts.errors[effect.actorId] ?? info.opts.errors[effect.src] ?? DEFAULT_ERROR, view).forEach((error, i) =>
+      samplesOf(own(info.opts.errors, effect.actorId) ?? own(info.opts.errors, effect.src) ?? DEFAULT_ERROR, view).forEach((error, i) =>
         out.push({ via: 'error', type: `xstate.error.actor.${effect.actorId}`, actorId: effect.actorId, error: toJson(error), sample: i + 1, ...at }),
       );
       const interruptible = this.config.interrupts === 'all' || (this.config.interrupts === 'unsafe' && effect.unsafe);
@@ -372,7 +372,7 @@ export class JobModel {
 
   /** All sample events of a type, validated by the definition's schema as the runtime would. */
   #eventSamples(info: MachineInfo, type: string, view: StateView): Array<{ type: string; [key: string]: JsonValue }> {
-    const described = info.opts.events[type];
+    const described = own(info.opts.events, type);
     const stable = typeof described !== 'function';
     const cached = stable ? info.sampleCache.get(type) : undefined;
     if (cached) return cached;
@@ -392,7 +392,7 @@ export class JobModel {
       throw new SampleError(`Sample ${n} of event ${type} for ${where} has type "${String(s['type'])}".`);
     }
     const event = { ...s, type };
-    const schema = info.def.events[type];
+    const schema = eventSchemaFor(info.def, type);
     if (!schema) return toJson(event) as { type: string; [key: string]: JsonValue };
     const result = schema.safeParse(event);
     if (!result.success) {
@@ -424,7 +424,8 @@ export class JobModel {
       const type = t.eventType;
       if (!type || type.startsWith('xstate.')) continue;
       if (type === '*') info.userTypes.forEach((u) => types.add(u));
-      else if (type.endsWith('.*')) info.userTypes.filter((u) => u.startsWith(type.slice(0, -1))).forEach((u) => types.add(u));
+      // As XState matches them: `user.*` takes `user` and every `user.…`.
+      else if (type.endsWith('.*')) info.userTypes.filter((u) => u === type.slice(0, -2) || u.startsWith(type.slice(0, -1))).forEach((u) => types.add(u));
       else if (!type.startsWith('spool.')) types.add(type);
     }
     return [...types].sort();
@@ -983,4 +984,9 @@ function issues(error: unknown): string {
     .slice(0, 3)
     .map((i) => `${i.path.length ? i.path.map(String).join('.') : '(root)'}: ${i.message}`)
     .join('; ');
+}
+
+/** An option keyed by an event type or actor id: own keys only (`toString` is a type, not Object.prototype's). */
+function own<T>(options: Record<string, T>, key: string): T | undefined {
+  return Object.hasOwn(options, key) ? options[key] : undefined;
 }
