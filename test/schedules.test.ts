@@ -510,7 +510,7 @@ describe('a damaged schedule row (SQLite)', () => {
     ['every_ms', "NULL, cron = '61 * * * *', timezone = 'UTC'", /its time rule cannot be read/],
     ['every_ms', "NULL, cron = '0 3 * * *', timezone = 'Mars/Olympus'", /its time rule cannot be read/],
   ])('with an unreadable %s column is listed with the reason and never fired; the others fire; adding it again rewrites it', async (column, value, reason) => {
-    const { runtime, store, clock, path } = await open('sqlite');
+    const { runtime, store, clock, path, seen } = await open('sqlite');
     await runtime.schedule(spec({ id: 'bad' }));
     await runtime.schedule(spec({ id: 'good' }));
     res.raw(path!).prepare(`UPDATE schedules SET ${column} = ${value} WHERE id = 'bad'`).run();
@@ -525,6 +525,9 @@ describe('a damaged schedule row (SQLite)', () => {
     await runtime.tick();
     expect((await occurrences(store, 'good')).length).toBeGreaterThan(0);
     expect(await occurrences(store, 'bad')).toEqual([]);
+    // Reported once (a worker prints it), not on every round.
+    await runtime.tick();
+    expect(seen.filter((e) => e.type === 'schedule.damaged')).toEqual([{ type: 'schedule.damaged', scheduleId: 'bad', reason: expect.stringMatching(reason) }]);
 
     const again = await runtime.schedule(spec({ id: 'bad' }));
     expect(again).toMatchObject({ status: 'updated' });

@@ -61,6 +61,15 @@ afterEach(async () => {
 });
 
 describe('close({ graceMs })', () => {
+  it('refuses a misspelt or wrong-typed option before stopping anything', async () => {
+    const clock = new VirtualClock();
+    const runtime = await resources.runtime({ store: await resources.sqlite(resources.dbPath(), { clock }), machines: [machine], clock, runEffects: false });
+    await expect(runtime.close({ grace: 5000 } as never)).rejects.toThrow('close: unknown option grace (known: graceMs, releaseAttempts).');
+    await expect(runtime.close({ graceMs: -1 })).rejects.toThrow('close: graceMs must be a number of ms, 0 or more.');
+    await expect(runtime.close({ releaseAttempts: 'no' } as never)).rejects.toThrow('close: releaseAttempts must be a boolean.');
+    expect((await runtime.start('shut', {})).value).toBe('working'); // still open
+  });
+
   it('lets a running activity finish within the grace period and records its outcome', async () => {
     current = gate();
     const clock = new VirtualClock();

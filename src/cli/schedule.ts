@@ -155,6 +155,7 @@ export function describeScheduleEvent(event: RuntimeEvent): string | undefined {
   if (event.type === 'schedule.missed') {
     return `schedule ${event.scheduleId}: ${event.count} occurrence(s) missed from ${formatTime(event.from)} to ${formatTime(event.to)} (catch-up policy)`;
   }
+  if (event.type === 'schedule.damaged') return `schedule ${event.scheduleId}: not fired: ${event.reason}`;
   if (event.type !== 'schedule.fired') return undefined;
   const what = event.outcome === 'started' ? `started job ${event.jobId}` : event.outcome === 'buffered' ? 'buffered until the previous run ends' : event.outcome;
   return `schedule ${event.scheduleId}: occurrence ${formatTime(event.dueAt)} ${what}${event.reason ? `: ${event.reason}` : ''}`;

@@ -834,6 +834,10 @@ export class Runtime {
    * process.on('SIGTERM', () => runtime.close({ graceMs: 10_000 }));
    */
   async close(options: { graceMs?: number; releaseAttempts?: boolean } = {}): Promise<void> {
+    // Checked before anything stops: a misspelt `grace` would otherwise abort every activity at once.
+    options = requireOptions(options, 'close', ['graceMs', 'releaseAttempts']);
+    if (options.graceMs !== undefined && !(typeof options.graceMs === 'number' && options.graceMs >= 0)) throw new ValidationError('close: graceMs must be a number of ms, 0 or more.', { option: 'graceMs' });
+    if (options.releaseAttempts !== undefined && typeof options.releaseAttempts !== 'boolean') throw new ValidationError('close: releaseAttempts must be a boolean.', { option: 'releaseAttempts' });
     if (this.#closed) return;
     this.#closing = true; // no new attempts are claimed from here on
     const graceMs = typeof options?.graceMs === 'number' && options.graceMs > 0 ? options.graceMs : 0;

@@ -5,11 +5,19 @@ import { generatePaths, type GeneratedPaths, type PathPlan } from './paths.ts';
 import { childSample, isPathTestSubject, type PathTestOptions, type PathTestSubject } from './runPathTests.ts';
 import { compareRuns, runPath, type RunPathOptions, type RunRecord } from './runner.ts';
 
+/** The part of vitest describeMachinePaths uses, typed here so that an app without vitest type-checks. */
+interface VitestApi {
+  describe(name: string, fn: () => void): void;
+  test(name: string, fn: () => unknown, timeout?: number): void;
+}
+
 /**
  * vitest, when it is installed: only describeMachinePaths needs it (it registers vitest tests);
- * the rest of `spool/testing` (VirtualClock, generatePaths, runPathTests) loads without it.
+ * the rest of `spool/testing` (VirtualClock, generatePaths, runPathTests) loads, and type-checks,
+ * without it (the specifier is a variable, so a compiler does not look the module up).
  */
-const vitest: typeof import('vitest') | undefined = await import('vitest').catch(() => undefined);
+const VITEST = 'vitest';
+const vitest = (await import(VITEST).catch(() => undefined)) as VitestApi | undefined;
 
 /** Options of {@link describeMachinePaths}. */
 export interface DescribeMachinePathsOptions extends PathTestOptions {
