@@ -514,7 +514,7 @@ export const notify = setup({
     const json = await spoolJson<SendResult & { actionsFailed: unknown }>([...ndb, 'send', 'n-1', 'RING', '--event-id', 'again']);
     expect(json.status).toBe('ignored');
     const details = await spoolJson<JobDetails>([...ndb, 'show', 'n-1']);
-    expect(details.notes).toEqual([expect.objectContaining({ kind: 'action-failed', message: 'action ring failed after the commit (the transition stands): bell is broken' })]);
+    expect(details.notes).toEqual([expect.objectContaining({ kind: 'action-failed', message: 'action ring failed after the commit of revision 2 (the transition stands): bell is broken' })]);
   });
 
   it('refuses to send to a job whose machine version the module does not register, changing nothing', async () => {

@@ -191,7 +191,7 @@ describe.each(['sqlite', 'memory'] as const)('poison events that JSON cannot hol
     const job = await runtime.start('poison', {});
     const r = await runtime.send(job.id, { type: 'AFTER', kind: 'circular' });
     expect(r).toMatchObject({ status: 'applied', job: { context: { n: 1 }, revision: 2 } });
-    expect(seen).toContainEqual({ type: 'action.failed', jobId: job.id, action: 'after', error: { name: 'Error', message: '{"name":"loop","self":"[seen]"}' } });
+    expect(seen).toContainEqual({ type: 'action.failed', jobId: job.id, revision: 2, action: 'after', error: { name: 'Error', message: '{"name":"loop","self":"[seen]"}' } });
   });
 
   it("a sensitive value an error quotes from the job's context is redacted in the result, history and logs", async () => {

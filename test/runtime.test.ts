@@ -573,7 +573,7 @@ describe.each<Kind>(['sqlite', 'memory'])('runtime on %s', (kind) => {
       const r = await runtime.send(job.id, { type: 'CHARGE' });
       expect(r).toMatchObject({ status: 'applied', revision: 3, error: null, job: { value: 'charged', revision: 3 } });
       expect(await runtime.get(job.id)).toMatchObject({ value: 'charged', revision: 3 });
-      expect(seen).toContainEqual({ type: 'action.failed', jobId: job.id, action: 'charge', error: expect.objectContaining({ message: 'gateway refused card none' }) });
+      expect(seen).toContainEqual({ type: 'action.failed', jobId: job.id, revision: 3, action: 'charge', error: expect.objectContaining({ message: 'gateway refused card none' }) });
       expect((await runtime.history(job.id)).at(-1)).toMatchObject({ revision: 3, outcome: 'applied', to: 'charged' });
       expect(await runtime.send(job.id, { type: 'FINISH' })).toMatchObject({ status: 'applied', job: { final: true } });
     });

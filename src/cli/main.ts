@@ -197,9 +197,9 @@ Examples:
       await withRuntime(g, io, { create: false }, async (runtime, module) => {
         await requireMachineOf(runtime, jobId, module);
         // An action that throws after the commit leaves the event applied: say so, it did not do its work.
-        const actionsFailed: { action: string; message: string }[] = [];
+        const failures: { revision: number; action: string; message: string }[] = [];
         const unsubscribe = runtime.subscribe((e) => {
-          if (e.type === 'action.failed' && e.jobId === jobId) actionsFailed.push({ action: e.action, message: e.error.message });
+          if (e.type === 'action.failed' && e.jobId === jobId) failures.push({ revision: e.revision, action: e.action, message: e.error.message });
         });
         let sent: SendResult;
         try {
@@ -207,6 +207,8 @@ Examples:
         } finally {
           unsubscribe();
         }
+        // This event's own commit only (a send may also drain events queued before it).
+        const actionsFailed = failures.filter((f) => f.revision === sent.revision).map(({ action, message }) => ({ action, message }));
         const result: SendResult & { actionsFailed?: typeof actionsFailed } = { ...sent, job: redactJob(runtime, sent.job), ...(actionsFailed.length > 0 ? { actionsFailed } : {}) };
         write(io, g, result, () =>
           [formatSendResult(result, eventText, event), ...actionsFailed.map((f) => `warning: action ${f.action} failed after the commit (the transition stands): ${oneLine(f.message)}`)].join('\n'),

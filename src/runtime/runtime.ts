@@ -224,7 +224,8 @@ export type RuntimeEvent =
   | { type: 'event.rejected'; jobId: string; eventId: string; error: ErrorInfo }
   | { type: 'job.quarantined'; jobId: string; reason: string }
   | { type: 'job.released'; jobId: string }
-  | { type: 'action.failed'; jobId: string; action: string; error: ErrorInfo }
+  /** A custom action of the commit at `revision` threw after it: the transition stands. */
+  | { type: 'action.failed'; jobId: string; revision: number; action: string; error: ErrorInfo }
   | { type: 'emitted'; jobId: string; event: JsonValue }
   | { type: 'timers.scheduled'; jobId: string; dueAt: number[] }
   | { type: 'timer.fired'; jobId: string; timerId: string; eventType: string; dueAt: number; firedAt: number }
@@ -498,7 +499,7 @@ export class Runtime {
     const job = toJob(record, def);
     this.#emit({ type: 'job.started', job });
     this.#logEntry('info', 'job started', { jobId: record.id, machine: def.id, version: def.version, state: job.value });
-    this.#afterCommit(record.id, plan, (m) => redactText(m, [parsed, record.context], def.sensitive));
+    this.#afterCommit(record.id, record.revision, plan, (m) => redactText(m, [parsed, record.context], def.sensitive));
     if (relations) {
       relations.touched.delete(record.id);
       if (relations.deliveries.some((d) => d.jobId === record.id)) this.#pendingDrains.add(record.id);
@@ -1944,7 +1945,7 @@ export class Runtime {
     crashPoint('after-commit');
     if (status === 'failed') this.#logEntry('warn', 'event failed', { jobId: record.id, eventId, eventType: event.type, error });
     if (status === 'stale') this.#logEntry('info', 'stale outcome recorded', { jobId: record.id, eventId, eventType: event.type, reason: stale });
-    if (plan) this.#afterCommit(record.id, plan, (m) => redactText(m, [payload, record.context, result.record.context], def.sensitive));
+    if (plan) this.#afterCommit(record.id, result.record.revision, plan, (m) => redactText(m, [payload, record.context, result.record.context], def.sensitive));
     if (relations) this.#afterRelations(relations);
     return { status, error, record: result.record };
   }
@@ -2212,7 +2213,7 @@ export class Runtime {
   }
 
   /** Carry out what a committed transition asked for: abort left invocations, run actions, start effects. */
-  #afterCommit(jobId: string, plan: ActionPlan, clean?: (message: string) => string): void {
+  #afterCommit(jobId: string, revision: number, plan: ActionPlan, clean?: (message: string) => string): void {
     for (const actorId of plan.effects.deactivate) {
       for (const [effectId, running] of this.#running) {
         if (running.jobId === jobId && running.actorId === actorId && !plan.effects.create.some((e) => e.id === effectId)) {
@@ -2220,14 +2221,14 @@ export class Runtime {
         }
       }
     }
-    this.#runActions(jobId, plan.afterCommit, clean);
+    this.#runActions(jobId, revision, plan.afterCommit, clean);
     if (plan.deliveries.length > 0) this.#pendingDrains.add(jobId);
     if (plan.effects.create.length > 0) this.#track(this.#pumpEffects());
     if (plan.timers.schedule.length > 0) this.#emit({ type: 'timers.scheduled', jobId, dueAt: plan.timers.schedule.map((t) => t.dueAt) });
   }
 
   /** Carry out the actions a committed transition asked for. Runs only after the commit. */
-  #runActions(jobId: string, actions: readonly unknown[], clean: (message: string) => string = (m) => m): void {
+  #runActions(jobId: string, revision: number, actions: readonly unknown[], clean: (message: string) => string = (m) => m): void {
     for (const raw of actions) {
       const action = raw as { type: string; params?: Record<string, unknown>; info?: unknown; exec?: (info: unknown, params: unknown) => void };
       const emitted = action.type === 'xstate.emit';
@@ -2240,10 +2241,10 @@ export class Runtime {
       } catch (error) {
         const raw = toErrorInfo(error);
         const info = { ...raw, message: clean(raw.message) };
-        this.#emit({ type: 'action.failed', jobId, action: action.type, error: info });
+        this.#emit({ type: 'action.failed', jobId, revision, action: action.type, error: info });
         this.#logEntry('error', 'action failed after commit', { jobId, action: action.type, error: info });
         // On the job's record too (`show` lists notes): the transition stands, the action's work did not happen.
-        const note = { jobId, kind: 'action-failed', message: `action ${action.type} failed after the commit (the transition stands): ${info.message}`, at: this.clock.now() };
+        const note = { jobId, kind: 'action-failed', message: `action ${action.type} failed after the commit of revision ${revision} (the transition stands): ${info.message}`, at: this.clock.now() };
         this.#track(this.store.addNote(note).catch(() => undefined));
       }
     }
