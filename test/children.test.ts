@@ -121,6 +121,27 @@ describe('child machines', () => {
     expect((await runtime.get('q')).context).toMatchObject({ reminders: 0 });
   });
 
+  it('an orphan (its parent left the invoking state, and the process died before stopping it) is stopped by the next recovery', async () => {
+    const clock = new VirtualClock();
+    const path = resources.dbPath();
+    const first = await open(path, clock);
+    await first.start('publish', {}, { jobId: 'o' });
+    await first.send('o', { type: 'SUBMIT' });
+    await first.idle();
+    await first.close();
+    // What the parent's WITHDRAW commit writes before its process stops the child: the invocation ends.
+    resources.raw(path).prepare("UPDATE effects SET active = 0, status = 'cancelled' WHERE id = 'o~review~r2'").run();
+    const logs: string[] = [];
+    const second = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [publish], clock, log: (e) => logs.push(e.msg) });
+    const child = await second.get('o~review~r2');
+    expect(child).toMatchObject({ status: 'stopped', final: true });
+    expect((await second.details('o~review~r2')).timers.every((t) => t.status === 'cancelled')).toBe(true);
+    expect(logs).toContain('orphaned child job stopped');
+    // Its timer never fires into the parent.
+    clock.advance(5000);
+    expect((await second.tick()).timersFired).toBe(0);
+  });
+
   it('are registered with their parent, and a child machine with inline logic is refused', () => {
     const ids = new MachineRegistry([publish]).all().map((m) => `${m.id}@${m.version}`);
     expect(ids).toEqual(['publish@1', 'publish.reviewer@1']);

@@ -880,6 +880,13 @@ describe('quarantine and versions', () => {
         },
       },
     };
+    // A migration that returns no context (XState would restore it, then fail every event) is refused too.
+    const contextless = { ...docV2Migrating, migrations: { '1': (snap: Record<string, unknown>) => ({ ...snap, context: undefined, children: 42 }) as never } };
+    const bad = await reopen(path, { machines: [contextless, probe] });
+    expect((await bad.get('doc-review')).quarantine).toMatch(/snapshot does not fit machine doc@2: its context is not an object/);
+    expect(await bad.get('doc-review')).toMatchObject({ machineVersion: '1', revision: 2 });
+    await bad.close();
+
     const rt = await reopen(path, { machines: [failing, probe] });
     const held = await rt.get('doc-review');
     expect(held.quarantine).toMatch(/migration from 1 to 2 failed: cannot migrate this one/);

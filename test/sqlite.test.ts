@@ -78,7 +78,7 @@ describe('SqliteStore migrations', () => {
         SELECT job_id, event_id, event_type, payload, payload_hash, outcome, revision, at, at, 'external' FROM transitions WHERE payload_hash IS NOT NULL;
       DROP VIEW events; DROP INDEX transitions_event_key;
       ALTER TABLE transitions DROP COLUMN event_keyed; ALTER TABLE transitions DROP COLUMN payload_hash;
-      DROP INDEX effects_pending;
+      DROP INDEX effects_pending; DROP INDEX jobs_active_children;
       DELETE FROM spool_migrations WHERE version >= 7;`);
     const madeUp = raw.prepare("SELECT event_id FROM inbox WHERE job_id = 'old' AND type = 'ITEM_DONE'").pluck().get() as string;
     raw.close();

@@ -176,6 +176,18 @@ export class MemoryStore implements JobStore {
     return limited(out, filter.limit ?? -1).map(toJobRecord);
   }
 
+  async orphanedChildren(limit: number): Promise<string[]> {
+    this.#open();
+    const out: string[] = [];
+    for (const job of [...this.#jobs.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))) {
+      if (out.length >= limit) break;
+      if (job.status !== 'active' || job.parent === null) continue;
+      const effect = this.#effects.get(job.id);
+      if (effect && !effect.active) out.push(job.id);
+    }
+    return out;
+  }
+
   async activeMachineVersions(owner: string | null, countUpTo: number): Promise<{ machineId: string; machineVersion: string; jobs: number }[]> {
     this.#open();
     const counts = new Map<string, { machineId: string; machineVersion: string; jobs: number }>();

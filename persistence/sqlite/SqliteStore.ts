@@ -348,6 +348,10 @@ export class SqliteStore implements JobStore {
     return (stmt.all(...params) as Row[]).map(toJobRecord);
   }
 
+  async orphanedChildren(limit: number): Promise<string[]> {
+    return this.#stmts.orphanedChildren.pluck().all(limit) as string[];
+  }
+
   async activeMachineVersions(owner: string | null, countUpTo: number): Promise<{ machineId: string; machineVersion: string; jobs: number }[]> {
     const s = this.#stmts;
     const pairs: { machineId: string; machineVersion: string; jobs: number }[] = [];
@@ -1044,6 +1048,9 @@ function prepare(db: Database.Database) {
           ORDER BY claim_expires_at, rowid LIMIT @limit))
       ORDER BY coalesce(next_run_at, created_at), r LIMIT @limit`),
     runningEffects: db.prepare(`SELECT * FROM effects WHERE active = 1 AND status = 'running' LIMIT ?`),
+    // A child job's id is its invocation's effect id.
+    orphanedChildren: db.prepare(`SELECT j.id FROM jobs j INDEXED BY jobs_active_children JOIN effects e ON e.id = j.id
+      WHERE j.status = 'active' AND j.parent_job_id IS NOT NULL AND e.active = 0 ORDER BY j.id LIMIT ?`),
     claimEffect: db.prepare(`UPDATE effects SET status = 'running', attempt = attempt + 1, claimed_by = @runner,
         claim_expires_at = @until, next_run_at = NULL, updated_at = @now
       WHERE id = @id AND active = 1 AND (status = 'pending' OR (status = 'backoff' AND next_run_at <= @now)

@@ -640,6 +640,12 @@ export interface JobStore {
   /** Jobs ordered by id. */
   listJobs(filter: JobFilter): Promise<JobRecord[]>;
   /**
+   * Active child jobs whose invocation in the parent is no longer active (the parent left the
+   * invoking state, or ended, and its process died before it stopped the child): up to `limit`
+   * ids, for recovery to stop. Optional: a store without it leaves such orphans to the operator.
+   */
+  orphanedChildren?(limit: number): Promise<string[]>;
+  /**
    * The (machine, version) pairs of one owner's active jobs and how many each, counted up to
    * `countUpTo`: recovery checks versions without reading every job, in time that does not grow
    * with the number of jobs.

@@ -35,6 +35,14 @@ export function hydrate(def: RegisteredMachine, json: PersistedSnapshotJson, sto
 
 function hydrateOrThrow(def: RegisteredMachine, json: PersistedSnapshotJson, storedStatus: JobRecord['status']): Hydrated {
   if (typeof json['status'] !== 'string') return { ok: false, reason: 'the stored snapshot has no readable status' };
+  // XState restores a snapshot without a context object, or with children that are not an object,
+  // and fails only on the next event ("Cannot assign to undefined context"): refuse it here.
+  const context = json['context'];
+  if (context === null || typeof context !== 'object' || Array.isArray(context)) return { ok: false, reason: `snapshot does not fit machine ${def.id}@${def.version}: its context is not an object` };
+  const children = json['children'];
+  if (children !== undefined && (children === null || typeof children !== 'object' || Array.isArray(children))) {
+    return { ok: false, reason: `snapshot does not fit machine ${def.id}@${def.version}: its children are not an object` };
+  }
   let snapshot: AnyMachineSnapshot;
   let actor: unknown;
   try {

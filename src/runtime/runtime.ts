@@ -797,6 +797,13 @@ export class Runtime {
         if (!route || route.chain.length > 0) await checkAll({ status: 'active', machineId: pair.machineId, machineVersion: pair.machineVersion, quarantined: false });
       }
     }
+    // Child jobs orphaned by a crash between their parent's commit and their stop: stopped now.
+    if (this.#process && this.store.orphanedChildren) {
+      for (const id of await this.store.orphanedChildren(ROUND_BOUNDS.jobsPerRound)) {
+        this.#logEntry('warn', 'orphaned child job stopped', { jobId: id, reason: 'its invocation in the parent was no longer active' });
+        await this.#unit(() => this.#stopJob(id));
+      }
+    }
     const processed = await this.processPending();
     return { checked, quarantined, migrated, processed };
   }
