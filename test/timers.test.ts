@@ -5,6 +5,7 @@
  * the approval-flow reference machine. Real SQLite files and a VirtualClock: no sleeping.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { raise, setup } from 'xstate';
 import { approvalFlow } from '../machines/index.ts';
 import type { Runtime, TimerRecord } from '../src/index.ts';
 import { Resources } from './helpers/resources.ts';
@@ -194,6 +195,25 @@ describe('timers cancelled by leaving their state', () => {
     expect(end.job).toMatchObject({ value: 'away', context: { reminders: 0, pings: 0 } });
     expect(end.history.slice(1).map((h) => `${h.eventType}:${h.outcome}`)).toEqual(['LEAVE:applied', 'REMIND:stale', 'PING:stale', `${AFTER_EVENT}:stale`]);
     expect(timerView(end.timers).map((t) => t.status)).toEqual(['cancelled', 'cancelled', 'cancelled']);
+  });
+});
+
+describe('timers of a job that ends', () => {
+  it('a delayed raise still to come is cancelled in the commit that ends the job: it never fires, and nothing wakes for it', async () => {
+    const lingering = setup({}).createMachine({
+      id: 'lingering',
+      initial: 'waiting',
+      states: { waiting: { entry: raise({ type: 'LATE' }, { delay: 5000, id: 'late' }), on: { END: 'done', LATE: 'late' } }, late: {}, done: { type: 'final' } },
+    });
+    const { runtime, clock } = await openRuntime(res, [{ machine: lingering, version: 1 }]);
+    const job = await runtime.start('lingering', {});
+    expect(await runtime.nextWakeAt()).toBe(T0 + 5000);
+    await runtime.send(job.id, { type: 'END' });
+    expect((await runtime.details(job.id)).timers.map((t) => [t.key, t.status])).toEqual([['late', 'cancelled']]);
+    expect(await runtime.nextWakeAt()).toBeNull();
+    clock.advance(10_000);
+    expect((await runtime.tick()).timersFired).toBe(0);
+    expect((await runtime.details(job.id)).events.map((e) => e.status)).toEqual(['applied']);
   });
 });
 

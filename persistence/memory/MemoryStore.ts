@@ -851,6 +851,10 @@ export class MemoryStore implements JobStore {
       }
     }
     this.#writeRequests(c.effects?.create, c.timers?.schedule);
+    // A job that ends cancels its delayed events still to come (see SqliteStore).
+    if (c.job.status !== 'active') {
+      for (const t of this.#timers.values()) if (t.jobId === c.jobId && t.status === 'scheduled') this.#assign(t, { status: 'cancelled' });
+    }
     for (const child of c.children ?? []) this.#insertJob(child);
     for (const d of c.deliveries ?? []) this.#acceptPending(d);
     if (c.settleParent) {

@@ -1026,6 +1026,7 @@ function prepare(db: Database.Database) {
         status = CASE WHEN status IN ('pending', 'running', 'waiting', 'backoff') THEN 'cancelled' ELSE status END
       WHERE job_id = ? AND active = 1`),
     cancelAllTimers: db.prepare(`UPDATE timers SET status = 'cancelled' WHERE job_id = ? AND status IN ('scheduled', 'fired')`),
+    cancelScheduledTimers: db.prepare(`UPDATE timers SET status = 'cancelled' WHERE job_id = ? AND status = 'scheduled'`),
     deactivateEffects: db.prepare(`UPDATE effects SET active = 0, token = NULL, updated_at = ?,
         status = CASE WHEN status IN ('pending', 'running', 'waiting', 'backoff') THEN 'cancelled' ELSE status END
       WHERE job_id = ? AND actor_id = ? AND active = 1`),
@@ -1203,6 +1204,9 @@ function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
   if (c.consumedTimer !== undefined) s.deliverTimer.run(c.consumedTimer);
   if (c.timers?.cancel.length) s.cancelTimers.run(c.jobId, JSON.stringify(c.timers.cancel));
   writeRequests(s, c.effects?.create, c.timers?.schedule);
+  // A job that ends cancels its delayed events still to come, as XState does when a machine stops
+  // (after delivering the one this commit consumed; a fired one's pending event is rejected later).
+  if (c.job.status !== 'active') s.cancelScheduledTimers.run(c.jobId);
   for (const child of c.children ?? []) insertJob(s, child);
   for (const d of c.deliveries ?? []) acceptPending(s, d);
   if (c.settleParent && s.settleChild.run(JSON.stringify(c.settleParent.output), c.job.at, c.settleParent.effectId).changes === 1) {
