@@ -442,6 +442,17 @@ function effectsContract(name: string, factory: StoreFactory): void {
         expect(await store.getEffect(e!.id)).toMatchObject({ status: 'running', attempt: MAX_RELEASES + 1, maxAttempts: 3 + MAX_RELEASES, claimedBy: 'w1' });
       });
 
+      it('claimEffect never starts an attempt past maxAttempts, even taking over a dead runner (the last interrupted attempt is left to be recorded exhausted)', async () => {
+        const once = effectOf('A', 'once', 2, { maxAttempts: 1 });
+        expect(await store.commit([commitOf('A', 1, { effects: { create: [once], deactivate: [] } })])).toEqual([{ ok: true, revision: 2, fence: null }]);
+        await claimed((await store.getEffect(once.id))!, 'w1', T0 + 100, T0 + 1000);
+        await store.releaseLeases('w1', 'all');
+        const before = await store.getEffect(once.id);
+        expect(await store.claimEffect(once.id, 'w2', T0 + 5000, T0 + 6000, 'w1')).toBeUndefined();
+        expect(await store.getEffect(once.id)).toEqual(before);
+        expect((await store.listAttempts('A')).map((a) => [a.attempt, a.outcome])).toEqual([[1, 'running']]);
+      });
+
       it('releaseAttempt leaves an activity unsafe to repeat as it is', async () => {
         const unsafe = effectOf('A', 'charge', 2, { unsafe: true });
         expect(await store.commit([commitOf('A', 1, { effects: { create: [unsafe], deactivate: [] } })])).toEqual([{ ok: true, revision: 2, fence: null }]);

@@ -337,7 +337,9 @@ export class MemoryStore implements JobStore {
       e.status === 'pending' ||
       (e.status === 'backoff' && e.nextRunAt !== null && e.nextRunAt <= now) ||
       (e.status === 'running' && ((e.claimExpiresAt !== null && e.claimExpiresAt <= now) || (takeOver !== undefined && e.claimedBy === takeOver)));
-    if (!claimable || this.#held(e.jobId)) return undefined;
+    // Never an attempt past the policy: a runner that read an older attempt (another took the
+    // next one over meanwhile, and died too) leaves the last one to be recorded exhausted.
+    if (!claimable || e.attempt >= e.maxAttempts || this.#held(e.jobId)) return undefined;
     const leaseFence = this.#claimLease(e.jobId, { runner, fence, now, until: claimUntil, takeOver: takeOver ?? null });
     if (leaseFence === undefined) return undefined;
     const previous = { status: e.status, attempt: e.attempt };

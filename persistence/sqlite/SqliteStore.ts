@@ -1056,6 +1056,7 @@ function prepare(db: Database.Database) {
         claim_expires_at = @until, next_run_at = NULL, updated_at = @now
       WHERE id = @id AND active = 1 AND (status = 'pending' OR (status = 'backoff' AND next_run_at <= @now)
         OR (status = 'running' AND (claim_expires_at <= @now OR claimed_by = @takeOver)))
+        AND attempt < max_attempts
         AND ${NOT_HELD('effects.job_id')}
       RETURNING *`),
     releaseEffect: db.prepare(`UPDATE effects SET status = 'pending', max_attempts = max_attempts + 1, claimed_by = NULL, claim_expires_at = NULL,

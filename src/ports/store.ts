@@ -686,7 +686,8 @@ export interface JobStore {
   runningEffects(limit: number): Promise<EffectRecord[]>;
   /**
    * Start the next attempt: only if the effect is active and pending, due from backoff, or
-   * running under a claim that expired (or `takeOver` names the dead runner). The attempt a
+   * running under a claim that expired (or `takeOver` names the dead runner), and never past
+   * `maxAttempts` (the runtime records a last attempt interrupted as exhausted). The attempt a
    * dead runner left is recorded as interrupted. In the same transaction the runner claims (or
    * renews, with `fence` held) its job's lease until `claimUntil`; while another live runner holds
    * it, or the job is suspended or quarantined, nothing is claimed. The claimed effect comes back with the job's lease fence. (`fence`
