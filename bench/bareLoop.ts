@@ -16,11 +16,10 @@
  */
 import Database from 'better-sqlite3';
 import { createActor, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
-import { performance } from 'node:perf_hooks';
 import { jobLifecycle } from '../machines/index.ts';
 import { transitionInScope } from '../src/runtime/childScope.ts';
 import type { RunResult, Synchronous } from './rawRun.ts';
-import { Samples } from './stats.ts';
+import { timedSteps, timedSyncSteps } from './stats.ts';
 import { freshDbPath } from './tempDb.ts';
 import { persistedSnapshotTemplate, progressEvent } from './workload.ts';
 
@@ -129,21 +128,9 @@ export async function runBareLoop(options: { synchronous: Synchronous; durationM
     const send = async (i: number) => bare.commitOne(bare.prepare(job, progressEvent(i)));
     let i = 0;
     for (; i < options.warmupOps; i += 1) await send(i);
-    const latencies = new Samples();
-    const start = performance.now();
-    const end = start + options.durationMs;
-    let ops = 0;
-    let now = start;
-    while (now < end) {
-      await send(i++);
-      const after = performance.now();
-      latencies.push(after - now);
-      now = after;
-      ops += 1;
-    }
+    const run = await timedSteps(options.durationMs, () => send(i++));
     if (bare.revisionOf(job.id) !== job.revision) throw new Error('bare loop: stored revision differs from the held one');
-    const seconds = (now - start) / 1000;
-    return { ops, seconds, perSec: ops / seconds, latencies };
+    return run;
   } finally {
     bare.dispose();
   }
@@ -164,19 +151,8 @@ export function runBareBatched(options: { synchronous: Synchronous; durationMs: 
       bare.commitBatch(writes);
     };
     for (let w = 0; w < 10; w += 1) round();
-    const cpu0 = process.cpuUsage();
-    const start = performance.now();
-    const end = start + options.durationMs;
-    let ops = 0;
-    let now = start;
-    while (now < end) {
-      round();
-      ops += options.batch;
-      now = performance.now();
-    }
-    const cpu = process.cpuUsage(cpu0);
-    const seconds = (now - start) / 1000;
-    return { perSec: ops / seconds, ops, cpuUsPerOp: (cpu.user + cpu.system) / ops };
+    const { perSec, ops, cpuUsPerOp } = timedSyncSteps(options.durationMs, options.batch, round);
+    return { perSec, ops, cpuUsPerOp };
   } finally {
     bare.dispose();
   }

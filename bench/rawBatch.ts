@@ -8,7 +8,7 @@ import Database from 'better-sqlite3';
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Synchronous } from './rawRun.ts';
-import { Samples } from './stats.ts';
+import { Samples, timedSyncSteps } from './stats.ts';
 import { walFrames } from './groupCommit.ts';
 import { freshDbPath } from './tempDb.ts';
 
@@ -69,25 +69,11 @@ export function runRawBatched(options: { synchronous: Synchronous; durationMs: n
       }
     });
     for (let w = 0; w < (options.warmupBatches ?? 5); w += 1) batch.immediate();
-    const latencies = new Samples();
-    const cpu0 = process.cpuUsage();
-    const start = performance.now();
-    const end = start + options.durationMs;
-    let ops = 0;
-    let now = start;
-    while (now < end) {
-      batch.immediate();
-      const after = performance.now();
-      latencies.push(after - now);
-      now = after;
-      ops += options.batch;
-    }
-    const seconds = (now - start) / 1000;
-    const cpu = process.cpuUsage(cpu0);
+    const { perSec, ops, seconds, latencies, cpuUsPerOp } = timedSyncSteps(options.durationMs, options.batch, () => batch.immediate());
     const wal = walFrames(db, path);
     wal.start();
     for (let w = 0; w < 10; w += 1) batch.immediate();
-    return { perSec: ops / seconds, ops, seconds, latencies, walFramesPerOp: wal.frames() / (10 * options.batch), cpuUsPerOp: (cpu.user + cpu.system) / ops };
+    return { perSec, ops, seconds, latencies, walFramesPerOp: wal.frames() / (10 * options.batch), cpuUsPerOp };
   } finally {
     dispose();
   }

@@ -75,3 +75,27 @@ export async function timedSteps(durationMs: number, step: () => Promise<void>):
   const seconds = (now - start) / 1000;
   return { ops, seconds, perSec: ops / seconds, latencies };
 }
+
+/**
+ * The synchronous twin of {@link timedSteps}, for loops that hold no promise (raw SQLite): call
+ * `step` until `durationMs` has passed; each call does `opsPerStep` operations. Returns the step
+ * latencies and this process's CPU time per operation.
+ */
+export function timedSyncSteps(durationMs: number, opsPerStep: number, step: () => void): { ops: number; seconds: number; perSec: number; latencies: Samples; cpuUsPerOp: number } {
+  const latencies = new Samples();
+  const cpu0 = process.cpuUsage();
+  const start = performance.now();
+  const end = start + durationMs;
+  let ops = 0;
+  let now = start;
+  while (now < end) {
+    step();
+    const after = performance.now();
+    latencies.push(after - now);
+    now = after;
+    ops += opsPerStep;
+  }
+  const seconds = (now - start) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  return { ops, seconds, perSec: ops / seconds, latencies, cpuUsPerOp: (cpu.user + cpu.system) / ops };
+}

@@ -37,12 +37,10 @@ function hydrateOrThrow(def: RegisteredMachine, json: PersistedSnapshotJson, sto
   if (typeof json['status'] !== 'string') return { ok: false, reason: 'the stored snapshot has no readable status' };
   // XState restores a snapshot without a context object, or with children that are not an object,
   // and fails only on the next event ("Cannot assign to undefined context"): refuse it here.
-  const context = json['context'];
-  if (context === null || typeof context !== 'object' || Array.isArray(context)) return { ok: false, reason: `snapshot does not fit machine ${def.id}@${def.version}: its context is not an object` };
-  const children = json['children'];
-  if (children !== undefined && (children === null || typeof children !== 'object' || Array.isArray(children))) {
-    return { ok: false, reason: `snapshot does not fit machine ${def.id}@${def.version}: its children are not an object` };
-  }
+  const isObject = (v: unknown) => v !== null && typeof v === 'object' && !Array.isArray(v);
+  const misfit = (why: string): Hydrated => ({ ok: false, reason: `snapshot does not fit machine ${def.id}@${def.version}: ${why}` });
+  if (!isObject(json['context'])) return misfit('its context is not an object');
+  if (json['children'] !== undefined && !isObject(json['children'])) return misfit('its children are not an object');
   let snapshot: AnyMachineSnapshot;
   let actor: unknown;
   try {
@@ -50,11 +48,10 @@ function hydrateOrThrow(def: RegisteredMachine, json: PersistedSnapshotJson, sto
     actor = restored;
     snapshot = restored.getSnapshot() as AnyMachineSnapshot;
   } catch (error) {
-    return { ok: false, reason: `snapshot does not fit machine ${def.id}@${def.version}: ${(error as Error).message}` };
+    return misfit((error as Error).message);
   }
   if (snapshot.status === 'error' && storedStatus !== 'error') {
-    const message = snapshot.error instanceof Error ? snapshot.error.message : String(snapshot.error);
-    return { ok: false, reason: `snapshot does not fit machine ${def.id}@${def.version}: ${message}` };
+    return misfit(snapshot.error instanceof Error ? snapshot.error.message : String(snapshot.error));
   }
   if (snapshot.status !== storedStatus) {
     return { ok: false, reason: `stored status "${storedStatus}" disagrees with the snapshot's "${snapshot.status}"` };

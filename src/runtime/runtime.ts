@@ -849,7 +849,7 @@ export class Runtime {
     if (this.#closed) return;
     this.#closing = true; // no new attempts are claimed from here on
     const graceMs = typeof options?.graceMs === 'number' && options.graceMs > 0 ? options.graceMs : 0;
-    const giveBack = options?.releaseAttempts !== false;
+    const giveBack = options.releaseAttempts !== false;
     if (graceMs > 0 && this.#running.size > 0) {
       // Let running activities finish (their outcomes are recorded) until the deadline.
       let timer: ReturnType<typeof setTimeout> | undefined;
@@ -1487,13 +1487,13 @@ export class Runtime {
   }
 
   #jsonPayload(what: string, value: unknown): JsonValue {
-    let depth: number;
+    let walked: { depth: number; toJSON: boolean };
     try {
-      depth = nestingDepth(value, MAX_DEPTH + 1);
+      walked = nestingDepth(value, MAX_DEPTH + 1);
     } catch (error) {
       throw new ValidationError(`The ${what} cannot be read as JSON: ${(error as Error).message}`);
     }
-    if (Math.abs(depth) > MAX_DEPTH) throw new ValidationError(`The ${what} is nested deeper than ${MAX_DEPTH} levels.`);
+    if (walked.depth > MAX_DEPTH) throw new ValidationError(`The ${what} is nested deeper than ${MAX_DEPTH} levels.`);
     let text: string | undefined;
     try {
       text = JSON.stringify(value);
@@ -1507,7 +1507,7 @@ export class Runtime {
     }
     const json = JSON.parse(text) as JsonValue;
     // A `toJSON` method writes what the walk above did not see: count the JSON itself.
-    if (depth < 0 && nestingDepth(json, MAX_DEPTH + 1) > MAX_DEPTH) throw new ValidationError(`The ${what} is nested deeper than ${MAX_DEPTH} levels.`);
+    if (walked.toJSON && nestingDepth(json, MAX_DEPTH + 1).depth > MAX_DEPTH) throw new ValidationError(`The ${what} is nested deeper than ${MAX_DEPTH} levels.`);
     return json;
   }
 
@@ -2727,10 +2727,10 @@ function describeEnd(record: JobRecord): string {
 }
 
 /**
- * Nesting depth of a value, counted without recursion (stops counting past `limit`); negative
- * when some object in it has a `toJSON` method, whose JSON the walk cannot see.
+ * Nesting depth of a value, counted without recursion (stops counting past `limit`), and whether
+ * some object in it has a `toJSON` method, whose JSON the walk cannot see.
  */
-function nestingDepth(value: unknown, limit: number): number {
+function nestingDepth(value: unknown, limit: number): { depth: number; toJSON: boolean } {
   let deepest = 0;
   let custom = false;
   const stack: [unknown, number][] = [[value, 0]];
@@ -2742,11 +2742,11 @@ function nestingDepth(value: unknown, limit: number): number {
     if (v === null || typeof v !== 'object' || seen.has(v)) continue;
     seen.add(v);
     deepest = Math.max(deepest, d + 1);
-    if (deepest > limit) return deepest;
+    if (deepest > limit) return { depth: deepest, toJSON: custom };
     if (typeof (v as { toJSON?: unknown }).toJSON === 'function') custom = true;
     for (const child of Object.values(v)) stack.push([child, d + 1]);
   }
-  return custom ? -deepest : deepest;
+  return { depth: deepest, toJSON: custom };
 }
 
 function requireText(what: string, value: unknown): asserts value is string {
