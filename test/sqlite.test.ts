@@ -5,6 +5,7 @@ import { loadMigrations, SqliteStore } from '../persistence/sqlite/index.ts';
 import { DatabaseBusyError, NotASpoolDatabaseError } from '../persistence/sqlite/SqliteStore.ts';
 import { jobLifecycle } from '../machines/index.ts';
 import { CorruptRecordError, SchemaTooNewError, SpoolError, ValidationError, type RuntimeEvent } from '../src/index.ts';
+import { MemoryStore } from '../persistence/memory/index.ts';
 import { Resources } from './helpers/resources.ts';
 import { newJob } from './store.contract.ts';
 
@@ -59,6 +60,25 @@ describe('SqliteStore settings', () => {
     expect(error).toBeInstanceOf(ValidationError);
     expect((error as Error).message).toMatch(message);
     expect(existsSync(path)).toBe(false);
+  });
+});
+
+describe('MemoryStore: the SQLite store on a private :memory: database', () => {
+  it('opens synchronously at the latest schema, each instance its own database, and is closed like any SQLite store', async () => {
+    const a = new MemoryStore();
+    const b = new MemoryStore();
+    expect(a).toBeInstanceOf(SqliteStore);
+    expect(a.description).toBe('memory');
+    expect(a.db.memory).toBe(true);
+    expect(a.schemaVersion).toBe(loadMigrations().at(-1)!.version);
+    expect(a.db.pragma('foreign_keys', { simple: true })).toBe(1);
+    expect((await a.createJob(newJob('j1'))).created).toBe(true);
+    expect(await a.getJob('j1')).toMatchObject({ id: 'j1', revision: 1 });
+    expect(await b.getJob('j1')).toBeUndefined();
+    await a.close();
+    await b.close();
+    expect(a.db.open).toBe(false);
+    await expect(a.getJob('j1')).rejects.toThrow(/not open/);
   });
 });
 

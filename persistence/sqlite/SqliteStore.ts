@@ -178,8 +178,13 @@ export class SqliteStore implements JobStore {
   readonly #schedules: SqliteSchedules;
   #closed = false;
 
-  private constructor(path: string, options: SqliteStoreOptions) {
-    this.description = `sqlite:${path}`;
+  /**
+   * Opens the database synchronously (better-sqlite3 is synchronous). Use {@link SqliteStore.open},
+   * which checks the options and retries while another process sets a new file up; subclasses
+   * (the in-memory store) call it with `:memory:`, which no other connection can lock.
+   */
+  protected constructor(path: string, options: SqliteStoreOptions, description = `sqlite:${path}`) {
+    this.description = description;
     this.db = new Database(path, { timeout: options.busyTimeoutMs ?? 5000 });
     try {
       // Before anything is changed, even the journal mode: another application's file, or a newer Spool's.
