@@ -39,9 +39,10 @@ import type {
   TransitionRecord,
   LeaseClaim,
 } from '../../src/ports/store.ts';
-import { inlineDraft, isExternal, leaseLostError, MAX_RELEASES, outcomeOf, RELEASED_ATTEMPT } from '../../src/ports/store.ts';
+import { inlineDraft, isExternal, leaseLostError, MAX_RELEASES, outcomeOf, RELEASED_ATTEMPT, revisionNamedBy } from '../../src/ports/store.ts';
 import { systemClock, type Clock } from '../../src/ports/clock.ts';
 import { SchemaTooNewError, CorruptRecordError, SpoolError, ValidationError } from '../../src/runtime/errors.ts';
+import { attemptsLeft, exhausted, releasesLeft, SQLITE, STUCK } from './predicates.ts';
 import { SqliteSchedules } from './schedules.ts';
 
 /** Options of {@link SqliteStore.open}. */
@@ -325,13 +326,10 @@ export class SqliteStore implements JobStore {
       params.push(filter.status);
     }
     if (filter.quarantined !== undefined) where.push(filter.quarantined ? 'quarantine IS NOT NULL' : 'quarantine IS NULL');
-    if (filter.exhausted !== undefined) {
-      where.push(`${filter.exhausted ? '' : 'NOT '}EXISTS (SELECT 1 FROM effects e WHERE e.job_id = jobs.id AND e.status = 'failed'
-        AND (e.attempt >= e.max_attempts OR json_extract(e.error, '$.code') IN ('SPOOL_RETRIES_EXHAUSTED', 'SPOOL_INDETERMINATE')))`);
-    }
+    if (filter.exhausted !== undefined) where.push(filter.exhausted ? EXHAUSTED : `NOT ${EXHAUSTED}`);
     if (filter.cancelRequested !== undefined) where.push(filter.cancelRequested ? 'cancel_requested_at IS NOT NULL' : 'cancel_requested_at IS NULL');
     if (filter.suspended !== undefined) where.push(filter.suspended ? 'suspended_at IS NOT NULL' : 'suspended_at IS NULL');
-    if (filter.stuck !== undefined) where.push(filter.stuck ? `(${IDLE_SQL})` : `NOT (${IDLE_SQL})`);
+    if (filter.stuck !== undefined) where.push(filter.stuck ? `(${STUCK})` : `NOT (${STUCK})`);
     if (filter.owner !== undefined) {
       where.push('owner = ?');
       params.push(filter.owner ?? '');
@@ -871,16 +869,6 @@ const INLINE_OK = `(@inline_event IS NULL OR (NOT EXISTS (SELECT 1 FROM inbox WH
 const INLINE_EVENT = `SELECT NULL AS seq, job_id, event_id, event_type AS type, payload, payload_hash, outcome AS status,
   'external' AS source_kind, NULL AS source_id, NULL AS attempt, error, revision, at AS accepted_at, at AS processed_at FROM transitions`;
 
-/**
- * The revision an event id names (`r<revision>.<uuid>`, the ids the runtime makes up for events
- * sent without one), or -1. Such an event applied at that revision is found by the history's
- * primary key; any other id goes in the event key index.
- */
-function revisionNamedBy(eventId: string): number {
-  const m = /^r([1-9][0-9]{0,14})\./.exec(eventId);
-  return m ? Number(m[1]) : -1;
-}
-
 /** The history row recording an event applied as it was accepted, by the event's id. */
 function inlineEvent(s: ReturnType<typeof prepare>, jobId: string, eventId: string): Row | undefined {
   const keyed = s.keyedEvent.get(jobId, eventId) as Row | undefined;
@@ -907,15 +895,8 @@ function leaseParams(lease: (Omit<LeaseClaim, 'fence'> & { fence: number | null 
   };
 }
 
-/** A `jobs` row that nothing recorded will move (`JobFilter.stuck`): see the store port. */
-const IDLE_SQL = `jobs.status = 'active' AND jobs.quarantine IS NULL AND jobs.suspended_at IS NULL AND jobs.lease_owner IS NULL
-  AND NOT EXISTS (SELECT 1 FROM inbox i WHERE i.job_id = jobs.id AND i.status = 'pending')
-  AND NOT EXISTS (SELECT 1 FROM timers t WHERE t.job_id = jobs.id AND t.status IN ('scheduled', 'fired'))
-  AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.job_id = jobs.id AND e.active = 1 AND e.status IN ('pending', 'running', 'waiting', 'backoff'))`;
-
-/** A `jobs` row with an effect that failed for good (`JobFilter.exhausted`). */
-const EXHAUSTED_SQL = `EXISTS (SELECT 1 FROM effects e WHERE e.job_id = jobs.id AND e.status = 'failed'
-  AND (e.attempt >= e.max_attempts OR json_extract(e.error, '$.code') IN ('SPOOL_RETRIES_EXHAUSTED', 'SPOOL_INDETERMINATE')))`;
+/** `JobFilter.exhausted` in SQLite's spelling (predicates.ts). */
+const EXHAUSTED = exhausted(SQLITE);
 
 /** `stats`: aggregates over the tables for one owner (`@all = 1`: every owner) at `@now`. */
 function prepareStats(db: Database.Database) {
@@ -929,8 +910,8 @@ function prepareStats(db: Database.Database) {
         count(*) FILTER (WHERE quarantine IS NOT NULL) AS quarantined,
         count(*) FILTER (WHERE suspended_at IS NOT NULL) AS suspended,
         count(*) FILTER (WHERE cancel_requested_at IS NOT NULL) AS cancel_requested,
-        count(*) FILTER (WHERE ${EXHAUSTED_SQL}) AS exhausted,
-        count(*) FILTER (WHERE ${IDLE_SQL}) AS idle
+        count(*) FILTER (WHERE ${EXHAUSTED}) AS exhausted,
+        count(*) FILTER (WHERE ${STUCK}) AS idle
       FROM jobs WHERE ${scope}`),
     // The oldest pending event counts held ones too: an event waiting on a suspension is still waiting.
     statsBacklog: db.prepare(`SELECT count(*) AS events, count(DISTINCT i.job_id) AS jobs,
@@ -1061,13 +1042,13 @@ function prepare(db: Database.Database) {
         claim_expires_at = @until, next_run_at = NULL, updated_at = @now
       WHERE id = @id AND active = 1 AND (status = 'pending' OR (status = 'backoff' AND next_run_at <= @now)
         OR (status = 'running' AND (claim_expires_at <= @now OR claimed_by = @takeOver)))
-        AND attempt < max_attempts
+        AND ${attemptsLeft('effects')}
         AND ${NOT_HELD('effects.job_id')}
       RETURNING *`),
     releaseEffect: db.prepare(`UPDATE effects SET status = 'pending', max_attempts = max_attempts + 1, claimed_by = NULL, claim_expires_at = NULL,
         next_run_at = NULL, updated_at = @at
       WHERE id = @id AND attempt = @attempt AND claimed_by = @runner AND status = 'running' AND active = 1 AND unsafe = 0
-        AND (SELECT count(*) FROM effect_attempts WHERE effect_id = @id AND outcome = 'interrupted' AND json_extract(error, '$.code') = 'SPOOL_RELEASED') < @limit`),
+        AND ${releasesLeft(SQLITE)}`),
     interruptAttempt: db.prepare(`UPDATE effect_attempts SET outcome = 'interrupted', ended_at = ?
       WHERE effect_id = ? AND attempt = ? AND outcome = 'running'`),
     insertAttempt: db.prepare(`INSERT INTO effect_attempts (effect_id, attempt, runner, started_at, outcome) VALUES (?, ?, ?, ?, 'running')`),
