@@ -96,7 +96,7 @@ describe('SqliteStore migrations', () => {
     const raw = res.raw(path);
     raw.exec(`INSERT INTO inbox (job_id, event_id, type, payload, payload_hash, status, revision, accepted_at, processed_at, source_kind)
         SELECT job_id, event_id, event_type, payload, payload_hash, outcome, revision, at, at, 'external' FROM transitions WHERE payload_hash IS NOT NULL;
-      DROP VIEW events; DROP INDEX transitions_event_key;
+      DROP VIEW events; DROP TABLE event_keys;
       ALTER TABLE transitions DROP COLUMN event_keyed; ALTER TABLE transitions DROP COLUMN payload_hash;
       DROP INDEX effects_pending; DROP INDEX jobs_active_children;
       DELETE FROM spool_migrations WHERE version >= 7;`);
