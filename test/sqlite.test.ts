@@ -7,7 +7,7 @@ import { jobLifecycle } from '../machines/index.ts';
 import { CorruptRecordError, SchemaTooNewError, SpoolError, ValidationError, type RuntimeEvent } from '../src/index.ts';
 import { MemoryStore } from '../persistence/memory/index.ts';
 import { Resources } from './helpers/resources.ts';
-import { newJob } from './store.contract.ts';
+import { commitOf, newEvent, newJob } from './store.contract.ts';
 
 const res = new Resources();
 afterEach(() => res.dispose());
@@ -116,6 +116,40 @@ describe('SqliteStore migrations', () => {
       [next.eventId, 4, 'history'],
     ]);
     expect((await runtime.history('old')).map((h) => h.revision)).toEqual([1, 2, 3, 4]);
+  });
+
+  it('upgrades a schema-9 file: the ids it recorded (history key index, inbox) become keys, and are refused again', async () => {
+    const path = res.dbPath();
+    const go = (eventId: string, at: number) => newEvent('j', eventId, { type: 'GO' }, at);
+    {
+      const store = await res.sqlite(path);
+      await store.createJob(newJob('j'));
+      expect(await store.commit([commitOf('j', 1, { event: { accept: go('hook', 1), status: 'applied', error: null, payload: { type: 'GO' } } })])).toMatchObject([{ ok: true }]);
+      const { event } = await store.acceptEvent(go('queued', 2));
+      expect(await store.commit([commitOf('j', 2, { event: { seq: event.seq!, status: 'applied', error: null, payload: { type: 'GO' } } })])).toMatchObject([{ ok: true }]);
+      await store.close();
+    }
+    // Back to schema 9: no key table, the history's event key index instead.
+    const raw = res.raw(path);
+    raw.exec(`DROP TABLE event_keys; UPDATE transitions SET event_keyed = 1 WHERE event_id = 'hook';
+      CREATE UNIQUE INDEX transitions_event_key ON transitions (job_id, event_id) WHERE event_keyed = 1;
+      DELETE FROM spool_migrations WHERE version >= 10;`);
+    raw.close();
+    const store = await res.sqlite(path);
+    expect(store.db.prepare('SELECT job_id, event_id, revision FROM event_keys ORDER BY event_id').all()).toEqual([
+      { job_id: 'j', event_id: 'hook', revision: 2 },
+      { job_id: 'j', event_id: 'queued', revision: null },
+    ]);
+    for (const [eventId, revision] of [['hook', 2], ['queued', 3]] as const) {
+      const accept = go(eventId, 3);
+      expect(await store.commit([commitOf('j', 3, { event: { accept, status: 'applied', error: null, payload: { type: 'GO' } } })])).toEqual([
+        { ok: false, reason: 'duplicate-event' },
+      ]);
+      expect(await store.acceptEvent(accept)).toMatchObject({ duplicate: true, event: { revision } });
+    }
+    // A second record of one (job, event id) is a primary key violation, whoever writes it.
+    expect(() => store.db.prepare("INSERT INTO event_keys (job_id, event_id) VALUES ('j', 'hook')").run()).toThrow(/UNIQUE constraint failed/);
+    await store.close();
   });
 
   it('records the schema version it migrated to', async () => {
