@@ -825,7 +825,7 @@ function migrate(db: Database.Database, path: string, now: number): number {
     .immediate();
 }
 
-/** SQLite's BINARY collation (UTF-8 byte order): how the memory store orders text too. */
+/** SQLite's BINARY collation (UTF-8 byte order), for what is sorted after it is read. */
 function byteOrder(a: string, b: string): number {
   return Buffer.compare(Buffer.from(a), Buffer.from(b));
 }
