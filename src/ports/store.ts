@@ -280,6 +280,7 @@ export type CommitResult =
   /** Another runner holds the job's lease (not expired): nothing was written. */
   | { ok: false; reason: 'leased'; owner: string; until: number }
   | { ok: false; reason: 'event-settled' }
+  /** The event's id is already recorded for the job (a key refused it): nothing was written. */
   | { ok: false; reason: 'duplicate-event' }
   /** The commit's `finish` is not the current attempt (stale, or the lease moved on): nothing was written. */
   | { ok: false; reason: 'outcome-not-current' }
@@ -657,7 +658,11 @@ export interface JobStore {
    * with the number of jobs.
    */
   activeMachineVersions(owner: string | null, countUpTo: number): Promise<{ machineId: string; machineVersion: string; jobs: number }[]>;
-  /** Durably record an event, or return the one already recorded under (jobId, eventId). */
+  /**
+   * Durably record an event, or return the one already recorded under (jobId, eventId), queued or
+   * applied as it was accepted. A second record of one id must be impossible by a key, not by
+   * looking first (docs/ARCHITECTURE.md, "The store contract").
+   */
   acceptEvent(event: NewInboxEvent): Promise<AcceptResult>;
   getEvent(jobId: string, eventId: string): Promise<InboxRecord | undefined>;
   /** A job's events, all statuses: those applied in revision order, then the rest (pending, rejected) in accept order. */
@@ -693,9 +698,9 @@ export interface JobStore {
   /**
    * Start the next attempt: only if the effect is active and pending, due from backoff, or
    * running under a claim that expired (or `takeOver` names the dead runner), and never past
-   * the effect's stored `maxAttempts` (set by the engine's retry policy when the effect is written;
-   * the runtime records a last attempt interrupted as exhausted; SQL: `attemptsLeft`, predicates.ts). The attempt a
-   * dead runner left is recorded as interrupted. In the same transaction the runner claims (or
+   * the effect's stored `maxAttempts` (set by the engine's retry policy when the effect is
+   * written; SQL: `attemptsLeft`, persistence/sqlite/predicates.ts; the runtime records a last
+   * attempt interrupted as exhausted). The attempt a dead runner left is recorded as interrupted. In the same transaction the runner claims (or
    * renews, with `fence` held) its job's lease until `claimUntil`; while another live runner holds
    * it, or the job is suspended or quarantined, nothing is claimed. The claimed effect comes back with the job's lease fence. (`fence`
    * omitted, in tools and tests: the runner's own live lease is renewed whatever its fence.)
