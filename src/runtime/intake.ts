@@ -171,7 +171,7 @@ export function requireText(what: string, value: unknown): asserts value is stri
  * An options object (or nothing), with only the `known` names: a misspelt option (`jobid`) would
  * otherwise be ignored and its default used, which for an id or a key makes a retry a duplicate.
  */
-function requireOptions<T>(options: T, call: string, known: readonly string[]): T {
+export function requireOptions<T>(options: T, call: string, known: readonly string[]): T {
   if (options === undefined) return {} as T;
   if (options === null || typeof options !== 'object' || Array.isArray(options)) throw new ValidationError(`${call}: options must be an object (or left out).`);
   const unknown = unknownNames(options, known);
