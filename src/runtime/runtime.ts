@@ -165,7 +165,7 @@ export class Runtime {
   readonly #slots: ActivitySlots;
   readonly #backlog: BacklogGauge;
   readonly #leaseMs: number;
-  /** Leases this runtime holds, by job id: the fence it holds each with (see `#heartbeat`). */
+  /** Leases this runtime holds, by job id: the fence it holds each with (kept by `#leaseKeeper`, leases.ts). */
   readonly #leases = new Map<string, number>();
   /** Attempts claimed here whose outcome is not recorded yet, by effect id (their job ids): their leases are kept. */
   readonly #attempting = new Map<string, string>();
