@@ -5,7 +5,7 @@
  */
 import type { JobRecord, JobStore, JsonValue } from '../ports/store.ts';
 import { JOB_STATUSES } from '../ports/store.ts';
-import type { ListFilter } from './api.ts';
+import type { ListFilter, SendOptions } from './api.ts';
 import { IdempotencyConflictError, PayloadTooLargeError, UnknownEventError, ValidationError } from './errors.ts';
 import { toJson } from './json.ts';
 import { redactText } from './redaction.ts';
@@ -15,7 +15,7 @@ import { unknownNames } from './options.ts';
 /** Deepest JSON nesting accepted in inputs, events and outputs. */
 export const MAX_DEPTH = 64;
 /** Event ids the runtime gives its own events: a caller cannot take them. */
-export const RESERVED_EVENT_ID = /^(spool\.|timer~|effect~|self~|parent~|child~|retry-of:)/;
+const RESERVED_EVENT_ID = /^(spool\.|timer~|effect~|self~|parent~|child~|retry-of:)/;
 /** Largest accepted input or event by default, in bytes of JSON. */
 export const DEFAULT_MAX_PAYLOAD = 256 * 1024;
 const EVENT_ID_PATTERN = /^[\x21-\x7e]{1,200}$/;
@@ -212,6 +212,19 @@ export function checkListFilter(filter: ListFilter): ListFilter {
   }
   if (filter.limit !== undefined && !(Number.isSafeInteger(filter.limit) && filter.limit >= 0)) throw new ValidationError('list: limit must be a non-negative safe integer (at most 2^53 - 1).');
   return filter;
+}
+
+/** `send`'s options: `wait` a boolean, `eventId` a valid id that is not one of the runtime's own. */
+export function checkSendOptions(options: SendOptions): SendOptions {
+  options = requireOptions(options, 'send', ['eventId', 'wait']);
+  if (options.wait !== undefined && typeof options.wait !== 'boolean') throw new ValidationError('send: wait must be true or false.');
+  if (options.eventId !== undefined) {
+    checkId('event id', options.eventId);
+    if (RESERVED_EVENT_ID.test(options.eventId)) {
+      throw new ValidationError(`Event id "${options.eventId}" is reserved for the runtime's own events (spool.*, timer~, effect~, self~, parent~, child~); choose another.`);
+    }
+  }
+  return options;
 }
 
 /** `waitFor`'s arguments. */

@@ -66,7 +66,7 @@ import {
   Intake,
   requireOptions,
   requireText,
-  RESERVED_EVENT_ID,
+  checkSendOptions,
   type CloseOptions,
   type WaitOptions,
 } from './intake.ts';
@@ -345,14 +345,7 @@ export class Runtime {
   }
 
   async #send(jobId: string, event: unknown, options: SendOptions): Promise<SendResult> {
-    options = requireOptions(options, 'send', ['eventId', 'wait']);
-    if (options.wait !== undefined && typeof options.wait !== 'boolean') throw new ValidationError('send: wait must be true or false.');
-    if (options.eventId !== undefined) {
-      checkId('event id', options.eventId);
-      if (RESERVED_EVENT_ID.test(options.eventId)) {
-        throw new ValidationError(`Event id "${options.eventId}" is reserved for the runtime's own events (spool.*, timer~, effect~, self~, parent~, child~); choose another.`);
-      }
-    }
+    options = checkSendOptions(options);
     const record = await this.#visible(jobId, true);
     // An id made up here names the revision the event is about to be applied at: applied there
     // as it is accepted, the store finds it by that history row's key (no index entry to write).
