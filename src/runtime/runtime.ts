@@ -556,16 +556,6 @@ export class Runtime {
     return { timersFired, activitiesStarted };
   }
 
-  /** This runtime no longer holds the job (leases.ts). */
-  #leaseLost(jobId: string, fence: number): void {
-    this.#leaseKeeper.lost(jobId, fence);
-  }
-
-  /** The lease a commit of this job is made under (leases.ts). */
-  #leaseFor(jobId: string, hold: boolean, now: number): LeaseClaim {
-    return this.#leaseKeeper.claimFor(jobId, hold, now);
-  }
-
   /** When the next timer, retry or schedule occurrence is due (clock time), or null: a worker sleeps until then. */
   async nextWakeAt(): Promise<number | null> {
     this.#assertOpen();
@@ -886,33 +876,39 @@ export class Runtime {
     if (this.#closed) throw new ClosedError('This Spool runtime is closed; create a new one with createRuntime().');
   }
 
+  // One-line delegates to the parts, under the names the commit path and the activity executor call.
   /** A job read from the record this runtime last committed or read of it, if any (jobView.ts). */
-  #readKnown(jobId: string): Promise<JobRecord | undefined> {
-    return this.#reader.readKnown(jobId);
-  }
-
+  readonly #readKnown = (jobId: string): Promise<JobRecord | undefined> => this.#reader.readKnown(jobId);
   /** A job of this runtime's owner; `cached`: read it with {@link #readKnown} (jobView.ts). */
-  #visible(jobId: string, cached = false): Promise<JobRecord> {
-    return this.#reader.visible(jobId, cached);
-  }
-
+  readonly #visible = (jobId: string, cached = false): Promise<JobRecord> => this.#reader.visible(jobId, cached);
+  readonly #view = (record: JobRecord): Job => this.#reader.view(record);
   /** The job a `start` repeats (intake.ts). */
-  #findExisting(jobId: string, key: string | null): Promise<JobRecord | undefined> {
-    return this.#intake.findExisting(jobId, key);
-  }
+  readonly #findExisting = (jobId: string, key: string | null): Promise<JobRecord | undefined> => this.#intake.findExisting(jobId, key);
+  readonly #validateInput = (def: RegisteredMachine, input: unknown): JsonValue => this.#intake.validateInput(def, input);
+  readonly #validateEvent = (def: RegisteredMachine | undefined, event: unknown): JsonValue => this.#intake.validateEvent(def, event);
+  /** Run `work` in the background: its failure is logged, and `idle`/`close` wait for it (background.ts). */
+  readonly #track = (work: Promise<unknown>): void => this.#background.track(work);
+  /** Count an operation that may commit, so commits of concurrent operations share a transaction (commits.ts). */
+  readonly #unit = <T>(work: () => Promise<T>): Promise<T> => this.#commits.unit(work);
+  /** Group-committed writes (commits.ts): a caller is resolved once the batch holding its write is durable. */
+  readonly #submit = (commit: TransitionCommit): Promise<CommitResult> => this.#commits.submit(commit);
+  readonly #submitCreate = (create: NewJob): Promise<CreateJobResult> => this.#commits.submitCreate(create);
+  readonly #submitFinish = (finish: AttemptFinish): Promise<FinishStatus> => this.#commits.submitFinish(finish);
+  readonly #submitClaim = (claim: EffectClaim): Promise<ClaimedEffect | undefined> => this.#commits.submitClaim(claim);
+  readonly #enqueue = (entry: QueuedWrite, eager = true): void => this.#commits.enqueue(entry, eager);
+  /** Serialise work on one job inside this process (jobLocks.ts; other processes are fenced by revision). */
+  readonly #withLock = <T>(jobId: string, work: () => Promise<T>): Promise<T> => this.#jobLocks.run(jobId, work);
+  /** This runtime no longer holds the job (leases.ts). */
+  readonly #leaseLost = (jobId: string, fence: number): void => this.#leaseKeeper.lost(jobId, fence);
+  /** The lease a commit of this job is made under (leases.ts). */
+  readonly #leaseFor = (jobId: string, hold: boolean, now: number): LeaseClaim => this.#leaseKeeper.claimFor(jobId, hold, now);
+  readonly #emit = (event: RuntimeEvent): void => this.#events.emit(event);
+  readonly #logEntry = (level: LogEntry['level'], msg: string, fields: Record<string, unknown>): void => this.#events.log(level, msg, fields);
 
   /** The job a repeated `start` returns, once it is the same request (intake.ts). */
   #sameStart(record: JobRecord, machineId: string, inputHash: string, jobId: string, key: string | null, requestedId: string | undefined): Job {
     this.#intake.checkSameStart(record, machineId, inputHash, jobId, key, requestedId);
     return this.#view(record);
-  }
-
-  #validateInput(def: RegisteredMachine, input: unknown): JsonValue {
-    return this.#intake.validateInput(def, input);
-  }
-
-  #validateEvent(def: RegisteredMachine | undefined, event: unknown): JsonValue {
-    return this.#intake.validateEvent(def, event);
   }
 
   async #outcome(jobId: string, eventId: string, duplicate: boolean, wait: boolean): Promise<SendResult> {
@@ -935,45 +931,9 @@ export class Runtime {
     };
   }
 
-  /** Run `work` in the background: its failure is logged, and `idle`/`close` wait for it (background.ts). */
-  #track(work: Promise<unknown>): void {
-    this.#background.track(work);
-  }
-
-  /** Count an operation that may commit, so commits of concurrent operations share a transaction (commits.ts). */
-  #unit<T>(work: () => Promise<T>): Promise<T> {
-    return this.#commits.unit(work);
-  }
-
   /** Drain many jobs at once, so their commits share transactions (recovery.ts). */
   #drainAll(ids: readonly string[]): Promise<number> {
     return drainAll((id) => this.#unit(() => this.#drain(id)), ids);
-  }
-
-  /** Group-committed writes (commits.ts): a caller is resolved once the batch holding its write is durable. */
-  #submit(commit: TransitionCommit): Promise<CommitResult> {
-    return this.#commits.submit(commit);
-  }
-
-  #submitCreate(create: NewJob): Promise<CreateJobResult> {
-    return this.#commits.submitCreate(create);
-  }
-
-  #submitFinish(finish: AttemptFinish): Promise<FinishStatus> {
-    return this.#commits.submitFinish(finish);
-  }
-
-  #submitClaim(claim: EffectClaim): Promise<ClaimedEffect | undefined> {
-    return this.#commits.submitClaim(claim);
-  }
-
-  #enqueue(entry: QueuedWrite, eager = true): void {
-    this.#commits.enqueue(entry, eager);
-  }
-
-  /** Serialise work on one job inside this process (jobLocks.ts; other processes are fenced by revision). */
-  #withLock<T>(jobId: string, work: () => Promise<T>): Promise<T> {
-    return this.#jobLocks.run(jobId, work);
   }
 
   /** Apply every pending event of a job, oldest first. Returns how many were settled. */
@@ -1581,10 +1541,6 @@ export class Runtime {
     }
   }
 
-  #view(record: JobRecord): Job {
-    return this.#reader.view(record);
-  }
-
   /** Start due activities up to the concurrency limit. Returns how many attempts it started. */
   async #pumpEffects(): Promise<number> {
     if (!this.#runEffects || this.#closing) return 0;
@@ -1889,14 +1845,6 @@ export class Runtime {
       await this.store.releaseLeases(this.runnerId, [jobId]);
       if (this.#leases.get(jobId) === fence) this.#leases.delete(jobId);
     });
-  }
-
-  #emit(event: RuntimeEvent): void {
-    this.#events.emit(event);
-  }
-
-  #logEntry(level: LogEntry['level'], msg: string, fields: Record<string, unknown>): void {
-    this.#events.log(level, msg, fields);
   }
 }
 
