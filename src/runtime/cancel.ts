@@ -5,7 +5,8 @@
  */
 import type { Clock } from '../ports/clock.ts';
 import type { JobRecord, JobStore, JsonValue, NewInboxEvent } from '../ports/store.ts';
-import { JobQuarantined, JobTerminalError, ValidationError } from './errors.ts';
+import { JobTerminalError, ValidationError } from './errors.ts';
+import { JobQuarantined } from './quarantine.ts';
 import type { Tell } from './events.ts';
 import { hashJson } from './json.ts';
 import { describeEnd, TERMINAL } from './jobView.ts';

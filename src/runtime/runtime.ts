@@ -30,11 +30,9 @@ import {
   IdempotencyConflictError,
   JobNotFinishedError,
   JobNotFoundError,
-  JobQuarantined,
   JobTerminalError,
   RevisionConflictError,
   SpoolError,
-  STORE_REFUSED,
   ValidationError,
   toErrorInfo,
 } from './errors.ts';
@@ -54,6 +52,7 @@ import { ActivitySlots, BacklogGauge, DEFAULT_MAX_BACKLOG, widerScan } from './l
 import { checkRuntimeOptions } from './options.ts';
 import type { Job, JobDetails, ListFilter, LogEntry, RuntimeEvent, RuntimeOptions, SendOptions, SendResult, StartOptions } from './api.ts';
 import { RuntimeEvents } from './events.ts';
+import { JobQuarantined, STORE_REFUSED } from './quarantine.ts';
 import { describeEnd, JobReader, TERMINAL, toJob } from './jobView.ts';
 import {
   checkAsset,
@@ -61,12 +60,12 @@ import {
   checkId,
   checkListFilter,
   checkPercent,
+  checkSendOptions,
   checkWait,
   DEFAULT_MAX_PAYLOAD,
   Intake,
   requireOptions,
   requireText,
-  checkSendOptions,
   type CloseOptions,
   type WaitOptions,
 } from './intake.ts';
