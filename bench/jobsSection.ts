@@ -19,7 +19,7 @@ import { runBaseline } from './baseline.ts';
 import { runRawJobs, type RawJobsResult } from './rawBatch.ts';
 import { SETTINGS, type Synchronous } from './rawRun.ts';
 import { latencySummary as latency, median, Samples } from './stats.ts';
-import { check, printTargets, TARGETS, type TargetCheck } from './targets.ts';
+import { check, TARGETS, type TargetCheck } from './targets.ts';
 import { fmtMs, fmtRate, fmtRatio, hostLoad, loadNow, printLoadNote, printTable, round } from './format.ts';
 import type { SectionContext } from './sections.ts';
 
@@ -56,7 +56,7 @@ interface CaseRow {
 export async function jobsSection(ctx: SectionContext) {
   const load0 = loadNow();
   const rounds = ctx.quick ? 1 : 2;
-  const ms = ctx.quick ? { spool: 700, baseline: 500, raw: 300, light: 1500 } : { spool: 2500, baseline: 1500, raw: 1000, light: 4000 };
+  const ms = ctx.quick ? { spool: 500, baseline: 300, raw: 200, light: 1500 } : { spool: 2500, baseline: 1500, raw: 1000, light: 4000 };
   printHeader(ctx, rounds, ms);
   // JIT warm-up of every path, untimed.
   await runSpoolJobs({ synchronous: 'NORMAL', shape: JOB_SHAPES[0]!, atOnce: 8, durationMs: 200, warmupJobs: 16 });
@@ -83,9 +83,8 @@ export async function jobsSection(ctx: SectionContext) {
   }
   const lightLoad = light.map(({ job, run }) => ({ job, synchronous: 'FULL' as const, perSec: LIGHT_PER_SEC, ...summary([run]), startLagMs: { p99: round(run.lagMs.p99, 3), max: round(run.lagMs.max, 3) } }));
   printResults(rows, lightLoad);
+  // Printed with every other section's at the end of the run (bench/index.ts).
   const targets = targetChecks(rows, lightLoad);
-  console.log('');
-  printTargets(targets);
   const load = hostLoad(load0);
   printLoadNote(load);
   return {

@@ -439,7 +439,7 @@ export async function workersSection(ctx: SectionContext) {
   printLoadNote(load);
   return {
     method: {
-      machine: 'bench-work (bench/workerMachines.ts): initial state invokes a trivial fromPromise activity, onDone → final done',
+      machine: 'bench-work (bench/workerMachines.ts, activityChain with 1 step): step1 invokes a no-work fromPromise activity, onDone → final done',
       setup: `${jobs} jobs started by a runtime with runEffects: false (64 starts in flight), then closed; a fresh database per K`,
       workers: 'K child processes: node --import tsx bench/workerChild.ts: SqliteStore.open (FULL, WAL) + createRuntime (defaults, recover on; maxConcurrentActivities: the "concurrency" of the row, 8 being the default) + runWorker({ pollMs: 20 })',
       timing: `from the first spawn until a raw read-only better-sqlite3 count of active jobs (polled every ${50} ms) reaches 0; then SIGTERM`,
