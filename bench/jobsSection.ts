@@ -56,7 +56,7 @@ interface CaseRow {
 export async function jobsSection(ctx: SectionContext) {
   const load0 = loadNow();
   const rounds = ctx.quick ? 1 : 2;
-  const ms = ctx.quick ? { spool: 500, baseline: 300, raw: 200, light: 1500 } : { spool: 2500, baseline: 1500, raw: 1000, light: 4000 };
+  const ms = ctx.quick ? { spool: 500, baseline: 300, raw: 200, light: 1000 } : { spool: 2500, baseline: 1500, raw: 1000, light: 4000 };
   printHeader(ctx, rounds, ms);
   // JIT warm-up of every path, untimed.
   await runSpoolJobs({ synchronous: 'NORMAL', shape: JOB_SHAPES[0]!, atOnce: 8, durationMs: 200, warmupJobs: 16 });
