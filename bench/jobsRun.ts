@@ -83,31 +83,49 @@ export async function measured(dbPath: string, run: () => Promise<{ jobs: number
   }
 }
 
+/** A job not final this long after its start fails the run (an engine change that loses a job must not hang the bench). */
+const JOB_TIMEOUT_MS = 30_000;
+
 /**
  * Final states seen through runtime events. `finalOf(id)` resolves with the time
  * (performance.now()) of the commit event that made the job final, even when that event came
  * before the caller asked (the start's promise may resolve after the worker finished the job).
+ * One watchdog timer a second, not one per job, fails the jobs waiting longer than JOB_TIMEOUT_MS.
  */
 function watchFinals(runtime: Runtime) {
-  const seen = new Map<string, { at: number; job: Job }>();
-  const waiting = new Map<string, (end: { at: number; job: Job }) => void>();
+  type End = { at: number; job: Job };
+  const seen = new Map<string, End>();
+  const waiting = new Map<string, { since: number; resolve: (end: End) => void; reject: (error: Error) => void }>();
   const unsubscribe = runtime.subscribe((event) => {
     if (event.type !== 'job.committed' || !event.job.final) return;
     const end = { at: performance.now(), job: event.job };
-    const resolve = waiting.get(event.job.id);
-    if (resolve) {
+    const waiter = waiting.get(event.job.id);
+    if (waiter) {
       waiting.delete(event.job.id);
-      resolve(end);
+      waiter.resolve(end);
     } else seen.set(event.job.id, end);
   });
+  const watchdog = setInterval(() => {
+    const now = performance.now();
+    for (const [jobId, w] of waiting) {
+      if (now - w.since < JOB_TIMEOUT_MS) continue;
+      waiting.delete(jobId);
+      w.reject(new Error(`jobs bench: job ${jobId} not final ${JOB_TIMEOUT_MS} ms after its start was acknowledged`));
+    }
+  }, 1000);
+  watchdog.unref();
   const finalOf = async (jobId: string): Promise<number> => {
     const early = seen.get(jobId);
     if (early) seen.delete(jobId);
-    const end = early ?? (await new Promise<{ at: number; job: Job }>((resolve) => waiting.set(jobId, resolve)));
+    const end = early ?? (await new Promise<End>((resolve, reject) => waiting.set(jobId, { since: performance.now(), resolve, reject })));
     if (end.job.status !== 'done' || end.job.value !== 'done') throw new Error(`jobs bench: ${jobId} ended ${end.job.status} in ${JSON.stringify(end.job.value)}`);
     return end.at;
   };
-  return { finalOf, unsubscribe };
+  const stop = () => {
+    clearInterval(watchdog);
+    unsubscribe();
+  };
+  return { finalOf, stop };
 }
 
 /** One runtime + its worker on a fresh database; `job(n)` starts a job and resolves with its start → final latency. */
@@ -133,9 +151,9 @@ async function openSpool(options: { synchronous: Synchronous; shape: JobShape; m
     },
     async close(): Promise<void> {
       controller.abort();
+      finals.stop();
       try {
         await worker;
-        finals.unsubscribe();
         await runtime.close();
       } finally {
         tmp.dispose();
