@@ -1,6 +1,7 @@
 /**
  * The sections `npm run bench` runs after the sequential-send section (bench/index.ts), but for
- * the jobs section (bench/jobsSection.ts): each prints a table and a host-load note, and returns what goes into bench/results/latest.json.
+ * the jobs section (bench/jobsSection.ts): each prints a table and a host-load note, and returns
+ * what goes into bench/results/latest.json.
  */
 import { runSpoolGroup, workloadSnapshot, GROUP_JOBS, RAW_BATCH, STEADY_IN_FLIGHT, type GroupMode, type GroupRunResult } from './groupCommit.ts';
 import { runRawBatched, type RawBatchResult } from './rawBatch.ts';
@@ -10,6 +11,7 @@ import { pathInventory, runPathTesting, type PathConfig, type PathTestingRun } f
 import { SETTINGS, type Synchronous } from './rawRun.ts';
 import { runRawPerJob, runWorkers, WORKER_COUNTS, WORKER_RUNS, type WorkersRun } from './workers.ts';
 import { latencySummary as latency, median } from './stats.ts';
+import { check, TARGETS } from './targets.ts';
 import { fmtMiB, fmtMs, fmtRate, fmtRatio, hostLoad, loadNow, printLoadNote, printTable, round, type HostLoad } from './format.ts';
 
 export interface SectionContext {
@@ -21,7 +23,7 @@ export interface SectionContext {
 
 // ---------------------------------------------------------------- 1. group commit
 
-export const GROUP_TARGET = 0.6;
+const GROUP_TARGET = TARGETS.groupCommitFullVsRaw;
 
 export async function groupCommitSection(ctx: SectionContext) {
   const load0 = loadNow();
@@ -140,6 +142,7 @@ export async function groupCommitSection(ctx: SectionContext) {
       figures: 'medians over rounds; batch figures and µs splits from the median round',
     },
     target: { ratio: GROUP_TARGET, at: 'FULL' },
+    targets: results.filter((r) => r.target !== null).map((r) => check(`group commit, FULL, ${r.mode} ${r.inFlight}: Spool / raw ${RAW_BATCH}/tx`, r.ratio, { min: GROUP_TARGET })),
     results,
     hostLoad: load,
   };
@@ -147,8 +150,7 @@ export async function groupCommitSection(ctx: SectionContext) {
 
 // ---------------------------------------------------------------- 3. restart and memory
 
-/** The issue's target: RSS < 200 MB (decimal, the stricter reading) with 1M waiting jobs. */
-export const RSS_TARGET_BYTES = 200_000_000;
+const RSS_TARGET_BYTES = TARGETS.restartRssBytesAt1M;
 
 export async function restartSection(ctx: SectionContext) {
   const load0 = loadNow();
@@ -279,6 +281,7 @@ export async function restartSection(ctx: SectionContext) {
       copiedPerSec: round(copiedPerSec),
     },
     rssTargetBytesAt1M: RSS_TARGET_BYTES,
+    targets: view.filter((v) => v.rssTarget).map((v) => check(`restart, 1M waiting jobs, ${v.recover}: peak RSS, MB`, v.memory.rssPeak / 1e6, { max: RSS_TARGET_BYTES / 1e6 })),
     results: view,
     recoverUsPerExtraJob: { verify: round(slope(verify) * 1000, 2), noVerify: round(slope(noVerify) * 1000, 3) },
     hostLoad: load,
