@@ -1,148 +1,211 @@
 /**
- * Section 2, jobs per second: whole jobs from `start` to a final state, one after another and
- * with many in flight, with latency from each call to its durable acknowledgement.
+ * Section 2's Spool side: whole activity jobs, `runtime.start` to the final state, run by
+ * `runWorker` in the same process as the starter.
  *
- *   one-step:   approval-flow  start (schedules its reminder and deadline timers) + APPROVE → approved
- *   three-step: job-lifecycle  start { items: 2 } + START + ITEM_DONE + ITEM_DONE → completed
+ * The job: an activity chain (bench/workerMachines.ts) of 1 or 3 steps, each a `fromPromise`
+ * that does no work. One runtime per run (SqliteStore.open(tmp, { synchronous }), defaults but
+ * `maxConcurrentActivities`), `runWorker(runtime)` with its default poll interval, and N loops
+ * each starting a job and awaiting its final state before starting the next. A job's end is
+ * seen through `runtime.subscribe` (the `job.committed` event of the commit that made it final):
+ * nothing polls the store for it.
  *
- * Each `start` / `send` resolves after the commit that holds it, so its latency is the time to a
- * durable acknowledgement. Concurrent: 64 job chains in flight, each running its jobs' steps in
- * order. The store is wrapped to count commits per `store.commit` call.
+ * Per run it reports jobs/s, this process's CPU per job (starter loops, runtime, worker and
+ * SQLite together: one process), write transactions per job counted by SQLite
+ * (bench/walCommits.ts), and each job's latency from the `start` call to the event of its final commit.
  */
-import { initialTransition, transition, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
 import { performance } from 'node:perf_hooks';
-import { createRuntime, type Runtime } from '../src/index.ts';
+import { createActor } from 'xstate';
+import { createRuntime, runWorker, type Job, type Runtime } from '../src/index.ts';
 import { SqliteStore } from '../persistence/sqlite/index.ts';
-import { approvalFlow, jobLifecycle } from '../machines/index.ts';
-import { countingStore, StoreCounter, type BatchSummary } from './countingStore.ts';
 import type { Synchronous } from './rawRun.ts';
-import { Samples } from './stats.ts';
+import { Samples, timedLoops } from './stats.ts';
 import { freshDbPath } from './tempDb.ts';
+import { commitsBetween, walCommitCounter } from './walCommits.ts';
+import { activityChain, type ChainDefinition } from './workerMachines.ts';
 
-export const JOBS_IN_FLIGHT = 64;
+/** The grid's "N at once": N jobs in flight (N loops) and `maxConcurrentActivities: N`. */
+export const AT_ONCE = [1, 64] as const;
 
 export interface JobShape {
-  name: 'one-step' | 'three-step';
-  description: string;
-  /** Events after start. */
+  name: string;
+  /** Activities per job, one after another; transitions per job = steps + 1 (the start). */
   steps: number;
-  run: (runtime: Runtime, n: number, ops: Samples) => Promise<void>;
-  /** Persisted snapshots of this machine (a context number varies with i), for the raw limit to write the same bytes. */
-  snapshot: () => (i: number) => string;
+  def: ChainDefinition;
+  /** Persisted snapshots of this machine (the context's `n` varies with i), for raw SQLite to write the same bytes. */
+  snapshot: (i: number) => string;
 }
 
-async function timed<T>(ops: Samples, work: () => Promise<T>): Promise<T> {
-  const t0 = performance.now();
-  const r = await work();
-  ops.push(performance.now() - t0);
-  return r;
+function chainShape(steps: number): JobShape {
+  const def = activityChain(`bench-chain-${steps}`, steps);
+  const actor = createActor(def.machine, { input: { n: 0 } }).start();
+  const template = JSON.parse(JSON.stringify(actor.getPersistedSnapshot())) as { context: Record<string, unknown> };
+  actor.stop();
+  return { name: `${steps}-step`, steps, def, snapshot: (i) => JSON.stringify({ ...template, context: { ...template.context, n: i } }) };
 }
 
-function persisted(machine: AnyStateMachine, input: unknown, events: { type: string }[], field: string): (i: number) => string {
-  let [s] = initialTransition(machine, input) as [AnyMachineSnapshot, unknown[]];
-  for (const e of events) [s] = transition(machine, s, e) as [AnyMachineSnapshot, unknown[]];
-  const template = JSON.parse(JSON.stringify(machine.getPersistedSnapshot(s))) as { context: Record<string, unknown> };
-  return (i) => JSON.stringify({ ...template, context: { ...template.context, [field]: i % 101 } });
-}
+export const JOB_SHAPES: readonly JobShape[] = [chainShape(1), chainShape(3)];
 
-const APPROVAL_INPUT = { subject: 'bench approval', remindAfterMs: 86_400_000, deadlineMs: 3 * 86_400_000 };
-const LIFECYCLE_INPUT = { name: 'bench job', items: 2 };
-
-export const JOB_SHAPES: readonly JobShape[] = [
-  {
-    name: 'one-step',
-    description: 'approval-flow: start (2 timers) + APPROVE → approved',
-    steps: 1,
-    run: async (runtime, n, ops) => {
-      const job = await timed(ops, () => runtime.start('approval-flow', APPROVAL_INPUT));
-      const r = await timed(ops, () => runtime.send(job.id, { type: 'APPROVE', by: `u${n}` }));
-      if (r.status !== 'applied' || !r.job.final) throw new Error(`jobs bench: approval ${job.id} ended ${r.status} in ${JSON.stringify(r.job.value)}`);
-    },
-    snapshot: () => persisted(approvalFlow.machine, APPROVAL_INPUT, [], 'reminders'),
-  },
-  {
-    name: 'three-step',
-    description: 'job-lifecycle {items: 2}: start + START + ITEM_DONE ×2 → completed',
-    steps: 3,
-    run: async (runtime, _n, ops) => {
-      const job = await timed(ops, () => runtime.start('job-lifecycle', LIFECYCLE_INPUT));
-      for (const type of ['START', 'ITEM_DONE', 'ITEM_DONE'] as const) {
-        const r = await timed(ops, () => runtime.send(job.id, { type }));
-        if (r.status !== 'applied') throw new Error(`jobs bench: ${type} to ${job.id} was ${r.status}`);
-        if (type === 'ITEM_DONE' && r.job.final && r.job.value !== 'completed') throw new Error(`jobs bench: ${job.id} ended in ${JSON.stringify(r.job.value)}`);
-      }
-      const end = await runtime.get(job.id);
-      if (end.value !== 'completed') throw new Error(`jobs bench: ${job.id} ended in ${JSON.stringify(end.value)}, expected completed`);
-    },
-    snapshot: () => persisted(jobLifecycle.machine, LIFECYCLE_INPUT, [{ type: 'START' }], 'progress'),
-  },
-];
-
-export interface SpoolJobsResult {
+/** What every run of the jobs section reports: Spool's, the afternoon baseline's and the light load's. */
+export interface JobsRunResult {
   jobsPerSec: number;
-  /** Durable acknowledgements (start + sends) per second. */
-  opsPerSec: number;
   jobs: number;
   seconds: number;
-  /** start/send call → durable acknowledgement. */
-  opLatencies: Samples;
-  /** start call → the acknowledgement of the event that made the job final. */
-  jobLatencies: Samples;
-  batches: BatchSummary;
-  /** Store calls per job, by method. */
-  storeCallsPerJob: Record<string, { calls: number; us: number }>;
-  /** This process's CPU time (user + system) per job. */
+  /** This process's user + system CPU over the timed part, per job finished in it. */
   cpuUsPerJob: number;
+  /** Write transactions committed to the database over the timed part, per job (null: no counter). */
+  commitsPerJob: number | null;
+  /** start → final state, per job (ms). */
+  latencies: Samples;
 }
 
-export async function runSpoolJobs(options: { synchronous: Synchronous; durationMs: number; shape: JobShape; concurrency: number; warmupJobs?: number }): Promise<SpoolJobsResult> {
-  const tmp = freshDbPath(`jobs-${options.shape.name}-${options.synchronous.toLowerCase()}`);
-  const store = await SqliteStore.open(tmp.path, { synchronous: options.synchronous });
-  const counter = new StoreCounter();
-  const runtime = await createRuntime({ store: countingStore(store, counter), machines: [approvalFlow, jobLifecycle] });
+/**
+ * Time `run` (which runs jobs on the database at `dbPath` and says how many it finished and in
+ * how long) and add this process's CPU and SQLite's commit count over it.
+ */
+export async function measured(dbPath: string, run: () => Promise<{ jobs: number; seconds: number; latencies: Samples }>): Promise<JobsRunResult> {
+  const counter = walCommitCounter(dbPath);
   try {
-    let n = 0;
-    const scratch = new Samples();
-    const warm = options.warmupJobs ?? Math.max(50, options.concurrency * 2);
-    const chain = async (count: number) => {
-      for (let k = 0; k < count; k += 1) await options.shape.run(runtime, n++, scratch);
-    };
-    await Promise.all(Array.from({ length: options.concurrency }, () => chain(Math.ceil(warm / options.concurrency))));
-
-    counter.reset();
-    const opLatencies = new Samples();
-    const jobLatencies = new Samples();
-    let jobs = 0;
+    const commits0 = counter.read();
     const cpu0 = process.cpuUsage();
-    const start = performance.now();
-    const end = start + options.durationMs;
-    let last = start;
-    const worker = async () => {
-      while (performance.now() < end) {
-        const t0 = performance.now();
-        await options.shape.run(runtime, n++, opLatencies);
-        const t1 = performance.now();
-        jobLatencies.push(t1 - t0);
-        jobs += 1;
-        if (t1 > last) last = t1;
-      }
-    };
-    await Promise.all(Array.from({ length: options.concurrency }, () => worker()));
-    const seconds = (last - start) / 1000;
+    const r = await run();
     const cpu = process.cpuUsage(cpu0);
+    const commits = commitsBetween(commits0, counter.read());
     return {
-      jobsPerSec: jobs / seconds,
-      opsPerSec: (jobs * (options.shape.steps + 1)) / seconds,
-      jobs,
-      seconds,
-      opLatencies,
-      jobLatencies,
-      batches: counter.batchSummary(),
-      storeCallsPerJob: counter.perUnit(jobs),
-      cpuUsPerJob: (cpu.user + cpu.system) / jobs,
+      jobsPerSec: r.jobs / r.seconds,
+      jobs: r.jobs,
+      seconds: r.seconds,
+      cpuUsPerJob: (cpu.user + cpu.system) / r.jobs,
+      commitsPerJob: commits === null ? null : commits / r.jobs,
+      latencies: r.latencies,
     };
   } finally {
-    await runtime.close();
-    tmp.dispose();
+    counter.close();
+  }
+}
+
+/** A job not final this long after its start fails the run (an engine change that loses a job must not hang the bench). */
+const JOB_TIMEOUT_MS = 30_000;
+
+/**
+ * Final states seen through runtime events. `finalOf(id)` resolves with the time
+ * (performance.now()) of the commit event that made the job final, even when that event came
+ * before the caller asked (the start's promise may resolve after the worker finished the job).
+ * One watchdog timer a second, not one per job, fails the jobs waiting longer than JOB_TIMEOUT_MS.
+ */
+function watchFinals(runtime: Runtime) {
+  type End = { at: number; job: Job };
+  const seen = new Map<string, End>();
+  const waiting = new Map<string, { since: number; resolve: (end: End) => void; reject: (error: Error) => void }>();
+  const unsubscribe = runtime.subscribe((event) => {
+    if (event.type !== 'job.committed' || !event.job.final) return;
+    const end = { at: performance.now(), job: event.job };
+    const waiter = waiting.get(event.job.id);
+    if (waiter) {
+      waiting.delete(event.job.id);
+      waiter.resolve(end);
+    } else seen.set(event.job.id, end);
+  });
+  const watchdog = setInterval(() => {
+    const now = performance.now();
+    for (const [jobId, w] of waiting) {
+      if (now - w.since < JOB_TIMEOUT_MS) continue;
+      waiting.delete(jobId);
+      w.reject(new Error(`jobs bench: job ${jobId} not final ${JOB_TIMEOUT_MS} ms after its start was acknowledged`));
+    }
+  }, 1000);
+  watchdog.unref();
+  const finalOf = async (jobId: string): Promise<number> => {
+    const early = seen.get(jobId);
+    if (early) seen.delete(jobId);
+    const end = early ?? (await new Promise<End>((resolve, reject) => waiting.set(jobId, { since: performance.now(), resolve, reject })));
+    if (end.job.status !== 'done' || end.job.value !== 'done') throw new Error(`jobs bench: ${jobId} ended ${end.job.status} in ${JSON.stringify(end.job.value)}`);
+    return end.at;
+  };
+  const stop = () => {
+    clearInterval(watchdog);
+    unsubscribe();
+  };
+  return { finalOf, stop };
+}
+
+/** One runtime + its worker on a fresh database; `job(n)` starts a job and resolves with its start → final latency. */
+async function openSpool(options: { synchronous: Synchronous; shape: JobShape; maxConcurrentActivities?: number }) {
+  const tmp = freshDbPath(`jobs-${options.shape.name}-${options.synchronous.toLowerCase()}`);
+  const store = await SqliteStore.open(tmp.path, { synchronous: options.synchronous });
+  const runtime = await createRuntime({
+    store,
+    machines: [options.shape.def],
+    ...(options.maxConcurrentActivities === undefined ? {} : { maxConcurrentActivities: options.maxConcurrentActivities }),
+  });
+  const controller = new AbortController();
+  const worker = runWorker(runtime, { signal: controller.signal });
+  const finals = watchFinals(runtime);
+  const machineId = options.shape.def.machine.id;
+  let n = 0;
+  return {
+    path: tmp.path,
+    async job(): Promise<number> {
+      const t0 = performance.now();
+      const job = await runtime.start(machineId, { n: n++ });
+      return (await finals.finalOf(job.id)) - t0;
+    },
+    async close(): Promise<void> {
+      controller.abort();
+      finals.stop();
+      try {
+        await worker;
+        await runtime.close();
+      } finally {
+        tmp.dispose();
+      }
+    },
+  };
+}
+
+/** The grid: `atOnce` loops and `maxConcurrentActivities: atOnce`, for `durationMs` after a warm-up. */
+export async function runSpoolJobs(options: { synchronous: Synchronous; shape: JobShape; atOnce: number; durationMs: number; warmupJobs?: number }): Promise<JobsRunResult> {
+  const spool = await openSpool({ ...options, maxConcurrentActivities: options.atOnce });
+  try {
+    const warm = options.warmupJobs ?? Math.max(50, options.atOnce * 3);
+    await Promise.all(Array.from({ length: options.atOnce }, async () => {
+      for (let k = 0; k < Math.ceil(warm / options.atOnce); k += 1) await spool.job();
+    }));
+    return await measured(spool.path, () => timedLoops(options.atOnce, options.durationMs, () => spool.job()));
+  } finally {
+    await spool.close();
+  }
+}
+
+/**
+ * Light load: jobs started at a steady `perSec` by the real clock (each start at its own slot,
+ * whether or not earlier jobs have finished), for `durationMs`; the runtime's defaults (8
+ * activities at once). `lagMs` is how late the starts were against their slots (timer jitter:
+ * the latency is measured from the actual call).
+ */
+export async function runLightLoad(options: { synchronous: Synchronous; shape: JobShape; perSec: number; durationMs: number }): Promise<JobsRunResult & { lagMs: { p99: number; max: number } }> {
+  const spool = await openSpool(options);
+  const lag = new Samples();
+  try {
+    for (let k = 0; k < 20; k += 1) await spool.job(); // warm-up, one at a time
+    const result = await measured(spool.path, async () => {
+      const latencies = new Samples();
+      const interval = 1000 / options.perSec;
+      const count = Math.round((options.durationMs / 1000) * options.perSec);
+      const start = performance.now();
+      const jobs: Promise<void>[] = [];
+      for (let k = 0; k < count; k += 1) {
+        const slot = start + k * interval;
+        const wait = slot - performance.now();
+        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+        lag.push(Math.max(0, performance.now() - slot));
+        jobs.push(spool.job().then((ms) => latencies.push(ms)));
+      }
+      await Promise.all(jobs);
+      return { jobs: count, seconds: (performance.now() - start) / 1000, latencies };
+    });
+    const l = Samples.summarize([lag]);
+    return { ...result, lagMs: { p99: l.p99Ms, max: l.maxMs } };
+  } finally {
+    await spool.close();
   }
 }

@@ -10,6 +10,7 @@ import { performance } from 'node:perf_hooks';
 import type { Synchronous } from './rawRun.ts';
 import { Samples, timedSyncSteps } from './stats.ts';
 import { walFrames } from './groupCommit.ts';
+import { commitsBetween, walCommitCounter } from './walCommits.ts';
 import { freshDbPath } from './tempDb.ts';
 
 const SCHEMA = `
@@ -85,74 +86,83 @@ export interface RawJobsResult {
   writesPerSec: number;
   jobs: number;
   seconds: number;
-  /** Sequential: per operation (one transaction). Batched: per transaction of `batch` operations. */
-  latencies: Samples;
+  /** Per job: from the transaction that created it to the end of the one that made its last write (ms). */
+  jobLatencies: Samples;
   /** This process's CPU time (user + system) per job. */
   cpuUsPerJob: number;
+  /** Write transactions committed per job, counted by SQLite (bench/walCommits.ts). */
+  commitsPerJob: number | null;
 }
 
 /**
- * Whole jobs with `steps` events after their start: per job one job INSERT + log INSERT, then
- * `steps` × (versioned UPDATE + log INSERT). `batch` 1 = one transaction per operation, awaited
- * one after another (the sequential limit); `batch` > 1 = that many operations of up to `batch`
- * jobs in flight per transaction (the concurrent limit). Job ids are random UUIDs, as Spool's.
+ * Whole jobs with `steps` transitions after their start: per job one job INSERT + history INSERT,
+ * then `steps` × (versioned UPDATE + history INSERT). `batch` jobs are in flight and every
+ * transaction makes one write of each (so 1 = one transaction per write, awaited one after another;
+ * 100 = the issue's "100 to a transaction"). Job ids are random UUIDs, as Spool's are unordered too.
  */
 export function runRawJobs(options: { synchronous: Synchronous; durationMs: number; steps: number; batch: number; snapshot: (i: number) => string }): RawJobsResult {
-  // Job ids are random UUIDs like Spool's default; snapshots change at every step like Spool's.
-  const { db, dispose } = openRawDb(`rawjobs-${options.synchronous.toLowerCase()}`, options.synchronous);
+  const { db, path, dispose } = openRawDb(`rawjobs-${options.synchronous.toLowerCase()}`, options.synchronous);
+  const counter = walCommitCounter(path);
   try {
     const insertJob = db.prepare('INSERT INTO jobs (id, revision, snapshot, updated_at) VALUES (?, 1, ?, ?)');
     const update = db.prepare('UPDATE jobs SET revision = revision + 1, snapshot = ?, updated_at = ? WHERE id = ? AND revision = ?');
     const insert = db.prepare('INSERT INTO transitions (job_id, revision, event_type, payload, at) VALUES (?, ?, ?, ?, ?)');
     let seq = 0;
     let finished = 0;
-    // Random UUID job ids, as Spool's default newId: rows of new jobs land all over the B-trees, as Spool's do.
-    // In-flight jobs: [id, revision] where revision = steps done + 1.
-    const slots: { id: string; revision: number }[] = [];
+    let jobLatencies = new Samples();
+    // In-flight jobs: revision = writes done (0 = not created yet); startedAt = when its first write's transaction began.
+    const slots: { id: string; revision: number; startedAt: number }[] = [];
     const newJob = () => {
       seq += 1;
-      return { id: randomUUID(), revision: 0 };
+      return { id: randomUUID(), revision: 0, startedAt: 0 };
     };
     for (let k = 0; k < options.batch; k += 1) slots.push(newJob());
-    const stepOne = (k: number, at: number) => {
+    const finishedInTx: number[] = [];
+    const stepOne = (k: number, at: number, t0: number) => {
       const slot = slots[k]!;
       if (slot.revision === 0) {
         insertJob.run(slot.id, options.snapshot(seq), at);
         insert.run(slot.id, 1, 'xstate.init', '{}', at);
         slot.revision = 1;
+        slot.startedAt = t0;
       } else {
         if (update.run(options.snapshot(seq + slot.revision), at, slot.id, slot.revision).changes !== 1) throw new Error(`raw jobs: conflict on ${slot.id}`);
         slot.revision += 1;
-        insert.run(slot.id, slot.revision, 'STEP', '{"type":"STEP"}', at);
+        insert.run(slot.id, slot.revision, 'xstate.done.actor.work', '{"type":"xstate.done.actor.work"}', at);
       }
       if (slot.revision === options.steps + 1) {
-        finished += 1;
+        finishedInTx.push(slot.startedAt);
         slots[k] = newJob();
       }
     };
-    const tx = db.transaction(() => {
+    const tx = db.transaction((t0: number) => {
       const at = Date.now();
-      for (let k = 0; k < slots.length; k += 1) stepOne(k, at);
+      for (let k = 0; k < slots.length; k += 1) stepOne(k, at, t0);
     });
-    for (let w = 0; w < 20; w += 1) tx.immediate();
+    const round = () => {
+      finishedInTx.length = 0;
+      tx.immediate(performance.now());
+      const t1 = performance.now();
+      for (const startedAt of finishedInTx) jobLatencies.push(t1 - startedAt);
+      finished += finishedInTx.length;
+    };
+    for (let w = 0; w < 20; w += 1) round();
     finished = 0;
-    const latencies = new Samples();
-    let writes = 0;
-    const cpu0 = process.cpuUsage();
-    const start = performance.now();
-    const end = start + options.durationMs;
-    let now = start;
-    while (now < end) {
-      tx.immediate();
-      const after = performance.now();
-      latencies.push(after - now);
-      now = after;
-      writes += slots.length;
-    }
-    const seconds = (now - start) / 1000;
-    const cpu = process.cpuUsage(cpu0);
-    return { jobsPerSec: finished / seconds, writesPerSec: writes / seconds, jobs: finished, seconds, latencies, cpuUsPerJob: (cpu.user + cpu.system) / finished };
+    jobLatencies = new Samples();
+    const commits0 = counter.read();
+    const { seconds, ops, cpuUsPerOp } = timedSyncSteps(options.durationMs, slots.length, round);
+    const commits = commitsBetween(commits0, counter.read());
+    return {
+      jobsPerSec: finished / seconds,
+      writesPerSec: ops / seconds,
+      jobs: finished,
+      seconds,
+      jobLatencies,
+      cpuUsPerJob: (cpuUsPerOp * ops) / finished,
+      commitsPerJob: commits === null ? null : commits / finished,
+    };
   } finally {
+    counter.close();
     dispose();
   }
 }

@@ -6,6 +6,9 @@ import { persistedSnapshotTemplate, progressEvent } from './workload.ts';
 
 export type Synchronous = 'FULL' | 'NORMAL';
 
+/** The settings every section measures, in this order. */
+export const SETTINGS: readonly Synchronous[] = ['FULL', 'NORMAL'];
+
 export interface RunOptions {
   synchronous: Synchronous;
   /** Timed part of the run, in ms (after warm-up). */

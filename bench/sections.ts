@@ -1,16 +1,17 @@
 /**
- * The sections `npm run bench` runs after the sequential-send section (bench/index.ts): each
- * prints a table and a host-load note, and returns what goes into bench/results/latest.json.
+ * The sections `npm run bench` runs after the sequential-send section (bench/index.ts), but for
+ * the jobs section (bench/jobsSection.ts): each prints a table and a host-load note, and returns
+ * what goes into bench/results/latest.json.
  */
 import { runSpoolGroup, workloadSnapshot, GROUP_JOBS, RAW_BATCH, STEADY_IN_FLIGHT, type GroupMode, type GroupRunResult } from './groupCommit.ts';
-import { JOB_SHAPES, JOBS_IN_FLIGHT, runSpoolJobs, type SpoolJobsResult } from './jobsRun.ts';
-import { runRawBatched, runRawJobs, type RawBatchResult, type RawJobsResult } from './rawBatch.ts';
+import { runRawBatched, type RawBatchResult } from './rawBatch.ts';
 import { runBareBatched } from './bareLoop.ts';
 import { makeRestartDb, measureRestart, TEMPLATE_JOBS, type ChildReport, type RecoverMode } from './restart.ts';
 import { pathInventory, runPathTesting, type PathConfig, type PathTestingRun } from './pathTesting.ts';
-import type { Synchronous } from './rawRun.ts';
+import { SETTINGS, type Synchronous } from './rawRun.ts';
 import { runRawPerJob, runWorkers, WORKER_COUNTS, WORKER_RUNS, type WorkersRun } from './workers.ts';
-import { median, Samples } from './stats.ts';
+import { latencySummary as latency, median } from './stats.ts';
+import { check, TARGETS } from './targets.ts';
 import { fmtMiB, fmtMs, fmtRate, fmtRatio, hostLoad, loadNow, printLoadNote, printTable, round, type HostLoad } from './format.ts';
 
 export interface SectionContext {
@@ -20,17 +21,9 @@ export interface SectionContext {
   gc: () => void;
 }
 
-const SETTINGS: readonly Synchronous[] = ['FULL', 'NORMAL'];
-
-function latency(sets: readonly Samples[]) {
-  const l = Samples.summarize(sets);
-  const r = (ms: number) => Math.round(ms * 1000) / 1000;
-  return { p50Ms: r(l.p50Ms), p99Ms: r(l.p99Ms), maxMs: r(l.maxMs), samples: l.samples };
-}
-
 // ---------------------------------------------------------------- 1. group commit
 
-export const GROUP_TARGET = 0.6;
+const GROUP_TARGET = TARGETS.groupCommitFullVsRaw;
 
 export async function groupCommitSection(ctx: SectionContext) {
   const load0 = loadNow();
@@ -149,108 +142,7 @@ export async function groupCommitSection(ctx: SectionContext) {
       figures: 'medians over rounds; batch figures and µs splits from the median round',
     },
     target: { ratio: GROUP_TARGET, at: 'FULL' },
-    results,
-    hostLoad: load,
-  };
-}
-
-// ---------------------------------------------------------------- 2. jobs per second
-
-export async function jobsSection(ctx: SectionContext) {
-  const load0 = loadNow();
-  const spoolMs = ctx.quick ? 400 : 2000;
-  const rawMs = ctx.quick ? 250 : 1000;
-  console.log(`\n== 2. Jobs per second, start to final state; latency = each start/send call to its durable acknowledgement`);
-  for (const s of JOB_SHAPES) console.log(`   ${s.name.padEnd(10)} ${s.description}`);
-  console.log(`   sequential = one job at a time; concurrent = ${JOBS_IN_FLIGHT} job chains in flight. Limit: raw SQLite, the same minimal writes per job`);
-  console.log(`   (job INSERT + log INSERT, then per event a versioned UPDATE + log INSERT), one transaction each (sequential) or ${RAW_BATCH} per transaction (concurrent). ${spoolMs} ms per Spool run\n`);
-  for (const shape of JOB_SHAPES) await runSpoolJobs({ synchronous: 'NORMAL', durationMs: 150, shape, concurrency: 8, warmupJobs: 16 }); // JIT warm-up
-  const results: {
-    synchronous: Synchronous;
-    job: string;
-    steps: number;
-    mode: 'sequential' | 'concurrent';
-    concurrency: number;
-    spool: {
-      jobsPerSec: number;
-      acksPerSec: number;
-      jobs: number;
-      opLatency: ReturnType<typeof latency>;
-      jobLatency: ReturnType<typeof latency>;
-      batches: SpoolJobsResult['batches'];
-      storeCallsPerJob: SpoolJobsResult['storeCallsPerJob'];
-      cpuUsPerJob: number;
-    };
-    limit: { jobsPerSec: number; writesPerSec: number; batch: number; latency: ReturnType<typeof latency>; cpuUsPerJob: number };
-    ratio: number;
-  }[] = [];
-  for (const synchronous of SETTINGS) {
-    for (const shape of JOB_SHAPES) {
-      for (const mode of ['sequential', 'concurrent'] as const) {
-        const concurrency = mode === 'sequential' ? 1 : JOBS_IN_FLIGHT;
-        const batch = mode === 'sequential' ? 1 : RAW_BATCH;
-        ctx.gc();
-        const raw: RawJobsResult = runRawJobs({ synchronous, durationMs: rawMs, steps: shape.steps, batch, snapshot: shape.snapshot() });
-        ctx.gc();
-        const spool = await runSpoolJobs({ synchronous, durationMs: spoolMs, shape, concurrency });
-        const ratio = spool.jobsPerSec / raw.jobsPerSec;
-        process.stdout.write(`  ${synchronous.padEnd(6)} ${shape.name.padEnd(10)} ${mode.padEnd(10)} Spool ${fmtRate(spool.jobsPerSec).padStart(7)} jobs/s, raw ${fmtRate(raw.jobsPerSec).padStart(7)} jobs/s\n`);
-        results.push({
-          synchronous,
-          job: shape.name,
-          steps: shape.steps,
-          mode,
-          concurrency,
-          spool: {
-            jobsPerSec: round(spool.jobsPerSec),
-            acksPerSec: round(spool.opsPerSec),
-            jobs: spool.jobs,
-            opLatency: latency([spool.opLatencies]),
-            jobLatency: latency([spool.jobLatencies]),
-            batches: spool.batches,
-            storeCallsPerJob: spool.storeCallsPerJob,
-            cpuUsPerJob: round(spool.cpuUsPerJob),
-          },
-          limit: { jobsPerSec: round(raw.jobsPerSec), writesPerSec: round(raw.writesPerSec), batch, latency: latency([raw.latencies]), cpuUsPerJob: round(raw.cpuUsPerJob) },
-          ratio: round(ratio, 3),
-        });
-      }
-    }
-  }
-  console.log('');
-  printTable(
-    ['sync', 'job', 'mode', 'Spool jobs/s', 'raw jobs/s', 'ratio', 'acks/s', 'ack p50', 'ack p99', 'job p50', 'job p99', 'write batch mean', 'store writes µs/job', 'CPU µs/job Spool/raw'],
-    results.map((r) => [
-      r.synchronous,
-      r.job,
-      r.mode === 'sequential' ? 'sequential' : `${r.concurrency} in flight`,
-      fmtRate(r.spool.jobsPerSec),
-      fmtRate(r.limit.jobsPerSec),
-      fmtRatio(r.ratio),
-      fmtRate(r.spool.acksPerSec),
-      fmtMs(r.spool.opLatency.p50Ms),
-      fmtMs(r.spool.opLatency.p99Ms),
-      fmtMs(r.spool.jobLatency.p50Ms),
-      fmtMs(r.spool.jobLatency.p99Ms),
-      String(r.spool.batches.mean),
-      ((r.spool.storeCallsPerJob['commit']?.us ?? 0) + (r.spool.storeCallsPerJob['writeBatch']?.us ?? 0)).toFixed(0),
-      `${r.spool.cpuUsPerJob.toFixed(0)}/${r.limit.cpuUsPerJob.toFixed(0)}`,
-    ]),
-  );
-  console.log('  ack = one start or send call to its durable acknowledgement; job = start call to the acknowledgement that made it final.');
-  console.log('  write batch = new jobs and transitions per store.commit / store.writeBatch call (group commit: concurrent starts and sends share a transaction);');
-  console.log('  "store writes µs/job" = wall time inside those calls per job (SQLite and, at FULL, the disk syncs). CPU = this process\'s user+system time.');
-  const load = hostLoad(load0);
-  printLoadNote(load);
-  return {
-    method: {
-      jobs: Object.fromEntries(JOB_SHAPES.map((s) => [s.name, s.description])),
-      spool: `one runtime per run, SqliteStore.open(tmp, { synchronous }); sequential: await each call; concurrent: ${JOBS_IN_FLIGHT} chains each running whole jobs one after another`,
-      limit: `better-sqlite3 directly: per job a job INSERT + log INSERT, then per event a versioned UPDATE + log INSERT (Spool also writes inbox rows and timers); sequential: one BEGIN IMMEDIATE transaction per write pair; concurrent: ${RAW_BATCH} write pairs of ${RAW_BATCH} jobs in flight per transaction`,
-      durationMsPerSpoolRun: spoolMs,
-      durationMsPerRawRun: rawMs,
-      rounds: 1,
-    },
+    targets: results.filter((r) => r.target !== null).map((r) => check(`group commit, FULL, ${r.mode} ${r.inFlight}: Spool / raw ${RAW_BATCH}/tx`, r.ratio, { min: GROUP_TARGET })),
     results,
     hostLoad: load,
   };
@@ -258,8 +150,7 @@ export async function jobsSection(ctx: SectionContext) {
 
 // ---------------------------------------------------------------- 3. restart and memory
 
-/** The issue's target: RSS < 200 MB (decimal, the stricter reading) with 1M waiting jobs. */
-export const RSS_TARGET_BYTES = 200_000_000;
+const RSS_TARGET_BYTES = TARGETS.restartRssBytesAt1M;
 
 export async function restartSection(ctx: SectionContext) {
   const load0 = loadNow();
@@ -390,6 +281,7 @@ export async function restartSection(ctx: SectionContext) {
       copiedPerSec: round(copiedPerSec),
     },
     rssTargetBytesAt1M: RSS_TARGET_BYTES,
+    targets: view.filter((v) => v.rssTarget).map((v) => check(`restart, 1M waiting jobs, ${v.recover}: peak RSS, MB`, v.memory.rssPeak / 1e6, { max: RSS_TARGET_BYTES / 1e6 })),
     results: view,
     recoverUsPerExtraJob: { verify: round(slope(verify) * 1000, 2), noVerify: round(slope(noVerify) * 1000, 3) },
     hostLoad: load,
@@ -550,7 +442,7 @@ export async function workersSection(ctx: SectionContext) {
   printLoadNote(load);
   return {
     method: {
-      machine: 'bench-work (bench/workerMachines.ts): initial state invokes a trivial fromPromise activity, onDone → final done',
+      machine: 'bench-work (bench/workerMachines.ts, activityChain with 1 step): step1 invokes a no-work fromPromise activity, onDone → final done',
       setup: `${jobs} jobs started by a runtime with runEffects: false (64 starts in flight), then closed; a fresh database per K`,
       workers: 'K child processes: node --import tsx bench/workerChild.ts: SqliteStore.open (FULL, WAL) + createRuntime (defaults, recover on; maxConcurrentActivities: the "concurrency" of the row, 8 being the default) + runWorker({ pollMs: 20 })',
       timing: `from the first spawn until a raw read-only better-sqlite3 count of active jobs (polled every ${50} ms) reaches 0; then SIGTERM`,

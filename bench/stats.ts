@@ -55,6 +55,13 @@ export class Samples {
   }
 }
 
+/** Pooled p50/p99/max of several sample sets, in ms rounded to the µs: the form every section reports. */
+export function latencySummary(sets: readonly Samples[]): { p50Ms: number; p99Ms: number; maxMs: number; samples: number } {
+  const l = Samples.summarize(sets);
+  const r = (ms: number) => Math.round(ms * 1000) / 1000;
+  return { p50Ms: r(l.p50Ms), p99Ms: r(l.p99Ms), maxMs: r(l.maxMs), samples: l.samples };
+}
+
 /**
  * Await `step` one call after another for `durationMs`, timing each call: the timed part of the
  * Spool-side runs (the raw limit keeps its own synchronous loop, with no await in it).
@@ -98,4 +105,25 @@ export function timedSyncSteps(durationMs: number, opsPerStep: number, step: () 
   const seconds = (now - start) / 1000;
   const cpu = process.cpuUsage(cpu0);
   return { ops, seconds, perSec: ops / seconds, latencies, cpuUsPerOp: (cpu.user + cpu.system) / ops };
+}
+
+/**
+ * `loops` async loops, each running `job` one after another (the next when the last resolves)
+ * until `durationMs` has passed; every job resolves with its own latency (ms). Timed from the first
+ * start to the last job's end, so jobs in flight at the deadline finish and count.
+ */
+export async function timedLoops(loops: number, durationMs: number, job: () => Promise<number>): Promise<{ jobs: number; seconds: number; latencies: Samples }> {
+  const latencies = new Samples();
+  const start = performance.now();
+  const end = start + durationMs;
+  let last = start;
+  const loop = async () => {
+    while (performance.now() < end) {
+      latencies.push(await job());
+      const now = performance.now();
+      if (now > last) last = now;
+    }
+  };
+  await Promise.all(Array.from({ length: loops }, loop));
+  return { jobs: latencies.length, seconds: (last - start) / 1000, latencies };
 }

@@ -1,37 +1,51 @@
 /**
- * Fixture for the `workers` bench section: a machine that cannot finish without a worker. Its
- * initial state invokes a trivial `fromPromise` activity (returns at once); onDone it ends in the
- * final state `done`. Started by a runtime with `runEffects: false`, every job waits in `working`
- * with its activity due until a worker process claims and runs it.
+ * The bench's activity jobs: machines that cannot finish without running activities. `activityChain(id, steps)`
+ * builds one whose `steps` states each invoke a trivial `fromPromise` activity (it does no work:
+ * it resolves at once, on a microtask); each onDone moves to the next state, the last to the final
+ * state `done`. The `jobs` section runs 1- and 3-step chains, the `workers` section the 1-step
+ * `bench-work`; the jobs section's afternoon baseline runs the very same machines with `createActor`.
  */
-import { assign, fromPromise, setup } from 'xstate';
+import { assign, fromPromise, setup, type AnyStateMachine } from 'xstate';
 
-export const benchWorkMachine = setup({
-  types: { context: {} as { n: number; result: number | null }, input: {} as { n: number } },
-  actors: {
-    work: fromPromise<number, { n: number }>(async ({ input }) => input.n + 1),
-  },
-}).createMachine({
-  id: 'bench-work',
-  context: ({ input }) => ({ n: input.n, result: null }),
-  initial: 'working',
-  states: {
-    working: {
+/** The registration `createRuntime({ machines })` takes for a chain (version 1, a retry policy per activity). */
+export interface ChainDefinition {
+  machine: AnyStateMachine;
+  version: number;
+  activities: Record<string, { maxAttempts: number; backoff: { initialMs: number; maxMs: number } }>;
+  description: string;
+}
+
+/** A machine `step1 → … → step<steps> → done`, each step invoking the no-work activity `work`. */
+export function activityChain(id: string, steps: number): ChainDefinition {
+  const names = Array.from({ length: steps }, (_, k) => `step${k + 1}`);
+  const states: Record<string, unknown> = { done: { type: 'final' } };
+  names.forEach((name, k) => {
+    states[name] = {
       invoke: {
         id: 'work',
         src: 'work',
-        input: ({ context }) => ({ n: context.n }),
-        onDone: { target: 'done', actions: assign({ result: ({ event }) => event.output }) },
+        input: ({ context }: { context: { n: number } }) => ({ n: context.n }),
+        onDone: { target: names[k + 1] ?? 'done', actions: assign({ result: ({ event }: { event: { output: number } }) => event.output }) },
       },
-    },
-    done: { type: 'final' },
-  },
-});
+    };
+  });
+  const machine = setup({
+    types: { context: {} as { n: number; result: number | null }, input: {} as { n: number } },
+    actors: { work: fromPromise<number, { n: number }>(async ({ input }) => input.n + 1) },
+  }).createMachine({
+    id,
+    context: ({ input }) => ({ n: input.n, result: null }),
+    initial: names[0]!,
+    states: states as never,
+  });
+  return {
+    // The machine's state names are built at run time, so its precise type says nothing useful.
+    machine: machine as unknown as AnyStateMachine,
+    version: 1,
+    activities: { work: { maxAttempts: 3, backoff: { initialMs: 50, maxMs: 500 } } },
+    description: `${names.join(' → ')} → done, each step one no-work fromPromise activity`,
+  };
+}
 
-/** Registered as `bench-work` version 1. */
-export const benchWork = {
-  machine: benchWorkMachine,
-  version: 1,
-  activities: { work: { maxAttempts: 3, backoff: { initialMs: 50, maxMs: 500 } } },
-  description: 'working (one trivial activity) → done',
-};
+/** The `workers` section's machine: `working` (one trivial activity) → `done`, registered as `bench-work` version 1. */
+export const benchWork = activityChain('bench-work', 1);

@@ -173,7 +173,7 @@ export function runRawPerJob(jobs: number): { perSec: number; seconds: number } 
       CREATE TABLE transitions (job_id TEXT NOT NULL, revision INTEGER NOT NULL, event_type TEXT NOT NULL, payload TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY (job_id, revision)) STRICT, WITHOUT ROWID;`);
     const snapshot = (i: number, value: string) => JSON.stringify({ status: value === 'done' ? 'done' : 'active', value, context: { n: i, result: value === 'done' ? i + 1 : null }, children: {}, historyValue: {} });
     const ids = Array.from({ length: jobs }, (_, i) => `raw-${i}`);
-    db.transaction(() => ids.forEach((id, i) => db.prepare("INSERT INTO jobs VALUES (?, 1, 'active', ?, ?)").run(id, snapshot(i, 'working'), Date.now())))();
+    db.transaction(() => ids.forEach((id, i) => db.prepare("INSERT INTO jobs VALUES (?, 1, 'active', ?, ?)").run(id, snapshot(i, 'step1'), Date.now())))();
     const update = db.prepare("UPDATE jobs SET revision = revision + 1, status = 'done', snapshot = ?, updated_at = ? WHERE id = ? AND revision = ?");
     const insert = db.prepare('INSERT INTO transitions VALUES (?, ?, ?, ?, ?)');
     const one = db.transaction((i: number) => {
