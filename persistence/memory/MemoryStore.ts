@@ -8,6 +8,7 @@ import type {
   AttemptFinish,
   ClaimedEffect,
   EffectClaim,
+  EffectStart,
   FinishStatus,
   WriteBatch,
   WriteBatchResult,
@@ -853,6 +854,10 @@ export class MemoryStore implements JobStore {
       }
     }
     this.#writeRequests(c.effects?.create, c.timers?.schedule);
+    if (c.claims?.length) {
+      if (!c.lease || c.lease.until === null) throw new Error('A commit claims new effects only under a lease it keeps.');
+      this.#startClaimed(c.claims, c.lease.runner, at);
+    }
     // A job that ends cancels its delayed events still to come (see SqliteStore).
     if (c.job.status !== 'active') {
       for (const t of this.#timers.values()) if (t.jobId === c.jobId && t.status === 'scheduled') this.#assign(t, { status: 'cancelled' });
@@ -902,7 +907,24 @@ export class MemoryStore implements JobStore {
     this.#mapSet(this.#history, job.id, []);
     this.#insertTransition(job.id, 1, job.transition, job.runner ?? null, 0);
     this.#writeRequests(job.effects, job.timers, job.deliveries);
+    if (job.claims?.length) {
+      if (!job.runner) throw new Error('A new job claims its effects only for the runner that creates it.');
+      this.#assign(stored, { leaseFence: 1, lease: { owner: job.runner, fence: 1, until: Math.max(...job.claims.map((c) => c.claimUntil)) } });
+      this.#startClaimed(job.claims, job.runner, job.at);
+    }
     return stored;
+  }
+
+  /** The SQLite store's `startClaimed`: each claimed new effect's first attempt, running. */
+  #startClaimed(claims: readonly EffectStart[], runner: string, at: number): void {
+    for (const c of claims) {
+      const e = this.#effects.get(c.effectId);
+      if (!e || e.status !== 'pending' || e.attempt !== 0 || e.kind !== 'activity' || !e.active) {
+        throw new Error(`A commit claims effect ${c.effectId}, which it did not create as a pending activity.`);
+      }
+      this.#assign(e, { status: 'running', attempt: 1, claimedBy: runner, claimExpiresAt: c.claimUntil });
+      this.#insertAttempt({ effectId: c.effectId, attempt: 1, runner, startedAt: at, endedAt: null, outcome: 'running', error: null });
+    }
   }
 
   /** Effects, timers and self-sends a transition asked for, in the SQLite store's order. */

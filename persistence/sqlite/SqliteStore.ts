@@ -14,6 +14,7 @@ import type {
   AttemptFinish,
   ClaimedEffect,
   EffectClaim,
+  EffectStart,
   FinishStatus,
   WriteBatch,
   WriteBatchResult,
@@ -1068,6 +1069,11 @@ function prepare(db: Database.Database) {
     insertAttempt: db.prepare(`INSERT INTO effect_attempts (effect_id, attempt, runner, started_at, outcome) VALUES (?, ?, ?, ?, 'running')`),
     renewClaim: db.prepare(`UPDATE effects SET claim_expires_at = @until WHERE id = @id AND attempt = @attempt AND claimed_by = @runner AND status = 'running'
         AND EXISTS (SELECT 1 FROM jobs lj WHERE lj.id = effects.job_id AND lj.lease_owner = @runner)`),
+    /** A commit's claim of an effect it created (EffectStart): the first attempt, running. */
+    startNewEffect: db.prepare(`UPDATE effects SET status = 'running', attempt = 1, claimed_by = @runner, claim_expires_at = @until
+      WHERE id = @id AND status = 'pending' AND attempt = 0 AND kind = 'activity' AND active = 1`),
+    /** A new job whose create claims its first activities: this runner's lease, fence 1. */
+    takeNewLease: db.prepare('UPDATE jobs SET lease_owner = @runner, lease_fence = 1, lease_until = @until WHERE id = @id AND lease_owner IS NULL'),
     claimJobLease: db.prepare(`UPDATE jobs SET ${LEASE_SET}
       WHERE id = @id AND ${LEASE_OK} RETURNING lease_fence`),
     holdsLease: db.prepare('SELECT 1 FROM jobs WHERE id = ? AND lease_owner = ? AND lease_fence = ?'),
@@ -1205,6 +1211,10 @@ function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
   if (c.consumedTimer !== undefined) s.deliverTimer.run(c.consumedTimer);
   if (c.timers?.cancel.length) s.cancelTimers.run(c.jobId, JSON.stringify(c.timers.cancel));
   writeRequests(s, c.effects?.create, c.timers?.schedule);
+  if (c.claims?.length) {
+    if (!c.lease || c.lease.until === null) throw new Error('A commit claims new effects only under a lease it keeps.');
+    startClaimed(s, c.claims, c.lease.runner, c.job.at);
+  }
   // A job that ends cancels its delayed events still to come, as XState does when a machine stops
   // (after delivering the one this commit consumed; a fired one's pending event is rejected later).
   if (c.job.status !== 'active') s.cancelScheduledTimers.run(c.jobId);
@@ -1249,6 +1259,22 @@ function insertJob(s: ReturnType<typeof prepare>, job: NewJob): void {
   });
   insertTransition(s, job.id, 1, job.transition, job.runner ?? null, 0);
   writeRequests(s, job.effects, job.timers, job.deliveries);
+  if (job.claims?.length) {
+    if (!job.runner) throw new Error('A new job claims its effects only for the runner that creates it.');
+    const until = Math.max(...job.claims.map((c) => c.claimUntil));
+    s.takeNewLease.run({ id: job.id, runner: job.runner, until });
+    startClaimed(s, job.claims, job.runner, job.at);
+  }
+}
+
+/** A commit's claims of the effects it just wrote: each first attempt running for `runner` (EffectStart). */
+function startClaimed(s: ReturnType<typeof prepare>, claims: readonly EffectStart[], runner: string, at: number): void {
+  for (const c of claims) {
+    if (s.startNewEffect.run({ id: c.effectId, runner, until: c.claimUntil, at }).changes !== 1) {
+      throw new Error(`A commit claims effect ${c.effectId}, which it did not create as a pending activity.`);
+    }
+    s.insertAttempt.run(c.effectId, 1, runner, at);
+  }
 }
 
 /** Effects, timers and self-sends a transition asked for: written in the transition's own transaction. */
