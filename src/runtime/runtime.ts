@@ -361,8 +361,6 @@ export class Runtime {
   readonly #leases = new Map<string, number>();
   /** Attempts claimed here whose outcome is not recorded yet, by effect id (their job ids): their leases are kept. */
   readonly #attempting = new Map<string, string>();
-  /** Attempts whose outcome is being committed with the transition it causes: that commit does not keep the lease for them. */
-  readonly #finishing = new Set<string>();
   #heartbeatTimer: ReturnType<typeof setInterval> | undefined;
   /** The clock time of the last heartbeat. */
   #lastHeartbeatAt = -Infinity;
@@ -2176,7 +2174,7 @@ export class Runtime {
       ...(relations?.children.length ? { children: relations.children } : {}),
       ...(relations?.settleParent ? { settleParent: relations.settleParent } : {}),
       ...(consumedTimer !== undefined ? { consumedTimer } : {}),
-      lease: this.#leaseFor(record.id, next.status === 'active' && this.#holdsWork(record.id, plan), now),
+      lease: this.#leaseFor(record.id, next.status === 'active' && this.#holdsWork(record.id, plan, outcome?.finish.id), now),
       ...(outcome ? { finish: outcome.finish } : {}),
     };
     const claims = plan && commit.lease?.until != null ? this.#claimsFor(plan.effects.create, now) : [];
@@ -2237,9 +2235,10 @@ export class Runtime {
   }
 
   /** Whether this runtime keeps the job's lease after a commit: its activities run (or are about to run) here. */
-  #holdsWork(jobId: string, plan: ActionPlan | undefined): boolean {
+  #holdsWork(jobId: string, plan: ActionPlan | undefined, finishing?: string): boolean {
     if (this.#runEffects && plan?.effects.create.length) return true;
-    for (const [effectId, id] of this.#attempting) if (id === jobId && !this.#finishing.has(effectId)) return true;
+    // Every attempt of the job counted here but the one whose outcome this commit records (other commits keep the lease for it).
+    for (const [effectId, id] of this.#attempting) if (id === jobId && effectId !== finishing) return true;
     return false;
   }
 
@@ -2584,6 +2583,7 @@ export class Runtime {
     let reported: 'succeeded' | 'failed' | 'retrying' | 'stale';
     let errorInfo: ErrorInfo | undefined;
     let output: JsonValue | undefined;
+    let retryAt = 0;
     // Told once: by the commit that records the outcome with its transition (before that
     // transition's own event), or below once the outcome is recorded on its own.
     let told = false;
@@ -2610,7 +2610,7 @@ export class Runtime {
       errorInfo = { ...info, message: redactText(info.message, effect.input, def?.sensitive ?? new Set()) };
       const retry = !terminal && attempt < effect.maxAttempts && (policy.retryOn ? policy.retryOn(errorInfo) : true);
       if (retry) {
-        const retryAt = now + (retryAfterMs ?? backoffDelay(policy, attempt, effect.id));
+        retryAt = now + (retryAfterMs ?? backoffDelay(policy, attempt, effect.id));
         status = await this.#submitFinish({ id: effect.id, attempt, result: { kind: 'failed', error: errorInfo, retryAt, event: null }, at: now, lease: this.#attemptLease(effect.jobId) });
         reported = 'retrying';
       } else {
@@ -2628,7 +2628,7 @@ export class Runtime {
     if (status === 'lease-lost') this.#leaseLost(effect.jobId, this.#leases.get(effect.jobId) ?? -1);
     tell(reported);
     if (this.#process && reported !== 'retrying' && (!applied || this.#pendingDrains.has(effect.jobId))) await this.#unit(() => this.#drain(effect.jobId));
-    if (reported === 'retrying') this.#emit({ type: 'timers.scheduled', jobId: effect.jobId, dueAt: [] });
+    if (reported === 'retrying') this.#emit({ type: 'timers.scheduled', jobId: effect.jobId, dueAt: [retryAt] }); // a worker wakes then
     await this.#releaseIdle(effect.jobId);
     // The freed slot: a next step of this job was claimed by its commit; other due work here is pumped.
     if (this.#unclaimed) this.#track(this.#pumpEffects());
@@ -2647,8 +2647,7 @@ export class Runtime {
     if (this.#process && !this.#closing) {
       const effectId = finish.id;
       // The commit decides the job's lease as if the attempt were over (released if nothing else
-      // runs here); until it is durable the heartbeat still counts the attempt and keeps the lease.
-      this.#finishing.add(effectId);
+      // runs here); until it is durable the heartbeat, and other commits of the job, still count the attempt.
       // Set once the commit holding the outcome is durable: whatever happens after, it is recorded.
       let committed = false;
       const outcome = {
@@ -2662,15 +2661,15 @@ export class Runtime {
         this.#withLock(jobId, async () => {
           const loaded = await this.#load(jobId);
           if (loaded?.kind !== 'ready' || loaded.record.suspendedAt !== null) return;
-          if ((await this.store.pendingEvents(jobId, 1)).length > 0) return; // those come first
+          // Events queued before it come first: the store refuses this commit then (a conflict,
+          // nothing written), and the outcome is recorded on its own below, queued behind them.
           await this.#applyEvent(loaded, event.payload, { accept: event, outcome });
         }),
       )
         .catch((error: unknown) => {
           if (committed) this.#logEntry('error', 'failed after the commit that recorded an outcome', { jobId, effectId, error: toErrorInfo(error) });
           else this.#logEntry('warn', 'outcome not applied with its commit; recorded on its own', { jobId, effectId, error: toErrorInfo(error) });
-        })
-        .finally(() => this.#finishing.delete(effectId));
+        });
       if (committed) return 'applied';
     }
     return this.#submitFinish(finish);
