@@ -625,10 +625,14 @@ function effectsContract(name: string, factory: StoreFactory): void {
         const fence = c!.leaseFence;
         const next = effectOf('A', 'resize', 3, { at: T0 + 150 });
         const event = outcomeEvent(e!, 1);
-        const outcome = (runner: string, held: number | null): TransitionCommit =>
-          commitOf('A', 2, {
-            event: { accept: event, status: 'applied', error: null, payload: event.payload },
-            finish: { id: e!.id, attempt: 1, result: succeeded(e!, 1), at: T0 + 150, lease: { runner, fence: held ?? -1 } },
+        const outcome = (runner: string, held: number | null, withOutcome = true): TransitionCommit =>
+          commitOf('A', 3, {
+            ...(withOutcome
+              ? {
+                  event: { accept: event, status: 'applied', error: null, payload: event.payload },
+                  finish: { id: e!.id, attempt: 1, result: succeeded(e!, 1), at: T0 + 150, lease: { runner, fence: held ?? -1 } },
+                }
+              : {}),
             effects: { create: [next], deactivate: ['upload'] },
             claims: [{ effectId: next.id, claimUntil: T0 + 5000 }],
             lease: { runner, fence: held, now: T0 + 150, until: T0 + 5000 },
@@ -637,13 +641,12 @@ function effectsContract(name: string, factory: StoreFactory): void {
         const takeOver = await store.commit([commitOf('A', 2, { lease: { runner: 'w2', fence: null, now: T0 + 2000, until: T0 + 3000 } })]);
         expect(takeOver).toEqual([{ ok: true, revision: 3, fence: fence + 1 }]);
         const before = await dumpJob(store, 'A');
-        const stale = await store.commit([{ ...outcome('w1', fence), expectedRevision: 3 }]);
-        expect(stale).toEqual([{ ok: false, reason: 'outcome-not-current' }]);
-        expect(await store.commit([{ ...outcome('w1', fence), finish: undefined, event: undefined, expectedRevision: 3 } as TransitionCommit])).toMatchObject([{ ok: false, reason: 'leased', owner: 'w2' }]);
+        expect(await store.commit([outcome('w1', fence)])).toEqual([{ ok: false, reason: 'outcome-not-current' }]);
+        expect(await store.commit([outcome('w1', fence, false)])).toMatchObject([{ ok: false, reason: 'leased', owner: 'w2' }]);
         expect(await dumpJob(store, 'A')).toEqual(before);
         expect(await store.getEffect(next.id)).toBeUndefined();
         // The holder's commit claims it: the effect is written running, its first attempt started.
-        const held = { ...outcome('w2', fence + 1), expectedRevision: 3, finish: undefined, event: undefined } as TransitionCommit;
+        const held = outcome('w2', fence + 1, false);
         expect(await store.commit([held])).toEqual([{ ok: true, revision: 4, fence: fence + 1 }]);
         expect(await store.getEffect(next.id)).toMatchObject({ status: 'running', attempt: 1, claimedBy: 'w2', claimExpiresAt: T0 + 5000, active: true });
         expect((await store.listAttempts('A')).filter((a) => a.effectId === next.id)).toEqual([

@@ -257,6 +257,7 @@ export interface JobDetails {
 interface RunningActivity {
   jobId: string;
   actorId: string;
+  attempt: number;
   controller: AbortController;
 }
 
@@ -370,6 +371,8 @@ export class Runtime {
   readonly runnerId: string;
   /** Slots taken for first attempts that a commit in flight claims (`#claimsFor`), not yet in `#running`. */
   #reserved = 0;
+  /** Renews the claims of running attempts (`#renewRunningClaims`). */
+  #claimTimer: ReturnType<typeof setInterval> | undefined;
   /** Attempts a durable commit claimed, by effect id, for `#afterCommit` to start (`#startClaimed`). */
   readonly #claimedInCommit = new Map<string, { effect: ClaimedEffect; def: RegisteredMachine }>();
   /** Due activities may wait in the store that this runtime has not claimed: a freed slot pumps, and commits claim nothing (older work first). */
@@ -892,6 +895,7 @@ export class Runtime {
     }
     await this.idle();
     if (this.#heartbeatTimer) clearInterval(this.#heartbeatTimer);
+    if (this.#claimTimer) clearInterval(this.#claimTimer);
     // Release every lease at once: another process takes the jobs over now, not at expiry.
     await this.store.releaseLeases(this.runnerId, 'all').catch(() => 0);
     this.#leases.clear();
@@ -2498,7 +2502,8 @@ export class Runtime {
   #launch(claimed: ClaimedEffect, def: RegisteredMachine | undefined): void {
     crashPoint('after-claim');
     const controller = new AbortController();
-    this.#running.set(claimed.id, { jobId: claimed.jobId, actorId: claimed.actorId, controller });
+    this.#running.set(claimed.id, { jobId: claimed.jobId, actorId: claimed.actorId, attempt: claimed.attempt, controller });
+    this.#renewRunningClaims();
     this.#emit({ type: 'activity.started', jobId: claimed.jobId, effectId: claimed.id, src: claimed.src, attempt: claimed.attempt });
     this.#logEntry('info', 'activity started', { jobId: claimed.jobId, effectId: claimed.id, src: claimed.src, attempt: claimed.attempt });
     this.#track(this.#runAttempt(claimed, def, controller).finally(() => this.#attempting.delete(claimed.id)));
@@ -2506,12 +2511,6 @@ export class Runtime {
 
   async #runAttempt(effect: EffectRecord, def: RegisteredMachine | undefined, controller: AbortController): Promise<void> {
     const attempt = effect.attempt;
-    const heartbeat = this.#hostDriven
-      ? undefined
-      : setInterval(() => {
-          void this.store.renewClaim(effect.id, attempt, this.runnerId, this.clock.now() + this.#leaseMs).catch(() => undefined);
-        }, Math.max(1000, Math.floor(this.#leaseMs / 3)));
-    heartbeat?.unref();
     let outcome: { ok: true; value: unknown } | { ok: false; error: unknown };
     try {
       const logic = def?.machine.implementations.actors[effect.src] as { config?: (args: unknown) => unknown } | undefined;
@@ -2562,13 +2561,30 @@ export class Runtime {
     } catch (error) {
       outcome = { ok: false, error };
     } finally {
-      if (heartbeat) clearInterval(heartbeat);
       this.#running.delete(effect.id);
       this.#slots.release(effect.src);
     }
     if (this.#closing && controller.signal.aborted) return; // shutdown: the next runtime takes the attempt over
     crashPoint('before-outcome');
     await this.#recordOutcome(effect, def, outcome);
+  }
+
+  /**
+   * One interval for every running attempt's claim (not one per attempt): renewed every third of
+   * `leaseMs` while any runs here; stopped when none does. Host-driven mode renews in `tick()`.
+   */
+  #renewRunningClaims(): void {
+    if (this.#hostDriven || this.#claimTimer) return;
+    this.#claimTimer = setInterval(() => {
+      if (this.#running.size === 0) {
+        clearInterval(this.#claimTimer);
+        this.#claimTimer = undefined;
+        return;
+      }
+      const until = this.clock.now() + this.#leaseMs;
+      for (const [effectId, running] of this.#running) void this.store.renewClaim(effectId, running.attempt, this.runnerId, until).catch(() => undefined);
+    }, Math.max(1000, Math.floor(this.#leaseMs / 3)));
+    this.#claimTimer.unref();
   }
 
   /** The lease an attempt's outcome is recorded under: the fence this runtime holds on the job (-1: none, so it is refused). */
