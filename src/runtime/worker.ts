@@ -54,7 +54,7 @@ const MAX_TIMEOUT_MS = 2 ** 31 - 1;
  * clock, from a timer or retry this runtime just committed. One told while the loop is awake
  * (after its round read the store's next wake-up) is kept for the next sleep. Ends on abort.
  */
-export class WakeAlarm {
+class WakeAlarm {
   readonly #now: () => number;
   readonly #signal: AbortSignal | undefined;
   /** The earliest deadline told (clock time) and not yet slept towards. */
