@@ -618,6 +618,69 @@ function effectsContract(name: string, factory: StoreFactory): void {
         expect((await store.getJob('A'))?.lease).toBeNull();
       });
 
+      it('a commit claims the first attempt of an effect it creates (claims): running, attempt 1, its runner and claim expiry, the lease kept; refused with the commit when the lease moved on', async () => {
+        const [e] = await createEffects('upload');
+        const c = await store.claimEffect(e!.id, 'w1', T0 + 100, T0 + 1000);
+        const fence = c!.leaseFence;
+        const next = effectOf('A', 'resize', 3, { at: T0 + 150 });
+        const event = outcomeEvent(e!, 1);
+        const outcome = (runner: string, held: number | null, withOutcome = true): TransitionCommit =>
+          commitOf('A', 3, {
+            ...(withOutcome
+              ? {
+                  event: { accept: event, status: 'applied', error: null, payload: event.payload },
+                  finish: { id: e!.id, attempt: 1, result: succeeded(e!, 1), at: T0 + 150, lease: { runner, fence: held ?? -1 } },
+                }
+              : {}),
+            effects: { create: [next], deactivate: ['upload'] },
+            claims: [{ effectId: next.id, claimUntil: T0 + 5000 }],
+            lease: { runner, fence: held, now: T0 + 150, until: T0 + 5000 },
+          });
+        // Another runner, w2, took the job over (w1's lease expired): w1's commit, claim and all, writes nothing.
+        const takeOver = await store.commit([commitOf('A', 2, { lease: { runner: 'w2', fence: null, now: T0 + 2000, until: T0 + 3000 } })]);
+        expect(takeOver).toEqual([{ ok: true, revision: 3, fence: fence + 1 }]);
+        const before = await dumpJob(store, 'A');
+        expect(await store.commit([outcome('w1', fence)])).toEqual([{ ok: false, reason: 'outcome-not-current' }]);
+        expect(await store.commit([outcome('w1', fence, false)])).toMatchObject([{ ok: false, reason: 'leased', owner: 'w2' }]);
+        expect(await dumpJob(store, 'A')).toEqual(before);
+        expect(await store.getEffect(next.id)).toBeUndefined();
+        // The holder's commit claims it: the effect is written running, its first attempt started.
+        const held = outcome('w2', fence + 1, false);
+        expect(await store.commit([held])).toEqual([{ ok: true, revision: 4, fence: fence + 1 }]);
+        expect(await store.getEffect(next.id)).toMatchObject({ status: 'running', attempt: 1, claimedBy: 'w2', claimExpiresAt: T0 + 5000, active: true });
+        expect((await store.listAttempts('A')).filter((a) => a.effectId === next.id)).toEqual([
+          { effectId: next.id, attempt: 1, runner: 'w2', startedAt: held.job.at, endedAt: null, outcome: 'running', error: null }, // at the commit's time
+        ]);
+        expect((await store.getJob('A'))?.lease).toEqual({ owner: 'w2', fence: fence + 1, until: T0 + 5000 });
+        // Its outcome is the current attempt's, under that fence.
+        expect(await store.finishAttempt(next.id, 1, succeeded((await store.getEffect(next.id))!, 1), T0 + 200, { runner: 'w2', fence: fence + 1 })).toBe('current');
+        // A claim of an effect the commit did not create, or a claim without a kept lease, refuses the commit.
+        const orphan = commitOf('A', 4, { claims: [{ effectId: 'nope', claimUntil: T0 + 5000 }], lease: { runner: 'w2', fence: fence + 1, now: T0 + 300, until: T0 + 5000 } });
+        expect(await store.commit([orphan])).toMatchObject([{ ok: false, reason: 'error' }]);
+        const unleased = commitOf('A', 4, { effects: { create: [effectOf('A', 'x', 5)], deactivate: [] }, claims: [{ effectId: 'A~x~r5', claimUntil: T0 + 5000 }], lease: { runner: 'w2', fence: fence + 1, now: T0 + 300, until: null } });
+        expect(await store.commit([unleased])).toMatchObject([{ ok: false, reason: 'error' }]);
+        expect((await store.getJob('A'))?.revision).toBe(4);
+      });
+
+      it('a new job claims the first attempts of its initial effects (claims): running for its runner, the job leased to it at fence 1', async () => {
+        const boot = effectOf('C', 'boot', 1, { at: T0 });
+        const other = effectOf('C', 'other', 1, { at: T0 });
+        const r = await store.createJob({ ...newJob('C', { effects: [boot, other] }), runner: 'w1', claims: [{ effectId: boot.id, claimUntil: T0 + 900 }] });
+        expect(r).toMatchObject({ created: true, job: { revision: 1, lease: { owner: 'w1', fence: 1, until: T0 + 900 } } });
+        expect(await store.getEffect(boot.id)).toMatchObject({ status: 'running', attempt: 1, claimedBy: 'w1', claimExpiresAt: T0 + 900 });
+        expect(await store.getEffect(other.id)).toMatchObject({ status: 'pending', attempt: 0, claimedBy: null });
+        expect((await store.listAttempts('C')).map((a) => [a.effectId, a.attempt, a.runner, a.outcome])).toEqual([[boot.id, 1, 'w1', 'running']]);
+        // Another runner cannot claim the job's other effect while w1 holds it; w1's next claim keeps fence 1.
+        expect(await store.claimEffect(other.id, 'w2', T0 + 10, T0 + 2000)).toBeUndefined();
+        expect(await store.claimEffect(other.id, 'w1', T0 + 10, T0 + 2000, undefined, 1)).toMatchObject({ attempt: 1, leaseFence: 1 });
+        // A repeated create finds the job and claims nothing.
+        const again = await store.createJob({ ...newJob('D', { effects: [effectOf('D', 'boot', 1)] }), runner: 'w1', claims: [{ effectId: 'D~boot~r1', claimUntil: T0 + 900 }] });
+        expect(again.created).toBe(true);
+        const repeat = await store.createJob({ ...newJob('D', { effects: [effectOf('D', 'boot', 1)] }), runner: 'w2', claims: [{ effectId: 'D~boot~r1', claimUntil: T0 + 900 }] });
+        expect(repeat).toMatchObject({ created: false, job: { lease: { owner: 'w1', fence: 1 } } });
+        expect((await store.listAttempts('D')).map((a) => [a.attempt, a.runner])).toEqual([[1, 'w1']]);
+      });
+
       it('writeBatch: attempt outcomes and claims in one call, each on its own: a refused one leaves the others written', async () => {
         const [a, b, c, d] = await createEffects('a', 'b', 'c', 'd');
         for (const e of [a, b, c]) await claimed(e!);

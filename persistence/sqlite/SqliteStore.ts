@@ -14,6 +14,7 @@ import type {
   AttemptFinish,
   ClaimedEffect,
   EffectClaim,
+  EffectStart,
   FinishStatus,
   WriteBatch,
   WriteBatchResult,
@@ -1053,6 +1054,11 @@ function prepare(db: Database.Database) {
     insertAttempt: db.prepare(`INSERT INTO effect_attempts (effect_id, attempt, runner, started_at, outcome) VALUES (?, ?, ?, ?, 'running')`),
     renewClaim: db.prepare(`UPDATE effects SET claim_expires_at = @until WHERE id = @id AND attempt = @attempt AND claimed_by = @runner AND status = 'running'
         AND EXISTS (SELECT 1 FROM jobs lj WHERE lj.id = effects.job_id AND lj.lease_owner = @runner)`),
+    /** An activity its creating commit claims (EffectStart): written running, at its first attempt. */
+    insertClaimedEffect: db.prepare(`INSERT INTO effects (id, job_id, actor_id, src, kind, input, status, active, attempt, max_attempts, unsafe,
+        claimed_by, claim_expires_at, created_revision, created_at, updated_at) VALUES (?, ?, ?, ?, 'activity', ?, 'running', 1, 1, ?, ?, ?, ?, ?, ?, ?)`),
+    /** A new job whose create claims its first activities: this runner's lease, fence 1. */
+    takeNewLease: db.prepare('UPDATE jobs SET lease_owner = @runner, lease_fence = 1, lease_until = @until WHERE id = @id AND lease_owner IS NULL'),
     claimJobLease: db.prepare(`UPDATE jobs SET ${LEASE_SET}
       WHERE id = @id AND ${LEASE_OK} RETURNING lease_fence`),
     holdsLease: db.prepare('SELECT 1 FROM jobs WHERE id = ? AND lease_owner = ? AND lease_fence = ?'),
@@ -1190,7 +1196,8 @@ function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
   // leaves its state also cancels its own key, which must not turn the delivered timer into a cancelled one.
   if (c.consumedTimer !== undefined) s.deliverTimer.run(c.consumedTimer);
   if (c.timers?.cancel.length) s.cancelTimers.run(c.jobId, JSON.stringify(c.timers.cancel));
-  writeRequests(s, c.effects?.create, c.timers?.schedule);
+  if (c.claims?.length && (!c.lease || c.lease.until === null)) throw new Error('A commit claims new effects only under a lease it keeps.');
+  writeRequests(s, c.effects?.create, c.timers?.schedule, [], claimsBy(c.claims, c.lease?.runner, c.job.at));
   // A job that ends cancels its delayed events still to come, as XState does when a machine stops
   // (after delivering the one this commit consumed; a fired one's pending event is rejected later).
   if (c.job.status !== 'active') s.cancelScheduledTimers.run(c.jobId);
@@ -1234,15 +1241,43 @@ function insertJob(s: ReturnType<typeof prepare>, job: NewJob): void {
     at: job.at,
   });
   insertTransition(s, job.id, 1, job.transition, job.runner ?? null, 0);
-  writeRequests(s, job.effects, job.timers, job.deliveries);
+  if (job.claims?.length) {
+    if (!job.runner) throw new Error('A new job claims its effects only for the runner that creates it.');
+    s.takeNewLease.run({ id: job.id, runner: job.runner, until: Math.max(...job.claims.map((c) => c.claimUntil)) });
+  }
+  writeRequests(s, job.effects, job.timers, job.deliveries, claimsBy(job.claims, job.runner ?? undefined, job.at));
 }
 
-/** Effects, timers and self-sends a transition asked for: written in the transition's own transaction. */
-function writeRequests(s: ReturnType<typeof prepare>, effects: NewEffect[] = [], timers: NewTimer[] = [], deliveries: NewInboxEvent[] = []): void {
+/** A commit's claims of the effects it writes (EffectStart), by effect id: written running for `runner`. */
+interface ClaimsBy {
+  runner: string;
+  at: number;
+  until: Map<string, number>;
+}
+
+function claimsBy(claims: readonly EffectStart[] | undefined, runner: string | undefined, at: number): ClaimsBy | undefined {
+  if (!claims?.length || runner === undefined) return undefined;
+  return { runner, at, until: new Map(claims.map((c) => [c.effectId, c.claimUntil])) };
+}
+
+/**
+ * Effects, timers and self-sends a transition asked for: written in the transition's own
+ * transaction. A claimed activity (`claims`) is written running, its first attempt started.
+ */
+function writeRequests(s: ReturnType<typeof prepare>, effects: NewEffect[] = [], timers: NewTimer[] = [], deliveries: NewInboxEvent[] = [], claims?: ClaimsBy): void {
+  let claimed = 0;
   for (const e of effects) {
     const child = e.kind === 'child';
-    s.insertEffect.run(e.id, e.jobId, e.actorId, e.src, child ? 'child' : 'activity', JSON.stringify(e.input), child ? 'waiting' : 'pending', child ? 1 : 0, e.maxAttempts, e.unsafe ? 1 : 0, e.createdRevision, e.at, e.at);
+    const until = child ? undefined : claims?.until.get(e.id);
+    if (until === undefined) {
+      s.insertEffect.run(e.id, e.jobId, e.actorId, e.src, child ? 'child' : 'activity', JSON.stringify(e.input), child ? 'waiting' : 'pending', child ? 1 : 0, e.maxAttempts, e.unsafe ? 1 : 0, e.createdRevision, e.at, e.at);
+      continue;
+    }
+    s.insertClaimedEffect.run(e.id, e.jobId, e.actorId, e.src, JSON.stringify(e.input), e.maxAttempts, e.unsafe ? 1 : 0, claims!.runner, until, e.createdRevision, e.at, e.at);
+    s.insertAttempt.run(e.id, 1, claims!.runner, claims!.at);
+    claimed += 1;
   }
+  if (claims && claimed !== claims.until.size) throw new Error('A commit claims an effect it does not create as an activity.');
   for (const t of timers) {
     s.insertTimer.run(t.id, t.jobId, t.key, t.kind, JSON.stringify(t.event), t.dueAt, t.createdRevision, t.createdAt);
   }

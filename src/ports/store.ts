@@ -120,6 +120,23 @@ export interface NewJob {
   /** Child jobs its initial state invoked (created after it), and events between them, in the same transaction. */
   children?: NewJob[];
   relatedDeliveries?: NewInboxEvent[];
+  /**
+   * First attempts of `effects` that this create claims for `runner` (see {@link EffectStart}):
+   * the new job's lease is taken by `runner` too (fence 1, until the latest `claimUntil`).
+   */
+  claims?: EffectStart[];
+}
+
+/**
+ * The first attempt of an effect a commit creates, claimed by that same commit for the runner
+ * that will run it (status `running`, attempt 1, `claimed_by` the runner, claim until
+ * `claimUntil`, an attempt row started at the commit's time): a job run by a worker is one write
+ * per step, not a claim and then an outcome. Refused with the commit that carries it.
+ */
+export interface EffectStart {
+  /** One of the commit's new activity effects (not a child job's). */
+  effectId: string;
+  claimUntil: number;
 }
 
 /** The result of `createJob`: the new job, or the existing one with the same id or idempotency key. */
@@ -260,6 +277,11 @@ export interface TransitionCommit {
    * lease is no longer the attempt's, nothing is written: `outcome-not-current`.
    */
   finish?: AttemptFinish;
+  /**
+   * First attempts of this commit's new effects (`effects.create`) that it claims for
+   * `lease.runner` (see {@link EffectStart}). Only with a `lease` that is kept (`until` set).
+   */
+  claims?: EffectStart[];
   /**
    * The inbox event this commit settles: a pending one (`seq`, which must still be pending), or
    * a new one (`accept`) recorded and settled in the same transaction (the inline fast path),

@@ -13,6 +13,7 @@ import type {
   AttemptFinish,
   ClaimedEffect,
   EffectClaim,
+  EffectStart,
   FinishStatus,
   JobFilter,
   JobRecord,
@@ -86,6 +87,7 @@ export type { RuntimeOptions, LogEntry, Job, SendResult, StartOptions, SendOptio
 interface RunningActivity {
   jobId: string;
   actorId: string;
+  attempt: number;
   controller: AbortController;
 }
 
@@ -168,14 +170,20 @@ export class Runtime {
   readonly #leases = new Map<string, number>();
   /** Attempts claimed here whose outcome is not recorded yet, by effect id (their job ids): their leases are kept. */
   readonly #attempting = new Map<string, string>();
-  /** Attempts whose outcome is being committed with the transition it causes: that commit does not keep the lease for them. */
-  readonly #finishing = new Set<string>();
   /** Renews, releases and expires the leases in `#leases` (leases.ts). */
   readonly #leaseKeeper: LeaseKeeper;
   readonly #hostDriven: boolean;
   readonly #verifySnapshots: boolean | 'auto';
   /** Identifies this runtime's claims on running activities. */
   readonly runnerId: string;
+  /** Slots taken for first attempts that a commit in flight claims (`#claimsFor`), not yet in `#running`. */
+  #reserved = 0;
+  /** Renews the claims of running attempts (`#renewRunningClaims`). */
+  #claimTimer: ReturnType<typeof setInterval> | undefined;
+  /** Attempts a durable commit claimed, by effect id, for `#afterCommit` to start (`#startClaimed`). */
+  readonly #claimedInCommit = new Map<string, { effect: ClaimedEffect; def: RegisteredMachine }>();
+  /** Due activities may wait in the store that this runtime has not claimed: a freed slot pumps, and commits claim nothing (older work first). */
+  #unclaimed = false;
   #pumping = false;
   #pumpAgain = false;
   #closing = false;
@@ -251,8 +259,17 @@ export class Runtime {
 
     const { job: newJob, plan, relations, initial } = this.#newJob(def, parsed, jobId, key, inputHash, this.clock.now());
     await this.#backlog.admit(false); // backpressure (limits.ts): refused before anything is written; a repeated start returned above
-    const { job: record, created } = await this.#submitCreate(newJob);
+    const claims = this.#claimsFor(newJob.effects ?? [], newJob.at);
+    if (claims.length > 0) newJob.claims = claims;
+    let created = false;
+    let record: JobRecord;
+    try {
+      ({ job: record, created } = await this.#submitCreate(newJob));
+    } finally {
+      this.#claimsCommitted(newJob.effects ?? [], claims, created ? 1 : null, def);
+    }
     if (!created) return this.#sameStart(record, def.id, inputHash, jobId, key, options.jobId);
+    if (claims.length > 0) this.#leases.set(jobId, 1);
     // The new job's own actor lends its scope: its first event neither reads nor hydrates it again.
     if (initial.actor !== undefined) this.#remember(record, def, initial.snapshot, initial.actor);
     return this.#started(record, def, plan, parsed, relations);
@@ -521,6 +538,7 @@ export class Runtime {
     for (const [, running] of aborted) running.controller.abort(new Error('runtime shutting down'));
     await giveBackAttempts(this.store, this.runnerId, aborted.map(([effectId]) => effectId), options.releaseAttempts !== false, this.clock.now(), this.#events);
     await this.idle();
+    if (this.#claimTimer) clearInterval(this.#claimTimer);
     await this.#leaseKeeper.releaseAll();
     this.#closed = true;
     retireRunner(this.runnerId);
@@ -551,7 +569,7 @@ export class Runtime {
     if (this.#hostDriven || this.#leaseKeeper.heartbeatDue()) await this.#leaseKeeper.heartbeat();
     const freed = await this.#leaseKeeper.expire();
     if (this.#process && freed.length > 0) await this.#drainAll(freed);
-    const activitiesStarted = await this.#pumpEffects();
+    const activitiesStarted = await this.#pumpEffects(true);
     return { timersFired, activitiesStarted };
   }
 
@@ -1442,10 +1460,17 @@ export class Runtime {
       ...(relations?.children.length ? { children: relations.children } : {}),
       ...(relations?.settleParent ? { settleParent: relations.settleParent } : {}),
       ...(consumedTimer !== undefined ? { consumedTimer } : {}),
-      lease: this.#leaseFor(record.id, next.status === 'active' && this.#holdsWork(record.id, plan), now),
+      lease: this.#leaseFor(record.id, next.status === 'active' && this.#holdsWork(record.id, plan, outcome?.finish.id), now),
       ...(outcome ? { finish: outcome.finish } : {}),
     };
-    const result = await this.#submit(commit);
+    const claims = plan && commit.lease?.until != null ? this.#claimsFor(plan.effects.create, now) : [];
+    if (claims.length > 0) commit.claims = claims;
+    let result: CommitResult | undefined;
+    try {
+      result = await this.#submit(commit);
+    } finally {
+      this.#claimsCommitted(plan?.effects.create ?? [], claims, result?.ok ? result.fence : null, def);
+    }
     if (!result) throw new RevisionConflictError(`The store returned no result for job ${record.id}.`);
     if (result.ok) {
       if (commit.lease?.until != null && result.fence !== null) this.#leases.set(record.id, result.fence);
@@ -1496,9 +1521,10 @@ export class Runtime {
   }
 
   /** Whether this runtime keeps the job's lease after a commit: its activities run (or are about to run) here. */
-  #holdsWork(jobId: string, plan: ActionPlan | undefined): boolean {
+  #holdsWork(jobId: string, plan: ActionPlan | undefined, finishing?: string): boolean {
     if (this.#runEffects && plan?.effects.create.length) return true;
-    for (const [effectId, id] of this.#attempting) if (id === jobId && !this.#finishing.has(effectId)) return true;
+    // Every attempt of the job counted here but the one whose outcome this commit records (other commits keep the lease for it).
+    for (const [effectId, id] of this.#attempting) if (id === jobId && effectId !== finishing) return true;
     return false;
   }
 
@@ -1513,7 +1539,7 @@ export class Runtime {
     }
     this.#runActions(jobId, revision, plan.afterCommit, clean);
     if (plan.deliveries.length > 0) this.#pendingDrains.add(jobId);
-    if (plan.effects.create.length > 0) this.#track(this.#pumpEffects());
+    if (plan.effects.create.length > 0) this.#startClaimed(plan.effects.create);
     if (plan.timers.schedule.length > 0) this.#emit({ type: 'timers.scheduled', jobId, dueAt: plan.timers.schedule.map((t) => t.dueAt) });
   }
 
@@ -1540,8 +1566,11 @@ export class Runtime {
     }
   }
 
-  /** Start due activities up to the concurrency limit. Returns how many attempts it started. */
-  async #pumpEffects(): Promise<number> {
+  /**
+   * Start due activities up to the concurrency limit. Returns how many attempts it started.
+   * `orphans`: also take over attempts of runners that are gone (the poll's round, `tick()`).
+   */
+  async #pumpEffects(orphans = false): Promise<number> {
     if (!this.#runEffects || this.#closing) return 0;
     if (this.#pumping) {
       this.#pumpAgain = true;
@@ -1552,9 +1581,14 @@ export class Runtime {
     try {
       do {
         this.#pumpAgain = false;
-        started += await this.#takeOverOrphans();
-        const free = this.#maxActivities - this.#running.size;
-        if (free <= 0) break;
+        if (orphans) started += await this.#takeOverOrphans();
+        orphans = false;
+        const free = this.#maxActivities - this.#busySlots();
+        if (free <= 0) {
+          this.#unclaimed = true; // no slot to look with: the next freed slot pumps
+          break;
+        }
+        this.#unclaimed = false;
         for (let window: number | undefined = free + this.#running.size; window !== undefined; window = widerScan(window)) {
           const due = await this.store.dueEffects(this.clock.now(), window, this.runnerId);
           let held = 0;
@@ -1562,11 +1596,15 @@ export class Runtime {
           // per job: a second claim of the same job needs the lease fence the first one returns.
           const starts: Promise<boolean>[] = [];
           const jobs = new Set<string>();
+          // A full window, or rows held by their limits: more may be due than this round takes.
+          if (due.length >= window) this.#unclaimed = true;
           for (const effect of due) {
-            if (this.#running.size + starts.length >= this.#maxActivities || this.#closing) break;
+            if (this.#busySlots() + starts.length >= this.#maxActivities || this.#closing) break;
             if (this.#running.has(effect.id)) continue;
-            if (!this.#slots.has(effect.src)) held += 1; // over its activityConcurrency: stays pending in the store
-            else if (jobs.has(effect.jobId)) this.#pumpAgain = true; // next round, with the fence
+            if (!this.#slots.has(effect.src)) {
+              held += 1; // over its activityConcurrency: stays pending in the store
+              this.#unclaimed = true;
+            } else if (jobs.has(effect.jobId)) this.#pumpAgain = true; // next round, with the fence
             else {
               jobs.add(effect.jobId);
               starts.push(this.#startAttempt(effect));
@@ -1574,13 +1612,87 @@ export class Runtime {
           }
           for (const ok of await Promise.all(starts)) if (ok) started += 1;
           // Held rows may hide startable ones behind them: read further, up to a bound (limits.ts).
-          if (held === 0 || due.length < window || this.#running.size >= this.#maxActivities || this.#closing) break;
+          if (held === 0 || due.length < window || this.#busySlots() >= this.#maxActivities || this.#closing) break;
         }
       } while (this.#pumpAgain && !this.#closing);
     } finally {
       this.#pumping = false;
     }
     return started;
+  }
+
+  /** Attempts running here, plus slots taken for first attempts that commits in flight claim. */
+  #busySlots(): number {
+    return this.#running.size + this.#reserved;
+  }
+
+  /**
+   * The first attempts a commit claims for this runner in the same transaction (`EffectStart`):
+   * its new activities, each while a slot is free (`maxConcurrentActivities`, `activityConcurrency`)
+   * and no older due work waits here unclaimed (that goes first, by the pump). Slots are taken
+   * now, before the commit; `#claimsCommitted` gives them back if the commit does not hold.
+   */
+  #claimsFor(effects: readonly NewEffect[], now: number): EffectStart[] {
+    if (!this.#runEffects || this.#closing || this.#unclaimed) return [];
+    const claims: EffectStart[] = [];
+    for (const effect of effects) {
+      if (effect.kind === 'child') continue;
+      if (this.#busySlots() >= this.#maxActivities || !this.#slots.has(effect.src)) {
+        this.#unclaimed = true; // left pending in the store: the next freed slot pumps
+        continue;
+      }
+      this.#slots.take(effect.src);
+      this.#reserved += 1;
+      this.#attempting.set(effect.id, effect.jobId); // a commit of the job built meanwhile keeps the lease
+      claims.push({ effectId: effect.id, claimUntil: now + this.#leaseMs });
+    }
+    return claims;
+  }
+
+  /** The commit carrying `claims` held (`fence`: the job's lease fence after it) or not (null): keep them for `#startClaimed`, or give their slots back. */
+  #claimsCommitted(effects: readonly NewEffect[], claims: readonly EffectStart[], fence: number | null, def: RegisteredMachine): void {
+    for (const claim of claims) {
+      const created = effects.find((e) => e.id === claim.effectId)!;
+      if (fence === null) {
+        this.#reserved -= 1;
+        this.#slots.release(created.src);
+        this.#attempting.delete(created.id);
+        continue;
+      }
+      const effect: ClaimedEffect = {
+        ...created,
+        kind: 'activity',
+        status: 'running',
+        active: true,
+        attempt: 1,
+        nextRunAt: null,
+        claimedBy: this.runnerId,
+        claimExpiresAt: claim.claimUntil,
+        token: null,
+        output: null,
+        error: null,
+        createdAt: created.at,
+        updatedAt: created.at,
+        leaseFence: fence,
+      };
+      this.#claimedInCommit.set(claim.effectId, { effect, def });
+    }
+  }
+
+  /** After a commit (`#afterCommit`): run the attempts it claimed; pump for new activities it could not claim. */
+  #startClaimed(effects: readonly NewEffect[]): void {
+    let unclaimed = false;
+    for (const created of effects) {
+      const claimed = this.#claimedInCommit.get(created.id);
+      if (!claimed) {
+        unclaimed ||= created.kind !== 'child';
+        continue;
+      }
+      this.#claimedInCommit.delete(created.id);
+      this.#reserved -= 1;
+      this.#launch(claimed.effect, claimed.def);
+    }
+    if (unclaimed) this.#track(this.#pumpEffects());
   }
 
   /** Activities claimed by a runner that is gone (crashed process, closed runtime) are taken over now. */
@@ -1660,23 +1772,23 @@ export class Runtime {
     }
     if (!claimed) return false;
     this.#leases.set(claimed.jobId, claimed.leaseFence);
+    this.#launch(claimed, def);
+    return true;
+  }
+
+  /** Run an attempt claimed for this runner (its slot taken, counted in `#attempting`) in the background. */
+  #launch(claimed: ClaimedEffect, def: RegisteredMachine | undefined): void {
     crashPoint('after-claim');
     const controller = new AbortController();
-    this.#running.set(claimed.id, { jobId: claimed.jobId, actorId: claimed.actorId, controller });
+    this.#running.set(claimed.id, { jobId: claimed.jobId, actorId: claimed.actorId, attempt: claimed.attempt, controller });
+    this.#renewRunningClaims();
     this.#emit({ type: 'activity.started', jobId: claimed.jobId, effectId: claimed.id, src: claimed.src, attempt: claimed.attempt });
     this.#logEntry('info', 'activity started', { jobId: claimed.jobId, effectId: claimed.id, src: claimed.src, attempt: claimed.attempt });
     this.#track(this.#runAttempt(claimed, def, controller).finally(() => this.#attempting.delete(claimed.id)));
-    return true;
   }
 
   async #runAttempt(effect: EffectRecord, def: RegisteredMachine | undefined, controller: AbortController): Promise<void> {
     const attempt = effect.attempt;
-    const heartbeat = this.#hostDriven
-      ? undefined
-      : setInterval(() => {
-          void this.store.renewClaim(effect.id, attempt, this.runnerId, this.clock.now() + this.#leaseMs).catch(() => undefined);
-        }, Math.max(1000, Math.floor(this.#leaseMs / 3)));
-    heartbeat?.unref();
     let outcome: { ok: true; value: unknown } | { ok: false; error: unknown };
     try {
       const logic = def?.machine.implementations.actors[effect.src] as { config?: (args: unknown) => unknown } | undefined;
@@ -1727,13 +1839,30 @@ export class Runtime {
     } catch (error) {
       outcome = { ok: false, error };
     } finally {
-      if (heartbeat) clearInterval(heartbeat);
       this.#running.delete(effect.id);
       this.#slots.release(effect.src);
     }
     if (this.#closing && controller.signal.aborted) return; // shutdown: the next runtime takes the attempt over
     crashPoint('before-outcome');
     await this.#recordOutcome(effect, def, outcome);
+  }
+
+  /**
+   * One interval for every running attempt's claim (not one per attempt): renewed every third of
+   * `leaseMs` while any runs here; stopped when none does. Host-driven mode renews in `tick()`.
+   */
+  #renewRunningClaims(): void {
+    if (this.#hostDriven || this.#claimTimer) return;
+    this.#claimTimer = setInterval(() => {
+      if (this.#running.size === 0) {
+        clearInterval(this.#claimTimer);
+        this.#claimTimer = undefined;
+        return;
+      }
+      const until = this.clock.now() + this.#leaseMs;
+      for (const [effectId, running] of this.#running) void this.store.renewClaim(effectId, running.attempt, this.runnerId, until).catch(() => undefined);
+    }, Math.max(1000, Math.floor(this.#leaseMs / 3)));
+    this.#claimTimer.unref();
   }
 
   /** The lease an attempt's outcome is recorded under: the fence this runtime holds on the job (-1: none, so it is refused). */
@@ -1744,10 +1873,11 @@ export class Runtime {
   async #recordOutcome(effect: EffectRecord, def: RegisteredMachine | undefined, outcome: { ok: true; value: unknown } | { ok: false; error: unknown }): Promise<void> {
     const attempt = effect.attempt;
     const now = this.clock.now();
-    let status: FinishStatus;
+    let status: FinishStatus | 'applied';
     let reported: 'succeeded' | 'failed' | 'retrying' | 'stale';
     let errorInfo: ErrorInfo | undefined;
     let output: JsonValue | undefined;
+    let retryAt = 0;
     // Told once: by the commit that records the outcome with its transition (before that
     // transition's own event), or below once the outcome is recorded on its own.
     let told = false;
@@ -1774,7 +1904,7 @@ export class Runtime {
       errorInfo = { ...info, message: redactText(info.message, effect.input, def?.sensitive ?? new Set()) };
       const retry = !terminal && attempt < effect.maxAttempts && (policy.retryOn ? policy.retryOn(errorInfo) : true);
       if (retry) {
-        const retryAt = now + (retryAfterMs ?? backoffDelay(policy, attempt, effect.id));
+        retryAt = now + (retryAfterMs ?? backoffDelay(policy, attempt, effect.id));
         status = await this.#submitFinish({ id: effect.id, attempt, result: { kind: 'failed', error: errorInfo, retryAt, event: null }, at: now, lease: this.#attemptLease(effect.jobId) });
         reported = 'retrying';
       } else {
@@ -1786,13 +1916,16 @@ export class Runtime {
     }
     this.#attempting.delete(effect.id); // recorded: a commit of the job may release its lease now
     crashPoint('after-outcome');
-    if (status !== 'current') reported = 'stale';
+    // Applied in its own commit, which found nothing queued before it: only a self-send of that commit waits.
+    const applied = status === 'applied';
+    if (status !== 'current' && status !== 'applied') reported = 'stale';
     if (status === 'lease-lost') this.#leaseLost(effect.jobId, this.#leases.get(effect.jobId) ?? -1);
     tell(reported);
-    if (this.#process && reported !== 'retrying') await this.#unit(() => this.#drain(effect.jobId));
-    if (reported === 'retrying') this.#emit({ type: 'timers.scheduled', jobId: effect.jobId, dueAt: [] });
+    if (this.#process && reported !== 'retrying' && (!applied || this.#pendingDrains.has(effect.jobId))) await this.#unit(() => this.#drain(effect.jobId));
+    if (reported === 'retrying') this.#emit({ type: 'timers.scheduled', jobId: effect.jobId, dueAt: [retryAt] }); // a worker wakes then
     await this.#releaseIdle(effect.jobId);
-    this.#track(this.#pumpEffects());
+    // The freed slot: a next step of this job was claimed by its commit; other due work here is pumped.
+    if (this.#unclaimed) this.#track(this.#pumpEffects());
   }
 
   /**
@@ -1801,14 +1934,14 @@ export class Runtime {
    * that applies its event (the store writes the attempt's end first, and nothing at all if the
    * attempt is no longer current): one write, no queued inbox row. Otherwise, or when that commit
    * is refused, it is recorded on its own (group-committed) and applied in inbox order.
+   * `applied`: recorded and applied in one commit.
    */
-  async #finishApplying(finish: AttemptFinish & { result: { event: NewInboxEvent } }, jobId: string, recorded: () => void): Promise<FinishStatus> {
+  async #finishApplying(finish: AttemptFinish & { result: { event: NewInboxEvent } }, jobId: string, recorded: () => void): Promise<FinishStatus | 'applied'> {
     const event = finish.result.event;
     if (this.#process && !this.#closing) {
       const effectId = finish.id;
       // The commit decides the job's lease as if the attempt were over (released if nothing else
-      // runs here); until it is durable the heartbeat still counts the attempt and keeps the lease.
-      this.#finishing.add(effectId);
+      // runs here); until it is durable the heartbeat, and other commits of the job, still count the attempt.
       // Set once the commit holding the outcome is durable: whatever happens after, it is recorded.
       let committed = false;
       const outcome = {
@@ -1822,16 +1955,16 @@ export class Runtime {
         this.#withLock(jobId, async () => {
           const loaded = await this.#load(jobId);
           if (loaded?.kind !== 'ready' || loaded.record.suspendedAt !== null) return;
-          if ((await this.store.pendingEvents(jobId, 1)).length > 0) return; // those come first
+          // Events queued before it come first: the store refuses this commit then (a conflict,
+          // nothing written), and the outcome is recorded on its own below, queued behind them.
           await this.#applyEvent(loaded, event.payload, { accept: event, outcome });
         }),
       )
         .catch((error: unknown) => {
           if (committed) this.#logEntry('error', 'failed after the commit that recorded an outcome', { jobId, effectId, error: toErrorInfo(error) });
           else this.#logEntry('warn', 'outcome not applied with its commit; recorded on its own', { jobId, effectId, error: toErrorInfo(error) });
-        })
-        .finally(() => this.#finishing.delete(effectId));
-      if (committed) return 'current';
+        });
+      if (committed) return 'applied';
     }
     return this.#submitFinish(finish);
   }
@@ -1840,7 +1973,9 @@ export class Runtime {
   async #releaseIdle(jobId: string): Promise<void> {
     await this.#withLock(jobId, async () => {
       const fence = this.#leases.get(jobId);
-      if (fence === undefined || this.#holdsWork(jobId, undefined)) return;
+      if (fence === undefined) return;
+      // An attempt of the job still counted here, finishing or not: its own commit decides the lease.
+      for (const id of this.#attempting.values()) if (id === jobId) return;
       await this.store.releaseLeases(this.runnerId, [jobId]);
       if (this.#leases.get(jobId) === fence) this.#leases.delete(jobId);
     });

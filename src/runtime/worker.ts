@@ -14,6 +14,11 @@ export interface WorkerOptions {
  * the next deadline or the poll interval, until `signal` aborts. The runtime's clock decides
  * what is due; the sleep itself is real time (this is the process that waits so tests don't).
  *
+ * Work this runtime's own commits create never waits for a poll: a new activity is claimed by
+ * the commit that asks for it and runs at once, a self-sent event is applied after its commit,
+ * and a timer or retry scheduled here wakes the loop when it is due (`timers.scheduled`). The
+ * poll is the fallback for work other processes leave.
+ *
  * @example
  * const controller = new AbortController();
  * process.on('SIGTERM', () => controller.abort());
@@ -23,26 +28,76 @@ export interface WorkerOptions {
 export async function runWorker(runtime: Runtime, options: WorkerOptions = {}): Promise<void> {
   const pollMs = Math.max(10, options.pollMs ?? 250);
   const signal = options.signal;
-  while (!signal?.aborted) {
-    const processed = await runtime.processPending();
-    const { timersFired, activitiesStarted } = await runtime.tick();
-    if (processed + timersFired + activitiesStarted > 0) options.onRound?.({ processed, timersFired, activitiesStarted });
-    const next = await runtime.nextWakeAt();
-    // A round that applied events goes again at once: one round is bounded (limits.ts), so more may wait.
-    const wait = processed > 0 ? 0 : next === null ? pollMs : Math.max(0, Math.min(pollMs, next - runtime.clock.now()));
-    await sleep(wait, signal);
+  const alarm = new WakeAlarm(() => runtime.clock.now(), signal);
+  const unsubscribe = runtime.subscribe((event) => {
+    if (event.type === 'timers.scheduled') for (const at of event.dueAt) alarm.wakeAt(at);
+  });
+  try {
+    while (!signal?.aborted) {
+      const processed = await runtime.processPending();
+      const { timersFired, activitiesStarted } = await runtime.tick();
+      if (processed + timersFired + activitiesStarted > 0) options.onRound?.({ processed, timersFired, activitiesStarted });
+      const next = await runtime.nextWakeAt();
+      // A round that applied events goes again at once: one round is bounded (limits.ts), so more may wait.
+      const wait = processed > 0 ? 0 : next === null ? pollMs : Math.max(0, Math.min(pollMs, next - runtime.clock.now()));
+      await alarm.sleep(wait);
+    }
+  } finally {
+    unsubscribe();
   }
 }
 
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    }
-    signal?.addEventListener('abort', done, { once: true });
-  });
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
+/**
+ * The worker's sleep (real time), brought forward by {@link wakeAt}: a deadline in the runtime's
+ * clock, from a timer or retry this runtime just committed. One told while the loop is awake
+ * (after its round read the store's next wake-up) is kept for the next sleep. Ends on abort.
+ */
+class WakeAlarm {
+  readonly #now: () => number;
+  readonly #signal: AbortSignal | undefined;
+  /** The earliest deadline told (clock time) and not yet slept towards. */
+  #earliest = Infinity;
+  /** While asleep: when it ends (clock time), the timer, and how to end it. */
+  #until = Infinity;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #wake: (() => void) | undefined;
+
+  constructor(now: () => number, signal?: AbortSignal) {
+    this.#now = now;
+    this.#signal = signal;
+  }
+
+  /** Be awake by `at` (clock time). */
+  wakeAt(at: number): void {
+    if (at >= this.#earliest) return;
+    this.#earliest = at;
+    if (this.#wake && at < this.#until) this.#arm(at);
+  }
+
+  /** Sleep `ms`, or less when something is due sooner. */
+  sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.#signal?.aborted) return resolve();
+      const done = () => {
+        clearTimeout(this.#timer);
+        this.#signal?.removeEventListener('abort', done);
+        this.#wake = undefined;
+        this.#until = Infinity;
+        this.#earliest = Infinity; // the round that follows reads every deadline again
+        resolve();
+      };
+      this.#wake = done;
+      this.#signal?.addEventListener('abort', done, { once: true });
+      this.#arm(Math.min(this.#now() + ms, this.#earliest));
+    });
+  }
+
+  #arm(at: number): void {
+    clearTimeout(this.#timer);
+    this.#until = at;
+    // setTimeout takes at most 2^31 - 1 ms (a longer delay would fire at once).
+    this.#timer = setTimeout(this.#wake!, Math.min(MAX_TIMEOUT_MS, Math.max(0, at - this.#now())));
+  }
 }

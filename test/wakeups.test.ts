@@ -1,0 +1,197 @@
+/**
+ * Wake-ups: a worker starts a job's next step in the round in which the previous outcome
+ * commits, never at its next poll. The commit that applies an outcome (or creates the job) claims
+ * the next activity for this runner in the same transaction, so a 3-step job is one create and
+ * three outcome commits; a timer or retry this runtime schedules wakes the worker when it is due.
+ * Every worker here polls once every 1,000 s: a job that finished by polling would time the test
+ * out. The clock is virtual; nothing waits on the wall clock.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { assign, fromPromise, setup } from 'xstate';
+import { runWorker, type JobStore, type Runtime, type RuntimeEvent, type WriteBatch } from '../src/index.ts';
+import { VirtualClock } from '../src/testing/index.ts';
+import { T0 } from './helpers/durable.ts';
+import { Resources } from './helpers/resources.ts';
+
+const res = new Resources();
+const stops: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  await Promise.all(stops.splice(0).map((stop) => stop()));
+  await res.dispose();
+});
+
+const NEVER_POLL_MS = 1_000_000;
+
+/** Three activity steps, then done. */
+const threeSteps = setup({
+  types: { context: {} as { n: number } },
+  actors: { work: fromPromise<number, { n: number }>(async ({ input }) => input.n + 1) },
+}).createMachine({
+  id: 'three-steps',
+  context: { n: 0 },
+  initial: 'a',
+  states: {
+    a: { invoke: { id: 'a', src: 'work', input: ({ context }) => ({ n: context.n }), onDone: { target: 'b', actions: assign({ n: ({ event }) => event.output }) } } },
+    b: { invoke: { id: 'b', src: 'work', input: ({ context }) => ({ n: context.n }), onDone: { target: 'c', actions: assign({ n: ({ event }) => event.output }) } } },
+    c: { invoke: { id: 'c', src: 'work', input: ({ context }) => ({ n: context.n }), onDone: { target: 'done', actions: assign({ n: ({ event }) => event.output }) } } },
+    done: { type: 'final' },
+  },
+});
+
+let failuresLeft = 0;
+/** An activity, a 1 s pause (a durable timer), an activity that fails `failuresLeft` times first (retried after its backoff). */
+const pauseAndRetry = setup({
+  actors: {
+    work: fromPromise(async () => 1),
+    flaky: fromPromise(async () => {
+      if (failuresLeft > 0) {
+        failuresLeft -= 1;
+        throw new Error('flaky');
+      }
+      return 2;
+    }),
+  },
+}).createMachine({
+  id: 'pause-and-retry',
+  initial: 'first',
+  states: {
+    first: { invoke: { id: 'first', src: 'work', onDone: 'pause' } },
+    pause: { after: { 1000: 'second' } },
+    second: { invoke: { id: 'second', src: 'flaky', onDone: 'done' } },
+    done: { type: 'final' },
+  },
+});
+
+/** Count the store's writes by kind: what `writeBatch` and `commit` carry. */
+function countWrites(store: JobStore): { creates: number; commits: number; finishes: number; claims: number; claimedInCommit: number } {
+  const n = { creates: 0, commits: 0, finishes: 0, claims: 0, claimedInCommit: 0 };
+  const batch = store.writeBatch.bind(store);
+  const commit = store.commit.bind(store);
+  store.writeBatch = (b: WriteBatch) => {
+    n.creates += b.creates?.length ?? 0;
+    n.claimedInCommit += (b.creates ?? []).reduce((k, c) => k + (c.claims?.length ?? 0), 0);
+    n.finishes += b.finishes?.length ?? 0;
+    n.claims += b.claims?.length ?? 0;
+    return batch(b);
+  };
+  store.commit = (cs) => {
+    n.commits += cs.length;
+    n.claimedInCommit += cs.reduce((k, c) => k + (c.claims?.length ?? 0), 0);
+    return commit(cs);
+  };
+  return n;
+}
+
+/** runWorker in the background with a poll that never comes in a test; counts the rounds that did something. */
+function startWorker(runtime: Runtime): { rounds: () => number } {
+  const controller = new AbortController();
+  let rounds = 0;
+  const loop = runWorker(runtime, { pollMs: NEVER_POLL_MS, signal: controller.signal, onRound: () => (rounds += 1) });
+  stops.push(async () => {
+    controller.abort();
+    await loop;
+  });
+  return { rounds: () => rounds };
+}
+
+function finished(runtime: Runtime, jobId: string): Promise<void> {
+  return new Promise((resolve) => {
+    const off = runtime.subscribe((e: RuntimeEvent) => {
+      if (e.type === 'job.committed' && e.job.id === jobId && e.job.final) {
+        off();
+        resolve();
+      }
+    });
+  });
+}
+
+describe('wake-ups', () => {
+  it('a 3-step job run by a worker completes without a poll: one create and three outcome commits, each claiming the next step', async () => {
+    const clock = new VirtualClock(T0);
+    const store = await res.sqlite(res.dbPath(), { clock, synchronous: 'NORMAL' });
+    const writes = countWrites(store);
+    const runtime = await res.runtime({ store, machines: [threeSteps], clock });
+    const worker = startWorker(runtime);
+    const done = finished(runtime, 'j1');
+    await runtime.start('three-steps', {}, { jobId: 'j1' });
+    await done;
+    await runtime.idle();
+    expect(await runtime.get('j1')).toMatchObject({ value: 'done', context: { n: 3 }, revision: 4, lease: null });
+    expect(writes).toEqual({ creates: 1, commits: 3, finishes: 0, claims: 0, claimedInCommit: 3 });
+    expect(worker.rounds()).toBe(0); // no worker round found anything to do: each step started as the last one committed
+    const attempts = (await runtime.details('j1')).attempts;
+    expect(attempts.map((a) => [a.effectId.split('~')[1], a.attempt, a.runner, a.outcome])).toEqual([
+      ['a', 1, runtime.runnerId, 'succeeded'],
+      ['b', 1, runtime.runnerId, 'succeeded'],
+      ['c', 1, runtime.runnerId, 'succeeded'],
+    ]);
+  });
+
+  it('a timer and a retry this runtime schedules wake the worker when due, not at its next poll', async () => {
+    failuresLeft = 1;
+    const clock = new VirtualClock(T0);
+    const store = await res.sqlite(res.dbPath(), { clock, synchronous: 'NORMAL' });
+    const runtime = await res.runtime({ store, machines: [pauseAndRetry], clock });
+    // Time passes the moment something is scheduled (before the worker hears of it): it is due at once.
+    const scheduled: number[] = [];
+    runtime.subscribe((e) => {
+      if (e.type !== 'timers.scheduled') return;
+      scheduled.push(...e.dueAt.map((at) => at - clock.now()));
+      clock.set(Math.max(clock.now(), ...e.dueAt));
+    });
+    const worker = startWorker(runtime);
+    const done = finished(runtime, 'j1');
+    await runtime.start('pause-and-retry', {}, { jobId: 'j1' });
+    await done;
+    expect(scheduled).toHaveLength(2); // the pause's timer, then the retry's backoff
+    expect(scheduled[0]).toBe(1000);
+    expect(scheduled[1]).toBeGreaterThan(0);
+    // The round the timer woke fired it; the retry started in that round or the one its backoff woke.
+    expect(worker.rounds()).toBeGreaterThanOrEqual(1);
+    expect(worker.rounds()).toBeLessThanOrEqual(2);
+    const details = await runtime.details('j1');
+    expect(details.job).toMatchObject({ value: 'done' });
+    expect(details.attempts.map((a) => [a.effectId.split('~')[1], a.attempt, a.outcome])).toEqual([
+      ['first', 1, 'succeeded'],
+      ['second', 1, 'failed'],
+      ['second', 2, 'succeeded'],
+    ]);
+  });
+
+  it('claims in a commit respect maxConcurrentActivities: a step without a free slot waits in the store and starts when one frees', async () => {
+    const clock = new VirtualClock(T0);
+    const store = await res.sqlite(res.dbPath(), { clock, synchronous: 'NORMAL' });
+    const writes = countWrites(store);
+    const runtime = await res.runtime({ store, machines: [threeSteps], clock, maxConcurrentActivities: 1 });
+    let running = 0;
+    let most = 0;
+    runtime.subscribe((e) => {
+      if (e.type === 'activity.started') most = Math.max(most, ++running);
+      if (e.type === 'activity.finished') running -= 1;
+    });
+    startWorker(runtime);
+    const ids = ['j1', 'j2', 'j3'];
+    const done = Promise.all(ids.map((id) => finished(runtime, id)));
+    await Promise.all(ids.map((id) => runtime.start('three-steps', {}, { jobId: id })));
+    await done;
+    await runtime.idle();
+    expect(most).toBe(1);
+    for (const id of ids) expect(await runtime.get(id)).toMatchObject({ value: 'done', context: { n: 3 }, lease: null });
+    // Nine attempts: some claimed by the commit that asked for them, the rest by the pump when a slot freed.
+    expect(writes.claimedInCommit + writes.claims).toBe(9);
+    expect(writes.claimedInCommit).toBeGreaterThan(0);
+  });
+
+  it('an activity this runtime does not run (activityConcurrency 0) is not claimed by its commit: it waits in the store for another process', async () => {
+    const clock = new VirtualClock(T0);
+    const store = await res.sqlite(res.dbPath(), { clock, synchronous: 'NORMAL' });
+    const writes = countWrites(store);
+    const runtime = await res.runtime({ store, machines: [threeSteps], clock, activityConcurrency: { work: 0 } });
+    await runtime.start('three-steps', {}, { jobId: 'j1' });
+    await runtime.tick();
+    await runtime.idle();
+    expect(writes.claimedInCommit + writes.claims).toBe(0);
+    expect(await store.listEffects('j1')).toMatchObject([{ status: 'pending', attempt: 0, claimedBy: null }]);
+    expect((await runtime.get('j1')).lease).toBeNull();
+  });
+});
