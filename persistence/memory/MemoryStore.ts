@@ -1,4 +1,6 @@
 import type {
+  FeedPage,
+  HistoryFeedFilter,
   AcceptResult,
   AssetRecord,
   AttemptRecord,
@@ -86,6 +88,10 @@ export class MemoryStore implements JobStore {
   /** Each job's events in seq order. */
   readonly #jobEvents = new Map<string, InboxRecord[]>();
   readonly #history = new Map<string, TransitionRecord[]>();
+  /** Every history row in seq order (SQLite: `transitions.seq`); rows of purged jobs are skipped on read. */
+  readonly #feed: { seq: number; record: TransitionRecord }[] = [];
+  /** The last history seq handed out: never reused, rolled back with its write. */
+  #historySeq = 0;
   /** In insertion (rowid) order. */
   readonly #effects = new Map<string, EffectRecord>();
   /** Effect id → its attempts in attempt order. */
@@ -279,6 +285,37 @@ export class MemoryStore implements JobStore {
   async history(jobId: string): Promise<TransitionRecord[]> {
     this.#open();
     return (this.#history.get(jobId) ?? []).map(copy);
+  }
+
+  async historySince(after: number, limit: number, scan: number, filter: HistoryFeedFilter): Promise<FeedPage> {
+    this.#open();
+    const upto = Math.min(this.#historySeq, after + scan);
+    const records: FeedPage['records'] = [];
+    for (let i = this.#feedIndexAfter(after); i < this.#feed.length && records.length < limit; i++) {
+      const { seq, record } = this.#feed[i]!;
+      if (seq > upto) break;
+      const job = this.#jobs.get(record.jobId);
+      // A purged job's rows are gone (and a job made again under its id has new ones).
+      if (!job || this.#history.get(record.jobId)?.[record.revision - 1] !== record) continue;
+      if (filter.owner !== undefined && job.owner !== filter.owner) continue;
+      if (filter.machineId !== undefined && job.machineId !== filter.machineId) continue;
+      if (filter.jobId !== undefined && record.jobId !== filter.jobId) continue;
+      if (filter.outcomes !== undefined && !filter.outcomes.includes(record.outcome)) continue;
+      records.push({ ...copy(record), seq, machineId: job.machineId });
+    }
+    return { records, next: records.length === limit ? records.at(-1)!.seq : Math.max(after, upto) };
+  }
+
+  /** The index of the first feed row with a seq above `after` (binary search: seqs grow). */
+  #feedIndexAfter(after: number): number {
+    let lo = 0;
+    let hi = this.#feed.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.#feed[mid]!.seq <= after) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
   }
 
   // Effects
@@ -977,7 +1014,7 @@ export class MemoryStore implements JobStore {
   #insertTransition(jobId: string, revision: number, t: TransitionDraft, runner: string | null, fence: number | null): void {
     const history = this.#history.get(jobId);
     if (!history) throw new ConstraintError('FOREIGN KEY constraint failed');
-    this.#push(history, {
+    const record: TransitionRecord = {
       jobId,
       revision,
       eventId: t.eventId,
@@ -990,7 +1027,11 @@ export class MemoryStore implements JobStore {
       at: t.at,
       runner,
       fence,
-    });
+    };
+    this.#push(history, record);
+    this.#historySeq += 1;
+    this.#record(() => void (this.#historySeq -= 1));
+    this.#push(this.#feed, { seq: this.#historySeq, record });
   }
 
   /** True when another runner holds the job's lease and it has not expired by `now`. */
