@@ -114,19 +114,28 @@ describe('the all-jobs stream', () => {
 });
 
 describe('a slow client', () => {
-  it('holds its stream back (the server reads no further than the client takes), then gets everything, in order', async () => {
-    const { runtime, server } = await open({ stallMs: 120_000 });
+  /**
+   * A notes job whose stream a client opened and read the first event of, then `total` notes of
+   * 200 kB each (16 MB for 80: far more than the socket buffers hold) that it has not read.
+   */
+  async function unread(stallMs: number, total: number): Promise<{ runtime: Runtime; server: SpoolServer; jobId: string; client: SseClient }> {
+    const { runtime, server } = await open({ stallMs });
     const job = await runtime.start('notes', {});
     const client = res.track(await SseClient.open(`${server.url}/api/jobs/${job.id}/stream`));
     expect(await client.next()).toMatchObject({ id: '1' });
     const big = 'n'.repeat(200_000);
-    const total = 80; // about 16 MB of events, far more than the socket buffers hold
     for (let i = 0; i < total; i++) await runtime.send(job.id, { type: 'NOTE', text: big });
+    return { runtime, server, jobId: job.id, client };
+  }
+
+  it('holds its stream back (the server reads no further than the client takes), then gets everything, in order', async () => {
+    const total = 80;
+    const { runtime, server, jobId, client } = await unread(120_000, total);
     // The client reads nothing: the server's stream waits on its write, far behind the history.
     await vi.waitFor(() => expect(server.streams()[0]).toMatchObject({ writing: true }), { timeout: 20_000 });
     const held = server.streams()[0]!;
     expect(held.cursor).toBeLessThan(total + 1);
-    expect((await runtime.get(job.id)).revision).toBe(total + 1);
+    expect((await runtime.get(jobId)).revision).toBe(total + 1);
     // Once it reads, it gets every event after the first, each once, in order.
     const got: number[] = [];
     while (got.length < total) got.push(Number((await client.next())!.id));
@@ -134,18 +143,13 @@ describe('a slow client', () => {
   });
 
   it('is disconnected when it takes nothing for stallMs, and resumes with Last-Event-ID without a gap or a repeat', async () => {
-    const { runtime, server } = await open({ stallMs: 200 });
-    const job = await runtime.start('notes', {});
-    const client = res.track(await SseClient.open(`${server.url}/api/jobs/${job.id}/stream`));
-    expect(await client.next()).toMatchObject({ id: '1' });
-    const big = 'n'.repeat(200_000);
-    for (let i = 0; i < 80; i++) await runtime.send(job.id, { type: 'NOTE', text: big });
-    await runtime.send(job.id, { type: 'CLOSE' });
+    const { runtime, server, jobId, client } = await unread(200, 80);
+    await runtime.send(jobId, { type: 'CLOSE' });
     await vi.waitFor(() => expect(server.streams()).toEqual([]), { timeout: 20_000 });
     // What reached the client before the server gave up on it, then the rest from its last id.
     const before = [1, ...revisions(await client.rest())];
     expect(before.length).toBeLessThan(82);
-    const resumed = res.track(await SseClient.open(`${server.url}/api/jobs/${job.id}/stream`, String(before.at(-1))));
+    const resumed = res.track(await SseClient.open(`${server.url}/api/jobs/${jobId}/stream`, String(before.at(-1))));
     const all = [...before, ...revisions(await resumed.rest())];
     expect(all).toEqual(Array.from({ length: 82 }, (_, i) => i + 1));
   });

@@ -103,7 +103,7 @@ export interface ServeChild {
 
 /** Start `spool --db <db> serve --port 0 --json` with `SPOOL_TOKEN`, and wait for its ready line. */
 export function spawnServe(db: string, cwd: string, token: string, extra: readonly string[] = []): Promise<ServeChild> {
-  const env = { ...process.env, SPOOL_TOKEN: token };
+  const env: NodeJS.ProcessEnv = { ...process.env, SPOOL_TOKEN: token };
   delete env['NODE_OPTIONS'];
   const child = spawn(process.execPath, [SPOOL_BIN, '--db', db, '--json', ...extra, 'serve', '--port', '0'], { cwd, env });
   const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
