@@ -206,3 +206,25 @@ describe('Last-Event-ID across a restart of the server process', () => {
     expect(await second.exited).toBe(0);
   });
 });
+
+describe('spool worker --serve', () => {
+  it('serves the API from inside a worker, which runs what the API starts, and stops on SIGTERM', async () => {
+    const db = `${res.tempDir()}/spool.db`;
+    const worker = await spawnServe(db, PROJECT_ROOT, TOKEN, ['worker', '--poll-ms', '20', '--serve', '--port', '0']);
+    children.push(worker);
+    const post = (route: string, body: unknown) =>
+      fetch(`${worker.url}${route}`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` }, body: JSON.stringify(body) });
+    // retrying-job runs an activity in `processing`: only a worker gets it to its end.
+    expect((await post('/api/machines/retrying-job/jobs', { input: { name: 'w', items: 2 }, jobId: 'w1' })).status).toBe(201);
+    const stream = res.track(await SseClient.open(`${worker.url}/api/jobs/w1/stream`));
+    expect((await post('/api/jobs/w1/events', { type: 'START' })).status).toBe(200);
+    const events = (await stream.rest()).map((e) => JSON.parse(e.data) as { eventType: string; to: unknown; final: boolean });
+    expect(events.map((e) => [e.eventType, e.to, e.final])).toEqual([
+      ['xstate.init', 'queued', false],
+      ['START', 'processing', false],
+      ['xstate.done.actor.process', 'completed', true],
+    ]);
+    worker.child.kill('SIGTERM');
+    expect(await worker.exited).toBe(0);
+  });
+});

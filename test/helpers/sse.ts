@@ -101,11 +101,14 @@ export interface ServeChild {
   exited: Promise<number | null>;
 }
 
-/** Start `spool --db <db> serve --port 0 --json` with `SPOOL_TOKEN`, and wait for its ready line. */
-export function spawnServe(db: string, cwd: string, token: string, extra: readonly string[] = []): Promise<ServeChild> {
+/**
+ * Start `spool --db <db> --json <command>` (default `serve --port 0`) with `SPOOL_TOKEN`, and wait
+ * for its `serve.ready` line.
+ */
+export function spawnServe(db: string, cwd: string, token: string, command: readonly string[] = ['serve', '--port', '0']): Promise<ServeChild> {
   const env: NodeJS.ProcessEnv = { ...process.env, SPOOL_TOKEN: token };
   delete env['NODE_OPTIONS'];
-  const child = spawn(process.execPath, [SPOOL_BIN, '--db', db, '--json', ...extra, 'serve', '--port', '0'], { cwd, env });
+  const child = spawn(process.execPath, [SPOOL_BIN, '--db', db, '--json', ...command], { cwd, env });
   const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
   return new Promise((resolve, reject) => {
     let out = '';
