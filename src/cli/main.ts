@@ -40,6 +40,7 @@ import { DEFAULT_MACHINES_MODULE, loadMachines } from './loadMachines.ts';
 import { parseDuration } from './duration.ts';
 import { addScheduleCommands, describeScheduleEvent } from './schedule.ts';
 import { onShutdownSignals } from './signals.ts';
+import { addGraphCommand } from './graph.ts';
 import { addServeCommand, addServeOptions, checkServeFlags, startServer, type ServeFlags } from './serve.ts';
 import { collectPathTests, isPathTestSubject, runPathTests, type MachinePathResult, type PathTestProgress } from '../testing/runPathTests.ts';
 
@@ -572,6 +573,12 @@ Examples:
         if (g.json) io.stdout(`${JSON.stringify({ db: g.db, jobs }, null, 2)}\n`);
       });
     });
+
+  addGraphCommand(program, {
+    registry: async (command) => new MachineRegistry((await loadMachines(globals(command).machines ?? DEFAULT_MACHINES_MODULE, io.cwd)).definitions),
+    withReadRuntime: (command, work) => withRuntime(globals(command), io, { create: false, mode: 'read' }, (runtime) => work(runtime)),
+    stdout: (text) => io.stdout(text),
+  });
 
   addServeCommand(program, {
     withRuntime: (command, work) => withRuntime(globals(command), io, { create: true }, (runtime) => work(runtime)),

@@ -12,7 +12,7 @@ import { JOB_STATUSES, UnknownMachineError, ValidationError, type JobStatus, typ
 import { redactDetails, redactJob, redactKeys, sensitiveKeys } from '../views/redacted.ts';
 import { requireTokenForWrites } from './auth.ts';
 import { BadJsonError, BodyTooLargeError, MachineUnavailableError, MethodNotAllowedError, RouteNotFoundError, errorResponse } from './errors.ts';
-import { describeMachine } from './machines.ts';
+import { describeMachine } from '../views/machineView.ts';
 import type { StreamHub } from './sse.ts';
 
 /** What the app needs: the runtime it drives, the write token, the body limit, the streams. */

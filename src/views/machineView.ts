@@ -1,7 +1,7 @@
 /**
- * A registered machine as the HTTP API shows it: its states as a tree (nested and parallel
- * states as children), the transitions of each, and its external events with their zod schemas
- * as JSON Schema (`z.toJSONSchema`).
+ * A registered machine as clients show it (the HTTP API, `spool graph`): its states as a tree
+ * (nested and parallel states as children), the transitions of each, and its external events
+ * with their zod schemas as JSON Schema (`z.toJSONSchema`).
  */
 import { z } from 'zod';
 import type { RegisteredMachine } from '../index.ts';
@@ -13,6 +13,7 @@ export interface StateView {
   type: string;
   /** The initial child's key, for compound states. */
   initial: string | null;
+  /** Each event the state handles (`''`: its eventless `always` transitions) and the states it may go to (none: it stays). */
   on: { event: string; targets: string[] }[];
   states: StateView[];
 }
@@ -50,6 +51,7 @@ interface StateNodeLike {
   initial?: { target?: readonly { key: string }[] };
   states: Record<string, StateNodeLike>;
   transitions: Map<string, readonly { target?: readonly { id: string }[] | undefined }[]>;
+  always?: readonly { target?: readonly { id: string }[] | undefined }[];
 }
 
 function describeState(node: StateNodeLike): StateView {
@@ -58,7 +60,7 @@ function describeState(node: StateNodeLike): StateView {
     key: node.key,
     type: node.type,
     initial: node.initial?.target?.[0]?.key ?? null,
-    on: [...node.transitions].map(([event, ts]) => ({ event, targets: ts.flatMap((t) => (t.target ?? []).map((n) => n.id)) })),
+    on: [...node.transitions, ...(node.always?.length ? [['', node.always] as const] : [])].map(([event, ts]) => ({ event, targets: ts.flatMap((t) => (t.target ?? []).map((n) => n.id)) })),
     states: Object.values(node.states).map(describeState),
   };
 }
