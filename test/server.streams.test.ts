@@ -68,7 +68,7 @@ describe("a job's stream", () => {
     expect(revisions(await resumed.rest())).toEqual([3, 4]);
     const atEnd = await fetch(`${server.url}/api/jobs/${job.id}/stream`, { headers: { 'last-event-id': '4' } });
     expect(atEnd.status).toBe(204);
-    await vi.waitFor(() => expect(server.streams()).toEqual([]));
+    await vi.waitFor(() => expect(server.streams()).toEqual([]), { timeout: 20_000 });
   });
 
   it('sends heartbeat comments while nothing happens', async () => {

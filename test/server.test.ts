@@ -10,6 +10,7 @@ import { jobLifecycle } from '../machines/index.ts';
 import type { ActivityArgs, Runtime } from '../src/index.ts';
 import { createServer, type ServerOptions, type SpoolServer } from '../src/server/index.ts';
 import { Resources, dumpDatabase } from './helpers/resources.ts';
+import { runSpool } from './helpers/spoolCli.ts';
 
 const TOKEN = 'test-token-0123456789abcdef';
 
@@ -197,5 +198,13 @@ describe('spool serve: the JSON API', () => {
     expect(lifecycle.root.states.map((s) => s.key)).toEqual(expect.arrayContaining(['queued', 'processing', 'completed']));
     expect(lifecycle.events.find((e) => e.type === 'PROGRESS')!.schema.properties.percent).toMatchObject({ type: 'number', maximum: 100 });
     expect((await api.call('GET', '/api/stats')).body.jobs.length).toBeGreaterThan(0);
+  });
+
+  it('spool serve on a port another server holds: one SPOOL_USAGE line, exit 1', async () => {
+    const api = await open();
+    const port = new URL(api.server.url).port;
+    const run = await runSpool(['--db', api.path, 'serve', '--port', port, '--token', TOKEN], res.tempDir());
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(new RegExp(`^spool: SPOOL_USAGE: Port ${port} on 127.0.0.1 is in use`));
   });
 });

@@ -85,6 +85,11 @@ export async function startServer(runtime: Runtime, flags: ServeFlags, print: (j
     port: Number(flags.port),
     ...(flags.token !== undefined ? { token: flags.token } : {}),
     ...(flags.bodyLimit !== undefined ? { bodyLimitBytes: Number(flags.bodyLimit) } : {}),
+  }).catch((error: unknown) => {
+    const code = (error as { code?: unknown }).code;
+    if (code === 'EADDRINUSE') throw new UsageError(`Port ${flags.port} on ${flags.host} is in use; pick another with --port (0: any free one).`);
+    if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') throw new UsageError(`Cannot listen on ${flags.host}: no such interface here; see --host.`);
+    throw error;
   });
   const token = server.tokenGenerated ? server.token : null;
   print(

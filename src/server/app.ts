@@ -31,8 +31,9 @@ export function createApp(options: AppOptions): Hono {
   const { runtime, streams } = options;
   const app = new Hono();
   app.onError((error) => {
-    if (errorResponse(error).status === 500) options.onInternalError?.(error);
-    return errorResponse(error);
+    const response = errorResponse(error);
+    if (response.status === 500) options.onInternalError?.(error);
+    return response;
   });
   app.notFound((c) => errorResponse(new RouteNotFoundError(`No route ${c.req.method} ${c.req.path}. The API is under /api: see the README, "Seeing jobs".`)));
   app.use(methodNotAllowed({ app, onMethodNotAllowed: (c, allow) => errorResponse(new MethodNotAllowedError(c.req.method, c.req.path, allow)) }));

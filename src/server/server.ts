@@ -69,13 +69,18 @@ export async function createServer(options: ServerOptions): Promise<SpoolServer>
   });
   const server = createAdaptorServer({ fetch: app.fetch }) as Server;
   const host = options.host ?? '127.0.0.1';
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 7420, host, () => {
-      server.off('error', reject);
-      resolve();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(options.port ?? 7420, host, () => {
+        server.off('error', reject);
+        resolve();
+      });
     });
-  });
+  } catch (error) {
+    changes.close(); // the port is taken, say: nothing is left listening or subscribed
+    throw error;
+  }
   let closing: Promise<void> | undefined;
   const stop = async () => {
     hub.closeAll();
