@@ -41,6 +41,7 @@ import { parseDuration } from './duration.ts';
 import { addScheduleCommands, describeScheduleEvent } from './schedule.ts';
 import { onShutdownSignals } from './signals.ts';
 import { addGraphCommand } from './graph.ts';
+import { addTailCommand } from './tail.ts';
 import { addServeCommand, addServeOptions, checkServeFlags, startServer, type ServeFlags } from './serve.ts';
 import { collectPathTests, isPathTestSubject, runPathTests, type MachinePathResult, type PathTestProgress } from '../testing/runPathTests.ts';
 
@@ -578,6 +579,13 @@ Examples:
     registry: async (command) => new MachineRegistry((await loadMachines(globals(command).machines ?? DEFAULT_MACHINES_MODULE, io.cwd)).definitions),
     withReadRuntime: (command, work) => withRuntime(globals(command), io, { create: false, mode: 'read' }, (runtime) => work(runtime)),
     stdout: (text) => io.stdout(text),
+  });
+
+  addTailCommand(program, {
+    withReadRuntime: (command, work) => withRuntime(globals(command), io, { create: false, mode: 'read' }, (runtime) => work(runtime)),
+    json: (command) => globals(command).json === true,
+    stdout: (text) => io.stdout(text),
+    stderr: (text) => io.stderr(text),
   });
 
   addServeCommand(program, {
