@@ -5,8 +5,9 @@ import { loadMigrations, SqliteStore } from '../persistence/sqlite/index.ts';
 import { DatabaseBusyError, NotASpoolDatabaseError } from '../persistence/sqlite/SqliteStore.ts';
 import { jobLifecycle } from '../machines/index.ts';
 import { CorruptRecordError, SchemaTooNewError, SpoolError, ValidationError, type RuntimeEvent } from '../src/index.ts';
+import { MemoryStore } from '../persistence/memory/index.ts';
 import { Resources } from './helpers/resources.ts';
-import { newJob } from './store.contract.ts';
+import { commitOf, newEvent, newJob } from './store.contract.ts';
 
 const res = new Resources();
 afterEach(() => res.dispose());
@@ -62,6 +63,25 @@ describe('SqliteStore settings', () => {
   });
 });
 
+describe('MemoryStore: the SQLite store on a private :memory: database', () => {
+  it('opens synchronously at the latest schema, each instance its own database, and is closed like any SQLite store', async () => {
+    const a = new MemoryStore();
+    const b = new MemoryStore();
+    expect(a).toBeInstanceOf(SqliteStore);
+    expect(a.description).toBe('memory');
+    expect(a.db.memory).toBe(true);
+    expect(a.schemaVersion).toBe(loadMigrations().at(-1)!.version);
+    expect(a.db.pragma('foreign_keys', { simple: true })).toBe(1);
+    expect((await a.createJob(newJob('j1'))).created).toBe(true);
+    expect(await a.getJob('j1')).toMatchObject({ id: 'j1', revision: 1 });
+    expect(await b.getJob('j1')).toBeUndefined();
+    await a.close();
+    await b.close();
+    expect(a.db.open).toBe(false);
+    await expect(a.getJob('j1')).rejects.toThrow(/not open/);
+  });
+});
+
 describe('SqliteStore migrations', () => {
   it('upgrades a schema-6 file: events that release recorded in the inbox stay found, listed once and deduplicated', async () => {
     const path = res.dbPath();
@@ -78,7 +98,7 @@ describe('SqliteStore migrations', () => {
         SELECT job_id, event_id, event_type, payload, payload_hash, outcome, revision, at, at, 'external' FROM transitions WHERE payload_hash IS NOT NULL;
       DROP TRIGGER transitions_seq_assign; DROP TRIGGER transitions_seq_keep_floor; DROP INDEX transitions_seq;
       DROP TABLE history_seq_floor; ALTER TABLE transitions DROP COLUMN seq;
-      DROP VIEW events; DROP INDEX transitions_event_key;
+      DROP VIEW events; DROP TABLE event_keys;
       ALTER TABLE transitions DROP COLUMN event_keyed; ALTER TABLE transitions DROP COLUMN payload_hash;
       DROP INDEX effects_pending; DROP INDEX jobs_active_children;
       DELETE FROM spool_migrations WHERE version >= 7;`);
@@ -98,8 +118,44 @@ describe('SqliteStore migrations', () => {
       [next.eventId, 4, 'history'],
     ]);
     expect((await runtime.history('old')).map((h) => h.revision)).toEqual([1, 2, 3, 4]);
-    // Schema 10's global order starts with the rows written after it: the older ones have no seq.
+    // Schema 11's global order starts with the rows written after it: the older ones have no seq.
     expect((await runtime.historySince(0)).records.map((r) => r.revision)).toEqual([4]);
+  });
+
+  it('upgrades a schema-9 file: the ids it recorded (history key index, inbox) become keys, and are refused again', async () => {
+    const path = res.dbPath();
+    const go = (eventId: string, at: number) => newEvent('j', eventId, { type: 'GO' }, at);
+    {
+      const store = await res.sqlite(path);
+      await store.createJob(newJob('j'));
+      expect(await store.commit([commitOf('j', 1, { event: { accept: go('hook', 1), status: 'applied', error: null, payload: { type: 'GO' } } })])).toMatchObject([{ ok: true }]);
+      const { event } = await store.acceptEvent(go('queued', 2));
+      expect(await store.commit([commitOf('j', 2, { event: { seq: event.seq!, status: 'applied', error: null, payload: { type: 'GO' } } })])).toMatchObject([{ ok: true }]);
+      await store.close();
+    }
+    // Back to schema 9: no key table, the history's event key index instead.
+    const raw = res.raw(path);
+    raw.exec(`DROP TRIGGER transitions_seq_assign; DROP TRIGGER transitions_seq_keep_floor; DROP INDEX transitions_seq;
+      DROP TABLE history_seq_floor; ALTER TABLE transitions DROP COLUMN seq;
+      DROP TABLE event_keys; UPDATE transitions SET event_keyed = 1 WHERE event_id = 'hook';
+      CREATE UNIQUE INDEX transitions_event_key ON transitions (job_id, event_id) WHERE event_keyed = 1;
+      DELETE FROM spool_migrations WHERE version >= 10;`);
+    raw.close();
+    const store = await res.sqlite(path);
+    expect(store.db.prepare('SELECT job_id, event_id, revision FROM event_keys ORDER BY event_id').all()).toEqual([
+      { job_id: 'j', event_id: 'hook', revision: 2 },
+      { job_id: 'j', event_id: 'queued', revision: null },
+    ]);
+    for (const [eventId, revision] of [['hook', 2], ['queued', 3]] as const) {
+      const accept = go(eventId, 3);
+      expect(await store.commit([commitOf('j', 3, { event: { accept, status: 'applied', error: null, payload: { type: 'GO' } } })])).toEqual([
+        { ok: false, reason: 'duplicate-event' },
+      ]);
+      expect(await store.acceptEvent(accept)).toMatchObject({ duplicate: true, event: { revision } });
+    }
+    // A second record of one (job, event id) is a primary key violation, whoever writes it.
+    expect(() => store.db.prepare("INSERT INTO event_keys (job_id, event_id) VALUES ('j', 'hook')").run()).toThrow(/UNIQUE constraint failed/);
+    await store.close();
   });
 
   it('records the schema version it migrated to', async () => {

@@ -4,7 +4,6 @@
  * a settled event no longer counts. Run against every store, on records built by hand.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { MemoryStore } from '../persistence/memory/index.ts';
 import type { JobStore, NewInboxEvent, NewJob } from '../src/ports/store.ts';
 import { Resources } from './helpers/resources.ts';
 
@@ -35,7 +34,6 @@ const event = (jobId: string, eventId: string): NewInboxEvent => ({ jobId, event
 
 const stores: [string, () => Promise<JobStore>][] = [
   ['sqlite', () => res.sqlite(res.dbPath())],
-  ['memory', async () => res.track(new MemoryStore())],
 ];
 
 describe.each(stores)('pendingBacklog (%s)', (_name, open) => {

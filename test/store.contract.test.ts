@@ -1,5 +1,4 @@
 import { join } from 'node:path';
-import { MemoryStore } from '../persistence/memory/index.ts';
 import { SqliteStore } from '../persistence/sqlite/index.ts';
 import { Resources } from './helpers/resources.ts';
 import { storeContract } from './store.contract.ts';
@@ -15,5 +14,3 @@ storeContract('SqliteStore (file)', async () => {
     },
   };
 });
-
-storeContract('MemoryStore', async () => ({ store: new MemoryStore() }));

@@ -556,6 +556,35 @@ export function storeContract(name: string, factory: StoreFactory): void {
         expect(await store.listEvents('A')).toMatchObject([{ eventId: 'r2.made-up' }, { eventId: 'r9.caller' }, { eventId: 'hook' }]);
       });
 
+      it('an id that names a revision, recorded first in the inbox, is refused at that revision too', async () => {
+        const queued = await store.acceptEvent(newEvent('A', 'r3.sent-twice'));
+        expect(queued.duplicate).toBe(false);
+        // Still waiting: the inline commit at revision 3 (the one its id names) is refused as a duplicate.
+        const inlineAt3 = () =>
+          store.commit([commitOf('A', 2, { value: 'again', event: { accept: newEvent('A', 'r3.sent-twice'), status: 'applied', error: null, payload: { type: 'GO' } } })]);
+        await store.commit([commitOf('A', 1, { value: 'v2' })]);
+        const before = await dumpStore(store);
+        expect(await inlineAt3()).toEqual([{ ok: false, reason: 'duplicate-event' }]);
+        expect(await dumpStore(store)).toEqual(before);
+        // Applied at revision 3 from the inbox: the id names the revision it holds, and is still not taken twice.
+        expect(await store.commit([commitOf('A', 2, { value: 'v3', event: { seq: queued.event.seq!, status: 'applied', error: null, payload: { type: 'GO' } } })])).toEqual([
+          { ok: true, revision: 3, fence: null },
+        ]);
+        expect(await store.acceptEvent(newEvent('A', 'r3.sent-twice'))).toMatchObject({ duplicate: true, event: { seq: queued.event.seq, revision: 3 } });
+        // Queued and applied at revision 4, then sent again while the job is at 4: refused at revision 5, the one its id names.
+        const early = await store.acceptEvent(newEvent('A', 'r5.early'));
+        await store.commit([commitOf('A', 3, { value: 'v4', event: { seq: early.event.seq!, status: 'applied', error: null, payload: { type: 'GO' } } })]);
+        const at4 = await dumpStore(store);
+        expect(
+          await store.commit([commitOf('A', 4, { value: 'v5', event: { accept: newEvent('A', 'r5.early'), status: 'applied', error: null, payload: { type: 'GO' } } })]),
+        ).toEqual([{ ok: false, reason: 'duplicate-event' }]);
+        expect(await dumpStore(store)).toEqual(at4);
+        expect(await store.listEvents('A')).toMatchObject([
+          { eventId: 'r3.sent-twice', revision: 3 },
+          { eventId: 'r5.early', revision: 4 },
+        ]);
+      });
+
       it('writeBatch: new jobs and transitions in one call, each on its own: a refused one leaves the others written', async () => {
         const before = await dumpStore(store);
         const result = await store.writeBatch({

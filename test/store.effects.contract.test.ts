@@ -7,7 +7,6 @@ import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MemoryStore } from '../persistence/memory/index.ts';
 import { SqliteStore } from '../persistence/sqlite/index.ts';
 import type {
   AttemptResult,
@@ -1045,5 +1044,3 @@ effectsContract('SqliteStore (file)', async () => {
     },
   };
 });
-
-effectsContract('MemoryStore', async () => ({ store: new MemoryStore() }));

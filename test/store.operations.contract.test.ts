@@ -10,7 +10,6 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MemoryStore } from '../persistence/memory/index.ts';
 import { loadMigrations, SqliteStore } from '../persistence/sqlite/index.ts';
 import type {
   AttemptResult,
@@ -510,41 +509,6 @@ operationsContract('SqliteStore (file)', async () => {
       if (existsSync(dir)) throw new Error(`could not remove ${dir}`);
     },
   };
-});
-
-operationsContract('MemoryStore', async () => ({ store: new MemoryStore() }));
-
-describe('the memory store mirrors SQLite for operations', () => {
-  it('one scenario on both stores: every read through the port is equal', async () => {
-    const dir = join(TMP_ROOT, randomBytes(8).toString('hex'));
-    mkdirSync(dir, { recursive: true });
-    const sqlite = await SqliteStore.open(join(dir, 'mirror.db'));
-    const memory = new MemoryStore();
-    try {
-      const run = async (store: JobStore) => {
-        const out: unknown[] = [];
-        for (const [i, id] of ['j1', 'j2', 'j3', 'j4', 'j5', 'j\u{1F600}', 'jé'].entries()) {
-          await store.createJob(newJob(id, { owner: i % 3 === 0 ? 'acme' : null, at: T0 + i }));
-          await store.commit([commitOf(id, 1, { value: i % 2 ? 'b' : 'a', effects: { create: [effectOf(id, 'act', 2, { src: i % 2 ? 'zeta' : 'alpha', maxAttempts: 1 })], deactivate: [] } })]);
-          const e = (await store.getEffect(`${id}~act~r2`))!;
-          const c = await store.claimEffect(e.id, `w${i}`, T0 + 100 + i, T0 + 1000);
-          if (i % 2) await store.finishAttempt(e.id, c!.attempt, failedFinal(e, c!.attempt), T0 + 200 + i);
-          if (i === 4) await store.suspendJob(id, 'hold', T0 + 300, noteOf(id, 'suspended'));
-          if (i === 5) await store.commit([commitOf(id, 2, { status: 'done', value: 'end', at: T0 + 400 })]);
-        }
-        out.push(await store.stats({ now: T0 + 2000 }), await store.stats({ owner: 'acme', now: T0 + 2000 }), await store.stats({ owner: null, now: T0 + 2000 }));
-        out.push(await store.listJobs({ stuck: true }), await store.listJobs({ stuck: false, owner: null }), await store.listJobs({ suspended: true }));
-        out.push(await store.redriveEffect('j2~act~r2', 4, T0 + 500, noteOf('j2', 'retry')), await store.dueEffects(T0 + 2000, 100));
-        out.push(await store.purgeFinished({ before: T0 + 5000, statuses: ['done'], limit: 10 }), await store.listJobs({}));
-        return out;
-      };
-      expect(await run(memory)).toEqual(await run(sqlite));
-    } finally {
-      await sqlite.close();
-      await memory.close();
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
 });
 
 describe('migration 0003 on an existing database', () => {

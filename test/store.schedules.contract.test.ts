@@ -7,7 +7,6 @@
  */
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MemoryStore } from '../persistence/memory/index.ts';
 import { SqliteStore } from '../persistence/sqlite/index.ts';
 import type { JobStore, NewSchedule, ScheduleFire } from '../src/ports/store.ts';
 import { Resources } from './helpers/resources.ts';
@@ -208,33 +207,4 @@ afterEach(() => res.dispose());
 scheduleContract('SqliteStore (file)', async () => {
   const store = await SqliteStore.open(join(res.tempDir(), 'schedules.db'));
   return { store };
-});
-scheduleContract('MemoryStore', async () => ({ store: new MemoryStore() }));
-
-describe('both stores return the same records for the same schedule operations', () => {
-  it('a scenario through every operation', async () => {
-    const run = async (store: JobStore) => {
-      const out: unknown[] = [];
-      out.push(await store.putSchedule(scheduleOf('s', { overlap: 'buffer-one', catchUp: 'run-once' }), null));
-      out.push(await store.putSchedule(scheduleOf('s'), null));
-      out.push(await store.putSchedule(scheduleOf('s', { input: { changed: true }, at: T0 + 1 }), 1));
-      out.push(await store.putSchedule(scheduleOf('u', { owner: 'o', cron: '*/5 * * * *', everyMs: null, timezone: 'UTC' }), null));
-      out.push(await store.dueSchedules(null, T0 + MIN, 10));
-      out.push(await store.fireSchedule(fireOf('s', 2, { occurrence: { dueAt: T0 + MIN, outcome: 'started', reason: null, job: newJob('j1', { at: T0 + MIN }) } })));
-      out.push(await store.fireSchedule(fireOf('s', 3, { state: { nextDueAt: T0 + 3 * MIN, bufferedDueAt: T0 + 2 * MIN, lastDueAt: T0 + 2 * MIN, lastJobId: 'j1', missed: 1 } })));
-      out.push(await store.fireSchedule(fireOf('s', 4, { occurrence: { dueAt: T0 + MIN, outcome: 'skipped', reason: 'dup' } })));
-      out.push(await store.fireSchedule(fireOf('s', 3)));
-      out.push(await store.dueSchedules(null, T0, 10));
-      out.push(await store.listSchedules({}));
-      out.push(await store.listOccurrences('s', 10));
-      out.push(await store.deleteSchedule('u', 'o'));
-      out.push(await store.listSchedules({ owner: 'o' }));
-      out.push(await store.getJob('j1'));
-      await store.close();
-      return out;
-    };
-    const sqlite = await run(await SqliteStore.open(join(res.tempDir(), 'same.db')));
-    const memory = await run(new MemoryStore());
-    expect(memory).toEqual(sqlite);
-  });
 });

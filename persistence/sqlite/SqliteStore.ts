@@ -41,9 +41,10 @@ import type {
   TransitionRecord,
   LeaseClaim,
 } from '../../src/ports/store.ts';
-import { inlineDraft, isExternal, leaseLostError, MAX_RELEASES, outcomeOf, RELEASED_ATTEMPT } from '../../src/ports/store.ts';
+import { inlineDraft, isExternal, leaseLostError, MAX_RELEASES, outcomeOf, RELEASED_ATTEMPT, revisionNamedBy } from '../../src/ports/store.ts';
 import { systemClock, type Clock } from '../../src/ports/clock.ts';
 import { SchemaTooNewError, CorruptRecordError, SpoolError, ValidationError } from '../../src/runtime/errors.ts';
+import { attemptsLeft, exhausted, releasesLeft, SQLITE, STUCK } from './predicates.ts';
 import { SqliteSchedules } from './schedules.ts';
 
 /** Options of {@link SqliteStore.open}. */
@@ -180,8 +181,13 @@ export class SqliteStore implements JobStore {
   readonly #schedules: SqliteSchedules;
   #closed = false;
 
-  private constructor(path: string, options: SqliteStoreOptions) {
-    this.description = `sqlite:${path}`;
+  /**
+   * Opens the database synchronously (better-sqlite3 is synchronous). Use {@link SqliteStore.open},
+   * which checks the options and retries while another process sets a new file up; subclasses
+   * (the in-memory store) call it with `:memory:`, which no other connection can lock.
+   */
+  protected constructor(path: string, options: SqliteStoreOptions, description = `sqlite:${path}`) {
+    this.description = description;
     this.db = new Database(path, { timeout: options.busyTimeoutMs ?? 5000 });
     try {
       // Before anything is changed, even the journal mode: another application's file, or a newer Spool's.
@@ -322,13 +328,10 @@ export class SqliteStore implements JobStore {
       params.push(filter.status);
     }
     if (filter.quarantined !== undefined) where.push(filter.quarantined ? 'quarantine IS NOT NULL' : 'quarantine IS NULL');
-    if (filter.exhausted !== undefined) {
-      where.push(`${filter.exhausted ? '' : 'NOT '}EXISTS (SELECT 1 FROM effects e WHERE e.job_id = jobs.id AND e.status = 'failed'
-        AND (e.attempt >= e.max_attempts OR json_extract(e.error, '$.code') IN ('SPOOL_RETRIES_EXHAUSTED', 'SPOOL_INDETERMINATE')))`);
-    }
+    if (filter.exhausted !== undefined) where.push(filter.exhausted ? EXHAUSTED : `NOT ${EXHAUSTED}`);
     if (filter.cancelRequested !== undefined) where.push(filter.cancelRequested ? 'cancel_requested_at IS NOT NULL' : 'cancel_requested_at IS NULL');
     if (filter.suspended !== undefined) where.push(filter.suspended ? 'suspended_at IS NOT NULL' : 'suspended_at IS NULL');
-    if (filter.stuck !== undefined) where.push(filter.stuck ? `(${IDLE_SQL})` : `NOT (${IDLE_SQL})`);
+    if (filter.stuck !== undefined) where.push(filter.stuck ? `(${STUCK})` : `NOT (${STUCK})`);
     if (filter.owner !== undefined) {
       where.push('owner = ?');
       params.push(filter.owner ?? '');
@@ -369,11 +372,9 @@ export class SqliteStore implements JobStore {
   async acceptEvent(event: NewInboxEvent): Promise<AcceptResult> {
     const s = this.#stmts;
     return this.#write(() => {
-      // An event applied as it was accepted lives in history only: a repeat of its id is a duplicate.
-      const inline = inlineEvent(s, event.jobId, event.eventId);
-      if (inline) return { event: toInboxRecord(inline), duplicate: true };
-      const info = s.insertEvent.run({ ...inboxParams(event), status: 'pending', error: null, revision: null, processed_at: null });
-      const row = s.getEvent.get(event.jobId, event.eventId) as Row;
+      // A repeat of a recorded id is refused by its key (event_keys; the inbox's own for the runtime's events).
+      const info = insertInbox(s, { ...inboxParams(event), status: 'pending', error: null, revision: null, processed_at: null });
+      const row = findEvent(s, event.jobId, event.eventId) as Row;
       return { event: toInboxRecord(row), duplicate: info.changes === 0 };
     });
   }
@@ -858,7 +859,7 @@ function migrate(db: Database.Database, path: string, now: number): number {
     .immediate();
 }
 
-/** SQLite's BINARY collation (UTF-8 byte order): how the memory store orders text too. */
+/** SQLite's BINARY collation (UTF-8 byte order), for what is sorted after it is read. */
 function byteOrder(a: string, b: string): number {
   return Buffer.compare(Buffer.from(a), Buffer.from(b));
 }
@@ -888,31 +889,21 @@ const LEASE_SET = `lease_fence = CASE WHEN @runner IS NULL OR (@force = 0 AND le
 
 /**
  * An event accepted and applied in one commit (`@inline_event`, its id) goes in only when no
- * event waits before it and its id is recorded nowhere: not queued, not in history under the
- * key index, not at the revision its id names (`@named_at`). Index probes inside the job's UPDATE.
+ * event waits before it (events apply in accept order). Its id's uniqueness is a key, written
+ * after this UPDATE (`recordKey`), except for a made-up id applied at the revision it names
+ * (`@at_named` = 1): the history's primary key holds that one, and this probe makes sure the id
+ * was not recorded under a key before (a caller that sent such an id itself, earlier).
  */
 const INLINE_OK = `(@inline_event IS NULL OR (NOT EXISTS (SELECT 1 FROM inbox WHERE job_id = @id AND status = 'pending')
-  AND NOT EXISTS (SELECT 1 FROM inbox WHERE job_id = @id AND event_id = @inline_event)
-  AND NOT EXISTS (SELECT 1 FROM transitions WHERE job_id = @id AND event_id = @inline_event AND event_keyed = 1)
-  AND NOT EXISTS (SELECT 1 FROM transitions WHERE job_id = @id AND revision = @named_at AND event_id = @inline_event)))`;
+  AND (@at_named = 0 OR NOT EXISTS (SELECT 1 FROM event_keys WHERE job_id = @id AND event_id = @inline_event))))`;
 
 /** A history row of an event applied as it was accepted, read as an event (as the `events` view maps it). */
 const INLINE_EVENT = `SELECT NULL AS seq, job_id, event_id, event_type AS type, payload, payload_hash, outcome AS status,
   'external' AS source_kind, NULL AS source_id, NULL AS attempt, error, revision, at AS accepted_at, at AS processed_at FROM transitions`;
 
-/**
- * The revision an event id names (`r<revision>.<uuid>`, the ids the runtime makes up for events
- * sent without one), or -1. Such an event applied at that revision is found by the history's
- * primary key; any other id goes in the event key index.
- */
-function revisionNamedBy(eventId: string): number {
-  const m = /^r([1-9][0-9]{0,14})\./.exec(eventId);
-  return m ? Number(m[1]) : -1;
-}
-
 /** The history row recording an event applied as it was accepted, by the event's id. */
 function inlineEvent(s: ReturnType<typeof prepare>, jobId: string, eventId: string): Row | undefined {
-  const keyed = s.keyedEvent.get(jobId, eventId) as Row | undefined;
+  const keyed = s.keyedEvent.get({ job: jobId, event: eventId }) as Row | undefined;
   if (keyed) return keyed;
   const at = revisionNamedBy(eventId);
   return at > 0 ? (s.locatedEvent.get(jobId, at, eventId) as Row | undefined) : undefined;
@@ -936,15 +927,8 @@ function leaseParams(lease: (Omit<LeaseClaim, 'fence'> & { fence: number | null 
   };
 }
 
-/** A `jobs` row that nothing recorded will move (`JobFilter.stuck`): see the store port. */
-const IDLE_SQL = `jobs.status = 'active' AND jobs.quarantine IS NULL AND jobs.suspended_at IS NULL AND jobs.lease_owner IS NULL
-  AND NOT EXISTS (SELECT 1 FROM inbox i WHERE i.job_id = jobs.id AND i.status = 'pending')
-  AND NOT EXISTS (SELECT 1 FROM timers t WHERE t.job_id = jobs.id AND t.status IN ('scheduled', 'fired'))
-  AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.job_id = jobs.id AND e.active = 1 AND e.status IN ('pending', 'running', 'waiting', 'backoff'))`;
-
-/** A `jobs` row with an effect that failed for good (`JobFilter.exhausted`). */
-const EXHAUSTED_SQL = `EXISTS (SELECT 1 FROM effects e WHERE e.job_id = jobs.id AND e.status = 'failed'
-  AND (e.attempt >= e.max_attempts OR json_extract(e.error, '$.code') IN ('SPOOL_RETRIES_EXHAUSTED', 'SPOOL_INDETERMINATE')))`;
+/** `JobFilter.exhausted` in SQLite's spelling (predicates.ts). */
+const EXHAUSTED = exhausted(SQLITE);
 
 /** `stats`: aggregates over the tables for one owner (`@all = 1`: every owner) at `@now`. */
 function prepareStats(db: Database.Database) {
@@ -958,8 +942,8 @@ function prepareStats(db: Database.Database) {
         count(*) FILTER (WHERE quarantine IS NOT NULL) AS quarantined,
         count(*) FILTER (WHERE suspended_at IS NOT NULL) AS suspended,
         count(*) FILTER (WHERE cancel_requested_at IS NOT NULL) AS cancel_requested,
-        count(*) FILTER (WHERE ${EXHAUSTED_SQL}) AS exhausted,
-        count(*) FILTER (WHERE ${IDLE_SQL}) AS idle
+        count(*) FILTER (WHERE ${EXHAUSTED}) AS exhausted,
+        count(*) FILTER (WHERE ${STUCK}) AS idle
       FROM jobs WHERE ${scope}`),
     // The oldest pending event counts held ones too: an event waiting on a suspension is still waiting.
     statsBacklog: db.prepare(`SELECT count(*) AS events, count(DISTINCT i.job_id) AS jobs,
@@ -1027,10 +1011,11 @@ function prepare(db: Database.Database) {
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     /** The history row of an event applied as it is accepted: its only record (no inbox row). */
     insertInlineTransition: db.prepare(`INSERT INTO transitions (job_id, revision, event_id, event_type, payload, from_value, to_value, outcome, error, at, runner, fence,
-        payload_hash, event_keyed)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-      ON CONFLICT (job_id, event_id) WHERE event_keyed = 1 DO NOTHING`),
-    keyedEvent: db.prepare(`${INLINE_EVENT} WHERE job_id = ? AND event_id = ? AND event_keyed = 1`),
+        payload_hash)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    /** A (job, event id) recorded once: a second record of it does nothing (changes 0), read as a duplicate. */
+    insertKey: db.prepare('INSERT INTO event_keys (job_id, event_id, revision) VALUES (?, ?, ?) ON CONFLICT DO NOTHING'),
+    keyedEvent: db.prepare(`${INLINE_EVENT} WHERE job_id = @job AND revision = (SELECT revision FROM event_keys WHERE job_id = @job AND event_id = @event)`),
     locatedEvent: db.prepare(`${INLINE_EVENT} WHERE job_id = ? AND revision = ? AND event_id = ? AND payload_hash IS NOT NULL`),
     insertEvent: db.prepare(`INSERT INTO inbox (job_id, event_id, type, payload, payload_hash, status, error, revision, accepted_at, processed_at,
         source_kind, source_id, attempt)
@@ -1090,13 +1075,13 @@ function prepare(db: Database.Database) {
         claim_expires_at = @until, next_run_at = NULL, updated_at = @now
       WHERE id = @id AND active = 1 AND (status = 'pending' OR (status = 'backoff' AND next_run_at <= @now)
         OR (status = 'running' AND (claim_expires_at <= @now OR claimed_by = @takeOver)))
-        AND attempt < max_attempts
+        AND ${attemptsLeft('effects')}
         AND ${NOT_HELD('effects.job_id')}
       RETURNING *`),
     releaseEffect: db.prepare(`UPDATE effects SET status = 'pending', max_attempts = max_attempts + 1, claimed_by = NULL, claim_expires_at = NULL,
         next_run_at = NULL, updated_at = @at
       WHERE id = @id AND attempt = @attempt AND claimed_by = @runner AND status = 'running' AND active = 1 AND unsafe = 0
-        AND (SELECT count(*) FROM effect_attempts WHERE effect_id = @id AND outcome = 'interrupted' AND json_extract(error, '$.code') = 'SPOOL_RELEASED') < @limit`),
+        AND ${releasesLeft(SQLITE)}`),
     interruptAttempt: db.prepare(`UPDATE effect_attempts SET outcome = 'interrupted', ended_at = ?
       WHERE effect_id = ? AND attempt = ? AND outcome = 'running'`),
     insertAttempt: db.prepare(`INSERT INTO effect_attempts (effect_id, attempt, runner, started_at, outcome) VALUES (?, ?, ?, ?, 'running')`),
@@ -1187,7 +1172,7 @@ function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
     progress: c.job.progress ?? null,
     ...leaseParams(c.lease, c.job.at),
     inline_event: inline ? e.accept.eventId : null,
-    named_at: namedAt,
+    at_named: namedAt === revision ? 1 : 0,
   };
   // A job that stays active on its version takes the narrow update (no status index rewritten);
   // one that ends changes its status, so it goes straight to the full one.
@@ -1205,15 +1190,16 @@ function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
     throw new Abort({ ok: false, reason: 'conflict', currentRevision: row?.revision ?? null });
   }
   const fence = c.lease ? updated.lease_fence : null;
-  // Applied as it is accepted: the history row is the event's record (a repeat of its id in
-  // history makes the insert do nothing: a duplicate).
-  // An id that names this revision is found by the primary key: no event key index entry.
-  const inlineRecord = inline ? { hash: e.accept.payloadHash, keyed: namedAt !== revision } : undefined;
-  insertTransition(s, c.jobId, revision, inline ? inlineDraft(c.transition, e) : c.transition, c.lease?.runner ?? null, fence, inlineRecord);
+  // Applied as it is accepted: the history row is the event's record, and its key says so (a
+  // repeat of the id is a duplicate). An id that names this revision is keyed by the history's
+  // primary key: no key row.
+  if (inline && namedAt !== revision && !recordKey(s, c.jobId, e.accept.eventId, revision)) throw new Abort({ ok: false, reason: 'duplicate-event' });
+  const inlineHash = inline ? e.accept.payloadHash : undefined;
+  insertTransition(s, c.jobId, revision, inline ? inlineDraft(c.transition, e) : c.transition, c.lease?.runner ?? null, fence, inlineHash);
   if (e && !inline) {
     const error = e.error ? JSON.stringify(e.error) : null;
     if (e.accept) {
-      const info = s.insertEvent.run({
+      const info = insertInbox(s, {
         ...inboxParams(e.accept),
         payload: JSON.stringify(e.payload),
         status: e.status,
@@ -1297,7 +1283,7 @@ function writeRequests(s: ReturnType<typeof prepare>, effects: NewEffect[] = [],
   for (const d of deliveries) acceptPending(s, d);
 }
 
-/** Append a history row; `inline` (an event applied as it is accepted) makes it the event's record too. */
+/** Append a history row; `inlineHash` (an event applied as it is accepted: its payload hash) makes it the event's record too. */
 function insertTransition(
   s: ReturnType<typeof prepare>,
   jobId: string,
@@ -1305,7 +1291,7 @@ function insertTransition(
   t: TransitionCommit['transition'],
   runner: string | null,
   fence: number | null,
-  inline?: { hash: string; keyed: boolean },
+  inlineHash?: string,
 ): void {
   const args = [
     jobId,
@@ -1321,11 +1307,8 @@ function insertTransition(
     runner,
     fence,
   ] as const;
-  if (inline === undefined) {
-    s.insertTransition.run(...args);
-  } else if (s.insertInlineTransition.run(...args, inline.hash, inline.keyed ? 1 : null).changes !== 1) {
-    throw new Abort({ ok: false, reason: 'duplicate-event' });
-  }
+  if (inlineHash === undefined) s.insertTransition.run(...args);
+  else s.insertInlineTransition.run(...args, inlineHash);
 }
 
 function inboxParams(e: NewInboxEvent) {
@@ -1392,7 +1375,28 @@ function finishIn(s: ReturnType<typeof prepare>, f: AttemptFinish, acceptEvent =
 }
 
 function acceptPending(s: ReturnType<typeof prepare>, e: NewInboxEvent): boolean {
-  return s.insertEvent.run({ ...inboxParams(e), status: 'pending', error: null, revision: null, processed_at: null }).changes === 1;
+  return insertInbox(s, { ...inboxParams(e), status: 'pending', error: null, revision: null, processed_at: null }).changes === 1;
+}
+
+/**
+ * Record that (job, event id) is taken, once: false when it already is. A key row (event_keys'
+ * primary key refuses a second); for an id that names a revision (`r<revision>.<uuid>`), also the
+ * history row there, which holds such an id applied at that revision without a key row.
+ */
+function recordKey(s: ReturnType<typeof prepare>, jobId: string, eventId: string, revision: number | null): boolean {
+  const named = revisionNamedBy(eventId);
+  if (named > 0 && s.locatedEvent.get(jobId, named, eventId)) return false;
+  return s.insertKey.run(jobId, eventId, revision).changes === 1;
+}
+
+/**
+ * Insert an inbox row. An event a caller could name (source `external`) takes its key first, so
+ * that one id is never both queued and in history; the runtime's own events (reserved ids) are
+ * kept unique by the inbox's UNIQUE (job_id, event_id). `changes` 0: the id was recorded already.
+ */
+function insertInbox(s: ReturnType<typeof prepare>, params: ReturnType<typeof inboxParams> & Record<string, unknown>): { changes: number } {
+  if (params.source_kind === 'external' && !recordKey(s, params.job_id, params.event_id, null)) return { changes: 0 };
+  return s.insertEvent.run(params);
 }
 
 function pathsText(paths: string[]): string {

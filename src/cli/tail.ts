@@ -39,7 +39,7 @@ export function addTailCommand(program: Command, host: TailCommandHost): void {
     .option('--machine <id>', 'only jobs of this machine')
     .option('--job <id>', 'only this job')
     .option('--kind <outcomes>', `only these outcomes, comma-separated: ${OUTCOMES.join(', ')}`)
-    .option('--from-start', 'first every earlier commit (kept since schema 10), then the new ones')
+    .option('--from-start', 'first every earlier commit (kept since schema 11), then the new ones')
     .addHelpText('after', '\nExamples:\n  spool tail\n  spool tail --job resize-1 --from-start\n  spool tail --machine job-lifecycle --kind failed --json')
     .action(async (options: TailOptions, command: Command) => {
       const outcomes = options.kind?.split(',').map((k) => k.trim());

@@ -280,6 +280,7 @@ export type CommitResult =
   /** Another runner holds the job's lease (not expired): nothing was written. */
   | { ok: false; reason: 'leased'; owner: string; until: number }
   | { ok: false; reason: 'event-settled' }
+  /** The event's id is already recorded for the job (a key refused it): nothing was written. */
   | { ok: false; reason: 'duplicate-event' }
   /** The commit's `finish` is not the current attempt (stale, or the lease moved on): nothing was written. */
   | { ok: false; reason: 'outcome-not-current' }
@@ -441,7 +442,12 @@ export interface JobFilter {
   state?: string;
   status?: JobStatus;
   quarantined?: boolean;
-  /** Jobs with an activity that failed after using all its attempts (or could not be re-run). */
+  /**
+   * Jobs with an effect that failed for good: status `failed` with `attempt >= maxAttempts`, or
+   * with an error whose code is one of {@link EXHAUSTED_ERROR_CODES} (no attempt left after an
+   * interruption, or unsafe to repeat). `false`: the complement. A query over stored facts: the
+   * SQL is `exhausted` in persistence/sqlite/predicates.ts, written once.
+   */
   exhausted?: boolean;
   /** Jobs with a cancel request. */
   cancelRequested?: boolean;
@@ -450,8 +456,9 @@ export interface JobFilter {
   /**
    * Jobs nothing recorded will move: active, not suspended, not quarantined, held by no lease,
    * with no pending inbox event, no scheduled or fired timer and no active effect that is pending,
-   * running, waiting or in backoff. (The runtime narrows this to jobs whose current state also accepts
-   * no external event: see `Runtime.list({ stuck: true })`.)
+   * running, waiting or in backoff. `false`: the complement. (The runtime narrows this to jobs whose
+   * current state also accepts no external event: see `Runtime.list({ stuck: true })`.) A query
+   * over stored facts: the SQL is `STUCK` in persistence/sqlite/predicates.ts, written once.
    */
   stuck?: boolean;
   /** `undefined`: every owner; `null`: unscoped jobs only. */
@@ -675,7 +682,11 @@ export interface JobStore {
    * with the number of jobs.
    */
   activeMachineVersions(owner: string | null, countUpTo: number): Promise<{ machineId: string; machineVersion: string; jobs: number }[]>;
-  /** Durably record an event, or return the one already recorded under (jobId, eventId). */
+  /**
+   * Durably record an event, or return the one already recorded under (jobId, eventId), queued or
+   * applied as it was accepted. A second record of one id must be impossible by a key, not by
+   * looking first (docs/ARCHITECTURE.md, "The store contract").
+   */
   acceptEvent(event: NewInboxEvent): Promise<AcceptResult>;
   getEvent(jobId: string, eventId: string): Promise<InboxRecord | undefined>;
   /** A job's events, all statuses: those applied in revision order, then the rest (pending, rejected) in accept order. */
@@ -711,8 +722,9 @@ export interface JobStore {
   /**
    * Start the next attempt: only if the effect is active and pending, due from backoff, or
    * running under a claim that expired (or `takeOver` names the dead runner), and never past
-   * `maxAttempts` (the runtime records a last attempt interrupted as exhausted). The attempt a
-   * dead runner left is recorded as interrupted. In the same transaction the runner claims (or
+   * the effect's stored `maxAttempts` (set by the engine's retry policy when the effect is
+   * written; SQL: `attemptsLeft`, persistence/sqlite/predicates.ts; the runtime records a last
+   * attempt interrupted as exhausted). The attempt a dead runner left is recorded as interrupted. In the same transaction the runner claims (or
    * renews, with `fence` held) its job's lease until `claimUntil`; while another live runner holds
    * it, or the job is suspended or quarantined, nothing is claimed. The claimed effect comes back with the job's lease fence. (`fence`
    * omitted, in tools and tests: the runner's own live lease is renewed whatever its fence.)
@@ -840,7 +852,7 @@ export interface JobStore {
    * match `filter`, at most `limit`, looking at most `scan` seqs past `after` (a filter that
    * matches little costs a bounded read, and `next` moves past what it looked at). Rows become
    * visible in seq order, so a reader that passes `next` back misses none and sees none twice.
-   * SQLite: the `seq` column of schema 10 (rows written before it have none).
+   * SQLite: the `seq` column of schema 11 (rows written before it have none).
    */
   historySince?(after: number, limit: number, scan: number, filter: HistoryFeedFilter): Promise<FeedPage>;
 
@@ -864,16 +876,45 @@ export function outcomeOf<T>(write: () => T): Outcome<T> {
   }
 }
 
+/**
+ * The id the runtime makes up for an event sent without one: `r<revision>.<unique>`, naming the
+ * revision it is about to commit (see docs/ARCHITECTURE.md, "A made-up event id names its
+ * revision"). {@link revisionNamedBy} reads it back.
+ */
+export function madeUpEventId(revision: number, unique: string): string {
+  return `r${revision}.${unique}`;
+}
+
+/**
+ * The revision an event id names (`r<revision>.<unique>`, as {@link madeUpEventId} makes them),
+ * or -1. A store finds such an event applied at that revision by the history's primary key.
+ */
+export function revisionNamedBy(eventId: string): number {
+  const m = /^r([1-9][0-9]{0,14})\./.exec(eventId);
+  return m ? Number(m[1]) : -1;
+}
+
 /** An external event with no source: one that can be recorded by its history row alone. */
 export function isExternal(e: NewInboxEvent): boolean {
   return (e.source ?? 'external') === 'external' && (e.sourceId ?? null) === null && (e.attempt ?? null) === null;
 }
 
-/** How many attempts of one activity graceful stops may give back (`releaseAttempt`); later ones count. */
+/**
+ * How many attempts of one activity graceful stops may give back (`releaseAttempt`); later ones
+ * count. The engine's rule; a store compares with this constant (bound as a parameter of its
+ * query: `releasesLeft` in persistence/sqlite/predicates.ts), never a number of its own.
+ */
 export const MAX_RELEASES = 5;
 
+/**
+ * The error codes of an effect that failed for good although attempts were left: no attempt left
+ * after an interruption (`SPOOL_RETRIES_EXHAUSTED`) and an interrupted activity unsafe to repeat
+ * (`SPOOL_INDETERMINATE`). Part of what {@link JobFilter.exhausted} means.
+ */
+export const EXHAUSTED_ERROR_CODES: readonly string[] = ['SPOOL_RETRIES_EXHAUSTED', 'SPOOL_INDETERMINATE'];
+
 /** The error of an attempt a graceful stop gave back (`releaseAttempt`): not counted against `maxAttempts`. */
-export const RELEASED_ATTEMPT: ErrorInfo = {
+export const RELEASED_ATTEMPT: ErrorInfo & { code: string } = {
   name: 'Released',
   message: 'the runner stopped (graceful shutdown) before the attempt finished; it is run again and does not count against maxAttempts',
   code: 'SPOOL_RELEASED',

@@ -1,4 +1,4 @@
--- Spool schema 10: a global, growing sequence over history rows (the all-jobs event stream).
+-- Spool schema 11: a global, growing sequence over history rows (the all-jobs event stream).
 -- Migrations are append-only: never edit a released file, add the next number.
 
 -- Every history row written from now on gets `seq`, one more than the highest ever given, in the

@@ -1,0 +1,67 @@
+/**
+ * The store's queries over stored facts, each written once and named: what `JobFilter.stuck`,
+ * `JobFilter.exhausted`, the attempt budget of a claim and the release limit of
+ * `releaseAttempt` mean in SQL. The rules themselves are the port's (src/ports/store.ts says them
+ * in words; the numbers and codes they compare with are its exported constants); a store states
+ * them here and nowhere else.
+ *
+ * Plain SQL over the schema's tables and columns (`EXISTS`, `IN`, `count(*)`, named parameters),
+ * so that another SQL store can use the same text. The one thing SQL does not spell the same way
+ * everywhere is reading a field of a JSON column: it comes from the {@link SqlDialect} a store
+ * passes (SQLite: `json_extract`; Postgres: `->>`).
+ */
+import { EXHAUSTED_ERROR_CODES, RELEASED_ATTEMPT } from '../../src/ports/store.ts';
+
+/** What differs between SQL databases in these predicates. */
+export interface SqlDialect {
+  /** The text of field `field` of the JSON object in `column` (NULL when absent). */
+  jsonText(column: string, field: string): string;
+}
+
+/** SQLite's spelling. (Postgres: `(${column})::jsonb ->> '${field}'`.) */
+export const SQLITE: SqlDialect = {
+  jsonText: (column, field) => `json_extract(${column}, '$.${field}')`,
+};
+
+/** A list of fixed identifiers as SQL string literals: `'A', 'B'`. */
+function literals(values: readonly string[]): string {
+  return values.map((v) => `'${v.replaceAll("'", "''")}'`).join(', ');
+}
+
+/**
+ * An effect row (alias `effect`) may start another attempt: it has used fewer attempts than its
+ * `max_attempts`. A claim never starts an attempt past it; an effect failed without attempts left
+ * is exhausted (see {@link exhausted}).
+ */
+export function attemptsLeft(effect: string): string {
+  return `${effect}.attempt < ${effect}.max_attempts`;
+}
+
+/**
+ * `JobFilter.exhausted`, over a `jobs` row: one of its effects failed for good: it used all its
+ * attempts, or failed with one of {@link EXHAUSTED_ERROR_CODES} (no attempts left after an
+ * interruption, or unsafe to repeat).
+ */
+export function exhausted(d: SqlDialect): string {
+  return `EXISTS (SELECT 1 FROM effects e WHERE e.job_id = jobs.id AND e.status = 'failed'
+  AND (NOT (${attemptsLeft('e')}) OR ${d.jsonText('e.error', 'code')} IN (${literals(EXHAUSTED_ERROR_CODES)})))`;
+}
+
+/**
+ * `JobFilter.stuck`, over a `jobs` row: nothing recorded will move it. Active, not quarantined,
+ * not suspended, held by no lease, with no pending inbox event, no scheduled or fired timer, and no
+ * active effect that is pending, running, waiting or in backoff.
+ */
+export const STUCK = `jobs.status = 'active' AND jobs.quarantine IS NULL AND jobs.suspended_at IS NULL AND jobs.lease_owner IS NULL
+  AND NOT EXISTS (SELECT 1 FROM inbox i WHERE i.job_id = jobs.id AND i.status = 'pending')
+  AND NOT EXISTS (SELECT 1 FROM timers t WHERE t.job_id = jobs.id AND t.status IN ('scheduled', 'fired'))
+  AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.job_id = jobs.id AND e.active = 1 AND e.status IN ('pending', 'running', 'waiting', 'backoff'))`;
+
+/**
+ * `releaseAttempt`'s limit, over the effect `@id`: graceful stops have given back fewer than
+ * `@limit` of its attempts (bound to `MAX_RELEASES`: the port's constant, never a literal here).
+ */
+export function releasesLeft(d: SqlDialect): string {
+  return `(SELECT count(*) FROM effect_attempts WHERE effect_id = @id AND outcome = 'interrupted'
+    AND ${d.jsonText('error', 'code')} = '${RELEASED_ATTEMPT.code}') < @limit`;
+}
