@@ -5,7 +5,8 @@
  * import { createRuntime } from 'spool';
  * import { SqliteStore } from 'spool/sqlite';
  */
-export { createRuntime, Runtime, JobQuarantined, TokenError, JobNotFinishedError } from './runtime/runtime.ts';
+export { createRuntime, Runtime } from './runtime/runtime.ts';
+export { JobQuarantined } from './runtime/quarantine.ts';
 export type { RuntimeOptions, Job, JobDetails, SendResult, SendOptions, StartOptions, ListFilter, RuntimeEvent, LogEntry } from './runtime/runtime.ts';
 export { RetryableError, TerminalError, IndeterminateOutcomeError, backoffDelay } from './runtime/retry.ts';
 export type { RetryPolicy, ActivityPolicy } from './runtime/retry.ts';

@@ -195,3 +195,15 @@ export function textOf(value: unknown): string {
     return UNREADABLE;
   }
 }
+
+/** A completion token that is unknown, used, malformed, or for an invocation no longer current. */
+export class TokenError extends SpoolError {
+  readonly code = 'SPOOL_BAD_TOKEN';
+  readonly category = 'conflict';
+}
+
+/** The operation needs a finished job. */
+export class JobNotFinishedError extends SpoolError {
+  readonly code = 'SPOOL_NOT_FINISHED';
+  readonly category = 'conflict';
+}

@@ -1,6 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import { uuidv7 } from './ids.ts';
-import { initialTransition, transition, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
+import { initialTransition, transition, type AnyMachineSnapshot } from 'xstate';
 import { systemClock, type Clock } from '../ports/clock.ts';
 import type {
   FeedPage,
@@ -8,13 +7,8 @@ import type {
   NewEffect,
   NewJob,
   CommitResult,
-  AssetRecord,
-  AttemptRecord,
   EffectRecord,
   ErrorInfo,
-  NoteRecord,
-  TimerRecord,
-  EventStatus,
   InboxRecord,
   QueuedEvent,
   CreateJobResult,
@@ -22,37 +16,32 @@ import type {
   ClaimedEffect,
   EffectClaim,
   FinishStatus,
-  Outcome,
   JobFilter,
   JobRecord,
   JobStatus,
   JobStore,
-  JobLease,
   LeaseClaim,
   JsonValue,
   NewInboxEvent,
   TransitionCommit,
   TransitionRecord,
 } from '../ports/store.ts';
-import { JOB_STATUSES } from '../ports/store.ts';
 import {
   ClosedError,
   CorruptRecordError,
   IdempotencyConflictError,
+  JobNotFinishedError,
   JobNotFoundError,
   JobTerminalError,
-  PayloadTooLargeError,
   RevisionConflictError,
   SpoolError,
-  UnknownEventError,
   ValidationError,
-  WaitTimeoutError,
   toErrorInfo,
 } from './errors.ts';
 import { hydrate, parseSnapshot } from './hydrate.ts';
 import { hashJson, redact, statePaths, toJson } from './json.ts';
 import { redactText, sensitivePaths } from './redaction.ts';
-import { eventSchemaFor, MachineRegistry, namesEventType, type JobDefinition, type RegisteredMachine } from './registry.ts';
+import { MachineRegistry, namesEventType, type RegisteredMachine } from './registry.ts';
 import { crashPoint } from './crashPoints.ts';
 import { planActions, type ActionPlan } from './actions.ts';
 import { initialAsChild, initialInScope, PARENT_REF, transitionAsChild, transitionInScope } from './childScope.ts';
@@ -61,199 +50,40 @@ import { backoffDelay, classify, IndeterminateOutcomeError } from './retry.ts';
 import * as ops from './operations.ts';
 import type { RuntimeStats } from './operations.ts';
 import * as sched from './schedules.ts';
-import { ActivitySlots, BacklogGauge, DEFAULT_MAX_BACKLOG, ROUND_BOUNDS, widerScan } from './limits.ts';
-import { checkRuntimeOptions, unknownNames } from './options.ts';
+import { ActivitySlots, BacklogGauge, DEFAULT_MAX_BACKLOG, widerScan } from './limits.ts';
+import { checkRuntimeOptions } from './options.ts';
+import type { Job, JobDetails, ListFilter, LogEntry, RuntimeEvent, RuntimeOptions, SendOptions, SendResult, StartOptions } from './api.ts';
+import { RuntimeEvents } from './events.ts';
+import { JobQuarantined, STORE_REFUSED } from './quarantine.ts';
+import { describeEnd, JobReader, TERMINAL, toJob } from './jobView.ts';
+import {
+  checkAsset,
+  checkClose,
+  checkId,
+  checkListFilter,
+  checkPercent,
+  checkSendOptions,
+  checkWait,
+  DEFAULT_MAX_PAYLOAD,
+  Intake,
+  requireOptions,
+  requireText,
+  type CloseOptions,
+  type WaitOptions,
+} from './intake.ts';
+import { CommitBatcher, type QueuedWrite } from './commits.ts';
+import { JobLocks } from './jobLocks.ts';
+import { BackgroundWork } from './background.ts';
+import { LeaseKeeper } from './leases.ts';
+import { Waiters } from './waiters.ts';
+import { drainAll, processPending, recoverStore, type RecoveryHost, type RecoveryReport } from './recovery.ts';
+import { fireDueTimers } from './timers.ts';
+import { failureInfo, settleToken, tokenFor, type TokenResult } from './tokens.ts';
+import { cancelEvent, checkCancelReason, requestCancel } from './cancel.ts';
+import { recordAsset, recordProgress, type WriteLease } from './reports.ts';
+import { giveBackAttempts, letRunningFinish } from './shutdown.ts';
 
-/** Options of {@link createRuntime}. */
-export interface RuntimeOptions {
-  /** Where jobs live: `SqliteStore` (persistence/sqlite) or `MemoryStore` (persistence/memory). */
-  store: JobStore;
-  /** Job definitions or bare XState machines. */
-  machines: Iterable<JobDefinition | AnyStateMachine>;
-  /** Time source for every timestamp. Default: real time. */
-  clock?: Clock;
-  /** Tenant scope of this runtime: it sees only jobs with this owner. Default: unscoped (`null`). */
-  owner?: string | null;
-  /** Id generator for jobs and events. Default: a UUID v7 (time-ordered; see ids.ts). */
-  newId?: () => string;
-  /** Largest accepted input or event, in bytes of JSON. Default: 262144 (256 KiB). */
-  maxPayloadBytes?: number;
-  /**
-   * Whether this runtime applies events. Default `true`. A client-only runtime (`false`)
-   * accepts events durably and leaves them for a processing runtime.
-   */
-  processEvents?: boolean;
-  /** On open: quarantine or migrate jobs that need it and process accepted events. Default `true`. */
-  recover?: boolean;
-  /**
-   * Whether recovery hydrates every active job's snapshot to find ones that no longer fit their
-   * machine (O(active jobs) at open). With `false`, open checks machine versions by SQL aggregate
-   * only and a misfit snapshot is quarantined when its job is next touched: restart time then does
-   * not grow with the number of waiting jobs. Default `'auto'`: verify every snapshot when at most
-   * 10,000 jobs are active, else versions only (and a log entry says so).
-   */
-  verifySnapshots?: boolean | 'auto';
-  /**
-   * Whether this runtime runs activities (after their commit) and fires due timers in `tick()`.
-   * Default: same as `processEvents`. A CLI command sets it to false and leaves that to a worker.
-   */
-  runEffects?: boolean;
-  /** Activities running at once in this runtime. Default 8. */
-  maxConcurrentActivities?: number;
-  /**
-   * Attempts of one activity running at once in this runtime, by the activity's name in
-   * `setup({ actors })` (the effect's `src`), within `maxConcurrentActivities`. Activities over their
-   * limit stay pending in the store (not claimed) and start when a slot frees. 0: this runtime
-   * never runs that activity. Default: no per-activity limit.
-   *
-   * @example
-   * createRuntime({ store, machines, activityConcurrency: { charge: 2, sendEmail: 10 } })
-   */
-  activityConcurrency?: Record<string, number>;
-  /**
-   * Backpressure: `start` and `send` refuse with a `BackpressureError` (nothing written, with
-   * `retryAfterMs`) while this many events or more are accepted but not yet applied in the store
-   * (held ones included). Counted at most every 100 ms of the clock, plus this runtime's own
-   * sends since. Repeats of accepted event ids and internal events (timers, activity outcomes,
-   * cancel) are never refused. `Infinity` turns it off. Default 100000.
-   */
-  maxBacklog?: number;
-  /**
-   * Job leases: how long this runtime's lease on a job (and its claim on a running activity) lasts
-   * without renewal, in ms. A crashed process's jobs are taken over once its leases expire (at
-   * once when its process is known to be gone on this host). Renewed by a heartbeat every third
-   * of it (`tick()` in host-driven mode). Default 30000.
-   */
-  leaseMs?: number;
-  /**
-   * Host-driven mode (desktop and edge embedding): Spool starts no intervals of its own. The host
-   * calls `tick()` (every few seconds, and when it wants due work done); each call fires due
-   * timers and retries once and renews the claims of running activities. Default false.
-   */
-  hostDriven?: boolean;
-  /** Structured log sink, one object per lifecycle event, sensitive fields already redacted. */
-  log?: (entry: LogEntry) => void;
-}
-
-/** One structured log line. */
-export interface LogEntry {
-  at: number;
-  level: 'info' | 'warn' | 'error';
-  msg: string;
-  jobId?: string;
-  [key: string]: unknown;
-}
-
-/** A job as the API returns it. */
-export interface Job {
-  id: string;
-  machineId: string;
-  machineVersion: string;
-  revision: number;
-  status: JobStatus;
-  /** True once the job is in a final state (or errored): it accepts no more events. */
-  final: boolean;
-  value: JsonValue;
-  context: JsonValue;
-  input: JsonValue;
-  output: JsonValue | undefined;
-  /** 0-100, or null when the job does not report progress. */
-  progress: number | null;
-  /** A cancel request and whether the machine has reached its cancelled state. */
-  cancel: { requestedAt: number; reason: string | null; completed: boolean } | null;
-  quarantine: string | null;
-  /** Set while the job is suspended (see {@link Runtime.suspend}): since when and why. */
-  suspended: { at: number; reason: string | null } | null;
-  /** The runner (a runtime in some process) that holds the job while it works on it, its fence and the lease's expiry; null when free. */
-  lease: JobLease | null;
-  idempotencyKey: string | null;
-  owner: string | null;
-  createdAt: number;
-  updatedAt: number;
-}
-
-/** What `send` resolves with: the event's outcome and the job after it. */
-export interface SendResult {
-  jobId: string;
-  eventId: string;
-  /** `applied`, `ignored` (no transition in the current state), `failed` (a guard or action threw), `pending` or `rejected`. */
-  status: EventStatus;
-  revision: number | null;
-  error: ErrorInfo | null;
-  /** True when this event id had been sent before: this is the first outcome. */
-  duplicate: boolean;
-  job: Job;
-}
-
-export interface StartOptions {
-  /** Your own job id. Starting twice with the same id and input returns the same job. */
-  jobId?: string;
-  /** Starting twice with the same key and input returns the same job; other input is a conflict. */
-  idempotencyKey?: string;
-}
-
-export interface SendOptions {
-  /** Deduplication id. A second send with the same id returns the first outcome. Default: random. */
-  eventId?: string;
-  /** Wait for the event to be applied (default) or resolve once it is durably accepted. */
-  wait?: boolean;
-}
-
-export interface ListFilter {
-  machineId?: string;
-  state?: string;
-  status?: JobStatus;
-  quarantined?: boolean;
-  /** Jobs whose activity used up its attempts (or could not safely be re-run). */
-  exhausted?: boolean;
-  cancelRequested?: boolean;
-  /** Suspended jobs (true) or the others (false). */
-  suspended?: boolean;
-  /**
-   * Jobs nothing will ever move: active, not suspended or quarantined, no pending event, no
-   * scheduled timer, no activity pending, running, waiting or in backoff, and a current state
-   * that accepts no external event but the cancel event.
-   */
-  stuck?: true;
-  afterId?: string;
-  limit?: number;
-}
-
-/** What the runtime tells its observers. The CLI, the demo and tests listen to these. */
-export type RuntimeEvent =
-  | { type: 'job.started'; job: Job }
-  | { type: 'job.committed'; job: Job; transition: TransitionRecord }
-  | { type: 'event.accepted'; jobId: string; eventId: string; eventType: string }
-  | { type: 'event.rejected'; jobId: string; eventId: string; error: ErrorInfo }
-  | { type: 'job.quarantined'; jobId: string; reason: string }
-  | { type: 'job.released'; jobId: string }
-  /** A custom action of the commit at `revision` threw after it: the transition stands. */
-  | { type: 'action.failed'; jobId: string; revision: number; action: string; error: ErrorInfo }
-  | { type: 'emitted'; jobId: string; event: JsonValue }
-  | { type: 'timers.scheduled'; jobId: string; dueAt: number[] }
-  | { type: 'timer.fired'; jobId: string; timerId: string; eventType: string; dueAt: number; firedAt: number }
-  | { type: 'activity.started'; jobId: string; effectId: string; src: string; attempt: number }
-  | { type: 'activity.finished'; jobId: string; effectId: string; attempt: number; outcome: 'succeeded' | 'failed' | 'retrying' | 'waiting' | 'stale'; error?: ErrorInfo }
-  | { type: 'cancel.requested'; jobId: string; reason: string }
-  /** A job's lease was freed: its holder is gone or let it expire; any runner may take the job now. */
-  | { type: 'lease.freed'; jobId: string; runner: string; fence: number }
-  | sched.ScheduleEvent;
-
-/** Everything `show` needs about one job. */
-export interface JobDetails {
-  job: Job;
-  history: TransitionRecord[];
-  events: InboxRecord[];
-  effects: EffectRecord[];
-  attempts: AttemptRecord[];
-  timers: TimerRecord[];
-  notes: NoteRecord[];
-  assets: AssetRecord[];
-  /** The external event types the job's current state accepts (empty once it has ended). */
-  waitingFor: string[];
-  /** True when nothing will ever move the job (see `list({ stuck: true })`). */
-  stuck: boolean;
-}
+export type { RuntimeOptions, LogEntry, Job, SendResult, StartOptions, SendOptions, ListFilter, RuntimeEvent, JobDetails } from './api.ts';
 
 interface RunningActivity {
   jobId: string;
@@ -262,23 +92,8 @@ interface RunningActivity {
 }
 
 const MAX_CONFLICT_RETRIES = 100;
-/** While `waitFor` waits: how often to look for commits of other processes. */
-const WATCH_MS = 50;
-/** With `verifySnapshots: 'auto'`, recovery hydrates every active job only up to this many. */
-const AUTO_VERIFY_LIMIT = 10_000;
-/** Deepest JSON nesting accepted in inputs, events and outputs. */
-const MAX_DEPTH = 64;
-/** Event ids the runtime gives its own events: a caller cannot take them. */
-const RESERVED_EVENT_ID = /^(spool\.|timer~|effect~|self~|parent~|child~|retry-of:)/;
-/** Jobs drained at once by recovery, the worker and tick(): their commits share transactions. */
-const DRAIN_CONCURRENCY = 64;
-/** Commits per group-commit transaction at most. */
-const MAX_BATCH = 256;
 /** Hydrated snapshots kept in memory (most recently committed jobs). */
 const SNAPSHOT_CACHE = 1000;
-const DEFAULT_MAX_PAYLOAD = 256 * 1024;
-const EVENT_ID_PATTERN = /^[\x21-\x7e]{1,200}$/;
-const TERMINAL: ReadonlySet<JobStatus> = new Set(['done', 'error', 'stopped']);
 
 /** What a transition does to other jobs (children, parent). */
 interface Relations {
@@ -323,9 +138,6 @@ export async function createRuntime(options: RuntimeOptions): Promise<Runtime> {
   return runtime;
 }
 
-/** The quarantine reason of a job whose commit the store refused (its rows are damaged). */
-const STORE_REFUSED = 'commit refused by the store: ';
-
 /** The public API of a running Spool. Create it with {@link createRuntime}. */
 export class Runtime {
   readonly registry: MachineRegistry;
@@ -333,40 +145,35 @@ export class Runtime {
   readonly clock: Clock;
   readonly #owner: string | null;
   readonly #newId: () => string;
-  readonly #maxPayload: number;
+  readonly #intake: Intake;
   readonly #process: boolean;
-  readonly #log: ((entry: LogEntry) => void) | undefined;
-  readonly #listeners = new Set<(event: RuntimeEvent) => void>();
-  readonly #locks = new Map<string, Promise<void>>();
-  readonly #background = new Set<Promise<unknown>>();
+  readonly #reader: JobReader;
+  readonly #events: RuntimeEvents;
+  /** Who listens to this runtime's events (see events.ts). */
+  readonly #listeners: ReadonlySet<(event: RuntimeEvent) => void>;
+  readonly #jobLocks = new JobLocks();
+  readonly #background: BackgroundWork;
   readonly #running = new Map<string, RunningActivity>();
   readonly #pendingDrains = new Set<string>();
-  readonly #waiters = new Set<(error: unknown) => void>();
-  /** `waitFor` tests by job, run again when another process commits (see {@link #watchOthers}). */
-  readonly #watched = new Map<string, Set<(job: Job) => void>>();
-  #watchTimer: ReturnType<typeof setInterval> | undefined;
+  readonly #waiters: Waiters;
   /** By job: the record this runtime last committed or read, and its hydrated snapshot (valid while the revision holds). */
   readonly #snapshots = new Map<string, { record: JobRecord; def: RegisteredMachine; snapshot: AnyMachineSnapshot; actor: unknown }>();
-  /** Group commit: the writes waiting for the next batch (new jobs, transitions, attempt outcomes, activity claims). */
-  readonly #commitQueue: QueuedWrite[] = [];
-  #flushTimer: ReturnType<typeof setImmediate> | undefined;
-  /** Operations under way that may commit (sends, drains): a commit waits for them to join its batch. */
-  #units = 0;
+  /** Group commit (commits.ts): new jobs, transitions, attempt outcomes and activity claims share transactions. */
+  readonly #commits: CommitBatcher;
   readonly #runEffects: boolean;
   readonly #maxActivities: number;
   /** Bounded work (limits.ts): per-activity slots and the backlog behind backpressure. */
   readonly #slots: ActivitySlots;
   readonly #backlog: BacklogGauge;
   readonly #leaseMs: number;
-  /** Leases this runtime holds, by job id: the fence it holds each with (see `#heartbeat`). */
+  /** Leases this runtime holds, by job id: the fence it holds each with (kept by `#leaseKeeper`, leases.ts). */
   readonly #leases = new Map<string, number>();
   /** Attempts claimed here whose outcome is not recorded yet, by effect id (their job ids): their leases are kept. */
   readonly #attempting = new Map<string, string>();
   /** Attempts whose outcome is being committed with the transition it causes: that commit does not keep the lease for them. */
   readonly #finishing = new Set<string>();
-  #heartbeatTimer: ReturnType<typeof setInterval> | undefined;
-  /** The clock time of the last heartbeat. */
-  #lastHeartbeatAt = -Infinity;
+  /** Renews, releases and expires the leases in `#leases` (leases.ts). */
+  readonly #leaseKeeper: LeaseKeeper;
   readonly #hostDriven: boolean;
   readonly #verifySnapshots: boolean | 'auto';
   /** Identifies this runtime's claims on running activities. */
@@ -382,9 +189,13 @@ export class Runtime {
     this.clock = options.clock ?? systemClock;
     this.#owner = options.owner === undefined || options.owner === null || options.owner === '' ? null : options.owner;
     this.#newId = options.newId ?? (() => uuidv7());
-    this.#maxPayload = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD;
+    this.#intake = new Intake(this.store, this.#owner, options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD);
     this.#process = options.processEvents ?? true;
-    this.#log = options.log;
+    this.#events = new RuntimeEvents(this.clock, options.log);
+    this.#listeners = this.#events.listeners;
+    this.#background = new BackgroundWork(this.#events);
+    this.#commits = new CommitBatcher(this.store);
+    this.#reader = new JobReader(this.store, this.registry, this.#owner, this.#snapshots);
     this.#runEffects = options.runEffects ?? this.#process;
     this.#maxActivities = Math.max(1, options.maxConcurrentActivities ?? 8);
     this.#slots = new ActivitySlots(options.activityConcurrency, this.registry.all().flatMap((m) => Object.keys(m.machine.implementations.actors ?? {})));
@@ -393,17 +204,23 @@ export class Runtime {
     this.#hostDriven = options.hostDriven ?? false;
     this.#verifySnapshots = options.verifySnapshots ?? 'auto';
     this.runnerId = newRunnerId();
-    if (!this.#hostDriven) {
-      // The lease heartbeat (host-driven mode: `tick()` instead). Unref'd: it never keeps the process alive.
-      this.#heartbeatTimer = setInterval(() => this.#track(this.#heartbeat()), Math.floor(this.#leaseMs / 3));
-      this.#heartbeatTimer.unref();
-    }
+    const leaseState = { held: this.#leases, attempting: this.#attempting, running: this.#running, cache: this.#snapshots, closed: () => this.#closed };
+    this.#leaseKeeper = new LeaseKeeper(this.store, this.clock, this.runnerId, this.#leaseMs, leaseState, this.#events);
+    // The lease heartbeat (host-driven mode: `tick()` instead).
+    if (!this.#hostDriven) this.#leaseKeeper.startHeartbeat((beat) => this.#track(beat));
+    this.#waiters = new Waiters({
+      store: this.store,
+      hostDriven: this.#hostDriven,
+      tell: this.#events,
+      subscribe: (listener) => this.subscribe(listener),
+      get: (jobId) => this.get(jobId),
+      closed: () => this.#closed,
+    });
   }
 
   /** Listen to runtime events; returns the unsubscribe function. */
   subscribe(listener: (event: RuntimeEvent) => void): () => void {
-    this.#listeners.add(listener);
-    return () => this.#listeners.delete(listener);
+    return this.#events.subscribe(listener);
   }
 
   /**
@@ -529,14 +346,7 @@ export class Runtime {
   }
 
   async #send(jobId: string, event: unknown, options: SendOptions): Promise<SendResult> {
-    options = requireOptions(options, 'send', ['eventId', 'wait']);
-    if (options.wait !== undefined && typeof options.wait !== 'boolean') throw new ValidationError('send: wait must be true or false.');
-    if (options.eventId !== undefined) {
-      checkId('event id', options.eventId);
-      if (RESERVED_EVENT_ID.test(options.eventId)) {
-        throw new ValidationError(`Event id "${options.eventId}" is reserved for the runtime's own events (spool.*, timer~, effect~, self~, parent~, child~); choose another.`);
-      }
-    }
+    options = checkSendOptions(options);
     const record = await this.#visible(jobId, true);
     // An id made up here names the revision the event is about to be applied at: applied there
     // as it is accepted, the store finds it by that history row's key (no index entry to write).
@@ -614,18 +424,7 @@ export class Runtime {
   /** Jobs by machine, state path, status or quarantine, ordered by id. */
   async list(filter: ListFilter = {}): Promise<Job[]> {
     this.#assertOpen();
-    filter = requireOptions(filter, 'list', ['machineId', 'state', 'status', 'quarantined', 'exhausted', 'cancelRequested', 'suspended', 'stuck', 'afterId', 'limit']);
-    for (const key of ['machineId', 'state', 'status', 'afterId'] as const) {
-      if (filter[key] !== undefined && typeof filter[key] !== 'string') throw new ValidationError(`list: ${key} must be a string.`);
-    }
-    if (filter.status !== undefined && !JOB_STATUSES.includes(filter.status)) {
-      throw new ValidationError(`list: status must be one of ${JOB_STATUSES.join(', ')}; got "${filter.status}".`);
-    }
-    for (const key of ['quarantined', 'exhausted', 'cancelRequested', 'stuck', 'suspended'] as const) {
-      const v = (filter as Record<string, unknown>)[key];
-      if (v !== undefined && typeof v !== 'boolean') throw new ValidationError(`list: ${key} must be true or false.`);
-    }
-    if (filter.limit !== undefined && !(Number.isSafeInteger(filter.limit) && filter.limit >= 0)) throw new ValidationError('list: limit must be a non-negative safe integer (at most 2^53 - 1).');
+    filter = checkListFilter(filter);
     if (filter.stuck) {
       const { stuck: _stuck, ...rest } = filter;
       return (await ops.listStuck(this.#ops, rest)).stuck.map((r) => this.#view(r));
@@ -658,97 +457,9 @@ export class Runtime {
    * @example
    * await runtime.waitFor(id, (job) => job.final);
    */
-  async waitFor(jobId: string, predicate: (job: Job) => boolean, options: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Job> {
+  async waitFor(jobId: string, predicate: (job: Job) => boolean, options: WaitOptions = {}): Promise<Job> {
     this.#assertOpen();
-    requireText('job id', jobId);
-    if (typeof predicate !== 'function') throw new ValidationError('waitFor needs a predicate function: (job) => boolean.');
-    options = requireOptions(options, 'waitFor', ['timeoutMs', 'signal']);
-    if (options.timeoutMs !== undefined && !(typeof options.timeoutMs === 'number' && options.timeoutMs >= 0 && Number.isFinite(options.timeoutMs))) {
-      throw new ValidationError('waitFor timeoutMs must be a non-negative number of milliseconds.');
-    }
-    return new Promise<Job>((resolve, reject) => {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const finish = (error: unknown, job?: Job) => {
-        this.#waiters.delete(finish);
-        unwatch();
-        unsubscribe();
-        if (timer) clearTimeout(timer);
-        options.signal?.removeEventListener('abort', onAbort);
-        if (job) resolve(job);
-        else reject(error);
-      };
-      const test = (job: Job) => {
-        try {
-          if (predicate(job)) finish(undefined, job);
-        } catch (error) {
-          finish(error);
-        }
-      };
-      const unsubscribe = this.subscribe((event) => {
-        if ((event.type === 'job.committed' || event.type === 'job.started') && event.job.id === jobId) test(event.job);
-      });
-      this.#waiters.add(finish);
-      const onAbort = () => finish(options.signal?.reason ?? new WaitTimeoutError(`Wait for job ${jobId} aborted.`));
-      options.signal?.addEventListener('abort', onAbort, { once: true });
-      if (options.timeoutMs !== undefined) {
-        timer = setTimeout(() => finish(new WaitTimeoutError(`Job ${jobId} did not reach the awaited condition within ${options.timeoutMs} ms.`, { jobId })), options.timeoutMs);
-      }
-      // The store's change counter is read before the job: a commit of another process in
-      // between is seen by the read or by the next poll.
-      const unwatch = this.#watchOthers(jobId, test);
-      void this.#externalVersion().then(() => this.get(jobId)).then(test, (error: unknown) => finish(error));
-    });
-  }
-
-  #externalSeen: number | undefined;
-
-  async #externalVersion(): Promise<void> {
-    if (this.store.externalChanges && this.#externalSeen === undefined) this.#externalSeen = await this.store.externalChanges();
-  }
-
-  /**
-   * Commits of other processes raise no event here: while a `waitFor` waits on a store that
-   * counts them (`externalChanges`), poll that counter every {@link WATCH_MS} (host-driven: at
-   * each `tick()`) and test the waited jobs again when it moves. The timer keeps the process
-   * alive while someone waits, as any pending wait on a socket would. Returns the function that
-   * stops watching for this test.
-   */
-  #watchOthers(jobId: string, test: (job: Job) => void): () => void {
-    if (!this.store.externalChanges) return () => undefined;
-    const tests = this.#watched.get(jobId) ?? new Set();
-    tests.add(test);
-    this.#watched.set(jobId, tests);
-    // Host-driven: no interval of Spool's own; the host's tick() looks instead.
-    if (!this.#hostDriven) this.#watchTimer ??= setInterval(() => void this.#pollOthers(), WATCH_MS);
-    return () => {
-      tests.delete(test);
-      if (tests.size === 0) this.#watched.delete(jobId);
-      if (this.#watched.size === 0) {
-        if (this.#watchTimer) clearInterval(this.#watchTimer);
-        this.#watchTimer = undefined;
-        this.#externalSeen = undefined;
-      }
-    };
-  }
-
-  #polling = false;
-
-  async #pollOthers(): Promise<void> {
-    if (this.#polling || this.#closed) return;
-    this.#polling = true;
-    try {
-      const version = await this.store.externalChanges!();
-      if (version === this.#externalSeen) return;
-      this.#externalSeen = version;
-      for (const [jobId, tests] of [...this.#watched]) {
-        const job = await this.get(jobId).catch(() => undefined);
-        if (job) for (const test of [...tests]) test(job);
-      }
-    } catch (error) {
-      this.#logEntry('warn', 'watching for other processes\' commits failed', { error: toErrorInfo(error) });
-    } finally {
-      this.#polling = false;
-    }
+    return this.#waiters.waitFor(jobId, predicate, checkWait(jobId, predicate, options));
   }
 
   /**
@@ -756,59 +467,9 @@ export class Runtime {
    * snapshot no longer fits, release jobs that fit again, migrate jobs that have a registered
    * migration, and apply every accepted but unprocessed event. Runs on open.
    */
-  async recover(): Promise<{ checked: number; quarantined: number; migrated: number; processed: number }> {
+  async recover(): Promise<RecoveryReport> {
     this.#assertOpen();
-    let checked = 0;
-    let quarantined = 0;
-    let migrated = 0;
-    const checkAll = async (filter: JobFilter) => {
-      for (let afterId: string | undefined; ; ) {
-        const page = await this.store.listJobs({ ...filter, owner: this.#owner, limit: 500, ...(afterId ? { afterId } : {}) });
-        if (page.length === 0) break;
-        for (const record of page) {
-          checked += 1;
-          const outcome = await this.#withLock(record.id, () =>
-            this.#check(record.id, record).catch(async (error: unknown) => {
-              // An unreadable row quarantines its job, never the whole file.
-              const reason = `stored job is unreadable: ${toErrorInfo(error).message}`;
-              await this.store.setQuarantine(record.id, reason, this.clock.now());
-              this.#emit({ type: 'job.quarantined', jobId: record.id, reason });
-              return 'quarantined' as const;
-            }),
-          );
-          if (outcome === 'quarantined') quarantined += 1;
-          if (outcome === 'migrated') migrated += 1;
-        }
-        afterId = page.at(-1)!.id;
-      }
-    };
-    // Counted up to the limit only: the pairs come from an index, so this does not grow with waiting jobs.
-    const pairs = await this.store.activeMachineVersions(this.#owner, AUTO_VERIFY_LIMIT + 1);
-    const active = pairs.reduce((n, p) => n + p.jobs, 0);
-    const verifyAll = this.#verifySnapshots === 'auto' ? active <= AUTO_VERIFY_LIMIT : this.#verifySnapshots;
-    if (this.#verifySnapshots === 'auto' && !verifyAll) {
-      this.#logEntry('info', 'recovery checks machine versions only', { activeJobsAtLeast: active, limit: AUTO_VERIFY_LIMIT, hint: 'snapshots are checked when each job is next loaded' });
-    }
-    if (verifyAll) {
-      await checkAll({ status: 'active' });
-    } else {
-      // Only jobs whose version cannot run as it is (unregistered, or a migration waits), and
-      // quarantined jobs that may be released: restart time does not grow with healthy waiting jobs.
-      await checkAll({ status: 'active', quarantined: true });
-      for (const pair of pairs) {
-        const route = this.registry.route(pair.machineId, pair.machineVersion);
-        if (!route || route.chain.length > 0) await checkAll({ status: 'active', machineId: pair.machineId, machineVersion: pair.machineVersion, quarantined: false });
-      }
-    }
-    // Child jobs orphaned by a crash between their parent's commit and their stop: stopped now.
-    if (this.#process && this.store.orphanedChildren) {
-      for (const id of await this.store.orphanedChildren(ROUND_BOUNDS.jobsPerRound)) {
-        this.#logEntry('warn', 'orphaned child job stopped', { jobId: id, reason: 'its invocation in the parent was no longer active' });
-        await this.#unit(() => this.#stopJob(id));
-      }
-    }
-    const processed = await this.processPending();
-    return { checked, quarantined, migrated, processed };
+    return recoverStore(this.#recovery);
   }
 
   /**
@@ -817,19 +478,27 @@ export class Runtime {
    */
   async processPending(): Promise<number> {
     this.#assertOpen();
-    if (!this.#process) return 0;
-    let processed = 0;
-    const tried = new Set<string>();
-    // Bounded (limits.ts): jobs beyond ROUND_BOUNDS.jobsPerRound keep their events pending for the next call.
-    while (tried.size < ROUND_BOUNDS.jobsPerRound) {
-      const ids = (await this.store.jobsWithPendingEvents(200, { runner: this.runnerId, now: this.clock.now() }))
-        .filter((id) => !tried.has(id))
-        .slice(0, ROUND_BOUNDS.jobsPerRound - tried.size);
-      if (ids.length === 0) break;
-      for (const id of ids) tried.add(id);
-      processed += await this.#drainAll(ids);
-    }
-    return processed;
+    return processPending(this.#recovery);
+  }
+
+  #recoveryHost: RecoveryHost | undefined;
+
+  /** What recovery.ts needs from this runtime. */
+  get #recovery(): RecoveryHost {
+    this.#recoveryHost ??= {
+      store: this.store,
+      clock: this.clock,
+      owner: this.#owner,
+      registry: this.registry,
+      runnerId: this.runnerId,
+      process: this.#process,
+      verifySnapshots: this.#verifySnapshots,
+      tell: this.#events,
+      check: (jobId, known) => this.#withLock(jobId, () => this.#check(jobId, known)),
+      stopJob: (jobId) => this.#unit(() => this.#stopJob(jobId)),
+      drain: (jobId) => this.#unit(() => this.#drain(jobId)),
+    };
+    return this.#recoveryHost;
   }
 
   /**
@@ -844,49 +513,21 @@ export class Runtime {
    * @example
    * process.on('SIGTERM', () => runtime.close({ graceMs: 10_000 }));
    */
-  async close(options: { graceMs?: number; releaseAttempts?: boolean } = {}): Promise<void> {
-    // Checked before anything stops: a misspelt `grace` would otherwise abort every activity at once.
-    options = requireOptions(options, 'close', ['graceMs', 'releaseAttempts']);
-    if (options.graceMs !== undefined && !(typeof options.graceMs === 'number' && options.graceMs >= 0)) throw new ValidationError('close: graceMs must be a number of ms, 0 or more.', { option: 'graceMs' });
-    if (options.releaseAttempts !== undefined && typeof options.releaseAttempts !== 'boolean') throw new ValidationError('close: releaseAttempts must be a boolean.', { option: 'releaseAttempts' });
+  async close(options: CloseOptions = {}): Promise<void> {
+    options = checkClose(options);
     if (this.#closed) return;
     this.#closing = true; // no new attempts are claimed from here on
-    const graceMs = typeof options?.graceMs === 'number' && options.graceMs > 0 ? options.graceMs : 0;
-    const giveBack = options.releaseAttempts !== false;
-    if (graceMs > 0 && this.#running.size > 0) {
-      // Let running activities finish (their outcomes are recorded) until the deadline.
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      let expired = false;
-      const deadline = new Promise<void>((resolve) => (timer = setTimeout(() => ((expired = true), resolve()), graceMs)));
-      const drained = (async () => {
-        // Stops at the deadline: racing a settled deadline again would spin on microtasks and starve the event loop.
-        while (this.#running.size > 0 && !expired) await Promise.race([Promise.allSettled([...this.#background]), deadline]);
-      })();
-      await Promise.race([drained, deadline]);
-      if (timer) clearTimeout(timer);
-    }
+    const graceMs = typeof options.graceMs === 'number' && options.graceMs > 0 ? options.graceMs : 0;
+    if (graceMs > 0 && this.#running.size > 0) await letRunningFinish(() => this.#running.size, () => this.#background.pending(), graceMs);
     const aborted = [...this.#running.entries()];
     for (const [, running] of aborted) running.controller.abort(new Error('runtime shutting down'));
-    // Give their attempts back (a planned stop does not spend the retry budget), so any process
-    // (on any host) runs them again now. One unsafe to repeat cannot be given back: its claim
-    // ends now, and whoever takes it over records it indeterminate, as after a crash.
-    const now = this.clock.now();
-    for (const [effectId] of aborted) {
-      const effect = await this.store.getEffect(effectId).catch(() => undefined);
-      if (effect?.claimedBy !== this.runnerId) continue;
-      const released = giveBack && this.store.releaseAttempt ? await this.store.releaseAttempt(effectId, effect.attempt, this.runnerId, now).catch(() => false) : false;
-      if (released) this.#logEntry('info', 'activity attempt released', { jobId: effect.jobId, effectId, attempt: effect.attempt });
-      else await this.store.renewClaim(effectId, effect.attempt, this.runnerId, now).catch(() => false);
-    }
+    await giveBackAttempts(this.store, this.runnerId, aborted.map(([effectId]) => effectId), options.releaseAttempts !== false, this.clock.now(), this.#events);
     await this.idle();
-    if (this.#heartbeatTimer) clearInterval(this.#heartbeatTimer);
-    // Release every lease at once: another process takes the jobs over now, not at expiry.
-    await this.store.releaseLeases(this.runnerId, 'all').catch(() => 0);
-    this.#leases.clear();
+    await this.#leaseKeeper.releaseAll();
     this.#closed = true;
     retireRunner(this.runnerId);
-    for (const finish of [...this.#waiters]) finish(new ClosedError('The runtime closed before the awaited condition held.'));
-    this.#listeners.clear();
+    this.#waiters.endAll(new ClosedError('The runtime closed before the awaited condition held.'));
+    this.#events.listeners.clear();
     await this.store.close();
   }
 
@@ -898,118 +539,22 @@ export class Runtime {
    */
   async tick(): Promise<{ timersFired: number; activitiesStarted: number }> {
     this.#assertOpen();
-    if (this.#hostDriven && this.#watched.size > 0) await this.#pollOthers();
+    if (this.#hostDriven && this.#waiters.watching) await this.#waiters.poll();
     let timersFired = 0;
     if (this.#runEffects) {
-      const now = this.clock.now();
-      const touched = new Set<string>();
-      const seen = new Set<string>();
-      for (;;) {
-        // A timer the store keeps listing but cannot fire (a damaged index or row) is seen once, then left.
-        // Bounded (limits.ts): timers beyond ROUND_BOUNDS.timersPerTick stay scheduled, due, for the next tick.
-        if (seen.size >= ROUND_BOUNDS.timersPerTick) break;
-        const due = (await this.store.dueTimers(now, 200)).filter((t) => !seen.has(t.id)).slice(0, ROUND_BOUNDS.timersPerTick - seen.size);
-        if (due.length === 0) break;
-        for (const timer of due) {
-          seen.add(timer.id);
-          const stored = timer.event as { type?: unknown } | null;
-          // A damaged row still fires once, as an event no machine handles: visible in the history, never blocking.
-          const payload: JsonValue = stored !== null && typeof stored === 'object' && typeof stored.type === 'string' ? timer.event : { type: 'spool.unreadable-timer', timerId: timer.id };
-          const event = payload as { type: string };
-          const fired = await this.store.fireTimer(timer.id, {
-            jobId: timer.jobId,
-            eventId: `timer~${timer.id}`,
-            type: event.type,
-            payload,
-            payloadHash: hashJson(payload),
-            at: now,
-            source: 'timer',
-            sourceId: timer.id,
-          });
-          if (fired) {
-            crashPoint('after-fire');
-            timersFired += 1;
-            touched.add(timer.jobId);
-            this.#emit({ type: 'timer.fired', jobId: timer.jobId, timerId: timer.id, eventType: event.type, dueAt: timer.dueAt, firedAt: now });
-          }
-        }
-      }
-      if (this.#process) await this.#drainAll([...touched]);
+      const { fired, jobs } = await fireDueTimers(this.store, this.#events, this.clock.now());
+      timersFired = fired;
+      if (this.#process) await this.#drainAll(jobs);
       await sched.fireDueSchedules(this.#schedulesHost); // due occurrences start their jobs (schedules.ts)
     }
-    if (this.#hostDriven) await this.#renewClaims();
+    if (this.#hostDriven) await this.#leaseKeeper.renewClaims();
     // This process is alive: renew its own leases before freeing expired ones (host-driven mode has
     // no other heartbeat; otherwise the clock may have moved past the interval's last beat).
-    if (this.#hostDriven || this.clock.now() - this.#lastHeartbeatAt >= this.#leaseMs / 3) await this.#heartbeat();
-    await this.#expireLeases();
+    if (this.#hostDriven || this.#leaseKeeper.heartbeatDue()) await this.#leaseKeeper.heartbeat();
+    const freed = await this.#leaseKeeper.expire();
+    if (this.#process && freed.length > 0) await this.#drainAll(freed);
     const activitiesStarted = await this.#pumpEffects();
     return { timersFired, activitiesStarted };
-  }
-
-  /**
-   * The lease heartbeat: renew the leases of jobs whose activities run here, release the rest
-   * (nothing here works on them), and stop touching any job whose lease another runner took.
-   */
-  async #heartbeat(): Promise<void> {
-    this.#lastHeartbeatAt = this.clock.now();
-    if (this.#closed || this.#leases.size === 0) return;
-    const busy = new Set(this.#attempting.values());
-    const keep: [string, number][] = [];
-    const idle: [string, number][] = [];
-    for (const entry of this.#leases) (busy.has(entry[0]) ? keep : idle).push(entry);
-    if (keep.length > 0) {
-      const renewed = await this.store.renewLeases(this.runnerId, keep.map(([id]) => id), this.clock.now() + this.#leaseMs);
-      for (const [jobId, fence] of keep) if (renewed.get(jobId) !== fence) this.#leaseLost(jobId, fence);
-    }
-    if (idle.length > 0) {
-      await this.store.releaseLeases(this.runnerId, idle.map(([id]) => id));
-      for (const [jobId, fence] of idle) if (this.#leases.get(jobId) === fence) this.#leases.delete(jobId);
-    }
-  }
-
-  /**
-   * Lease expiries, once per call: leases of runners known to be gone (a dead process on this
-   * host) are freed now; leases past their expiry are freed (a held job of this runtime's that
-   * expired is given up). The freed jobs' pending events are then applied here.
-   */
-  async #expireLeases(): Promise<void> {
-    const now = this.clock.now();
-    const freed: { jobId: string; owner: string; fence: number }[] = [];
-    for (const owner of await this.store.leaseHolders(now)) {
-      if (owner !== this.runnerId && runnerIsGone(owner)) freed.push(...(await this.store.expireLeases({ owner })));
-    }
-    freed.push(...(await this.store.expireLeases({ expiredBy: now })));
-    if (freed.length === 0) return;
-    for (const lease of freed) {
-      if (lease.owner === this.runnerId) this.#leaseLost(lease.jobId, lease.fence);
-      this.#logEntry('info', 'lease freed', { jobId: lease.jobId, runner: lease.owner, fence: lease.fence });
-      this.#emit({ type: 'lease.freed', jobId: lease.jobId, runner: lease.owner, fence: lease.fence });
-    }
-    if (this.#process) await this.#drainAll([...new Set(freed.map((l) => l.jobId))]);
-  }
-
-  /** This runtime no longer holds the job: forget the lease, drop the cached snapshot, abort its activities here. */
-  #leaseLost(jobId: string, fence: number): void {
-    if (this.#leases.get(jobId) !== fence) return;
-    this.#leases.delete(jobId);
-    this.#snapshots.delete(jobId);
-    for (const running of this.#running.values()) {
-      if (running.jobId === jobId) running.controller.abort(new Error(`lease lost: another runner holds job ${jobId}`));
-    }
-    this.#logEntry('warn', 'lease lost', { jobId, fence });
-  }
-
-  /** The lease a commit of this job is made under: kept while activities of the job run here (or are about to), released otherwise. */
-  #leaseFor(jobId: string, hold: boolean, now: number): LeaseClaim {
-    return { runner: this.runnerId, fence: this.#leases.get(jobId) ?? null, now, until: hold ? now + this.#leaseMs : null };
-  }
-
-  /** Renew the claims of this runtime's running activities (the heartbeat, done by `tick()` in host-driven mode). */
-  async #renewClaims(): Promise<void> {
-    const until = this.clock.now() + this.#leaseMs;
-    for (const effect of await this.store.runningEffects(10_000)) {
-      if (effect.claimedBy === this.runnerId && this.#running.has(effect.id)) await this.store.renewClaim(effect.id, effect.attempt, this.runnerId, until);
-    }
   }
 
   /** When the next timer, retry or schedule occurrence is due (clock time), or null: a worker sleeps until then. */
@@ -1023,8 +568,8 @@ export class Runtime {
    * activity that never settles (one awaiting a signal) keeps it pending: wait for an event instead.
    */
   async idle(): Promise<void> {
-    while (this.#background.size > 0 || this.#locks.size > 0 || this.#pumping) {
-      await Promise.allSettled([...this.#background, ...this.#locks.values()]);
+    while (this.#background.size > 0 || this.#jobLocks.busy || this.#pumping) {
+      await Promise.allSettled([...this.#background.pending(), ...this.#jobLocks.pending()]);
       if (this.#pumping) await new Promise<void>((resolve) => setImmediate(resolve));
     }
   }
@@ -1040,32 +585,8 @@ export class Runtime {
   async cancel(jobId: string, reason = 'cancelled'): Promise<Job> {
     this.#assertOpen();
     requireText('job id', jobId);
-    if (typeof reason !== 'string' || reason.length > 2000) throw new ValidationError('A cancel reason must be a string of at most 2000 characters.');
-    const record = await this.#visible(jobId);
-    if (TERMINAL.has(record.status)) {
-      throw new JobTerminalError(`Job ${jobId} is ${describeEnd(record)}: there is nothing to cancel.`, { jobId, status: record.status });
-    }
-    const def = this.registry.route(record.machineId, record.machineVersion)?.target;
-    if (!def) throw new JobQuarantined(jobId, record.quarantine ?? `machine ${record.machineId}@${record.machineVersion} is not registered`);
-    if (!namesEventType(def, def.cancel.event)) {
-      // A child job is the parent's to stop: it ends when the parent leaves the invoking state.
-      const how = record.parent
-        ? `it is a child job of ${record.parent.jobId}: cancel that job (or send it an event that leaves the invoking state) to stop it`
-        : `handle it or set \`cancel: { event }\` in its definition`;
-      throw new ValidationError(`Machine ${def.id} has no "${def.cancel.event}" event, so it cannot be cancelled; ${how}.`);
-    }
-    const payload = this.#cancelPayload(def, reason);
-    const now = this.clock.now();
-    const { first } = await this.store.requestCancel(
-      jobId,
-      reason,
-      { jobId, eventId: 'spool.cancel', type: def.cancel.event, payload, payloadHash: hashJson(payload), at: now, source: 'cancel' },
-      now,
-    );
-    if (first) {
-      this.#emit({ type: 'cancel.requested', jobId, reason });
-      this.#logEntry('info', 'cancel requested', { jobId, reason });
-    }
+    checkCancelReason(reason);
+    await requestCancel(this.store, this.registry, this.clock, this.#events, await this.#visible(jobId), reason);
     for (const running of this.#running.values()) {
       if (running.jobId === jobId) running.controller.abort(new Error(`job cancelled: ${reason}`));
     }
@@ -1073,52 +594,24 @@ export class Runtime {
     return this.get(jobId);
   }
 
-  #cancelPayload(def: RegisteredMachine, reason: string): JsonValue {
-    const schema = eventSchemaFor(def, def.cancel.event);
-    const withReason = { type: def.cancel.event, reason };
-    if (!schema) return withReason;
-    if (schema.safeParse(withReason).success) return withReason;
-    return { type: def.cancel.event };
-  }
-
   /**
    * Complete an activity that finished out of band (see `defer` in {@link ActivityArgs}). The
    * token is single-use; a rejected payload leaves it usable.
    */
   async complete(token: string, output: unknown = null): Promise<Job> {
-    return this.#settleToken(token, { kind: 'succeeded', output: this.#jsonPayload('output', output) });
+    return this.#settleToken(token, { kind: 'succeeded', output: this.#intake.jsonPayload('output', output) });
   }
 
   /** Fail an activity that was waiting out of band. The machine receives `xstate.error.actor.<id>`. */
   async fail(token: string, error: unknown = 'failed'): Promise<Job> {
-    const payload = this.#jsonPayload('error', error);
-    const info: ErrorInfo =
-      payload !== null && typeof payload === 'object' && !Array.isArray(payload)
-        ? {
-            name: typeof payload['name'] === 'string' ? payload['name'] : 'Error',
-            message: typeof payload['message'] === 'string' ? payload['message'] : JSON.stringify(payload),
-            ...(typeof payload['code'] === 'string' ? { code: payload['code'] } : {}),
-          }
-        : { name: 'Error', message: String(payload) };
-    return this.#settleToken(token, { kind: 'failed', error: info });
+    return this.#settleToken(token, { kind: 'failed', error: failureInfo(this.#intake.jsonPayload('error', error)) });
   }
 
-  async #settleToken(token: string, result: { kind: 'succeeded'; output: JsonValue } | { kind: 'failed'; error: ErrorInfo }): Promise<Job> {
+  async #settleToken(token: string, result: TokenResult): Promise<Job> {
     this.#assertOpen();
-    if (typeof token !== 'string' || !/^[A-Za-z0-9_-]{16,128}$/.test(token)) throw new TokenError('This is not a completion token.');
-    const effect = await this.store.effectByToken(token);
-    const record = effect ? await this.store.getJob(effect.jobId) : undefined;
-    if (!effect || !record || record.owner !== this.#owner) throw new TokenError('Unknown completion token, or it was already used.');
-    if (!effect.active || effect.status !== 'waiting') {
-      throw new TokenError(`The invocation behind this token is no longer current (${effect.status}); its outcome would be stale.`);
-    }
-    const now = this.clock.now();
-    const payload = outcomeEvent(effect, effect.attempt, result.kind === 'succeeded' ? { output: result.output } : { error: result.error });
-    const ok = await this.store.completeByToken(token, result, { ...payload, at: now }, now);
-    if (!ok) throw new TokenError('Unknown completion token, or it was already used.');
-    this.#emit({ type: 'activity.finished', jobId: effect.jobId, effectId: effect.id, attempt: effect.attempt, outcome: result.kind });
-    if (this.#process) await this.#drain(effect.jobId);
-    return this.get(effect.jobId);
+    const jobId = await settleToken({ store: this.store, clock: this.clock, owner: this.#owner, tell: this.#events, outcomeEvent }, token, result);
+    if (this.#process) await this.#drain(jobId);
+    return this.get(jobId);
   }
 
   /** Set a job's progress (0-100). Once the job is final the update is ignored, with a visible note. */
@@ -1131,13 +624,8 @@ export class Runtime {
   }
 
   /** Set progress; from an activity (`lease`: its runner's fence), only while that runner holds the job. */
-  async #progress(jobId: string, percent: number, lease?: { runner: string; fence: number }): Promise<Job> {
-    const now = this.clock.now();
-    if (!(await this.store.setProgress(jobId, percent, now, lease))) {
-      const job = await this.store.getJob(jobId);
-      const why = job && !TERMINAL.has(job.status) ? "the reporting attempt's runner no longer holds the job (its lease was taken)" : 'the job is final';
-      await this.store.addNote({ jobId, kind: 'progress-ignored', message: `progress update to ${percent} ignored: ${why}`, at: now });
-    }
+  async #progress(jobId: string, percent: number, lease?: WriteLease): Promise<Job> {
+    await recordProgress(this.store, this.clock, jobId, percent, lease);
     return this.get(jobId);
   }
 
@@ -1147,27 +635,13 @@ export class Runtime {
   }
 
   /** Attach an asset; from an activity (`lease`: its runner's fence), only while that runner holds the job. */
-  async #attach(jobId: string, asset: AssetInput, from?: { effectId: string; attempt: number }, lease?: { runner: string; fence: number }): Promise<{ attached: boolean }> {
+  async #attach(jobId: string, asset: AssetInput, from?: { effectId: string; attempt: number }, lease?: WriteLease): Promise<{ attached: boolean }> {
     this.#assertOpen();
     requireText('job id', jobId);
     await this.#visible(jobId);
-    if (asset === null || typeof asset !== 'object' || typeof asset.type !== 'string' || typeof asset.uri !== 'string' || asset.uri.length === 0) {
-      throw new ValidationError('An asset needs a string `type` and a non-empty string `uri`.');
-    }
-    if (asset.size !== undefined && (!Number.isSafeInteger(asset.size) || asset.size < 0)) throw new ValidationError('An asset `size` must be a non-negative integer.');
-    const meta = asset.meta === undefined ? null : this.#jsonPayload('asset meta', asset.meta);
-    const attached = await this.store.attachAsset({
-      jobId,
-      key: asset.key ?? asset.uri,
-      type: asset.type,
-      uri: asset.uri,
-      size: asset.size ?? null,
-      meta,
-      effectId: from?.effectId ?? null,
-      attempt: from?.attempt ?? null,
-      createdAt: this.clock.now(),
-    }, lease);
-    return { attached };
+    checkAsset(asset);
+    const meta = asset.meta === undefined ? null : this.#intake.jsonPayload('asset meta', asset.meta);
+    return { attached: await recordAsset(this.store, this.clock, jobId, asset, meta, from, lease) };
   }
 
   /** Delete a finished job with its history, inbox, effects, timers, notes and assets. */
@@ -1381,9 +855,7 @@ export class Runtime {
       },
       cancelEvent: (record, reason, at) => {
         const def = this.registry.route(record.machineId, record.machineVersion)?.target;
-        if (!def || !namesEventType(def, def.cancel.event)) return undefined;
-        const payload = this.#cancelPayload(def, reason);
-        return { jobId: record.id, eventId: 'spool.cancel', type: def.cancel.event, payload, payloadHash: hashJson(payload), at, source: 'cancel' };
+        return def && namesEventType(def, def.cancel.event) ? cancelEvent(record.id, def, reason, at) : undefined;
       },
       cancelled: async (jobId, reason) => {
         this.#emit({ type: 'cancel.requested', jobId, reason });
@@ -1405,113 +877,39 @@ export class Runtime {
     if (this.#closed) throw new ClosedError('This Spool runtime is closed; create a new one with createRuntime().');
   }
 
-  /** A job read from the record this runtime last committed or read of it, if any: only what moves without a commit is read then (see JobStore.getJob). */
-  #readKnown(jobId: string): Promise<JobRecord | undefined> {
-    return this.store.getJob(jobId, this.#snapshots.get(jobId)?.record);
-  }
+  // One-line delegates to the parts, under the names the commit path and the activity executor call.
+  /** A job read from the record this runtime last committed or read of it, if any (jobView.ts). */
+  readonly #readKnown = (jobId: string): Promise<JobRecord | undefined> => this.#reader.readKnown(jobId);
+  /** A job of this runtime's owner; `cached`: read it with {@link #readKnown} (jobView.ts). */
+  readonly #visible = (jobId: string, cached = false): Promise<JobRecord> => this.#reader.visible(jobId, cached);
+  readonly #view = (record: JobRecord): Job => this.#reader.view(record);
+  /** The job a `start` repeats (intake.ts). */
+  readonly #findExisting = (jobId: string, key: string | null): Promise<JobRecord | undefined> => this.#intake.findExisting(jobId, key);
+  readonly #validateInput = (def: RegisteredMachine, input: unknown): JsonValue => this.#intake.validateInput(def, input);
+  readonly #validateEvent = (def: RegisteredMachine | undefined, event: unknown): JsonValue => this.#intake.validateEvent(def, event);
+  /** Run `work` in the background: its failure is logged, and `idle`/`close` wait for it (background.ts). */
+  readonly #track = (work: Promise<unknown>): void => this.#background.track(work);
+  /** Count an operation that may commit, so commits of concurrent operations share a transaction (commits.ts). */
+  readonly #unit = <T>(work: () => Promise<T>): Promise<T> => this.#commits.unit(work);
+  /** Group-committed writes (commits.ts): a caller is resolved once the batch holding its write is durable. */
+  readonly #submit = (commit: TransitionCommit): Promise<CommitResult> => this.#commits.submit(commit);
+  readonly #submitCreate = (create: NewJob): Promise<CreateJobResult> => this.#commits.submitCreate(create);
+  readonly #submitFinish = (finish: AttemptFinish): Promise<FinishStatus> => this.#commits.submitFinish(finish);
+  readonly #submitClaim = (claim: EffectClaim): Promise<ClaimedEffect | undefined> => this.#commits.submitClaim(claim);
+  readonly #enqueue = (entry: QueuedWrite, eager = true): void => this.#commits.enqueue(entry, eager);
+  /** Serialise work on one job inside this process (jobLocks.ts; other processes are fenced by revision). */
+  readonly #withLock = <T>(jobId: string, work: () => Promise<T>): Promise<T> => this.#jobLocks.run(jobId, work);
+  /** This runtime no longer holds the job (leases.ts). */
+  readonly #leaseLost = (jobId: string, fence: number): void => this.#leaseKeeper.lost(jobId, fence);
+  /** The lease a commit of this job is made under (leases.ts). */
+  readonly #leaseFor = (jobId: string, hold: boolean, now: number): LeaseClaim => this.#leaseKeeper.claimFor(jobId, hold, now);
+  readonly #emit = (event: RuntimeEvent): void => this.#events.emit(event);
+  readonly #logEntry = (level: LogEntry['level'], msg: string, fields: Record<string, unknown>): void => this.#events.log(level, msg, fields);
 
-  /** A job of this runtime's owner; `cached`: read it with {@link #readKnown}. */
-  async #visible(jobId: string, cached = false): Promise<JobRecord> {
-    if (typeof jobId !== 'string' || jobId.length === 0) throw new ValidationError('A job id must be a non-empty string.');
-    const record = await (cached ? this.#readKnown(jobId) : this.store.getJob(jobId));
-    if (!record || record.owner !== this.#owner) throw new JobNotFoundError(jobId);
-    return record;
-  }
-
-  async #findExisting(jobId: string, key: string | null): Promise<JobRecord | undefined> {
-    const byId = await this.store.getJob(jobId);
-    if (byId) return byId;
-    return key === null ? undefined : this.store.findByIdempotencyKey(this.#owner, key);
-  }
-
+  /** The job a repeated `start` returns, once it is the same request (intake.ts). */
   #sameStart(record: JobRecord, machineId: string, inputHash: string, jobId: string, key: string | null, requestedId: string | undefined): Job {
-    if (record.owner !== this.#owner) {
-      throw new IdempotencyConflictError(`Job id "${jobId}" is taken; choose another id.`, { jobId });
-    }
-    const what = key !== null && record.idempotencyKey === key ? `idempotency key "${key}"` : `job id "${jobId}"`;
-    if (requestedId !== undefined && record.id !== requestedId) {
-      throw new IdempotencyConflictError(`Idempotency key "${key}" belongs to job ${record.id}, not "${requestedId}"; reuse a key only for the same request.`, { jobId: record.id });
-    }
-    // The job with this id was started under another key (or none): returning it would leave the
-    // key unrecorded, and a later start with the key alone would make a second job.
-    if (key !== null && record.idempotencyKey !== key) {
-      const had = record.idempotencyKey === null ? 'no idempotency key' : `idempotency key "${record.idempotencyKey}"`;
-      throw new IdempotencyConflictError(`Job ${record.id} already exists, started with ${had}, not "${key}"; reuse a job id only with the key it was started with.`, { jobId: record.id });
-    }
-    if (record.machineId !== machineId) {
-      throw new IdempotencyConflictError(`A job with ${what} already exists (${record.id}) and runs machine ${record.machineId}, not ${machineId}.`, { jobId: record.id });
-    }
-    if (record.inputHash !== inputHash) {
-      throw new IdempotencyConflictError(
-        `A job with ${what} already exists (${record.id}) with different input; reuse the key only for the same request.`,
-        { jobId: record.id },
-      );
-    }
+    this.#intake.checkSameStart(record, machineId, inputHash, jobId, key, requestedId);
     return this.#view(record);
-  }
-
-  #validateInput(def: RegisteredMachine, input: unknown): JsonValue {
-    const json = this.#jsonPayload('input', input);
-    if (!def.input) {
-      if (json === null || typeof json !== 'object' || Array.isArray(json)) {
-        throw new ValidationError(`Input for ${def.id} must be a JSON object.`, { machineId: def.id });
-      }
-      return json;
-    }
-    const result = def.input.safeParse(json);
-    if (!result.success) {
-      // A schema's message may quote the value it refused: sensitive ones are redacted like any error's.
-      throw new ValidationError(`Invalid input for ${def.id}: ${redactText(formatIssues(result.error), json, def.sensitive)}`, { machineId: def.id });
-    }
-    return toJson(result.data);
-  }
-
-  #validateEvent(def: RegisteredMachine | undefined, event: unknown): JsonValue {
-    const json = this.#jsonPayload('event', event);
-    if (json === null || typeof json !== 'object' || Array.isArray(json) || typeof json['type'] !== 'string' || json['type'] === '') {
-      throw new ValidationError('An event must be a JSON object with a non-empty string "type", e.g. {"type":"START"}.');
-    }
-    const type = json['type'];
-    if (type.startsWith('xstate.') || type.startsWith('spool.')) {
-      throw new UnknownEventError(`Event type "${type}" is reserved for the runtime; send your machine's own events.`, { eventType: type });
-    }
-    if (!def) return json;
-    if (!namesEventType(def, type)) {
-      const known = [...def.eventTypes].filter((t) => !t.startsWith('xstate.')).sort().join(', ');
-      throw new UnknownEventError(`Machine ${def.id}@${def.version} has no event "${type}" (known: ${known}).`, { eventType: type, machineId: def.id });
-    }
-    const schema = eventSchemaFor(def, type);
-    if (!schema) return json;
-    const result = schema.safeParse(json);
-    if (!result.success) {
-      throw new ValidationError(`Invalid ${type} event for ${def.id}: ${redactText(formatIssues(result.error), json, def.sensitive)}`, { eventType: type, machineId: def.id });
-    }
-    return toJson(result.data);
-  }
-
-  #jsonPayload(what: string, value: unknown): JsonValue {
-    let walked: { depth: number; toJSON: boolean };
-    try {
-      walked = nestingDepth(value, MAX_DEPTH + 1);
-    } catch (error) {
-      throw new ValidationError(`The ${what} cannot be read as JSON: ${(error as Error).message}`);
-    }
-    if (walked.depth > MAX_DEPTH) throw new ValidationError(`The ${what} is nested deeper than ${MAX_DEPTH} levels.`);
-    let text: string | undefined;
-    try {
-      text = JSON.stringify(value);
-    } catch (error) {
-      throw new ValidationError(`The ${what} is not JSON-serialisable: ${(error as Error).message}`);
-    }
-    if (text === undefined) throw new ValidationError(`The ${what} is not JSON-serialisable.`);
-    const bytes = Buffer.byteLength(text);
-    if (bytes > this.#maxPayload) {
-      throw new PayloadTooLargeError(`The ${what} is ${bytes} bytes; the limit is ${this.#maxPayload} (maxPayloadBytes).`, { bytes, limit: this.#maxPayload });
-    }
-    const json = JSON.parse(text) as JsonValue;
-    // A `toJSON` method writes what the walk above did not see: count the JSON itself.
-    if (walked.toJSON && nestingDepth(json, MAX_DEPTH + 1).depth > MAX_DEPTH) throw new ValidationError(`The ${what} is nested deeper than ${MAX_DEPTH} levels.`);
-    return json;
   }
 
   async #outcome(jobId: string, eventId: string, duplicate: boolean, wait: boolean): Promise<SendResult> {
@@ -1534,125 +932,9 @@ export class Runtime {
     };
   }
 
-  #track(work: Promise<unknown>): void {
-    const p = work.catch((error) => this.#logEntry('error', 'background processing failed', { error: toErrorInfo(error) }));
-    this.#background.add(p);
-    void p.finally(() => this.#background.delete(p));
-  }
-
-  /**
-   * Count an operation that may commit, for group commit: while it runs, a commit of another
-   * operation waits (one event-loop turn at most) so both share a transaction.
-   */
-  async #unit<T>(work: () => Promise<T>): Promise<T> {
-    this.#units += 1;
-    try {
-      return await work();
-    } finally {
-      this.#units -= 1;
-      if (this.#commitQueue.length > 0 && this.#commitQueue.length >= this.#units) this.#flushCommits();
-    }
-  }
-
-  /** Drain many jobs at once, so their commits share transactions (group commit). */
-  async #drainAll(ids: readonly string[]): Promise<number> {
-    let settled = 0;
-    for (let i = 0; i < ids.length; i += DRAIN_CONCURRENCY) {
-      const counts = await Promise.all(ids.slice(i, i + DRAIN_CONCURRENCY).map((id) => this.#unit(() => this.#drain(id))));
-      settled += counts.reduce((a, b) => a + b, 0);
-    }
-    return settled;
-  }
-
-  /**
-   * Group commit: commits submitted while other jobs are mid-transition wait (one event-loop turn
-   * at most) and go to the store as one batch: one transaction, one disk sync, each commit still
-   * checked on its own. A caller is resolved only after the batch that holds its commit is durable.
-   */
-  #submit(commit: TransitionCommit): Promise<CommitResult> {
-    return new Promise<CommitResult>((resolve, reject) => this.#enqueue({ commit, resolve, reject }));
-  }
-
-  /** A new job, group-committed like a transition: concurrent starts share a transaction and a sync. */
-  #submitCreate(create: NewJob): Promise<CreateJobResult> {
-    return new Promise<CreateJobResult>((resolve, reject) => this.#enqueue({ create, resolve, reject }));
-  }
-
-  /**
-   * An attempt's outcome, group-committed: attempts that end in the same event-loop turn share a
-   * transaction and a sync, and the outcome is durable before the caller goes on.
-   */
-  #submitFinish(finish: AttemptFinish): Promise<FinishStatus> {
-    return new Promise<FinishStatus>((resolve, reject) => this.#enqueue({ finish, resolve, reject }, false));
-  }
-
-  /** An activity claim, group-committed: the claims of one pump round share a transaction and a sync. */
-  #submitClaim(claim: EffectClaim): Promise<ClaimedEffect | undefined> {
-    return new Promise<ClaimedEffect | undefined>((resolve, reject) => this.#enqueue({ claim, resolve, reject }, false));
-  }
-
-  /**
-   * `eager`: flush as soon as every counted operation has submitted. Outcomes and claims are not
-   * counted operations (they arrive together without knowing of each other), so they wait for the
-   * end of the event-loop turn, when the others of their round have joined.
-   */
-  #enqueue(entry: QueuedWrite, eager = true): void {
-    this.#commitQueue.push(entry);
-    if ((eager && this.#commitQueue.length >= this.#units) || this.#commitQueue.length >= MAX_BATCH) this.#flushCommits();
-    else if (!this.#flushTimer) this.#flushTimer = setImmediate(() => this.#flushCommits());
-  }
-
-  #flushCommits(): void {
-    if (this.#flushTimer) {
-      clearImmediate(this.#flushTimer);
-      this.#flushTimer = undefined;
-    }
-    while (this.#commitQueue.length > 0) {
-      const batch = this.#commitQueue.splice(0, MAX_BATCH);
-      const creates = batch.filter((b) => 'create' in b);
-      const commits = batch.filter((b) => 'commit' in b);
-      const finishes = batch.filter((b) => 'finish' in b);
-      const claims = batch.filter((b) => 'claim' in b);
-      const written =
-        commits.length === batch.length
-          ? this.store.commit(commits.map((b) => b.commit)).then((results) => ({ creates: [], commits: results, finishes: [], claims: [] }))
-          : this.store.writeBatch({
-              creates: creates.map((b) => b.create),
-              commits: commits.map((b) => b.commit),
-              finishes: finishes.map((b) => b.finish),
-              claims: claims.map((b) => b.claim),
-            });
-      written.then(
-        (results) => {
-          // Callers go on in the order their writes took effect: a claim that took a job's lease
-          // after a commit released it must set its fence after that commit forgot the old one.
-          settle(creates, results.creates);
-          commits.forEach((b, i) => {
-            const result = results.commits[i];
-            if (result) b.resolve(result);
-            else b.reject(new RevisionConflictError(`The store returned no result for job ${b.commit.jobId}.`));
-          });
-          settle(finishes, results.finishes);
-          settle(claims, results.claims);
-        },
-        (error: unknown) => batch.forEach((b) => b.reject(error)),
-      );
-    }
-  }
-
-  /** Serialise work on one job inside this process (other processes are fenced by revision). */
-  #withLock<T>(jobId: string, work: () => Promise<T>): Promise<T> {
-    const previous = this.#locks.get(jobId) ?? Promise.resolve();
-    const run = previous.then(work);
-    const tail = run.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.#locks.set(jobId, tail);
-    void tail.then(() => {
-      if (this.#locks.get(jobId) === tail) this.#locks.delete(jobId);
-    });
-    return run;
+  /** Drain many jobs at once, so their commits share transactions (recovery.ts). */
+  #drainAll(ids: readonly string[]): Promise<number> {
+    return drainAll((id) => this.#unit(() => this.#drain(id)), ids);
   }
 
   /** Apply every pending event of a job, oldest first. Returns how many were settled. */
@@ -2260,10 +1542,6 @@ export class Runtime {
     }
   }
 
-  #view(record: JobRecord): Job {
-    return toJob(record, this.registry.get(record.machineId, record.machineVersion));
-  }
-
   /** Start due activities up to the concurrency limit. Returns how many attempts it started. */
   async #pumpEffects(): Promise<number> {
     if (!this.#runEffects || this.#closing) return 0;
@@ -2570,20 +1848,6 @@ export class Runtime {
     });
   }
 
-  #emit(event: RuntimeEvent): void {
-    for (const listener of this.#listeners) {
-      try {
-        listener(event);
-      } catch (error) {
-        this.#logEntry('error', 'listener threw', { error: toErrorInfo(error) });
-      }
-    }
-  }
-
-  #logEntry(level: LogEntry['level'], msg: string, fields: Record<string, unknown>): void {
-    this.#log?.({ at: this.clock.now(), level, msg, ...fields });
-  }
-
   /**
    * This owner's commits of every job in one growing order, after the cursor `after` (a record's
    * `seq`; 0 from the start), at most `limit` (1-1000, default 100): what the all-jobs event
@@ -2599,34 +1863,6 @@ export class Runtime {
     // A filter that matches little reads at most this many seqs per page.
     return this.store.historySince(after, limit, limit * 100, { ...rest, owner: this.#owner });
   }
-}
-
-/** Events can no longer be sent to a quarantined job until it is released. */
-export class JobQuarantined extends SpoolError {
-  readonly code = 'SPOOL_QUARANTINED';
-  readonly category = 'conflict';
-  constructor(jobId: string, reason: string) {
-    const next = reason.startsWith(STORE_REFUSED)
-      ? 'Its stored rows are damaged: restore them from a backup (or purge the job), then restart.'
-      : 'Register the machine version it runs on (or a migration), then restart.';
-    super(`Job ${jobId} is quarantined: ${reason}. ${next}`, { jobId, reason });
-  }
-}
-
-/** A completion token that is unknown, used, malformed, or for an invocation no longer current. */
-export class TokenError extends SpoolError {
-  readonly code = 'SPOOL_BAD_TOKEN';
-  readonly category = 'conflict';
-}
-
-/** The operation needs a finished job. */
-export class JobNotFinishedError extends SpoolError {
-  readonly code = 'SPOOL_NOT_FINISHED';
-  readonly category = 'conflict';
-}
-
-function tokenFor(): string {
-  return randomUUID().replace(/-/g, '') + randomUUID().replace(/-/g, '').slice(0, 16);
 }
 
 /** The inbox event that carries an activity's outcome back to its machine. */
@@ -2660,63 +1896,10 @@ function safeInitial(def: RegisteredMachine, input: JsonValue): [AnyMachineSnaps
   return result;
 }
 
-function toJob(record: JobRecord, def?: RegisteredMachine): Job {
-  const parsed = record.status === 'active' ? 'no output while active' : parseSnapshot(record.snapshot);
-  const cancelState = def?.cancel.state ?? 'cancelled';
-  const output = typeof parsed === 'string' ? undefined : (parsed['output'] as JsonValue | undefined);
-  return {
-    id: record.id,
-    machineId: record.machineId,
-    machineVersion: record.machineVersion,
-    revision: record.revision,
-    status: record.status,
-    final: TERMINAL.has(record.status),
-    value: record.value,
-    context: record.context,
-    input: record.input,
-    output,
-    progress: record.progress,
-    cancel:
-      record.cancelRequestedAt === null
-        ? null
-        : { requestedAt: record.cancelRequestedAt, reason: record.cancelReason, completed: statePaths(record.value).includes(cancelState) },
-    quarantine: record.quarantine,
-    suspended: record.suspendedAt === null ? null : { at: record.suspendedAt, reason: record.suspendReason },
-    lease: record.lease,
-    idempotencyKey: record.idempotencyKey,
-    owner: record.owner,
-    createdAt: record.createdAt,
-    updatedAt: record.updatedAt,
-  };
-}
-
 /** An attempt's outcome recorded in the commit that applies its event; `recorded` runs once that commit is durable. */
 interface OutcomeInCommit {
   finish: AttemptFinish;
   recorded: () => void;
-}
-
-/** A caller waiting for its write's result. */
-interface Waiting<T> {
-  resolve: (r: T) => void;
-  reject: (e: unknown) => void;
-}
-
-/** A write waiting for the next group-commit batch, with its caller's promise. */
-type QueuedWrite =
-  | ({ commit: TransitionCommit } & Waiting<CommitResult>)
-  | ({ create: NewJob } & Waiting<CreateJobResult>)
-  | ({ finish: AttemptFinish } & Waiting<FinishStatus>)
-  | ({ claim: EffectClaim } & Waiting<ClaimedEffect | undefined>);
-
-/** Hand each caller of a batch its own outcome; a store that returned too few fails the rest. */
-function settle<T>(waiting: readonly Waiting<T>[], outcomes: readonly Outcome<T>[]): void {
-  waiting.forEach((w, i) => {
-    const outcome = outcomes[i];
-    if (!outcome) w.reject(new RevisionConflictError('The store returned no result for a write of the batch.'));
-    else if (outcome.ok) w.resolve(outcome.result);
-    else w.reject(outcome.error);
-  });
 }
 
 /** Whether a transition's plan concerns child or parent jobs (else `#relations` has nothing to do). */
@@ -2731,72 +1914,10 @@ function touchesRelations(record: JobRecord, def: RegisteredMachine, plan: Actio
   );
 }
 
-function checkPercent(percent: unknown): void {
-  if (typeof percent !== 'number' || !Number.isFinite(percent) || percent < 0 || percent > 100) throw new ValidationError('Progress must be a number from 0 to 100.');
-}
-
 /** `context.progress` when the machine keeps one (a number 0-100). */
 function contextProgress(context: JsonValue): number | undefined {
   const p = context !== null && typeof context === 'object' && !Array.isArray(context) ? context['progress'] : undefined;
   return typeof p === 'number' && Number.isFinite(p) ? Math.min(100, Math.max(0, p)) : undefined;
-}
-
-function describeEnd(record: JobRecord): string {
-  return record.status === 'done' ? `finished (final state ${JSON.stringify(record.value)})` : `ended with status "${record.status}"`;
-}
-
-/**
- * Nesting depth of a value, counted without recursion (stops counting past `limit`), and whether
- * some object in it has a `toJSON` method, whose JSON the walk cannot see.
- */
-function nestingDepth(value: unknown, limit: number): { depth: number; toJSON: boolean } {
-  let deepest = 0;
-  let custom = false;
-  const stack: [unknown, number][] = [[value, 0]];
-  const seen = new Set<object>();
-  while (stack.length > 0) {
-    const [v, d] = stack.pop()!;
-    // JSON.stringify would write null for these, and the schema would then report a null.
-    if (typeof v === 'number' && !Number.isFinite(v)) throw new Error(`${v} is not a JSON number`);
-    if (v === null || typeof v !== 'object' || seen.has(v)) continue;
-    seen.add(v);
-    deepest = Math.max(deepest, d + 1);
-    if (deepest > limit) return { depth: deepest, toJSON: custom };
-    if (typeof (v as { toJSON?: unknown }).toJSON === 'function') custom = true;
-    for (const child of Object.values(v)) stack.push([child, d + 1]);
-  }
-  return { depth: deepest, toJSON: custom };
-}
-
-function requireText(what: string, value: unknown): asserts value is string {
-  if (typeof value !== 'string' || value.length === 0) throw new ValidationError(`A ${what} must be a non-empty string.`);
-}
-
-/**
- * An options object (or nothing), with only the `known` names: a misspelt option (`jobid`) would
- * otherwise be ignored and its default used, which for an id or a key makes a retry a duplicate.
- */
-function requireOptions<T>(options: T, call: string, known: readonly string[]): T {
-  if (options === undefined) return {} as T;
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) throw new ValidationError(`${call}: options must be an object (or left out).`);
-  const unknown = unknownNames(options, known);
-  if (unknown) throw new ValidationError(`${call}: ${unknown.text}.`, { option: unknown.first });
-  return options;
-}
-
-function checkId(what: string, id: unknown): void {
-  if (typeof id !== 'string' || !EVENT_ID_PATTERN.test(id)) {
-    throw new ValidationError(`${/^[aeiou]/.test(what) ? 'An' : 'A'} ${what} must be 1-200 printable ASCII characters without spaces.`);
-  }
-}
-
-function formatIssues(error: unknown): string {
-  const issues = (error as { issues?: { path: PropertyKey[]; message: string }[] }).issues ?? [];
-  if (issues.length === 0) return String(error);
-  return issues
-    .slice(0, 5)
-    .map((i) => `${i.path.length ? i.path.map(String).join('.') : '(root)'}: ${i.message}`)
-    .join('; ');
 }
 
 /** A transition left a context JSON cannot hold: the event's error, recorded as `failed`. */

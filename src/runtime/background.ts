@@ -1,0 +1,29 @@
+import { toErrorInfo } from './errors.ts';
+import type { Tell } from './events.ts';
+
+/** Work the runtime started without a caller awaiting it (drains, pumps, heartbeats, attempts): its failures are logged, and `idle`/`close` wait for it. */
+export class BackgroundWork {
+  readonly #work = new Set<Promise<unknown>>();
+  readonly #tell: Tell;
+
+  constructor(tell: Tell) {
+    this.#tell = tell;
+  }
+
+  /** Keep `work` until it settles; what it throws is logged, never unhandled. */
+  track(work: Promise<unknown>): void {
+    const p = work.catch((error) => this.#tell.log('error', 'background processing failed', { error: toErrorInfo(error) }));
+    this.#work.add(p);
+    void p.finally(() => this.#work.delete(p));
+  }
+
+  /** How much is in flight. */
+  get size(): number {
+    return this.#work.size;
+  }
+
+  /** The work in flight now, to wait for. */
+  pending(): Promise<unknown>[] {
+    return [...this.#work];
+  }
+}

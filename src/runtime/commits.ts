@@ -1,0 +1,148 @@
+/**
+ * The group-commit batcher. Writes submitted while other operations are mid-transition wait (one
+ * event-loop turn at most) and go to the store as one batch: one transaction, one disk sync,
+ * each write still checked on its own. A caller is resolved only after the batch that holds its
+ * write is durable.
+ */
+import type {
+  AttemptFinish,
+  ClaimedEffect,
+  CommitResult,
+  CreateJobResult,
+  EffectClaim,
+  FinishStatus,
+  JobStore,
+  NewJob,
+  Outcome,
+  TransitionCommit,
+} from '../ports/store.ts';
+import { RevisionConflictError } from './errors.ts';
+
+/** Commits per group-commit transaction at most. */
+const MAX_BATCH = 256;
+
+/** A caller waiting for its write's result. */
+interface Waiting<T> {
+  resolve: (r: T) => void;
+  reject: (e: unknown) => void;
+}
+
+/** A write waiting for the next group-commit batch, with its caller's promise. */
+export type QueuedWrite =
+  | ({ commit: TransitionCommit } & Waiting<CommitResult>)
+  | ({ create: NewJob } & Waiting<CreateJobResult>)
+  | ({ finish: AttemptFinish } & Waiting<FinishStatus>)
+  | ({ claim: EffectClaim } & Waiting<ClaimedEffect | undefined>);
+
+/** Batches the runtime's writes (new jobs, transitions, attempt outcomes, activity claims) into shared transactions. */
+export class CommitBatcher {
+  readonly #store: JobStore;
+  /** The writes waiting for the next batch. */
+  readonly #queue: QueuedWrite[] = [];
+  #flushTimer: ReturnType<typeof setImmediate> | undefined;
+  /** Operations under way that may commit (sends, drains): a commit waits for them to join its batch. */
+  #units = 0;
+
+  constructor(store: JobStore) {
+    this.#store = store;
+  }
+
+  /**
+   * Count an operation that may commit, for group commit: while it runs, a commit of another
+   * operation waits (one event-loop turn at most) so both share a transaction.
+   */
+  async unit<T>(work: () => Promise<T>): Promise<T> {
+    this.#units += 1;
+    try {
+      return await work();
+    } finally {
+      this.#units -= 1;
+      if (this.#queue.length > 0 && this.#queue.length >= this.#units) this.flush();
+    }
+  }
+
+  /** A transition, group-committed. */
+  submit(commit: TransitionCommit): Promise<CommitResult> {
+    return new Promise<CommitResult>((resolve, reject) => this.enqueue({ commit, resolve, reject }));
+  }
+
+  /** A new job, group-committed like a transition: concurrent starts share a transaction and a sync. */
+  submitCreate(create: NewJob): Promise<CreateJobResult> {
+    return new Promise<CreateJobResult>((resolve, reject) => this.enqueue({ create, resolve, reject }));
+  }
+
+  /**
+   * An attempt's outcome, group-committed: attempts that end in the same event-loop turn share a
+   * transaction and a sync, and the outcome is durable before the caller goes on.
+   */
+  submitFinish(finish: AttemptFinish): Promise<FinishStatus> {
+    return new Promise<FinishStatus>((resolve, reject) => this.enqueue({ finish, resolve, reject }, false));
+  }
+
+  /** An activity claim, group-committed: the claims of one pump round share a transaction and a sync. */
+  submitClaim(claim: EffectClaim): Promise<ClaimedEffect | undefined> {
+    return new Promise<ClaimedEffect | undefined>((resolve, reject) => this.enqueue({ claim, resolve, reject }, false));
+  }
+
+  /**
+   * `eager`: flush as soon as every counted operation has submitted. Outcomes and claims are not
+   * counted operations (they arrive together without knowing of each other), so they wait for the
+   * end of the event-loop turn, when the others of their round have joined.
+   */
+  enqueue(entry: QueuedWrite, eager = true): void {
+    this.#queue.push(entry);
+    if ((eager && this.#queue.length >= this.#units) || this.#queue.length >= MAX_BATCH) this.flush();
+    else if (!this.#flushTimer) this.#flushTimer = setImmediate(() => this.flush());
+  }
+
+  /** Send every queued write to the store now, in batches of at most {@link MAX_BATCH}. */
+  flush(): void {
+    if (this.#flushTimer) {
+      clearImmediate(this.#flushTimer);
+      this.#flushTimer = undefined;
+    }
+    while (this.#queue.length > 0) this.#write(this.#queue.splice(0, MAX_BATCH));
+  }
+
+  #write(batch: QueuedWrite[]): void {
+    const creates = batch.filter((b) => 'create' in b);
+    const commits = batch.filter((b) => 'commit' in b);
+    const finishes = batch.filter((b) => 'finish' in b);
+    const claims = batch.filter((b) => 'claim' in b);
+    const written =
+      commits.length === batch.length
+        ? this.#store.commit(commits.map((b) => b.commit)).then((results) => ({ creates: [], commits: results, finishes: [], claims: [] }))
+        : this.#store.writeBatch({
+            creates: creates.map((b) => b.create),
+            commits: commits.map((b) => b.commit),
+            finishes: finishes.map((b) => b.finish),
+            claims: claims.map((b) => b.claim),
+          });
+    written.then(
+      (results) => {
+        // Callers go on in the order their writes took effect: a claim that took a job's lease
+        // after a commit released it must set its fence after that commit forgot the old one.
+        settle(creates, results.creates);
+        commits.forEach((b, i) => {
+          const result = results.commits[i];
+          if (result) b.resolve(result);
+          else b.reject(new RevisionConflictError(`The store returned no result for job ${b.commit.jobId}.`));
+        });
+        settle(finishes, results.finishes);
+        settle(claims, results.claims);
+      },
+      (error: unknown) => batch.forEach((b) => b.reject(error)),
+    );
+  }
+}
+
+/** Hand each caller of a batch its own outcome; a store that returned too few fails the rest. */
+function settle<T>(waiting: readonly Waiting<T>[], outcomes: readonly Outcome<T>[]): void {
+  waiting.forEach((w, i) => {
+    const outcome = outcomes[i];
+    if (!outcome) w.reject(new RevisionConflictError('The store returned no result for a write of the batch.'));
+    else if (outcome.ok) w.resolve(outcome.result);
+    else w.reject(outcome.error);
+  });
+}
+

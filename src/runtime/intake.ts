@@ -1,0 +1,267 @@
+/**
+ * Intake: what the runtime checks before anything is written. Inputs, events, outputs and asset
+ * metadata as JSON within the size and depth limits and their machine's schemas; ids and
+ * options by name; a repeated `start` against the job it repeats.
+ */
+import type { JobRecord, JobStore, JsonValue } from '../ports/store.ts';
+import { JOB_STATUSES } from '../ports/store.ts';
+import type { ListFilter, SendOptions } from './api.ts';
+import { IdempotencyConflictError, PayloadTooLargeError, UnknownEventError, ValidationError } from './errors.ts';
+import { toJson } from './json.ts';
+import { redactText } from './redaction.ts';
+import { eventSchemaFor, namesEventType, type RegisteredMachine } from './registry.ts';
+import { unknownNames } from './options.ts';
+
+/** Deepest JSON nesting accepted in inputs, events and outputs. */
+export const MAX_DEPTH = 64;
+/** Event ids the runtime gives its own events: a caller cannot take them. */
+const RESERVED_EVENT_ID = /^(spool\.|timer~|effect~|self~|parent~|child~|retry-of:)/;
+/** Largest accepted input or event by default, in bytes of JSON. */
+export const DEFAULT_MAX_PAYLOAD = 256 * 1024;
+const EVENT_ID_PATTERN = /^[\x21-\x7e]{1,200}$/;
+
+/** The checks of values a caller hands the runtime, with this runtime's payload limit and owner. */
+export class Intake {
+  readonly #maxPayload: number;
+  readonly #store: JobStore;
+  readonly #owner: string | null;
+
+  constructor(store: JobStore, owner: string | null, maxPayload: number) {
+    this.#store = store;
+    this.#owner = owner;
+    this.#maxPayload = maxPayload;
+  }
+
+  /** A job's input: JSON, and what its machine's input schema makes of it. */
+  validateInput(def: RegisteredMachine, input: unknown): JsonValue {
+    const json = this.jsonPayload('input', input);
+    if (!def.input) {
+      if (json === null || typeof json !== 'object' || Array.isArray(json)) {
+        throw new ValidationError(`Input for ${def.id} must be a JSON object.`, { machineId: def.id });
+      }
+      return json;
+    }
+    const result = def.input.safeParse(json);
+    if (!result.success) {
+      // A schema's message may quote the value it refused: sensitive ones are redacted like any error's.
+      throw new ValidationError(`Invalid input for ${def.id}: ${redactText(formatIssues(result.error), json, def.sensitive)}`, { machineId: def.id });
+    }
+    return toJson(result.data);
+  }
+
+  /** An event: a JSON object with a type its machine names (none reserved), valid by the type's schema. */
+  validateEvent(def: RegisteredMachine | undefined, event: unknown): JsonValue {
+    const json = this.jsonPayload('event', event);
+    if (json === null || typeof json !== 'object' || Array.isArray(json) || typeof json['type'] !== 'string' || json['type'] === '') {
+      throw new ValidationError('An event must be a JSON object with a non-empty string "type", e.g. {"type":"START"}.');
+    }
+    const type = json['type'];
+    if (type.startsWith('xstate.') || type.startsWith('spool.')) {
+      throw new UnknownEventError(`Event type "${type}" is reserved for the runtime; send your machine's own events.`, { eventType: type });
+    }
+    if (!def) return json;
+    if (!namesEventType(def, type)) {
+      const known = [...def.eventTypes].filter((t) => !t.startsWith('xstate.')).sort().join(', ');
+      throw new UnknownEventError(`Machine ${def.id}@${def.version} has no event "${type}" (known: ${known}).`, { eventType: type, machineId: def.id });
+    }
+    const schema = eventSchemaFor(def, type);
+    if (!schema) return json;
+    const result = schema.safeParse(json);
+    if (!result.success) {
+      throw new ValidationError(`Invalid ${type} event for ${def.id}: ${redactText(formatIssues(result.error), json, def.sensitive)}`, { eventType: type, machineId: def.id });
+    }
+    return toJson(result.data);
+  }
+
+  /** Any value as a private JSON copy, refused when it is not JSON, too deep or over `maxPayloadBytes`. */
+  jsonPayload(what: string, value: unknown): JsonValue {
+    let walked: { depth: number; toJSON: boolean };
+    try {
+      walked = nestingDepth(value, MAX_DEPTH + 1);
+    } catch (error) {
+      throw new ValidationError(`The ${what} cannot be read as JSON: ${(error as Error).message}`);
+    }
+    if (walked.depth > MAX_DEPTH) throw new ValidationError(`The ${what} is nested deeper than ${MAX_DEPTH} levels.`);
+    let text: string | undefined;
+    try {
+      text = JSON.stringify(value);
+    } catch (error) {
+      throw new ValidationError(`The ${what} is not JSON-serialisable: ${(error as Error).message}`);
+    }
+    if (text === undefined) throw new ValidationError(`The ${what} is not JSON-serialisable.`);
+    const bytes = Buffer.byteLength(text);
+    if (bytes > this.#maxPayload) {
+      throw new PayloadTooLargeError(`The ${what} is ${bytes} bytes; the limit is ${this.#maxPayload} (maxPayloadBytes).`, { bytes, limit: this.#maxPayload });
+    }
+    const json = JSON.parse(text) as JsonValue;
+    // A `toJSON` method writes what the walk above did not see: count the JSON itself.
+    if (walked.toJSON && nestingDepth(json, MAX_DEPTH + 1).depth > MAX_DEPTH) throw new ValidationError(`The ${what} is nested deeper than ${MAX_DEPTH} levels.`);
+    return json;
+  }
+
+  /** The job a `start` repeats, by its id or else its idempotency key. */
+  async findExisting(jobId: string, key: string | null): Promise<JobRecord | undefined> {
+    const byId = await this.#store.getJob(jobId);
+    if (byId) return byId;
+    return key === null ? undefined : this.#store.findByIdempotencyKey(this.#owner, key);
+  }
+
+  /** Refuse a repeated `start` that is not the same request as the job it found (`record`). */
+  checkSameStart(record: JobRecord, machineId: string, inputHash: string, jobId: string, key: string | null, requestedId: string | undefined): void {
+    if (record.owner !== this.#owner) {
+      throw new IdempotencyConflictError(`Job id "${jobId}" is taken; choose another id.`, { jobId });
+    }
+    const what = key !== null && record.idempotencyKey === key ? `idempotency key "${key}"` : `job id "${jobId}"`;
+    if (requestedId !== undefined && record.id !== requestedId) {
+      throw new IdempotencyConflictError(`Idempotency key "${key}" belongs to job ${record.id}, not "${requestedId}"; reuse a key only for the same request.`, { jobId: record.id });
+    }
+    // The job with this id was started under another key (or none): returning it would leave the
+    // key unrecorded, and a later start with the key alone would make a second job.
+    if (key !== null && record.idempotencyKey !== key) {
+      const had = record.idempotencyKey === null ? 'no idempotency key' : `idempotency key "${record.idempotencyKey}"`;
+      throw new IdempotencyConflictError(`Job ${record.id} already exists, started with ${had}, not "${key}"; reuse a job id only with the key it was started with.`, { jobId: record.id });
+    }
+    if (record.machineId !== machineId) {
+      throw new IdempotencyConflictError(`A job with ${what} already exists (${record.id}) and runs machine ${record.machineId}, not ${machineId}.`, { jobId: record.id });
+    }
+    if (record.inputHash !== inputHash) {
+      throw new IdempotencyConflictError(
+        `A job with ${what} already exists (${record.id}) with different input; reuse the key only for the same request.`,
+        { jobId: record.id },
+      );
+    }
+  }
+}
+
+/** A progress value: a number from 0 to 100. */
+export function checkPercent(percent: unknown): void {
+  if (typeof percent !== 'number' || !Number.isFinite(percent) || percent < 0 || percent > 100) throw new ValidationError('Progress must be a number from 0 to 100.');
+}
+
+
+/**
+ * Nesting depth of a value, counted without recursion (stops counting past `limit`), and whether
+ * some object in it has a `toJSON` method, whose JSON the walk cannot see.
+ */
+export function nestingDepth(value: unknown, limit: number): { depth: number; toJSON: boolean } {
+  let deepest = 0;
+  let custom = false;
+  const stack: [unknown, number][] = [[value, 0]];
+  const seen = new Set<object>();
+  while (stack.length > 0) {
+    const [v, d] = stack.pop()!;
+    // JSON.stringify would write null for these, and the schema would then report a null.
+    if (typeof v === 'number' && !Number.isFinite(v)) throw new Error(`${v} is not a JSON number`);
+    if (v === null || typeof v !== 'object' || seen.has(v)) continue;
+    seen.add(v);
+    deepest = Math.max(deepest, d + 1);
+    if (deepest > limit) return { depth: deepest, toJSON: custom };
+    if (typeof (v as { toJSON?: unknown }).toJSON === 'function') custom = true;
+    for (const child of Object.values(v)) stack.push([child, d + 1]);
+  }
+  return { depth: deepest, toJSON: custom };
+}
+
+/** A non-empty string, or a ValidationError naming `what`. */
+export function requireText(what: string, value: unknown): asserts value is string {
+  if (typeof value !== 'string' || value.length === 0) throw new ValidationError(`A ${what} must be a non-empty string.`);
+}
+
+/**
+ * An options object (or nothing), with only the `known` names: a misspelt option (`jobid`) would
+ * otherwise be ignored and its default used, which for an id or a key makes a retry a duplicate.
+ */
+export function requireOptions<T>(options: T, call: string, known: readonly string[]): T {
+  if (options === undefined) return {} as T;
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) throw new ValidationError(`${call}: options must be an object (or left out).`);
+  const unknown = unknownNames(options, known);
+  if (unknown) throw new ValidationError(`${call}: ${unknown.text}.`, { option: unknown.first });
+  return options;
+}
+
+/** An id a caller chose (job id, event id, idempotency key): 1-200 printable ASCII characters. */
+export function checkId(what: string, id: unknown): void {
+  if (typeof id !== 'string' || !EVENT_ID_PATTERN.test(id)) {
+    throw new ValidationError(`${/^[aeiou]/.test(what) ? 'An' : 'A'} ${what} must be 1-200 printable ASCII characters without spaces.`);
+  }
+}
+
+/** A schema's issues (zod), the first five, as one line. */
+export function formatIssues(error: unknown): string {
+  const issues = (error as { issues?: { path: PropertyKey[]; message: string }[] }).issues ?? [];
+  if (issues.length === 0) return String(error);
+  return issues
+    .slice(0, 5)
+    .map((i) => `${i.path.length ? i.path.map(String).join('.') : '(root)'}: ${i.message}`)
+    .join('; ');
+}
+
+
+/** `list`'s filter, each field by name and type. */
+export function checkListFilter(filter: ListFilter): ListFilter {
+  filter = requireOptions(filter, 'list', ['machineId', 'state', 'status', 'quarantined', 'exhausted', 'cancelRequested', 'suspended', 'stuck', 'afterId', 'limit']);
+  for (const key of ['machineId', 'state', 'status', 'afterId'] as const) {
+    if (filter[key] !== undefined && typeof filter[key] !== 'string') throw new ValidationError(`list: ${key} must be a string.`);
+  }
+  if (filter.status !== undefined && !JOB_STATUSES.includes(filter.status)) {
+    throw new ValidationError(`list: status must be one of ${JOB_STATUSES.join(', ')}; got "${filter.status}".`);
+  }
+  for (const key of ['quarantined', 'exhausted', 'cancelRequested', 'stuck', 'suspended'] as const) {
+    const v = (filter as Record<string, unknown>)[key];
+    if (v !== undefined && typeof v !== 'boolean') throw new ValidationError(`list: ${key} must be true or false.`);
+  }
+  if (filter.limit !== undefined && !(Number.isSafeInteger(filter.limit) && filter.limit >= 0)) throw new ValidationError('list: limit must be a non-negative safe integer (at most 2^53 - 1).');
+  return filter;
+}
+
+/** `send`'s options: `wait` a boolean, `eventId` a valid id that is not one of the runtime's own. */
+export function checkSendOptions(options: SendOptions): SendOptions {
+  options = requireOptions(options, 'send', ['eventId', 'wait']);
+  if (options.wait !== undefined && typeof options.wait !== 'boolean') throw new ValidationError('send: wait must be true or false.');
+  if (options.eventId !== undefined) {
+    checkId('event id', options.eventId);
+    if (RESERVED_EVENT_ID.test(options.eventId)) {
+      throw new ValidationError(`Event id "${options.eventId}" is reserved for the runtime's own events (spool.*, timer~, effect~, self~, parent~, child~); choose another.`);
+    }
+  }
+  return options;
+}
+
+/** `waitFor`'s arguments. */
+export function checkWait(jobId: unknown, predicate: unknown, options: WaitOptions): WaitOptions {
+  requireText('job id', jobId);
+  if (typeof predicate !== 'function') throw new ValidationError('waitFor needs a predicate function: (job) => boolean.');
+  options = requireOptions(options, 'waitFor', ['timeoutMs', 'signal']);
+  if (options.timeoutMs !== undefined && !(typeof options.timeoutMs === 'number' && options.timeoutMs >= 0 && Number.isFinite(options.timeoutMs))) {
+    throw new ValidationError('waitFor timeoutMs must be a non-negative number of milliseconds.');
+  }
+  return options;
+}
+
+/** Options of `waitFor`. */
+export interface WaitOptions {
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+/** Options of `close`. */
+export interface CloseOptions {
+  graceMs?: number;
+  releaseAttempts?: boolean;
+}
+
+/** `close`'s options, checked before anything stops: a misspelt `grace` would otherwise abort every activity at once. */
+export function checkClose(options: CloseOptions): CloseOptions {
+  options = requireOptions(options, 'close', ['graceMs', 'releaseAttempts']);
+  if (options.graceMs !== undefined && !(typeof options.graceMs === 'number' && options.graceMs >= 0)) throw new ValidationError('close: graceMs must be a number of ms, 0 or more.', { option: 'graceMs' });
+  if (options.releaseAttempts !== undefined && typeof options.releaseAttempts !== 'boolean') throw new ValidationError('close: releaseAttempts must be a boolean.', { option: 'releaseAttempts' });
+  return options;
+}
+
+/** An asset to attach: a string `type`, a non-empty string `uri`, an optional non-negative integer `size`. */
+export function checkAsset(asset: { type?: unknown; uri?: unknown; size?: unknown } | null): void {
+  if (asset === null || typeof asset !== 'object' || typeof asset.type !== 'string' || typeof asset.uri !== 'string' || asset.uri.length === 0) {
+    throw new ValidationError('An asset needs a string `type` and a non-empty string `uri`.');
+  }
+  if (asset.size !== undefined && (!Number.isSafeInteger(asset.size) || (asset.size as number) < 0)) throw new ValidationError('An asset `size` must be a non-negative integer.');
+}

@@ -1,0 +1,130 @@
+/**
+ * Job leases as this runtime holds them: one runner at a time advances a job and runs its
+ * activities. The heartbeat renews the leases of jobs whose activities run here and releases the
+ * rest; expired leases (and those of runners known to be gone) are freed; a lease another runner
+ * took stops everything this runtime does for that job.
+ */
+import type { Clock } from '../ports/clock.ts';
+import type { JobStore, LeaseClaim } from '../ports/store.ts';
+import { runnerIsGone } from './activities.ts';
+import type { Tell } from './events.ts';
+
+/** What the lease keeper reads and updates of the runtime's state. */
+export interface LeaseState {
+  /** Leases this runtime holds, by job id: the fence it holds each with. */
+  held: Map<string, number>;
+  /** Attempts claimed here whose outcome is not recorded yet (effect id -> job id): their leases are kept. */
+  attempting: ReadonlyMap<string, string>;
+  /** Attempts running here, by effect id. */
+  running: ReadonlyMap<string, { jobId: string; controller: AbortController }>;
+  /** The snapshot cache, by job id: a lost job's entry is dropped. */
+  cache: { delete(jobId: string): boolean };
+  /** Whether the runtime has closed: the heartbeat stops. */
+  closed: () => boolean;
+}
+
+/** Renews, releases, expires and gives up this runtime's job leases and activity claims. */
+export class LeaseKeeper {
+  readonly #store: JobStore;
+  readonly #clock: Clock;
+  readonly #runner: string;
+  readonly #leaseMs: number;
+  readonly #state: LeaseState;
+  readonly #tell: Tell;
+  #timer: ReturnType<typeof setInterval> | undefined;
+  /** The clock time of the last heartbeat. */
+  #lastBeatAt = -Infinity;
+
+  constructor(store: JobStore, clock: Clock, runner: string, leaseMs: number, state: LeaseState, tell: Tell) {
+    this.#store = store;
+    this.#clock = clock;
+    this.#runner = runner;
+    this.#leaseMs = leaseMs;
+    this.#state = state;
+    this.#tell = tell;
+  }
+
+  /** Beat every third of the lease on an unref'd interval (never keeps the process alive); `run` tracks each beat. */
+  startHeartbeat(run: (beat: Promise<void>) => void): void {
+    this.#timer = setInterval(() => run(this.heartbeat()), Math.floor(this.#leaseMs / 3));
+    this.#timer.unref();
+  }
+
+  /** Whether a third of the lease has passed on the clock since the last beat. */
+  heartbeatDue(): boolean {
+    return this.#clock.now() - this.#lastBeatAt >= this.#leaseMs / 3;
+  }
+
+  /**
+   * The lease heartbeat: renew the leases of jobs whose activities run here, release the rest
+   * (nothing here works on them), and stop touching any job whose lease another runner took.
+   */
+  async heartbeat(): Promise<void> {
+    this.#lastBeatAt = this.#clock.now();
+    const { held, attempting } = this.#state;
+    if (this.#state.closed() || held.size === 0) return;
+    const busy = new Set(attempting.values());
+    const keep: [string, number][] = [];
+    const idle: [string, number][] = [];
+    for (const entry of held) (busy.has(entry[0]) ? keep : idle).push(entry);
+    if (keep.length > 0) {
+      const renewed = await this.#store.renewLeases(this.#runner, keep.map(([id]) => id), this.#clock.now() + this.#leaseMs);
+      for (const [jobId, fence] of keep) if (renewed.get(jobId) !== fence) this.lost(jobId, fence);
+    }
+    if (idle.length > 0) {
+      await this.#store.releaseLeases(this.#runner, idle.map(([id]) => id));
+      for (const [jobId, fence] of idle) if (held.get(jobId) === fence) held.delete(jobId);
+    }
+  }
+
+  /**
+   * Lease expiries, once per call: leases of runners known to be gone (a dead process on this
+   * host) are freed now; leases past their expiry are freed (a held job of this runtime's that
+   * expired is given up). Returns the freed jobs, whose pending events may be applied now.
+   */
+  async expire(): Promise<string[]> {
+    const now = this.#clock.now();
+    const freed: { jobId: string; owner: string; fence: number }[] = [];
+    for (const owner of await this.#store.leaseHolders(now)) {
+      if (owner !== this.#runner && runnerIsGone(owner)) freed.push(...(await this.#store.expireLeases({ owner })));
+    }
+    freed.push(...(await this.#store.expireLeases({ expiredBy: now })));
+    for (const lease of freed) {
+      if (lease.owner === this.#runner) this.lost(lease.jobId, lease.fence);
+      this.#tell.log('info', 'lease freed', { jobId: lease.jobId, runner: lease.owner, fence: lease.fence });
+      this.#tell.emit({ type: 'lease.freed', jobId: lease.jobId, runner: lease.owner, fence: lease.fence });
+    }
+    return [...new Set(freed.map((l) => l.jobId))];
+  }
+
+  /** This runtime no longer holds the job: forget the lease, drop the cached snapshot, abort its activities here. */
+  lost(jobId: string, fence: number): void {
+    if (this.#state.held.get(jobId) !== fence) return;
+    this.#state.held.delete(jobId);
+    this.#state.cache.delete(jobId);
+    for (const running of this.#state.running.values()) {
+      if (running.jobId === jobId) running.controller.abort(new Error(`lease lost: another runner holds job ${jobId}`));
+    }
+    this.#tell.log('warn', 'lease lost', { jobId, fence });
+  }
+
+  /** The lease a commit of this job is made under: kept while activities of the job run here (or are about to), released otherwise. */
+  claimFor(jobId: string, hold: boolean, now: number): LeaseClaim {
+    return { runner: this.#runner, fence: this.#state.held.get(jobId) ?? null, now, until: hold ? now + this.#leaseMs : null };
+  }
+
+  /** Renew the claims of this runtime's running activities (the heartbeat, done by `tick()` in host-driven mode). */
+  async renewClaims(): Promise<void> {
+    const until = this.#clock.now() + this.#leaseMs;
+    for (const effect of await this.#store.runningEffects(10_000)) {
+      if (effect.claimedBy === this.#runner && this.#state.running.has(effect.id)) await this.#store.renewClaim(effect.id, effect.attempt, this.#runner, until);
+    }
+  }
+
+  /** On close: stop the heartbeat and release every lease at once, so another process takes the jobs over now, not at expiry. */
+  async releaseAll(): Promise<void> {
+    if (this.#timer) clearInterval(this.#timer);
+    await this.#store.releaseLeases(this.#runner, 'all').catch(() => 0);
+    this.#state.held.clear();
+  }
+}

@@ -1,0 +1,99 @@
+/**
+ * Parts of the runtime on their own, with the few dependencies each is constructed with: the
+ * group-commit batcher against a recording store, and the per-job lock.
+ */
+import { describe, expect, it } from 'vitest';
+import type { AttemptFinish, CommitResult, JobStore, TransitionCommit, WriteBatch, WriteBatchResult } from '../src/ports/store.ts';
+import { CommitBatcher } from '../src/runtime/commits.ts';
+import { JobLocks } from '../src/runtime/jobLocks.ts';
+
+/** A store that records each batch it is handed and answers every write ok. */
+function recordingStore() {
+  const calls: { kind: 'commit' | 'writeBatch'; size: number }[] = [];
+  const ok: CommitResult = { ok: true, revision: 2, fence: null };
+  const store = {
+    commit: async (commits: readonly TransitionCommit[]) => {
+      calls.push({ kind: 'commit', size: commits.length });
+      return commits.map(() => ok);
+    },
+    writeBatch: async (batch: WriteBatch): Promise<WriteBatchResult> => {
+      calls.push({ kind: 'writeBatch', size: (batch.creates ?? []).length + (batch.commits ?? []).length + (batch.finishes ?? []).length + (batch.claims ?? []).length });
+      return {
+        creates: [],
+        commits: (batch.commits ?? []).map(() => ok),
+        finishes: (batch.finishes ?? []).map(() => ({ ok: true as const, result: 'current' as const })),
+        claims: [],
+      };
+    },
+  };
+  return { store: store as unknown as JobStore, calls };
+}
+
+const commit = (jobId: string) => ({ jobId, expectedRevision: 1 }) as unknown as TransitionCommit;
+const finish = (id: string) => ({ id, attempt: 1, result: { kind: 'succeeded', output: null }, at: 0 }) as unknown as AttemptFinish;
+
+describe('CommitBatcher', () => {
+  it('commits of operations under way together go to the store as one batch', async () => {
+    const { store, calls } = recordingStore();
+    const batcher = new CommitBatcher(store);
+    // Two counted operations, both computing (a read) before they commit: the first to submit waits for the second.
+    const results = await Promise.all(
+      ['a', 'b'].map((id) =>
+        batcher.unit(async () => {
+          await Promise.resolve();
+          return batcher.submit(commit(id));
+        }),
+      ),
+    );
+    expect(results).toEqual([{ ok: true, revision: 2, fence: null }, { ok: true, revision: 2, fence: null }]);
+    expect(calls).toEqual([{ kind: 'commit', size: 2 }]);
+  });
+
+  it('a lone caller is flushed at once; outcomes wait for the end of the turn and share one writeBatch', async () => {
+    const { store, calls } = recordingStore();
+    const batcher = new CommitBatcher(store);
+    await batcher.submit(commit('a'));
+    expect(calls).toEqual([{ kind: 'commit', size: 1 }]);
+    const statuses = await Promise.all([batcher.submitFinish(finish('e1')), batcher.submitFinish(finish('e2'))]);
+    expect(statuses).toEqual(['current', 'current']);
+    expect(calls).toEqual([{ kind: 'commit', size: 1 }, { kind: 'writeBatch', size: 2 }]);
+  });
+
+  it('a store that answers too few writes fails the callers left without an answer', async () => {
+    const store = { writeBatch: async () => ({ creates: [], commits: [], finishes: [], claims: [] }) } as unknown as JobStore;
+    const batcher = new CommitBatcher(store);
+    await expect(batcher.submitFinish(finish('e1'))).rejects.toThrow(/no result/);
+  });
+});
+
+describe('JobLocks', () => {
+  it('runs one job\'s work in order, other jobs\' alongside, and is idle after', async () => {
+    const locks = new JobLocks();
+    const order: string[] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const first = locks.run('a', async () => {
+      await gate;
+      order.push('a1');
+    });
+    const second = locks.run('a', async () => void order.push('a2'));
+    await locks.run('b', async () => void order.push('b1'));
+    expect(order).toEqual(['b1']); // b did not wait for a
+    expect(locks.busy).toBe(true);
+    release();
+    await Promise.all([first, second]);
+    expect(order).toEqual(['b1', 'a1', 'a2']);
+    await Promise.allSettled(locks.pending());
+    expect(locks.busy).toBe(false);
+  });
+
+  it('a failed piece of work rejects its caller only; the next one still runs', async () => {
+    const locks = new JobLocks();
+    const failed = locks.run('a', async () => {
+      throw new Error('boom');
+    });
+    const next = locks.run('a', async () => 'ran');
+    await expect(failed).rejects.toThrow('boom');
+    await expect(next).resolves.toBe('ran');
+  });
+});
