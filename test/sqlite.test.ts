@@ -96,6 +96,8 @@ describe('SqliteStore migrations', () => {
     const raw = res.raw(path);
     raw.exec(`INSERT INTO inbox (job_id, event_id, type, payload, payload_hash, status, revision, accepted_at, processed_at, source_kind)
         SELECT job_id, event_id, event_type, payload, payload_hash, outcome, revision, at, at, 'external' FROM transitions WHERE payload_hash IS NOT NULL;
+      DROP TRIGGER transitions_seq_assign; DROP TRIGGER transitions_seq_keep_floor; DROP INDEX transitions_seq;
+      DROP TABLE history_seq_floor; ALTER TABLE transitions DROP COLUMN seq;
       DROP VIEW events; DROP TABLE event_keys;
       ALTER TABLE transitions DROP COLUMN event_keyed; ALTER TABLE transitions DROP COLUMN payload_hash;
       DROP INDEX effects_pending; DROP INDEX jobs_active_children;
@@ -116,6 +118,8 @@ describe('SqliteStore migrations', () => {
       [next.eventId, 4, 'history'],
     ]);
     expect((await runtime.history('old')).map((h) => h.revision)).toEqual([1, 2, 3, 4]);
+    // Schema 11's global order starts with the rows written after it: the older ones have no seq.
+    expect((await runtime.historySince(0)).records.map((r) => r.revision)).toEqual([4]);
   });
 
   it('upgrades a schema-9 file: the ids it recorded (history key index, inbox) become keys, and are refused again', async () => {
@@ -131,7 +135,9 @@ describe('SqliteStore migrations', () => {
     }
     // Back to schema 9: no key table, the history's event key index instead.
     const raw = res.raw(path);
-    raw.exec(`DROP TABLE event_keys; UPDATE transitions SET event_keyed = 1 WHERE event_id = 'hook';
+    raw.exec(`DROP TRIGGER transitions_seq_assign; DROP TRIGGER transitions_seq_keep_floor; DROP INDEX transitions_seq;
+      DROP TABLE history_seq_floor; ALTER TABLE transitions DROP COLUMN seq;
+      DROP TABLE event_keys; UPDATE transitions SET event_keyed = 1 WHERE event_id = 'hook';
       CREATE UNIQUE INDEX transitions_event_key ON transitions (job_id, event_id) WHERE event_keyed = 1;
       DELETE FROM spool_migrations WHERE version >= 10;`);
     raw.close();

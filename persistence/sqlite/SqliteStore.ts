@@ -2,6 +2,8 @@ import Database from 'better-sqlite3';
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type {
+  FeedPage,
+  HistoryFeedFilter,
   AcceptResult,
   AssetRecord,
   AttemptRecord,
@@ -747,6 +749,38 @@ export class SqliteStore implements JobStore {
 
   async externalChanges(): Promise<number> {
     return this.db.pragma('data_version', { simple: true }) as number;
+  }
+
+  /** Statements of `historySince`, prepared on first use. */
+  #feedStmts: { head: Database.Statement; page: Database.Statement } | undefined;
+
+  async historySince(after: number, limit: number, scan: number, filter: HistoryFeedFilter): Promise<FeedPage> {
+    this.#feedStmts ??= {
+      head: this.db.prepare('SELECT max(seq) AS seq FROM transitions WHERE seq IS NOT NULL'),
+      page: this.db.prepare(`SELECT t.*, j.machine_id FROM transitions t JOIN jobs j ON j.id = t.job_id
+        WHERE t.seq > @after AND t.seq <= @upto
+          AND (@all = 1 OR j.owner = @owner) AND (@machine IS NULL OR j.machine_id = @machine) AND (@job IS NULL OR t.job_id = @job)
+          AND (@outcomes IS NULL OR t.outcome IN (SELECT value FROM json_each(@outcomes)))
+        ORDER BY t.seq LIMIT @limit`),
+    };
+    const s = this.#feedStmts;
+    // One read snapshot: the head and the page agree.
+    return this.#tx.deferred(() => {
+      const head = ((s.head.get() as { seq: number | null }).seq ?? 0);
+      const upto = Math.min(head, after + scan);
+      const rows = s.page.all({
+        after,
+        upto,
+        all: filter.owner === undefined ? 1 : 0,
+        owner: filter.owner ?? '',
+        machine: filter.machineId ?? null,
+        job: filter.jobId ?? null,
+        outcomes: filter.outcomes === undefined ? null : JSON.stringify(filter.outcomes),
+        limit,
+      }) as Row[];
+      const records = rows.map((row) => ({ ...toTransitionRecord(row), seq: row['seq'] as number, machineId: row['machine_id'] as string }));
+      return { records, next: records.length === limit ? records.at(-1)!.seq : Math.max(after, upto) };
+    }) as FeedPage;
   }
 
   async close(): Promise<void> {

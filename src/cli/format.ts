@@ -2,7 +2,7 @@
  * Plain-text rendering for the `spool` command: aligned tables, key/value blocks, state values
  * and timestamps. No colour, no terminal detection: the same text goes to a pipe and a terminal.
  */
-import { formatStateValue, redact } from '../index.ts';
+import { formatStateValue } from '../index.ts';
 
 /** A state value for people: `processing`, `checkout.paying`, `{upload.done, scan.running}` for parallel states. */
 export function formatState(value: unknown): string {
@@ -55,16 +55,4 @@ export function formatBlock(value: unknown): string {
   if (value === undefined) return '-';
   const compact = JSON.stringify(value);
   return compact.length <= 72 ? compact : JSON.stringify(value, null, 2);
-}
-
-
-/**
- * A deep copy with every property named in `keys` replaced by `[redacted]`: what the CLI does to
- * a job's input, context and output before printing them (history payloads come redacted already).
- *
- * @example
- * redactKeys({ card: '4111', n: 1 }, new Set(['card'])) // { card: '[redacted]', n: 1 }
- */
-export function redactKeys<T>(value: T, keys: ReadonlySet<string>): T {
-  return keys.size === 0 || value === undefined ? value : (redact(value, keys) as T);
 }

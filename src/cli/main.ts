@@ -34,11 +34,15 @@ import {
 import { SqliteStore } from '../../persistence/sqlite/index.ts';
 import { describeWork, runDemo } from './demo.ts';
 import { BadJsonArgumentError, DatabaseError, UsageError, argumentText, firstLine, parseJsonArgument, parseJsonText } from './errors.ts';
-import { formatBlock, formatJson, formatState, formatTime, keyValues, redactKeys, table } from './format.ts';
+import { formatBlock, formatJson, formatState, formatTime, keyValues, table } from './format.ts';
+import { knowsMachine, redactDetails, redactJob, redactKeys, sensitiveKeys } from '../views/redacted.ts';
 import { DEFAULT_MACHINES_MODULE, loadMachines } from './loadMachines.ts';
 import { parseDuration } from './duration.ts';
 import { addScheduleCommands, describeScheduleEvent } from './schedule.ts';
 import { onShutdownSignals } from './signals.ts';
+import { addGraphCommand } from './graph.ts';
+import { addTailCommand } from './tail.ts';
+import { addServeCommand, addServeOptions, checkServeFlags, startServer, type ServeFlags } from './serve.ts';
 import { collectPathTests, isPathTestSubject, runPathTests, type MachinePathResult, type PathTestProgress } from '../testing/runPathTests.ts';
 
 /** Where the command writes, and what it resolves relative paths against. Default: the process's. */
@@ -446,17 +450,19 @@ Examples:
       });
     });
 
-  program
+  addServeOptions(program
     .command('worker')
-    .description('run activities, retries and timers until SIGINT/SIGTERM, printing what happens')
+    .description('run activities, retries and timers until SIGINT/SIGTERM, printing what happens; --serve also serves the HTTP API')
+    .option('--serve', 'also serve the HTTP API and event streams (see `spool serve --help`)'))
     .option('--poll-ms <ms>', 'how often to look for work from other processes', '250')
     .option('--grace-ms <ms>', 'on SIGINT/SIGTERM: how long running activities may finish before they are aborted', '10000')
     .option('--lease-ms <ms>', "how long this worker's lease on a job lasts without renewal; a crashed worker's jobs are taken over once it expires", '30000')
     .option('--concurrency <n>', 'activities this worker runs at once; the claims of one round, and outcomes that arrive together, share a disk sync', '8')
     .option('--activity-concurrency <limits>', 'attempts of an activity run at once by this worker, e.g. charge=2,ship=1 (the rest wait in the database)')
     .addOption(new Option('--log <format>', 'print structured logs instead: one JSON object per lifecycle event, sensitive fields redacted').choices(['json']))
-    .action(async (options: { pollMs: string; graceMs: string; leaseMs: string; concurrency: string; log?: 'json'; activityConcurrency?: string }, command: Command) => {
+    .action(async (options: { pollMs: string; graceMs: string; leaseMs: string; concurrency: string; log?: 'json'; activityConcurrency?: string; serve?: boolean } & ServeFlags, command: Command) => {
       const g = globals(command);
+      if (options.serve) checkServeFlags(options);
       const pollMs = Number(options.pollMs);
       if (!Number.isInteger(pollMs) || pollMs < 10 || pollMs > 60_000) throw new UsageError('--poll-ms must be an integer from 10 to 60000.');
       const graceMs = Number(options.graceMs);
@@ -500,12 +506,15 @@ Examples:
           if (held.length > 0 && !g.json && !logJson) {
             io.stdout(`${held.length > 100 ? 'over 100' : held.length} quarantined job(s) held back (their machine version is not in this module, or no longer fits): \`spool list --quarantined\` says why\n`);
           }
+          const server = options.serve ? await startServer(runtime, options, (json, human) => io.stdout(g.json || logJson ? `${JSON.stringify(json)}\n` : `${human}\n`)) : undefined;
           try {
             await runWorker(runtime, { signal: controller.signal, pollMs });
+            await server?.close();
             // The grace period, still printing what finishes in it (withRuntime's close is then a no-op).
             await runtime.close({ graceMs });
           } finally {
             unsubscribe();
+            await server?.close();
           }
           if (logJson) io.stdout(`${JSON.stringify({ at: runtime.clock.now(), level: 'info', msg: 'worker stopped', runner: runtime.runnerId })}\n`);
           else if (!g.json) io.stdout('spool worker: stopped\n');
@@ -565,6 +574,25 @@ Examples:
         if (g.json) io.stdout(`${JSON.stringify({ db: g.db, jobs }, null, 2)}\n`);
       });
     });
+
+  addGraphCommand(program, {
+    registry: async (command) => new MachineRegistry((await loadMachines(globals(command).machines ?? DEFAULT_MACHINES_MODULE, io.cwd)).definitions),
+    withReadRuntime: (command, work) => withRuntime(globals(command), io, { create: false, mode: 'read' }, (runtime) => work(runtime)),
+    stdout: (text) => io.stdout(text),
+  });
+
+  addTailCommand(program, {
+    withReadRuntime: (command, work) => withRuntime(globals(command), io, { create: false, mode: 'read' }, (runtime) => work(runtime)),
+    json: (command) => globals(command).json === true,
+    stdout: (text) => io.stdout(text),
+    stderr: (text) => io.stderr(text),
+  });
+
+  addServeCommand(program, {
+    withRuntime: (command, work) => withRuntime(globals(command), io, { create: true }, (runtime) => work(runtime)),
+    print: (command, json, human) => io.stdout(globals(command).json ? `${JSON.stringify(json)}\n` : `${human}\n`),
+    stderr: (text) => io.stderr(text),
+  });
 
   addScheduleCommands(program, {
     withRuntime: (command, create, work) => withRuntime(globals(command), io, { create }, (runtime) => work(runtime, globals(command).json === true)),
@@ -761,27 +789,6 @@ async function openStore(path: string, label: string, create: boolean, synchrono
   }
 }
 
-/** Property names any registered version of a machine marks sensitive. */
-function sensitiveKeys(runtime: Runtime, machineId: string): Set<string> {
-  return new Set(runtime.registry.all().flatMap((m) => (m.id === machineId ? [...m.sensitive] : [])));
-}
-
-/**
- * A job as the CLI prints it: sensitive properties of its input, context and output redacted.
- * Which properties are sensitive is in the machine's definition: for a job whose machine this
- * process does not have (no `--machines`, or another module), those values are hidden whole.
- */
-function redactJob(runtime: Runtime, job: Job): Job {
-  if (!knowsMachine(runtime, job.machineId)) return { ...job, input: hidden(job), context: hidden(job), output: job.output === undefined ? undefined : hidden(job) };
-  const keys = sensitiveKeys(runtime, job.machineId);
-  if (keys.size === 0) return job;
-  return { ...job, input: redactKeys(job.input, keys), context: redactKeys(job.context, keys), output: redactKeys(job.output, keys) };
-}
-
-function knowsMachine(runtime: Runtime, machineId: string): boolean {
-  return runtime.registry.all().some((m) => m.id === machineId);
-}
-
 /** Why what an active job waits for is not known here: its own machine version is not in this module. */
 function versionNote(runtime: Runtime, job: Job): string | undefined {
   if (job.final || runtime.registry.get(job.machineId, job.machineVersion)) return undefined;
@@ -789,11 +796,6 @@ function versionNote(runtime: Runtime, job: Job): string | undefined {
   return route
     ? `${job.machineVersion} is not in this module; a migration to ${route.target.version} is: the next worker, or the next event sent, migrates the job`
     : `${job.machineVersion} is not in this module, so what the job waits for is unknown here; a worker without it quarantines the job`;
-}
-
-/** What the CLI prints for a value whose sensitive fields it cannot know. */
-function hidden(job: Pick<Job, 'machineId'>): string {
-  return `[hidden: machine ${job.machineId} is not in this --machines module, so its sensitive fields are unknown]`;
 }
 
 /**
@@ -813,31 +815,6 @@ async function requireMachineOf(runtime: Runtime, jobId: string, module: string)
         `Pass --machines <a module that registers version ${job.machineVersion}>, or register a migration from it. Nothing was changed.`,
     );
   }
-}
-
-/**
- * Details as the CLI prints them. History payloads come redacted from the runtime; inbox events
- * keep their payload as sent until applied, and activities carry inputs and outputs: redact those.
- */
-function redactDetails(runtime: Runtime, details: JobDetails): JobDetails {
-  if (!knowsMachine(runtime, details.job.machineId)) {
-    const h = hidden(details.job);
-    return {
-      ...details,
-      job: redactJob(runtime, details.job),
-      events: details.events.map((e) => (e.status === 'pending' ? { ...e, payload: h } : e)),
-      effects: details.effects.map((e) => ({ ...e, input: h, output: e.output === null || e.output === undefined ? e.output : h })),
-      timers: details.timers.map((t) => ({ ...t, event: h })),
-    };
-  }
-  const keys = sensitiveKeys(runtime, details.job.machineId);
-  return {
-    ...details,
-    job: redactJob(runtime, details.job),
-    events: details.events.map((e) => ({ ...e, payload: redactKeys(e.payload, keys) })),
-    effects: details.effects.map((e) => ({ ...e, input: redactKeys(e.input, keys), output: redactKeys(e.output, keys) })),
-    timers: details.timers.map((t) => ({ ...t, event: redactKeys(t.event, keys) })),
-  };
 }
 
 function write(io: CliIO, g: GlobalOptions, json: unknown, human: () => string): void {

@@ -12,7 +12,8 @@ import { Command, Option } from 'commander';
 import { ScheduleNotFoundError, type Runtime, type RuntimeEvent, type Schedule, type ScheduleSpec } from '../index.ts';
 import { parseDuration } from './duration.ts';
 import { UsageError, parseJsonArgument } from './errors.ts';
-import { formatBlock, formatTime, keyValues, redactKeys, table } from './format.ts';
+import { formatBlock, formatTime, keyValues, table } from './format.ts';
+import { redactKeys } from '../views/redacted.ts';
 
 /** What the schedule commands need from main.ts. */
 export interface ScheduleCommandsHost {

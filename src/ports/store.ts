@@ -490,6 +490,30 @@ export interface JobFilter {
   limit?: number;
 }
 
+/** Which history rows `historySince` reads (every filter optional but the owner scope). */
+export interface HistoryFeedFilter {
+  /** `undefined`: every owner; `null`: unscoped jobs only. */
+  owner?: string | null;
+  machineId?: string;
+  jobId?: string;
+  /** Only rows with one of these outcomes. */
+  outcomes?: readonly TransitionOutcome[];
+}
+
+/** A history record with its place in the global order of every job's commits. */
+export interface FeedRecord extends TransitionRecord {
+  /** Grows with every history row written, across jobs and processes; never given twice. */
+  seq: number;
+  machineId: string;
+}
+
+/** A page of {@link JobStore.historySince}: the rows, and the cursor to read the next page from. */
+export interface FeedPage {
+  records: FeedRecord[];
+  /** Pass as `after` next: the last row's seq when the page is full, else the highest seq looked at. */
+  next: number;
+}
+
 /** Which finished jobs `purgeFinished` deletes. */
 export interface PurgeFilter {
   /** Jobs last updated before this time. */
@@ -844,6 +868,15 @@ export interface JobStore {
    * SQLite: `PRAGMA data_version`.
    */
   externalChanges?(): Promise<number>;
+
+  /**
+   * Optional: history rows of every job in commit order, those with a `seq` above `after` that
+   * match `filter`, at most `limit`, looking at most `scan` seqs past `after` (a filter that
+   * matches little costs a bounded read, and `next` moves past what it looked at). Rows become
+   * visible in seq order, so a reader that passes `next` back misses none and sees none twice.
+   * SQLite: the `seq` column of schema 11 (rows written before it have none).
+   */
+  historySince?(after: number, limit: number, scan: number, filter: HistoryFeedFilter): Promise<FeedPage>;
 
   close(): Promise<void>;
 }

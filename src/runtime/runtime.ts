@@ -2,6 +2,8 @@ import { uuidv7 } from './ids.ts';
 import { initialTransition, transition, type AnyMachineSnapshot } from 'xstate';
 import { systemClock, type Clock } from '../ports/clock.ts';
 import type {
+  FeedPage,
+  TransitionOutcome,
   NewEffect,
   NewJob,
   CommitResult,
@@ -1979,6 +1981,22 @@ export class Runtime {
       await this.store.releaseLeases(this.runnerId, [jobId]);
       if (this.#leases.get(jobId) === fence) this.#leases.delete(jobId);
     });
+  }
+
+  /**
+   * This owner's commits of every job in one growing order, after the cursor `after` (a record's
+   * `seq`; 0 from the start), at most `limit` (1-1000, default 100): what the all-jobs event
+   * stream of `spool serve` pages through. Pass the page's `next` back to read on. Needs a store
+   * with `historySince` (SQLite, memory).
+   */
+  async historySince(after: number, filter: { limit?: number; machineId?: string; jobId?: string; outcomes?: TransitionOutcome[] } = {}): Promise<FeedPage> {
+    this.#assertOpen();
+    const { limit = 100, ...rest } = requireOptions(filter, 'historySince', ['limit', 'machineId', 'jobId', 'outcomes']);
+    if (!Number.isSafeInteger(after) || after < 0) throw new ValidationError('historySince: after must be a non-negative integer (a seq).');
+    if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000) throw new ValidationError('historySince: limit must be an integer from 1 to 1000.');
+    if (!this.store.historySince) throw new ValidationError(`historySince: the store ${this.store.description} keeps no global order of commits.`);
+    // A filter that matches little reads at most this many seqs per page.
+    return this.store.historySince(after, limit, limit * 100, { ...rest, owner: this.#owner });
   }
 }
 

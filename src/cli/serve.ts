@@ -1,0 +1,100 @@
+/**
+ * `spool serve` (and `spool worker --serve`): the HTTP API and event streams of src/server over
+ * the command's runtime, until SIGINT/SIGTERM.
+ *
+ * @example
+ * spool serve --port 7420
+ * SPOOL_TOKEN=... spool --machines ./machines.ts worker --serve --host 0.0.0.0
+ */
+import { Command } from 'commander';
+import type { Runtime } from '../index.ts';
+import { createServer, type SpoolServer } from '../server/index.ts';
+import { UsageError } from './errors.ts';
+import { onShutdownSignals } from './signals.ts';
+
+/** `--host`, `--port`, `--token`, `--body-limit` as commander gives them. */
+export interface ServeFlags {
+  host: string;
+  port: string;
+  token?: string;
+  bodyLimit?: string;
+}
+
+/** Add the server's options to a command (`serve`, `worker`). */
+export function addServeOptions(command: Command): Command {
+  return command
+    .option('--host <host>', 'interface to listen on (0.0.0.0: every one; then put TLS in front)', '127.0.0.1')
+    .option('--port <port>', 'port to listen on (0: any free one, printed)', '7420')
+    .option('--token <token>', 'the bearer token writes need (default: SPOOL_TOKEN, else a random one, printed)')
+    .option('--body-limit <bytes>', 'largest request body (default 1048576)');
+}
+
+/** What `spool serve` needs from main.ts. */
+export interface ServeCommandHost {
+  /** Open the command's runtime (machines, database, owner from the global options), run `work`, close it. */
+  withRuntime(command: Command, work: (runtime: Runtime) => Promise<void>): Promise<void>;
+  /** Print one line on stdout (JSON lines with --json). */
+  print(command: Command, json: Record<string, unknown>, human: string): void;
+  stderr(text: string): void;
+}
+
+/** Register `spool serve`. */
+export function addServeCommand(program: Command, host: ServeCommandHost): void {
+  addServeOptions(
+    program
+      .command('serve')
+      .description('an HTTP API and live event streams (SSE, resumable with Last-Event-ID) over the database; writes need a bearer token')
+      .addHelpText('after', '\nExamples:\n  spool serve\n  spool serve --port 8080 --token "$(openssl rand -hex 32)"\n  curl localhost:7420/api/jobs'),
+  ).action(async (flags: ServeFlags, command: Command) => {
+    checkServeFlags(flags);
+    await host.withRuntime(command, async (runtime) => {
+      const stop = new AbortController();
+      const release = onShutdownSignals({
+        first: (signal) => {
+          host.stderr(`spool serve: ${signal}: closing the streams and stopping (again to exit at once)\n`);
+          stop.abort();
+        },
+        second: (signal, code) => host.stderr(`spool serve: second ${signal}: exiting now with code ${code}\n`),
+      });
+      try {
+        const server = await startServer(runtime, flags, (json, human) => host.print(command, json, human));
+        await new Promise<void>((resolve) => stop.signal.addEventListener('abort', () => resolve(), { once: true }));
+        await server.close();
+      } finally {
+        release();
+      }
+    });
+  });
+}
+
+/** Check the flags before anything opens. */
+export function checkServeFlags(flags: ServeFlags): void {
+  const port = Number(flags.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new UsageError('--port must be an integer from 0 to 65535.');
+  if (flags.bodyLimit !== undefined) {
+    const n = Number(flags.bodyLimit);
+    if (!Number.isSafeInteger(n) || n < 1024) throw new UsageError('--body-limit must be a whole number of bytes, at least 1024.');
+  }
+}
+
+/** Listen over `runtime` and print where, with the token when it was made up here. */
+export async function startServer(runtime: Runtime, flags: ServeFlags, print: (json: Record<string, unknown>, human: string) => void): Promise<SpoolServer> {
+  const server = await createServer({
+    runtime,
+    host: flags.host,
+    port: Number(flags.port),
+    ...(flags.token !== undefined ? { token: flags.token } : {}),
+    ...(flags.bodyLimit !== undefined ? { bodyLimitBytes: Number(flags.bodyLimit) } : {}),
+  }).catch((error: unknown) => {
+    const code = (error as { code?: unknown }).code;
+    if (code === 'EADDRINUSE') throw new UsageError(`Port ${flags.port} on ${flags.host} is in use; pick another with --port (0: any free one).`);
+    if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') throw new UsageError(`Cannot listen on ${flags.host}: no such interface here; see --host.`);
+    throw error;
+  });
+  const token = server.tokenGenerated ? server.token : null;
+  print(
+    { type: 'serve.ready', url: server.url, token, pid: process.pid },
+    `spool serve: listening on ${server.url} (API under /api); ${token === null ? 'writes need the configured token' : `writes need: Authorization: Bearer ${token}`}`,
+  );
+  return server;
+}

@@ -1,0 +1,202 @@
+/**
+ * The HTTP API of `spool serve`, as a Hono app over a runtime's public API: machines, jobs and
+ * their records, the writes (start, send, cancel, retry, suspend, resume, settling a token),
+ * stats, and the event streams (sse.ts). Every refusal is `{ error: { code, ... } }` (errors.ts),
+ * decided before anything is written: the token first (auth.ts), then the body (size, JSON,
+ * shape), then the runtime's own checks.
+ */
+import { Hono, type Context } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import { methodNotAllowed } from 'hono/method-not-allowed';
+import { JOB_STATUSES, UnknownMachineError, ValidationError, type JobStatus, type ListFilter, type Runtime } from '../index.ts';
+import { redactDetails, redactJob, redactKeys, sensitiveKeys } from '../views/redacted.ts';
+import { requireTokenForWrites } from './auth.ts';
+import { BadJsonError, BodyTooLargeError, MachineUnavailableError, MethodNotAllowedError, RouteNotFoundError, errorResponse } from './errors.ts';
+import { describeMachine } from '../views/machineView.ts';
+import type { StreamHub } from './sse.ts';
+
+/** What the app needs: the runtime it drives, the write token, the body limit, the streams. */
+export interface AppOptions {
+  runtime: Runtime;
+  token: string;
+  /** Largest request body, in bytes. */
+  bodyLimitBytes: number;
+  streams: StreamHub;
+  /** Where unexpected errors go (their message is not sent to the client). */
+  onInternalError?: (error: unknown) => void;
+}
+
+/** Build the app; `createServer` (server.ts) listens with it on Node, any fetch host can too. */
+export function createApp(options: AppOptions): Hono {
+  const { runtime, streams } = options;
+  const app = new Hono();
+  app.onError((error) => {
+    const response = errorResponse(error);
+    if (response.status === 500) options.onInternalError?.(error);
+    return response;
+  });
+  app.notFound((c) => errorResponse(new RouteNotFoundError(`No route ${c.req.method} ${c.req.path}. The API is under /api: see the README, "Seeing jobs".`)));
+  app.use(methodNotAllowed({ app, onMethodNotAllowed: (c, allow) => errorResponse(new MethodNotAllowedError(c.req.method, c.req.path, allow)) }));
+  app.use(requireTokenForWrites(options.token));
+  app.use(bodyLimit({ maxSize: options.bodyLimitBytes, onError: () => errorResponse(new BodyTooLargeError(`The request body is larger than ${options.bodyLimitBytes} bytes, this server's limit. Nothing was changed.`, { limit: options.bodyLimitBytes })) }));
+
+  app.get('/api/machines', (c) => c.json({ machines: runtime.registry.all().map(describeMachine) }));
+  app.get('/api/machines/:machine', (c) => {
+    const versions = runtime.registry.all().filter((m) => m.id === c.req.param('machine'));
+    if (versions.length === 0) throw unknownMachine(runtime, c.req.param('machine'));
+    return c.json({ id: c.req.param('machine'), versions: versions.map(describeMachine) });
+  });
+  app.post('/api/machines/:machine/jobs', async (c) => {
+    const body = await readBody(c, ['input', 'jobId', 'idempotencyKey']);
+    const machineId = c.req.param('machine');
+    if (!runtime.registry.all().some((m) => m.id === machineId)) throw unknownMachine(runtime, machineId);
+    const started = new Set<string>();
+    const unsubscribe = runtime.subscribe((e) => e.type === 'job.started' && started.add(e.job.id));
+    try {
+      const job = await runtime.start(machineId, body['input'] ?? {}, {
+        ...(body['jobId'] !== undefined ? { jobId: text(body['jobId'], 'jobId') } : {}),
+        ...(body['idempotencyKey'] !== undefined ? { idempotencyKey: text(body['idempotencyKey'], 'idempotencyKey') } : {}),
+      });
+      const created = started.has(job.id);
+      return c.json({ created, job: redactJob(runtime, job) }, created ? 201 : 200);
+    } finally {
+      unsubscribe();
+    }
+  });
+
+  app.get('/api/jobs', async (c) => {
+    const filter = listFilter(c);
+    const jobs = await runtime.list(filter);
+    const next = jobs.length === filter.limit ? (jobs.at(-1)?.id ?? null) : null;
+    return c.json({ jobs: jobs.map((j) => redactJob(runtime, j)), next });
+  });
+  app.get('/api/jobs/:id', async (c) => {
+    const d = redactDetails(runtime, await runtime.details(c.req.param('id')));
+    return c.json({ job: d.job, waitingFor: d.waitingFor, stuck: d.stuck });
+  });
+  for (const part of ['history', 'events', 'effects', 'attempts', 'timers', 'assets', 'notes'] as const) {
+    app.get(`/api/jobs/:id/${part}`, async (c) => c.json({ [part]: redactDetails(runtime, await runtime.details(c.req.param('id')))[part] }));
+  }
+  app.get('/api/jobs/:id/stream', (c) => streams.job(c, c.req.param('id')));
+  app.get('/api/stream', (c) => streams.all(c));
+
+  app.post('/api/jobs/:id/events', async (c) => {
+    const event = await readBody(c);
+    const jobId = c.req.param('id');
+    await requireMachineOf(runtime, jobId);
+    const eventId = c.req.header('idempotency-key');
+    const wait = c.req.query('wait');
+    if (wait !== undefined && wait !== 'true' && wait !== 'false') throw new ValidationError('wait must be true or false.');
+    const sent = await runtime.send(jobId, event, { ...(eventId !== undefined ? { eventId } : {}), ...(wait === 'false' ? { wait: false } : {}) });
+    return c.json({ ...sent, job: redactJob(runtime, sent.job) }, sent.status === 'pending' ? 202 : 200);
+  });
+  app.post('/api/jobs/:id/cancel', async (c) => {
+    const body = await readBody(c, ['reason']);
+    await requireMachineOf(runtime, c.req.param('id'));
+    return c.json({ job: redactJob(runtime, await runtime.cancel(c.req.param('id'), optionalText(body['reason'], 'reason') ?? 'cancelled over HTTP')) });
+  });
+  app.post('/api/jobs/:id/retry', async (c) => {
+    const body = await readBody(c, ['allowUnsafe']);
+    await requireMachineOf(runtime, c.req.param('id'));
+    const { job, effects } = await runtime.retry(c.req.param('id'), body['allowUnsafe'] === true ? { allowUnsafe: true } : {});
+    const keys = sensitiveKeys(runtime, job.machineId);
+    return c.json({ job: redactJob(runtime, job), effects: effects.map((e) => ({ ...e, input: redactKeys(e.input, keys), output: redactKeys(e.output, keys) })) });
+  });
+  app.post('/api/jobs/:id/retry-as-new', async (c) => {
+    const body = await readBody(c, ['jobId']);
+    const { job, created } = await runtime.retryAsNew(c.req.param('id'), body['jobId'] !== undefined ? { jobId: text(body['jobId'], 'jobId') } : {});
+    return c.json({ retryOf: c.req.param('id'), created, job: redactJob(runtime, job) }, created ? 201 : 200);
+  });
+  app.post('/api/jobs/:id/suspend', async (c) => {
+    const body = await readBody(c, ['reason']);
+    return c.json({ job: redactJob(runtime, await runtime.suspend(c.req.param('id'), optionalText(body['reason'], 'reason') ?? 'suspended over HTTP')) });
+  });
+  app.post('/api/jobs/:id/resume', async (c) => {
+    await readBody(c, []);
+    await requireMachineOf(runtime, c.req.param('id'));
+    return c.json({ job: redactJob(runtime, await runtime.resume(c.req.param('id'))) });
+  });
+  app.post('/api/tokens/:token/complete', async (c) => {
+    const body = await readBody(c, ['output']);
+    return c.json({ job: redactJob(runtime, await runtime.complete(c.req.param('token'), body['output'] ?? null)) });
+  });
+  app.post('/api/tokens/:token/fail', async (c) => {
+    const body = await readBody(c, ['error']);
+    return c.json({ job: redactJob(runtime, await runtime.fail(c.req.param('token'), body['error'] ?? { message: 'failed' })) });
+  });
+  app.get('/api/stats', async (c) => c.json(await runtime.stats()));
+  return app;
+}
+
+/** The body as a JSON object (an empty body is `{}`); with `keys`, no other property is allowed. */
+async function readBody(c: Context, keys?: readonly string[]): Promise<Record<string, unknown>> {
+  const raw = await c.req.text();
+  if (raw.trim() === '') return {};
+  let body: unknown;
+  try {
+    body = JSON.parse(raw);
+  } catch (error) {
+    throw new BadJsonError(`The request body is not valid JSON (${(error as Error).message}). Nothing was changed.`);
+  }
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadJsonError('The request body must be a JSON object. Nothing was changed.');
+  const unknown = keys === undefined ? [] : Object.keys(body).filter((k) => !keys.includes(k));
+  if (unknown.length > 0) throw new ValidationError(`Unknown field(s) ${unknown.join(', ')}; this route takes ${keys!.join(', ') || 'no fields'}.`);
+  return body as Record<string, unknown>;
+}
+
+function text(value: unknown, name: string): string {
+  if (typeof value !== 'string') throw new ValidationError(`${name} must be a string.`);
+  return value;
+}
+
+function optionalText(value: unknown, name: string): string | undefined {
+  return value === undefined ? undefined : text(value, name);
+}
+
+const LIST_BOOLEANS = ['quarantined', 'exhausted', 'cancelRequested', 'suspended'] as const;
+const LIST_PARAMS = ['machine', 'state', 'status', 'stuck', 'limit', 'after', ...LIST_BOOLEANS];
+
+/** `GET /api/jobs?machine=&state=&status=&quarantined=&...&limit=&after=`: a page of at most 1000 (default 100). */
+function listFilter(c: Context): ListFilter & { limit: number } {
+  const q = c.req.query();
+  const unknown = Object.keys(q).filter((k) => !LIST_PARAMS.includes(k));
+  if (unknown.length > 0) throw new ValidationError(`Unknown query parameter(s) ${unknown.join(', ')}; /api/jobs takes ${LIST_PARAMS.join(', ')}.`);
+  const limit = q['limit'] === undefined ? 100 : Number(q['limit']);
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000) throw new ValidationError('limit must be a whole number from 1 to 1000.');
+  if (q['status'] !== undefined && !JOB_STATUSES.includes(q['status'] as JobStatus)) throw new ValidationError(`status must be one of ${JOB_STATUSES.join(', ')}.`);
+  const filter: ListFilter & { limit: number } = {
+    limit,
+    ...(q['machine'] !== undefined ? { machineId: q['machine'] } : {}),
+    ...(q['state'] !== undefined ? { state: q['state'] } : {}),
+    ...(q['status'] !== undefined ? { status: q['status'] as JobStatus } : {}),
+    ...(q['after'] !== undefined ? { afterId: q['after'] } : {}),
+    ...(booleanParam(q, 'stuck') ? { stuck: true as const } : {}),
+  };
+  for (const key of LIST_BOOLEANS) {
+    const value = booleanParam(q, key);
+    if (value !== undefined) filter[key] = value;
+  }
+  return filter;
+}
+
+function booleanParam(q: Record<string, string>, key: string): boolean | undefined {
+  const v = q[key];
+  if (v === undefined) return undefined;
+  if (v !== 'true' && v !== 'false') throw new ValidationError(`${key} must be true or false.`);
+  return v === 'true';
+}
+
+function unknownMachine(runtime: Runtime, machineId: string): UnknownMachineError {
+  const known = [...new Set(runtime.registry.all().map((m) => m.id))].join(', ');
+  return new UnknownMachineError(`No machine "${machineId}" on this server; it has ${known || 'none'}.`, { machineId });
+}
+
+/**
+ * Refuse a write to a job whose machine version this server cannot run (another `--machines`
+ * module): it would otherwise be quarantined. A finished job is left to the runtime's own answer.
+ */
+async function requireMachineOf(runtime: Runtime, jobId: string): Promise<void> {
+  const job = await runtime.get(jobId);
+  if (job.final || runtime.registry.route(job.machineId, job.machineVersion)) return;
+  throw new MachineUnavailableError(`Job ${jobId} runs ${job.machineId}@${job.machineVersion}, which this server's machines module does not register (nor a migration from it). Nothing was changed.`, { jobId });
+}

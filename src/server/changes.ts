@@ -1,0 +1,101 @@
+/**
+ * When to read the store again: a counter that moves when a job may have a new history row. This
+ * runtime's own commits move it through its events; other processes' commits through the store's
+ * `externalChanges()` (SQLite's `data_version`), polled while anyone waits. It carries no data:
+ * streams read what changed from the durable records, so nothing is buffered here.
+ */
+import type { Runtime } from '../index.ts';
+
+/** A wait on {@link ChangeSignal}: resolves when the counter moves past `seen`, or at `timeoutMs`. */
+interface Waiter {
+  seen: number;
+  resolve: () => void;
+}
+
+/** Counts commits that may concern a stream; streams wait on it instead of polling the store each. */
+export class ChangeSignal {
+  #version = 0;
+  #external: number | undefined;
+  #polling = false;
+  #timer: ReturnType<typeof setInterval> | undefined;
+  readonly #waiters = new Set<Waiter>();
+  readonly #unsubscribe: () => void;
+  readonly #runtime: Runtime;
+  readonly #pollMs: number;
+
+  /** `pollMs`: how often to look for other processes' commits while a stream waits. */
+  constructor(runtime: Runtime, pollMs: number) {
+    this.#runtime = runtime;
+    this.#pollMs = pollMs;
+    this.#unsubscribe = runtime.subscribe((event) => {
+      if (event.type === 'job.committed' || event.type === 'job.started') this.#bump();
+    });
+    // The baseline, before any stream reads: a commit after it is seen by the first poll.
+    void runtime.store.externalChanges?.().then((v) => (this.#external ??= v), () => undefined);
+  }
+
+  /** The counter now: read it before reading the store, then wait with it. */
+  get version(): number {
+    return this.#version;
+  }
+
+  /**
+   * Resolve once the counter has moved past `seen` (at once if it already has), after `timeoutMs`,
+   * or when `signal` aborts. Resolves with true when it moved.
+   */
+  wait(seen: number, timeoutMs: number, signal: AbortSignal): Promise<boolean> {
+    if (this.#version !== seen || signal.aborted) return Promise.resolve(this.#version !== seen);
+    return new Promise((resolve) => {
+      const done = (moved: boolean) => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+        this.#waiters.delete(waiter);
+        if (this.#waiters.size === 0) this.#stopPolling();
+        resolve(moved);
+      };
+      const onAbort = () => done(false);
+      const waiter: Waiter = { seen, resolve: () => done(true) };
+      const timer = setTimeout(() => done(false), timeoutMs);
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.#waiters.add(waiter);
+      this.#startPolling();
+    });
+  }
+
+  /** Stop listening and release every wait. */
+  close(): void {
+    this.#unsubscribe();
+    this.#stopPolling();
+    for (const w of [...this.#waiters]) w.resolve();
+  }
+
+  #bump(): void {
+    this.#version += 1;
+    for (const w of [...this.#waiters]) if (w.seen !== this.#version) w.resolve();
+  }
+
+  #startPolling(): void {
+    const store = this.#runtime.store;
+    if (this.#timer || !store.externalChanges) return;
+    this.#timer = setInterval(() => void this.#poll(), this.#pollMs);
+  }
+
+  #stopPolling(): void {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  async #poll(): Promise<void> {
+    if (this.#polling) return;
+    this.#polling = true;
+    try {
+      const now = await this.#runtime.store.externalChanges!();
+      if (this.#external !== undefined && now !== this.#external) this.#bump();
+      this.#external = now;
+    } catch {
+      // A closed store: the server is shutting down, and its streams with it.
+    } finally {
+      this.#polling = false;
+    }
+  }
+}
