@@ -7,7 +7,8 @@
  */
 export { createRuntime, Runtime, JobQuarantined, TokenError, JobNotFinishedError } from './runtime/runtime.ts';
 export type { RuntimeOptions, Job, JobDetails, SendResult, SendOptions, StartOptions, ListFilter, RuntimeEvent, LogEntry } from './runtime/runtime.ts';
-export { RetryableError, TerminalError, IndeterminateOutcomeError, backoffDelay } from './runtime/retry.ts';
+export { RetryableError, TerminalError, IndeterminateOutcomeError } from './runtime/retry.ts';
+export { backoffDelay } from './step/attempts.ts';
 export type { RetryPolicy, ActivityPolicy } from './runtime/retry.ts';
 export type { ActivityArgs, AssetInput, DeferredCompletion } from './runtime/activities.ts';
 export { MachineRegistry, isStateMachine, isJobDefinition, eventSchemaFor } from './runtime/registry.ts';
