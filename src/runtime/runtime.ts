@@ -3,7 +3,6 @@ import { uuidv7 } from './ids.ts';
 import type { AnyMachineSnapshot, AnyStateMachine } from 'xstate';
 import { systemClock, type Clock } from '../ports/clock.ts';
 import type {
-  NewEffect,
   NewJob,
   CommitResult,
   AssetRecord,
@@ -54,7 +53,6 @@ import { eventSchemaFor, MachineRegistry, namesEventType, type JobDefinition, ty
 import { crashPoint } from './crashPoints.ts';
 import type { ActionPlan } from '../step/actions.ts';
 import type { Relations } from '../step/children.ts';
-import { contextProgress } from '../step/columns.ts';
 import { afterFailedAttempt, interruptedError, outcomeEvent } from '../step/attempts.ts';
 import { migrateStep, needsChildren, startStep, step, stopStep, type Started, type Step, type StepInput } from '../step/step.ts';
 import { deferred, isDeferred, newRunnerId, retireRunner, runnerIsGone, type ActivityArgs, type AssetInput } from './activities.ts';

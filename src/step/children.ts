@@ -1,12 +1,12 @@
 import type { AnyMachineSnapshot } from 'xstate';
-import type { JobRecord, JobStatus, JsonValue, NewEffect, NewInboxEvent, NewJob } from '../ports/store.ts';
+import type { JobRecord, JsonValue, NewEffect, NewInboxEvent, NewJob } from '../ports/store.ts';
 import { toErrorInfo } from '../runtime/errors.ts';
-import { hashJson, redact, statePaths, toJson } from '../runtime/json.ts';
+import { hashJson, toJson } from '../runtime/json.ts';
 import type { RegisteredMachine } from '../runtime/registry.ts';
 import { planActions, type ActionPlan } from './actions.ts';
 import { outcomeEvent } from './attempts.ts';
 import { initialAsChild, PARENT_REF } from './childScope.ts';
-import { contextProgress } from './columns.ts';
+import { initialColumns } from './columns.ts';
 
 /** What a transition does to other jobs (children, parent): written in its commit, or done after it. */
 export interface Relations {
@@ -140,27 +140,14 @@ export function spawnChildren(
     if (!started) continue;
     const { snapshot, plan: childPlan } = started;
     out.childActors.set(childId, started.actor);
-    const value = toJson(snapshot.value);
-    const context = toJson(snapshot.context);
     out.effects.push({ id: childId, jobId: parentId, actorId: spawn.actorId, src: spawn.src, kind: 'child', input: spawn.input, maxAttempts: 1, unsafe: false, createdRevision: revision, at: now });
     const job: NewJob = {
-      id: childId,
-      machineId: childDef.id,
-      machineVersion: childDef.version,
-      status: snapshot.status as JobStatus,
-      value,
-      statePaths: statePaths(snapshot.value),
-      context,
-      snapshot: JSON.stringify(childDef.machine.getPersistedSnapshot(snapshot)),
-      input: redact(spawn.input, childDef.sensitive),
+      ...initialColumns(childDef, childId, snapshot, spawn.input, now),
       inputHash: hashJson({ machine: childDef.id, input: spawn.input }),
       idempotencyKey: null,
       owner,
-      at: now,
       parent: { jobId: parentId, effectId: childId },
       runner: book.runner,
-      progress: contextProgress(context) ?? null,
-      transition: { eventId: null, eventType: 'xstate.init', payload: redact(spawn.input, childDef.sensitive), from: null, to: value, outcome: 'started', error: null, at: now },
       effects: childPlan.effects.create,
       timers: childPlan.timers.schedule,
       deliveries: childPlan.deliveries,

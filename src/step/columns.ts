@@ -1,7 +1,7 @@
 import type { AnyMachineSnapshot } from 'xstate';
-import type { JobRecord, JobStatus, JsonValue, TransitionCommit } from '../ports/store.ts';
+import type { JobRecord, JobStatus, JsonValue, NewJob, TransitionCommit } from '../ports/store.ts';
 import { toErrorInfo } from '../runtime/errors.ts';
-import { statePaths, toJson } from '../runtime/json.ts';
+import { redact, statePaths, toJson } from '../runtime/json.ts';
 import type { RegisteredMachine } from '../runtime/registry.ts';
 
 /** A transition left a context JSON cannot hold: the event's error, recorded as `failed`. */
@@ -52,4 +52,31 @@ export function jobColumns(job: Pick<JobRecord, 'context'>, def: RegisteredMachi
 /** The job's columns unchanged (an event ignored, failed or stale keeps the state it found): nothing serialised again. */
 export function keptColumns(job: Pick<JobRecord, 'status' | 'value' | 'context' | 'snapshot'>, def: RegisteredMachine, at: number): TransitionCommit['job'] {
   return { status: job.status, value: job.value, statePaths: statePaths(job.value), context: job.context, snapshot: job.snapshot, machineVersion: def.version, at };
+}
+
+/** A new job's columns at revision 1 (a started job or a child job): its initial state, its input redacted, its `xstate.init` history record. */
+export function initialColumns(
+  def: RegisteredMachine,
+  jobId: string,
+  snapshot: AnyMachineSnapshot,
+  input: JsonValue,
+  now: number,
+): Pick<NewJob, 'id' | 'machineId' | 'machineVersion' | 'status' | 'value' | 'statePaths' | 'context' | 'snapshot' | 'input' | 'progress' | 'at' | 'transition'> {
+  const value = toJson(snapshot.value);
+  const context = toJson(snapshot.context);
+  const redacted = redact(input, def.sensitive);
+  return {
+    id: jobId,
+    machineId: def.id,
+    machineVersion: def.version,
+    status: snapshot.status as JobStatus,
+    value,
+    statePaths: statePaths(snapshot.value),
+    context,
+    snapshot: JSON.stringify(def.machine.getPersistedSnapshot(snapshot)),
+    input: redacted,
+    progress: contextProgress(context) ?? null,
+    at: now,
+    transition: { eventId: null, eventType: 'xstate.init', payload: redacted, from: null, to: value, outcome: 'started', error: null, at: now },
+  };
 }

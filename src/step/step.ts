@@ -1,5 +1,5 @@
 import { initialTransition, transition, type AnyMachineSnapshot } from 'xstate';
-import type { ErrorInfo, JobRecord, JobStatus, JsonValue, NewInboxEvent, NewJob, TransitionCommit } from '../ports/store.ts';
+import type { ErrorInfo, JobRecord, JsonValue, NewInboxEvent, NewJob, TransitionCommit } from '../ports/store.ts';
 import { toErrorInfo, ValidationError } from '../runtime/errors.ts';
 import { parseSnapshot } from '../runtime/hydrate.ts';
 import { redact, statePaths, toJson } from '../runtime/json.ts';
@@ -8,7 +8,7 @@ import type { RegisteredMachine } from '../runtime/registry.ts';
 import { planActions, type ActionPlan } from './actions.ts';
 import { noRelations, relationsOf, spawnChildren, touchesRelations, type RelationBook, type Relations } from './children.ts';
 import { initialInScope, initialWithScope, PARENT_REF, transitionAsChild, transitionInScope } from './childScope.ts';
-import { contextProgress, jobColumns, keptColumns, persistedJson } from './columns.ts';
+import { initialColumns, jobColumns, keptColumns, persistedJson } from './columns.ts';
 
 /**
  * The step: what one event means for one job, decided in one place and returned as data. Pure:
@@ -193,20 +193,8 @@ export function startStep(input: StartInput): Started {
   if (plan.problems.length > 0) {
     throw new ValidationError(`Machine ${def.id} cannot start durably: ${plan.problems.join('; ')}`, { machineId: def.id });
   }
-  const context = toJson(snapshot.context);
-  const redactedInput = redact(input.input, def.sensitive);
-  const value = toJson(snapshot.value);
   const job: NewJob = {
-    id: jobId,
-    machineId: def.id,
-    machineVersion: def.version,
-    status: snapshot.status as JobStatus,
-    value,
-    statePaths: statePaths(snapshot.value),
-    context,
-    snapshot: JSON.stringify(def.machine.getPersistedSnapshot(snapshot)),
-    input: redactedInput,
-    progress: contextProgress(context) ?? null,
+    ...initialColumns(def, jobId, snapshot, input.input, now),
     effects: [...plan.effects.create, ...relations.effects],
     timers: plan.timers.schedule,
     deliveries: plan.deliveries,
@@ -215,11 +203,9 @@ export function startStep(input: StartInput): Started {
     inputHash: input.inputHash,
     idempotencyKey: input.idempotencyKey,
     owner: input.owner,
-    at: now,
     runner: input.runner,
-    transition: { eventId: null, eventType: 'xstate.init', payload: redactedInput, from: null, to: value, outcome: 'started', error: null, at: now },
   };
-  const clean = (m: string) => redactText(m, [input.input, context], def.sensitive);
+  const clean = (m: string) => redactText(m, [input.input, job.context], def.sensitive);
   return { job, plan, relations, snapshot, actor, clean };
 }
 
