@@ -3,7 +3,7 @@ import { eventSchemaFor, ValidationError, type ErrorInfo, type JsonValue, type N
 import { afterFailedAttempt, interruptedError, outcomePayload } from '../step/attempts.ts';
 import type { Relations } from '../step/children.ts';
 import { PARENT_REF } from '../step/childScope.ts';
-import { startStep, step as spoolStep, type Step } from '../step/step.ts';
+import { startStep, step as spoolStep, stopStep, type Step } from '../step/step.ts';
 import { indexTransitions, type StaticTransition, type TransitionDefinitionLike } from './transitions.ts';
 
 /**
@@ -331,10 +331,10 @@ export class JobModel {
     for (const effect of job.effects) {
       if (effect.kind !== 'activity' || effect.status !== 'waiting') continue;
       samplesOf(own(info.opts.outputs, effect.actorId) ?? own(info.opts.outputs, effect.src) ?? null, view).forEach((output, i) =>
-        out.push({ via: 'done', type: `xstate.done.actor.${effect.actorId}`, actorId: effect.actorId, output: toJson(output), sample: i + 1, ...at }),
+        out.push({ via: 'done', type: outcomePayload(effect.actorId, { output: null }).type, actorId: effect.actorId, output: toJson(output), sample: i + 1, ...at }),
       );
       samplesOf(own(info.opts.errors, effect.actorId) ?? own(info.opts.errors, effect.src) ?? DEFAULT_ERROR, view).forEach((error, i) =>
-        out.push({ via: 'error', type: `xstate.error.actor.${effect.actorId}`, actorId: effect.actorId, error: toJson(error), sample: i + 1, ...at }),
+        out.push({ via: 'error', type: outcomePayload(effect.actorId, { error: null }).type, actorId: effect.actorId, error: toJson(error), sample: i + 1, ...at }),
       );
       const interruptible = this.config.interrupts === 'all' || (this.config.interrupts === 'unsafe' && effect.unsafe);
       if (effect.fresh && interruptible) out.push({ via: 'interrupt', type: 'spool.interrupt', actorId: effect.actorId, ...at });
@@ -551,10 +551,12 @@ export class JobModel {
   /** What the runtime does to a child job whose parent left the invoking state: `xstate.stop`, everything of it cancelled, its own children stopped. */
   #stopJob(state: ModelState, job: ModelJob): void {
     if (job.status !== 'active') return;
-    const v = toJson(job.machine.value);
+    const value = toJson(job.machine.value);
+    // The model keeps no snapshot text: the stop step's record is all it reads.
+    const { transition } = stopStep({ id: job.jobId, revision: job.revision, value, context: toJson(job.machine.context), snapshot: '', machineVersion: '' }, state.now);
     job.revision += 1;
     job.status = 'stopped';
-    job.records.push({ eventType: 'xstate.stop', outcome: 'applied', from: v, to: v });
+    job.records.push({ eventType: transition.eventType, outcome: transition.outcome as PredictedRecord['outcome'], from: transition.from, to: transition.to });
     const children = job.effects.filter((e) => e.kind === 'child').map((e) => e.id);
     job.effects = [];
     job.timers = [];
@@ -623,7 +625,7 @@ export class JobModel {
       revision: 1,
       timers: (created.timers ?? []).map(modelTimer),
       effects: (created.effects ?? []).map(modelEffect),
-      records: [{ eventType: 'xstate.init', outcome: 'started', from: null, to: created.value }],
+      records: [{ eventType: created.transition.eventType, outcome: 'started', from: created.transition.from, to: created.transition.to }],
       taken: staticOf(info, taken.get(actor)),
     };
     state.children.push(child);
