@@ -1804,7 +1804,8 @@ export class Runtime {
       now: this.clock.now(),
       stale,
       timerId,
-      ...(stale ? {} : await this.#relationBook(record, def)),
+      // Read only where there is something to read: the hot path (no children, no parent) awaits nothing here.
+      ...(stale || !(needsChildren(def) || record.parent) ? {} : await this.#relationBook(record, def)),
       machines: this.#machines,
       runner: this.runnerId,
     });
