@@ -17,7 +17,7 @@
 import Database from 'better-sqlite3';
 import { createActor, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
 import { jobLifecycle } from '../machines/index.ts';
-import { transitionInScope } from '../src/runtime/childScope.ts';
+import { transitionInScope } from '../src/step/childScope.ts';
 import type { RunResult, Synchronous } from './rawRun.ts';
 import { timedSteps, timedSyncSteps } from './stats.ts';
 import { freshDbPath } from './tempDb.ts';

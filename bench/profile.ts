@@ -7,15 +7,19 @@
  *    machine, snapshot and event, to split the engine remainder.
  * C. WAL frames written per commit (Spool vs raw): what a FULL commit has to write and sync.
  *
- * Only the public API, the store port and xstate are used, so the profile keeps working while
- * the engine changes; the engine steps in B mirror src/runtime (runtime.ts, hydrate.ts, json.ts).
+ * The engine steps in B call the engine's own functions (hydrate.ts, json.ts and the pure step,
+ * src/step), never copies of them, so the profile measures what a send runs.
  */
 import Database from 'better-sqlite3';
 import { hashJson, toJson } from '../src/runtime/json.ts';
 import { randomUUID } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { createActor, transition, type AnyActorScope, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
+import { createActor, transition, type AnyStateMachine } from 'xstate';
+import { hydrate, parseSnapshot } from '../src/runtime/hydrate.ts';
+import { transitionInScope } from '../src/step/childScope.ts';
+import { jobColumns, persistedJson } from '../src/step/columns.ts';
+import { step, type StepInput } from '../src/step/step.ts';
 import { createRuntime, type JobStore, type TransitionCommit } from '../src/index.ts';
 import { SqliteStore } from '../persistence/sqlite/index.ts';
 import { jobLifecycle } from '../machines/index.ts';
@@ -132,54 +136,49 @@ async function stepCosts(): Promise<void> {
     add('store.getEvent(jobId, eventId) — #outcome', await usPerOpAsync(5000, () => store.getEvent(job.id, 'missing')));
 
     console.log('  hydrate and transition:');
-    add('parseSnapshot: JSON.parse(snapshot)', usPerOp(20000, () => JSON.parse(snapshotText)));
-    add('hydrate: createActor(machine, { snapshot }).getSnapshot()', usPerOp(5000, () => createActor(machine, { snapshot: JSON.parse(snapshotText) as never }).getSnapshot()));
-    const hydrated = createActor(machine, { snapshot: JSON.parse(snapshotText) as never }).getSnapshot() as AnyMachineSnapshot;
+    const def = runtime.registry.latest(MACHINE_ID);
+    add('parseSnapshot: JSON.parse(snapshot)', usPerOp(20000, () => parseSnapshot(snapshotText)));
+    const hydrateOnce = () => {
+      const json = parseSnapshot(snapshotText);
+      if (typeof json === 'string') throw new Error(`profile: ${json}`);
+      const h = hydrate(def, json, record.status);
+      if (!h.ok) throw new Error(`profile: ${h.reason}`);
+      return h;
+    };
+    add('hydrate(): createActor(machine, { snapshot }).getSnapshot()', usPerOp(5000, () => hydrateOnce()));
+    const { snapshot: hydrated, actor } = hydrateOnce();
     add('toJson(event): the event copy XState gets', usPerOp(20000, () => toJson(event)));
     add('xstate transition(machine, snapshot, event)', usPerOp(5000, (i) => transition(machine, hydrated, progressEvent(i))));
     add('  of which createActor(machine) for the inert scope', usPerOp(5000, () => createActor(machine)), '← getInitialSnapshot(): context factory runs with input undefined and throws');
-    const self = createActor(machine);
-    const actions: unknown[] = [];
-    const scope = {
-      self,
-      defer: () => {},
-      id: '',
-      logger: () => {},
-      sessionId: '',
-      stopChild: () => {},
-      system: self.system,
-      emit: () => {},
-      actionExecutor: (a: unknown) => actions.push(a),
-    } as unknown as AnyActorScope;
-    add('machine.transition(snapshot, event, reusedScope)', usPerOp(5000, (i) => {
-      actions.length = 0;
-      return machine.transition(hydrated, progressEvent(i) as never, scope);
-    }), '← what transition() costs without the throwaway actor');
+    add('transitionInScope(machine, actor, snapshot, event)', usPerOp(5000, (i) => transitionInScope(machine, actor, hydrated, progressEvent(i))), '← what the step runs: the job\'s own actor lends its scope');
+    const stepInput = (i: number): StepInput => ({
+      job: record,
+      def,
+      snapshot: hydrated,
+      actor,
+      event: progressEvent(i),
+      source: { accept: { jobId: job.id, eventId: `bench-${i}`, type: 'PROGRESS', payload: progressEvent(i), payloadHash: 'x'.repeat(32), at: Date.now() } },
+      now: Date.now(),
+      machines: (id, version) => runtime.registry.get(id, version),
+      runner: runtime.runnerId,
+    });
+    add('step(): transition + plan + snapshot JSON + commit draft', usPerOp(5000, (i) => step(stepInput(i))), '← the whole pure step');
     const next = transition(machine, hydrated, event)[0];
 
     console.log('  building the commit and the result:');
-    add('getPersistedSnapshot + JSON.stringify (snapshot column)', usPerOp(20000, () => JSON.stringify(machine.getPersistedSnapshot(next))));
-    add('toJson(value) ×2 + toJson(context) + statePaths + redact', usPerOp(20000, () => [toJson(next.value), toJson(next.value), toJson(next.context), [String(next.value)], toJson(event)]));
+    add('persistedJson: getPersistedSnapshot + JSON.stringify', usPerOp(20000, () => persistedJson(def, next)));
+    add('jobColumns: toJson(value, context) + statePaths + progress', usPerOp(20000, () => jobColumns(record, def, next, snapshotText, 0)));
     add('toJob(): JSON.parse(snapshot) for `output` — ×2 per send', usPerOp(20000, () => JSON.parse(snapshotText)));
 
     console.log('  the write transaction:');
     let revision = (await store.getJob(job.id))!.revision;
-    const snapshot = JSON.stringify(machine.getPersistedSnapshot(next));
+    // The commit the step builds, under a new event id and the current revision each time.
+    const prepared = step(stepInput(0)).commit;
+    const settled = prepared.event!;
     const commitFor = (i: number): TransitionCommit => {
       const eventId = `bench-${i}-${revision}`;
-      const at = Date.now();
-      return {
-        jobId: job.id,
-        expectedRevision: revision,
-        job: { status: 'active', value: 'processing', statePaths: ['processing'], context: toJson(next.context), snapshot, machineVersion: record.machineVersion, at },
-        transition: { eventId, eventType: 'PROGRESS', payload: event, from: 'processing', to: 'processing', outcome: 'applied', error: null, at },
-        event: {
-          accept: { jobId: job.id, eventId, type: 'PROGRESS', payload: event, payloadHash: 'x'.repeat(32), at },
-          status: 'applied',
-          error: null,
-          payload: event,
-        },
-      };
+      const accept = { ...settled.accept!, eventId };
+      return { ...prepared, expectedRevision: revision, transition: { ...prepared.transition, eventId }, event: { accept, status: settled.status, error: settled.error, payload: settled.payload } };
     };
     add('store.commit([one]) (UPDATE + transitions INSERT + inbox INSERT)', await usPerOpAsync(3000, async (i) => {
       const [r] = await store.commit([commitFor(i)]);

@@ -8,7 +8,8 @@
 export { createRuntime, Runtime } from './runtime/runtime.ts';
 export { JobQuarantined } from './runtime/quarantine.ts';
 export type { RuntimeOptions, Job, JobDetails, SendResult, SendOptions, StartOptions, ListFilter, RuntimeEvent, LogEntry } from './runtime/runtime.ts';
-export { RetryableError, TerminalError, IndeterminateOutcomeError, backoffDelay } from './runtime/retry.ts';
+export { RetryableError, TerminalError, IndeterminateOutcomeError } from './runtime/retry.ts';
+export { backoffDelay } from './step/attempts.ts';
 export type { RetryPolicy, ActivityPolicy } from './runtime/retry.ts';
 export type { ActivityArgs, AssetInput, DeferredCompletion } from './runtime/activities.ts';
 export { MachineRegistry, isStateMachine, isJobDefinition, eventSchemaFor } from './runtime/registry.ts';

@@ -10,7 +10,7 @@ import type { EffectRecord, JobFilter, JobRecord, JobStatus, JobStore, JsonValue
 import { JobTerminalError, RetryRefusedError, ValidationError } from './errors.ts';
 import { formatStateValue, hashJson, REDACTED } from './json.ts';
 import type { RegisteredMachine } from './registry.ts';
-import { DEFAULT_RETRY } from './retry.ts';
+import { maxAttemptsOf } from '../step/attempts.ts';
 
 /** What the operations need from the runtime. */
 export interface OperationsHost {
@@ -225,7 +225,7 @@ export async function redrive(host: OperationsHost, record: JobRecord, options: 
   const at = host.clock.now();
   const redriven: EffectRecord[] = [];
   for (const e of candidates) {
-    const budget = Math.max(1, def?.activities[e.src]?.maxAttempts ?? DEFAULT_RETRY.maxAttempts);
+    const budget = maxAttemptsOf(def?.activities[e.src]);
     const maxAttempts = e.attempt + budget;
     const waiting = pending.some((p) => p.source === 'effect' && p.sourceId === e.id);
     const message =

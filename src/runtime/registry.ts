@@ -1,6 +1,6 @@
 import type { AnyStateMachine } from 'xstate';
 import type { ZodType } from 'zod';
-import { activityKind } from './actions.ts';
+import { activityKind } from '../step/actions.ts';
 import { MachineDefinitionError, UnknownMachineError } from './errors.ts';
 import type { ActivityPolicy } from './retry.ts';
 

@@ -1,9 +1,8 @@
-import { createHash } from 'node:crypto';
 import type { ErrorInfo } from '../ports/store.ts';
 import { textOf, toErrorInfo } from './errors.ts';
 
 /**
- * Retry policy of an activity, as data. Defaults: 3 attempts, 1 s doubling to at most 5 min,
+ * Retry policy of an activity, as data (its rules: `src/step/attempts.ts`). Defaults: 3 attempts, 1 s doubling to at most 5 min,
  * ±10 % jitter, every error retried except terminal ones.
  *
  * @example
@@ -25,22 +24,6 @@ export interface ActivityPolicy extends RetryPolicy {
    * with an {@link IndeterminateOutcomeError} and can reconcile.
    */
   unsafeToRepeat?: boolean;
-}
-
-export const DEFAULT_RETRY = { maxAttempts: 3, initialMs: 1000, factor: 2, maxMs: 300_000, jitter: 0.1 } as const;
-
-/**
- * Delay before the attempt after `attempt` (1-based) failed: exponential, capped, with a jitter
- * that is a pure function of (seed, attempt), so a replay computes the same schedule.
- */
-export function backoffDelay(policy: RetryPolicy, attempt: number, seed: string): number {
-  const initial = policy.backoff?.initialMs ?? DEFAULT_RETRY.initialMs;
-  const factor = policy.backoff?.factor ?? DEFAULT_RETRY.factor;
-  const max = policy.backoff?.maxMs ?? DEFAULT_RETRY.maxMs;
-  const jitter = policy.backoff?.jitter ?? DEFAULT_RETRY.jitter;
-  const base = Math.min(max, initial * factor ** Math.max(0, attempt - 1));
-  const unit = createHash('sha256').update(`${seed}:${attempt}`).digest().readUInt32BE(0) / 0xffffffff;
-  return Math.max(0, Math.round(base + (unit * 2 - 1) * jitter * base));
 }
 
 /** A failure worth retrying; `retryAfterMs` overrides the backoff for the next attempt. */

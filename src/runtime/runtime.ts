@@ -1,5 +1,5 @@
 import { uuidv7 } from './ids.ts';
-import { initialTransition, transition, type AnyMachineSnapshot } from 'xstate';
+import type { AnyMachineSnapshot, AnyStateMachine } from 'xstate';
 import { systemClock, type Clock } from '../ports/clock.ts';
 import type {
   FeedPage,
@@ -44,10 +44,12 @@ import { hashJson, redact, statePaths, toJson } from './json.ts';
 import { redactText, sensitivePaths } from './redaction.ts';
 import { MachineRegistry, namesEventType, type RegisteredMachine } from './registry.ts';
 import { crashPoint } from './crashPoints.ts';
-import { planActions, type ActionPlan } from './actions.ts';
-import { initialAsChild, initialInScope, PARENT_REF, transitionAsChild, transitionInScope } from './childScope.ts';
+import type { ActionPlan } from '../step/actions.ts';
+import type { Relations } from '../step/children.ts';
+import { afterFailedAttempt, interruptedError, outcomeEvent } from '../step/attempts.ts';
+import { migrateStep, needsChildren, startStep, step, stopStep, type Started, type Step, type StepInput } from '../step/step.ts';
 import { deferred, isDeferred, newRunnerId, retireRunner, runnerIsGone, type ActivityArgs, type AssetInput } from './activities.ts';
-import { backoffDelay, classify, IndeterminateOutcomeError } from './retry.ts';
+import { classify } from './retry.ts';
 import * as ops from './operations.ts';
 import type { RuntimeStats } from './operations.ts';
 import * as sched from './schedules.ts';
@@ -96,20 +98,6 @@ interface RunningActivity {
 const MAX_CONFLICT_RETRIES = 100;
 /** Hydrated snapshots kept in memory (most recently committed jobs). */
 const SNAPSHOT_CACHE = 1000;
-
-/** What a transition does to other jobs (children, parent). */
-interface Relations {
-  children: NewJob[];
-  effects: NewEffect[];
-  deliveries: NewInboxEvent[];
-  settleParent?: { effectId: string; output: JsonValue; event: NewInboxEvent };
-  stopChildren: string[];
-  touched: Set<string>;
-}
-
-function relatedEvent(jobId: string, eventId: string, event: JsonValue, at: number, source: 'parent' | 'child'): NewInboxEvent {
-  return { jobId, eventId, type: (event as { type: string }).type, payload: event, payloadHash: hashJson(event), at, source };
-}
 
 /** What one applied (or ignored, failed, stale) event produced. */
 interface Applied {
@@ -259,8 +247,9 @@ export class Runtime {
     const existing = await this.#findExisting(jobId, key);
     if (existing) return this.#sameStart(existing, def.id, inputHash, jobId, key, options.jobId);
 
-    const { job: newJob, plan, relations, initial } = this.#newJob(def, parsed, jobId, key, inputHash, this.clock.now());
+    const started = startStep({ def, input: parsed, jobId, idempotencyKey: key, inputHash, owner: this.#owner, runner: this.runnerId, now: this.clock.now(), machines: this.#machines });
     await this.#backlog.admit(false); // backpressure (limits.ts): refused before anything is written; a repeated start returned above
+    const newJob = started.job;
     const claims = this.#claimsFor(newJob.effects ?? [], newJob.at);
     if (claims.length > 0) newJob.claims = claims;
     let created = false;
@@ -273,75 +262,23 @@ export class Runtime {
     if (!created) return this.#sameStart(record, def.id, inputHash, jobId, key, options.jobId);
     if (claims.length > 0) this.#leases.set(jobId, 1);
     // The new job's own actor lends its scope: its first event neither reads nor hydrates it again.
-    if (initial.actor !== undefined) this.#remember(record, def, initial.snapshot, initial.actor);
-    return this.#started(record, def, plan, parsed, relations);
+    if (started.actor !== undefined) this.#remember(record, def, started.snapshot, started.actor);
+    return this.#started(record, def, started);
   }
 
-  /** The job `start` writes (revision 1, its first history record, what its initial state asks for), not written yet. */
-  #newJob(
-    def: RegisteredMachine,
-    parsed: JsonValue,
-    jobId: string,
-    key: string | null,
-    inputHash: string,
-    now: number,
-  ): { job: NewJob; plan: ActionPlan; relations: Relations; initial: { snapshot: AnyMachineSnapshot; actor: unknown } } {
-    const [snapshot, actions, actor] = safeInitial(def, parsed);
-    const persisted = toJson(def.machine.getPersistedSnapshot(snapshot));
-    const plan = planActions(def, jobId, 1, actions, now);
-    const relations: Relations = { children: [], effects: [], deliveries: [], stopChildren: [], touched: new Set() };
-    this.#spawnChildren(jobId, this.#owner, def, plan.spawnMachines, 1, now, relations, plan.problems);
-    if (plan.childSends.length > 0) plan.problems.push('an initial state that sends to its children on entry is not supported; send on a later transition');
-    if (plan.problems.length > 0) {
-      throw new ValidationError(`Machine ${def.id} cannot start durably: ${plan.problems.join('; ')}`, { machineId: def.id });
-    }
-    const context = toJson(snapshot.context);
-    const job: NewJob = {
-      id: jobId,
-      machineId: def.id,
-      machineVersion: def.version,
-      status: snapshot.status as JobStatus,
-      value: toJson(snapshot.value),
-      statePaths: statePaths(snapshot.value),
-      context,
-      snapshot: JSON.stringify(persisted),
-      input: redact(parsed, def.sensitive),
-      progress: contextProgress(context) ?? null,
-      effects: [...plan.effects.create, ...relations.effects],
-      timers: plan.timers.schedule,
-      deliveries: plan.deliveries,
-      children: relations.children,
-      relatedDeliveries: relations.deliveries,
-      inputHash,
-      idempotencyKey: key,
-      owner: this.#owner,
-      at: now,
-      runner: this.runnerId,
-      transition: {
-        eventId: null,
-        eventType: 'xstate.init',
-        payload: redact(parsed, def.sensitive),
-        from: null,
-        to: toJson(snapshot.value),
-        outcome: 'started',
-        error: null,
-        at: now,
-      },
-    };
-    return { job, plan, relations, initial: { snapshot, actor } };
-  }
+  /** Child machine definitions, for the step (a child job's machine is registered with its parent's). */
+  readonly #machines: StepInput['machines'] = (id, version) => this.registry.get(id, version);
 
   /** After a new job's commit: tell observers, run its initial actions, start its activities, apply its self-sends. */
-  async #started(record: JobRecord, def: RegisteredMachine, plan: ActionPlan, parsed: JsonValue, relations?: Relations): Promise<Job> {
+  async #started(record: JobRecord, def: RegisteredMachine, started: Started): Promise<Job> {
     const job = toJob(record, def);
+    const { relations } = started;
     this.#emit({ type: 'job.started', job });
     this.#logEntry('info', 'job started', { jobId: record.id, machine: def.id, version: def.version, state: job.value });
-    this.#afterCommit(record.id, record.revision, plan, (m) => redactText(m, [parsed, record.context], def.sensitive));
-    if (relations) {
-      relations.touched.delete(record.id);
-      if (relations.deliveries.some((d) => d.jobId === record.id)) this.#pendingDrains.add(record.id);
-      this.#afterRelations(relations);
-    }
+    this.#afterCommit(record.id, record.revision, started.plan, started.clean);
+    relations.touched.delete(record.id);
+    if (relations.deliveries.some((d) => d.jobId === record.id)) this.#pendingDrains.add(record.id);
+    this.#afterRelations(relations);
     if (this.#pendingDrains.delete(record.id) && this.#process) {
       await this.#drain(record.id);
       return this.get(record.id);
@@ -868,8 +805,8 @@ export class Runtime {
         const def = this.registry.latest(machineId);
         const parsed = this.#validateInput(def, input);
         checkId('job id', jobId);
-        const { job, plan } = this.#newJob(def, parsed, jobId, null, hashJson({ machine: def.id, input: parsed }), at);
-        return { job, sensitivePaths: sensitivePaths(parsed, def.sensitive), started: async (record) => void (await this.#started(record, def, plan, parsed)) };
+        const started = startStep({ def, input: parsed, jobId, idempotencyKey: null, inputHash: hashJson({ machine: def.id, input: parsed }), owner: this.#owner, runner: this.runnerId, now: at, machines: this.#machines });
+        return { job: started.job, sensitivePaths: sensitivePaths(parsed, def.sensitive), started: async (record) => void (await this.#started(record, def, started)) };
       },
       cancelEvent: (record, reason, at) => {
         const def = this.registry.route(record.machineId, record.machineVersion)?.target;
@@ -1038,16 +975,7 @@ export class Runtime {
           const h = hydrate(route.target, snapshotJson as Exclude<typeof snapshotJson, string>, record.status);
           if (!h.ok) reason = h.reason;
           else if (migratedTo) {
-            const result = await this.#commitOne(record, route.target, h.snapshot, {
-              eventId: null,
-              eventType: 'spool.migrate',
-              payload: { from: record.machineVersion, to: route.target.version },
-              from: record.value,
-              to: toJson(h.snapshot.value),
-              outcome: 'migrated',
-              error: null,
-              at: this.clock.now(),
-            });
+            const result = await this.#commitOne(record, route.target, h.snapshot, migrateStep(record, route.target, h.snapshot, this.clock.now()));
             if (result === 'leased') return 'ok'; // its holder migrates it
             if (result === 'refused') return 'quarantined';
             if (result === 'conflict' || result === 'duplicate') continue;
@@ -1160,7 +1088,7 @@ export class Runtime {
     return null;
   }
 
-  /** Compute the transition for one event and commit it, with every record it asks for, in one transaction. */
+  /** Compute the transition for one event (the step) and commit it, with every record it asks for, in one transaction. */
   async #applyEvent(
     loaded: Extract<Loaded, { kind: 'ready' }>,
     payload: JsonValue,
@@ -1168,215 +1096,46 @@ export class Runtime {
     stale: string | null = null,
     timerId: string | null = null,
   ): Promise<Applied | 'conflict' | 'duplicate' | 'leased' | 'refused' | 'outcome-not-current'> {
-    const { record, def, snapshot } = loaded;
-    const event = payload as { type: string };
-    const eventId = 'accept' in source ? source.accept.eventId : source.eventId;
-    const now = this.clock.now();
-    const revision = record.revision + 1;
-    let next: AnyMachineSnapshot = snapshot;
-    let actions: unknown[] = [];
-    let status: 'applied' | 'ignored' | 'failed' | 'stale' = stale ? 'stale' : 'applied';
-    let error: ErrorInfo | null = stale ? { name: 'StaleOutcome', message: stale } : null;
-    let plan: ActionPlan | undefined;
-    let relations: Relations | undefined;
-    // The new snapshot's JSON, made while a failure can still be recorded as the event's.
-    let persisted: string | undefined;
-    if (!stale) {
-      try {
-        let base = snapshot;
-        if (record.parent) {
-          const json = parseSnapshot(record.snapshot);
-          if (typeof json === 'string') throw new Error(json);
-          [next, actions, base] = transitionAsChild(def.machine, json, structuredClone(event));
-        } else if (loaded.actor !== undefined && def.scopeReusable) {
-          // The event is JSON: a JSON round trip copies it for XState in half structuredClone's time.
-          [next, actions] = transitionInScope(def.machine, loaded.actor, snapshot, toJson(event) as typeof event);
-        } else {
-          [next, actions] = transition(def.machine, snapshot, structuredClone(event));
-        }
-        // XState hands back the very same snapshot, with no actions, when nothing handled the event.
-        if (next === base && actions.length === 0) status = 'ignored';
-        else if (next.status === 'error') {
-          status = 'failed';
-          error = toErrorInfo(next.error);
-        } else {
-          plan = planActions(def, record.id, revision, actions, now, record.parent ? PARENT_REF : undefined);
-          if (plan.problems.length === 0 && touchesRelations(record, def, plan)) relations = await this.#relations(record, def, plan, next, revision, now);
-          if (plan.problems.length > 0) {
-            status = 'failed';
-            error = { name: 'UnsupportedAction', message: plan.problems.join('; ') };
-          } else {
-            persisted = persistedJson(def, next);
-          }
-        }
-      } catch (thrown) {
-        status = 'failed';
-        error = toErrorInfo(thrown);
-      }
-    }
-    if (status !== 'applied') {
-      persisted = undefined;
-      next = snapshot;
-      plan = undefined;
-      relations = undefined;
-    }
-    // A message may quote a sensitive value of the event or of the job's context (which keeps them).
-    if (error) error = { ...error, message: redactText(error.message, [payload, record.context], def.sensitive) };
-    // Nothing to redact: the validated payload is already a private JSON copy, stored as it is.
-    const redacted = def.sensitive.size === 0 ? payload : redact(payload, def.sensitive);
-    crashPoint('before-commit');
-    const result = await this.#commitOne(
-      record,
+    const { record, def } = loaded;
+    const s = step({
+      job: record,
       def,
-      next,
-      {
-        eventId,
-        eventType: event.type,
-        payload: redacted,
-        from: record.value,
-        to: toJson(next.value),
-        outcome: status,
-        error,
-        at: now,
-      },
-      {
-        ...('accept' in source ? { accept: source.accept } : { seq: source.seq }),
-        status,
-        error,
-        payload: redacted,
-      },
-      plan,
-      status === 'applied' && timerId !== null ? timerId : undefined,
-      relations,
-      'accept' in source ? source.outcome : undefined,
-      persisted,
-    );
+      snapshot: loaded.snapshot,
+      // A child job's transition needs its parent marker in scope: the cached actor has none.
+      actor: def.scopeReusable && !record.parent ? loaded.actor : undefined,
+      event: payload,
+      source: 'accept' in source ? { accept: source.accept } : source,
+      now: this.clock.now(),
+      stale,
+      timerId,
+      // Read only where there is something to read: the hot path (no children, no parent) awaits nothing here.
+      ...(stale || !(needsChildren(def) || record.parent) ? {} : await this.#relationBook(record, def)),
+      machines: this.#machines,
+      runner: this.runnerId,
+    });
+    crashPoint('before-commit');
+    const result = await this.#commitOne(record, def, s.next, s.commit, s.plan, 'accept' in source ? source.outcome : undefined);
     if (typeof result !== 'object') return result;
     crashPoint('after-commit');
-    if (status === 'failed') this.#logEntry('warn', 'event failed', { jobId: record.id, eventId, eventType: event.type, error });
-    if (status === 'stale') this.#logEntry('info', 'stale outcome recorded', { jobId: record.id, eventId, eventType: event.type, reason: stale });
-    if (plan) this.#afterCommit(record.id, result.record.revision, plan, (m) => redactText(m, [payload, record.context, result.record.context], def.sensitive));
-    if (relations) this.#afterRelations(relations);
-    return { status, error, record: result.record };
+    const eventId = s.commit.transition.eventId;
+    const eventType = s.commit.transition.eventType;
+    if (s.status === 'failed') this.#logEntry('warn', 'event failed', { jobId: record.id, eventId, eventType, error: s.error });
+    if (s.status === 'stale') this.#logEntry('info', 'stale outcome recorded', { jobId: record.id, eventId, eventType, reason: stale });
+    if (s.plan) this.#afterCommit(record.id, result.record.revision, s.plan, s.clean);
+    if (s.relations) this.#afterRelations(s.relations);
+    return { status: s.status, error: s.error, record: result.record };
   }
 
   /**
-   * What a transition means for other jobs: child machines it invoked become child jobs (created
-   * in the same commit), events it sends to children or its parent go to their inboxes in the
-   * same commit, a child that ended settles its invocation in the parent, and children of states
-   * it left are stopped after the commit. Called only for a plan that `touchesRelations`.
+   * What a step of this job needs beyond its row: the job's current child invocations (read only
+   * for a machine that has child machines) and, for a child job, the parent's invocation it settles.
    */
-  async #relations(record: JobRecord, def: RegisteredMachine, plan: ActionPlan, next: AnyMachineSnapshot, revision: number, now: number): Promise<Relations> {
-    const out: Relations = { children: [], effects: [], deliveries: [], stopChildren: [], touched: new Set() };
-    const existing = plan.childSends.length > 0 || plan.effects.deactivate.length > 0 ? await this.store.listEffects(record.id) : [];
-    const liveChildren = new Map(existing.filter((e) => e.kind === 'child' && e.active).map((e) => [e.actorId, e.id]));
-    for (const actorId of plan.effects.deactivate) {
-      const childJob = liveChildren.get(actorId);
-      if (childJob !== undefined) {
-        out.stopChildren.push(childJob);
-        liveChildren.delete(actorId);
-      }
-    }
-    this.#spawnChildren(record.id, record.owner, def, plan.spawnMachines, revision, now, out, plan.problems);
-    for (const spawn of plan.spawnMachines) liveChildren.set(spawn.actorId, `${record.id}~${spawn.actorId}~r${revision}`);
-    plan.childSends.forEach((send, i) => {
-      const childJob = liveChildren.get(send.actorId);
-      if (childJob === undefined) {
-        plan.problems.push(`sendTo ${send.actorId}: no running child machine with that id`);
-        return;
-      }
-      out.deliveries.push(relatedEvent(childJob, `parent~${record.id}~r${revision}~${i}`, send.event, now, 'parent'));
-      out.touched.add(childJob);
-    });
-    if (record.parent) {
-      const parent = record.parent;
-      plan.parentSends.forEach((event, i) => {
-        out.deliveries.push(relatedEvent(parent.jobId, `child~${record.id}~r${revision}~${i}`, event, now, 'child'));
-        out.touched.add(parent.jobId);
-      });
-      if (next.status === 'done') {
-        const effect = await this.store.getEffect(parent.effectId);
-        if (effect) {
-          const output = toJson(next.output ?? null);
-          out.settleParent = { effectId: effect.id, output, event: { ...outcomeEvent(effect, 1, { output }), at: now } };
-          out.touched.add(parent.jobId);
-        }
-      }
-    }
-    return out;
-  }
-
-  /** Child jobs (and their own children) for the child machines a transition invoked. */
-  #spawnChildren(
-    parentId: string,
-    owner: string | null,
-    def: RegisteredMachine,
-    spawns: ActionPlan['spawnMachines'],
-    revision: number,
-    now: number,
-    out: Relations,
-    problems: string[],
-  ): void {
-    for (const spawn of spawns) {
-      const childDef = this.registry.get(`${def.id}.${spawn.src}`, def.version);
-      if (!childDef) {
-        problems.push(`child machine "${spawn.src}" is not registered with ${def.id}@${def.version}`);
-        continue;
-      }
-      const childId = `${parentId}~${spawn.actorId}~r${revision}`;
-      let snapshot: AnyMachineSnapshot;
-      let actions: unknown[];
-      try {
-        [snapshot, actions] = initialAsChild(childDef.machine, spawn.input);
-      } catch (error) {
-        problems.push(`child machine "${spawn.src}" could not start: ${toErrorInfo(error).message}`);
-        continue;
-      }
-      // XState keeps a start that threw (a context factory, an eventless loop) as an errored snapshot:
-      // a child job born ended would leave its parent waiting for an outcome that never comes.
-      if (snapshot.status === 'error') {
-        problems.push(`child machine "${spawn.src}" could not start: ${toErrorInfo(snapshot.error).message}`);
-        continue;
-      }
-      const childPlan = planActions(childDef, childId, 1, actions, now, PARENT_REF);
-      problems.push(...childPlan.problems);
-      if (childPlan.childSends.length > 0) problems.push(`child machine "${spawn.src}" sends to its own children on entry; not supported`);
-      const value = toJson(snapshot.value);
-      const context = toJson(snapshot.context);
-      out.effects.push({ id: childId, jobId: parentId, actorId: spawn.actorId, src: spawn.src, kind: 'child', input: spawn.input, maxAttempts: 1, unsafe: false, createdRevision: revision, at: now });
-      const job: NewJob = {
-        id: childId,
-        machineId: childDef.id,
-        machineVersion: childDef.version,
-        status: snapshot.status as JobStatus,
-        value,
-        statePaths: statePaths(snapshot.value),
-        context,
-        snapshot: JSON.stringify(childDef.machine.getPersistedSnapshot(snapshot)),
-        input: redact(spawn.input, childDef.sensitive),
-        inputHash: hashJson({ machine: childDef.id, input: spawn.input }),
-        idempotencyKey: null,
-        owner,
-        at: now,
-        parent: { jobId: parentId, effectId: childId },
-        runner: this.runnerId,
-        progress: contextProgress(context) ?? null,
-        transition: { eventId: null, eventType: 'xstate.init', payload: redact(spawn.input, childDef.sensitive), from: null, to: value, outcome: 'started', error: null, at: now },
-        effects: childPlan.effects.create,
-        timers: childPlan.timers.schedule,
-        deliveries: childPlan.deliveries,
-      };
-      out.children.push(job);
-      out.touched.add(childId);
-      const grandchildren: Relations = { children: [], effects: [], deliveries: [], stopChildren: [], touched: new Set() };
-      this.#spawnChildren(childId, owner, childDef, childPlan.spawnMachines, 1, now, grandchildren, problems);
-      job.effects = [...(job.effects ?? []), ...grandchildren.effects];
-      out.children.push(...grandchildren.children);
-      out.deliveries.push(...grandchildren.deliveries);
-      for (const id of grandchildren.touched) out.touched.add(id);
-      childPlan.parentSends.forEach((event, i) => out.deliveries.push(relatedEvent(parentId, `child~${childId}~r1~${i}`, event, now, 'child')));
-      if (childPlan.parentSends.length > 0) out.touched.add(parentId);
-    }
+  async #relationBook(record: JobRecord, def: RegisteredMachine): Promise<Pick<StepInput, 'children' | 'parentEffect'>> {
+    const children = needsChildren(def)
+      ? new Map((await this.store.listEffects(record.id)).filter((e) => e.kind === 'child' && e.active).map((e) => [e.actorId, e.id]))
+      : undefined;
+    const parentEffect = record.parent ? await this.store.getEffect(record.parent.effectId) : undefined;
+    return { children, parentEffect };
   }
 
   /** After a commit: stop children of left states, and let the jobs that received events run. */
@@ -1394,20 +1153,9 @@ export class Runtime {
         const record = await this.store.getJob(jobId);
         if (!record || TERMINAL.has(record.status)) return [];
         const children = (await this.store.listEffects(jobId)).filter((e) => e.kind === 'child' && e.active).map((e) => e.id);
-        const json = parseSnapshot(record.snapshot);
-        const snapshot = typeof json === 'string' ? record.snapshot : JSON.stringify({ ...json, status: 'stopped' });
         const now = this.clock.now();
-        const [result] = await this.store.commit([
-          {
-            jobId,
-            expectedRevision: record.revision,
-            job: { status: 'stopped', value: record.value, statePaths: statePaths(record.value), context: record.context, snapshot, machineVersion: record.machineVersion, at: now },
-            transition: { eventId: null, eventType: 'xstate.stop', payload: { type: 'xstate.stop' }, from: record.value, to: record.value, outcome: 'applied', error: null, at: now },
-            stopAll: true,
-            // The parent's decision overrides any lease on the child: the holder's next write fails its fence.
-            lease: { ...this.#leaseFor(jobId, false, now), force: true },
-          },
-        ]);
+        // The parent's decision overrides any lease on the child: the holder's next write fails its fence.
+        const [result] = await this.store.commit([{ ...stopStep(record, now), lease: { ...this.#leaseFor(jobId, false, now), force: true } }]);
         if (result?.ok) {
           this.#snapshots.delete(jobId);
           this.#leases.delete(jobId);
@@ -1421,47 +1169,18 @@ export class Runtime {
     for (const child of grandchildren) await this.#stopJob(child);
   }
 
+  /** Submit a step's commit under this runner's lease (and, for an outcome applied with its event, the attempt's finish), and keep what it produced. */
   async #commitOne(
     record: JobRecord,
     def: RegisteredMachine,
     next: AnyMachineSnapshot,
-    transitionDraft: TransitionCommit['transition'],
-    event?: TransitionCommit['event'],
+    prepared: Step['commit'],
     plan?: ActionPlan,
-    consumedTimer?: string,
-    relations?: Relations,
     outcome?: OutcomeInCommit,
-    persisted?: string,
   ): Promise<{ record: JobRecord } | 'conflict' | 'duplicate' | 'leased' | 'refused' | 'outcome-not-current'> {
-    const now = transitionDraft.at;
-    const context = toJson(next.context);
-    // Progress follows context.progress when the machine changes it; activities may set it in between.
-    const progress = contextProgress(context) === contextProgress(record.context) ? undefined : contextProgress(context);
+    const now = prepared.job.at;
     const commit: TransitionCommit = {
-      jobId: record.id,
-      expectedRevision: record.revision,
-      job: {
-        status: next.status as JobStatus,
-        value: toJson(next.value),
-        statePaths: statePaths(next.value),
-        context,
-        snapshot: persisted ?? persistedJson(def, next),
-        machineVersion: def.version,
-        ...(progress !== undefined ? { progress } : {}),
-        at: now,
-      },
-      transition: transitionDraft,
-      ...(event ? { event } : {}),
-      ...(plan
-        ? {
-            effects: { create: [...plan.effects.create, ...(relations?.effects ?? [])], deactivate: plan.effects.deactivate },
-            timers: plan.timers,
-            deliveries: [...plan.deliveries, ...(relations?.deliveries ?? [])],
-          }
-        : {}),
-      ...(relations?.children.length ? { children: relations.children } : {}),
-      ...(relations?.settleParent ? { settleParent: relations.settleParent } : {}),
-      ...(consumedTimer !== undefined ? { consumedTimer } : {}),
+      ...prepared,
       lease: this.#leaseFor(record.id, next.status === 'active' && this.#holdsWork(record.id, plan, outcome?.finish.id), now),
       ...(outcome ? { finish: outcome.finish } : {}),
     };
@@ -1513,7 +1232,7 @@ export class Runtime {
     // The job view and the event are built only for someone listening (the hot path has no one).
     if (this.#listeners.size > 0) {
       const job = toJob(updated, def);
-      this.#emit({ type: 'job.committed', job, transition: { ...transitionDraft, jobId: record.id, revision: result.revision, runner: this.runnerId, fence: result.fence } });
+      this.#emit({ type: 'job.committed', job, transition: { ...commit.transition, jobId: record.id, revision: result.revision, runner: this.runnerId, fence: result.fence } });
     }
     if (TERMINAL.has(updated.status) && !TERMINAL.has(record.status)) {
       this.#logEntry('info', 'job finished', { jobId: record.id, status: updated.status, state: updated.value });
@@ -1714,15 +1433,7 @@ export class Runtime {
    */
   async #recoverInterrupted(effect: EffectRecord, deadRunner: string): Promise<boolean> {
     const now = this.clock.now();
-    let error: ErrorInfo | undefined;
-    if (effect.unsafe) {
-      error = toErrorInfo(
-        new IndeterminateOutcomeError(`Attempt ${effect.attempt} of ${effect.src} was interrupted and it is unsafe to repeat; its outcome is unknown. Reconcile with the provider.`),
-      );
-      error.code = 'SPOOL_INDETERMINATE';
-    } else if (effect.attempt >= effect.maxAttempts) {
-      error = { name: 'RetriesExhausted', message: `Attempt ${effect.attempt} of ${effect.maxAttempts} of ${effect.src} was interrupted and no attempts are left.`, code: 'SPOOL_RETRIES_EXHAUSTED' };
-    }
+    const error = interruptedError(effect);
     if (error) {
       const event = { ...outcomeEvent(effect, effect.attempt, { error }), at: now };
       if (await this.store.failEffect(effect.id, error, event, now)) {
@@ -1904,15 +1615,14 @@ export class Runtime {
       const { info, terminal, retryAfterMs } = classify(outcome.error);
       const policy = def?.activities[effect.src] ?? {};
       errorInfo = { ...info, message: redactText(info.message, effect.input, def?.sensitive ?? new Set()) };
-      const retry = !terminal && attempt < effect.maxAttempts && (policy.retryOn ? policy.retryOn(errorInfo) : true);
-      if (retry) {
-        retryAt = now + (retryAfterMs ?? backoffDelay(policy, attempt, effect.id));
-        status = await this.#submitFinish({ id: effect.id, attempt, result: { kind: 'failed', error: errorInfo, retryAt, event: null }, at: now, lease: this.#attemptLease(effect.jobId) });
+      const next = afterFailedAttempt({ policy, effectId: effect.id, attempt, maxAttempts: effect.maxAttempts, error: errorInfo, terminal, retryAfterMs, now });
+      if (next.retry) {
+        retryAt = next.retryAt;
+        status = await this.#submitFinish({ id: effect.id, attempt, result: { kind: 'failed', error: errorInfo, retryAt: next.retryAt, event: null }, at: now, lease: this.#attemptLease(effect.jobId) });
         reported = 'retrying';
       } else {
-        const error: ErrorInfo = terminal ? errorInfo : { ...errorInfo, code: errorInfo.code ?? 'SPOOL_RETRIES_EXHAUSTED' };
-        const event = { ...outcomeEvent(effect, attempt, { error: { ...error, attempts: attempt } }), at: now };
-        status = await this.#finishApplying({ id: effect.id, attempt, result: { kind: 'failed', error, retryAt: null, event }, at: now, lease: this.#attemptLease(effect.jobId) }, effect.jobId, () => tell('failed'));
+        const event = { ...outcomeEvent(effect, attempt, { error: next.eventError }), at: now };
+        status = await this.#finishApplying({ id: effect.id, attempt, result: { kind: 'failed', error: next.error, retryAt: null, event }, at: now, lease: this.#attemptLease(effect.jobId) }, effect.jobId, () => tell('failed'));
         reported = 'failed';
       }
     }
@@ -2000,76 +1710,9 @@ export class Runtime {
   }
 }
 
-/** The inbox event that carries an activity's outcome back to its machine. */
-function outcomeEvent(effect: EffectRecord, attempt: number, result: { output: JsonValue } | { error: JsonValue | ErrorInfo }): Omit<NewInboxEvent, 'at'> {
-  const payload = ('output' in result
-    ? { type: `xstate.done.actor.${effect.actorId}`, output: result.output, actorId: effect.actorId }
-    : { type: `xstate.error.actor.${effect.actorId}`, error: toJson(result.error), actorId: effect.actorId }) as JsonValue;
-  return {
-    jobId: effect.jobId,
-    eventId: `effect~${effect.id}~a${attempt}`,
-    type: (payload as { type: string }).type,
-    payload,
-    payloadHash: hashJson(payload),
-    source: 'effect',
-    sourceId: effect.id,
-    attempt,
-  };
-}
-
-/** The initial snapshot and actions, and (when the machine's scope can be lent) the new job's own unstarted actor. */
-function safeInitial(def: RegisteredMachine, input: JsonValue): [AnyMachineSnapshot, unknown[], unknown?] {
-  let result: [AnyMachineSnapshot, unknown[], unknown?];
-  try {
-    result = def.scopeReusable ? initialInScope(def.machine, input) : (initialTransition(def.machine, input) as [AnyMachineSnapshot, unknown[]]);
-  } catch (error) {
-    throw new ValidationError(`Machine ${def.id} could not start with this input: ${redactText(toErrorInfo(error).message, input, def.sensitive)}`, { machineId: def.id });
-  }
-  if (result[0].status === 'error') {
-    throw new ValidationError(`Machine ${def.id} could not start with this input: ${redactText(toErrorInfo(result[0].error).message, input, def.sensitive)}`, { machineId: def.id });
-  }
-  return result;
-}
-
 /** An attempt's outcome recorded in the commit that applies its event; `recorded` runs once that commit is durable. */
 interface OutcomeInCommit {
   finish: AttemptFinish;
   recorded: () => void;
 }
 
-/** Whether a transition's plan concerns child or parent jobs (else `#relations` has nothing to do). */
-function touchesRelations(record: JobRecord, def: RegisteredMachine, plan: ActionPlan): boolean {
-  return (
-    plan.spawnMachines.length > 0 ||
-    plan.childSends.length > 0 ||
-    plan.parentSends.length > 0 ||
-    Boolean(record.parent) ||
-    // A left invocation may have been a child job only where the machine can have any.
-    (plan.effects.deactivate.length > 0 && def.hasChildMachines)
-  );
-}
-
-/** `context.progress` when the machine keeps one (a number 0-100). */
-function contextProgress(context: JsonValue): number | undefined {
-  const p = context !== null && typeof context === 'object' && !Array.isArray(context) ? context['progress'] : undefined;
-  return typeof p === 'number' && Number.isFinite(p) ? Math.min(100, Math.max(0, p)) : undefined;
-}
-
-/** A transition left a context JSON cannot hold: the event's error, recorded as `failed`. */
-class UnserializableSnapshotError extends Error {
-  override name = 'UnserializableSnapshot';
-}
-
-/**
- * A snapshot's persisted form as JSON. A context that JSON cannot hold (a BigInt, an object that
- * refers to itself, a `toJSON` that throws) is the machine's error, named as such.
- */
-function persistedJson(def: RegisteredMachine, next: AnyMachineSnapshot): string {
-  try {
-    return JSON.stringify(def.machine.getPersistedSnapshot(next));
-  } catch (error) {
-    throw new UnserializableSnapshotError(
-      `The new state of ${def.id} cannot be stored as JSON (${toErrorInfo(error).message}); keep context to JSON values: no BigInt, functions, class instances or cycles.`,
-    );
-  }
-}

@@ -1,6 +1,11 @@
-import { createActor, createMachine, getNextTransitions, type AnyEventObject, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
-import { backoffDelay, eventSchemaFor, isStateMachine, type ActivityPolicy, type ErrorInfo, type JsonValue, type RegisteredMachine } from '../index.ts';
+import { createActor, getNextTransitions, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
+import { eventSchemaFor, ValidationError, type ErrorInfo, type JsonValue, type NewEffect, type NewInboxEvent, type NewJob, type NewTimer, type RegisteredMachine } from '../index.ts';
+import { afterFailedAttempt, interruptedError, outcomePayload } from '../step/attempts.ts';
+import type { Relations } from '../step/children.ts';
+import { PARENT_REF } from '../step/childScope.ts';
+import { startStep, step as spoolStep, stopStep, type Step } from '../step/step.ts';
 import { indexTransitions, type StaticTransition, type TransitionDefinitionLike } from './transitions.ts';
+import type { JobOptions, ModelConfig, ModelEffect, ModelJob, ModelState, ModelTimer, PathStep, PredictedRecord, Samples, StateView } from './modelState.ts';
 
 /**
  * A model of what Spool does with one job, used to generate and predict paths.
@@ -8,8 +13,10 @@ import { indexTransitions, type StaticTransition, type TransitionDefinitionLike 
  * XState's pure `transition()` knows the machine; it does not know what Spool does around it:
  * durable timers with absolute deadlines fired in due order, activities that are started after
  * the commit, retried with backoff, settled by token or interrupted by a crash, snapshots that
- * go through JSON between events, child machines run as child jobs. This model mirrors those
- * rules (from the public behaviour of the runtime), so that a path generated on it can be
+ * go through JSON between events, child machines run as child jobs. This model runs every
+ * transition and start through Spool's own step (`src/step`: the runtime's commit path calls the
+ * same function) and the same attempt rules, and mirrors the rest (the order inboxes drain,
+ * timers fire and activities start, from the public behaviour of the runtime), so that a path generated on it can be
  * replayed on the real runtime step by step and every step's state, context and history records
  * can be predicted and checked, for the job under test and for each of its child jobs.
  *
@@ -24,154 +31,12 @@ import { indexTransitions, type StaticTransition, type TransitionDefinitionLike 
  * The real runtime is the judge: a model that drifted from it shows up as a failing path test.
  */
 
-/**
- * What a test does to the job in one step of a path. Plain JSON (it crosses process boundaries).
- * `child`, when present, names a child job by the invoke ids leading to it from the job under
- * test (`review`, or `review/lint` for a grandchild): the step acts on that child job.
- */
-export type PathStep =
-  /** `runtime.send(jobId, event)`. */
-  | { via: 'send'; type: string; event: { type: string; [key: string]: JsonValue }; sample: number; child?: string }
-  /** Move the clock to the runtime's next wake-up (`nextWakeAt()`) and `tick()`: due timers fire, due retries start. */
-  | { via: 'time'; type: 'spool.time' }
-  /** The waiting activity `actorId` finishes: `runtime.complete(token, output)`. */
-  | { via: 'done'; type: string; actorId: string; output: JsonValue; sample: number; child?: string }
-  /** The waiting activity `actorId` fails: `runtime.fail(token, error)`. */
-  | { via: 'error'; type: string; actorId: string; error: JsonValue; sample: number; child?: string }
-  /** The runtime dies while the attempt of `actorId` that started in the previous step is in flight; a new runtime recovers and ticks. */
-  | { via: 'interrupt'; type: 'spool.interrupt'; actorId: string; child?: string };
-
-/** One history record the runtime is expected to write. */
-export interface PredictedRecord {
-  eventType: string;
-  /** `started`: the first record of a child job (`xstate.init`); the job under test's is implied. */
-  outcome: 'applied' | 'ignored' | 'failed' | 'stale' | 'started';
-  from: JsonValue;
-  to: JsonValue;
-}
-
-/** A durable timer in the model (mirrors a `scheduled` row of the timers table). */
-export interface ModelTimer {
-  id: string;
-  key: string;
-  event: { type: string; [key: string]: JsonValue };
-  dueAt: number;
-}
-
-/** An active invocation in the model (mirrors an `active` row of the effects table). */
-export interface ModelEffect {
-  id: string;
-  actorId: string;
-  src: string;
-  /** `activity`: a fromPromise run by the runtime; `child`: a child job (its job id is this id). */
-  kind: 'activity' | 'child';
-  attempt: number;
-  maxAttempts: number;
-  unsafe: boolean;
-  /** `waiting`: deferred, settled by a token (or, for a child, by its end); `backoff`: a retry is due at `nextRunAt`; `settled`: finished. */
-  status: 'waiting' | 'backoff' | 'settled';
-  nextRunAt: number | null;
-  /** Its current attempt started during the step that produced this state. */
-  fresh: boolean;
-}
-
-/** One job in the model: the job under test, or one of its child jobs. */
-export interface ModelJob {
-  /** Invoke ids from the job under test to this job, joined by `/`; `''` for the job under test. */
-  path: string;
-  jobId: string;
-  /** Registered machine id: `<parent id>.<src>` for a child job. */
-  machineId: string;
-  /** For a child job: the parent job's id; else null. */
-  parentJobId: string | null;
-  /** For a child job: its invoke id in the parent; else null. */
-  actorId: string | null;
-  status: 'active' | 'done' | 'error' | 'stopped';
-  machine: AnyMachineSnapshot;
-  revision: number;
-  timers: ModelTimer[];
-  effects: ModelEffect[];
-  /** History records written to this job by the step that produced this state. */
-  records: PredictedRecord[];
-  /** Static transitions of this job's machine taken (applied) during that step, always-transitions included. */
-  taken: StaticTransition[];
-}
-
-/** An event that failed during a step, and why (an action threw, an unsupported action…). */
-export interface ModelFailure {
-  machineId: string;
-  eventType: string;
-  message: string;
-}
-
-/** The model's state: the job under test (these fields), and its child jobs. It is an XState-graph snapshot (status/output/error) too. */
-export interface ModelState extends ModelJob {
-  output: unknown;
-  error: unknown;
-  /** Milliseconds since the job started. */
-  now: number;
-  /**
-   * Child jobs (and theirs), in creation order: running ones, ones that ended during the step
-   * that produced this state, and ended ones with a timer left to fire.
-   */
-  children: ModelJob[];
-  /** Events that failed during the step that produced this state. */
-  failures: ModelFailure[];
-  /** Event types applied (or recorded) during that step, in order, each with the path of its job. */
-  trail: Array<{ path: string; eventType: string }>;
-}
-
-/** What sample functions see of a state. */
-export interface StateView {
-  value: JsonValue;
-  context: JsonValue;
-  status: ModelState['status'];
-}
-
-/** A sample payload, a list of them, or a function of the state giving them. */
-export type Samples<T> = T | readonly T[] | ((state: StateView) => T | readonly T[]);
-
-/** Samples and abstractions for the jobs of one machine. */
-export interface JobOptions {
-  /** Per event type: sample events (with or without `type`). */
-  events: Record<string, Samples<Record<string, unknown>>>;
-  /** Per invoke id or src: sample outputs of `done` steps. Default `[null]`. */
-  outputs: Record<string, Samples<unknown>>;
-  /** Per invoke id or src: sample errors of `error` steps. Default `[{ name: 'Error', message: 'sample failure' }]`. */
-  errors: Record<string, Samples<unknown>>;
-  /** Per src: how many attempts of every invocation fail (retryably) before one waits for its outcome. */
-  failAttempts: Record<string, number>;
-  /** Abstraction of the machine part of the state key. Default `{ value, context }`. */
-  stateKey: ((state: StateView) => unknown) | undefined;
-}
-
-/** How the model was configured: the parts of path options it needs. */
-export interface ModelConfig extends JobOptions {
-  /** The definition as the runtime holds it (defaults resolved). */
-  def: RegisteredMachine;
-  jobId: string;
-  /** Which activities may be interrupted by a crash mid-attempt: `unsafe` ones (default), `all`, or `none`. */
-  interrupts: 'unsafe' | 'all' | 'none';
-  /** Child machines by registered id (`<parent id>.<src>`, recursively): their definitions as registered, and their samples. */
-  children?: Record<string, JobOptions & { def: RegisteredMachine }>;
-}
+export type { PathStep, PredictedRecord, ModelTimer, ModelEffect, ModelJob, ModelFailure, ModelState, StateView, Samples, JobOptions, ModelConfig } from './modelState.ts';
 
 type QueueItem =
   | { job: ModelJob; event: { type: string; [key: string]: JsonValue }; timer?: ModelTimer; effectId?: string }
   /** The runtime stops a child job after the commit of the parent transition that left the invoking state. */
   | { job: ModelJob; stop: true };
-
-interface Traced {
-  next: AnyMachineSnapshot;
-  actions: ActionLike[];
-  taken: TransitionDefinitionLike[];
-}
-
-interface ActionLike {
-  type: string;
-  params?: unknown;
-  info?: { self?: unknown };
-}
 
 interface MachineInfo {
   def: RegisteredMachine;
@@ -181,11 +46,11 @@ interface MachineInfo {
   sampleCache: Map<string, Array<{ type: string; [key: string]: JsonValue }>>;
 }
 
-/**
- * The parent of a child job in the model: a child's `sendParent` resolves to it (the runtime
- * does the same with a marker of its own), and what is sent to it goes to the parent job's inbox.
- */
-const PARENT_MARKER = createActor(createMachine({ id: 'spool.testing.parent' }));
+/** The runner a model's step names (the model writes nothing). */
+const MODEL_RUNNER = 'spool.testing.model';
+
+/** A transition definition's microsteps, by the actor whose scope took them. */
+type Taken = Map<unknown, TransitionDefinitionLike[]>;
 
 /** Thrown when a sample is not usable. */
 export class SampleError extends Error {
@@ -197,6 +62,8 @@ export class JobModel {
   readonly config: ModelConfig;
   readonly machine: AnyStateMachine;
   readonly #machines = new Map<string, MachineInfo>();
+  /** Child machine definitions for the step, by registered id. */
+  readonly #lookup = (machineId: string) => this.#machines.get(machineId)?.def;
 
   constructor(config: ModelConfig) {
     this.config = config;
@@ -213,39 +80,43 @@ export class JobModel {
     for (const child of Object.values(config.children ?? {})) add(child.def, child);
   }
 
-  /** `runtime.start(machineId, input)`: the initial state, its effects, timers and child jobs. */
+  /** `runtime.start(machineId, input)`: the initial state, its effects, timers and child jobs (Spool's start step). */
   initial(input: unknown): ModelState {
     const root = this.#info(this.config.def.id);
     const parsed = this.#parseInput(input);
-    const traced = trace(this.machine, (scope) => this.machine.getInitialSnapshot(scope as never, parsed) as AnyMachineSnapshot);
-    if (traced.next.status === 'error') {
-      throw new SampleError(`Machine ${this.config.def.id} cannot start with input ${JSON.stringify(parsed)}: ${errorText(traced.next.error)}`);
+    let traced: { value: ReturnType<typeof startStep>; taken: Taken; actor: unknown };
+    try {
+      traced = this.#traced(this.machine, false, (actor) =>
+        startStep({ def: this.config.def, input: parsed, jobId: this.config.jobId, idempotencyKey: null, inputHash: '', owner: null, now: 0, actor, machines: this.#lookup, runner: MODEL_RUNNER }),
+      );
+    } catch (error) {
+      if (error instanceof ValidationError) throw new SampleError(`${error.message} (input ${JSON.stringify(parsed)})`);
+      throw error;
     }
+    const { job, relations } = traced.value;
     const state: ModelState = {
       path: '',
       jobId: this.config.jobId,
       machineId: this.config.def.id,
       parentJobId: null,
       actorId: null,
-      status: traced.next.status as ModelState['status'],
+      status: job.status as ModelState['status'],
       output: undefined,
       error: undefined,
-      machine: rehydrate(this.machine, traced.next),
+      machine: rehydrate(this.machine, job.snapshot),
       revision: 1,
       now: 0,
       timers: [],
       effects: [],
       records: [],
-      taken: traced.taken.flatMap((t) => staticOf(root, t)),
+      taken: staticOf(root, traced.taken.get(traced.actor)),
       children: [],
       failures: [],
       trail: [],
     };
-    const plan = this.#plan(state, traced.actions, 1, 0);
-    const relations = plan.problems.length === 0 ? this.#relations(state, state, plan, traced.next, 1) : undefined;
-    if (plan.problems.length > 0 || !relations) throw new SampleError(`Machine ${this.config.def.id} cannot start durably: ${plan.problems.join('; ')}`);
     const queue: QueueItem[] = [];
-    this.#applyPlan(state, state, plan, relations, queue);
+    const writes = { create: job.effects ?? [], deactivate: [], schedule: job.timers ?? [], cancel: [], deliveries: job.deliveries ?? [] };
+    this.#absorb(state, state, writes, relations, traced.taken, queue);
     this.#pump(state, queue);
     this.#drain(state, queue);
     this.#sync(state);
@@ -284,10 +155,7 @@ export class JobModel {
         const effect = job.effects.find((e) => e.kind === 'activity' && e.actorId === step.actorId && e.status === 'waiting');
         if (!effect) throw new Error(`No activity "${step.actorId}" is waiting for its outcome here.`);
         effect.status = 'settled';
-        const event: { type: string; [key: string]: JsonValue } =
-          step.via === 'done'
-            ? { type: `xstate.done.actor.${effect.actorId}`, output: toJson(step.output), actorId: effect.actorId }
-            : { type: `xstate.error.actor.${effect.actorId}`, error: failInfo(step.error) as unknown as JsonValue, actorId: effect.actorId };
+        const event = outcomePayload(effect.actorId, step.via === 'done' ? { output: toJson(step.output) } : { error: failInfo(step.error) });
         queue.push({ job, event, effectId: effect.id });
         this.#drain(next, queue);
         break;
@@ -334,10 +202,10 @@ export class JobModel {
     for (const effect of job.effects) {
       if (effect.kind !== 'activity' || effect.status !== 'waiting') continue;
       samplesOf(own(info.opts.outputs, effect.actorId) ?? own(info.opts.outputs, effect.src) ?? null, view).forEach((output, i) =>
-        out.push({ via: 'done', type: `xstate.done.actor.${effect.actorId}`, actorId: effect.actorId, output: toJson(output), sample: i + 1, ...at }),
+        out.push({ via: 'done', type: outcomePayload(effect.actorId, { output: null }).type, actorId: effect.actorId, output: toJson(output), sample: i + 1, ...at }),
       );
       samplesOf(own(info.opts.errors, effect.actorId) ?? own(info.opts.errors, effect.src) ?? DEFAULT_ERROR, view).forEach((error, i) =>
-        out.push({ via: 'error', type: `xstate.error.actor.${effect.actorId}`, actorId: effect.actorId, error: toJson(error), sample: i + 1, ...at }),
+        out.push({ via: 'error', type: outcomePayload(effect.actorId, { error: null }).type, actorId: effect.actorId, error: toJson(error), sample: i + 1, ...at }),
       );
       const interruptible = this.config.interrupts === 'all' || (this.config.interrupts === 'unsafe' && effect.unsafe);
       if (effect.fresh && interruptible) out.push({ via: 'interrupt', type: 'spool.interrupt', actorId: effect.actorId, ...at });
@@ -465,82 +333,101 @@ export class JobModel {
         continue;
       }
       if (job.status !== 'active') continue; // rejected: an ended job writes no history
-      if (item.timer && cancelled.has(item.timer.id)) {
-        this.#record(state, job, item.event.type, 'stale');
-        continue;
-      }
-      if (item.effectId !== undefined && !job.effects.some((e) => e.id === item.effectId)) {
-        this.#record(state, job, item.event.type, 'stale');
-        continue;
-      }
+      const stale =
+        item.timer && cancelled.has(item.timer.id)
+          ? `timer ${item.timer.id} was cancelled`
+          : item.effectId !== undefined && !job.effects.some((e) => e.id === item.effectId)
+            ? `invocation ${item.effectId} is no longer current`
+            : null;
       const info = this.#info(job.machineId);
-      const machine = info.def.machine;
-      const from = toJson(job.machine.value);
-      let traced: Traced | undefined;
-      let failure: string | undefined;
-      try {
-        traced = trace(
-          machine,
-          (scope) => machine.transition(job.machine, structuredClone(item.event) as AnyEventObject, scope as never) as AnyMachineSnapshot,
-          job.parentJobId === null ? undefined : PARENT_MARKER,
-        );
-      } catch (error) {
-        failure = errorText(error);
-      }
-      const revision = job.revision + 1;
-      let outcome: PredictedRecord['outcome'] = 'applied';
-      let plan: Plan | undefined;
-      let relations: Relations | undefined;
-      if (!traced) outcome = 'failed';
-      // XState hands back the very snapshot it was given, with no action, when nothing handled the event.
-      else if (traced.next === job.machine && traced.actions.length === 0) outcome = 'ignored';
-      else if (traced.next.status === 'error') {
-        outcome = 'failed';
-        failure = errorText(traced.next.error);
-      } else {
-        plan = this.#plan(job, traced.actions, revision, state.now);
-        if (plan.problems.length === 0) relations = this.#relations(state, job, plan, traced.next, revision);
-        if (plan.problems.length > 0) {
-          outcome = 'failed';
-          failure = plan.problems.join('; ');
-        }
-      }
-      job.revision = revision;
+      const { value: result, taken, actor } = this.#step(state, job, item.event, stale);
+      job.revision += 1;
+      const { from, to } = result.commit.transition;
+      const jobTaken = staticOf(info, taken.get(actor));
+      state.trail.push({ path: job.path, eventType: item.event.type });
       // A transition that changed nothing is still the one XState took: it counts as covered.
-      if (outcome === 'ignored' && traced) job.taken.push(...traced.taken.flatMap((t) => staticOf(info, t)));
-      if (outcome !== 'applied' || !traced || !plan || !relations) {
-        job.records.push({ eventType: item.event.type, outcome, from, to: from });
-        state.trail.push({ path: job.path, eventType: item.event.type });
-        if (failure !== undefined) state.failures.push({ machineId: job.machineId, eventType: item.event.type, message: failure });
+      if (result.status === 'ignored') job.taken.push(...jobTaken);
+      if (result.status !== 'applied' || !result.plan) {
+        job.records.push({ eventType: item.event.type, outcome: result.status, from, to: from });
+        if (result.status === 'failed') state.failures.push({ machineId: job.machineId, eventType: item.event.type, message: result.error?.message ?? '' });
         continue;
       }
-      job.machine = rehydrate(machine, traced.next);
-      job.status = traced.next.status as ModelJob['status'];
-      job.records.push({ eventType: item.event.type, outcome, from, to: toJson(job.machine.value) });
-      state.trail.push({ path: job.path, eventType: item.event.type });
-      job.taken.push(...traced.taken.flatMap((t) => staticOf(info, t)));
+      const plan = result.plan;
+      job.machine = rehydrate(info.def.machine, result.commit.job.snapshot);
+      job.status = result.next.status as ModelJob['status'];
+      job.records.push({ eventType: item.event.type, outcome: 'applied', from, to });
+      job.taken.push(...jobTaken);
       for (const key of plan.timers.cancel) {
         for (const q of queue) if ('timer' in q && q.timer && q.job === job && q.timer.key === key) cancelled.add(q.timer.id);
       }
-      this.#applyPlan(state, job, plan, relations, queue);
-      if (plan.effects.create.length > 0 || relations.spawned.some((c) => c.effects.some((e) => e.kind === 'activity'))) this.#pump(state, queue);
+      const writes = { create: result.commit.effects?.create ?? [], deactivate: plan.effects.deactivate, schedule: plan.timers.schedule, cancel: plan.timers.cancel, deliveries: plan.deliveries };
+      this.#absorb(state, job, writes, result.relations, taken, queue);
     }
   }
 
-  #record(state: ModelState, job: ModelJob, eventType: string, outcome: PredictedRecord['outcome']): void {
-    job.revision += 1;
-    const v = toJson(job.machine.value);
-    job.records.push({ eventType, outcome, from: v, to: v });
-    state.trail.push({ path: job.path, eventType });
+  /** One event for one job through Spool's step, with the transitions each actor took. */
+  #step(state: ModelState, job: ModelJob, event: ModelTimer['event'], stale: string | null): { value: Step; taken: Taken; actor: unknown } {
+    const info = this.#info(job.machineId);
+    const parent = job.parentJobId === null ? undefined : allJobs(state).find((j) => j.jobId === job.parentJobId);
+    const invocation = parent?.effects.find((e) => e.id === job.jobId && e.status === 'waiting');
+    return this.#traced(info.def.machine, job.parentJobId !== null, (actor) =>
+      spoolStep({
+        // The step reads the snapshot hydrated, in the actor's scope: the stored text is not needed.
+        job: { id: job.jobId, revision: job.revision, status: job.status, value: toJson(job.machine.value), context: toJson(job.machine.context), snapshot: '', owner: null, parent: parent ? { jobId: parent.jobId, effectId: job.jobId } : null },
+        def: info.def,
+        snapshot: job.machine,
+        actor,
+        event,
+        source: { seq: 0, eventId: '' },
+        now: state.now,
+        stale,
+        children: new Map(job.effects.filter((e) => e.kind === 'child').map((e) => [e.actorId, e.id])),
+        parentEffect: parent && invocation ? { id: invocation.id, jobId: parent.jobId, actorId: invocation.actorId } : undefined,
+        machines: this.#lookup,
+        runner: MODEL_RUNNER,
+      }),
+    );
+  }
+
+  /**
+   * Run `run` with a fresh unstarted actor of the machine (a child's with the parent marker as its
+   * parent), recording which transition definitions each microstep took, by the actor that took
+   * it (XState reports them on its `@xstate.microstep` inspection events): so always-transitions
+   * and guard branches are known exactly, for the job and for each child job its step started.
+   */
+  #traced<T>(machine: AnyStateMachine, asChild: boolean, run: (actor: unknown) => T): { value: T; taken: Taken; actor: unknown } {
+    const taken: Taken = new Map();
+    let recording = false;
+    const inspect = (event: { type: string; actorRef?: unknown }) => {
+      if (!recording || event.type !== '@xstate.microstep') return;
+      const transitions = (event as { _transitions?: TransitionDefinitionLike[] })._transitions;
+      if (!Array.isArray(transitions)) throw new Error('xstate no longer reports the transitions of a microstep (`_transitions`); spool/testing needs an update.');
+      const list = taken.get(event.actorRef) ?? [];
+      list.push(...transitions);
+      taken.set(event.actorRef, list);
+    };
+    // An actor with a parent joins the parent's system, and XState inspects at the system level only.
+    const actor = createActor(machine, (asChild ? { parent: PARENT_REF } : { inspect }) as never);
+    const system = (PARENT_REF as unknown as { system: { inspect: (observer: unknown) => { unsubscribe: () => void } } }).system;
+    const inspection = system.inspect(inspect);
+    recording = true;
+    try {
+      return { value: run(actor), taken, actor };
+    } finally {
+      recording = false;
+      inspection.unsubscribe();
+    }
   }
 
   /** What the runtime does to a child job whose parent left the invoking state: `xstate.stop`, everything of it cancelled, its own children stopped. */
   #stopJob(state: ModelState, job: ModelJob): void {
     if (job.status !== 'active') return;
-    const v = toJson(job.machine.value);
+    const value = toJson(job.machine.value);
+    // The model keeps no snapshot text: the stop step's record is all it reads.
+    const { transition } = stopStep({ id: job.jobId, revision: job.revision, value, context: toJson(job.machine.context), snapshot: '', machineVersion: '' }, state.now);
     job.revision += 1;
     job.status = 'stopped';
-    job.records.push({ eventType: 'xstate.stop', outcome: 'applied', from: v, to: v });
+    job.records.push({ eventType: transition.eventType, outcome: transition.outcome as PredictedRecord['outcome'], from: transition.from, to: transition.to });
     const children = job.effects.filter((e) => e.kind === 'child').map((e) => e.id);
     job.effects = [];
     job.timers = [];
@@ -550,113 +437,69 @@ export class JobModel {
     }
   }
 
-  /** Write what a committed transition asked for, in the order the runtime's commit writes it to the inboxes. */
-  #applyPlan(state: ModelState, job: ModelJob, plan: Plan, relations: Relations, queue: QueueItem[]): void {
-    for (const actorId of plan.effects.deactivate) job.effects = job.effects.filter((e) => e.actorId !== actorId);
-    for (const key of plan.timers.cancel) job.timers = job.timers.filter((t) => t.key !== key);
-    job.effects.push(...plan.effects.create, ...relations.childEffects);
-    job.timers.push(...plan.timers.schedule);
-    state.children.push(...relations.spawned);
-    queue.push(...relations.initial);
-    queue.push(...plan.deliveries.map((event) => ({ job, event })));
-    queue.push(...relations.deliveries);
-    if (relations.settle) {
-      relations.settle.effect.status = 'settled';
-      queue.push(relations.settle.item);
-    }
-    queue.push(...relations.stop.map((child) => ({ job: child, stop: true as const })));
-  }
-
   /**
-   * What a transition means for other jobs (as the runtime's relations): child machines it
-   * invoked become child jobs, its `sendTo` a child and `sendParent` go to those jobs' inboxes, a
-   * child that reached its final state settles its invocation in the parent, and children of
-   * left states are stopped. Problems (a send to no running child…) go to `plan.problems`.
+   * Write what a committed step asked for into the model: effects, timers, new child jobs, and
+   * events queued in the order the runtime's commit writes them to the inboxes (new child jobs'
+   * own first events, then the job's self-sends, then events to its children and parent, then the
+   * settled invocation); children of left states are stopped after.
    */
-  #relations(state: ModelState, job: ModelJob, plan: Plan, next: AnyMachineSnapshot, revision: number): Relations {
-    const out: Relations = { spawned: [], childEffects: [], initial: [], deliveries: [], stop: [] };
-    // Child jobs of current invocations, by invoke id; null: one that ended (what is sent to it is rejected).
-    const live = new Map<string, ModelJob | null>();
-    for (const e of job.effects) {
-      if (e.kind === 'child') live.set(e.actorId, state.children.find((c) => c.jobId === e.id) ?? null);
+  #absorb(
+    state: ModelState,
+    job: ModelJob,
+    writes: { create: readonly NewEffect[]; deactivate: readonly string[]; schedule: readonly NewTimer[]; cancel: readonly string[]; deliveries: readonly NewInboxEvent[] },
+    relations: Relations | undefined,
+    taken: Taken,
+    queue: QueueItem[],
+  ): void {
+    for (const actorId of writes.deactivate) job.effects = job.effects.filter((e) => e.actorId !== actorId);
+    for (const key of writes.cancel) job.timers = job.timers.filter((t) => t.key !== key);
+    job.effects.push(...writes.create.map(modelEffect));
+    job.timers.push(...writes.schedule.map(modelTimer));
+    const spawned = (relations?.children ?? []).map((c) => this.#childJob(state, c, relations?.childActors.get(c.id), taken));
+    const isNew = new Set(spawned.map((c) => c.jobId));
+    const deliver = (d: NewInboxEvent) => {
+      const target = allJobs(state).find((j) => j.jobId === d.jobId);
+      if (target) queue.push({ job: target, event: d.payload as ModelTimer['event'] });
+    };
+    for (const c of relations?.children ?? []) (c.deliveries ?? []).forEach(deliver);
+    const related = relations?.deliveries ?? [];
+    related.filter((d) => isNew.has(d.jobId)).forEach(deliver);
+    writes.deliveries.forEach(deliver);
+    related.filter((d) => !isNew.has(d.jobId)).forEach(deliver);
+    const settle = relations?.settleParent;
+    const parent = settle ? allJobs(state).find((j) => j.jobId === settle.event.jobId) : undefined;
+    const invocation = parent?.effects.find((e) => e.id === settle?.effectId);
+    if (settle && parent && invocation) {
+      invocation.status = 'settled';
+      queue.push({ job: parent, event: settle.event.payload as ModelTimer['event'], effectId: invocation.id });
     }
-    for (const actorId of plan.effects.deactivate) {
-      const child = live.get(actorId);
-      if (child) out.stop.push(child);
-      live.delete(actorId);
+    for (const id of relations?.stopChildren ?? []) {
+      const child = state.children.find((c) => c.jobId === id);
+      if (child) queue.push({ job: child, stop: true });
     }
-    for (const spawn of plan.spawns) {
-      const child = this.#spawn(state, job, spawn, revision, out, plan.problems);
-      if (child) live.set(spawn.actorId, child);
-    }
-    for (const send of plan.childSends) {
-      const child = live.get(send.actorId);
-      if (child === undefined) {
-        plan.problems.push(`sendTo ${send.actorId}: no running child machine with that id`);
-        continue;
-      }
-      if (child) out.deliveries.push({ job: child, event: send.event });
-    }
-    if (job.parentJobId !== null) {
-      const parent = allJobs(state).find((j) => j.jobId === job.parentJobId);
-      if (parent) {
-        for (const event of plan.parentSends) out.deliveries.push({ job: parent, event });
-        const effect = parent.effects.find((e) => e.id === job.jobId);
-        if (next.status === 'done' && effect && effect.status === 'waiting') {
-          const event = { type: `xstate.done.actor.${effect.actorId}`, output: toJson(next.output ?? null), actorId: effect.actorId };
-          out.settle = { effect, item: { job: parent, event, effectId: effect.id } };
-        }
-      }
-    }
-    return out;
+    if (writes.create.some((e) => e.kind !== 'child') || spawned.some((c) => c.effects.some((e) => e.kind === 'activity'))) this.#pump(state, queue);
   }
 
-  /** A child job for an invoked child machine (with its own children), as the runtime creates it in the parent's commit. */
-  #spawn(state: ModelState, parent: ModelJob, spawn: Plan['spawns'][number], revision: number, out: Relations, problems: string[]): ModelJob | undefined {
-    const info = this.#machines.get(`${parent.machineId}.${spawn.src}`);
-    if (!info) {
-      problems.push(`child machine "${spawn.src}" is not registered with ${parent.machineId}`);
-      return undefined;
-    }
-    const machine = info.def.machine;
-    const jobId = `${parent.jobId}~${spawn.actorId}~r${revision}`;
-    let traced: Traced;
-    try {
-      traced = trace(machine, (scope) => machine.getInitialSnapshot(scope as never, spawn.input) as AnyMachineSnapshot, PARENT_MARKER);
-    } catch (error) {
-      problems.push(`child machine "${spawn.src}" could not start: ${errorText(error)}`);
-      return undefined;
-    }
-    const value = toJson(traced.next.value);
+  /** A child job the step created (in the parent's commit), added to the model after its parent. */
+  #childJob(state: ModelState, created: NewJob, actor: unknown, taken: Taken): ModelJob {
+    const info = this.#info(created.machineId);
+    const parent = allJobs(state).find((j) => j.jobId === created.parent?.jobId);
+    const actorId = parent?.effects.find((e) => e.id === created.id)?.actorId ?? created.id;
     const child: ModelJob = {
-      path: parent.path === '' ? spawn.actorId : `${parent.path}/${spawn.actorId}`,
-      jobId,
+      path: !parent || parent.path === '' ? actorId : `${parent.path}/${actorId}`,
+      jobId: created.id,
       machineId: info.def.id,
-      parentJobId: parent.jobId,
-      actorId: spawn.actorId,
-      status: traced.next.status as ModelJob['status'],
-      machine: rehydrate(machine, traced.next),
+      parentJobId: parent?.jobId ?? null,
+      actorId,
+      status: created.status as ModelJob['status'],
+      machine: rehydrate(info.def.machine, created.snapshot),
       revision: 1,
-      timers: [],
-      effects: [],
-      records: [{ eventType: 'xstate.init', outcome: 'started', from: null, to: value }],
-      taken: traced.taken.flatMap((t) => staticOf(info, t)),
+      timers: (created.timers ?? []).map(modelTimer),
+      effects: (created.effects ?? []).map(modelEffect),
+      records: [{ eventType: created.transition.eventType, outcome: 'started', from: created.transition.from, to: created.transition.to }],
+      taken: staticOf(info, taken.get(actor)),
     };
-    const plan = this.#plan(child, traced.actions, 1, state.now);
-    problems.push(...plan.problems);
-    if (plan.childSends.length > 0) problems.push(`child machine "${spawn.src}" sends to its own children on entry; not supported`);
-    child.effects.push(...plan.effects.create);
-    child.timers.push(...plan.timers.schedule);
-    out.childEffects.push({ id: jobId, actorId: spawn.actorId, src: spawn.src, kind: 'child', attempt: 1, maxAttempts: 1, unsafe: false, status: 'waiting', nextRunAt: null, fresh: false });
-    out.spawned.push(child);
-    out.initial.push(...plan.deliveries.map((event) => ({ job: child, event })));
-    // Its own children, created in the same commit.
-    const inner: Relations = { spawned: [], childEffects: [], initial: [], deliveries: [], stop: [] };
-    for (const s of plan.spawns) this.#spawn(state, child, s, 1, inner, problems);
-    child.effects.push(...inner.childEffects);
-    out.spawned.push(...inner.spawned);
-    out.initial.push(...inner.initial, ...inner.deliveries);
-    for (const event of plan.parentSends) out.deliveries.push({ job: parent, event });
+    state.children.push(child);
     return child;
   }
 
@@ -689,140 +532,27 @@ export class JobModel {
       return;
     }
     const error: ErrorInfo = { name: 'Error', message: scriptedFailureMessage(effect.src, effect.attempt) };
-    const policy: ActivityPolicy = info.def.activities[effect.src] ?? {};
-    const retry = effect.attempt < effect.maxAttempts && (policy.retryOn ? policy.retryOn(error) : true);
-    if (retry) {
+    const policy = info.def.activities[effect.src] ?? {};
+    const next = afterFailedAttempt({ policy, effectId: effect.id, attempt: effect.attempt, maxAttempts: effect.maxAttempts, error, terminal: false, retryAfterMs: undefined, now: state.now });
+    if (next.retry) {
       effect.status = 'backoff';
-      effect.nextRunAt = state.now + backoffDelay(policy, effect.attempt, effect.id);
+      effect.nextRunAt = next.retryAt;
       return;
     }
     effect.status = 'settled';
-    const payload = { ...error, code: 'SPOOL_RETRIES_EXHAUSTED', attempts: effect.attempt };
-    queue.push({ job, event: { type: `xstate.error.actor.${effect.actorId}`, error: payload, actorId: effect.actorId }, effectId: effect.id });
+    queue.push({ job, event: outcomePayload(effect.actorId, { error: next.eventError }), effectId: effect.id });
   }
 
   /** What recovery does with an attempt whose runner died. */
   #interrupt(state: ModelState, job: ModelJob, effect: ModelEffect, queue: QueueItem[]): void {
-    let error: ErrorInfo | undefined;
-    if (effect.unsafe) {
-      error = {
-        name: 'IndeterminateOutcomeError',
-        message: `Attempt ${effect.attempt} of ${effect.src} was interrupted and it is unsafe to repeat; its outcome is unknown. Reconcile with the provider.`,
-        code: 'SPOOL_INDETERMINATE',
-      };
-    } else if (effect.attempt >= effect.maxAttempts) {
-      error = {
-        name: 'RetriesExhausted',
-        message: `Attempt ${effect.attempt} of ${effect.maxAttempts} of ${effect.src} was interrupted and no attempts are left.`,
-        code: 'SPOOL_RETRIES_EXHAUSTED',
-      };
-    }
+    const error = interruptedError(effect);
     if (error) {
       effect.status = 'settled';
-      queue.push({ job, event: { type: `xstate.error.actor.${effect.actorId}`, error: error as unknown as JsonValue, actorId: effect.actorId }, effectId: effect.id });
+      queue.push({ job, event: outcomePayload(effect.actorId, { error }), effectId: effect.id });
       this.#drain(state, queue);
       return;
     }
     this.#startAttempt(state, job, effect, queue);
-  }
-
-  /** Turn one transition's actions into effects, timers, child jobs and deliveries, as the runtime plans them. */
-  #plan(job: ModelJob, actions: readonly ActionLike[], revision: number, now: number): Plan {
-    const info = this.#info(job.machineId);
-    const jobId = job.jobId;
-    const isChild = job.parentJobId !== null;
-    const plan: Plan = {
-      effects: { create: [], deactivate: [] },
-      timers: { schedule: [], cancel: [] },
-      deliveries: [],
-      spawns: [],
-      childSends: [],
-      parentSends: [],
-      problems: [],
-    };
-    const actors = (info.def.machine.implementations.actors ?? {}) as Record<string, unknown>;
-    actions.forEach((action, index) => {
-      const params = (action.params ?? {}) as Record<string, unknown>;
-      switch (action.type) {
-        case 'xstate.spawnChild': {
-          const actorId = String(params['id'] ?? '');
-          const src = params['src'];
-          if (typeof src !== 'string' || !(src in actors)) {
-            plan.problems.push(`actor "${actorId}" uses inline logic`);
-            break;
-          }
-          if (/^x:\d+$/.test(actorId)) {
-            plan.problems.push(`actor of "${src}" has a generated id (${actorId})`);
-            break;
-          }
-          if (isStateMachine(actors[src])) {
-            plan.spawns.push({ actorId, src, input: toJson(params['input'] ?? null) });
-            break;
-          }
-          const policy = info.def.activities[src] ?? {};
-          plan.effects.create.push({
-            id: `${jobId}~${actorId}~r${revision}`,
-            actorId,
-            src,
-            kind: 'activity',
-            attempt: 0,
-            maxAttempts: Math.max(1, policy.maxAttempts ?? 3),
-            unsafe: policy.unsafeToRepeat === true,
-            status: 'waiting',
-            nextRunAt: null,
-            fresh: false,
-          });
-          break;
-        }
-        case 'xstate.stopChild': {
-          const ref = (params['actorRef'] ?? params) as { id?: unknown };
-          if (typeof ref.id === 'string') plan.effects.deactivate.push(ref.id);
-          break;
-        }
-        case 'xstate.raise': {
-          const delay = params['delay'];
-          if (typeof delay !== 'number') break;
-          const key = typeof params['id'] === 'string' ? params['id'] : `anon~r${revision}~${index}`;
-          plan.timers.schedule.push({ id: `${jobId}~${key}~r${revision}`, key, event: toJson(params['event']) as ModelTimer['event'], dueAt: now + delay });
-          break;
-        }
-        case 'xstate.sendTo': {
-          const to = params['to'] as { id?: unknown } | string | undefined;
-          const self = action.info?.self as { id?: unknown } | undefined;
-          const event = toJson(params['event']) as ModelTimer['event'];
-          const delay = params['delay'];
-          if (isChild && to === PARENT_MARKER) {
-            if (typeof delay === 'number') plan.problems.push('a delayed sendParent is not durable; delay in the parent instead');
-            else plan.parentSends.push(event);
-            break;
-          }
-          // A string: an actor invoked in this same microstep, not yet among the snapshot's children.
-          const target = typeof to === 'string' ? to : to && to !== self && to.id !== self?.id && typeof to.id === 'string' ? to.id : undefined;
-          if (target !== undefined) {
-            if (typeof delay === 'number') plan.problems.push(`a delayed sendTo ${target} is not durable; delay with after/raise and send on arrival`);
-            else plan.childSends.push({ actorId: target, event });
-            break;
-          }
-          if (!to) {
-            plan.problems.push(`sendTo ${String(params['targetId'] ?? '?')}: no such actor`);
-            break;
-          }
-          if (typeof delay === 'number') {
-            const key = typeof params['id'] === 'string' ? params['id'] : `anon~r${revision}~${index}`;
-            plan.timers.schedule.push({ id: `${jobId}~${key}~r${revision}`, key, event, dueAt: now + delay });
-          } else {
-            plan.deliveries.push(event);
-          }
-          break;
-        }
-        case 'xstate.cancel':
-          if (typeof params['sendId'] === 'string') plan.timers.cancel.push(params['sendId']);
-          break;
-        default:
-          break;
-      }
-    });
-    return plan;
   }
 
   /** Keep the graph-snapshot fields in step with the machine snapshot. */
@@ -831,35 +561,6 @@ export class JobModel {
     state.output = state.machine.output;
     state.error = state.machine.error;
   }
-}
-
-interface Plan {
-  effects: { create: ModelEffect[]; deactivate: string[] };
-  timers: { schedule: ModelTimer[]; cancel: string[] };
-  deliveries: Array<ModelTimer['event']>;
-  /** Child machines invoked: each becomes a child job. */
-  spawns: Array<{ actorId: string; src: string; input: JsonValue }>;
-  /** Events for child jobs, by invoke id. */
-  childSends: Array<{ actorId: string; event: ModelTimer['event'] }>;
-  /** Events for the parent job (`sendParent`). */
-  parentSends: Array<ModelTimer['event']>;
-  problems: string[];
-}
-
-/** What a transition does to other jobs. */
-interface Relations {
-  /** New child jobs (and theirs), in creation order. */
-  spawned: ModelJob[];
-  /** The parent's `child` effects for them. */
-  childEffects: ModelEffect[];
-  /** The new child jobs' own first deliveries (self-sends of their initial state, their children's first messages). */
-  initial: QueueItem[];
-  /** Events to children (`sendTo`) and to the parent (`sendParent`), in commit order. */
-  deliveries: QueueItem[];
-  /** The parent's invocation this (child) job settles by reaching its final state. */
-  settle?: { effect: ModelEffect; item: QueueItem };
-  /** Child jobs to stop after the commit. */
-  stop: ModelJob[];
 }
 
 const DEFAULT_ERROR = [{ name: 'Error', message: 'sample failure' }];
@@ -909,9 +610,23 @@ export function samplesOf<T>(samples: Samples<T>, view: StateView): T[] {
   return Array.isArray(resolved) ? [...(resolved as readonly T[])] : [resolved as T];
 }
 
-function staticOf(info: MachineInfo, t: TransitionDefinitionLike): StaticTransition[] {
-  const s = info.index.get(t);
-  return s ? [s] : [];
+/** The static transitions of this machine among those taken. */
+function staticOf(info: MachineInfo, taken: readonly TransitionDefinitionLike[] | undefined): StaticTransition[] {
+  return (taken ?? []).flatMap((t) => {
+    const s = info.index.get(t);
+    return s ? [s] : [];
+  });
+}
+
+/** An effect the step wrote, as the model tracks it: an activity not started yet, or a child job's invocation. */
+function modelEffect(e: NewEffect): ModelEffect {
+  const child = e.kind === 'child';
+  return { id: e.id, actorId: e.actorId, src: e.src, kind: child ? 'child' : 'activity', attempt: child ? 1 : 0, maxAttempts: e.maxAttempts, unsafe: e.unsafe, status: 'waiting', nextRunAt: null, fresh: false };
+}
+
+/** A timer the step wrote, as the model tracks it. */
+function modelTimer(t: NewTimer): ModelTimer {
+  return { id: t.id, key: t.key, event: t.event as ModelTimer['event'], dueAt: t.dueAt };
 }
 
 function timerOrder(a: ModelTimer, b: ModelTimer): number {
@@ -924,57 +639,9 @@ export function toJson(value: unknown): JsonValue {
   return text === undefined ? null : (JSON.parse(text) as JsonValue);
 }
 
-/** A snapshot as the runtime sees it on the next event: persisted, stored as JSON, restored. */
-function rehydrate(machine: AnyStateMachine, snapshot: AnyMachineSnapshot): AnyMachineSnapshot {
-  const json = JSON.parse(JSON.stringify(machine.getPersistedSnapshot(snapshot)));
-  return createActor(machine, { snapshot: json }).getSnapshot() as AnyMachineSnapshot;
-}
-
-/**
- * Run one macrostep like XState's pure `transition()`, and also record which transition
- * definitions each microstep took (XState reports them on its `@xstate.microstep` inspection
- * events), so always-transitions and guard branches are known exactly. A child job's machine
- * runs with the parent marker as its parent, so its `sendParent` can be recognised.
- */
-function trace(machine: AnyStateMachine, run: (scope: unknown) => AnyMachineSnapshot, parent?: unknown): Traced {
-  const taken: TransitionDefinitionLike[] = [];
-  const actions: ActionLike[] = [];
-  let recording = false;
-  const inspect = (event: { type: string }) => {
-    if (!recording || event.type !== '@xstate.microstep') return;
-    const transitions = (event as { _transitions?: TransitionDefinitionLike[] })._transitions;
-    if (!Array.isArray(transitions)) throw new Error('xstate no longer reports the transitions of a microstep (`_transitions`); spool/testing needs an update.');
-    taken.push(...transitions);
-  };
-  // An actor with a parent joins the parent's system, and XState inspects at the system level only.
-  const self = createActor(machine, (parent === undefined ? { inspect } : { parent }) as never);
-  const system = (self as unknown as { system: { inspect: (observer: unknown) => { unsubscribe: () => void } } }).system;
-  const inspection = parent === undefined ? undefined : system.inspect(inspect);
-  const scope = {
-    self,
-    defer: () => undefined,
-    id: '',
-    logger: () => undefined,
-    sessionId: '',
-    stopChild: () => undefined,
-    system,
-    emit: () => undefined,
-    actionExecutor: (action: ActionLike) => {
-      actions.push(action);
-    },
-  };
-  recording = true;
-  try {
-    const next = run(scope);
-    return { next, actions, taken };
-  } finally {
-    recording = false;
-    inspection?.unsubscribe();
-  }
-}
-
-function errorText(error: unknown): string {
-  return error instanceof Error ? error.message : typeof error === 'string' ? error : JSON.stringify(error) ?? String(error);
+/** A snapshot as the runtime sees it on the next event: its stored JSON, restored. */
+function rehydrate(machine: AnyStateMachine, text: string): AnyMachineSnapshot {
+  return createActor(machine, { snapshot: JSON.parse(text) }).getSnapshot() as AnyMachineSnapshot;
 }
 
 function issues(error: unknown): string {

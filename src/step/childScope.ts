@@ -36,9 +36,14 @@ export function transitionAsChild(machine: AnyStateMachine, json: unknown, event
   return [next, actions, snapshot];
 }
 
-/** `initialTransition()` for a child job, with `sendParent` pointing at {@link PARENT_REF}. */
-export function initialAsChild(machine: AnyStateMachine, input: unknown): [AnyMachineSnapshot, unknown[]] {
+/** `initialTransition()` for a child job, with `sendParent` pointing at {@link PARENT_REF}; also returns the actor that lent its scope. */
+export function initialAsChild(machine: AnyStateMachine, input: unknown): [AnyMachineSnapshot, unknown[], unknown] {
   const actor = createActor(machine, { input, parent: PARENT_REF } as never);
+  return [...initialWithScope(machine, actor, input), actor];
+}
+
+/** `initialTransition()` in the scope of a given unstarted actor of the machine (made with this input). Pure: actions are collected. */
+export function initialWithScope(machine: AnyStateMachine, actor: unknown, input: unknown): [AnyMachineSnapshot, unknown[]] {
   const actions: unknown[] = [];
   const snapshot = machine.getInitialSnapshot(collectingScope(actor, actions) as never, input) as AnyMachineSnapshot;
   return [snapshot, actions];
@@ -52,9 +57,7 @@ export function initialAsChild(machine: AnyStateMachine, input: unknown): [AnyMa
  */
 export function initialInScope(machine: AnyStateMachine, input: unknown): [AnyMachineSnapshot, unknown[], unknown] {
   const actor = createActor(machine, { input } as never);
-  const actions: unknown[] = [];
-  const snapshot = machine.getInitialSnapshot(collectingScope(actor, actions) as never, input) as AnyMachineSnapshot;
-  return [snapshot, actions, actor];
+  return [...initialWithScope(machine, actor, input), actor];
 }
 
 /**

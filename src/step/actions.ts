@@ -1,7 +1,7 @@
 import type { JsonValue, NewEffect, NewInboxEvent, NewTimer } from '../ports/store.ts';
-import { hashJson, toJson } from './json.ts';
-import type { RegisteredMachine } from './registry.ts';
-import { DEFAULT_RETRY } from './retry.ts';
+import { hashJson, toJson } from '../runtime/json.ts';
+import type { RegisteredMachine } from '../runtime/registry.ts';
+import { maxAttemptsOf } from './attempts.ts';
 
 /** An action XState returned from `transition()`: data, plus a working `exec` for custom actions. */
 export interface XStateAction {
@@ -81,7 +81,7 @@ export function planActions(
           actorId,
           src,
           input: toJson(params['input'] ?? null),
-          maxAttempts: Math.max(1, policy.maxAttempts ?? DEFAULT_RETRY.maxAttempts),
+          maxAttempts: maxAttemptsOf(policy),
           unsafe: policy.unsafeToRepeat === true,
           createdRevision: revision,
           at: now,
