@@ -5,7 +5,17 @@
  * disk sync) while each commit is still checked, and succeeds or fails, on its own.
  *
  * No driver type crosses this file. Every `now`/`at` is a parameter: stores never read a clock.
+ *
+ * Storage faults. Besides its results, any call may throw only Spool's typed storage faults
+ * (src/runtime/errors.ts), never a driver's error: `StorageFullError` and `StorageIoError`
+ * (retryable: nothing was changed; a Postgres store maps disk full, a lost connection before
+ * COMMIT and a serialisation failure here), `DatabaseBusyError` (retryable: a lock held past the
+ * timeout), `StorageAccessError` (bad configuration: read-only, permission denied) and
+ * `DatabaseDamagedError` (the file is damaged: check it with `spool doctor`). Writes
+ * (`writeBatch`, `commit`) may also throw {@link CommitOutcomeUnknown}. A fault fails the whole
+ * call: it is never reported as one write's refusal (`reason: 'error'`, `Outcome.ok` false).
  */
+import { SpoolError } from '../runtime/errors.ts';
 
 /** Any JSON value as stored. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
@@ -60,7 +70,13 @@ export interface JobRecord {
    * `fence` grows with every claim and is checked by every write under the lease.
    */
   lease: JobLease | null;
-  /** Set by a store when a stored column could not be read back: the job cannot run. */
+  /**
+   * Set by a store when a stored column of the job could not be read back ("damaged record:
+   * jobs.context"): the job cannot run. The value of such a column reads as null. `quarantine` is
+   * the column as it was read; a store records the same reason as the job's quarantine when it can
+   * (once: never over another reason), so the job is listed with the quarantined ones from then
+   * on, and it is never stuck (`JobFilter.stuck` leaves damaged rows out).
+   */
   corruption?: string;
   createdAt: number;
   updatedAt: number;
@@ -170,6 +186,8 @@ export interface InboxRecord {
   sourceId: string | null;
   /** The effect attempt behind an `effect` event. */
   attempt: number | null;
+  /** Set when a JSON column of this row could not be read back ("damaged record: <table>.<column>"; it reads as null): the store quarantines the row's job with that reason. */
+  damaged?: string;
 }
 
 /** An event waiting in (or once held by) the inbox: it has its place in the queue. */
@@ -212,6 +230,8 @@ export interface TransitionRecord {
   /** The runner that committed it and the lease fence it held (the audit of single ownership). */
   runner: string | null;
   fence: number | null;
+  /** Set when a JSON column of this row could not be read back ("damaged record: <table>.<column>"; it reads as null): the store quarantines the row's job with that reason. */
+  damaged?: string;
 }
 
 export type TransitionDraft = Omit<TransitionRecord, 'jobId' | 'revision' | 'runner' | 'fence'>;
@@ -286,6 +306,50 @@ export type CommitResult =
   | { ok: false; reason: 'outcome-not-current' }
   | { ok: false; reason: 'error'; error: ErrorInfo };
 
+/** A job operation of a batch whose outcome is not known (see {@link CommitOutcomeUnknown}). */
+export type UnresolvedOperation =
+  /** A new job: it landed if `getJob(jobId)` finds it. */
+  | { kind: 'create'; jobId: string }
+  /** A transition to `revision` settling `eventId` (null: none): it landed if `commitLanded` says so. */
+  | { kind: 'commit'; jobId: string; revision: number; eventId: string | null }
+  /** An attempt's outcome: it landed if `getEffect(effectId)` is past `attempt`'s running state. */
+  | { kind: 'finish'; effectId: string; attempt: number }
+  /** An activity claim: treat it as not claimed; a landed claim expires at its `claimUntil`. */
+  | { kind: 'claim'; effectId: string };
+
+/**
+ * A write (`writeBatch`, `commit`) whose transaction's outcome the store cannot know: the
+ * connection failed, or an I/O error was raised by the COMMIT itself, so the whole transaction may
+ * or may not have landed (all of it or none: it is one transaction). `unresolved` lists its job
+ * operations. The engine resolves each by reading back (`commitLanded`, `getJob`, `getEffect`):
+ * landed → as committed; absent → write it again; never apply one twice. Retryable for a caller
+ * that sends again with the same event id (a repeat of a recorded id is never applied twice).
+ */
+export class CommitOutcomeUnknown extends SpoolError {
+  readonly code = 'SPOOL_COMMIT_OUTCOME_UNKNOWN';
+  readonly category = 'retryable';
+  readonly unresolved: readonly UnresolvedOperation[];
+  constructor(message: string, unresolved: readonly UnresolvedOperation[], details: Record<string, unknown> = {}) {
+    super(message, { ...details, unresolved });
+    this.unresolved = unresolved;
+  }
+}
+
+/** The operations of a batch, as {@link CommitOutcomeUnknown} lists them. */
+export function operationsOf(batch: WriteBatch): UnresolvedOperation[] {
+  return [
+    ...(batch.creates ?? []).map((j) => ({ kind: 'create' as const, jobId: j.id })),
+    ...(batch.commits ?? []).map((c) => ({
+      kind: 'commit' as const,
+      jobId: c.jobId,
+      revision: c.expectedRevision + 1,
+      eventId: c.event?.accept?.eventId ?? c.transition.eventId ?? null,
+    })),
+    ...(batch.finishes ?? []).map((f) => ({ kind: 'finish' as const, effectId: f.id, attempt: f.attempt })),
+    ...(batch.claims ?? []).map((c) => ({ kind: 'claim' as const, effectId: c.id })),
+  ];
+}
+
 export type EffectStatus = 'pending' | 'running' | 'waiting' | 'backoff' | 'succeeded' | 'failed' | 'cancelled';
 
 /** One invocation of an activity: its idempotency key is `id`, stable across retries and restarts. */
@@ -315,6 +379,8 @@ export interface EffectRecord {
   createdRevision: number;
   createdAt: number;
   updatedAt: number;
+  /** Set when a JSON column of this row could not be read back ("damaged record: <table>.<column>"; it reads as null): the store quarantines the row's job with that reason. */
+  damaged?: string;
 }
 
 export interface NewEffect {
@@ -341,6 +407,8 @@ export interface AttemptRecord {
   endedAt: number | null;
   outcome: AttemptOutcome;
   error: ErrorInfo | null;
+  /** Set when a JSON column of this row could not be read back ("damaged record: <table>.<column>"; it reads as null): the store quarantines the row's job with that reason. */
+  damaged?: string;
 }
 
 /** An effect claimed for its next attempt, with the fence of its job's lease the runner now holds. */
@@ -409,6 +477,8 @@ export interface TimerRecord {
   status: TimerStatus;
   createdRevision: number;
   createdAt: number;
+  /** Set when a JSON column of this row could not be read back ("damaged record: <table>.<column>"; it reads as null): the store quarantines the row's job with that reason. */
+  damaged?: string;
 }
 
 export type NewTimer = Omit<TimerRecord, 'status'>;
@@ -432,6 +502,8 @@ export interface AssetRecord {
   effectId: string | null;
   attempt: number | null;
   createdAt: number;
+  /** Set when a JSON column of this row could not be read back ("damaged record: <table>.<column>"; it reads as null): the store quarantines the row's job with that reason. */
+  damaged?: string;
 }
 
 export interface JobFilter {
@@ -673,6 +745,13 @@ export interface JobStore {
   jobsWithPendingEvents(limit: number, lease?: { runner: string; now: number }): Promise<string[]>;
   /** Apply commits, each on its own revision check; all share one durable transaction. */
   commit(commits: readonly TransitionCommit[]): Promise<CommitResult[]>;
+  /**
+   * Whether the commit of a {@link CommitOutcomeUnknown} landed: the job's history holds
+   * `revision`, recorded for `eventId` (null: a transition without an event). A revision is
+   * written once, so true means that very commit landed, and false (the revision is absent, or
+   * holds another event) that it did not.
+   */
+  commitLanded(jobId: string, revision: number, eventId: string | null): Promise<boolean>;
   /**
    * Settle a pending event without touching the job (e.g. it arrived for a job that has since
    * ended). `payload`, when given, replaces the stored one (the payload with sensitive fields
