@@ -38,6 +38,7 @@ import { formatBlock, formatJson, formatState, formatTime, keyValues, redactKeys
 import { DEFAULT_MACHINES_MODULE, loadMachines } from './loadMachines.ts';
 import { parseDuration } from './duration.ts';
 import { addScheduleCommands, describeScheduleEvent } from './schedule.ts';
+import { addDoctorCommand } from './doctor.ts';
 import { onShutdownSignals } from './signals.ts';
 import { collectPathTests, isPathTestSubject, runPathTests, type MachinePathResult, type PathTestProgress } from '../testing/runPathTests.ts';
 
@@ -571,6 +572,7 @@ Examples:
     write: (command, json, human) => write(io, globals(command), json, human),
     sensitiveKeys,
   });
+  addDoctorCommand(program, { stdout: io.stdout, cwd: io.cwd, setExitCode });
 
   return program;
 }
