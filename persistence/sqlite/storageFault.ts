@@ -123,20 +123,28 @@ function tableOf(message: string): { table?: string } {
 }
 
 /**
- * Route every async method of a store class through {@link storageFault}: one wrapper for every
- * entry point, not a try/catch per method. `contextOf` gives the path of the instance.
+ * Route every method of a store class through {@link storageFault}: one wrapper for every entry
+ * point, not a try/catch per method. A method's rejection (or throw) is mapped; what it returns is
+ * passed on as it is. `contextOf` gives the path of the instance.
  */
 export function guardEntryPoints<T extends object>(cls: { prototype: T }, contextOf: (self: T) => string): void {
   const proto = cls.prototype as Record<string, unknown>;
   for (const name of Object.getOwnPropertyNames(proto)) {
     if (name === 'constructor') continue;
     const descriptor = Object.getOwnPropertyDescriptor(proto, name);
-    const method = descriptor?.value;
-    if (typeof method !== 'function' || method.constructor.name !== 'AsyncFunction') continue;
-    const guarded = function (this: T, ...args: unknown[]): Promise<unknown> {
-      return (method as (...a: unknown[]) => Promise<unknown>).apply(this, args).then(undefined, (error: unknown) => {
+    const method = descriptor?.value as ((...a: unknown[]) => unknown) | undefined;
+    if (typeof method !== 'function') continue;
+    const guarded = function (this: T, ...args: unknown[]): unknown {
+      const fault = (error: unknown) => {
         throw storageFault(error, { path: contextOf(this), call: name });
-      });
+      };
+      let result: unknown;
+      try {
+        result = method.apply(this, args);
+      } catch (error) {
+        return fault(error);
+      }
+      return result instanceof Promise ? result.then(undefined, fault) : result;
     };
     Object.defineProperty(guarded, 'name', { value: name });
     Object.defineProperty(proto, name, { ...descriptor, value: guarded });
