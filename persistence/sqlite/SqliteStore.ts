@@ -47,7 +47,7 @@ import { DatabaseBusyError, DatabaseDamagedError, SchemaTooNewError, SpoolError,
 import { attemptsLeft, exhausted, releasesLeft, SQLITE, stuck } from './predicates.ts';
 import { SqliteSchedules } from './schedules.ts';
 import { CHECK, guardEntryPoints, isSqliteFault, outcomeUnknownAtCommit, storageFault } from './storageFault.ts';
-import { DAMAGED_RECORD, damageReason, toAssetRecord, toAttemptRecord, toEffectRecord, toInboxRecord, toJobRecord, toTimerRecord, toTransitionRecord, type Row } from './records.ts';
+import { damageReason, toAssetRecord, toAttemptRecord, toEffectRecord, toInboxRecord, toJobRecord, toTimerRecord, toTransitionRecord, type Row } from './records.ts';
 
 export { DatabaseBusyError };
 
@@ -140,12 +140,12 @@ function failure(error: unknown): CommitResult {
   return { ok: false, reason: 'error', error: { name: (error as Error).name, message: (error as Error).message } };
 }
 
-/** One write of a batch, run (as the port's `outcomeOf`), except that a storage fault fails the whole transaction. */
+/** One write of a batch, run (as the port's `outcomeOf`), except that a storage fault (or an unknown outcome) fails the whole call. */
 function outcomeOf<T>(write: () => T): Outcome<T> {
   try {
     return { ok: true, result: write() };
   } catch (error) {
-    if (isSqliteFault(error)) throw error;
+    if (isSqliteFault(error) || error instanceof CommitOutcomeUnknown) throw error;
     return { ok: false, error };
   }
 }
