@@ -6,13 +6,17 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { jobLifecycle } from '../machines/index.ts';
 import { SqliteStore } from '../persistence/sqlite/index.ts';
 import { outcomeUnknownAtCommit, storageFault } from '../persistence/sqlite/storageFault.ts';
 import { CommitOutcomeUnknown, DatabaseBusyError, DatabaseDamagedError, SpoolError, StorageAccessError, StorageFullError, StorageIoError } from '../src/index.ts';
 import { operationsOf } from '../src/ports/store.ts';
+import { ChildScript } from './helpers/proc.ts';
 import { dumpDatabase, Resources, TMP_ROOT } from './helpers/resources.ts';
+
+const COMMIT_IO_CHILD = fileURLToPath(new URL('./helpers/commitIoErrorChild.ts', import.meta.url));
 
 const res = new Resources();
 afterEach(() => res.dispose());
@@ -92,6 +96,35 @@ describe('a commit whose outcome is unknown', () => {
     expect(await store.commitLanded('a', 3, 'start-1')).toBe(false);
     expect(await store.commitLanded('a', 1, null)).toBe(true);
     expect(await store.commitLanded('missing', 1, null)).toBe(false);
+  });
+});
+
+describe('an I/O error raised by COMMIT (a real one: the WAL write fails with EFBIG past a file-size limit)', () => {
+  it('throws CommitOutcomeUnknown naming the operations, and commitLanded resolves it once the fault clears', async () => {
+    const path = res.dbPath();
+    const child = new ChildScript(COMMIT_IO_CHILD, [path]);
+    try {
+      const ready = await child.waitFor((l) => l.type === 'ready');
+      // Past 8 KB no file of the child may grow: the database file is written only at checkpoints, the WAL at COMMIT.
+      execFileSync('prlimit', ['--pid', String(ready['pid']), '--fsize=8192:']);
+      child.proc.stdin.write('go\n');
+      const thrown = await child.waitFor((l) => l.type === 'thrown');
+      expect(thrown).toMatchObject({
+        name: 'CommitOutcomeUnknown',
+        code: 'SPOOL_COMMIT_OUTCOME_UNKNOWN',
+        unresolved: [
+          { kind: 'create', jobId: 'second' },
+          { kind: 'create', jobId: 'third' },
+        ],
+      });
+      expect(thrown['message']).toMatch(/failed at COMMIT/);
+      execFileSync('prlimit', ['--pid', String(ready['pid']), '--fsize=unlimited:']);
+      child.proc.stdin.write('read\n');
+      // Read back: the WAL's commit frame never made it, so the batch did not land (and may be written again).
+      expect(await child.waitFor((l) => l.type === 'read')).toMatchObject({ landed: false, job: null, again: true });
+    } finally {
+      await child.kill('SIGKILL');
+    }
   });
 });
 
