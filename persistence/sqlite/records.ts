@@ -5,13 +5,12 @@
  * quarantines the row's job with (SqliteStore) and `spool doctor` reports.
  */
 import type { AssetRecord, AttemptRecord, EffectRecord, ErrorInfo, InboxRecord, JobRecord, JsonValue, TimerRecord, TransitionRecord } from '../../src/ports/store.ts';
+import { DAMAGED_RECORD } from '../../src/ports/store.ts';
 import { DatabaseDamagedError } from '../../src/runtime/errors.ts';
 import { CHECK } from './storageFault.ts';
 
 export type Row = Record<string, unknown>;
 
-/** What every damaged-record reason starts with. */
-export const DAMAGED_RECORD = 'damaged record: ';
 
 /** The reason for damaged columns of one table: "damaged record: jobs.context is not valid JSON". */
 export function damageReason(table: string, columns: readonly string[]): string {

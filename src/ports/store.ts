@@ -306,6 +306,13 @@ export type CommitResult =
   | { ok: false; reason: 'outcome-not-current' }
   | { ok: false; reason: 'error'; error: ErrorInfo };
 
+/**
+ * What the reason of a quarantine for a damaged stored record starts with ("damaged record:
+ * jobs.context is not valid JSON"): the job's rows need checking (`spool doctor`) or restoring,
+ * not a machine version registered. A store writes it; the engine keeps such a quarantine.
+ */
+export const DAMAGED_RECORD = 'damaged record: ';
+
 /** A job operation of a batch whose outcome is not known (see {@link CommitOutcomeUnknown}). */
 export type UnresolvedOperation =
   /** A new job: it landed if `getJob(jobId)` finds it. */
