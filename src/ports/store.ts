@@ -20,6 +20,15 @@ import { SpoolError } from '../runtime/errors.ts';
 /** Any JSON value as stored. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 
+/**
+ * A record read back from a row with JSON columns. `damaged` is set when one of them could not be
+ * read ("damaged record: <table>.<column> is not valid JSON"; the value reads as null): the store
+ * quarantines the row's job with that reason, and the other jobs go on.
+ */
+export interface MayBeDamaged {
+  damaged?: string;
+}
+
 /** XState's actor status as persisted in the snapshot. `done` and `error` are terminal. */
 export type JobStatus = 'active' | 'done' | 'error' | 'stopped';
 
@@ -167,7 +176,7 @@ export interface ErrorInfo {
  * an external event applied in the very commit that accepted it (nothing queued before it) is
  * recorded by its history row alone, and has no `seq`.
  */
-export interface InboxRecord {
+export interface InboxRecord extends MayBeDamaged {
   /** Inbox order (global); null for an event applied as it was accepted (it was never queued). */
   seq: number | null;
   jobId: string;
@@ -186,8 +195,6 @@ export interface InboxRecord {
   sourceId: string | null;
   /** The effect attempt behind an `effect` event. */
   attempt: number | null;
-  /** Set when a JSON column of this row could not be read back ("damaged record: <table>.<column>"; it reads as null): the store quarantines the row's job with that reason. */
-  damaged?: string;
 }
 
 /** An event waiting in (or once held by) the inbox: it has its place in the queue. */
@@ -215,7 +222,7 @@ export interface AcceptResult {
 export type TransitionOutcome = 'started' | 'applied' | 'ignored' | 'failed' | 'migrated' | 'stale';
 
 /** One history record: the commit that produced `revision`. */
-export interface TransitionRecord {
+export interface TransitionRecord extends MayBeDamaged {
   jobId: string;
   revision: number;
   eventId: string | null;
@@ -230,11 +237,9 @@ export interface TransitionRecord {
   /** The runner that committed it and the lease fence it held (the audit of single ownership). */
   runner: string | null;
   fence: number | null;
-  /** Set when a JSON column of this row could not be read back ("damaged record: <table>.<column>"; it reads as null): the store quarantines the row's job with that reason. */
-  damaged?: string;
 }
 
-export type TransitionDraft = Omit<TransitionRecord, 'jobId' | 'revision' | 'runner' | 'fence'>;
+export type TransitionDraft = Omit<TransitionRecord, 'jobId' | 'revision' | 'runner' | 'fence' | 'damaged'>;
 
 /**
  * One job's commit: write the new job state `WHERE id = ? AND revision = expectedRevision`,
@@ -360,7 +365,7 @@ export function operationsOf(batch: WriteBatch): UnresolvedOperation[] {
 export type EffectStatus = 'pending' | 'running' | 'waiting' | 'backoff' | 'succeeded' | 'failed' | 'cancelled';
 
 /** One invocation of an activity: its idempotency key is `id`, stable across retries and restarts. */
-export interface EffectRecord {
+export interface EffectRecord extends MayBeDamaged {
   id: string;
   jobId: string;
   /** The invoke id: outcomes come back as `xstate.done.actor.<actorId>` / `xstate.error.actor.<actorId>`. */
@@ -386,8 +391,6 @@ export interface EffectRecord {
   createdRevision: number;
   createdAt: number;
   updatedAt: number;
-  /** Set when a JSON column of this row could not be read back ("damaged record: <table>.<column>"; it reads as null): the store quarantines the row's job with that reason. */
-  damaged?: string;
 }
 
 export interface NewEffect {
@@ -406,7 +409,7 @@ export interface NewEffect {
 
 export type AttemptOutcome = 'running' | 'succeeded' | 'failed' | 'waiting' | 'interrupted' | 'stale';
 
-export interface AttemptRecord {
+export interface AttemptRecord extends MayBeDamaged {
   effectId: string;
   attempt: number;
   runner: string | null;
@@ -414,8 +417,6 @@ export interface AttemptRecord {
   endedAt: number | null;
   outcome: AttemptOutcome;
   error: ErrorInfo | null;
-  /** Set when a JSON column of this row could not be read back ("damaged record: <table>.<column>"; it reads as null): the store quarantines the row's job with that reason. */
-  damaged?: string;
 }
 
 /** An effect claimed for its next attempt, with the fence of its job's lease the runner now holds. */
@@ -474,7 +475,7 @@ export type TimerKind = 'after' | 'raise' | 'sendTo';
 export type TimerStatus = 'scheduled' | 'fired' | 'delivered' | 'cancelled';
 
 /** A durable timer: an event due at an absolute time. */
-export interface TimerRecord {
+export interface TimerRecord extends MayBeDamaged {
   id: string;
   jobId: string;
   key: string;
@@ -484,11 +485,9 @@ export interface TimerRecord {
   status: TimerStatus;
   createdRevision: number;
   createdAt: number;
-  /** Set when a JSON column of this row could not be read back ("damaged record: <table>.<column>"; it reads as null): the store quarantines the row's job with that reason. */
-  damaged?: string;
 }
 
-export type NewTimer = Omit<TimerRecord, 'status'>;
+export type NewTimer = Omit<TimerRecord, 'status' | 'damaged'>;
 
 export interface NoteRecord {
   jobId: string;
@@ -498,7 +497,7 @@ export interface NoteRecord {
 }
 
 /** An output linked to its job (a file, an upload, a report). */
-export interface AssetRecord {
+export interface AssetRecord extends MayBeDamaged {
   jobId: string;
   /** Unique per job: attaching the same key again (a retried attempt) is a no-op. */
   key: string;
@@ -509,8 +508,6 @@ export interface AssetRecord {
   effectId: string | null;
   attempt: number | null;
   createdAt: number;
-  /** Set when a JSON column of this row could not be read back ("damaged record: <table>.<column>"; it reads as null): the store quarantines the row's job with that reason. */
-  damaged?: string;
 }
 
 export interface JobFilter {
