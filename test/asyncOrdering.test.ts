@@ -1,0 +1,120 @@
+/**
+ * Ordering without a synchronous driver: the SQLite store behind the asynchronous boundary
+ * (test/helpers/asyncStore.ts), where calls in flight together execute, and their results arrive,
+ * in any order. Many jobs run activity steps at once, over many seeds; every guarantee must hold:
+ * each step runs once, its outcome is recorded and applied, no lease is lost, nothing is stale.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { assign, fromPromise, setup } from 'xstate';
+import { SqliteStore } from '../persistence/sqlite/index.ts';
+import type { JobStore, LogEntry } from '../src/index.ts';
+import { VirtualClock } from '../src/testing/index.ts';
+import { asyncStore, seededRandom } from './helpers/asyncStore.ts';
+import { Resources } from './helpers/resources.ts';
+
+const res = new Resources();
+/** The activities of `pinged` waiting for the test, by job: opened by the test, or after it. */
+const gates = new Map<string, () => void>();
+afterEach(async () => {
+  for (const open of gates.values()) open();
+  gates.clear();
+  await res.dispose();
+});
+
+/** `turns` event-loop turns, or fewer once `done()` holds. */
+async function turnsUntil(done: () => boolean, turns = 50): Promise<void> {
+  for (let turn = 0; turn < turns && !done(); turn += 1) await new Promise((resolve) => setImmediate(resolve));
+}
+
+/** Three activity steps, then done. */
+const steps = setup({
+  types: { context: {} as { n: number } },
+  actors: { step: fromPromise(async ({ input }: { input: number }) => input + 1) },
+}).createMachine({
+  id: 'steps',
+  context: { n: 0 },
+  initial: 'a',
+  states: {
+    a: { invoke: { id: 'a', src: 'step', input: ({ context }) => context.n, onDone: { target: 'b', actions: assign({ n: ({ event }) => event.output }) } } },
+    b: { invoke: { id: 'b', src: 'step', input: ({ context }) => context.n, onDone: { target: 'c', actions: assign({ n: ({ event }) => event.output }) } } },
+    c: { invoke: { id: 'c', src: 'step', input: ({ context }) => context.n, onDone: { target: 'done', actions: assign({ n: ({ event }) => event.output }) } } },
+    done: { type: 'final' },
+  },
+});
+
+describe('the SQLite store behind an asynchronous boundary', () => {
+  it('reorders: calls issued together execute, and resolve, in either order; results arrive on a later macrotask', async () => {
+    const orders = new Set<string>();
+    for (let seed = 1; seed <= 20; seed += 1) {
+      const executed: string[] = [];
+      const resolved: string[] = [];
+      const inner = { description: 'probe', async getJob(id: string) { executed.push(id); return undefined; } };
+      const store = asyncStore(inner as unknown as JobStore, { seed });
+      let turned = false;
+      const calls = ['a', 'b', 'c'].map((id) => store.getJob(id).then(() => {
+        expect(turned).toBe(true);
+        resolved.push(id);
+      }));
+      setImmediate(() => (turned = true));
+      expect(executed).toEqual([]); // never inside the caller's synchronous code
+      await Promise.all(calls);
+      orders.add(`${executed.join('')}/${resolved.join('')}`);
+    }
+    expect([...orders].some((o) => !o.startsWith('abc/'))).toBe(true);
+    expect([...orders].some((o) => o.split('/')[0] !== o.split('/')[1])).toBe(true);
+  });
+
+  it('copies the arguments when a call is issued, keeps optional methods optional, the description as it is, and closes after the calls in flight', async () => {
+    const seen: unknown[] = [];
+    let closed = false;
+    const inner = {
+      description: 'probe',
+      async addNote(note: unknown) {
+        expect(closed).toBe(false);
+        seen.push(note);
+      },
+      async close() {
+        closed = true;
+      },
+    };
+    const store = asyncStore(inner as unknown as JobStore, { seed: 3 });
+    const note = { jobId: 'j', kind: 'k', message: 'as issued', at: 1 };
+    const adding = store.addNote(note);
+    note.message = 'changed after';
+    expect(store.description).toBe('probe');
+    expect(store.releaseAttempt).toBeUndefined();
+    expect(store.externalChanges).toBeUndefined();
+    await store.close();
+    expect(closed).toBe(true);
+    await adding;
+    expect(seen).toEqual([{ jobId: 'j', kind: 'k', message: 'as issued', at: 1 }]);
+  });
+
+  it('seededRandom replays: the same seed draws the same numbers', () => {
+    const a = seededRandom(7);
+    const b = seededRandom(7);
+    expect(Array.from({ length: 5 }, a)).toEqual(Array.from({ length: 5 }, b));
+  });
+
+  it.each(Array.from({ length: 8 }, (_, i) => i + 1))('jobs of activity steps, run together (seed %i): each step runs once, no outcome or lease is lost', async (seed) => {
+    const clock = new VirtualClock(Date.parse('2026-01-01T00:00:00Z'));
+    const store = asyncStore(await SqliteStore.open(res.dbPath(), { clock }), { seed });
+    const logs: LogEntry[] = [];
+    const runtime = await res.runtime({ store, machines: [steps], clock, log: (e) => logs.push(e) });
+    const ids = Array.from({ length: 16 }, (_, i) => `j${i}`);
+    await Promise.all(ids.map((id) => runtime.start('steps', {}, { jobId: id })));
+    for (let round = 0; round < 40; round += 1) {
+      await runtime.tick();
+      await runtime.idle();
+      const jobs = await Promise.all(ids.map((id) => runtime.get(id)));
+      if (jobs.every((j) => j.final)) break;
+    }
+    for (const id of ids) {
+      const job = await runtime.get(id);
+      expect({ id, value: job.value, context: job.context }).toEqual({ id, value: 'done', context: { n: 3 } });
+      const attempts = (await runtime.details(id)).attempts;
+      expect(attempts.map((a) => `${a.attempt}:${a.outcome}`)).toEqual(['1:succeeded', '1:succeeded', '1:succeeded']);
+    }
+    expect(logs.filter((e) => e.level !== 'info').map((e) => JSON.stringify(e))).toEqual([]);
+  });
+});
