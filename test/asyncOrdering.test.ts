@@ -7,7 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { assign, fromPromise, setup } from 'xstate';
 import { SqliteStore } from '../persistence/sqlite/index.ts';
-import type { JobStore, LogEntry } from '../src/index.ts';
+import type { EffectClaim, JobStore, LogEntry, TransitionCommit, WriteBatch } from '../src/index.ts';
 import { VirtualClock } from '../src/testing/index.ts';
 import { asyncStore, seededRandom } from './helpers/asyncStore.ts';
 import { Resources } from './helpers/resources.ts';
@@ -115,6 +115,102 @@ describe('the SQLite store behind an asynchronous boundary', () => {
       const attempts = (await runtime.details(id)).attempts;
       expect(attempts.map((a) => `${a.attempt}:${a.outcome}`)).toEqual(['1:succeeded', '1:succeeded', '1:succeeded']);
     }
+    expect(logs.filter((e) => e.level !== 'info').map((e) => JSON.stringify(e))).toEqual([]);
+  });
+});
+
+/** An activity that waits for the test, in a state that also takes PING (a commit that creates no effect). */
+const pinged = setup({
+  types: { context: {} as { pings: number; out: string } },
+  actors: { wait: fromPromise(async ({ input }: { input: string }) => { await new Promise<void>((resolve) => gates.set(input, resolve)); return 'ok'; }) },
+}).createMachine({
+  id: 'pinged',
+  context: { pings: 0, out: '' },
+  initial: 'working',
+  states: {
+    working: {
+      invoke: { id: 'wait', src: 'wait', input: ({ self }) => self.id, onDone: { target: 'done', actions: assign({ out: ({ event }) => String(event.output) }) } },
+      on: { PING: { actions: assign({ pings: ({ context }) => context.pings + 1 }) } },
+    },
+    done: { type: 'final' },
+  },
+});
+
+describe('a commit that lets the lease go, racing the claim of the job\'s activity', () => {
+  it.each(Array.from({ length: 16 }, (_, i) => i + 1))('seed %i: the attempt keeps its lease and its outcome is applied', async (seed) => {
+    const clock = new VirtualClock(Date.parse('2026-01-01T00:00:00Z'));
+    const store = asyncStore(await SqliteStore.open(res.dbPath(), { clock }), { seed });
+    const logs: LogEntry[] = [];
+    const runtime = await res.runtime({ store, machines: [pinged], clock, log: (e) => logs.push(e) });
+    const ids = Array.from({ length: 8 }, (_, i) => `p${i}`);
+    await Promise.all(ids.map(async (id) => {
+      await runtime.start('pinged', {}, { jobId: id });
+      await runtime.send(id, { type: 'PING' });
+    }));
+    await turnsUntil(() => gates.size >= ids.length, 5_000);
+    expect(gates.size).toBe(ids.length);
+    for (const open of gates.values()) open();
+    gates.clear();
+    await Promise.all(ids.map((id) => runtime.waitFor(id, (j) => j.final, { timeoutMs: 10_000 })));
+    for (const id of ids) {
+      expect((await runtime.get(id)).context).toMatchObject({ pings: 1, out: 'ok' });
+      expect((await runtime.details(id)).attempts.map((a) => `${a.attempt}:${a.outcome}`)).toEqual(['1:succeeded']);
+    }
+    expect(logs.filter((e) => e.level !== 'info').map((e) => JSON.stringify(e))).toEqual([]);
+  });
+});
+
+/**
+ * The SQLite store, giving a job's PING commit and the claim of its activity the orders an
+ * asynchronous store may give them. `together`: as they come (the runtime batches them into one
+ * write when both are ready in the same turn). `execution`/`result`: the claim is read for only
+ * once the PING commit is issued (so the two are separate writes), and the commit's execution, or
+ * only its result, waits until the claim has resolved (or 50 turns have passed).
+ */
+function orderPing(inner: SqliteStore, order: 'together' | 'execution' | 'result'): SqliteStore {
+  let pingIssued = false;
+  let claimed = false;
+  const isPing = (c: TransitionCommit) => c.transition.eventType === 'PING' || c.event?.accept?.type === 'PING';
+  async function write<T>(commits: readonly TransitionCommit[] = [], claims: readonly EffectClaim[] = [], run: () => Promise<T>): Promise<T> {
+    const ping = order !== 'together' && commits.some(isPing);
+    pingIssued ||= ping;
+    if (ping && order === 'execution') await turnsUntil(() => claimed);
+    const result = await run();
+    if (ping && order === 'result') await turnsUntil(() => claimed);
+    claimed ||= claims.length > 0;
+    return result;
+  }
+  return new Proxy(inner, {
+    get(target, key) {
+      if (key === 'writeBatch') return (batch: WriteBatch) => write(batch.commits, batch.claims, () => target.writeBatch(batch));
+      if (key === 'commit') return (commits: readonly TransitionCommit[]) => write(commits, [], () => target.commit(commits));
+      if (key === 'dueEffects' && order !== 'together') {
+        return async (...args: Parameters<SqliteStore['dueEffects']>) => {
+          await turnsUntil(() => pingIssued);
+          return target.dueEffects(...args);
+        };
+      }
+      const value: unknown = Reflect.get(target, key, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+describe('a claim and a commit of the same job in flight together (the commit takes or lets go of the lease)', () => {
+  it.each(['together', 'execution', 'result'] as const)('%s: the attempt keeps its lease and its outcome is applied', async (order) => {
+    const clock = new VirtualClock(Date.parse('2026-01-01T00:00:00Z'));
+    const store = orderPing(await res.sqlite(res.dbPath(), { clock }), order);
+    const logs: LogEntry[] = [];
+    const runtime = await res.runtime({ store, machines: [pinged], clock, log: (e) => logs.push(e) });
+    await runtime.start('pinged', {}, { jobId: 'p' });
+    expect(await runtime.send('p', { type: 'PING' })).toMatchObject({ status: 'applied' });
+    await turnsUntil(() => gates.size >= 1, 500);
+    expect(gates.size).toBe(1);
+    for (const open of gates.values()) open();
+    gates.clear();
+    const done = await runtime.waitFor('p', (j) => j.final, { timeoutMs: 10_000 });
+    expect(done.context).toMatchObject({ pings: 1, out: 'ok' });
+    expect((await runtime.details('p')).attempts.map((a) => `${a.attempt}:${a.outcome}`)).toEqual(['1:succeeded']);
     expect(logs.filter((e) => e.level !== 'info').map((e) => JSON.stringify(e))).toEqual([]);
   });
 });

@@ -940,6 +940,9 @@ export class Runtime {
     // no other heartbeat; otherwise the clock may have moved past the interval's last beat).
     if (this.#hostDriven || this.clock.now() - this.#lastHeartbeatAt >= this.#leaseMs / 3) await this.#heartbeat();
     await this.#expireLeases();
+    // A round already under way (started by a commit of this tick) finishes first: its claims wait
+    // for their jobs' commits in flight, and what it starts is started when tick() returns.
+    while (this.#pumping) await new Promise<void>((resolve) => setImmediate(resolve));
     const activitiesStarted = await this.#pumpEffects();
     return { timersFired, activitiesStarted };
   }
@@ -2373,7 +2376,14 @@ export class Runtime {
         });
         return false;
       }
-      claimed = await this.#submitClaim({ id: effect.id, runner: this.runnerId, now, claimUntil: now + this.#leaseMs, takeOver, fence: this.#leases.get(effect.jobId) ?? null });
+      // Under the job's lock, as its commits are: the claim goes to the store once a commit of the
+      // job in flight has settled, with the fence that commit left (an asynchronous store may run
+      // two writes in flight in either order, and deliver their results in either order).
+      claimed = await this.#withLock(effect.jobId, async () => {
+        const claim = await this.#submitClaim({ id: effect.id, runner: this.runnerId, now, claimUntil: now + this.#leaseMs, takeOver, fence: this.#leases.get(effect.jobId) ?? null });
+        if (claim) this.#leases.set(claim.jobId, claim.leaseFence);
+        return claim;
+      });
     } finally {
       if (!claimed) {
         this.#slots.release(effect.src);
@@ -2381,7 +2391,6 @@ export class Runtime {
       }
     }
     if (!claimed) return false;
-    this.#leases.set(claimed.jobId, claimed.leaseFence);
     crashPoint('after-claim');
     const controller = new AbortController();
     this.#running.set(claimed.id, { jobId: claimed.jobId, actorId: claimed.actorId, controller });
