@@ -120,9 +120,13 @@ describe('the SQLite store behind an asynchronous boundary', () => {
 });
 
 /** An activity that waits for the test, in a state that also takes PING (a commit that creates no effect). */
+const wait = fromPromise(async ({ input }: { input: string }) => {
+  await new Promise<void>((resolve) => gates.set(input, resolve));
+  return 'ok';
+});
 const pinged = setup({
   types: { context: {} as { pings: number; out: string } },
-  actors: { wait: fromPromise(async ({ input }: { input: string }) => { await new Promise<void>((resolve) => gates.set(input, resolve)); return 'ok'; }) },
+  actors: { wait },
 }).createMachine({
   id: 'pinged',
   context: { pings: 0, out: '' },
@@ -211,6 +215,68 @@ describe('a claim and a commit of the same job in flight together (the commit ta
     const done = await runtime.waitFor('p', (j) => j.final, { timeoutMs: 10_000 });
     expect(done.context).toMatchObject({ pings: 1, out: 'ok' });
     expect((await runtime.details('p')).attempts.map((a) => `${a.attempt}:${a.outcome}`)).toEqual(['1:succeeded']);
+    expect(logs.filter((e) => e.level !== 'info').map((e) => JSON.stringify(e))).toEqual([]);
+  });
+});
+
+/** `pinged`, waiting for GO first: the commit that invokes its activity takes the job's lease for it. */
+const later = setup({ actors: { wait } }).createMachine({
+  id: 'later',
+  context: { out: '' },
+  initial: 'idle',
+  states: {
+    idle: { on: { GO: 'working' } },
+    working: { invoke: { id: 'wait', src: 'wait', input: ({ self }) => self.id, onDone: { target: 'done', actions: assign({ out: ({ event }) => String(event.output) }) } } },
+    done: { type: 'final' },
+  },
+});
+
+describe('the heartbeat letting an idle lease go, racing the claim of that job\'s activity', () => {
+  it('a release that runs after the claim does not take the lease from under the attempt', async () => {
+    const clock = new VirtualClock(Date.parse('2026-01-01T00:00:00Z'));
+    const inner = await res.sqlite(res.dbPath(), { clock });
+    // The heartbeat's release runs only after a claim has resolved (or 50 turns), as a store may run it.
+    let claimed = false;
+    let released: string[] = [];
+    const store = new Proxy(inner, {
+      get(target, key) {
+        if (key === 'releaseLeases') {
+          return async (runner: string, jobIds: readonly string[] | 'all') => {
+            if (jobIds !== 'all' && jobIds.includes('b')) await turnsUntil(() => claimed);
+            released = jobIds === 'all' ? ['all'] : [...released, ...jobIds];
+            return target.releaseLeases(runner, jobIds);
+          };
+        }
+        if (key === 'writeBatch') {
+          return async (batch: WriteBatch) => {
+            const result = await target.writeBatch(batch);
+            claimed ||= (batch.claims ?? []).some((c) => c.id.startsWith('b~'));
+            return result;
+          };
+        }
+        const value: unknown = Reflect.get(target, key, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const logs: LogEntry[] = [];
+    const runtime = await res.runtime({ store, machines: [pinged, later], clock, hostDriven: true, maxConcurrentActivities: 1, log: (e) => logs.push(e) });
+    await runtime.start('pinged', {}, { jobId: 'a' });
+    await turnsUntil(() => gates.size === 1, 500);
+    const [aGate, openA] = [...gates][0]!;
+    // b's activity waits for the slot a holds; the commit that invoked it kept b's lease for it.
+    await runtime.start('later', {}, { jobId: 'b' });
+    await runtime.send('b', { type: 'GO' });
+    expect((await runtime.get('b')).lease).not.toBeNull();
+    const ticking = runtime.tick(); // its heartbeat finds b idle and lets b's lease go
+    openA(); // a ends: its slot frees and b's activity is claimed
+    gates.delete(aGate);
+    await turnsUntil(() => gates.size === 1, 500);
+    await ticking;
+    expect(gates.size).toBe(1);
+    for (const open of gates.values()) open();
+    const done = await runtime.waitFor('b', (j) => j.final, { timeoutMs: 10_000 });
+    expect(done.context).toMatchObject({ out: 'ok' });
+    expect((await runtime.details('b')).attempts.map((a) => `${a.attempt}:${a.outcome}`)).toEqual(['1:succeeded']);
     expect(logs.filter((e) => e.level !== 'info').map((e) => JSON.stringify(e))).toEqual([]);
   });
 });

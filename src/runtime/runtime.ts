@@ -962,10 +962,9 @@ export class Runtime {
       const renewed = await this.store.renewLeases(this.runnerId, keep.map(([id]) => id), this.clock.now() + this.#leaseMs);
       for (const [jobId, fence] of keep) if (renewed.get(jobId) !== fence) this.#leaseLost(jobId, fence);
     }
-    if (idle.length > 0) {
-      await this.store.releaseLeases(this.runnerId, idle.map(([id]) => id));
-      for (const [jobId, fence] of idle) if (this.#leases.get(jobId) === fence) this.#leases.delete(jobId);
-    }
+    // Each under its job's lock, checked again there: an activity of the job claimed since `idle`
+    // was taken keeps the lease (a release still in flight could otherwise run after its claim).
+    await Promise.all(idle.map(([jobId]) => this.#releaseIdle(jobId)));
   }
 
   /**
