@@ -7,9 +7,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { assign, fromPromise, setup } from 'xstate';
 import { SqliteStore } from '../persistence/sqlite/index.ts';
-import type { EffectClaim, JobStore, LogEntry, TransitionCommit, WriteBatch } from '../src/index.ts';
+import type { EffectClaim, JobStore, LogEntry, Runtime, RuntimeOptions, TransitionCommit, WriteBatch } from '../src/index.ts';
 import { VirtualClock } from '../src/testing/index.ts';
-import { asyncStore, seededRandom } from './helpers/asyncStore.ts';
+import { asyncStore } from './helpers/asyncStore.ts';
 import { Resources } from './helpers/resources.ts';
 
 const res = new Resources();
@@ -24,6 +24,21 @@ afterEach(async () => {
 /** `turns` event-loop turns, or fewer once `done()` holds. */
 async function turnsUntil(done: () => boolean, turns = 50): Promise<void> {
   for (let turn = 0; turn < turns && !done(); turn += 1) await new Promise((resolve) => setImmediate(resolve));
+}
+
+const T0 = Date.parse('2026-01-01T00:00:00Z');
+
+/** A runtime on `store`, its warnings and errors collected (`problems()`: none is expected). */
+async function runtimeOn(store: JobStore, clock: VirtualClock, machines: RuntimeOptions['machines'], options: Partial<RuntimeOptions> = {}): Promise<{ runtime: Runtime; problems: () => string[] }> {
+  const logs: LogEntry[] = [];
+  const runtime = await res.runtime({ ...options, store, machines, clock, log: (e) => logs.push(e) });
+  return { runtime, problems: () => logs.filter((e) => e.level !== 'info').map((e) => JSON.stringify(e)) };
+}
+
+/** A runtime on a SQLite file behind the asynchronous boundary, drawing its orders from `seed`. */
+async function openAsync(seed: number, machines: RuntimeOptions['machines']): Promise<{ runtime: Runtime; problems: () => string[] }> {
+  const clock = new VirtualClock(T0);
+  return runtimeOn(asyncStore(await SqliteStore.open(res.dbPath(), { clock }), { seed }), clock, machines);
 }
 
 /** Three activity steps, then done. */
@@ -90,17 +105,8 @@ describe('the SQLite store behind an asynchronous boundary', () => {
     expect(seen).toEqual([{ jobId: 'j', kind: 'k', message: 'as issued', at: 1 }]);
   });
 
-  it('seededRandom replays: the same seed draws the same numbers', () => {
-    const a = seededRandom(7);
-    const b = seededRandom(7);
-    expect(Array.from({ length: 5 }, a)).toEqual(Array.from({ length: 5 }, b));
-  });
-
   it.each(Array.from({ length: 8 }, (_, i) => i + 1))('jobs of activity steps, run together (seed %i): each step runs once, no outcome or lease is lost', async (seed) => {
-    const clock = new VirtualClock(Date.parse('2026-01-01T00:00:00Z'));
-    const store = asyncStore(await SqliteStore.open(res.dbPath(), { clock }), { seed });
-    const logs: LogEntry[] = [];
-    const runtime = await res.runtime({ store, machines: [steps], clock, log: (e) => logs.push(e) });
+    const { runtime, problems } = await openAsync(seed, [steps]);
     const ids = Array.from({ length: 16 }, (_, i) => `j${i}`);
     await Promise.all(ids.map((id) => runtime.start('steps', {}, { jobId: id })));
     for (let round = 0; round < 40; round += 1) {
@@ -115,7 +121,7 @@ describe('the SQLite store behind an asynchronous boundary', () => {
       const attempts = (await runtime.details(id)).attempts;
       expect(attempts.map((a) => `${a.attempt}:${a.outcome}`)).toEqual(['1:succeeded', '1:succeeded', '1:succeeded']);
     }
-    expect(logs.filter((e) => e.level !== 'info').map((e) => JSON.stringify(e))).toEqual([]);
+    expect(problems()).toEqual([]);
   });
 });
 
@@ -142,10 +148,7 @@ const pinged = setup({
 
 describe('a commit that lets the lease go, racing the claim of the job\'s activity', () => {
   it.each(Array.from({ length: 16 }, (_, i) => i + 1))('seed %i: the attempt keeps its lease and its outcome is applied', async (seed) => {
-    const clock = new VirtualClock(Date.parse('2026-01-01T00:00:00Z'));
-    const store = asyncStore(await SqliteStore.open(res.dbPath(), { clock }), { seed });
-    const logs: LogEntry[] = [];
-    const runtime = await res.runtime({ store, machines: [pinged], clock, log: (e) => logs.push(e) });
+    const { runtime, problems } = await openAsync(seed, [pinged]);
     const ids = Array.from({ length: 8 }, (_, i) => `p${i}`);
     await Promise.all(ids.map(async (id) => {
       await runtime.start('pinged', {}, { jobId: id });
@@ -160,7 +163,7 @@ describe('a commit that lets the lease go, racing the claim of the job\'s activi
       expect((await runtime.get(id)).context).toMatchObject({ pings: 1, out: 'ok' });
       expect((await runtime.details(id)).attempts.map((a) => `${a.attempt}:${a.outcome}`)).toEqual(['1:succeeded']);
     }
-    expect(logs.filter((e) => e.level !== 'info').map((e) => JSON.stringify(e))).toEqual([]);
+    expect(problems()).toEqual([]);
   });
 });
 
@@ -202,10 +205,8 @@ function orderPing(inner: SqliteStore, order: 'together' | 'execution' | 'result
 
 describe('a claim and a commit of the same job in flight together (the commit takes or lets go of the lease)', () => {
   it.each(['together', 'execution', 'result'] as const)('%s: the attempt keeps its lease and its outcome is applied', async (order) => {
-    const clock = new VirtualClock(Date.parse('2026-01-01T00:00:00Z'));
-    const store = orderPing(await res.sqlite(res.dbPath(), { clock }), order);
-    const logs: LogEntry[] = [];
-    const runtime = await res.runtime({ store, machines: [pinged], clock, log: (e) => logs.push(e) });
+    const clock = new VirtualClock(T0);
+    const { runtime, problems } = await runtimeOn(orderPing(await res.sqlite(res.dbPath(), { clock }), order), clock, [pinged]);
     await runtime.start('pinged', {}, { jobId: 'p' });
     expect(await runtime.send('p', { type: 'PING' })).toMatchObject({ status: 'applied' });
     await turnsUntil(() => gates.size >= 1, 500);
@@ -215,7 +216,7 @@ describe('a claim and a commit of the same job in flight together (the commit ta
     const done = await runtime.waitFor('p', (j) => j.final, { timeoutMs: 10_000 });
     expect(done.context).toMatchObject({ pings: 1, out: 'ok' });
     expect((await runtime.details('p')).attempts.map((a) => `${a.attempt}:${a.outcome}`)).toEqual(['1:succeeded']);
-    expect(logs.filter((e) => e.level !== 'info').map((e) => JSON.stringify(e))).toEqual([]);
+    expect(problems()).toEqual([]);
   });
 });
 
@@ -233,7 +234,7 @@ const later = setup({ actors: { wait } }).createMachine({
 
 describe('the heartbeat letting an idle lease go, racing the claim of that job\'s activity', () => {
   it('a release that runs after the claim does not take the lease from under the attempt', async () => {
-    const clock = new VirtualClock(Date.parse('2026-01-01T00:00:00Z'));
+    const clock = new VirtualClock(T0);
     const inner = await res.sqlite(res.dbPath(), { clock });
     // The heartbeat's release runs only after a claim has resolved (or 50 turns), as a store may run it.
     let claimed = false;
@@ -258,8 +259,7 @@ describe('the heartbeat letting an idle lease go, racing the claim of that job\'
         return typeof value === 'function' ? value.bind(target) : value;
       },
     });
-    const logs: LogEntry[] = [];
-    const runtime = await res.runtime({ store, machines: [pinged, later], clock, hostDriven: true, maxConcurrentActivities: 1, log: (e) => logs.push(e) });
+    const { runtime, problems } = await runtimeOn(store, clock, [pinged, later], { hostDriven: true, maxConcurrentActivities: 1 });
     await runtime.start('pinged', {}, { jobId: 'a' });
     await turnsUntil(() => gates.size === 1, 500);
     const [aGate, openA] = [...gates][0]!;
@@ -277,6 +277,6 @@ describe('the heartbeat letting an idle lease go, racing the claim of that job\'
     const done = await runtime.waitFor('b', (j) => j.final, { timeoutMs: 10_000 });
     expect(done.context).toMatchObject({ out: 'ok' });
     expect((await runtime.details('b')).attempts.map((a) => `${a.attempt}:${a.outcome}`)).toEqual(['1:succeeded']);
-    expect(logs.filter((e) => e.level !== 'info').map((e) => JSON.stringify(e))).toEqual([]);
+    expect(problems()).toEqual([]);
   });
 });

@@ -23,6 +23,7 @@
  * and `test/helpers/asyncSetup.ts` prints the seed of a failed test so the run can be replayed.
  */
 import type { JobStore } from '../../src/ports/store.ts';
+import { rng } from '../crash/workload.ts';
 
 /** Every method of the port (optional ones included): the calls the boundary makes asynchronous. */
 type PortMethod = { [K in keyof JobStore]-?: NonNullable<JobStore[K]> extends (...args: never[]) => unknown ? K : never }[keyof JobStore];
@@ -45,18 +46,6 @@ const PORT_METHODS: Record<PortMethod, true> = {
 
 function isPortMethod(key: PropertyKey): key is PortMethod {
   return typeof key === 'string' && Object.hasOwn(PORT_METHODS, key);
-}
-
-/** A small seeded PRNG (mulberry32): the same seed, the same hops. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** Options of {@link asyncStore}. */
@@ -82,7 +71,7 @@ function after(hops: number, fn: () => void): void {
  * const store = asyncStore(await SqliteStore.open(path), { seed: 42 });
  */
 export function asyncStore<T extends JobStore>(inner: T, options: AsyncStoreOptions): T {
-  const random = seededRandom(options.seed);
+  const random = rng(options.seed);
   const maxHops = options.maxHops ?? 3;
   const hops = (least: number): number => least + Math.floor(random() * (maxHops - least + 1));
   const inFlight = new Set<Promise<unknown>>();
