@@ -21,6 +21,8 @@ export interface LeaseState {
   cache: { delete(jobId: string): boolean };
   /** Whether the runtime has closed: the heartbeat stops. */
   closed: () => boolean;
+  /** Let an idle job's lease go, under the job's lock and checked again there (a claim may have come since). */
+  releaseIdle: (jobId: string) => Promise<void>;
 }
 
 /** Renews, releases, expires and gives up this runtime's job leases and activity claims. */
@@ -71,10 +73,9 @@ export class LeaseKeeper {
       const renewed = await this.#store.renewLeases(this.#runner, keep.map(([id]) => id), this.#clock.now() + this.#leaseMs);
       for (const [jobId, fence] of keep) if (renewed.get(jobId) !== fence) this.lost(jobId, fence);
     }
-    if (idle.length > 0) {
-      await this.#store.releaseLeases(this.#runner, idle.map(([id]) => id));
-      for (const [jobId, fence] of idle) if (held.get(jobId) === fence) held.delete(jobId);
-    }
+    // Each under its job's lock, checked again there: an activity of the job claimed since `idle`
+    // was taken keeps the lease (a release still in flight could otherwise run after its claim).
+    await Promise.all(idle.map(([jobId]) => this.#state.releaseIdle(jobId)));
   }
 
   /**
