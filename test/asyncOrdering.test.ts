@@ -277,6 +277,54 @@ describe('the heartbeat letting an idle lease go, racing the claim of that job\'
     const done = await runtime.waitFor('b', (j) => j.final, { timeoutMs: 10_000 });
     expect(done.context).toMatchObject({ out: 'ok' });
     expect((await runtime.details('b')).attempts.map((a) => `${a.attempt}:${a.outcome}`)).toEqual(['1:succeeded']);
+    // The gate saw b's claim: a claim of its own (b's GO commit could not claim it, a held the only slot).
+    expect(claimed).toBe(true);
+    expect(problems()).toEqual([]);
+  });
+});
+
+describe('the heartbeat renewing a lease that a commit of the job in flight lets go', () => {
+  it('a lease the job\'s own outcome commit released (its result not yet delivered) is not reported lost', async () => {
+    const clock = new VirtualClock(T0);
+    const inner = await res.sqlite(res.dbPath(), { clock });
+    // The commit that records a's outcome (and lets a's lease go) executes at once; its result is
+    // delivered only once the heartbeat has asked to renew a's lease (or after 50 turns).
+    let releasing = false;
+    let renewing = false;
+    const store = new Proxy(inner, {
+      get(target, key) {
+        if (key === 'commit') {
+          return async (commits: readonly TransitionCommit[]) => {
+            const result = await target.commit(commits);
+            if (commits.some((c) => c.jobId === 'a' && c.finish !== undefined && c.lease?.until === null)) {
+              releasing = true;
+              await turnsUntil(() => renewing);
+            }
+            return result;
+          };
+        }
+        if (key === 'renewLeases') {
+          return (runner: string, jobIds: readonly string[], until: number) => {
+            renewing ||= jobIds.includes('a');
+            return target.renewLeases(runner, jobIds, until);
+          };
+        }
+        const value: unknown = Reflect.get(target, key, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const { runtime, problems } = await runtimeOn(store, clock, [pinged], { hostDriven: true });
+    await runtime.start('pinged', {}, { jobId: 'a' });
+    await turnsUntil(() => gates.size === 1, 500);
+    for (const open of gates.values()) open(); // a ends: its outcome commit releases the lease
+    gates.clear();
+    await turnsUntil(() => releasing, 500);
+    expect(releasing).toBe(true);
+    await runtime.tick(); // its heartbeat still counts a's attempt (its outcome is not recorded here yet) and renews a's lease
+    expect(renewing).toBe(true);
+    const done = await runtime.waitFor('a', (j) => j.final, { timeoutMs: 10_000 });
+    expect(done.context).toMatchObject({ out: 'ok' });
+    expect(done.lease).toBeNull();
     expect(problems()).toEqual([]);
   });
 });

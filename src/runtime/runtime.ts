@@ -200,7 +200,7 @@ export class Runtime {
     this.#hostDriven = options.hostDriven ?? false;
     this.#verifySnapshots = options.verifySnapshots ?? 'auto';
     this.runnerId = newRunnerId();
-    const leaseState = { held: this.#leases, attempting: this.#attempting, running: this.#running, cache: this.#snapshots, closed: () => this.#closed, releaseIdle: (jobId: string) => this.#releaseIdle(jobId) };
+    const leaseState = { held: this.#leases, attempting: this.#attempting, running: this.#running, cache: this.#snapshots, closed: () => this.#closed, releaseIdle: (jobId: string) => this.#releaseIdle(jobId), withLock: this.#withLock };
     this.#leaseKeeper = new LeaseKeeper(this.store, this.clock, this.runnerId, this.#leaseMs, leaseState, this.#events);
     // The lease heartbeat (host-driven mode: `tick()` instead).
     if (!this.#hostDriven) this.#leaseKeeper.startHeartbeat((beat) => this.#track(beat));
