@@ -96,7 +96,7 @@ describe('SqliteStore migrations', () => {
     const raw = res.raw(path);
     raw.exec(`INSERT INTO inbox (job_id, event_id, type, payload, payload_hash, status, revision, accepted_at, processed_at, source_kind)
         SELECT job_id, event_id, event_type, payload, payload_hash, outcome, revision, at, at, 'external' FROM transitions WHERE payload_hash IS NOT NULL;
-      DROP TRIGGER transitions_seq_assign; DROP TRIGGER transitions_seq_keep_floor; DROP INDEX transitions_seq;
+      DROP TRIGGER IF EXISTS transitions_seq_assign; DROP TRIGGER transitions_seq_keep_floor; DROP INDEX transitions_seq;
       DROP TABLE history_seq_floor; ALTER TABLE transitions DROP COLUMN seq;
       DROP VIEW events; DROP TABLE event_keys;
       ALTER TABLE transitions DROP COLUMN event_keyed; ALTER TABLE transitions DROP COLUMN payload_hash;
@@ -135,7 +135,7 @@ describe('SqliteStore migrations', () => {
     }
     // Back to schema 9: no key table, the history's event key index instead.
     const raw = res.raw(path);
-    raw.exec(`DROP TRIGGER transitions_seq_assign; DROP TRIGGER transitions_seq_keep_floor; DROP INDEX transitions_seq;
+    raw.exec(`DROP TRIGGER IF EXISTS transitions_seq_assign; DROP TRIGGER transitions_seq_keep_floor; DROP INDEX transitions_seq;
       DROP TABLE history_seq_floor; ALTER TABLE transitions DROP COLUMN seq;
       DROP TABLE event_keys; UPDATE transitions SET event_keyed = 1 WHERE event_id = 'hook';
       CREATE UNIQUE INDEX transitions_event_key ON transitions (job_id, event_id) WHERE event_keyed = 1;

@@ -865,6 +865,14 @@ function byteOrder(a: string, b: string): number {
   return Buffer.compare(Buffer.from(a), Buffer.from(b));
 }
 
+/**
+ * A new history row's global seq (schema 12), computed in its INSERT: one more than the highest
+ * given, kept or purged (history_seq_floor). Writers are serialised, so rows become visible in seq
+ * order (`historySince`); the max is read from the end of the unique index `transitions_seq`.
+ */
+const HISTORY_SEQ = `(SELECT max(coalesce((SELECT max(seq) FROM transitions WHERE seq IS NOT NULL), 0),
+  coalesce((SELECT seq FROM history_seq_floor WHERE id = 1), 0)) + 1)`;
+
 /** `<jobIdColumn>`'s job is not suspended. */
 const NOT_SUSPENDED = (jobIdColumn: string) => `NOT EXISTS (SELECT 1 FROM jobs sj WHERE sj.id = ${jobIdColumn} AND sj.suspended_at IS NOT NULL)`;
 
@@ -1008,12 +1016,13 @@ function prepare(db: Database.Database) {
     /** A job's revision and the columns written without a commit (getJob with a known record). */
     uncommittedOf: db.prepare(`SELECT revision, quarantine, progress, cancel_requested_at, cancel_reason, suspended_at, suspend_reason,
         lease_owner, lease_fence, lease_until, updated_at, created_at FROM jobs WHERE id = ?`).raw(),
-    insertTransition: db.prepare(`INSERT INTO transitions (job_id, revision, event_id, event_type, payload, from_value, to_value, outcome, error, at, runner, fence)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    insertTransition: db.prepare(`INSERT INTO transitions (job_id, revision, event_id, event_type, payload, from_value, to_value, outcome, error, at, runner, fence,
+        seq)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ${HISTORY_SEQ})`),
     /** The history row of an event applied as it is accepted: its only record (no inbox row). */
     insertInlineTransition: db.prepare(`INSERT INTO transitions (job_id, revision, event_id, event_type, payload, from_value, to_value, outcome, error, at, runner, fence,
-        payload_hash)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+        payload_hash, seq)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ${HISTORY_SEQ})`),
     /** A (job, event id) recorded once: a second record of it does nothing (changes 0), read as a duplicate. */
     insertKey: db.prepare('INSERT INTO event_keys (job_id, event_id, revision) VALUES (?, ?, ?) ON CONFLICT DO NOTHING'),
     keyedEvent: db.prepare(`${INLINE_EVENT} WHERE job_id = @job AND revision = (SELECT revision FROM event_keys WHERE job_id = @job AND event_id = @event)`),
