@@ -12,6 +12,31 @@ import { commitOf, newEvent, newJob } from './store.contract.ts';
 const res = new Resources();
 afterEach(() => res.dispose());
 
+/**
+ * Schema 12's history table back in schema 11's shape (keyed by job and revision, seq a column
+ * given by a trigger, with its own index), for the tests that rebuild older files from a new one.
+ * Rows with a negative seq (schema 12's mark for rows older than schema 11) get NULL again.
+ */
+const BACK_TO_SCHEMA_11 = `DROP VIEW events; DROP TRIGGER transitions_seq_keep_floor;
+  CREATE TABLE transitions_11 (job_id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE, revision INTEGER NOT NULL,
+    event_id TEXT, event_type TEXT NOT NULL, payload TEXT NOT NULL, from_value TEXT, to_value TEXT NOT NULL, outcome TEXT NOT NULL,
+    error TEXT, at INTEGER NOT NULL, runner TEXT, fence INTEGER, payload_hash TEXT, event_keyed INTEGER, seq INTEGER,
+    PRIMARY KEY (job_id, revision)) STRICT, WITHOUT ROWID;
+  INSERT INTO transitions_11 SELECT job_id, revision, event_id, event_type, payload, from_value, to_value, outcome, error, at, runner,
+    fence, payload_hash, event_keyed, CASE WHEN seq > 0 THEN seq END FROM transitions;
+  DROP TABLE transitions; ALTER TABLE transitions_11 RENAME TO transitions;
+  CREATE UNIQUE INDEX transitions_seq ON transitions (seq) WHERE seq IS NOT NULL;
+  CREATE TRIGGER transitions_seq_assign AFTER INSERT ON transitions FOR EACH ROW BEGIN
+    UPDATE transitions SET seq = max(coalesce((SELECT max(seq) FROM transitions WHERE seq IS NOT NULL), 0),
+      coalesce((SELECT seq FROM history_seq_floor WHERE id = 1), 0)) + 1 WHERE job_id = NEW.job_id AND revision = NEW.revision; END;
+  CREATE TRIGGER transitions_seq_keep_floor BEFORE DELETE ON transitions FOR EACH ROW
+    WHEN OLD.seq IS NOT NULL AND OLD.seq = (SELECT max(seq) FROM transitions WHERE seq IS NOT NULL) BEGIN
+    INSERT INTO history_seq_floor (id, seq) VALUES (1, OLD.seq) ON CONFLICT (id) DO UPDATE SET seq = max(seq, excluded.seq); END;
+  CREATE VIEW events AS SELECT seq, job_id, event_id, type, payload, payload_hash, status, source_kind, source_id, attempt,
+    error, revision, accepted_at, processed_at FROM inbox
+    UNION ALL SELECT NULL, job_id, event_id, event_type, payload, payload_hash, outcome, 'external', NULL, NULL,
+    error, revision, at, at FROM transitions WHERE payload_hash IS NOT NULL;`;
+
 const sha = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex');
 
 describe('SqliteStore settings', () => {
@@ -94,9 +119,10 @@ describe('SqliteStore migrations', () => {
     }
     // Back to what schema 6 wrote: every event in the inbox, no inline columns, index or view.
     const raw = res.raw(path);
+    raw.exec(BACK_TO_SCHEMA_11);
     raw.exec(`INSERT INTO inbox (job_id, event_id, type, payload, payload_hash, status, revision, accepted_at, processed_at, source_kind)
         SELECT job_id, event_id, event_type, payload, payload_hash, outcome, revision, at, at, 'external' FROM transitions WHERE payload_hash IS NOT NULL;
-      DROP TRIGGER IF EXISTS transitions_seq_assign; DROP TRIGGER transitions_seq_keep_floor; DROP INDEX transitions_seq;
+      DROP TRIGGER transitions_seq_assign; DROP TRIGGER transitions_seq_keep_floor; DROP INDEX transitions_seq;
       DROP TABLE history_seq_floor; ALTER TABLE transitions DROP COLUMN seq;
       DROP VIEW events; DROP TABLE event_keys;
       ALTER TABLE transitions DROP COLUMN event_keyed; ALTER TABLE transitions DROP COLUMN payload_hash;
@@ -135,7 +161,8 @@ describe('SqliteStore migrations', () => {
     }
     // Back to schema 9: no key table, the history's event key index instead.
     const raw = res.raw(path);
-    raw.exec(`DROP TRIGGER IF EXISTS transitions_seq_assign; DROP TRIGGER transitions_seq_keep_floor; DROP INDEX transitions_seq;
+    raw.exec(BACK_TO_SCHEMA_11);
+    raw.exec(`DROP TRIGGER transitions_seq_assign; DROP TRIGGER transitions_seq_keep_floor; DROP INDEX transitions_seq;
       DROP TABLE history_seq_floor; ALTER TABLE transitions DROP COLUMN seq;
       DROP TABLE event_keys; UPDATE transitions SET event_keyed = 1 WHERE event_id = 'hook';
       CREATE UNIQUE INDEX transitions_event_key ON transitions (job_id, event_id) WHERE event_keyed = 1;

@@ -756,7 +756,7 @@ export class SqliteStore implements JobStore {
 
   async historySince(after: number, limit: number, scan: number, filter: HistoryFeedFilter): Promise<FeedPage> {
     this.#feedStmts ??= {
-      head: this.db.prepare('SELECT max(seq) AS seq FROM transitions WHERE seq IS NOT NULL'),
+      head: this.db.prepare('SELECT max(seq) AS seq FROM transitions'),
       page: this.db.prepare(`SELECT t.*, j.machine_id FROM transitions t JOIN jobs j ON j.id = t.job_id
         WHERE t.seq > @after AND t.seq <= @upto
           AND (@all = 1 OR j.owner = @owner) AND (@machine IS NULL OR j.machine_id = @machine) AND (@job IS NULL OR t.job_id = @job)
@@ -866,11 +866,11 @@ function byteOrder(a: string, b: string): number {
 }
 
 /**
- * A new history row's global seq (schema 12), computed in its INSERT: one more than the highest
- * given, kept or purged (history_seq_floor). Writers are serialised, so rows become visible in seq
- * order (`historySince`); the max is read from the end of the unique index `transitions_seq`.
+ * A new history row's global seq (schema 12: the table's rowid), computed in its INSERT: one more
+ * than the highest given, kept or purged (history_seq_floor; SQLite's own rowid choice would give a
+ * purged one again). Writers are serialised, so rows become visible in seq order (`historySince`).
  */
-const HISTORY_SEQ = `(SELECT max(coalesce((SELECT max(seq) FROM transitions WHERE seq IS NOT NULL), 0),
+const HISTORY_SEQ = `(SELECT max(coalesce((SELECT max(seq) FROM transitions), 0),
   coalesce((SELECT seq FROM history_seq_floor WHERE id = 1), 0)) + 1)`;
 
 /** `<jobIdColumn>`'s job is not suspended. */
