@@ -185,6 +185,31 @@ describe('SqliteStore migrations', () => {
     await store.close();
   });
 
+  it('upgrades a schema-11 file: its history keeps its seqs, older rows stay out of the feed, new rows follow without a repeat', async () => {
+    const path = res.dbPath();
+    {
+      const store = await res.sqlite(path);
+      await store.createJob(newJob('a'));
+      await store.createJob(newJob('b'));
+      await store.close();
+    }
+    const raw = res.raw(path);
+    raw.exec(BACK_TO_SCHEMA_11);
+    // A row from before schema 11 (no seq), and the purge floor above every row left.
+    raw.exec("UPDATE transitions SET seq = NULL WHERE job_id = 'a'; INSERT INTO history_seq_floor (id, seq) VALUES (1, 7);");
+    raw.exec('DELETE FROM spool_migrations WHERE version >= 12');
+    const kept = raw.prepare("SELECT seq FROM transitions WHERE job_id = 'b'").pluck().get() as number;
+    raw.close();
+    const store = await res.sqlite(path);
+    expect(store.schemaVersion).toBe(loadMigrations().at(-1)!.version);
+    expect((await store.history('a')).map((h) => h.revision)).toEqual([1]);
+    expect(store.db.prepare("SELECT seq FROM transitions WHERE job_id = 'b'").pluck().get()).toBe(kept);
+    await store.createJob(newJob('c'));
+    const feed = await store.historySince(0, 10, 100, {});
+    expect(feed.records.map((r) => [r.jobId, r.seq])).toEqual([['b', kept], ['c', 8]]);
+    await store.close();
+  });
+
   it('records the schema version it migrated to', async () => {
     const latest = loadMigrations().at(-1)!;
     const store = await res.sqlite(res.dbPath(), { clock: { now: () => 111 } });
