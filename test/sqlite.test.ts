@@ -185,7 +185,7 @@ describe('SqliteStore migrations', () => {
     await store.close();
   });
 
-  it('upgrades a schema-11 file: its history keeps its seqs, older rows stay out of the feed, new rows follow without a repeat', async () => {
+  it('upgrades a schema-11 file: its history keeps its seqs, older rows stay out of the feed, new rows follow without a repeat; effects and attempts survive, tokens stay unique', async () => {
     const path = res.dbPath();
     {
       const store = await res.sqlite(path);
@@ -197,6 +197,10 @@ describe('SqliteStore migrations', () => {
     raw.exec(BACK_TO_SCHEMA_11);
     // A row from before schema 11 (no seq), and the purge floor above every row left.
     raw.exec("UPDATE transitions SET seq = NULL WHERE job_id = 'a'; INSERT INTO history_seq_floor (id, seq) VALUES (1, 7);");
+    // An effect waiting on a token, with its attempt: both survive the rebuild of their tables.
+    raw.exec(`INSERT INTO effects (id, job_id, actor_id, src, input, status, active, attempt, max_attempts, token, created_revision, created_at, updated_at)
+        VALUES ('e1', 'b', 'upload', 'upload', '{}', 'waiting', 1, 1, 3, 'tok', 1, 1, 1);
+      INSERT INTO effect_attempts (effect_id, attempt, runner, started_at, outcome) VALUES ('e1', 1, 'w1', 1, 'waiting');`);
     raw.exec('DELETE FROM spool_migrations WHERE version >= 12');
     const kept = raw.prepare("SELECT seq FROM transitions WHERE job_id = 'b'").pluck().get() as number;
     raw.close();
@@ -204,6 +208,13 @@ describe('SqliteStore migrations', () => {
     expect(store.schemaVersion).toBe(loadMigrations().at(-1)!.version);
     expect((await store.history('a')).map((h) => h.revision)).toEqual([1]);
     expect(store.db.prepare("SELECT seq FROM transitions WHERE job_id = 'b'").pluck().get()).toBe(kept);
+    expect(store.db.prepare('SELECT effect_id, attempt, outcome FROM effect_attempts').all()).toEqual([{ effect_id: 'e1', attempt: 1, outcome: 'waiting' }]);
+    expect(await store.effectByToken('tok')).toMatchObject({ id: 'e1', status: 'waiting' });
+    // A token is still unique; effects without one are not in its index at all.
+    const second = "INSERT INTO effects (id, job_id, actor_id, src, input, status, active, max_attempts, token, created_revision, created_at, updated_at) VALUES ('e2', 'b', 'x', 'x', '{}', 'waiting', 1, 3, ?, 1, 1, 1)";
+    expect(() => store.db.prepare(second).run('tok')).toThrow(/UNIQUE constraint failed/);
+    store.db.prepare(second).run(null);
+    store.db.prepare(second.replace("'e2'", "'e3'")).run(null);
     await store.createJob(newJob('c'));
     const feed = await store.historySince(0, 10, 100, {});
     expect(feed.records.map((r) => [r.jobId, r.seq])).toEqual([['b', kept], ['c', 8]]);

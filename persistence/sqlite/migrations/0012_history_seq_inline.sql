@@ -61,3 +61,57 @@ CREATE VIEW events AS
   SELECT NULL, job_id, event_id, event_type, payload, payload_hash, outcome, 'external', NULL, NULL,
          error, revision, at, at
     FROM transitions WHERE payload_hash IS NOT NULL;
+
+-- An effect's completion token is unique among the tokens there are: a partial index of the
+-- waiting effects that have one, instead of schema 2's UNIQUE column, whose index took an entry
+-- (a NULL) for every effect ever created, one more page written by every commit that creates one.
+-- SQLite drops a constraint only by rebuilding the table; effect_attempts is rebuilt with it, so
+-- that dropping the old effects table cascades to no attempt row.
+CREATE TABLE effects_12 (
+  id                TEXT    PRIMARY KEY,         -- the idempotency key: stable across retries and restarts
+  job_id            TEXT    NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+  actor_id          TEXT    NOT NULL,            -- the invoke id
+  src               TEXT    NOT NULL,
+  kind              TEXT    NOT NULL DEFAULT 'activity' CHECK (kind IN ('activity', 'child')), -- child: a child job (id = effects.id)
+  input             TEXT    NOT NULL,            -- JSON
+  status            TEXT    NOT NULL CHECK (status IN ('pending', 'running', 'waiting', 'backoff', 'succeeded', 'failed', 'cancelled')),
+  active            INTEGER NOT NULL,            -- 1 while the invoking state is current
+  attempt           INTEGER NOT NULL DEFAULT 0,  -- attempts started
+  max_attempts      INTEGER NOT NULL,
+  unsafe            INTEGER NOT NULL DEFAULT 0,  -- 1: never re-run after a crash
+  next_run_at       INTEGER,
+  claimed_by        TEXT,
+  claim_expires_at  INTEGER,
+  token             TEXT,                        -- out-of-band completion token while waiting (unique: effects_token)
+  output            TEXT,
+  error             TEXT,
+  created_revision  INTEGER NOT NULL,
+  created_at        INTEGER NOT NULL,
+  updated_at        INTEGER NOT NULL
+) STRICT;
+INSERT INTO effects_12 SELECT id, job_id, actor_id, src, kind, input, status, active, attempt, max_attempts, unsafe, next_run_at,
+    claimed_by, claim_expires_at, token, output, error, created_revision, created_at, updated_at
+  FROM effects;
+
+CREATE TABLE effect_attempts_12 (
+  effect_id   TEXT    NOT NULL REFERENCES effects_12 (id) ON DELETE CASCADE,
+  attempt     INTEGER NOT NULL,
+  runner      TEXT,
+  started_at  INTEGER NOT NULL,
+  ended_at    INTEGER,
+  outcome     TEXT    NOT NULL CHECK (outcome IN ('running', 'succeeded', 'failed', 'waiting', 'interrupted', 'stale')),
+  error       TEXT,
+  PRIMARY KEY (effect_id, attempt)
+) STRICT, WITHOUT ROWID;
+INSERT INTO effect_attempts_12 SELECT effect_id, attempt, runner, started_at, ended_at, outcome, error FROM effect_attempts;
+
+DROP TABLE effect_attempts;
+DROP TABLE effects;
+-- Renaming the new effects table renames effect_attempts_12's reference to it as well.
+ALTER TABLE effects_12 RENAME TO effects;
+ALTER TABLE effect_attempts_12 RENAME TO effect_attempts;
+
+CREATE UNIQUE INDEX effects_token ON effects (token) WHERE token IS NOT NULL;
+CREATE INDEX effects_job ON effects (job_id, actor_id);
+CREATE INDEX effects_due ON effects (status, next_run_at) WHERE active = 1;
+CREATE INDEX effects_pending ON effects (created_at) WHERE active = 1 AND status = 'pending';
