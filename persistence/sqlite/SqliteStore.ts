@@ -874,6 +874,10 @@ function byteOrder(a: string, b: string): number {
 const HISTORY_SEQ = `(SELECT max(coalesce((SELECT max(seq) FROM transitions), 0),
   coalesce((SELECT seq FROM history_seq_floor WHERE id = 1), 0)) + 1)`;
 
+/** The inbox columns an accepted event writes, and their parameters (see inboxParams). */
+const INBOX_COLUMNS = 'job_id, event_id, type, payload, payload_hash, status, error, revision, accepted_at, processed_at, source_kind, source_id, attempt';
+const INBOX_VALUES = INBOX_COLUMNS.split(', ').map((c) => `@${c}`).join(', ');
+
 /** `<jobIdColumn>`'s job is not suspended. */
 const NOT_SUSPENDED = (jobIdColumn: string) => `NOT EXISTS (SELECT 1 FROM jobs sj WHERE sj.id = ${jobIdColumn} AND sj.suspended_at IS NOT NULL)`;
 
@@ -1028,16 +1032,9 @@ function prepare(db: Database.Database) {
     insertKey: db.prepare('INSERT INTO event_keys (job_id, event_id, revision) VALUES (?, ?, ?) ON CONFLICT DO NOTHING'),
     keyedEvent: db.prepare(`${INLINE_EVENT} WHERE job_id = @job AND revision = (SELECT revision FROM event_keys WHERE job_id = @job AND event_id = @event)`),
     locatedEvent: db.prepare(`${INLINE_EVENT} WHERE job_id = ? AND revision = ? AND event_id = ? AND payload_hash IS NOT NULL`),
-    insertEvent: db.prepare(`INSERT INTO inbox (job_id, event_id, type, payload, payload_hash, status, error, revision, accepted_at, processed_at,
-        source_kind, source_id, attempt)
-      VALUES (@job_id, @event_id, @type, @payload, @payload_hash, @status, @error, @revision, @accepted_at, @processed_at,
-        @source_kind, @source_id, @attempt)
-      ON CONFLICT (job_id, event_id) DO NOTHING`),
+    insertEvent: db.prepare(`INSERT INTO inbox (${INBOX_COLUMNS}) VALUES (${INBOX_VALUES}) ON CONFLICT (job_id, event_id) DO NOTHING`),
     /** The runtime's own event accepted and applied in one commit: inserted only while nothing waits before it in the job's inbox. */
-    insertAppliedEvent: db.prepare(`INSERT INTO inbox (job_id, event_id, type, payload, payload_hash, status, error, revision, accepted_at, processed_at,
-        source_kind, source_id, attempt)
-      SELECT @job_id, @event_id, @type, @payload, @payload_hash, @status, @error, @revision, @accepted_at, @processed_at,
-        @source_kind, @source_id, @attempt
+    insertAppliedEvent: db.prepare(`INSERT INTO inbox (${INBOX_COLUMNS}) SELECT ${INBOX_VALUES}
       WHERE NOT EXISTS (SELECT 1 FROM inbox WHERE job_id = @job_id AND status = 'pending')
       ON CONFLICT (job_id, event_id) DO NOTHING`),
     settleEvent: db.prepare(`UPDATE inbox SET status = @status, error = @error, revision = @revision, processed_at = @at, payload = @payload
