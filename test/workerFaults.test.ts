@@ -8,8 +8,7 @@ import { unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { assign, fromPromise, setup } from 'xstate';
-import { runWorker, SpoolError, type RuntimeEvent } from '../src/index.ts';
-import type { StorageFaultEvent } from '../src/runtime/api.ts';
+import { runWorker, SpoolError, type RuntimeEvent, type StorageFaultEvent } from '../src/index.ts';
 import { Resources } from './helpers/resources.ts';
 import { fill, tmpfs, unmount } from './helpers/tmpfs.ts';
 
