@@ -200,7 +200,7 @@ export class Runtime {
     this.#hostDriven = options.hostDriven ?? false;
     this.#verifySnapshots = options.verifySnapshots ?? 'auto';
     this.runnerId = newRunnerId();
-    const leaseState = { held: this.#leases, attempting: this.#attempting, running: this.#running, cache: this.#snapshots, closed: () => this.#closed };
+    const leaseState = { held: this.#leases, attempting: this.#attempting, running: this.#running, cache: this.#snapshots, closed: () => this.#closed, releaseIdle: (jobId: string) => this.#releaseIdle(jobId), withLock: this.#withLock };
     this.#leaseKeeper = new LeaseKeeper(this.store, this.clock, this.runnerId, this.#leaseMs, leaseState, this.#events);
     // The lease heartbeat (host-driven mode: `tick()` instead).
     if (!this.#hostDriven) this.#leaseKeeper.startHeartbeat((beat) => this.#track(beat));
@@ -514,6 +514,9 @@ export class Runtime {
     if (this.#hostDriven || this.#leaseKeeper.heartbeatDue()) await this.#leaseKeeper.heartbeat();
     const freed = await this.#leaseKeeper.expire();
     if (this.#process && freed.length > 0) await this.#drainAll(freed);
+    // A round already under way (started by a commit of this tick) finishes first: its claims wait
+    // for their jobs' commits in flight, and what it starts is started when tick() returns.
+    while (this.#pumping) await new Promise<void>((resolve) => setImmediate(resolve));
     const activitiesStarted = await this.#pumpEffects(true);
     return { timersFired, activitiesStarted };
   }
@@ -1482,7 +1485,14 @@ export class Runtime {
         });
         return false;
       }
-      claimed = await this.#submitClaim({ id: effect.id, runner: this.runnerId, now, claimUntil: now + this.#leaseMs, takeOver, fence: this.#leases.get(effect.jobId) ?? null });
+      // Under the job's lock, as its commits are: the claim goes to the store once a commit of the
+      // job in flight has settled, with the fence that commit left (an asynchronous store may run
+      // two writes in flight in either order, and deliver their results in either order).
+      claimed = await this.#withLock(effect.jobId, async () => {
+        const claim = await this.#submitClaim({ id: effect.id, runner: this.runnerId, now, claimUntil: now + this.#leaseMs, takeOver, fence: this.#leases.get(effect.jobId) ?? null });
+        if (claim) this.#leases.set(claim.jobId, claim.leaseFence);
+        return claim;
+      });
     } finally {
       if (!claimed) {
         this.#slots.release(effect.src);
@@ -1490,7 +1500,6 @@ export class Runtime {
       }
     }
     if (!claimed) return false;
-    this.#leases.set(claimed.jobId, claimed.leaseFence);
     this.#launch(claimed, def);
     return true;
   }
