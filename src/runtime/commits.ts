@@ -5,19 +5,19 @@
  * write is durable. A batch whose outcome is unknown (`CommitOutcomeUnknown`) is read back write by
  * write (outcomeUnknown.ts): what landed resolves as committed, what did not is written again.
  */
-import type {
-  AttemptFinish,
-  ClaimedEffect,
-  CommitResult,
-  CreateJobResult,
-  EffectClaim,
-  FinishStatus,
-  JobStore,
-  NewJob,
-  Outcome,
-  TransitionCommit,
+import {
+  CommitOutcomeUnknown,
+  type AttemptFinish,
+  type ClaimedEffect,
+  type CommitResult,
+  type CreateJobResult,
+  type EffectClaim,
+  type FinishStatus,
+  type JobStore,
+  type NewJob,
+  type Outcome,
+  type TransitionCommit,
 } from '../ports/store.ts';
-import { CommitOutcomeUnknown } from '../ports/store.ts';
 import { RevisionConflictError } from './errors.ts';
 import { DEFAULT_READ_BACK, readBack, type ReadBackOptions } from './outcomeUnknown.ts';
 

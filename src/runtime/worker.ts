@@ -56,9 +56,9 @@ export async function runWorker(runtime: Runtime, options: WorkerOptions = {}): 
         if (!isRetryableFault(error) || signal?.aborted) throw error;
         faults += 1;
         wait = backoffMs(faults, FAULT_BACKOFF.firstMs, FAULT_BACKOFF.maxMs);
-        const fault: StorageFaultEvent = { type: 'storage.fault', code: error.code, message: error.message, attempt: faults, retryInMs: wait };
+        const fault = { code: error.code, message: error.message, attempt: faults, retryInMs: wait };
         runtime.reportFault(fault);
-        options.onFault?.(fault);
+        options.onFault?.({ type: 'storage.fault', ...fault });
       }
       await alarm.sleep(wait);
     }
