@@ -5,11 +5,19 @@
  * `get`) is exactly what the machine's schema saw, and is what `JSON.stringify` writes for the
  * value sent. Plain JSON values are never refused.
  *
+ * "What was sent" is judged without JSON.stringify (which runs `toJSON` and drops nested
+ * `undefined`, and so would agree with a store that lost them): {@link asSent} copies every own
+ * enumerable key (symbols too), keeps holes, functions and non-plain objects as they are, and maps
+ * only the two rewrites the runtime documents (a valid Date to its ISO string, -0 to 0). A stored
+ * value that lost or changed anything differs from it under {@link same} (vitest's `toStrictEqual`
+ * compares `.constructor`, which a `constructor` key fools).
+ *
  * The schemas record what they are handed (`z.custom`), so "what was validated" is observed, not
  * assumed.
  */
 import type Database from 'better-sqlite3';
 import fc from 'fast-check';
+import { inspect } from 'node:util';
 import { assign, setup } from 'xstate';
 import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -114,6 +122,37 @@ const anyValue = fc.oneof(
 );
 const plainJsonValue = fc.jsonValue({ maxDepth: 4 }).filter((v) => !JSON.stringify(v).includes('"__proto__"'));
 
+/** The value as sent, copied without JSON (see the file's comment). */
+function asSent(v: unknown): unknown {
+  if (typeof v === 'number') return Object.is(v, -0) ? 0 : v;
+  if (v === null || typeof v !== 'object') return v;
+  const proto: unknown = Object.getPrototypeOf(v);
+  if (v instanceof Date && proto === Date.prototype && !Number.isNaN(v.getTime()) && Reflect.ownKeys(v).length === 0) return v.toISOString();
+  if (Array.isArray(v) && proto === Array.prototype) {
+    const out = new Array<unknown>(v.length);
+    for (let i = 0; i < v.length; i += 1) if (i in v) out[i] = asSent(v[i]);
+    return out;
+  }
+  if (proto !== Object.prototype && proto !== null) return v;
+  const out: Record<PropertyKey, unknown> = {};
+  for (const key of Reflect.ownKeys(v)) {
+    if (!Object.prototype.propertyIsEnumerable.call(v, key)) continue;
+    Object.defineProperty(out, key, { value: asSent((v as Record<PropertyKey, unknown>)[key]), writable: true, enumerable: true, configurable: true });
+  }
+  return out;
+}
+
+/** Deep equality that tells holes, `undefined`, -0, prototypes and key order apart. */
+function same(a: unknown, b: unknown): boolean {
+  if (a === null || b === null || typeof a !== 'object' || typeof b !== 'object') return Object.is(a, b);
+  if (Object.getPrototypeOf(a) !== Object.getPrototypeOf(b)) return false;
+  const keys = Reflect.ownKeys(a);
+  const other = Reflect.ownKeys(b);
+  if (keys.length !== other.length || keys.some((k, i) => k !== other[i])) return false;
+  return keys.every((k) => same(Object.getOwnPropertyDescriptor(a, k)?.value, Object.getOwnPropertyDescriptor(b, k)?.value));
+}
+const shown = (v: unknown) => inspect(v, { depth: 8, showHidden: false });
+
 /**
  * Run `call`. A refusal must be a typed SpoolError with the database untouched; an acceptance must
  * store what the schema saw (checked by `read`) and what JSON.stringify writes for `sent`.
@@ -133,10 +172,10 @@ async function storedAsValidated(sent: unknown, call: () => Promise<unknown>, re
   expect(seen).not.toBe(NONE);
   const text = JSON.stringify(seen);
   for (const copy of await read(result)) {
-    expect(copy).toEqual(seen);
+    expect(same(copy, seen), `stored ${shown(copy)}, validated ${shown(seen)}`).toBe(true);
     expect(JSON.stringify(copy)).toBe(text);
   }
-  expect(JSON.stringify(sent)).toBe(text);
+  expect(same(seen, asSent(sent)), `validated ${shown(seen)}, sent ${shown(sent)}`).toBe(true);
   // The stored copy has an own `__proto__` key, never a changed prototype.
   expect(JSON.stringify(JSON.parse(text))).toBe(text);
 }
