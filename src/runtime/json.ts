@@ -55,7 +55,6 @@ export interface PlainJsonLimits {
 
 const dateToJSON = Date.prototype.toJSON;
 const dateToISOString = Date.prototype.toISOString;
-const hasOwn = Object.prototype.hasOwnProperty;
 const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
 const wellFormed: (s: string) => boolean =
   typeof (String.prototype as { isWellFormed?: unknown }).isWellFormed === 'function'
@@ -120,7 +119,7 @@ class PlainWalk {
     if (depth + 1 > this.#limits.maxDepth) this.#fail(`is nested deeper than ${this.#limits.maxDepth} levels`, 'depth');
     if (this.#ancestors.has(o)) this.#fail('is a cycle: it contains itself');
     const proto: unknown = Object.getPrototypeOf(o);
-    if (proto === Date.prototype && !hasOwn.call(o, 'toJSON') && Date.prototype.toJSON === dateToJSON) return this.#date(o as Date);
+    if (proto === Date.prototype) return this.#date(o as Date);
     if (Array.isArray(o) ? proto !== Array.prototype : proto !== Object.prototype && proto !== null) this.#fail(`is ${describeObject(proto)}, not a plain object or array`);
     if (typeof (o as { toJSON?: unknown }).toJSON === 'function') this.#fail('has a toJSON method: what it writes is not what is checked');
     if (Object.getOwnPropertySymbols(o).length > 0) this.#fail('has a symbol key');
@@ -157,7 +156,8 @@ class PlainWalk {
   }
 
   #date(d: Date): string {
-    if (Object.keys(d).length > 0) this.#fail('is a Date with properties of its own');
+    if (Reflect.ownKeys(d).length > 0) this.#fail('is a Date with properties of its own');
+    if (Date.prototype.toJSON !== dateToJSON) this.#fail('is a Date, and Date.prototype.toJSON was replaced');
     if (Number.isNaN(d.getTime())) this.#fail('is an invalid Date');
     return dateToISOString.call(d);
   }
