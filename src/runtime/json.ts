@@ -65,7 +65,8 @@ const wellFormed: (s: string) => boolean =
  * The plain JSON copy of `value`, made in one walk that also checks it, or a {@link NotJsonError}
  * naming the first part JSON cannot hold: `undefined` (in an object or an array), a function, a
  * symbol (as a value or a key), a BigInt, a cycle, a non-finite number, a hole in an array, a
- * string with a lone surrogate (SQLite text is UTF-8: it would not read back the same), an object
+ * string with a lone surrogate (UTF-8 cannot encode it: a text column reads back U+FFFD, and
+ * Postgres `jsonb` refuses its `\ud800` escape), an object
  * with a `toJSON` method (what it writes is not what a schema sees), and any object that is not a
  * plain object or array (a class instance, a Map, a Set, a boxed primitive).
  *

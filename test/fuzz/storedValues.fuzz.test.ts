@@ -199,7 +199,7 @@ async function sendAndRead(event: unknown, mustAccept = false): Promise<void> {
 async function startAndRead(input: unknown, mustAccept = false): Promise<void> {
   const id = `s${(n += 1)}`;
   await storedAsValidated(
-    input,
+    input === undefined ? {} : input, // start's input defaults to {}
     () => rt.start('stored', input, { jobId: id }),
     async (job) => [(job as { input: unknown }).input, (await rt.get(id)).input],
     mustAccept,
