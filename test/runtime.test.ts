@@ -168,7 +168,7 @@ describe.each<Kind>(['sqlite', 'memory'])('runtime on %s', (kind) => {
       const { runtime, store } = await fresh(kind);
       const before = await dump(store);
       for (const bad of [Number.NaN, Number.POSITIVE_INFINITY]) {
-        await expect(runtime.start('job-lifecycle', { name: 'x', items: bad })).rejects.toThrow(`The input cannot be read as JSON: ${bad} is not a JSON number`);
+        await expect(runtime.start('job-lifecycle', { name: 'x', items: bad })).rejects.toThrow(`The input cannot be stored as JSON: input.items is ${bad}, not a JSON number.`);
       }
       expect(await dump(store)).toEqual(before);
     });

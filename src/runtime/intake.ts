@@ -7,7 +7,7 @@ import type { JobRecord, JobStore, JsonValue } from '../ports/store.ts';
 import { JOB_STATUSES } from '../ports/store.ts';
 import type { ListFilter, SendOptions } from './api.ts';
 import { IdempotencyConflictError, PayloadTooLargeError, UnknownEventError, ValidationError } from './errors.ts';
-import { toJson } from './json.ts';
+import { NotJsonError, plainJson } from './json.ts';
 import { redactText } from './redaction.ts';
 import { eventSchemaFor, namesEventType, type RegisteredMachine } from './registry.ts';
 import { unknownNames } from './options.ts';
@@ -46,7 +46,7 @@ export class Intake {
       // A schema's message may quote the value it refused: sensitive ones are redacted like any error's.
       throw new ValidationError(`Invalid input for ${def.id}: ${redactText(formatIssues(result.error), json, def.sensitive)}`, { machineId: def.id });
     }
-    return toJson(result.data);
+    return schemaOutput(`input (as ${def.id}'s input schema gave it)`, result.data, json);
   }
 
   /** An event: a JSON object with a type its machine names (none reserved), valid by the type's schema. */
@@ -70,32 +70,21 @@ export class Intake {
     if (!result.success) {
       throw new ValidationError(`Invalid ${type} event for ${def.id}: ${redactText(formatIssues(result.error), json, def.sensitive)}`, { eventType: type, machineId: def.id });
     }
-    return toJson(result.data);
+    return schemaOutput(`${type} event (as ${def.id}'s schema gave it)`, result.data, json);
   }
 
-  /** Any value as a private JSON copy, refused when it is not JSON, too deep or over `maxPayloadBytes`. */
+  /**
+   * Any value as a private plain JSON copy ({@link plainJson}: checked and copied in one walk, so a
+   * `toJSON`, a getter or a nested `undefined` cannot make what is stored differ from what is
+   * checked), refused when JSON cannot hold it, it is too deep, or over `maxPayloadBytes`.
+   */
   jsonPayload(what: string, value: unknown): JsonValue {
-    let walked: { depth: number; toJSON: boolean };
-    try {
-      walked = nestingDepth(value, MAX_DEPTH + 1);
-    } catch (error) {
-      throw new ValidationError(`The ${what} cannot be read as JSON: ${(error as Error).message}`);
-    }
-    if (walked.depth > MAX_DEPTH) throw new ValidationError(`The ${what} is nested deeper than ${MAX_DEPTH} levels.`);
-    let text: string | undefined;
-    try {
-      text = JSON.stringify(value);
-    } catch (error) {
-      throw new ValidationError(`The ${what} is not JSON-serialisable: ${(error as Error).message}`);
-    }
-    if (text === undefined) throw new ValidationError(`The ${what} is not JSON-serialisable.`);
-    const bytes = Buffer.byteLength(text);
+    const json = storedJson(what, value, this.#maxPayload);
+    // The text a store writes for this copy: its size is the payload's.
+    const bytes = Buffer.byteLength(JSON.stringify(json));
     if (bytes > this.#maxPayload) {
       throw new PayloadTooLargeError(`The ${what} is ${bytes} bytes; the limit is ${this.#maxPayload} (maxPayloadBytes).`, { bytes, limit: this.#maxPayload });
     }
-    const json = JSON.parse(text) as JsonValue;
-    // A `toJSON` method writes what the walk above did not see: count the JSON itself.
-    if (walked.toJSON && nestingDepth(json, MAX_DEPTH + 1).depth > MAX_DEPTH) throw new ValidationError(`The ${what} is nested deeper than ${MAX_DEPTH} levels.`);
     return json;
   }
 
@@ -133,6 +122,14 @@ export class Intake {
   }
 }
 
+/**
+ * What a schema made of a checked value, as stored: the same checks and copy (a schema's
+ * `transform` may give a Date, stored as its ISO string, or something JSON cannot hold, refused).
+ */
+function schemaOutput(what: string, data: unknown, checked: JsonValue): JsonValue {
+  return data === checked ? checked : storedJson(what, data);
+}
+
 /** A progress value: a number from 0 to 100. */
 export function checkPercent(percent: unknown): void {
   if (typeof percent !== 'number' || !Number.isFinite(percent) || percent < 0 || percent > 100) throw new ValidationError('Progress must be a number from 0 to 100.');
@@ -140,26 +137,22 @@ export function checkPercent(percent: unknown): void {
 
 
 /**
- * Nesting depth of a value, counted without recursion (stops counting past `limit`), and whether
- * some object in it has a `toJSON` method, whose JSON the walk cannot see.
+ * `value` as the plain JSON copy that is validated and stored ({@link plainJson}), named `what` in
+ * a refusal: a ValidationError naming the path (`event.items[2].when is a function`), or a
+ * PayloadTooLargeError when it holds more values than `maxPayload` bytes could write.
  */
-export function nestingDepth(value: unknown, limit: number): { depth: number; toJSON: boolean } {
-  let deepest = 0;
-  let custom = false;
-  const stack: [unknown, number][] = [[value, 0]];
-  const seen = new Set<object>();
-  while (stack.length > 0) {
-    const [v, d] = stack.pop()!;
-    // JSON.stringify would write null for these, and the schema would then report a null.
-    if (typeof v === 'number' && !Number.isFinite(v)) throw new Error(`${v} is not a JSON number`);
-    if (v === null || typeof v !== 'object' || seen.has(v)) continue;
-    seen.add(v);
-    deepest = Math.max(deepest, d + 1);
-    if (deepest > limit) return { depth: deepest, toJSON: custom };
-    if (typeof (v as { toJSON?: unknown }).toJSON === 'function') custom = true;
-    for (const child of Object.values(v)) stack.push([child, d + 1]);
+export function storedJson(what: string, value: unknown, maxPayload = Number.POSITIVE_INFINITY): JsonValue {
+  try {
+    return plainJson(value, what, { maxDepth: MAX_DEPTH, maxValues: maxPayload });
+  } catch (error) {
+    if (error instanceof NotJsonError) {
+      if (error.kind === 'size') throw new PayloadTooLargeError(`The ${what} holds more values than ${maxPayload} bytes of JSON can write (maxPayloadBytes).`, { bytes: maxPayload + 1, limit: maxPayload });
+      if (error.kind === 'depth') throw new ValidationError(`The ${what} is nested deeper than ${MAX_DEPTH} levels (at ${error.path}).`);
+      throw new ValidationError(`The ${what} cannot be stored as JSON: ${error.message}.`, { path: error.path });
+    }
+    // A getter or a proxy that throws, or a stack too deep to walk.
+    throw new ValidationError(`The ${what} cannot be read as JSON: ${(error as Error)?.message ?? String(error)}`);
   }
-  return { depth: deepest, toJSON: custom };
 }
 
 /** A non-empty string, or a ValidationError naming `what`. */

@@ -71,6 +71,7 @@ import {
   Intake,
   requireOptions,
   requireText,
+  storedJson,
   type CloseOptions,
   type WaitOptions,
 } from './intake.ts';
@@ -1617,7 +1618,7 @@ export class Runtime {
     };
     if (outcome.ok) {
       try {
-        output = toJson(outcome.value === undefined ? null : outcome.value);
+        output = storedJson('output', outcome.value === undefined ? null : outcome.value);
       } catch (error) {
         outcome = { ok: false, error: Object.assign(new Error(`activity output is not JSON: ${(error as Error).message}`), { terminal: true }) };
       }
