@@ -207,7 +207,7 @@ export class JobCommits {
    * Check one job against the registry: quarantine it if it cannot run, release it if it can
    * again, migrate it when a migration chain is registered.
    */
-  async check(jobId: string, known?: JobRecord): Promise<'missing' | 'ok' | 'quarantined' | 'migrated' | 'terminal'> {
+  async check(jobId: string, known?: JobRecord): Promise<CheckOutcome> {
     for (let attempt = 0; attempt < MAX_CONFLICT_RETRIES; attempt += 1) {
       // Recovery passes the row it just listed; a stale one only costs a conflict and a fresh read.
       const record = attempt === 0 && known ? known : await this.store.getJob(jobId);

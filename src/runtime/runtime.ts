@@ -1,71 +1,42 @@
 import { uuidv7 } from './ids.ts';
-import type { AnyMachineSnapshot, AnyStateMachine } from 'xstate';
 import { systemClock, type Clock } from '../ports/clock.ts';
 import type {
   FeedPage,
   TransitionOutcome,
-  NewEffect,
-  NewJob,
-  CommitResult,
   EffectRecord,
-  ErrorInfo,
   InboxRecord,
-  QueuedEvent,
-  CreateJobResult,
-  AttemptFinish,
-  ClaimedEffect,
-  EffectClaim,
-  EffectStart,
-  FinishStatus,
+  
   JobFilter,
   JobRecord,
   JobStatus,
   JobStore,
-  LeaseClaim,
-  JsonValue,
-  NewInboxEvent,
-  TransitionCommit,
   TransitionRecord,
 } from '../ports/store.ts';
 import {
   ClosedError,
-  CorruptRecordError,
-  IdempotencyConflictError,
   JobNotFinishedError,
   JobNotFoundError,
   JobTerminalError,
-  RevisionConflictError,
   SpoolError,
   ValidationError,
-  toErrorInfo,
 } from './errors.ts';
-import { hydrate, parseSnapshot } from './hydrate.ts';
-import { hashJson, redact, statePaths, toJson } from './json.ts';
-import { redactText, sensitivePaths } from './redaction.ts';
-import { MachineRegistry, namesEventType, type RegisteredMachine } from './registry.ts';
-import { crashPoint } from './crashPoints.ts';
-import type { ActionPlan } from '../step/actions.ts';
-import type { Relations } from '../step/children.ts';
-import { afterFailedAttempt, interruptedError, outcomeEvent } from '../step/attempts.ts';
-import { migrateStep, needsChildren, startStep, step, stopStep, type Started, type Step, type StepInput } from '../step/step.ts';
-import { deferred, isDeferred, newRunnerId, retireRunner, runnerIsGone, type ActivityArgs, type AssetInput } from './activities.ts';
-import { classify } from './retry.ts';
+import { MachineRegistry, namesEventType } from './registry.ts';
+import { outcomeEvent } from '../step/attempts.ts';
+import { newRunnerId, retireRunner, type ActivityArgs, type AssetInput } from './activities.ts';
 import * as ops from './operations.ts';
 import type { RuntimeStats } from './operations.ts';
 import * as sched from './schedules.ts';
-import { ActivitySlots, BacklogGauge, DEFAULT_MAX_BACKLOG, widerScan } from './limits.ts';
+import { ActivitySlots, BacklogGauge, DEFAULT_MAX_BACKLOG } from './limits.ts';
 import { checkRuntimeOptions } from './options.ts';
 import type { Job, JobDetails, ListFilter, LogEntry, RuntimeEvent, RuntimeOptions, SendOptions, SendResult, StartOptions } from './api.ts';
 import { RuntimeEvents } from './events.ts';
-import { JobQuarantined, STORE_REFUSED } from './quarantine.ts';
-import { describeEnd, JobReader, TERMINAL, toJob } from './jobView.ts';
+import { JobQuarantined } from './quarantine.ts';
+import { JobReader, TERMINAL } from './jobView.ts';
 import {
   checkAsset,
   checkClose,
-  checkId,
   checkListFilter,
   checkPercent,
-  checkSendOptions,
   checkWait,
   DEFAULT_MAX_PAYLOAD,
   Intake,
@@ -74,19 +45,20 @@ import {
   type CloseOptions,
   type WaitOptions,
 } from './intake.ts';
-import { CommitBatcher, type QueuedWrite } from './commits.ts';
+import { CommitBatcher } from './commits.ts';
 import { JobLocks } from './jobLocks.ts';
 import { BackgroundWork } from './background.ts';
 import { LeaseKeeper } from './leases.ts';
 import { Waiters } from './waiters.ts';
-import { drainAll, processPending, recoverStore, type RecoveryHost, type RecoveryReport } from './recovery.ts';
+import { processPending, recoverStore, type RecoveryHost, type RecoveryReport } from './recovery.ts';
 import { fireDueTimers } from './timers.ts';
-import { failureInfo, settleToken, tokenFor, type TokenResult } from './tokens.ts';
+import { failureInfo, settleToken, type TokenResult } from './tokens.ts';
 import { cancelEvent, checkCancelReason, requestCancel } from './cancel.ts';
 import { recordAsset, recordProgress, type WriteLease } from './reports.ts';
 import { giveBackAttempts, letRunningFinish } from './shutdown.ts';
 import { JobCommits, type SnapshotCache } from './jobCommits.ts';
 import { ActivityExecutor, type RunningActivity } from './executor.ts';
+import { JobEntry } from './entry.ts';
 
 export type { RuntimeOptions, LogEntry, Job, SendResult, StartOptions, SendOptions, ListFilter, RuntimeEvent, JobDetails } from './api.ts';
 
@@ -118,8 +90,6 @@ export class Runtime {
   readonly #process: boolean;
   readonly #reader: JobReader;
   readonly #events: RuntimeEvents;
-  /** Who listens to this runtime's events (see events.ts). */
-  readonly #listeners: ReadonlySet<(event: RuntimeEvent) => void>;
   readonly #jobLocks = new JobLocks();
   readonly #background: BackgroundWork;
   readonly #running = new Map<string, RunningActivity>();
@@ -145,6 +115,8 @@ export class Runtime {
   /** The commit path of one job (jobCommits.ts) and the activity executor (executor.ts). */
   readonly #jobs: JobCommits;
   readonly #executor: ActivityExecutor;
+  /** The way in: start and send (entry.ts). */
+  readonly #entry: JobEntry;
   #closing = false;
   #closed = false;
 
@@ -157,7 +129,6 @@ export class Runtime {
     this.#intake = new Intake(this.store, this.#owner, options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD);
     this.#process = options.processEvents ?? true;
     this.#events = new RuntimeEvents(this.clock, options.log);
-    this.#listeners = this.#events.listeners;
     this.#background = new BackgroundWork(this.#events);
     this.#commits = new CommitBatcher(this.store);
     this.#reader = new JobReader(this.store, this.registry, this.#owner, this.#snapshots);
@@ -203,6 +174,7 @@ export class Runtime {
       assertOpen: () => this.#assertOpen(),
     });
     this.#jobs = new JobCommits({ ...parts, activities: this.#executor, snapshots: this.#snapshots, get: (jobId) => this.get(jobId) });
+    this.#entry = new JobEntry({ ...parts, owner: this.#owner, newId: this.#newId, intake: this.#intake, reader: this.#reader, backlog: this.#backlog, jobs: this.#jobs, activities: this.#executor });
     this.#waiters = new Waiters({
       store: this.store,
       hostDriven: this.#hostDriven,
@@ -226,43 +198,7 @@ export class Runtime {
    */
   async start(machineId: string, input: unknown = {}, options: StartOptions = {}): Promise<Job> {
     this.#assertOpen();
-    return this.#unit(() => this.#start(machineId, input, options));
-  }
-
-  async #start(machineId: string, input: unknown, options: StartOptions): Promise<Job> {
-    if (typeof machineId !== 'string') throw new ValidationError('A machine id must be a string.');
-    options = requireOptions(options, 'start', ['jobId', 'idempotencyKey']);
-    const def = this.registry.latest(machineId);
-    const parsed = this.#validateInput(def, input);
-    const jobId = options.jobId ?? this.#newId();
-    checkId('job id', jobId);
-    if (options.jobId !== undefined && jobId.includes('~')) {
-      throw new ValidationError(`A job id must not contain "~": Spool derives the ids of child and scheduled jobs with it (got "${jobId}").`);
-    }
-    if (options.idempotencyKey !== undefined) checkId('idempotency key', options.idempotencyKey);
-    const inputHash = hashJson({ machine: def.id, input: parsed });
-    const key = options.idempotencyKey ?? null;
-
-    const existing = await this.#findExisting(jobId, key);
-    if (existing) return this.#sameStart(existing, def.id, inputHash, jobId, key, options.jobId);
-
-    const started = startStep({ def, input: parsed, jobId, idempotencyKey: key, inputHash, owner: this.#owner, runner: this.runnerId, now: this.clock.now(), machines: this.#jobs.machines });
-    await this.#backlog.admit(false); // backpressure (limits.ts): refused before anything is written; a repeated start returned above
-    const newJob = started.job;
-    const claims = this.#executor.claimsFor(newJob.effects ?? [], newJob.at);
-    if (claims.length > 0) newJob.claims = claims;
-    let created = false;
-    let record: JobRecord;
-    try {
-      ({ job: record, created } = await this.#submitCreate(newJob));
-    } finally {
-      this.#executor.claimsCommitted(newJob.effects ?? [], claims, created ? 1 : null, def);
-    }
-    if (!created) return this.#sameStart(record, def.id, inputHash, jobId, key, options.jobId);
-    if (claims.length > 0) this.#leases.set(jobId, 1);
-    // The new job's own actor lends its scope: its first event neither reads nor hydrates it again.
-    if (started.actor !== undefined) this.#jobs.remember(record, def, started.snapshot, started.actor);
-    return this.#jobs.started(record, def, started);
+    return this.#unit(() => this.#entry.start(machineId, input, options));
   }
 
   /**
@@ -275,77 +211,7 @@ export class Runtime {
    */
   async send(jobId: string, event: unknown, options: SendOptions = {}): Promise<SendResult> {
     this.#assertOpen();
-    return this.#unit(() => this.#send(jobId, event, options));
-  }
-
-  async #send(jobId: string, event: unknown, options: SendOptions): Promise<SendResult> {
-    options = checkSendOptions(options);
-    const record = await this.#visible(jobId, true);
-    // An id made up here names the revision the event is about to be applied at: applied there
-    // as it is accepted, the store finds it by that history row's key (no index entry to write).
-    const eventId = options.eventId ?? `r${record.revision + 1}.${this.#newId()}`;
-
-    const prior = options.eventId === undefined ? undefined : await this.store.getEvent(jobId, eventId);
-    if (prior) {
-      const def = this.registry.get(record.machineId, record.machineVersion);
-      const payload = this.#validateEvent(def, event);
-      if (prior.payloadHash !== hashJson(payload)) {
-        throw new IdempotencyConflictError(
-          `Event id "${eventId}" was already used for job ${jobId} with a different event; use a new event id for a new event.`,
-          { jobId, eventId },
-        );
-      }
-      return this.#outcome(jobId, eventId, true, options.wait ?? true);
-    }
-
-    if (TERMINAL.has(record.status)) {
-      throw new JobTerminalError(`Job ${jobId} is ${describeEnd(record)}: it accepts no more events.`, {
-        jobId,
-        status: record.status,
-        state: record.value,
-      });
-    }
-    const route = this.registry.route(record.machineId, record.machineVersion);
-    if (record.quarantine !== null && route && (await this.#withLock(jobId, () => this.#jobs.check(jobId))) !== 'quarantined') {
-      return this.#send(jobId, event, options); // another runtime held it back; this one can run it
-    }
-    if (record.quarantine !== null || !route) {
-      throw new JobQuarantined(jobId, record.quarantine ?? `machine ${record.machineId}@${record.machineVersion} is not registered`);
-    }
-    const payload = this.#validateEvent(route.target, event);
-    const type = (payload as { type: string }).type;
-    const accept: NewInboxEvent = {
-      jobId,
-      eventId,
-      type,
-      payload,
-      payloadHash: hashJson(payload),
-      at: this.clock.now(),
-    };
-
-    // Backpressure (limits.ts): refused before anything is written (a repeat of an accepted event id
-    // returned its outcome above). An event that will wait in the inbox is counted at once.
-    const queues = !(this.#process && (options.wait ?? true) && record.suspendedAt === null);
-    await this.#backlog.admit(queues);
-    // A suspended job accepts the event and leaves it pending (the commit would refuse it anyway).
-    if (this.#process && (options.wait ?? true) && record.suspendedAt === null) {
-      const inline = await this.#withLock(jobId, () => this.#jobs.applyInline(accept, record));
-      if (inline) {
-        if (this.#pendingDrains.delete(jobId)) {
-          await this.#jobs.drain(jobId);
-          return this.#outcome(jobId, eventId, false, true);
-        }
-        return { jobId, eventId, status: inline.status, revision: inline.record.revision, error: inline.error, duplicate: false, job: this.#view(inline.record) };
-      }
-    }
-    const { event: stored, duplicate } = await this.store.acceptEvent(accept);
-    if (!queues && !duplicate) this.#backlog.queued(); // the inline path could not take it: it waits in the inbox
-    if (duplicate && stored.payloadHash !== accept.payloadHash) {
-      throw new IdempotencyConflictError(`Event id "${eventId}" was already used for job ${jobId} with a different event.`, { jobId, eventId });
-    }
-    crashPoint('after-accept');
-    this.#emit({ type: 'event.accepted', jobId, eventId, eventType: type });
-    return this.#outcome(jobId, eventId, duplicate, options.wait ?? true);
+    return this.#unit(() => this.#entry.send(jobId, event, options));
   }
 
   /** A job by id. Throws {@link JobNotFoundError} for unknown ids and other owners' jobs. */
@@ -780,13 +646,7 @@ export class Runtime {
         const def = this.registry.latest(machineId);
         return namesEventType(def, def.cancel.event);
       },
-      prepareStart: (machineId, input, jobId, at) => {
-        const def = this.registry.latest(machineId);
-        const parsed = this.#validateInput(def, input);
-        checkId('job id', jobId);
-        const started = startStep({ def, input: parsed, jobId, idempotencyKey: null, inputHash: hashJson({ machine: def.id, input: parsed }), owner: this.#owner, runner: this.runnerId, now: at, machines: this.#jobs.machines });
-        return { job: started.job, sensitivePaths: sensitivePaths(parsed, def.sensitive), started: async (record) => void (await this.#jobs.started(record, def, started)) };
-      },
+      prepareStart: (machineId, input, jobId, at) => this.#entry.prepareStart(machineId, input, jobId, at),
       cancelEvent: (record, reason, at) => {
         const def = this.registry.route(record.machineId, record.machineVersion)?.target;
         return def && namesEventType(def, def.cancel.event) ? cancelEvent(record.id, def, reason, at) : undefined;
@@ -811,56 +671,20 @@ export class Runtime {
     if (this.#closed) throw new ClosedError('This Spool runtime is closed; create a new one with createRuntime().');
   }
 
-  // One-line delegates to the parts, under the names the commit path and the activity executor call.
+  // One-line delegates to the parts.
   /** A job read from the record this runtime last committed or read of it, if any (jobView.ts). */
   readonly #readKnown = (jobId: string): Promise<JobRecord | undefined> => this.#reader.readKnown(jobId);
   /** A job of this runtime's owner; `cached`: read it with {@link #readKnown} (jobView.ts). */
   readonly #visible = (jobId: string, cached = false): Promise<JobRecord> => this.#reader.visible(jobId, cached);
   readonly #view = (record: JobRecord): Job => this.#reader.view(record);
-  /** The job a `start` repeats (intake.ts). */
-  readonly #findExisting = (jobId: string, key: string | null): Promise<JobRecord | undefined> => this.#intake.findExisting(jobId, key);
-  readonly #validateInput = (def: RegisteredMachine, input: unknown): JsonValue => this.#intake.validateInput(def, input);
-  readonly #validateEvent = (def: RegisteredMachine | undefined, event: unknown): JsonValue => this.#intake.validateEvent(def, event);
   /** Run `work` in the background: its failure is logged, and `idle`/`close` wait for it (background.ts). */
   readonly #track = (work: Promise<unknown>): void => this.#background.track(work);
   /** Count an operation that may commit, so commits of concurrent operations share a transaction (commits.ts). */
   readonly #unit = <T>(work: () => Promise<T>): Promise<T> => this.#commits.unit(work);
-  /** Group-committed writes (commits.ts): a caller is resolved once the batch holding its write is durable. */
-  readonly #submitCreate = (create: NewJob): Promise<CreateJobResult> => this.#commits.submitCreate(create);
   /** Serialise work on one job inside this process (jobLocks.ts; other processes are fenced by revision). */
   readonly #withLock = <T>(jobId: string, work: () => Promise<T>): Promise<T> => this.#jobLocks.run(jobId, work);
-  /** This runtime no longer holds the job (leases.ts). */
-  readonly #leaseLost = (jobId: string, fence: number): void => this.#leaseKeeper.lost(jobId, fence);
-  /** The lease a commit of this job is made under (leases.ts). */
-  readonly #leaseFor = (jobId: string, hold: boolean, now: number): LeaseClaim => this.#leaseKeeper.claimFor(jobId, hold, now);
   readonly #emit = (event: RuntimeEvent): void => this.#events.emit(event);
   readonly #logEntry = (level: LogEntry['level'], msg: string, fields: Record<string, unknown>): void => this.#events.log(level, msg, fields);
-
-  /** The job a repeated `start` returns, once it is the same request (intake.ts). */
-  #sameStart(record: JobRecord, machineId: string, inputHash: string, jobId: string, key: string | null, requestedId: string | undefined): Job {
-    this.#intake.checkSameStart(record, machineId, inputHash, jobId, key, requestedId);
-    return this.#view(record);
-  }
-
-  async #outcome(jobId: string, eventId: string, duplicate: boolean, wait: boolean): Promise<SendResult> {
-    let event = await this.store.getEvent(jobId, eventId);
-    if (event && event.status === 'pending' && this.#process) {
-      if (wait) await this.#jobs.drain(jobId);
-      else this.#track(this.#jobs.drain(jobId));
-      if (wait) event = await this.store.getEvent(jobId, eventId);
-    }
-    if (!event) throw new JobNotFoundError(jobId);
-    const record = await this.#visible(jobId);
-    return {
-      jobId,
-      eventId,
-      status: event.status,
-      revision: event.revision,
-      error: event.error,
-      duplicate,
-      job: this.#view(record),
-    };
-  }
 
   /**
    * This owner's commits of every job in one growing order, after the cursor `after` (a record's
