@@ -17,10 +17,9 @@ import {
   JobNotFinishedError,
   JobNotFoundError,
   JobTerminalError,
-  SpoolError,
   ValidationError,
 } from './errors.ts';
-import { MachineRegistry, namesEventType } from './registry.ts';
+import { MachineRegistry } from './registry.ts';
 import { outcomeEvent } from '../step/attempts.ts';
 import { newRunnerId, retireRunner, type ActivityArgs, type AssetInput } from './activities.ts';
 import * as ops from './operations.ts';
@@ -53,7 +52,7 @@ import { Waiters } from './waiters.ts';
 import { processPending, recoverStore, type RecoveryHost, type RecoveryReport } from './recovery.ts';
 import { fireDueTimers } from './timers.ts';
 import { failureInfo, settleToken, type TokenResult } from './tokens.ts';
-import { cancelEvent, checkCancelReason, requestCancel } from './cancel.ts';
+import { checkCancelReason, requestCancel } from './cancel.ts';
 import { recordAsset, recordProgress, type WriteLease } from './reports.ts';
 import { giveBackAttempts, letRunningFinish } from './shutdown.ts';
 import { JobCommits, type SnapshotCache } from './jobCommits.ts';
@@ -117,6 +116,9 @@ export class Runtime {
   readonly #executor: ActivityExecutor;
   /** The way in: start and send (entry.ts). */
   readonly #entry: JobEntry;
+  /** What operations.ts and schedules.ts are handed of this runtime. */
+  readonly #ops: ops.OperationsHost;
+  readonly #schedules: sched.SchedulesHost;
   #closing = false;
   #closed = false;
 
@@ -175,6 +177,25 @@ export class Runtime {
     });
     this.#jobs = new JobCommits({ ...parts, activities: this.#executor, snapshots: this.#snapshots, get: (jobId) => this.get(jobId) });
     this.#entry = new JobEntry({ ...parts, owner: this.#owner, newId: this.#newId, intake: this.#intake, reader: this.#reader, backlog: this.#backlog, jobs: this.#jobs, activities: this.#executor });
+    this.#ops = {
+      store: this.store,
+      clock: this.clock,
+      owner: this.#owner,
+      visible: (jobId) => this.#visible(jobId),
+      ready: (record) => this.#jobs.readyFrom(record),
+      definition: (record) => this.registry.get(record.machineId, record.machineVersion),
+      log: (level, msg, fields) => this.#logEntry(level, msg, fields),
+    };
+    this.#schedules = sched.schedulesHost({
+      store: this.store,
+      clock: this.clock,
+      owner: this.#owner,
+      registry: this.registry,
+      prepareStart: (machineId, input, jobId, at) => this.#entry.prepareStart(machineId, input, jobId, at),
+      cancel: (jobId, reason) => this.cancel(jobId, reason),
+      emit: (event) => this.#emit(event),
+      log: (level, msg, fields) => this.#logEntry(level, msg, fields),
+    });
     this.#waiters = new Waiters({
       store: this.store,
       hostDriven: this.#hostDriven,
@@ -345,7 +366,7 @@ export class Runtime {
       const { fired, jobs } = await fireDueTimers(this.store, this.#events, this.clock.now());
       timersFired = fired;
       if (this.#process) await this.#jobs.drainAll(jobs);
-      await sched.fireDueSchedules(this.#schedulesHost); // due occurrences start their jobs (schedules.ts)
+      await sched.fireDueSchedules(this.#schedules); // due occurrences start their jobs (schedules.ts)
     }
     if (this.#hostDriven) await this.#leaseKeeper.renewClaims();
     // This process is alive: renew its own leases before freeing expired ones (host-driven mode has
@@ -360,7 +381,7 @@ export class Runtime {
   /** When the next timer, retry or schedule occurrence is due (clock time), or null: a worker sleeps until then. */
   async nextWakeAt(): Promise<number | null> {
     this.#assertOpen();
-    return sched.earliest(await this.store.nextWakeAt(), await sched.nextScheduleWake(this.#schedulesHost));
+    return sched.earliest(await this.store.nextWakeAt(), await sched.nextScheduleWake(this.#schedules));
   }
 
   /**
@@ -586,22 +607,6 @@ export class Runtime {
     return ops.collectStats(this.#ops);
   }
 
-  #opsHost: ops.OperationsHost | undefined;
-
-  /** What operations.ts needs from this runtime. */
-  get #ops(): ops.OperationsHost {
-    this.#opsHost ??= {
-      store: this.store,
-      clock: this.clock,
-      owner: this.#owner,
-      visible: (jobId) => this.#visible(jobId),
-      ready: (record) => this.#jobs.readyFrom(record),
-      definition: (record) => this.registry.get(record.machineId, record.machineVersion),
-      log: (level, msg, fields) => this.#logEntry(level, msg, fields),
-    };
-    return this.#opsHost;
-  }
-
   // ---------------------------------------------------------------- schedules (schedules.ts)
 
   /**
@@ -618,51 +623,19 @@ export class Runtime {
    */
   async schedule(spec: sched.ScheduleSpec): Promise<sched.ScheduleResult> {
     this.#assertOpen();
-    return sched.upsertSchedule(this.#schedulesHost, spec);
+    return sched.upsertSchedule(this.#schedules, spec);
   }
 
   /** Remove a schedule (true if there was one). The jobs it started carry on. */
   async unschedule(id: string): Promise<boolean> {
     this.#assertOpen();
-    return sched.removeSchedule(this.#schedulesHost, id);
+    return sched.removeSchedule(this.#schedules, id);
   }
 
   /** This owner's schedules, ordered by id, with their next occurrence and what they last did. */
   async schedules(): Promise<sched.Schedule[]> {
     this.#assertOpen();
-    return sched.listSchedules(this.#schedulesHost);
-  }
-
-  #schedulesHostValue: sched.SchedulesHost | undefined;
-
-  /** What schedules.ts needs from this runtime. */
-  get #schedulesHost(): sched.SchedulesHost {
-    this.#schedulesHostValue ??= {
-      store: this.store,
-      clock: this.clock,
-      owner: this.#owner,
-      hasMachine: (machineId) => this.registry.all().some((m) => m.id === machineId),
-      canCancel: (machineId) => {
-        const def = this.registry.latest(machineId);
-        return namesEventType(def, def.cancel.event);
-      },
-      prepareStart: (machineId, input, jobId, at) => this.#entry.prepareStart(machineId, input, jobId, at),
-      cancelEvent: (record, reason, at) => {
-        const def = this.registry.route(record.machineId, record.machineVersion)?.target;
-        return def && namesEventType(def, def.cancel.event) ? cancelEvent(record.id, def, reason, at) : undefined;
-      },
-      cancelled: async (jobId, reason) => {
-        this.#emit({ type: 'cancel.requested', jobId, reason });
-        try {
-          await this.cancel(jobId, reason); // the request is recorded: this aborts its activities and applies the event
-        } catch (error) {
-          if (!(error instanceof SpoolError && (error.category === 'terminal' || error.category === 'conflict'))) throw error;
-        }
-      },
-      emit: (event) => this.#emit(event),
-      log: (level, msg, fields) => this.#logEntry(level, msg, fields),
-    };
-    return this.#schedulesHostValue;
+    return sched.listSchedules(this.#schedules);
   }
 
   // ---------------------------------------------------------------- internals
