@@ -52,7 +52,7 @@ import { Waiters } from './waiters.ts';
 import { processPending, recoverStore, type RecoveryHost, type RecoveryReport } from './recovery.ts';
 import { fireDueTimers } from './timers.ts';
 import { failureInfo, settleToken, type TokenResult } from './tokens.ts';
-import { checkCancelReason, requestCancel } from './cancel.ts';
+import { cancelEvent, checkCancelReason, requestCancel } from './cancel.ts';
 import { recordAsset, recordProgress, type WriteLease } from './reports.ts';
 import { giveBackAttempts, letRunningFinish } from './shutdown.ts';
 import { JobCommits, type SnapshotCache } from './jobCommits.ts';
@@ -192,6 +192,7 @@ export class Runtime {
       owner: this.#owner,
       registry: this.registry,
       prepareStart: (machineId, input, jobId, at) => this.#entry.prepareStart(machineId, input, jobId, at),
+      cancelEvent,
       cancel: (jobId, reason) => this.cancel(jobId, reason),
       emit: (event) => this.#emit(event),
       log: (level, msg, fields) => this.#logEntry(level, msg, fields),

@@ -31,8 +31,7 @@ import type {
 import { IdempotencyConflictError, SpoolError } from './errors.ts';
 import { hashJson } from './json.ts';
 import { unknownNames } from './options.ts';
-import { namesEventType, type MachineRegistry } from './registry.ts';
-import { cancelEvent } from './cancel.ts';
+import { namesEventType, type MachineRegistry, type RegisteredMachine } from './registry.ts';
 
 /** What `Runtime.schedule` takes. */
 export interface ScheduleSpec {
@@ -139,13 +138,15 @@ export interface SchedulesHost {
   log(level: 'info' | 'warn' | 'error', msg: string, fields: Record<string, unknown>): void;
 }
 
-/** What the runtime hands `schedulesHost`: its parts, the way in, its public `cancel` and its events. */
+/** What the runtime hands `schedulesHost`: its parts, the way in, the cancel event, its public `cancel` and its events. */
 export interface SchedulesParts {
   store: JobStore;
   clock: Clock;
   owner: string | null;
   registry: MachineRegistry;
   prepareStart: SchedulesHost['prepareStart'];
+  /** The machine's cancel event for a job (cancel.ts), and the runtime's `cancel`. */
+  cancelEvent: (jobId: string, def: RegisteredMachine, reason: string, at: number) => NewInboxEvent;
   cancel: (jobId: string, reason: string) => Promise<unknown>;
   emit: (event: ScheduleEvent | { type: 'cancel.requested'; jobId: string; reason: string }) => void;
   log: SchedulesHost['log'];
@@ -166,7 +167,7 @@ export function schedulesHost(parts: SchedulesParts): SchedulesHost {
     prepareStart: parts.prepareStart,
     cancelEvent: (record, reason, at) => {
       const def = registry.route(record.machineId, record.machineVersion)?.target;
-      return def && namesEventType(def, def.cancel.event) ? cancelEvent(record.id, def, reason, at) : undefined;
+      return def && namesEventType(def, def.cancel.event) ? parts.cancelEvent(record.id, def, reason, at) : undefined;
     },
     cancelled: async (jobId, reason) => {
       parts.emit({ type: 'cancel.requested', jobId, reason });
