@@ -17,7 +17,7 @@ import type { MachineRegistry, RegisteredMachine } from './registry.ts';
 import { crashPoint } from './crashPoints.ts';
 import type { ActionPlan } from '../step/actions.ts';
 import type { Relations } from '../step/children.ts';
-import { migrateStep, needsChildren, step, stopStep, type Started, type Step, type StepInput } from '../step/step.ts';
+import { migrateStep, needsChildren, step, type Started, type Step, type StepInput } from '../step/step.ts';
 import type { Job, LogEntry, RuntimeEvent } from './api.ts';
 import type { RuntimeEvents } from './events.ts';
 import { STORE_REFUSED } from './quarantine.ts';
@@ -28,6 +28,7 @@ import type { BackgroundWork } from './background.ts';
 import type { LeaseKeeper } from './leases.ts';
 import { drainAll, type CheckOutcome } from './recovery.ts';
 import type { ActivityExecutor, OutcomeInCommit, RunningActivity } from './executor.ts';
+import { stopChildJob } from './childJobs.ts';
 
 const MAX_CONFLICT_RETRIES = 100;
 /** Hydrated snapshots kept in memory (most recently committed jobs). */
@@ -86,6 +87,7 @@ export class JobCommits {
   readonly runnerId: string;
   readonly #process: boolean;
   readonly #runEffects: boolean;
+  readonly #deps: JobCommitsDeps;
   readonly #activities: JobCommitsDeps['activities'];
   readonly #snapshots: SnapshotCache;
   readonly #leases: Map<string, number>;
@@ -116,6 +118,7 @@ export class JobCommits {
     this.runnerId = deps.runnerId;
     this.#process = deps.process;
     this.#runEffects = deps.runEffects;
+    this.#deps = deps;
     this.#activities = deps.activities;
     this.#snapshots = deps.snapshots;
     this.#leases = deps.leases;
@@ -431,26 +434,8 @@ export class JobCommits {
   }
 
   /** Stop a child job whose invoking state was left: status `stopped`, its effects and timers cancelled, its own children stopped. */
-  async stopJob(jobId: string): Promise<void> {
-    const grandchildren = await this.#withLock(jobId, async () => {
-      for (let attempt = 0; attempt < MAX_CONFLICT_RETRIES; attempt += 1) {
-        const record = await this.store.getJob(jobId);
-        if (!record || TERMINAL.has(record.status)) return [];
-        const children = (await this.store.listEffects(jobId)).filter((e) => e.kind === 'child' && e.active).map((e) => e.id);
-        const now = this.clock.now();
-        // The parent's decision overrides any lease on the child: the holder's next write fails its fence.
-        const [result] = await this.store.commit([{ ...stopStep(record, now), lease: { ...this.#leaseFor(jobId, false, now), force: true } }]);
-        if (result?.ok) {
-          this.#snapshots.delete(jobId);
-          this.#leases.delete(jobId);
-          for (const running of this.#running.values()) if (running.jobId === jobId) running.controller.abort(new Error('stopped: its parent left the invoking state'));
-          this.#logEntry('info', 'child job stopped', { jobId });
-          return children;
-        }
-      }
-      return [];
-    });
-    for (const child of grandchildren) await this.stopJob(child);
+  stopJob(jobId: string): Promise<void> {
+    return stopChildJob(this.#deps, jobId);
   }
 
   /** Submit a step's commit under this runner's lease (and, for an outcome applied with its event, the attempt's finish), and keep what it produced. */
