@@ -25,29 +25,17 @@ import type { BacklogGauge } from './limits.ts';
 import type { PreparedStart } from './schedules.ts';
 import type { JobCommits } from './jobCommits.ts';
 import type { ActivityExecutor } from './executor.ts';
+import type { RuntimeParts } from './parts.ts';
 
-/** What the way in is built with: the runtime's parts and the state it shares with them. */
-export interface EntryDeps {
-  store: JobStore;
-  clock: Clock;
-  registry: MachineRegistry;
-  runnerId: string;
+/** What the way in is built with besides the shared parts. */
+export interface EntryDeps extends RuntimeParts {
   owner: string | null;
   newId: () => string;
-  /** Whether this runtime applies events. */
-  process: boolean;
   intake: Intake;
   reader: JobReader;
   backlog: BacklogGauge;
-  events: RuntimeEvents;
-  commits: CommitBatcher;
-  locks: JobLocks;
-  background: BackgroundWork;
   jobs: JobCommits;
   activities: Pick<ActivityExecutor, 'claimsFor' | 'claimsCommitted'>;
-  /** Leases held here (job id -> fence); jobs whose own commit queued events for them. */
-  leases: Map<string, number>;
-  pendingDrains: Set<string>;
 }
 
 /** Start and send (see the file's comment). */

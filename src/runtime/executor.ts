@@ -18,23 +18,11 @@ import { classify } from './retry.ts';
 import { widerScan, type ActivitySlots } from './limits.ts';
 import { checkPercent } from './intake.ts';
 import type { LogEntry, RuntimeEvent } from './api.ts';
-import type { RuntimeEvents } from './events.ts';
 import { TERMINAL } from './jobView.ts';
-import type { CommitBatcher } from './commits.ts';
-import type { JobLocks } from './jobLocks.ts';
-import type { BackgroundWork } from './background.ts';
-import type { LeaseKeeper } from './leases.ts';
 import type { CheckOutcome } from './recovery.ts';
 import type { WriteLease } from './reports.ts';
+import type { RunningActivity, RuntimeParts } from './parts.ts';
 import { tokenFor } from './tokens.ts';
-
-/** An attempt running here. */
-export interface RunningActivity {
-  jobId: string;
-  actorId: string;
-  attempt: number;
-  controller: AbortController;
-}
 
 /** An attempt's outcome recorded in the commit that applies its event; `recorded` runs once that commit is durable. */
 export interface OutcomeInCommit {
@@ -52,32 +40,13 @@ export interface OutcomeCommits {
   applyOutcome(jobId: string, event: NewInboxEvent, outcome: OutcomeInCommit): Promise<void>;
 }
 
-/** What the executor is built with: the runtime's parts and the state it shares with them. */
-export interface ExecutorDeps {
-  store: JobStore;
-  clock: Clock;
-  registry: MachineRegistry;
-  runnerId: string;
-  /** Whether this runtime applies events; whether it runs activities. */
-  process: boolean;
-  runEffects: boolean;
+/** What the executor is built with besides the shared parts. */
+export interface ExecutorDeps extends RuntimeParts {
   hostDriven: boolean;
   maxActivities: number;
   leaseMs: number;
   slots: ActivitySlots;
-  events: RuntimeEvents;
-  commits: CommitBatcher;
-  locks: JobLocks;
-  background: BackgroundWork;
-  leaseKeeper: LeaseKeeper;
   jobs: OutcomeCommits;
-  readKnown: (jobId: string) => Promise<JobRecord | undefined>;
-  /** Leases held here (job id -> fence); attempts claimed here (effect id -> job id); attempts running here. */
-  leases: Map<string, number>;
-  attempting: Map<string, string>;
-  running: Map<string, RunningActivity>;
-  /** Jobs whose own commit queued events for them: drained after it. */
-  pendingDrains: ReadonlySet<string>;
   /** Whether `close()` has begun: no new attempts are claimed. */
   closing: () => boolean;
   /** What an attempt reports (reports.ts, under its lease), and the runtime's open check. */

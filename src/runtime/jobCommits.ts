@@ -19,15 +19,11 @@ import type { ActionPlan } from '../step/actions.ts';
 import type { Relations } from '../step/children.ts';
 import { migrateStep, needsChildren, step, type Started, type Step, type StepInput } from '../step/step.ts';
 import type { Job, LogEntry, RuntimeEvent } from './api.ts';
-import type { RuntimeEvents } from './events.ts';
 import { STORE_REFUSED } from './quarantine.ts';
 import { describeEnd, TERMINAL, toJob } from './jobView.ts';
-import type { CommitBatcher } from './commits.ts';
-import type { JobLocks } from './jobLocks.ts';
-import type { BackgroundWork } from './background.ts';
-import type { LeaseKeeper } from './leases.ts';
 import { drainAll, type CheckOutcome } from './recovery.ts';
-import type { ActivityExecutor, OutcomeInCommit, RunningActivity } from './executor.ts';
+import type { ActivityExecutor, OutcomeInCommit } from './executor.ts';
+import type { RunningActivity, RuntimeParts } from './parts.ts';
 import { stopChildJob } from './childJobs.ts';
 
 const MAX_CONFLICT_RETRIES = 100;
@@ -50,33 +46,13 @@ export type Loaded =
 /** By job: the record this runtime last committed or read, and its hydrated snapshot (valid while the revision holds). */
 export type SnapshotCache = Map<string, { record: JobRecord; def: RegisteredMachine; snapshot: AnyMachineSnapshot; actor: unknown }>;
 
-/** What the commit path is built with: the runtime's parts and the state it shares with them. */
-export interface JobCommitsDeps {
-  store: JobStore;
-  clock: Clock;
-  registry: MachineRegistry;
-  runnerId: string;
-  /** Whether this runtime applies events; whether it runs activities. */
-  process: boolean;
-  runEffects: boolean;
-  events: RuntimeEvents;
-  commits: CommitBatcher;
-  locks: JobLocks;
-  background: BackgroundWork;
-  leaseKeeper: LeaseKeeper;
+/** What the commit path is built with besides the shared parts. */
+export interface JobCommitsDeps extends RuntimeParts {
   /** The activity executor: the claims a commit carries, the attempts it starts. */
   activities: Pick<ActivityExecutor, 'claimsFor' | 'claimsCommitted' | 'startClaimed' | 'pump'>;
-  /** A job read from the record this runtime last committed or read of it (jobView.ts). */
-  readKnown: (jobId: string) => Promise<JobRecord | undefined>;
   /** A job as the caller sees it (the runtime's `get`). */
   get: (jobId: string) => Promise<Job>;
   snapshots: SnapshotCache;
-  /** Leases held here (job id -> fence); attempts claimed here (effect id -> job id); attempts running here. */
-  leases: Map<string, number>;
-  attempting: ReadonlyMap<string, string>;
-  running: ReadonlyMap<string, RunningActivity>;
-  /** Jobs whose own commit queued events for them: drained after it. */
-  pendingDrains: Set<string>;
 }
 
 /** The commit path (see the file's comment). */

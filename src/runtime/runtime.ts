@@ -56,7 +56,8 @@ import { cancelEvent, checkCancelReason, requestCancel } from './cancel.ts';
 import { recordAsset, recordProgress, type WriteLease } from './reports.ts';
 import { giveBackAttempts, letRunningFinish } from './shutdown.ts';
 import { JobCommits, type SnapshotCache } from './jobCommits.ts';
-import { ActivityExecutor, type RunningActivity } from './executor.ts';
+import { ActivityExecutor } from './executor.ts';
+import type { RunningActivity, RuntimeParts } from './parts.ts';
 import { JobEntry } from './entry.ts';
 
 export type { RuntimeOptions, LogEntry, Job, SendResult, StartOptions, SendOptions, ListFilter, RuntimeEvent, JobDetails } from './api.ts';
@@ -116,9 +117,6 @@ export class Runtime {
   readonly #executor: ActivityExecutor;
   /** The way in: start and send (entry.ts). */
   readonly #entry: JobEntry;
-  /** What operations.ts and schedules.ts are handed of this runtime. */
-  readonly #ops: ops.OperationsHost;
-  readonly #schedules: sched.SchedulesHost;
   #closing = false;
   #closed = false;
 
@@ -145,7 +143,7 @@ export class Runtime {
     this.#leaseKeeper = new LeaseKeeper(this.store, this.clock, this.runnerId, leaseMs, leaseState, this.#events);
     // The lease heartbeat (host-driven mode: `tick()` instead).
     if (!this.#hostDriven) this.#leaseKeeper.startHeartbeat((beat) => this.#track(beat));
-    const parts = {
+    const parts: RuntimeParts = {
       store: this.store,
       clock: this.clock,
       registry: this.registry,
@@ -177,26 +175,6 @@ export class Runtime {
     });
     this.#jobs = new JobCommits({ ...parts, activities: this.#executor, snapshots: this.#snapshots, get: (jobId) => this.get(jobId) });
     this.#entry = new JobEntry({ ...parts, owner: this.#owner, newId: this.#newId, intake: this.#intake, reader: this.#reader, backlog: this.#backlog, jobs: this.#jobs, activities: this.#executor });
-    this.#ops = {
-      store: this.store,
-      clock: this.clock,
-      owner: this.#owner,
-      visible: (jobId) => this.#visible(jobId),
-      ready: (record) => this.#jobs.readyFrom(record),
-      definition: (record) => this.registry.get(record.machineId, record.machineVersion),
-      log: (level, msg, fields) => this.#logEntry(level, msg, fields),
-    };
-    this.#schedules = sched.schedulesHost({
-      store: this.store,
-      clock: this.clock,
-      owner: this.#owner,
-      registry: this.registry,
-      prepareStart: (machineId, input, jobId, at) => this.#entry.prepareStart(machineId, input, jobId, at),
-      cancelEvent,
-      cancel: (jobId, reason) => this.cancel(jobId, reason),
-      emit: (event) => this.#emit(event),
-      log: (level, msg, fields) => this.#logEntry(level, msg, fields),
-    });
     this.#waiters = new Waiters({
       store: this.store,
       hostDriven: this.#hostDriven,
@@ -608,6 +586,22 @@ export class Runtime {
     return ops.collectStats(this.#ops);
   }
 
+  #opsHost: ops.OperationsHost | undefined;
+
+  /** What operations.ts needs from this runtime. */
+  get #ops(): ops.OperationsHost {
+    this.#opsHost ??= {
+      store: this.store,
+      clock: this.clock,
+      owner: this.#owner,
+      visible: (jobId) => this.#visible(jobId),
+      ready: (record) => this.#jobs.readyFrom(record),
+      definition: (record) => this.registry.get(record.machineId, record.machineVersion),
+      log: (level, msg, fields) => this.#logEntry(level, msg, fields),
+    };
+    return this.#opsHost;
+  }
+
   // ---------------------------------------------------------------- schedules (schedules.ts)
 
   /**
@@ -637,6 +631,24 @@ export class Runtime {
   async schedules(): Promise<sched.Schedule[]> {
     this.#assertOpen();
     return sched.listSchedules(this.#schedules);
+  }
+
+  #schedulesHost: sched.SchedulesHost | undefined;
+
+  /** What schedules.ts needs from this runtime (schedules.ts builds it). */
+  get #schedules(): sched.SchedulesHost {
+    this.#schedulesHost ??= sched.schedulesHost({
+      store: this.store,
+      clock: this.clock,
+      owner: this.#owner,
+      registry: this.registry,
+      prepareStart: (machineId, input, jobId, at) => this.#entry.prepareStart(machineId, input, jobId, at),
+      cancelEvent,
+      cancel: (jobId, reason) => this.cancel(jobId, reason),
+      emit: (event) => this.#emit(event),
+      log: (level, msg, fields) => this.#logEntry(level, msg, fields),
+    });
+    return this.#schedulesHost;
   }
 
   // ---------------------------------------------------------------- internals
