@@ -19,7 +19,6 @@ import { widerScan, type ActivitySlots } from './limits.ts';
 import { checkPercent } from './intake.ts';
 import type { LogEntry, RuntimeEvent } from './api.ts';
 import { TERMINAL } from './jobView.ts';
-import type { CheckOutcome } from './recovery.ts';
 import type { WriteLease } from './reports.ts';
 import type { RunningActivity, RuntimeParts } from './parts.ts';
 import { tokenFor } from './tokens.ts';
@@ -35,7 +34,7 @@ export interface OutcomeCommits {
   /** Apply a job's pending events; how many were settled. */
   drain(jobId: string): Promise<number>;
   /** Check a job against the registry (migrate or quarantine it). */
-  check(jobId: string): Promise<CheckOutcome>;
+  check(jobId: string): Promise<unknown>;
   /** Apply an outcome's event with the attempt's finish in one commit, if nothing waits before it. */
   applyOutcome(jobId: string, event: NewInboxEvent, outcome: OutcomeInCommit): Promise<void>;
 }
@@ -207,7 +206,7 @@ export class ActivityExecutor {
    * The first attempts a commit claims for this runner in the same transaction (`EffectStart`):
    * its new activities, each while a slot is free (`maxConcurrentActivities`, `activityConcurrency`)
    * and no older due work waits here unclaimed (that goes first, by the pump). Slots are taken
-   * now, before the commit; `#claimsCommitted` gives them back if the commit does not hold.
+   * now, before the commit; `claimsCommitted` gives them back if the commit does not hold.
    */
   claimsFor(effects: readonly NewEffect[], now: number): EffectStart[] {
     if (!this.#runEffects || this.#closing || this.#unclaimed) return [];
@@ -226,7 +225,7 @@ export class ActivityExecutor {
     return claims;
   }
 
-  /** The commit carrying `claims` held (`fence`: the job's lease fence after it) or not (null): keep them for `#startClaimed`, or give their slots back. */
+  /** The commit carrying `claims` held (`fence`: the job's lease fence after it) or not (null): keep them for `startClaimed`, or give their slots back. */
   claimsCommitted(effects: readonly NewEffect[], claims: readonly EffectStart[], fence: number | null, def: RegisteredMachine): void {
     for (const claim of claims) {
       const created = effects.find((e) => e.id === claim.effectId)!;
@@ -256,7 +255,7 @@ export class ActivityExecutor {
     }
   }
 
-  /** After a commit (`#afterCommit`): run the attempts it claimed; pump for new activities it could not claim. */
+  /** After a commit (the commit path's `#afterCommit`, jobCommits.ts): run the attempts it claimed; pump for new activities it could not claim. */
   startClaimed(effects: readonly NewEffect[]): void {
     let unclaimed = false;
     for (const created of effects) {

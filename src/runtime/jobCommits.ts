@@ -21,7 +21,6 @@ import { migrateStep, needsChildren, step, type Started, type Step, type StepInp
 import type { Job, LogEntry, RuntimeEvent } from './api.ts';
 import { STORE_REFUSED } from './quarantine.ts';
 import { describeEnd, TERMINAL, toJob } from './jobView.ts';
-import { drainAll, type CheckOutcome } from './recovery.ts';
 import type { ActivityExecutor, OutcomeInCommit } from './executor.ts';
 import type { RunningActivity, RuntimeParts } from './parts.ts';
 import { stopChildJob } from './childJobs.ts';
@@ -29,6 +28,9 @@ import { stopChildJob } from './childJobs.ts';
 const MAX_CONFLICT_RETRIES = 100;
 /** Hydrated snapshots kept in memory (most recently committed jobs). */
 const SNAPSHOT_CACHE = 1000;
+
+/** What one job's check against the registry found (`check`). */
+export type CheckOutcome = 'missing' | 'ok' | 'quarantined' | 'migrated' | 'terminal';
 
 /** What one applied (or ignored, failed, stale) event produced. */
 export interface Applied {
@@ -132,11 +134,6 @@ export class JobCommits {
       return this.#get(record.id);
     }
     return job;
-  }
-
-  /** Drain many jobs at once, so their commits share transactions (recovery.ts). */
-  drainAll(ids: readonly string[]): Promise<number> {
-    return drainAll((id) => this.#unit(() => this.drain(id)), ids);
   }
 
   /** Apply every pending event of a job, oldest first. Returns how many were settled. */

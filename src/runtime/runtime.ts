@@ -49,7 +49,7 @@ import { JobLocks } from './jobLocks.ts';
 import { BackgroundWork } from './background.ts';
 import { LeaseKeeper } from './leases.ts';
 import { Waiters } from './waiters.ts';
-import { processPending, recoverStore, type RecoveryHost, type RecoveryReport } from './recovery.ts';
+import { drainAll, processPending, recoverStore, type RecoveryHost, type RecoveryReport } from './recovery.ts';
 import { fireDueTimers } from './timers.ts';
 import { failureInfo, settleToken, type TokenResult } from './tokens.ts';
 import { cancelEvent, checkCancelReason, requestCancel } from './cancel.ts';
@@ -344,7 +344,7 @@ export class Runtime {
     if (this.#runEffects) {
       const { fired, jobs } = await fireDueTimers(this.store, this.#events, this.clock.now());
       timersFired = fired;
-      if (this.#process) await this.#jobs.drainAll(jobs);
+      if (this.#process) await this.#drainAll(jobs);
       await sched.fireDueSchedules(this.#schedules); // due occurrences start their jobs (schedules.ts)
     }
     if (this.#hostDriven) await this.#leaseKeeper.renewClaims();
@@ -352,7 +352,7 @@ export class Runtime {
     // no other heartbeat; otherwise the clock may have moved past the interval's last beat).
     if (this.#hostDriven || this.#leaseKeeper.heartbeatDue()) await this.#leaseKeeper.heartbeat();
     const freed = await this.#leaseKeeper.expire();
-    if (this.#process && freed.length > 0) await this.#jobs.drainAll(freed);
+    if (this.#process && freed.length > 0) await this.#drainAll(freed);
     const activitiesStarted = await this.#executor.pump(true);
     return { timersFired, activitiesStarted };
   }
@@ -658,6 +658,8 @@ export class Runtime {
   }
 
   // One-line delegates to the parts.
+  /** Drain many jobs at once, so their commits share transactions (recovery.ts). */
+  readonly #drainAll = (ids: readonly string[]): Promise<number> => drainAll((id) => this.#unit(() => this.#jobs.drain(id)), ids);
   /** A job read from the record this runtime last committed or read of it, if any (jobView.ts). */
   readonly #readKnown = (jobId: string): Promise<JobRecord | undefined> => this.#reader.readKnown(jobId);
   /** A job of this runtime's owner; `cached`: read it with {@link #readKnown} (jobView.ts). */
