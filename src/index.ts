@@ -21,6 +21,6 @@ export type { JobDefinition, RegisteredMachine, SnapshotMigration, PersistedSnap
 export * from './runtime/errors.ts';
 export { systemClock, type Clock } from './ports/clock.ts';
 export type * from './ports/store.ts';
-export { JOB_STATUSES } from './ports/store.ts';
+export { JOB_STATUSES, CommitOutcomeUnknown, DAMAGED_RECORD } from './ports/store.ts';
 /** Helpers clients print with: a state value as `a.b` / `{a.b, c}`, and a copy with sensitive properties redacted. */
 export { formatStateValue, redact, REDACTED } from './runtime/json.ts';

@@ -321,9 +321,10 @@ describe('errors: one line on stderr, exit 1, nothing changed', () => {
     const fd = openSync(path, 'r+');
     writeSync(fd, Buffer.concat([Buffer.from([0x0d, 0, 0, 0xff]), Buffer.alloc(200, 0xee)]), 0, 204, 4096 * (root - 1));
     closeSync(fd);
-    const line = await spoolFails(['--db', path, 'stats'], 'SPOOL_DATABASE');
-    expect(line).toContain('The database file is damaged (SQLITE_CORRUPT');
-    expect(line).toContain('Restore it from a backup');
+    const line = await spoolFails(['--db', path, 'stats'], 'SPOOL_DATABASE_DAMAGED');
+    expect(line).toContain(`The database file ${path} is damaged (SQLITE_CORRUPT`);
+    expect(line).toContain('restore it from a backup');
+    expect(line).toContain('`spool doctor`');
     expect(line).not.toContain('please report it');
   });
 });

@@ -12,6 +12,7 @@ import { Resources } from './helpers/resources.ts';
 import { T0 as RT0, gate, openRuntime, releaseGates } from './helpers/durable.ts';
 import { commitOf, newJob } from './store.contract.ts';
 import { work, workHooks, type WorkArgs } from './fixtures/workMachine.ts';
+import { storeUnderTest } from './helpers/asyncStore.ts';
 
 const res = new Resources();
 const defaultWork = workHooks.work;
@@ -28,7 +29,7 @@ const lease = (runner: string, fence: number | null, now: number, until: number 
 const under = (c: TransitionCommit, l: LeaseClaim): TransitionCommit => ({ ...c, lease: l });
 
 const stores: [string, () => Promise<JobStore>][] = [
-  ['SqliteStore', () => SqliteStore.open(join(res.tempDir(), 'leases.db'))],
+  ['SqliteStore', async () => storeUnderTest(await SqliteStore.open(join(res.tempDir(), 'leases.db')))],
   ['MemoryStore', async () => new MemoryStore()],
 ];
 

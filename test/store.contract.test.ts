@@ -2,10 +2,11 @@ import { join } from 'node:path';
 import { SqliteStore } from '../persistence/sqlite/index.ts';
 import { Resources } from './helpers/resources.ts';
 import { storeContract } from './store.contract.ts';
+import { storeUnderTest } from './helpers/asyncStore.ts';
 
 storeContract('SqliteStore (file)', async () => {
   const res = new Resources();
-  const store = await SqliteStore.open(join(res.tempDir(), 'contract.db'));
+  const store = storeUnderTest(await SqliteStore.open(join(res.tempDir(), 'contract.db')));
   return {
     store,
     dispose: async () => {

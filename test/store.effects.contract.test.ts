@@ -24,6 +24,7 @@ import type {
   TransitionCommit,
 } from '../src/ports/store.ts';
 import { MAX_RELEASES, RELEASED_ATTEMPT } from '../src/ports/store.ts';
+import { storeUnderTest } from './helpers/asyncStore.ts';
 
 interface StoreUnderTest {
   store: JobStore;
@@ -1097,7 +1098,7 @@ function effectsContract(name: string, factory: StoreFactory): void {
 effectsContract('SqliteStore (file)', async () => {
   const dir = join(TMP_ROOT, randomBytes(8).toString('hex'));
   mkdirSync(dir, { recursive: true });
-  const store = await SqliteStore.open(join(dir, 'effects.db'));
+  const store = storeUnderTest(await SqliteStore.open(join(dir, 'effects.db')));
   return {
     store,
     dispose: () => {

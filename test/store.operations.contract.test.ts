@@ -24,6 +24,7 @@ import type {
   NoteRecord,
   TransitionCommit,
 } from '../src/ports/store.ts';
+import { storeUnderTest } from './helpers/asyncStore.ts';
 
 interface StoreUnderTest {
   store: JobStore;
@@ -500,7 +501,7 @@ function operationsContract(name: string, factory: StoreFactory): void {
 operationsContract('SqliteStore (file)', async () => {
   const dir = join(TMP_ROOT, randomBytes(8).toString('hex'));
   mkdirSync(dir, { recursive: true });
-  const store = await SqliteStore.open(join(dir, 'operations.db'));
+  const store = storeUnderTest(await SqliteStore.open(join(dir, 'operations.db')));
   return {
     store,
     dispose: () => {

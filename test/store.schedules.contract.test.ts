@@ -11,6 +11,7 @@ import { SqliteStore } from '../persistence/sqlite/index.ts';
 import type { JobStore, NewSchedule, ScheduleFire } from '../src/ports/store.ts';
 import { Resources } from './helpers/resources.ts';
 import { newEvent, newJob } from './store.contract.ts';
+import { storeUnderTest } from './helpers/asyncStore.ts';
 
 const T0 = 1_700_000_000_000;
 const MIN = 60_000;
@@ -205,6 +206,6 @@ const res = new Resources();
 afterEach(() => res.dispose());
 
 scheduleContract('SqliteStore (file)', async () => {
-  const store = await SqliteStore.open(join(res.tempDir(), 'schedules.db'));
+  const store = storeUnderTest(await SqliteStore.open(join(res.tempDir(), 'schedules.db')));
   return { store };
 });

@@ -22,10 +22,23 @@ afterEach(async () => {
 
 const NEVER_POLL_MS = 1_000_000;
 
-/** Three activity steps, then done. */
+/** Attempts of `threeSteps`' activity running now, and the most seen at once (reset by a test that reads it). */
+const inWork = { now: 0, most: 0 };
+
+/** Three activity steps, then done. Each step yields one event-loop turn while it counts itself running. */
 const threeSteps = setup({
   types: { context: {} as { n: number } },
-  actors: { work: fromPromise<number, { n: number }>(async ({ input }) => input.n + 1) },
+  actors: {
+    work: fromPromise<number, { n: number }>(async ({ input }) => {
+      inWork.most = Math.max(inWork.most, ++inWork.now);
+      try {
+        await new Promise((resolve) => setImmediate(resolve));
+        return input.n + 1;
+      } finally {
+        inWork.now -= 1;
+      }
+    }),
+  },
 }).createMachine({
   id: 'three-steps',
   context: { n: 0 },
@@ -62,24 +75,47 @@ const pauseAndRetry = setup({
   },
 });
 
-/** Count the store's writes by kind: what `writeBatch` and `commit` carry. */
-function countWrites(store: JobStore): { creates: number; commits: number; finishes: number; claims: number; claimedInCommit: number } {
-  const n = { creates: 0, commits: 0, finishes: 0, claims: 0, claimedInCommit: 0 };
-  const batch = store.writeBatch.bind(store);
-  const commit = store.commit.bind(store);
-  store.writeBatch = (b: WriteBatch) => {
-    n.creates += b.creates?.length ?? 0;
-    n.claimedInCommit += (b.creates ?? []).reduce((k, c) => k + (c.claims?.length ?? 0), 0);
-    n.finishes += b.finishes?.length ?? 0;
-    n.claims += b.claims?.length ?? 0;
-    return batch(b);
-  };
-  store.commit = (cs) => {
-    n.commits += cs.length;
-    n.claimedInCommit += cs.reduce((k, c) => k + (c.claims?.length ?? 0), 0);
-    return commit(cs);
-  };
-  return n;
+/** Writes by kind: what the runtime's `writeBatch` and `commit` calls carry. */
+interface Writes {
+  creates: number;
+  commits: number;
+  finishes: number;
+  claims: number;
+  claimedInCommit: number;
+}
+
+/**
+ * `store` as the runtime calls it, its writes counted by kind. A proxy in front of the store the
+ * test runs on (behind the asynchronous boundary too, when the run asks for it): it counts the
+ * calls the runtime makes, whatever layer carries them out.
+ */
+function countWrites<T extends JobStore>(store: T): { store: T; writes: Writes } {
+  const writes: Writes = { creates: 0, commits: 0, finishes: 0, claims: 0, claimedInCommit: 0 };
+  const claimed = (items: readonly { claims?: readonly unknown[] }[] = []) => items.reduce((k, c) => k + (c.claims?.length ?? 0), 0);
+  const counted = new Proxy(store, {
+    get(target, key) {
+      if (key === 'writeBatch') {
+        return (b: WriteBatch) => {
+          writes.creates += b.creates?.length ?? 0;
+          writes.commits += b.commits?.length ?? 0;
+          writes.claimedInCommit += claimed(b.creates) + claimed(b.commits);
+          writes.finishes += b.finishes?.length ?? 0;
+          writes.claims += b.claims?.length ?? 0;
+          return target.writeBatch(b);
+        };
+      }
+      if (key === 'commit') {
+        return (cs: Parameters<JobStore['commit']>[0]) => {
+          writes.commits += cs.length;
+          writes.claimedInCommit += claimed(cs);
+          return target.commit(cs);
+        };
+      }
+      const value: unknown = Reflect.get(target, key, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  return { store: counted, writes };
 }
 
 /** runWorker in the background with a poll that never comes in a test; counts the rounds that did something. */
@@ -108,8 +144,7 @@ function finished(runtime: Runtime, jobId: string): Promise<void> {
 describe('wake-ups', () => {
   it('a 3-step job run by a worker completes without a poll: one create and three outcome commits, each claiming the next step', async () => {
     const clock = new VirtualClock(T0);
-    const store = await res.sqlite(res.dbPath(), { clock, synchronous: 'NORMAL' });
-    const writes = countWrites(store);
+    const { store, writes } = countWrites(await res.sqlite(res.dbPath(), { clock, synchronous: 'NORMAL' }));
     const runtime = await res.runtime({ store, machines: [threeSteps], clock });
     const worker = startWorker(runtime);
     const done = finished(runtime, 'j1');
@@ -160,22 +195,19 @@ describe('wake-ups', () => {
 
   it('claims in a commit respect maxConcurrentActivities: a step without a free slot waits in the store and starts when one frees', async () => {
     const clock = new VirtualClock(T0);
-    const store = await res.sqlite(res.dbPath(), { clock, synchronous: 'NORMAL' });
-    const writes = countWrites(store);
+    const { store, writes } = countWrites(await res.sqlite(res.dbPath(), { clock, synchronous: 'NORMAL' }));
     const runtime = await res.runtime({ store, machines: [threeSteps], clock, maxConcurrentActivities: 1 });
-    let running = 0;
-    let most = 0;
-    runtime.subscribe((e) => {
-      if (e.type === 'activity.started') most = Math.max(most, ++running);
-      if (e.type === 'activity.finished') running -= 1;
-    });
+    // Counted by the activity itself: the slot is held while it runs and frees when it returns,
+    // before its outcome is recorded and `activity.finished` told (behind an asynchronous store,
+    // another job's step may start in between, as the limit allows).
+    inWork.most = 0;
     startWorker(runtime);
     const ids = ['j1', 'j2', 'j3'];
     const done = Promise.all(ids.map((id) => finished(runtime, id)));
     await Promise.all(ids.map((id) => runtime.start('three-steps', {}, { jobId: id })));
     await done;
     await runtime.idle();
-    expect(most).toBe(1);
+    expect(inWork.most).toBe(1);
     for (const id of ids) expect(await runtime.get(id)).toMatchObject({ value: 'done', context: { n: 3 }, lease: null });
     // Nine attempts: some claimed by the commit that asked for them, the rest by the pump when a slot freed.
     expect(writes.claimedInCommit + writes.claims).toBe(9);
@@ -184,8 +216,7 @@ describe('wake-ups', () => {
 
   it('an activity this runtime does not run (activityConcurrency 0) is not claimed by its commit: it waits in the store for another process', async () => {
     const clock = new VirtualClock(T0);
-    const store = await res.sqlite(res.dbPath(), { clock, synchronous: 'NORMAL' });
-    const writes = countWrites(store);
+    const { store, writes } = countWrites(await res.sqlite(res.dbPath(), { clock, synchronous: 'NORMAL' }));
     const runtime = await res.runtime({ store, machines: [threeSteps], clock, activityConcurrency: { work: 0 } });
     await runtime.start('three-steps', {}, { jobId: 'j1' });
     await runtime.tick();

@@ -41,12 +41,18 @@ import type {
   TransitionCommit,
   TransitionRecord,
   LeaseClaim,
+  Outcome,
+  UnresolvedOperation,
 } from '../../src/ports/store.ts';
-import { inlineDraft, isExternal, leaseLostError, MAX_RELEASES, outcomeOf, RELEASED_ATTEMPT, revisionNamedBy } from '../../src/ports/store.ts';
+import { CommitOutcomeUnknown, inlineDraft, isExternal, leaseLostError, MAX_RELEASES, operationsOf, RELEASED_ATTEMPT, revisionNamedBy } from '../../src/ports/store.ts';
 import { systemClock, type Clock } from '../../src/ports/clock.ts';
-import { SchemaTooNewError, CorruptRecordError, SpoolError, ValidationError } from '../../src/runtime/errors.ts';
-import { attemptsLeft, exhausted, releasesLeft, SQLITE, STUCK } from './predicates.ts';
+import { DatabaseBusyError, DatabaseDamagedError, SchemaTooNewError, SpoolError, ValidationError } from '../../src/runtime/errors.ts';
+import { attemptsLeft, exhausted, releasesLeft, SQLITE, stuck } from './predicates.ts';
 import { SqliteSchedules } from './schedules.ts';
+import { CHECK, guardEntryPoints, isSqliteFault, outcomeUnknownAtCommit, storageFault } from './storageFault.ts';
+import { damageReason, toAssetRecord, toAttemptRecord, toEffectRecord, toInboxRecord, toJobRecord, toTimerRecord, toTransitionRecord, type Row } from './records.ts';
+
+export { DatabaseBusyError };
 
 /** Options of {@link SqliteStore.open}. */
 export interface SqliteStoreOptions {
@@ -68,12 +74,6 @@ class OpenBusy extends Error {
     super(cause.message);
     this.cause = cause;
   }
-}
-
-/** The database stayed locked by another process for the whole busy timeout while it was opened. */
-export class DatabaseBusyError extends SpoolError {
-  readonly code = 'SPOOL_DATABASE_BUSY';
-  readonly category = 'retryable';
 }
 
 const OPEN_OPTIONS = ['synchronous', 'busyTimeoutMs', 'clock'] as const;
@@ -116,8 +116,6 @@ export function loadMigrations(dir = MIGRATIONS_DIR): Migration[] {
     .map((file) => ({ version: Number(file.slice(0, 4)), name: file, sql: readFileSync(`${dir}${file}`, 'utf8') }));
 }
 
-type Row = Record<string, unknown>;
-
 type RawRows = { stmt: Database.Statement; named: (values: unknown[]) => Row };
 
 /**
@@ -138,9 +136,21 @@ class Abort {
 /** Rolls back an effect claim whose job another live runner holds. */
 class LeaseHeld {}
 
+/** One commit of a batch refused by its own checks; a storage fault fails the whole transaction instead. */
 function failure(error: unknown): CommitResult {
   if (error instanceof Abort) return error.result;
+  if (isSqliteFault(error)) throw error;
   return { ok: false, reason: 'error', error: { name: (error as Error).name, message: (error as Error).message } };
+}
+
+/** One write of a batch, run (as the port's `outcomeOf`), except that a storage fault (or an unknown outcome) fails the whole call. */
+function outcomeOf<T>(write: () => T): Outcome<T> {
+  try {
+    return { ok: true, result: write() };
+  } catch (error) {
+    if (isSqliteFault(error) || error instanceof CommitOutcomeUnknown) throw error;
+    return { ok: false, error };
+  }
 }
 
 /** A claim while another live runner holds the job's lease claims nothing (its writes rolled back). */
@@ -164,6 +174,8 @@ function unlessLeaseHeld<T>(claim: () => T): T | undefined {
  */
 export class SqliteStore implements JobStore {
   readonly description: string;
+  /** The database file (`:memory:` for the in-memory store). */
+  readonly path: string;
   readonly db: Database.Database;
   readonly schemaVersion: number;
   /** The durability this connection commits with, as SQLite reports it after open. */
@@ -189,7 +201,8 @@ export class SqliteStore implements JobStore {
    */
   protected constructor(path: string, options: SqliteStoreOptions, description = `sqlite:${path}`) {
     this.description = description;
-    this.db = new Database(path, { timeout: options.busyTimeoutMs ?? 5000 });
+    this.path = path;
+    this.db = openDatabase(path, options.busyTimeoutMs ?? 5000);
     try {
       // Before anything is changed, even the journal mode: another application's file, or a newer Spool's.
       if (refuseForeignDatabase(this.db, path)) refuseNewerSchema(this.db, path);
@@ -223,8 +236,11 @@ export class SqliteStore implements JobStore {
       // Another process opening the same new file at the same moment (its journal mode switch or
       // migration holds the lock past what SQLite's busy handler waits for): `open` tries again.
       if (String((error as { code?: unknown }).code ?? '').startsWith('SQLITE_BUSY')) throw new OpenBusy(error as Error);
-      // Not a Spool database, or a damaged one (SQLITE_NOTADB, SQLITE_CORRUPT…): a typed refusal; nothing was changed.
-      throw new CorruptRecordError(`Cannot open ${path} as a Spool database: ${(error as Error).message}. Restore it from a backup, or point --db at another file.`, {
+      // A full disk, a read-only file: that storage fault. Not a Spool database, or a damaged one
+      // (SQLITE_NOTADB, SQLITE_CORRUPT…): a typed refusal; nothing was changed.
+      const fault = storageFault(error, { path, call: 'open' });
+      if (fault instanceof SpoolError && !(fault instanceof DatabaseDamagedError)) throw fault;
+      throw new DatabaseDamagedError(`Cannot open ${path} as a Spool database: ${(error as Error).message}. ${CHECK} Or point --db at another file.`, {
         path,
         sqlite: (error as { code?: unknown }).code ?? null,
       });
@@ -261,10 +277,11 @@ export class SqliteStore implements JobStore {
   async writeBatch(batch: WriteBatch): Promise<WriteBatchResult> {
     const { creates = [], commits = [], finishes = [], claims = [] } = batch;
     if (creates.length + finishes.length + claims.length === 0) return { creates: [], commits: await this.commit(commits), finishes: [], claims: [] };
+    const ops = () => operationsOf(batch);
     // One new job alone (a lone start): no savepoint, as a failure rolls the whole transaction back.
     if (creates.length === 1 && commits.length + finishes.length + claims.length === 0) {
       const job = creates[0]!;
-      return { creates: [outcomeOf(() => this.#write(() => createIn(this.#stmts, job)))], commits: [], finishes: [], claims: [] };
+      return { creates: [outcomeOf(() => this.#write(() => createIn(this.#stmts, job), ops))], commits: [], finishes: [], claims: [] };
     }
     // Each write in its own savepoint: a refused one rolls back alone.
     return this.#write(() => ({
@@ -278,7 +295,7 @@ export class SqliteStore implements JobStore {
       }),
       finishes: finishes.map((f) => outcomeOf(() => this.#finishSavepoint(f))),
       claims: claims.map((c) => outcomeOf(() => unlessLeaseHeld(() => this.#claimSavepoint(c)))),
-    }));
+    }), ops);
   }
 
   async getJob(id: string, known?: JobRecord): Promise<JobRecord | undefined> {
@@ -301,12 +318,12 @@ export class SqliteStore implements JobStore {
       }
     }
     const values = this.#jobById.stmt.get(id) as unknown[] | undefined;
-    return values ? toJobRecord(this.#jobById.named(values)) : undefined;
+    return values ? this.#recordDamage([toJobRecord(this.#jobById.named(values))])[0] : undefined;
   }
 
   async findByIdempotencyKey(owner: string | null, key: string): Promise<JobRecord | undefined> {
     const row = this.#stmts.byKey.get(owner ?? '', key) as Row | undefined;
-    return row ? toJobRecord(row) : undefined;
+    return row ? this.#recordDamage([toJobRecord(row)])[0] : undefined;
   }
 
   async listJobs(filter: JobFilter): Promise<JobRecord[]> {
@@ -351,7 +368,7 @@ export class SqliteStore implements JobStore {
       stmt = this.db.prepare(sql);
       this.#listCache.set(sql, stmt);
     }
-    return (stmt.all(...params) as Row[]).map(toJobRecord);
+    return this.#recordDamage((stmt.all(...params) as Row[]).map(toJobRecord));
   }
 
   async orphanedChildren(limit: number): Promise<string[]> {
@@ -386,7 +403,7 @@ export class SqliteStore implements JobStore {
   }
 
   async listEvents(jobId: string): Promise<InboxRecord[]> {
-    return (this.#stmts.listEvents.all(jobId) as Row[]).map(toInboxRecord);
+    return this.#jobDamage(jobId, (this.#stmts.listEvents.all(jobId) as Row[]).map(toInboxRecord));
   }
 
   async pendingEvents(jobId: string, limit: number): Promise<QueuedEvent[]> {
@@ -403,23 +420,31 @@ export class SqliteStore implements JobStore {
   }
 
   async commit(commits: readonly TransitionCommit[]): Promise<CommitResult[]> {
+    const ops = () => operationsOf({ commits });
     if (commits.length === 1) {
       // One commit: no savepoint; a failed check rolls the whole transaction back.
       try {
-        return [this.#write(() => applyCommit(this.#stmts, commits[0]!))];
+        return [this.#write(() => applyCommit(this.#stmts, commits[0]!), ops)];
       } catch (error) {
+        if (error instanceof CommitOutcomeUnknown) throw error;
         return [failure(error)];
       }
     }
-    return this.#write(() =>
-      commits.map((c) => {
-        try {
-          return this.#savepoint(c);
-        } catch (error) {
-          return failure(error);
-        }
-      }),
+    return this.#write(
+      () =>
+        commits.map((c) => {
+          try {
+            return this.#savepoint(c);
+          } catch (error) {
+            return failure(error);
+          }
+        }),
+      ops,
     );
+  }
+
+  async commitLanded(jobId: string, revision: number, eventId: string | null): Promise<boolean> {
+    return this.#stmts.landed.get({ job: jobId, revision, event: eventId }) !== undefined;
   }
 
   async rejectEvent(seq: number, error: ErrorInfo, at: number, payload?: JsonValue): Promise<boolean> {
@@ -431,7 +456,7 @@ export class SqliteStore implements JobStore {
   }
 
   async history(jobId: string): Promise<TransitionRecord[]> {
-    return (this.#stmts.history.all(jobId) as Row[]).map(toTransitionRecord);
+    return this.#jobDamage(jobId, (this.#stmts.history.all(jobId) as Row[]).map(toTransitionRecord));
   }
 
   async getEffect(id: string): Promise<EffectRecord | undefined> {
@@ -440,11 +465,11 @@ export class SqliteStore implements JobStore {
   }
 
   async listEffects(jobId: string): Promise<EffectRecord[]> {
-    return (this.#stmts.listEffects.all(jobId) as Row[]).map(toEffectRecord);
+    return this.#jobDamage(jobId, (this.#stmts.listEffects.all(jobId) as Row[]).map(toEffectRecord));
   }
 
   async listAttempts(jobId: string): Promise<AttemptRecord[]> {
-    return (this.#stmts.listAttempts.all(jobId) as Row[]).map(toAttemptRecord);
+    return this.#jobDamage(jobId, (this.#stmts.listAttempts.all(jobId) as Row[]).map(toAttemptRecord));
   }
 
   async dueEffects(now: number, limit: number, runner?: string): Promise<EffectRecord[]> {
@@ -545,7 +570,7 @@ export class SqliteStore implements JobStore {
   }
 
   async listTimers(jobId: string): Promise<TimerRecord[]> {
-    return (this.#stmts.listTimers.all(jobId) as Row[]).map(toTimerRecord);
+    return this.#jobDamage(jobId, (this.#stmts.listTimers.all(jobId) as Row[]).map(toTimerRecord));
   }
 
   async dueTimers(now: number, limit: number): Promise<TimerRecord[]> {
@@ -603,7 +628,7 @@ export class SqliteStore implements JobStore {
   }
 
   async listAssets(jobId: string): Promise<AssetRecord[]> {
-    return (this.#stmts.listAssets.all(jobId) as Row[]).map(toAssetRecord);
+    return this.#jobDamage(jobId, (this.#stmts.listAssets.all(jobId) as Row[]).map(toAssetRecord));
   }
 
   async purgeJob(jobId: string): Promise<boolean> {
@@ -643,8 +668,22 @@ export class SqliteStore implements JobStore {
   }
 
   async stats(filter: { owner?: string | null; now: number }): Promise<StoreStats> {
-    const s = this.#stmts;
     const p = { all: filter.owner === undefined ? 1 : 0, owner: filter.owner ?? '', now: filter.now };
+    const damaged: string[] = [];
+    const first = this.#statsOnce(p, damaged);
+    if (damaged.length === 0) return first;
+    // A state value that does not parse: its jobs are quarantined (one job's problem), and the
+    // figures are read again so that they count them so.
+    const reason = damageReason('jobs', ['state_value']);
+    for (const text of damaged) {
+      for (const id of this.#stmts.jobsWithState.pluck().all(text) as string[]) this.#quarantineDamaged(id, reason);
+    }
+    return this.#statsOnce(p, []);
+  }
+
+  /** The figures of `stats`, from one read transaction; state values that do not parse are added to `damaged` (and count as null). */
+  #statsOnce(p: { all: number; owner: string; now: number }, damaged: string[]): StoreStats {
+    const s = this.#stmts;
     // One read transaction: every figure from the same snapshot of the tables.
     return this.db.transaction(() => {
       const counts = s.statsCounts.get(p) as Row;
@@ -675,7 +714,7 @@ export class SqliteStore implements JobStore {
           machineId: r['machine_id'] as string,
           machineVersion: r['machine_version'] as string,
           status: r['status'] as StoreStats['jobs'][number]['status'],
-          value: JSON.parse(r['state_value'] as string) as JsonValue,
+          value: parsedOr(r['state_value'], damaged),
           count: r['n'] as number,
         })),
         quarantined: counts['quarantined'] as number,
@@ -789,9 +828,57 @@ export class SqliteStore implements JobStore {
     this.db.close();
   }
 
-  /** Every write is one `BEGIN IMMEDIATE` transaction: see docs/ARCHITECTURE.md. */
-  #write<T>(fn: () => T): T {
-    return this.#tx.immediate(fn) as T;
+  /**
+   * Every write is one `BEGIN IMMEDIATE` transaction: see docs/ARCHITECTURE.md. With `ops` (the
+   * job operations it carries), an I/O error raised by the COMMIT itself, after `fn` ran, is
+   * {@link CommitOutcomeUnknown}: the transaction may have landed.
+   */
+  #write<T>(fn: () => T, ops?: () => UnresolvedOperation[]): T {
+    if (!ops) return this.#tx.immediate(fn) as T;
+    let ran = false;
+    try {
+      return this.#tx.immediate(() => {
+        const result = fn();
+        ran = true;
+        return result;
+      }) as T;
+    } catch (error) {
+      if (ran && outcomeUnknownAtCommit(error)) throw commitOutcomeUnknown(this.description, error, ops());
+      throw error;
+    }
+  }
+
+  /**
+   * A damaged jobs row met by a read becomes the job's quarantine, recorded once (best effort: on a
+   * read-only or failing file the record still says it). The reason names the table and column.
+   */
+  #recordDamage<T extends { corruption?: string; id: string }>(jobs: T[]): T[] {
+    for (const job of jobs) if (job.corruption !== undefined) this.#quarantineDamaged(job.id, job.corruption);
+    return jobs;
+  }
+
+  #quarantineDamaged(jobId: string, reason: string): void {
+    try {
+      this.#write(() => this.#stmts.quarantineDamaged.run(reason, jobId));
+    } catch {
+      // Read-only, full or busy: the record returned says it; the next read that can write records it.
+    }
+  }
+
+  /** Quarantine the jobs of records with a damaged JSON column (history, events, effects, timers, assets). */
+  #jobDamage<T extends { damaged?: string }>(jobId: string, records: T[]): T[] {
+    const damaged = records.find((r) => r.damaged !== undefined)?.damaged;
+    if (damaged !== undefined) this.#quarantineDamaged(jobId, damaged);
+    return records;
+  }
+}
+
+/** The connection, or the typed fault that refused it (a read-only directory, a file this process may not open). */
+function openDatabase(path: string, timeout: number): Database.Database {
+  try {
+    return new Database(path, { timeout });
+  } catch (error) {
+    throw storageFault(error, { path, call: 'open' });
   }
 }
 
@@ -858,6 +945,16 @@ function migrate(db: Database.Database, path: string, now: number): number {
       return Math.max(current, latest);
     })
     .immediate();
+}
+
+/** A stored JSON text parsed, or null with the text added to `damaged`. */
+function parsedOr(text: unknown, damaged: string[]): JsonValue {
+  try {
+    return JSON.parse(text as string) as JsonValue;
+  } catch {
+    damaged.push(String(text));
+    return null;
+  }
 }
 
 /** SQLite's BINARY collation (UTF-8 byte order), for what is sorted after it is read. */
@@ -930,6 +1027,9 @@ function leaseParams(lease: (Omit<LeaseClaim, 'fence'> & { fence: number | null 
 
 /** `JobFilter.exhausted` in SQLite's spelling (predicates.ts). */
 const EXHAUSTED = exhausted(SQLITE);
+
+/** `JobFilter.stuck` in SQLite's spelling (predicates.ts). */
+const STUCK = stuck(SQLITE);
 
 /** `stats`: aggregates over the tables for one owner (`@all = 1`: every owner) at `@now`. */
 function prepareStats(db: Database.Database) {
@@ -1038,6 +1138,11 @@ function prepare(db: Database.Database) {
         AND (@runner IS NULL OR j.lease_owner IS NULL OR j.lease_owner = @runner OR j.lease_until <= @now)
       GROUP BY i.job_id ORDER BY first LIMIT @limit`),
     quarantine: db.prepare('UPDATE jobs SET quarantine = ?, updated_at = ? WHERE id = ?'),
+    /** A damaged row's quarantine, recorded once and never over another reason (no clock here: updated_at is kept). */
+    jobsWithState: db.prepare('SELECT id FROM jobs WHERE state_value = ? AND quarantine IS NULL'),
+    quarantineDamaged: db.prepare('UPDATE jobs SET quarantine = ? WHERE id = ? AND quarantine IS NULL'),
+    /** `commitLanded`: the history row of that revision, recorded for that event (null-safe). */
+    landed: db.prepare('SELECT 1 FROM transitions WHERE job_id = @job AND revision = @revision AND event_id IS @event'),
     history: db.prepare('SELECT * FROM transitions WHERE job_id = ? ORDER BY revision'),
     insertEffect: db.prepare(`INSERT INTO effects (id, job_id, actor_id, src, kind, input, status, active, attempt, max_attempts, unsafe,
         created_revision, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)`),
@@ -1438,158 +1543,14 @@ function pathsText(paths: string[]): string {
   return `|${paths.join('|')}|`;
 }
 
-/** Parse a JSON column; a corrupted one is reported, never thrown past the row. */
-function column(row: Row, name: string, problems: string[]): JsonValue {
-  const text = row[name];
-  if (text === null || text === undefined) return null;
-  try {
-    return JSON.parse(text as string) as JsonValue;
-  } catch {
-    problems.push(name);
-    return null;
-  }
+/** A COMMIT that failed with an I/O error: the batch's operations, unresolved. */
+function commitOutcomeUnknown(where: string, error: unknown, ops: UnresolvedOperation[]): CommitOutcomeUnknown {
+  return new CommitOutcomeUnknown(
+    `The commit to ${where} failed at COMMIT (${(error as Error).message}), so whether it landed is unknown: read back each operation before writing it again.`,
+    ops,
+    { driverCode: (error as { code?: unknown }).code ?? null },
+  );
 }
 
-function toJobRecord(row: Row): JobRecord {
-  const problems: string[] = [];
-  const value = column(row, 'state_value', problems);
-  const context = column(row, 'context', problems);
-  const input = column(row, 'input', problems);
-  const status = row['status'] as JobRecord['status'];
-  const corrupt = problems.length ? `corrupted row: ${problems.join(', ')} ${problems.length > 1 ? 'are' : 'is'} not valid JSON` : null;
-  if (typeof row['id'] !== 'string' || typeof row['revision'] !== 'number') {
-    throw new CorruptRecordError(`A jobs row is unreadable (id ${String(row['id'])}).`);
-  }
-  return {
-    id: row['id'],
-    machineId: row['machine_id'] as string,
-    machineVersion: row['machine_version'] as string,
-    revision: row['revision'],
-    status,
-    value,
-    context,
-    snapshot: row['snapshot'] as string,
-    input,
-    inputHash: row['input_hash'] as string,
-    idempotencyKey: (row['idempotency_key'] as string | null) ?? null,
-    owner: row['owner'] === '' ? null : (row['owner'] as string),
-    quarantine: (row['quarantine'] as string | null) ?? null,
-    progress: (row['progress'] as number | null) ?? null,
-    parent: row['parent_job_id'] ? { jobId: row['parent_job_id'] as string, effectId: row['parent_effect_id'] as string } : null,
-    cancelRequestedAt: (row['cancel_requested_at'] as number | null) ?? null,
-    cancelReason: (row['cancel_reason'] as string | null) ?? null,
-    suspendedAt: (row['suspended_at'] as number | null) ?? null,
-    suspendReason: (row['suspend_reason'] as string | null) ?? null,
-    lease: typeof row['lease_owner'] === 'string' ? { owner: row['lease_owner'], fence: row['lease_fence'] as number, until: row['lease_until'] as number } : null,
-    ...(corrupt ? { corruption: corrupt } : {}),
-    createdAt: row['created_at'] as number,
-    updatedAt: row['updated_at'] as number,
-  };
-}
-
-function toInboxRecord(row: Row): InboxRecord {
-  const problems: string[] = [];
-  return {
-    seq: (row['seq'] as number | null) ?? null,
-    jobId: row['job_id'] as string,
-    eventId: row['event_id'] as string,
-    type: row['type'] as string,
-    payload: column(row, 'payload', problems),
-    payloadHash: row['payload_hash'] as string,
-    status: row['status'] as InboxRecord['status'],
-    error: column(row, 'error', problems) as ErrorInfo | null,
-    revision: (row['revision'] as number | null) ?? null,
-    acceptedAt: row['accepted_at'] as number,
-    processedAt: (row['processed_at'] as number | null) ?? null,
-    source: row['source_kind'] as InboxRecord['source'],
-    sourceId: (row['source_id'] as string | null) ?? null,
-    attempt: (row['attempt'] as number | null) ?? null,
-  };
-}
-
-function toEffectRecord(row: Row): EffectRecord {
-  const problems: string[] = [];
-  return {
-    id: row['id'] as string,
-    jobId: row['job_id'] as string,
-    actorId: row['actor_id'] as string,
-    src: row['src'] as string,
-    kind: row['kind'] === 'child' ? 'child' : 'activity',
-    input: column(row, 'input', problems),
-    status: row['status'] as EffectRecord['status'],
-    active: row['active'] === 1,
-    attempt: row['attempt'] as number,
-    maxAttempts: row['max_attempts'] as number,
-    unsafe: row['unsafe'] === 1,
-    nextRunAt: (row['next_run_at'] as number | null) ?? null,
-    claimedBy: (row['claimed_by'] as string | null) ?? null,
-    claimExpiresAt: (row['claim_expires_at'] as number | null) ?? null,
-    token: (row['token'] as string | null) ?? null,
-    output: column(row, 'output', problems),
-    error: column(row, 'error', problems) as ErrorInfo | null,
-    createdRevision: row['created_revision'] as number,
-    createdAt: row['created_at'] as number,
-    updatedAt: row['updated_at'] as number,
-  };
-}
-
-function toAttemptRecord(row: Row): AttemptRecord {
-  const problems: string[] = [];
-  return {
-    effectId: row['effect_id'] as string,
-    attempt: row['attempt'] as number,
-    runner: (row['runner'] as string | null) ?? null,
-    startedAt: row['started_at'] as number,
-    endedAt: (row['ended_at'] as number | null) ?? null,
-    outcome: row['outcome'] as AttemptRecord['outcome'],
-    error: column(row, 'error', problems) as ErrorInfo | null,
-  };
-}
-
-function toTimerRecord(row: Row): TimerRecord {
-  const problems: string[] = [];
-  return {
-    id: row['id'] as string,
-    jobId: row['job_id'] as string,
-    key: row['key'] as string,
-    kind: row['kind'] as TimerRecord['kind'],
-    event: column(row, 'event', problems),
-    dueAt: row['due_at'] as number,
-    status: row['status'] as TimerRecord['status'],
-    createdRevision: row['created_revision'] as number,
-    createdAt: row['created_at'] as number,
-  };
-}
-
-function toAssetRecord(row: Row): AssetRecord {
-  const problems: string[] = [];
-  return {
-    jobId: row['job_id'] as string,
-    key: row['key'] as string,
-    type: row['type'] as string,
-    uri: row['uri'] as string,
-    size: (row['size'] as number | null) ?? null,
-    meta: column(row, 'meta', problems),
-    effectId: (row['effect_id'] as string | null) ?? null,
-    attempt: (row['attempt'] as number | null) ?? null,
-    createdAt: row['created_at'] as number,
-  };
-}
-
-function toTransitionRecord(row: Row): TransitionRecord {
-  const problems: string[] = [];
-  return {
-    jobId: row['job_id'] as string,
-    revision: row['revision'] as number,
-    eventId: (row['event_id'] as string | null) ?? null,
-    eventType: row['event_type'] as string,
-    payload: column(row, 'payload', problems),
-    from: column(row, 'from_value', problems),
-    to: column(row, 'to_value', problems),
-    outcome: row['outcome'] as TransitionRecord['outcome'],
-    error: column(row, 'error', problems) as ErrorInfo | null,
-    at: row['at'] as number,
-    runner: (row['runner'] as string | null) ?? null,
-    fence: (row['fence'] as number | null) ?? null,
-  };
-}
+// Every entry point: storage faults typed (storageFault.ts), never a driver's error.
+guardEntryPoints(SqliteStore, (store) => store.path);

@@ -16,11 +16,14 @@ import { EXHAUSTED_ERROR_CODES, RELEASED_ATTEMPT } from '../../src/ports/store.t
 export interface SqlDialect {
   /** The text of field `field` of the JSON object in `column` (NULL when absent). */
   jsonText(column: string, field: string): string;
+  /** True when the text in `column` is valid JSON (Postgres, with jsonb columns: `TRUE`). */
+  jsonValid(column: string): string;
 }
 
 /** SQLite's spelling. (Postgres: `(${column})::jsonb ->> '${field}'`.) */
 export const SQLITE: SqlDialect = {
   jsonText: (column, field) => `json_extract(${column}, '$.${field}')`,
+  jsonValid: (column) => `json_valid(${column})`,
 };
 
 /** A list of fixed identifiers as SQL string literals: `'A', 'B'`. */
@@ -48,11 +51,17 @@ export function exhausted(d: SqlDialect): string {
 }
 
 /**
- * `JobFilter.stuck`, over a `jobs` row: nothing recorded will move it. Active, not quarantined,
- * not suspended, held by no lease, with no pending inbox event, no scheduled or fired timer, and no
+ * `JobFilter.stuck`, over a `jobs` row: nothing recorded will move it. Active, not quarantined
+ * (a row whose JSON columns are damaged counts as quarantined, recorded or not yet), not
+ * suspended, held by no lease, with no pending inbox event, no scheduled or fired timer, and no
  * active effect that is pending, running, waiting or in backoff.
  */
-export const STUCK = `jobs.status = 'active' AND jobs.quarantine IS NULL AND jobs.suspended_at IS NULL AND jobs.lease_owner IS NULL
+export function stuck(d: SqlDialect): string {
+  const readable = ['jobs.state_value', 'jobs.context'].map((c) => d.jsonValid(c)).join(' AND ');
+  return `${STUCK_FACTS} AND ${readable}`;
+}
+
+const STUCK_FACTS = `jobs.status = 'active' AND jobs.quarantine IS NULL AND jobs.suspended_at IS NULL AND jobs.lease_owner IS NULL
   AND NOT EXISTS (SELECT 1 FROM inbox i WHERE i.job_id = jobs.id AND i.status = 'pending')
   AND NOT EXISTS (SELECT 1 FROM timers t WHERE t.job_id = jobs.id AND t.status IN ('scheduled', 'fired'))
   AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.job_id = jobs.id AND e.active = 1 AND e.status IN ('pending', 'running', 'waiting', 'backoff'))`;

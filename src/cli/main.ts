@@ -39,6 +39,7 @@ import { knowsMachine, redactDetails, redactJob, redactKeys, sensitiveKeys } fro
 import { DEFAULT_MACHINES_MODULE, loadMachines } from './loadMachines.ts';
 import { parseDuration } from './duration.ts';
 import { addScheduleCommands, describeScheduleEvent } from './schedule.ts';
+import { addDoctorCommand } from './doctor.ts';
 import { onShutdownSignals } from './signals.ts';
 import { addGraphCommand } from './graph.ts';
 import { addTailCommand } from './tail.ts';
@@ -599,6 +600,7 @@ Examples:
     write: (command, json, human) => write(io, globals(command), json, human),
     sensitiveKeys,
   });
+  addDoctorCommand(program, { stdout: io.stdout, cwd: io.cwd, setExitCode });
 
   return program;
 }

@@ -5,10 +5,29 @@
  * disk sync) while each commit is still checked, and succeeds or fails, on its own.
  *
  * No driver type crosses this file. Every `now`/`at` is a parameter: stores never read a clock.
+ *
+ * Storage faults. Besides its results, any call may throw only Spool's typed storage faults
+ * (src/runtime/errors.ts), never a driver's error: `StorageFullError` and `StorageIoError`
+ * (retryable: nothing was changed; a Postgres store maps disk full, a lost connection before
+ * COMMIT and a serialisation failure here), `DatabaseBusyError` (retryable: a lock held past the
+ * timeout), `StorageAccessError` (bad configuration: read-only, permission denied) and
+ * `DatabaseDamagedError` (the file is damaged: check it with `spool doctor`). Writes
+ * (`writeBatch`, `commit`) may also throw {@link CommitOutcomeUnknown}. A fault fails the whole
+ * call: it is never reported as one write's refusal (`reason: 'error'`, `Outcome.ok` false).
  */
+import { SpoolError } from '../runtime/errors.ts';
 
 /** Any JSON value as stored. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+
+/**
+ * A record read back from a row with JSON columns. `damaged` is set when one of them could not be
+ * read ("damaged record: <table>.<column> is not valid JSON"; the value reads as null): the store
+ * quarantines the row's job with that reason, and the other jobs go on.
+ */
+export interface MayBeDamaged {
+  damaged?: string;
+}
 
 /** XState's actor status as persisted in the snapshot. `done` and `error` are terminal. */
 export type JobStatus = 'active' | 'done' | 'error' | 'stopped';
@@ -60,7 +79,13 @@ export interface JobRecord {
    * `fence` grows with every claim and is checked by every write under the lease.
    */
   lease: JobLease | null;
-  /** Set by a store when a stored column could not be read back: the job cannot run. */
+  /**
+   * Set by a store when a stored column of the job could not be read back ("damaged record:
+   * jobs.context"): the job cannot run. The value of such a column reads as null. `quarantine` is
+   * the column as it was read; a store records the same reason as the job's quarantine when it can
+   * (once: never over another reason), so the job is listed with the quarantined ones from then
+   * on, and it is never stuck (`JobFilter.stuck` leaves damaged rows out).
+   */
   corruption?: string;
   createdAt: number;
   updatedAt: number;
@@ -168,7 +193,7 @@ export interface ErrorInfo {
  * an external event applied in the very commit that accepted it (nothing queued before it) is
  * recorded by its history row alone, and has no `seq`.
  */
-export interface InboxRecord {
+export interface InboxRecord extends MayBeDamaged {
   /** Inbox order (global); null for an event applied as it was accepted (it was never queued). */
   seq: number | null;
   jobId: string;
@@ -214,7 +239,7 @@ export interface AcceptResult {
 export type TransitionOutcome = 'started' | 'applied' | 'ignored' | 'failed' | 'migrated' | 'stale';
 
 /** One history record: the commit that produced `revision`. */
-export interface TransitionRecord {
+export interface TransitionRecord extends MayBeDamaged {
   jobId: string;
   revision: number;
   eventId: string | null;
@@ -231,7 +256,7 @@ export interface TransitionRecord {
   fence: number | null;
 }
 
-export type TransitionDraft = Omit<TransitionRecord, 'jobId' | 'revision' | 'runner' | 'fence'>;
+export type TransitionDraft = Omit<TransitionRecord, 'jobId' | 'revision' | 'runner' | 'fence' | 'damaged'>;
 
 /**
  * One job's commit: write the new job state `WHERE id = ? AND revision = expectedRevision`,
@@ -308,10 +333,61 @@ export type CommitResult =
   | { ok: false; reason: 'outcome-not-current' }
   | { ok: false; reason: 'error'; error: ErrorInfo };
 
+/**
+ * What the reason of a quarantine for a damaged stored record starts with ("damaged record:
+ * jobs.context is not valid JSON"): the job's rows need checking (`spool doctor`) or restoring,
+ * not a machine version registered. A store writes it; the engine keeps such a quarantine.
+ */
+export const DAMAGED_RECORD = 'damaged record: ';
+
+/** A job operation of a batch whose outcome is not known (see {@link CommitOutcomeUnknown}). */
+export type UnresolvedOperation =
+  /** A new job: it landed if `getJob(jobId)` finds it. */
+  | { kind: 'create'; jobId: string }
+  /** A transition to `revision` settling `eventId` (null: none): it landed if `commitLanded` says so. */
+  | { kind: 'commit'; jobId: string; revision: number; eventId: string | null }
+  /** An attempt's outcome: it landed if `getEffect(effectId)` is past `attempt`'s running state. */
+  | { kind: 'finish'; effectId: string; attempt: number }
+  /** An activity claim: treat it as not claimed; a landed claim expires at its `claimUntil`. */
+  | { kind: 'claim'; effectId: string };
+
+/**
+ * A write (`writeBatch`, `commit`) whose transaction's outcome the store cannot know: the
+ * connection failed, or an I/O error was raised by the COMMIT itself, so the whole transaction may
+ * or may not have landed (all of it or none: it is one transaction). `unresolved` lists its job
+ * operations. The engine resolves each by reading back (`commitLanded`, `getJob`, `getEffect`):
+ * landed → as committed; absent → write it again; never apply one twice. Retryable for a caller
+ * that sends again with the same event id (a repeat of a recorded id is never applied twice).
+ */
+export class CommitOutcomeUnknown extends SpoolError {
+  readonly code = 'SPOOL_COMMIT_OUTCOME_UNKNOWN';
+  readonly category = 'retryable';
+  readonly unresolved: readonly UnresolvedOperation[];
+  constructor(message: string, unresolved: readonly UnresolvedOperation[], details: Record<string, unknown> = {}) {
+    super(message, { ...details, unresolved });
+    this.unresolved = unresolved;
+  }
+}
+
+/** The operations of a batch, as {@link CommitOutcomeUnknown} lists them. */
+export function operationsOf(batch: WriteBatch): UnresolvedOperation[] {
+  return [
+    ...(batch.creates ?? []).map((j) => ({ kind: 'create' as const, jobId: j.id })),
+    ...(batch.commits ?? []).map((c) => ({
+      kind: 'commit' as const,
+      jobId: c.jobId,
+      revision: c.expectedRevision + 1,
+      eventId: c.event?.accept?.eventId ?? c.transition.eventId ?? null,
+    })),
+    ...(batch.finishes ?? []).map((f) => ({ kind: 'finish' as const, effectId: f.id, attempt: f.attempt })),
+    ...(batch.claims ?? []).map((c) => ({ kind: 'claim' as const, effectId: c.id })),
+  ];
+}
+
 export type EffectStatus = 'pending' | 'running' | 'waiting' | 'backoff' | 'succeeded' | 'failed' | 'cancelled';
 
 /** One invocation of an activity: its idempotency key is `id`, stable across retries and restarts. */
-export interface EffectRecord {
+export interface EffectRecord extends MayBeDamaged {
   id: string;
   jobId: string;
   /** The invoke id: outcomes come back as `xstate.done.actor.<actorId>` / `xstate.error.actor.<actorId>`. */
@@ -355,7 +431,7 @@ export interface NewEffect {
 
 export type AttemptOutcome = 'running' | 'succeeded' | 'failed' | 'waiting' | 'interrupted' | 'stale';
 
-export interface AttemptRecord {
+export interface AttemptRecord extends MayBeDamaged {
   effectId: string;
   attempt: number;
   runner: string | null;
@@ -421,7 +497,7 @@ export type TimerKind = 'after' | 'raise' | 'sendTo';
 export type TimerStatus = 'scheduled' | 'fired' | 'delivered' | 'cancelled';
 
 /** A durable timer: an event due at an absolute time. */
-export interface TimerRecord {
+export interface TimerRecord extends MayBeDamaged {
   id: string;
   jobId: string;
   key: string;
@@ -433,7 +509,7 @@ export interface TimerRecord {
   createdAt: number;
 }
 
-export type NewTimer = Omit<TimerRecord, 'status'>;
+export type NewTimer = Omit<TimerRecord, 'status' | 'damaged'>;
 
 export interface NoteRecord {
   jobId: string;
@@ -443,7 +519,7 @@ export interface NoteRecord {
 }
 
 /** An output linked to its job (a file, an upload, a report). */
-export interface AssetRecord {
+export interface AssetRecord extends MayBeDamaged {
   jobId: string;
   /** Unique per job: attaching the same key again (a retried attempt) is a no-op. */
   key: string;
@@ -719,6 +795,13 @@ export interface JobStore {
   jobsWithPendingEvents(limit: number, lease?: { runner: string; now: number }): Promise<string[]>;
   /** Apply commits, each on its own revision check; all share one durable transaction. */
   commit(commits: readonly TransitionCommit[]): Promise<CommitResult[]>;
+  /**
+   * Whether the commit of a {@link CommitOutcomeUnknown} landed: the job's history holds
+   * `revision`, recorded for `eventId` (null: a transition without an event). A revision is
+   * written once, so true means that very commit landed, and false (the revision is absent, or
+   * holds another event) that it did not.
+   */
+  commitLanded(jobId: string, revision: number, eventId: string | null): Promise<boolean>;
   /**
    * Settle a pending event without touching the job (e.g. it arrived for a job that has since
    * ended). `payload`, when given, replaces the stored one (the payload with sensitive fields

@@ -94,8 +94,63 @@ export class SchemaTooNewError extends SpoolError {
 
 /** A stored row could not be read back (corrupted or hand-edited). */
 export class CorruptRecordError extends SpoolError {
-  readonly code = 'SPOOL_CORRUPT_RECORD';
+  readonly code: string = 'SPOOL_CORRUPT_RECORD';
   readonly category = 'internal';
+}
+
+/*
+ * Storage faults: what a store throws when the storage itself fails, whatever the database. A
+ * store maps its driver's errors into these (SQLite: persistence/sqlite/storageFault.ts; the port,
+ * src/ports/store.ts, says which call may throw which), so that no driver error reaches a caller.
+ * By what the caller should do:
+ * - retry later, nothing was changed: {@link StorageFullError}, {@link StorageIoError}, {@link DatabaseBusyError};
+ * - fix the configuration (the path, its permissions): {@link StorageAccessError};
+ * - check and restore the file (`spool doctor`): {@link DatabaseDamagedError}.
+ * (A commit whose outcome is not known is `CommitOutcomeUnknown`, in the port: read it back.)
+ */
+
+/**
+ * The disk (or the database's size limit) is full: the write was refused and nothing was changed.
+ * Free space and try again. `details`: `path`, `freeBytes` (null when it could not be read).
+ */
+export class StorageFullError extends SpoolError {
+  readonly code = 'SPOOL_STORAGE_FULL';
+  readonly category = 'retryable';
+}
+
+/**
+ * The storage failed to read or write (an I/O error, a lost connection): nothing was changed that
+ * was acknowledged. Try again; if it persists, check the disk. `details`: `path`, `driverCode`.
+ */
+export class StorageIoError extends SpoolError {
+  readonly code = 'SPOOL_STORAGE_IO';
+  readonly category = 'retryable';
+}
+
+/** The database stayed locked by another process (or connection) for the whole busy timeout: nothing was changed; try again. */
+export class DatabaseBusyError extends SpoolError {
+  readonly code = 'SPOOL_DATABASE_BUSY';
+  readonly category = 'retryable';
+}
+
+/**
+ * The database cannot be written or opened as configured: the file or its directory is read-only,
+ * or this process may not use it. Fix the path or its permissions (`details.path`); retrying as
+ * it is will not help. (Category `bad-input`: the request's configuration is what needs fixing.)
+ */
+export class StorageAccessError extends SpoolError {
+  readonly code = 'SPOOL_STORAGE_ACCESS';
+  readonly category = 'bad-input';
+}
+
+/**
+ * The database file is damaged (SQLite: `SQLITE_CORRUPT`, `SQLITE_NOTADB`, a bad index, a schema
+ * that no longer matches). `details`: `path`, and `table`/`row` where known. Check it with
+ * `spool doctor`, repair what can be repaired with `spool doctor --repair`, or restore a backup.
+ * A {@link CorruptRecordError}, so code that catches damaged records catches a damaged file too.
+ */
+export class DatabaseDamagedError extends CorruptRecordError {
+  override readonly code = 'SPOOL_DATABASE_DAMAGED';
 }
 
 /** The runtime or store was closed. */

@@ -331,7 +331,14 @@ export class ActivityExecutor {
         });
         return false;
       }
-      claimed = await this.#submitClaim({ id: effect.id, runner: this.runnerId, now, claimUntil: now + this.#leaseMs, takeOver, fence: this.#leases.get(effect.jobId) ?? null });
+      // Under the job's lock, as its commits are: the claim goes to the store once a commit of the
+      // job in flight has settled, with the fence that commit left (an asynchronous store may run
+      // two writes in flight in either order, and deliver their results in either order).
+      claimed = await this.#withLock(effect.jobId, async () => {
+        const claim = await this.#submitClaim({ id: effect.id, runner: this.runnerId, now, claimUntil: now + this.#leaseMs, takeOver, fence: this.#leases.get(effect.jobId) ?? null });
+        if (claim) this.#leases.set(claim.jobId, claim.leaseFence);
+        return claim;
+      });
     } finally {
       if (!claimed) {
         this.#slots.release(effect.src);
@@ -339,7 +346,6 @@ export class ActivityExecutor {
       }
     }
     if (!claimed) return false;
-    this.#leases.set(claimed.jobId, claimed.leaseFence);
     this.#launch(claimed, def);
     return true;
   }
@@ -397,7 +403,7 @@ export class ActivityExecutor {
       if (isDeferred(value) && pendingToken && pendingToken.token === value.token) {
         const status = await this.#submitFinish({ id: effect.id, attempt, result: { kind: 'waiting', token: value.token }, at: this.clock.now(), lease: this.#attemptLease(effect.jobId) });
         this.#attempting.delete(effect.id);
-        await this.#releaseIdle(effect.jobId); // waiting on a token: nothing runs here for it
+        await this.releaseIdle(effect.jobId); // waiting on a token: nothing runs here for it
         // The token is handed out only once the waiting state is durable.
         if (status === 'current') await pendingToken.onToken?.(value.token);
         this.#emit({ type: 'activity.finished', jobId: effect.jobId, effectId: effect.id, attempt, outcome: status === 'current' ? 'waiting' : 'stale' });
@@ -490,7 +496,7 @@ export class ActivityExecutor {
     tell(reported);
     if (this.#process && reported !== 'retrying' && (!applied || this.#pendingDrains.has(effect.jobId))) await this.#unit(() => this.#jobs.drain(effect.jobId));
     if (reported === 'retrying') this.#emit({ type: 'timers.scheduled', jobId: effect.jobId, dueAt: [retryAt] }); // a worker wakes then
-    await this.#releaseIdle(effect.jobId);
+    await this.releaseIdle(effect.jobId);
     // The freed slot: a next step of this job was claimed by its commit; other due work here is pumped.
     if (this.#unclaimed) this.#track(this.pump());
   }
@@ -531,7 +537,7 @@ export class ActivityExecutor {
   }
 
   /** Release the lease of a job nothing here works on any more (an outcome that led to no commit: a retry, a stale result). */
-  async #releaseIdle(jobId: string): Promise<void> {
+  async releaseIdle(jobId: string): Promise<void> {
     await this.#withLock(jobId, async () => {
       const fence = this.#leases.get(jobId);
       if (fence === undefined) return;

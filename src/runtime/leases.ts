@@ -21,6 +21,10 @@ export interface LeaseState {
   cache: { delete(jobId: string): boolean };
   /** Whether the runtime has closed: the heartbeat stops. */
   closed: () => boolean;
+  /** Let an idle job's lease go, under the job's lock and checked again there (a claim may have come since). */
+  releaseIdle: (jobId: string) => Promise<void>;
+  /** Run `work` under the job's lock, once the job's commit or claim in flight has settled and kept its fence in `held`. */
+  withLock: <T>(jobId: string, work: () => Promise<T>) => Promise<T>;
 }
 
 /** Renews, releases, expires and gives up this runtime's job leases and activity claims. */
@@ -69,12 +73,15 @@ export class LeaseKeeper {
     for (const entry of held) (busy.has(entry[0]) ? keep : idle).push(entry);
     if (keep.length > 0) {
       const renewed = await this.#store.renewLeases(this.#runner, keep.map(([id]) => id), this.#clock.now() + this.#leaseMs);
-      for (const [jobId, fence] of keep) if (renewed.get(jobId) !== fence) this.lost(jobId, fence);
+      // A lease not renewed at its fence is judged under its job's lock: the job's own commit in
+      // flight may have let it go (executed, its result not yet kept in `held`, as when it records
+      // the last outcome); once that commit has settled, `lost` sees the fence it left.
+      const missed = keep.filter(([jobId, fence]) => renewed.get(jobId) !== fence);
+      await Promise.all(missed.map(([jobId, fence]) => this.#state.withLock(jobId, async () => this.lost(jobId, fence))));
     }
-    if (idle.length > 0) {
-      await this.#store.releaseLeases(this.#runner, idle.map(([id]) => id));
-      for (const [jobId, fence] of idle) if (held.get(jobId) === fence) held.delete(jobId);
-    }
+    // Each under its job's lock, checked again there: an activity of the job claimed since `idle`
+    // was taken keeps the lease (a release still in flight could otherwise run after its claim).
+    await Promise.all(idle.map(([jobId]) => this.#state.releaseIdle(jobId)));
   }
 
   /**

@@ -139,7 +139,7 @@ export class Runtime {
     this.#hostDriven = options.hostDriven ?? false;
     this.#verifySnapshots = options.verifySnapshots ?? 'auto';
     this.runnerId = newRunnerId();
-    const leaseState = { held: this.#leases, attempting: this.#attempting, running: this.#running, cache: this.#snapshots, closed: () => this.#closed };
+    const leaseState = { held: this.#leases, attempting: this.#attempting, running: this.#running, cache: this.#snapshots, closed: () => this.#closed, releaseIdle: (jobId: string) => this.#executor.releaseIdle(jobId), withLock: this.#withLock };
     this.#leaseKeeper = new LeaseKeeper(this.store, this.clock, this.runnerId, leaseMs, leaseState, this.#events);
     // The lease heartbeat (host-driven mode: `tick()` instead).
     if (!this.#hostDriven) this.#leaseKeeper.startHeartbeat((beat) => this.#track(beat));
@@ -353,6 +353,9 @@ export class Runtime {
     if (this.#hostDriven || this.#leaseKeeper.heartbeatDue()) await this.#leaseKeeper.heartbeat();
     const freed = await this.#leaseKeeper.expire();
     if (this.#process && freed.length > 0) await this.#drainAll(freed);
+    // A round already under way (started by a commit of this tick) finishes first: its claims wait
+    // for their jobs' commits in flight, and what it starts is started when tick() returns.
+    while (this.#executor.pumping) await new Promise<void>((resolve) => setImmediate(resolve));
     const activitiesStarted = await this.#executor.pump(true);
     return { timersFired, activitiesStarted };
   }

@@ -7,8 +7,9 @@
  * SpoolError (the job quarantined or held back with a visible reason), never throw untyped, and a
  * healthy job in the same file must keep working.
  *
- * Damaged files: `SqliteStore.open` and every call after it must succeed or refuse cleanly (a
- * SpoolError, or the driver's coded SQLITE_* error), never hang or crash the process, and a refused
+ * Damaged files: `SqliteStore.open` and every call after it (the store's reads, `doctor`, the
+ * runtime's API) must succeed or refuse with a typed SpoolError (never a driver's error), never
+ * hang or crash the process, and a refused
  * open must leave the file's bytes as they were. These run in a child process (damagedFileChild.ts)
  * so that a hang or a native crash is seen and reported instead of taking the test runner down.
  *
@@ -296,7 +297,7 @@ describe('damaged database files', () => {
         const { problems } = await child.run(path);
         expect(problems.join('\n'), d.describe).toBe('');
       }),
-      { numRuns: 100 },
+      { numRuns: 200 },
     );
   });
 

@@ -2,8 +2,9 @@
  * A child process for the damaged-file fuzz test: `damagedFileChild.ts`. It reads one JSON line per
  * case on stdin ({path}: a damaged copy of a Spool database), opens it and uses it through the API,
  * and prints one line per case: {type:'result', path, opened, problems}, where `problems` lists every
- * call that threw something other than a clean refusal (a SpoolError, or the driver's coded
- * SQLITE_* error) and a refused open that changed the file.
+ * call that threw something other than a typed refusal (a SpoolError: no driver error reaches a
+ * caller) and a refused open that changed the file. It also calls the store's reads directly and
+ * runs `doctor` on the file.
  *
  * It runs in its own process because a damaged file can make the engine spin (a busy loop starves
  * the event loop, so no timeout inside the process can fire) or crash the process natively: the
@@ -12,11 +13,11 @@
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { approvalFlow } from '../../machines/index.ts';
-import { SqliteStore } from '../../persistence/sqlite/index.ts';
+import { doctor, SqliteStore } from '../../persistence/sqlite/index.ts';
 import { createRuntime } from '../../src/index.ts';
 import { VirtualClock } from '../../src/testing/index.ts';
 import { flaky, tally, ticker } from '../crash/machines.ts';
-import { describeThrown, isDamagedFileRefusal, isSpoolRefusal } from './refusal.ts';
+import { describeThrown, isSpoolRefusal } from './refusal.ts';
 
 const DAMAGE_MACHINES = [tally, ticker, flaky, approvalFlow];
 const DAMAGE_EVENTS: Record<string, Record<string, unknown>> = {
@@ -33,7 +34,7 @@ const print = (msg: Record<string, unknown>) => process.stdout.write(`${JSON.str
 async function exercise(path: string): Promise<{ opened: boolean; problems: string[] }> {
   const problems: string[] = [];
   const refused = (what: string) => (error: unknown): undefined => {
-    if (!isSpoolRefusal(error) && !isDamagedFileRefusal(error)) problems.push(`${what}: ${describeThrown(error)}`);
+    if (!isSpoolRefusal(error)) problems.push(`${what}: ${describeThrown(error)}`);
     return undefined;
   };
   const before = readFileSync(path);
@@ -42,6 +43,20 @@ async function exercise(path: string): Promise<{ opened: boolean; problems: stri
   if (!store) {
     if (!readFileSync(path).equals(before)) problems.push('a refused open changed the file');
     return { opened: false, problems };
+  }
+  // The store's own reads, each either working or typed.
+  await store.stats({ now: T0 }).catch(refused('store.stats'));
+  for (const job of (await store.listJobs({}).catch(refused('store.listJobs'))) ?? []) {
+    await store.history(job.id).catch(refused(`store.history ${job.id}`));
+    await store.listEvents(job.id).catch(refused(`store.listEvents ${job.id}`));
+    await store.listEffects(job.id).catch(refused(`store.listEffects ${job.id}`));
+    await store.listTimers(job.id).catch(refused(`store.listTimers ${job.id}`));
+  }
+  await store.listJobs({ stuck: true }).catch(refused('store.listJobs stuck'));
+  try {
+    doctor(path, { quick: true });
+  } catch (error) {
+    refused('doctor')(error);
   }
   const runtime = await createRuntime({ store, machines: DAMAGE_MACHINES, clock }).catch(refused('createRuntime'));
   if (!runtime) {

@@ -6,6 +6,7 @@ import Database from 'better-sqlite3';
 import { SqliteStore, type SqliteStoreOptions } from '../../persistence/sqlite/index.ts';
 import { createRuntime, type Runtime, type RuntimeOptions } from '../../src/index.ts';
 import type { JobStore } from '../../src/ports/store.ts';
+import { storeUnderTest } from './asyncStore.ts';
 
 /** `.vitest-tmp/` at the project root (gitignored). */
 export const TMP_ROOT = fileURLToPath(new URL('../../.vitest-tmp/', import.meta.url));
@@ -34,8 +35,9 @@ export class Resources {
     return join(this.tempDir(), name);
   }
 
+  /** A SQLite store on `path` (behind the asynchronous boundary when the run asks for it: see {@link storeUnderTest}). */
   async sqlite(path: string, options: SqliteStoreOptions = {}): Promise<SqliteStore> {
-    const store = await SqliteStore.open(path, options);
+    const store = storeUnderTest(await SqliteStore.open(path, options));
     this.#handles.push(store.db);
     this.#closers.push(() => store.close());
     return store;

@@ -1,0 +1,69 @@
+/**
+ * `spool doctor [--db …] [--repair] [--json]`: check a database file (SQLite's integrity check,
+ * every job's rows, the figures the jobs table keeps), and with `--repair` quarantine the damaged
+ * jobs and rebuild the indexes. It never deletes history. Exit code 1 when anything was found.
+ *
+ * @example
+ * spool doctor
+ * spool --db ./spool.db doctor --repair --json
+ */
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import type { Command } from 'commander';
+import { doctor, type DoctorReport } from '../../persistence/sqlite/doctor.ts';
+import { DatabaseError } from './errors.ts';
+import { keyValues, table } from './format.ts';
+
+/** What the doctor command needs from main.ts. */
+export interface DoctorCommandHost {
+  stdout: (text: string) => void;
+  cwd: string;
+  /** A command that finished its output but found damage reports exit code 1 here. */
+  setExitCode: (code: number) => void;
+}
+
+/** Add the `doctor` command to `program`. */
+export function addDoctorCommand(program: Command, host: DoctorCommandHost): void {
+  program
+    .command('doctor')
+    .description('check the database file for damage (integrity, unreadable rows, figures that disagree); --repair quarantines what is damaged')
+    .option('--repair', 'quarantine the damaged jobs and rebuild the indexes (never deletes history)')
+    .option('--quick', 'only the cheap part: quick_check and the jobs table')
+    .action((options: { repair?: boolean; quick?: boolean }, command: Command) => {
+      const g = command.optsWithGlobals<{ db: string; json?: boolean }>();
+      const path = resolve(host.cwd, g.db);
+      if (!existsSync(path)) throw new DatabaseError(`No Spool database at ${g.db}; pass --db <file>.`, { db: g.db });
+      const report = doctor(path, { repair: options.repair === true, quick: options.quick === true });
+      host.stdout(g.json ? `${JSON.stringify({ ...report, path: g.db }, null, 2)}\n` : `${describe(report, g.db)}\n`);
+      if (!report.ok) host.setExitCode(1);
+    });
+}
+
+/** The report as a person reads it. */
+function describe(report: DoctorReport, label: string): string {
+  const lines = [
+    keyValues([
+      ['database', label],
+      ['check', report.check],
+      ['jobs', `${report.jobs} read`],
+      ['found', report.ok ? 'nothing: the file is healthy' : `${report.findings.length} problem${report.findings.length === 1 ? '' : 's'}`],
+    ]),
+  ];
+  if (!report.ok) {
+    lines.push('', table(['KIND', 'WHERE', 'JOB', 'PROBLEM'], report.findings.map((f) => [f.kind, f.column ? `${f.table}.${f.column}` : f.table, f.jobId ?? '-', f.message])));
+  }
+  if (report.repaired) {
+    const q = report.repaired.quarantined;
+    lines.push(
+      '',
+      keyValues([
+        ['quarantined', q.length ? `${q.length} job${q.length === 1 ? '' : 's'}: ${q.join(', ')}` : 'none (already held back, or no job to name)'],
+        ['indexes', report.repaired.reindexed ? 'rebuilt' : 'could not be rebuilt: restore a backup'],
+        ['history', 'kept as it was (doctor deletes nothing)'],
+      ]),
+    );
+  } else if (!report.ok) {
+    lines.push('', `Run \`spool --db ${label} doctor --repair\` to hold the damaged jobs back and rebuild the indexes, or restore a backup.`);
+  }
+  return lines.join('\n');
+}

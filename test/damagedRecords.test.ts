@@ -1,0 +1,175 @@
+/**
+ * A damaged row is one job's problem: a single JSON column set to invalid JSON, in each table that
+ * holds JSON. `stats` and `list` keep working, the read that meets the row says which table and
+ * column, the job is quarantined with "damaged record: <table>.<column>" (listed with the
+ * quarantined jobs, never as stuck), the other jobs go on, and `spool doctor` finds it and repairs
+ * it (quarantine, REINDEX) without deleting history.
+ */
+import { copyFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { approvalFlow } from '../machines/index.ts';
+import { doctor } from '../persistence/sqlite/index.ts';
+import { SqliteStore } from '../persistence/sqlite/index.ts';
+import { createRuntime, type JobStore } from '../src/index.ts';
+import { main } from '../src/cli/main.ts';
+import { VirtualClock } from '../src/testing/index.ts';
+import { flaky, tally } from './crash/machines.ts';
+import { T0 } from './helpers/durable.ts';
+import { Resources } from './helpers/resources.ts';
+
+const MACHINES = [tally, flaky, approvalFlow];
+const res = new Resources();
+let template: string;
+
+beforeAll(async () => {
+  template = res.dbPath('template.db');
+  const clock = new VirtualClock(T0);
+  const store = await SqliteStore.open(template, { clock });
+  const rt = await createRuntime({ store, machines: MACHINES, clock, runEffects: false });
+  for (const id of ['healthy', 'tally']) {
+    await rt.start('crash-tally', {}, { jobId: id });
+    await rt.send(id, { type: 'INC' }, { eventId: `${id}-1` });
+  }
+  await rt.start('crash-flaky', { deadlineMs: 60_000 }, { jobId: 'flaky' });
+  await rt.start('approval-flow', { subject: 'x', remindAfterMs: 1000, deadlineMs: 5000 }, { jobId: 'approval' });
+  // An attempt that failed with a retry due (effect_attempts.error), and an asset (assets.meta).
+  const [effect] = await store.listEffects('flaky');
+  const claimed = await store.claimEffect(effect!.id, 'r1', T0, T0 + 60_000);
+  await store.finishAttempt(effect!.id, claimed!.attempt, { kind: 'failed', error: { name: 'Error', message: 'boom' }, retryAt: T0 + 3_600_000, event: null }, T0);
+  await store.releaseLeases('r1', 'all');
+  await store.attachAsset({ jobId: 'tally', key: 'k', type: 'text/plain', uri: 'file:///x', size: 1, meta: { a: 1 }, effectId: null, attempt: null, createdAt: T0 });
+  await rt.close();
+  // An accepted event left pending (inbox.payload): a client-only runtime accepts, never applies.
+  const client = await createRuntime({ store: await SqliteStore.open(template, { clock }), machines: MACHINES, clock, processEvents: false });
+  await client.send('tally', { type: 'INC' }, { eventId: 'tally-2' });
+  await client.close();
+});
+afterAll(() => res.dispose());
+
+/** Each JSON column, the job whose row is damaged, and the store read that meets it. */
+const CASES: { table: string; column: string; job: string; where: string; read: (s: JobStore, job: string) => Promise<unknown> }[] = [
+  { table: 'jobs', column: 'state_value', job: 'tally', where: 'id', read: (s, j) => s.getJob(j) },
+  { table: 'jobs', column: 'context', job: 'tally', where: 'id', read: (s, j) => s.getJob(j) },
+  { table: 'jobs', column: 'input', job: 'tally', where: 'id', read: (s, j) => s.listJobs({}).then((l) => l.find((x) => x.id === j)) },
+  { table: 'transitions', column: 'payload', job: 'tally', where: 'job_id', read: (s, j) => s.history(j) },
+  { table: 'transitions', column: 'to_value', job: 'tally', where: 'job_id', read: (s, j) => s.history(j) },
+  { table: 'inbox', column: 'payload', job: 'tally', where: 'job_id', read: (s, j) => s.listEvents(j) },
+  { table: 'effects', column: 'input', job: 'flaky', where: 'job_id', read: (s, j) => s.listEffects(j) },
+  { table: 'effect_attempts', column: 'error', job: 'flaky', where: "effect_id IN (SELECT id FROM effects WHERE job_id = @job) AND 1", read: (s, j) => s.listAttempts(j) },
+  { table: 'timers', column: 'event', job: 'approval', where: 'job_id', read: (s, j) => s.listTimers(j) },
+  { table: 'assets', column: 'meta', job: 'tally', where: 'job_id', read: (s, j) => s.listAssets(j) },
+];
+
+/** A copy of the template with one column of one job's rows set to text that is not JSON. */
+function damagedCopy(c: (typeof CASES)[number]): string {
+  const path = join(res.tempDir(), 'damaged.db');
+  copyFileSync(template, path);
+  const db = res.raw(path);
+  const where = c.where.includes('@job') ? c.where.replace(/ AND 1$/, '') : `${c.where} = @job`;
+  const changed = db.prepare(`UPDATE ${c.table} SET ${c.column} = '{"not json' WHERE ${where}`).run({ job: c.job }).changes;
+  expect(changed, `${c.table}.${c.column} rows of ${c.job}`).toBeGreaterThan(0);
+  db.close();
+  return path;
+}
+
+describe.each(CASES)('$table.$column set to invalid JSON for job $job', (c) => {
+  const reason = `damaged record: ${c.table}.${c.column}`;
+
+  it('stats and list keep working; the read names the table and column; the job alone is quarantined, never stuck', async () => {
+    const path = damagedCopy(c);
+    const store = await res.sqlite(path);
+    const stats = await store.stats({ now: T0 });
+    expect(stats.jobs.reduce((n, j) => n + j.count, 0)).toBe(4);
+    expect((await store.listJobs({})).map((j) => j.id)).toEqual(['approval', 'flaky', 'healthy', 'tally']);
+    const read = await c.read(store, c.job);
+    expect(JSON.stringify(read)).toContain(reason);
+    const quarantined = await store.listJobs({ quarantined: true });
+    expect(quarantined.map((j) => j.id)).toEqual([c.job]);
+    expect(quarantined[0]!.quarantine).toContain(reason);
+    expect((await store.listJobs({ stuck: true })).map((j) => j.id)).not.toContain(c.job);
+    expect((await store.stats({ now: T0 })).quarantined).toBe(1);
+    // The other jobs go on.
+    const clock = new VirtualClock(T0 + 1000);
+    const runtime = await res.runtime({ store, machines: MACHINES, clock, runEffects: false });
+    expect(await runtime.send('healthy', { type: 'INC' }, { eventId: 'after' })).toMatchObject({ status: 'applied' });
+  });
+
+  it('doctor finds it (exit 1), --repair quarantines the job and rebuilds the indexes, and history is kept', async () => {
+    const path = damagedCopy(c);
+    const history = (res.raw(path).prepare('SELECT count(*) FROM transitions').pluck().get() as number);
+    const found = doctor(path);
+    expect(found.ok).toBe(false);
+    expect(found.findings).toContainEqual(expect.objectContaining({ kind: 'record', table: c.table, column: c.column, jobId: c.job }));
+    expect(found.findings.every((f) => f.jobId === c.job)).toBe(true);
+    expect(found.repaired).toBeNull();
+    const repaired = doctor(path, { repair: true });
+    expect(repaired.repaired).toEqual({ quarantined: [c.job], reindexed: true });
+    const db = res.raw(path, { readonly: true });
+    expect(db.prepare('SELECT quarantine FROM jobs WHERE id = ?').pluck().get(c.job)).toContain(reason);
+    expect(db.prepare("SELECT count(*) FROM jobs WHERE quarantine IS NOT NULL").pluck().get()).toBe(1);
+    expect(db.prepare('SELECT count(*) FROM transitions').pluck().get()).toBe(history);
+    db.close();
+    // Repaired once: a second repair finds the same damage (doctor deletes nothing) and quarantines no one new.
+    expect(doctor(path, { repair: true }).repaired).toEqual({ quarantined: [], reindexed: true });
+  });
+});
+
+// The runtime holds a job back while its record is damaged (`JobRecord.corruption`: the jobs
+// table's own columns). A damaged row of another table is recorded as the job's quarantine by the
+// store; keeping that quarantine through recovery is the engine's part (see the report of #18).
+describe.each(CASES.filter((c) => c.table === 'jobs'))('the runtime and jobs.$column damaged', (c) => {
+  it('refuses a send to that job as quarantined, lists it so, and the others go on', async () => {
+    const store = await res.sqlite(damagedCopy(c));
+    const runtime = await res.runtime({ store, machines: MACHINES, clock: new VirtualClock(T0 + 1000), runEffects: false });
+    await expect(runtime.send(c.job, { type: 'INC' })).rejects.toMatchObject({ code: 'SPOOL_QUARANTINED' });
+    expect((await runtime.list({ quarantined: true })).map((j) => j.id)).toEqual([c.job]);
+    expect((await runtime.get(c.job)).quarantine).toContain(`damaged record: jobs.${c.column}`);
+    expect(await runtime.send('healthy', { type: 'INC' }, { eventId: 'after' })).toMatchObject({ status: 'applied' });
+  });
+});
+
+describe('spool doctor (the CLI)', () => {
+  function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+    let stdout = '';
+    let stderr = '';
+    return main(args, { stdout: (t) => (stdout += t), stderr: (t) => (stderr += t), cwd: process.cwd() }).then((code) => ({ code, stdout, stderr }));
+  }
+
+  it('a healthy file: exit 0, "nothing"; JSON with --json', async () => {
+    const path = join(res.tempDir(), 'ok.db');
+    copyFileSync(template, path);
+    const human = await run(['--db', path, 'doctor']);
+    expect(human).toMatchObject({ code: 0, stderr: '' });
+    expect(human.stdout).toMatch(/found\s+nothing: the file is healthy/);
+    const json = await run(['--db', path, 'doctor', '--json']);
+    expect(JSON.parse(json.stdout)).toMatchObject({ ok: true, check: 'integrity_check', jobs: 4, findings: [] });
+  });
+
+  it('a damaged row: exit 1 with the table, column and job; --repair says what it did', async () => {
+    const path = damagedCopy(CASES[3]!);
+    const human = await run(['--db', path, 'doctor']);
+    expect(human.code).toBe(1);
+    expect(human.stdout).toContain('transitions.payload');
+    expect(human.stdout).toContain('doctor --repair');
+    const repaired = await run(['--db', path, 'doctor', '--repair', '--json']);
+    expect(repaired.code).toBe(1);
+    expect(JSON.parse(repaired.stdout)).toMatchObject({ ok: false, repaired: { quarantined: ['tally'], reindexed: true } });
+  });
+
+  it('a figure that disagrees with its records (a revision ahead of its history) is found', async () => {
+    const path = join(res.tempDir(), 'derived.db');
+    copyFileSync(template, path);
+    const db = res.raw(path);
+    db.prepare("UPDATE jobs SET revision = revision + 5 WHERE id = 'healthy'").run();
+    db.close();
+    const report = doctor(path);
+    expect(report.findings).toEqual([expect.objectContaining({ kind: 'derived', table: 'jobs', column: 'revision', jobId: 'healthy' })]);
+  });
+
+  it('a missing file is a typed refusal, not a new database', async () => {
+    const r = await run(['--db', join(res.tempDir(), 'missing.db'), 'doctor']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^spool: SPOOL_DATABASE: No Spool database/);
+  });
+});
