@@ -96,7 +96,7 @@ export class JobEntry {
     const key = options.idempotencyKey ?? null;
 
     const existing = await this.#intake.findExisting(jobId, key);
-    if (existing) return this.sameStart(existing, def.id, inputHash, jobId, key, options.jobId);
+    if (existing) return this.#sameStart(existing, def.id, inputHash, jobId, key, options.jobId);
 
     const started = startStep({ def, input: parsed, jobId, idempotencyKey: key, inputHash, owner: this.#owner, runner: this.runnerId, now: this.clock.now(), machines: this.#jobs.machines });
     await this.#backlog.admit(false); // backpressure (limits.ts): refused before anything is written; a repeated start returned above
@@ -110,7 +110,7 @@ export class JobEntry {
     } finally {
       this.#activities.claimsCommitted(newJob.effects ?? [], claims, created ? 1 : null, def);
     }
-    if (!created) return this.sameStart(record, def.id, inputHash, jobId, key, options.jobId);
+    if (!created) return this.#sameStart(record, def.id, inputHash, jobId, key, options.jobId);
     if (claims.length > 0) this.#leases.set(jobId, 1);
     // The new job's own actor lends its scope: its first event neither reads nor hydrates it again.
     if (started.actor !== undefined) this.#jobs.remember(record, def, started.snapshot, started.actor);
@@ -135,7 +135,7 @@ export class JobEntry {
           { jobId, eventId },
         );
       }
-      return this.outcome(jobId, eventId, true, options.wait ?? true);
+      return this.#outcome(jobId, eventId, true, options.wait ?? true);
     }
 
     if (TERMINAL.has(record.status)) {
@@ -173,7 +173,7 @@ export class JobEntry {
       if (inline) {
         if (this.#pendingDrains.delete(jobId)) {
           await this.#jobs.drain(jobId);
-          return this.outcome(jobId, eventId, false, true);
+          return this.#outcome(jobId, eventId, false, true);
         }
         return { jobId, eventId, status: inline.status, revision: inline.record.revision, error: inline.error, duplicate: false, job: this.#reader.view(inline.record) };
       }
@@ -185,17 +185,17 @@ export class JobEntry {
     }
     crashPoint('after-accept');
     this.#events.emit({ type: 'event.accepted', jobId, eventId, eventType: type });
-    return this.outcome(jobId, eventId, duplicate, options.wait ?? true);
+    return this.#outcome(jobId, eventId, duplicate, options.wait ?? true);
   }
 
   /** The job a repeated `start` returns, once it is the same request (intake.ts). */
-  sameStart(record: JobRecord, machineId: string, inputHash: string, jobId: string, key: string | null, requestedId: string | undefined): Job {
+  #sameStart(record: JobRecord, machineId: string, inputHash: string, jobId: string, key: string | null, requestedId: string | undefined): Job {
     this.#intake.checkSameStart(record, machineId, inputHash, jobId, key, requestedId);
     return this.#reader.view(record);
   }
 
   /** What `send` resolves with: the event's record (applied first when it waits and `wait` is set). */
-  async outcome(jobId: string, eventId: string, duplicate: boolean, wait: boolean): Promise<SendResult> {
+  async #outcome(jobId: string, eventId: string, duplicate: boolean, wait: boolean): Promise<SendResult> {
     let event = await this.store.getEvent(jobId, eventId);
     if (event && event.status === 'pending' && this.#process) {
       if (wait) await this.#jobs.drain(jobId);

@@ -17,7 +17,6 @@ const AUTO_VERIFY_LIMIT = 10_000;
 /** Jobs drained at once by recovery, the worker and tick(): their commits share transactions. */
 const DRAIN_CONCURRENCY = 64;
 
-
 /** What recovery needs of the runtime. */
 export interface RecoveryHost {
   store: JobStore;
