@@ -29,6 +29,7 @@ const ASYNC_STORE_FILES = [
   'test/shutdown.test.ts',
   'test/activityLimits.test.ts',
   'test/wakeups.test.ts',
+  'test/outcomeUnknown.test.ts',
 ];
 
 export default defineConfig({

@@ -98,7 +98,7 @@ export async function makeRestartDb(): Promise<RestartDb> {
   const copyJobsByName = db.prepare(`INSERT INTO jobs (${jobColumns}) SELECT ${jobColumns.split(', ').map((c) => (c === 'id' ? `${tpl} AS id` : c)).join(', ')}
     FROM jobs WHERE id < '${id(TEMPLATE_JOBS)}' ORDER BY id`);
   const transitionColumns = (db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('transitions') as string[]).join(', ');
-  const copyTransitions = db.prepare(`INSERT INTO transitions (${transitionColumns}) SELECT ${transitionColumns.split(', ').map((c) => (c === 'job_id' ? `${tplJob('job_id')} AS job_id` : c)).join(', ')}
+  const copyTransitions = db.prepare(`INSERT INTO transitions (${transitionColumns}) SELECT ${transitionColumns.split(', ').map((c) => (c === 'job_id' ? `${tplJob('job_id')} AS job_id` : c === 'seq' ? 'NULL AS seq' : c)).join(', ')}
     FROM transitions WHERE job_id < '${id(TEMPLATE_JOBS)}'`);
   const timerColumns = (db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('timers') as string[]).join(', ');
   const timerExpr = (c: string) => {

@@ -14,6 +14,7 @@ export type { RetryPolicy, ActivityPolicy } from './runtime/retry.ts';
 export type { ActivityArgs, AssetInput, DeferredCompletion } from './runtime/activities.ts';
 export { MachineRegistry, isStateMachine, isJobDefinition, eventSchemaFor } from './runtime/registry.ts';
 export { runWorker, type WorkerOptions } from './runtime/worker.ts';
+export type { StorageFaultEvent } from './runtime/api.ts';
 export type { RuntimeStats } from './runtime/operations.ts';
 export { InvalidScheduleError, ScheduleNotFoundError, occurrenceJobId } from './runtime/schedules.ts';
 export type { ScheduleSpec, Schedule, ScheduleResult, ScheduleEvent } from './runtime/schedules.ts';

@@ -12,6 +12,31 @@ import { commitOf, newEvent, newJob } from './store.contract.ts';
 const res = new Resources();
 afterEach(() => res.dispose());
 
+/**
+ * Schema 12's history table back in schema 11's shape (keyed by job and revision, seq a column
+ * given by a trigger, with its own index), for the tests that rebuild older files from a new one.
+ * Rows with a negative seq (schema 12's mark for rows older than schema 11) get NULL again.
+ */
+const BACK_TO_SCHEMA_11 = `DROP VIEW events; DROP TRIGGER transitions_seq_keep_floor;
+  CREATE TABLE transitions_11 (job_id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE, revision INTEGER NOT NULL,
+    event_id TEXT, event_type TEXT NOT NULL, payload TEXT NOT NULL, from_value TEXT, to_value TEXT NOT NULL, outcome TEXT NOT NULL,
+    error TEXT, at INTEGER NOT NULL, runner TEXT, fence INTEGER, payload_hash TEXT, event_keyed INTEGER, seq INTEGER,
+    PRIMARY KEY (job_id, revision)) STRICT, WITHOUT ROWID;
+  INSERT INTO transitions_11 SELECT job_id, revision, event_id, event_type, payload, from_value, to_value, outcome, error, at, runner,
+    fence, payload_hash, event_keyed, CASE WHEN seq > 0 THEN seq END FROM transitions;
+  DROP TABLE transitions; ALTER TABLE transitions_11 RENAME TO transitions;
+  CREATE UNIQUE INDEX transitions_seq ON transitions (seq) WHERE seq IS NOT NULL;
+  CREATE TRIGGER transitions_seq_assign AFTER INSERT ON transitions FOR EACH ROW BEGIN
+    UPDATE transitions SET seq = max(coalesce((SELECT max(seq) FROM transitions WHERE seq IS NOT NULL), 0),
+      coalesce((SELECT seq FROM history_seq_floor WHERE id = 1), 0)) + 1 WHERE job_id = NEW.job_id AND revision = NEW.revision; END;
+  CREATE TRIGGER transitions_seq_keep_floor BEFORE DELETE ON transitions FOR EACH ROW
+    WHEN OLD.seq IS NOT NULL AND OLD.seq = (SELECT max(seq) FROM transitions WHERE seq IS NOT NULL) BEGIN
+    INSERT INTO history_seq_floor (id, seq) VALUES (1, OLD.seq) ON CONFLICT (id) DO UPDATE SET seq = max(seq, excluded.seq); END;
+  CREATE VIEW events AS SELECT seq, job_id, event_id, type, payload, payload_hash, status, source_kind, source_id, attempt,
+    error, revision, accepted_at, processed_at FROM inbox
+    UNION ALL SELECT NULL, job_id, event_id, event_type, payload, payload_hash, outcome, 'external', NULL, NULL,
+    error, revision, at, at FROM transitions WHERE payload_hash IS NOT NULL;`;
+
 const sha = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex');
 
 describe('SqliteStore settings', () => {
@@ -94,6 +119,7 @@ describe('SqliteStore migrations', () => {
     }
     // Back to what schema 6 wrote: every event in the inbox, no inline columns, index or view.
     const raw = res.raw(path);
+    raw.exec(BACK_TO_SCHEMA_11);
     raw.exec(`INSERT INTO inbox (job_id, event_id, type, payload, payload_hash, status, revision, accepted_at, processed_at, source_kind)
         SELECT job_id, event_id, event_type, payload, payload_hash, outcome, revision, at, at, 'external' FROM transitions WHERE payload_hash IS NOT NULL;
       DROP TRIGGER transitions_seq_assign; DROP TRIGGER transitions_seq_keep_floor; DROP INDEX transitions_seq;
@@ -135,6 +161,7 @@ describe('SqliteStore migrations', () => {
     }
     // Back to schema 9: no key table, the history's event key index instead.
     const raw = res.raw(path);
+    raw.exec(BACK_TO_SCHEMA_11);
     raw.exec(`DROP TRIGGER transitions_seq_assign; DROP TRIGGER transitions_seq_keep_floor; DROP INDEX transitions_seq;
       DROP TABLE history_seq_floor; ALTER TABLE transitions DROP COLUMN seq;
       DROP TABLE event_keys; UPDATE transitions SET event_keyed = 1 WHERE event_id = 'hook';
@@ -155,6 +182,42 @@ describe('SqliteStore migrations', () => {
     }
     // A second record of one (job, event id) is a primary key violation, whoever writes it.
     expect(() => store.db.prepare("INSERT INTO event_keys (job_id, event_id) VALUES ('j', 'hook')").run()).toThrow(/UNIQUE constraint failed/);
+    await store.close();
+  });
+
+  it('upgrades a schema-11 file: its history keeps its seqs, older rows stay out of the feed, new rows follow without a repeat; effects and attempts survive, tokens stay unique', async () => {
+    const path = res.dbPath();
+    {
+      const store = await res.sqlite(path);
+      await store.createJob(newJob('a'));
+      await store.createJob(newJob('b'));
+      await store.close();
+    }
+    const raw = res.raw(path);
+    raw.exec(BACK_TO_SCHEMA_11);
+    // A row from before schema 11 (no seq), and the purge floor above every row left.
+    raw.exec("UPDATE transitions SET seq = NULL WHERE job_id = 'a'; INSERT INTO history_seq_floor (id, seq) VALUES (1, 7);");
+    // An effect waiting on a token, with its attempt: both survive the rebuild of their tables.
+    raw.exec(`INSERT INTO effects (id, job_id, actor_id, src, input, status, active, attempt, max_attempts, token, created_revision, created_at, updated_at)
+        VALUES ('e1', 'b', 'upload', 'upload', '{}', 'waiting', 1, 1, 3, 'tok', 1, 1, 1);
+      INSERT INTO effect_attempts (effect_id, attempt, runner, started_at, outcome) VALUES ('e1', 1, 'w1', 1, 'waiting');`);
+    raw.exec('DELETE FROM spool_migrations WHERE version >= 12');
+    const kept = raw.prepare("SELECT seq FROM transitions WHERE job_id = 'b'").pluck().get() as number;
+    raw.close();
+    const store = await res.sqlite(path);
+    expect(store.schemaVersion).toBe(loadMigrations().at(-1)!.version);
+    expect((await store.history('a')).map((h) => h.revision)).toEqual([1]);
+    expect(store.db.prepare("SELECT seq FROM transitions WHERE job_id = 'b'").pluck().get()).toBe(kept);
+    expect(store.db.prepare('SELECT effect_id, attempt, outcome FROM effect_attempts').all()).toEqual([{ effect_id: 'e1', attempt: 1, outcome: 'waiting' }]);
+    expect(await store.effectByToken('tok')).toMatchObject({ id: 'e1', status: 'waiting' });
+    // A token is still unique; effects without one are not in its index at all.
+    const second = "INSERT INTO effects (id, job_id, actor_id, src, input, status, active, max_attempts, token, created_revision, created_at, updated_at) VALUES ('e2', 'b', 'x', 'x', '{}', 'waiting', 1, 3, ?, 1, 1, 1)";
+    expect(() => store.db.prepare(second).run('tok')).toThrow(/UNIQUE constraint failed/);
+    store.db.prepare(second).run(null);
+    store.db.prepare(second.replace("'e2'", "'e3'")).run(null);
+    await store.createJob(newJob('c'));
+    const feed = await store.historySince(0, 10, 100, {});
+    expect(feed.records.map((r) => [r.jobId, r.seq])).toEqual([['b', kept], ['c', 8]]);
     await store.close();
   });
 

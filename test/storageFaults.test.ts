@@ -4,7 +4,7 @@
  * known. Every fault reaches the caller as one of Spool's typed errors, and changes nothing.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, rmSync, writeFileSync, unlinkSync } from 'node:fs';
+import { unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -14,7 +14,8 @@ import { outcomeUnknownAtCommit, storageFault } from '../persistence/sqlite/stor
 import { CommitOutcomeUnknown, DatabaseBusyError, DatabaseDamagedError, SpoolError, StorageAccessError, StorageFullError, StorageIoError } from '../src/index.ts';
 import { operationsOf } from '../src/ports/store.ts';
 import { ChildScript } from './helpers/proc.ts';
-import { dumpDatabase, Resources, TMP_ROOT } from './helpers/resources.ts';
+import { dumpDatabase, Resources } from './helpers/resources.ts';
+import { fill, tmpfs, unmount } from './helpers/tmpfs.ts';
 
 const COMMIT_IO_CHILD = fileURLToPath(new URL('./helpers/commitIoErrorChild.ts', import.meta.url));
 
@@ -154,39 +155,6 @@ describe('a database at its size limit (max_page_count)', () => {
     expect((await runtime.send('a', { type: 'START' })).status).toBe('applied');
   });
 });
-
-/** A tmpfs of `size` at a fresh directory, unmounted by the caller (mount needs root; undefined when refused). */
-function tmpfs(size: string): string | undefined {
-  const dir = join(TMP_ROOT, `tmpfs-${process.pid}-${Math.random().toString(16).slice(2)}`);
-  mkdirSync(dir, { recursive: true });
-  try {
-    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', dir], { stdio: 'ignore' });
-    return dir;
-  } catch {
-    rmSync(dir, { recursive: true, force: true });
-    return undefined;
-  }
-}
-
-function unmount(dir: string): void {
-  execFileSync('umount', ['-l', dir], { stdio: 'ignore' });
-  rmSync(dir, { recursive: true, force: true });
-}
-
-/** Fill the filesystem at `dir` until a write fails for space; returns the filler's path. */
-function fill(dir: string): string {
-  const filler = join(dir, 'filler');
-  const chunk = Buffer.alloc(64 * 1024, 1);
-  let written = Buffer.alloc(0);
-  for (;;) {
-    try {
-      written = Buffer.concat([written, chunk]);
-      writeFileSync(filler, written);
-    } catch {
-      return filler;
-    }
-  }
-}
 
 const mounts: string[] = [];
 let disk: string | undefined;

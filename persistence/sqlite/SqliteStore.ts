@@ -51,6 +51,7 @@ import { attemptsLeft, exhausted, releasesLeft, SQLITE, stuck } from './predicat
 import { SqliteSchedules } from './schedules.ts';
 import { CHECK, guardEntryPoints, isSqliteFault, outcomeUnknownAtCommit, storageFault } from './storageFault.ts';
 import { damageReason, toAssetRecord, toAttemptRecord, toEffectRecord, toInboxRecord, toJobRecord, toTimerRecord, toTransitionRecord, type Row } from './records.ts';
+import { CommitJson } from './commitJson.ts';
 
 export { DatabaseBusyError };
 
@@ -795,7 +796,7 @@ export class SqliteStore implements JobStore {
 
   async historySince(after: number, limit: number, scan: number, filter: HistoryFeedFilter): Promise<FeedPage> {
     this.#feedStmts ??= {
-      head: this.db.prepare('SELECT max(seq) AS seq FROM transitions WHERE seq IS NOT NULL'),
+      head: this.db.prepare('SELECT max(seq) AS seq FROM transitions'),
       page: this.db.prepare(`SELECT t.*, j.machine_id FROM transitions t JOIN jobs j ON j.id = t.job_id
         WHERE t.seq > @after AND t.seq <= @upto
           AND (@all = 1 OR j.owner = @owner) AND (@machine IS NULL OR j.machine_id = @machine) AND (@job IS NULL OR t.job_id = @job)
@@ -962,6 +963,18 @@ function byteOrder(a: string, b: string): number {
   return Buffer.compare(Buffer.from(a), Buffer.from(b));
 }
 
+/**
+ * A new history row's global seq (schema 12: the table's rowid), computed in its INSERT: one more
+ * than the highest given, kept or purged (history_seq_floor; SQLite's own rowid choice would give a
+ * purged one again). Writers are serialised, so rows become visible in seq order (`historySince`).
+ */
+const HISTORY_SEQ = `(SELECT max(coalesce((SELECT max(seq) FROM transitions), 0),
+  coalesce((SELECT seq FROM history_seq_floor WHERE id = 1), 0)) + 1)`;
+
+/** The inbox columns an accepted event writes, and their parameters (see inboxParams). */
+const INBOX_COLUMNS = 'job_id, event_id, type, payload, payload_hash, status, error, revision, accepted_at, processed_at, source_kind, source_id, attempt';
+const INBOX_VALUES = INBOX_COLUMNS.split(', ').map((c) => `@${c}`).join(', ');
+
 /** `<jobIdColumn>`'s job is not suspended. */
 const NOT_SUSPENDED = (jobIdColumn: string) => `NOT EXISTS (SELECT 1 FROM jobs sj WHERE sj.id = ${jobIdColumn} AND sj.suspended_at IS NOT NULL)`;
 
@@ -1108,20 +1121,21 @@ function prepare(db: Database.Database) {
     /** A job's revision and the columns written without a commit (getJob with a known record). */
     uncommittedOf: db.prepare(`SELECT revision, quarantine, progress, cancel_requested_at, cancel_reason, suspended_at, suspend_reason,
         lease_owner, lease_fence, lease_until, updated_at, created_at FROM jobs WHERE id = ?`).raw(),
-    insertTransition: db.prepare(`INSERT INTO transitions (job_id, revision, event_id, event_type, payload, from_value, to_value, outcome, error, at, runner, fence)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    insertTransition: db.prepare(`INSERT INTO transitions (job_id, revision, event_id, event_type, payload, from_value, to_value, outcome, error, at, runner, fence,
+        seq)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ${HISTORY_SEQ})`),
     /** The history row of an event applied as it is accepted: its only record (no inbox row). */
     insertInlineTransition: db.prepare(`INSERT INTO transitions (job_id, revision, event_id, event_type, payload, from_value, to_value, outcome, error, at, runner, fence,
-        payload_hash)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+        payload_hash, seq)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ${HISTORY_SEQ})`),
     /** A (job, event id) recorded once: a second record of it does nothing (changes 0), read as a duplicate. */
     insertKey: db.prepare('INSERT INTO event_keys (job_id, event_id, revision) VALUES (?, ?, ?) ON CONFLICT DO NOTHING'),
     keyedEvent: db.prepare(`${INLINE_EVENT} WHERE job_id = @job AND revision = (SELECT revision FROM event_keys WHERE job_id = @job AND event_id = @event)`),
     locatedEvent: db.prepare(`${INLINE_EVENT} WHERE job_id = ? AND revision = ? AND event_id = ? AND payload_hash IS NOT NULL`),
-    insertEvent: db.prepare(`INSERT INTO inbox (job_id, event_id, type, payload, payload_hash, status, error, revision, accepted_at, processed_at,
-        source_kind, source_id, attempt)
-      VALUES (@job_id, @event_id, @type, @payload, @payload_hash, @status, @error, @revision, @accepted_at, @processed_at,
-        @source_kind, @source_id, @attempt)
+    insertEvent: db.prepare(`INSERT INTO inbox (${INBOX_COLUMNS}) VALUES (${INBOX_VALUES}) ON CONFLICT (job_id, event_id) DO NOTHING`),
+    /** The runtime's own event accepted and applied in one commit: inserted only while nothing waits before it in the job's inbox. */
+    insertAppliedEvent: db.prepare(`INSERT INTO inbox (${INBOX_COLUMNS}) SELECT ${INBOX_VALUES}
+      WHERE NOT EXISTS (SELECT 1 FROM inbox WHERE job_id = @job_id AND status = 'pending')
       ON CONFLICT (job_id, event_id) DO NOTHING`),
     settleEvent: db.prepare(`UPDATE inbox SET status = @status, error = @error, revision = @revision, processed_at = @at, payload = @payload
       WHERE seq = @seq AND job_id = @job_id AND status = 'pending'`),
@@ -1131,7 +1145,6 @@ function prepare(db: Database.Database) {
     // one; pending and rejected events (no revision) follow in seq order.
     listEvents: db.prepare('SELECT * FROM events WHERE job_id = ? ORDER BY revision IS NULL, revision, seq'),
     firstPending: db.prepare("SELECT * FROM inbox WHERE job_id = ? AND status = 'pending' ORDER BY seq LIMIT 1"),
-    hasPending: db.prepare(`SELECT 1 FROM inbox WHERE job_id = ? AND status = 'pending' LIMIT 1`),
     pending: db.prepare("SELECT * FROM inbox WHERE job_id = ? AND status = 'pending' ORDER BY seq LIMIT ?"),
     pendingJobs: db.prepare(`SELECT i.job_id, min(i.seq) AS first FROM inbox i JOIN jobs j ON j.id = i.job_id
       WHERE i.status = 'pending' AND j.quarantine IS NULL AND j.suspended_at IS NULL
@@ -1158,6 +1171,9 @@ function prepare(db: Database.Database) {
     getEffect: db.prepare('SELECT * FROM effects WHERE id = ?'),
     /** What a claim or an outcome needs to know of an effect before it writes. */
     effectClaimState: db.prepare('SELECT job_id, status, attempt FROM effects WHERE id = ?'),
+    /** An effect's job, and whether `runner` holds its lease under `fence` (1) or not (0). */
+    effectLeaseState: db.prepare(`SELECT e.job_id, EXISTS (SELECT 1 FROM jobs j WHERE j.id = e.job_id AND j.lease_owner = @runner AND j.lease_fence = @fence) AS held
+      FROM effects e WHERE e.id = @id`),
     listEffects: db.prepare('SELECT * FROM effects WHERE job_id = ? ORDER BY created_revision, id'),
     listAttempts: db.prepare(`SELECT a.* FROM effect_attempts a JOIN effects e ON e.id = a.effect_id
       WHERE e.job_id = ? ORDER BY e.created_revision, a.effect_id, a.attempt`),
@@ -1260,7 +1276,19 @@ function prepare(db: Database.Database) {
   };
 }
 
+/** The JSON text of the commit being written (see CommitJson): one per process, commits are synchronous. */
+const json = new CommitJson();
+
 function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): CommitResult {
+  json.begin();
+  try {
+    return writeCommit(s, c);
+  } finally {
+    json.end();
+  }
+}
+
+function writeCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): CommitResult {
   // The attempt whose outcome this is, recorded first; its event is accepted below, applied.
   if (c.finish && finishIn(s, c.finish, false) !== 'current') throw new Abort({ ok: false, reason: 'outcome-not-current' });
   const revision = c.expectedRevision + 1;
@@ -1271,9 +1299,9 @@ function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
     id: c.jobId,
     expected: c.expectedRevision,
     status: c.job.status,
-    state_value: JSON.stringify(c.job.value),
+    state_value: json.of(c.job.value),
     state_paths: pathsText(c.job.statePaths),
-    context: JSON.stringify(c.job.context),
+    context: json.of(c.job.context),
     snapshot: c.job.snapshot,
     machine_version: c.job.machineVersion,
     at: c.job.at,
@@ -1310,19 +1338,16 @@ function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
   if (e && !inline) {
     const error = e.error ? JSON.stringify(e.error) : null;
     if (e.accept) {
-      const info = insertInbox(s, {
-        ...inboxParams(e.accept),
-        payload: JSON.stringify(e.payload),
-        status: e.status,
-        error,
-        revision,
-        processed_at: c.job.at,
-      });
-      if (info.changes !== 1) throw new Abort({ ok: false, reason: 'duplicate-event' });
-      // Accept-and-apply only when nothing is queued for the job: events apply in accept order.
-      if (s.hasPending.get(c.jobId)) throw new Abort({ ok: false, reason: 'conflict', currentRevision: c.expectedRevision });
+      // Accept-and-apply only when nothing is queued for the job (events apply in accept order):
+      // the INSERT itself checks, and a refusal is read back as a duplicate or that conflict.
+      const params = { ...inboxParams(e.accept, json.of(e.payload)), status: e.status, error, revision, processed_at: c.job.at };
+      if (params.source_kind === 'external' && !recordKey(s, c.jobId, e.accept.eventId, null)) throw new Abort({ ok: false, reason: 'duplicate-event' });
+      if (s.insertAppliedEvent.run(params).changes !== 1) {
+        if (s.getEvent.get(c.jobId, e.accept.eventId)) throw new Abort({ ok: false, reason: 'duplicate-event' });
+        throw new Abort({ ok: false, reason: 'conflict', currentRevision: c.expectedRevision });
+      }
     } else {
-      const info = s.settleEvent.run({ seq: e.seq, job_id: c.jobId, status: e.status, error, revision, at: c.job.at, payload: JSON.stringify(e.payload) });
+      const info = s.settleEvent.run({ seq: e.seq, job_id: c.jobId, status: e.status, error, revision, at: c.job.at, payload: json.of(e.payload) });
       if (info.changes !== 1) throw new Abort({ ok: false, reason: 'event-settled' });
     }
   }
@@ -1438,9 +1463,9 @@ function insertTransition(
     revision,
     t.eventId,
     t.eventType,
-    JSON.stringify(t.payload),
-    t.from === null ? null : JSON.stringify(t.from),
-    JSON.stringify(t.to),
+    json.of(t.payload),
+    t.from === null ? null : json.of(t.from),
+    json.of(t.to),
     t.outcome,
     t.error ? JSON.stringify(t.error) : null,
     t.at,
@@ -1451,12 +1476,13 @@ function insertTransition(
   else s.insertInlineTransition.run(...args, inlineHash);
 }
 
-function inboxParams(e: NewInboxEvent) {
+/** An inbox row's columns from the event; `payload` its text when another value is stored (a redacted copy). */
+function inboxParams(e: NewInboxEvent, payload = json.of(e.payload)) {
   return {
     job_id: e.jobId,
     event_id: e.eventId,
     type: e.type,
-    payload: JSON.stringify(e.payload),
+    payload,
     payload_hash: e.payloadHash,
     accepted_at: e.at,
     source_kind: e.source ?? 'external',
@@ -1485,8 +1511,8 @@ function claimIn(s: ReturnType<typeof prepare>, c: EffectClaim): ClaimedEffect |
 function finishIn(s: ReturnType<typeof prepare>, f: AttemptFinish, acceptEvent = true): FinishStatus {
   const { id, attempt, result, at, lease } = f;
   if (lease) {
-    const effect = s.effectClaimState.get(id) as Row | undefined;
-    if (effect && !s.holdsLease.get(effect['job_id'], lease.runner, lease.fence)) {
+    const effect = s.effectLeaseState.get({ id, runner: lease.runner, fence: lease.fence }) as { held: number } | undefined;
+    if (effect && effect.held === 0) {
       // Another runner took the job: this outcome is not recorded, and the attempt's claim ends
       // now so the lease holder takes the attempt over at once.
       s.endAttempt.run('stale', at, JSON.stringify(leaseLostError(lease.fence)), id, attempt);

@@ -10,7 +10,10 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { doctor, type DoctorReport } from '../../persistence/sqlite/doctor.ts';
+import { checkDatabase, doctor, type DoctorReport } from '../../persistence/sqlite/doctor.ts';
+import type { SqliteStore } from '../../persistence/sqlite/index.ts';
+import { CHECK } from '../../persistence/sqlite/storageFault.ts';
+import { DatabaseDamagedError } from '../runtime/errors.ts';
 import { DatabaseError } from './errors.ts';
 import { keyValues, table } from './format.ts';
 
@@ -37,6 +40,32 @@ export function addDoctorCommand(program: Command, host: DoctorCommandHost): voi
       host.stdout(g.json ? `${JSON.stringify({ ...report, path: g.db }, null, 2)}\n` : `${describe(report, g.db)}\n`);
       if (!report.ok) host.setExitCode(1);
     });
+}
+
+/**
+ * The cheap part of the doctor, run by `spool worker` before it opens its runtime: SQLite's
+ * `quick_check` and the jobs table's columns. Damage to the file itself stops the worker with
+ * {@link DatabaseDamagedError} (and the way out); damaged job rows are told through `say` and only
+ * those jobs are held back (each is quarantined when read); nothing found says nothing.
+ */
+export function checkAtStart(store: SqliteStore, label: string, say: (json: Record<string, unknown>, human: string) => void): DoctorReport {
+  const report = checkDatabase(store.db, store.path, { quick: true });
+  const damage = report.findings.filter((f) => f.kind === 'integrity');
+  if (damage.length > 0) {
+    const found = damage.slice(0, 3).map((f) => f.message).join('; ');
+    throw new DatabaseDamagedError(`The database file ${label} is damaged (${report.check} found ${damage.length} problem${damage.length === 1 ? '' : 's'}: ${found}). ${CHECK}`, {
+      path: store.path,
+      findings: damage.length,
+    });
+  }
+  if (!report.ok) {
+    const jobs = [...new Set(report.findings.map((f) => f.jobId ?? '-'))];
+    say(
+      { type: 'worker.check', check: report.check, ok: false, findings: report.findings },
+      `spool worker: ${report.check} of ${label}: ${report.findings.length} damaged job row(s) (${jobs.join(', ')}); those jobs are held back, the others run. \`spool --db ${label} doctor\` says more.`,
+    );
+  }
+  return report;
 }
 
 /** The report as a person reads it. */

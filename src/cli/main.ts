@@ -39,7 +39,7 @@ import { knowsMachine, redactDetails, redactJob, redactKeys, sensitiveKeys } fro
 import { DEFAULT_MACHINES_MODULE, loadMachines } from './loadMachines.ts';
 import { parseDuration } from './duration.ts';
 import { addScheduleCommands, describeScheduleEvent } from './schedule.ts';
-import { addDoctorCommand } from './doctor.ts';
+import { addDoctorCommand, checkAtStart } from './doctor.ts';
 import { onShutdownSignals } from './signals.ts';
 import { addGraphCommand } from './graph.ts';
 import { addTailCommand } from './tail.ts';
@@ -486,9 +486,19 @@ Examples:
       });
       try {
         const activityConcurrency = options.activityConcurrency === undefined ? undefined : parseActivityLimits(options.activityConcurrency);
-        await withRuntime(g, io, { create: true, mode: 'run', effects: true, graceMs, leaseMs, concurrency, ...(activityConcurrency ? { activityConcurrency } : {}), ...(logJson ? { log: logLine } : {}) }, async (runtime) => {
+        // The cheap doctor check first: a damaged file stops the worker before it touches anything.
+        const atOpen = (store: SqliteStore) =>
+          void checkAtStart(store, g.db, (json, human) =>
+            io.stdout(logJson ? `${JSON.stringify({ level: 'warn', msg: 'damaged job rows', ...json })}\n` : g.json ? `${JSON.stringify(json)}\n` : `${human}\n`),
+          );
+        const runOptions = { create: true, mode: 'run', effects: true, graceMs, leaseMs, concurrency, atOpen } as const;
+        await withRuntime(g, io, { ...runOptions, ...(activityConcurrency ? { activityConcurrency } : {}), ...(logJson ? { log: logLine } : {}) }, async (runtime) => {
           const unsubscribe = runtime.subscribe((event) => {
             if (logJson) return; // the log lines say it
+            if (event.type === 'storage.fault' && !g.json) {
+              io.stderr(`${new Date(runtime.clock.now()).toISOString()} spool worker: ${event.message} (${event.code}, fault ${event.attempt} in a row); trying again in ${event.retryInMs} ms\n`);
+              return;
+            }
             if (g.json) {
               io.stdout(`${JSON.stringify({ at: runtime.clock.now(), ...summarise(event) })}\n`);
               return;
@@ -736,6 +746,8 @@ async function withRuntime(
     concurrency?: number;
     activityConcurrency?: Record<string, number>;
     log?: (entry: LogEntry, sensitive: ReadonlySet<string>) => void;
+    /** Run on the opened store before the runtime opens (the worker's cheap doctor check); what it throws closes the store. */
+    atOpen?: (store: SqliteStore) => void;
   },
   work: (runtime: Runtime, module: string, store: SqliteStore) => Promise<void>,
 ): Promise<void> {
@@ -753,6 +765,7 @@ async function withRuntime(
     const log = options.log;
     const sensitive = new Set(registry.all().flatMap((m) => [...m.sensitive]));
     const mode = options.mode ?? 'write';
+    options.atOpen?.(store);
     runtime = await createRuntime({
       store,
       machines: definitions,

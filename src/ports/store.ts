@@ -217,6 +217,14 @@ export interface InboxRecord extends MayBeDamaged {
 /** An event waiting in (or once held by) the inbox: it has its place in the queue. */
 export type QueuedEvent = InboxRecord & { seq: number };
 
+/**
+ * The payload hash of an event whose id the runtime made up (an activity's outcome, a self-send, an
+ * event between a parent and a child job): never compared, since its id is reserved and kept unique
+ * by the inbox's key, so none is computed. A hash is made only for an id a caller chose (`send`),
+ * which a repeat is checked against.
+ */
+export const UNCOMPARED_HASH = '';
+
 export interface NewInboxEvent {
   jobId: string;
   eventId: string;

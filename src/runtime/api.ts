@@ -198,7 +198,22 @@ export type RuntimeEvent =
   | { type: 'cancel.requested'; jobId: string; reason: string }
   /** A job's lease was freed: its holder is gone or let it expire; any runner may take the job now. */
   | { type: 'lease.freed'; jobId: string; runner: string; fence: number }
+  | StorageFaultEvent
   | ScheduleEvent;
+
+/**
+ * A retryable storage fault (disk full, I/O, busy, an unresolved commit outcome) the worker loop
+ * rides out (`runWorker`): nothing acknowledged was lost; it tries again in `retryInMs`.
+ * `attempt` counts the faults in a row (1 for the first since the last good round).
+ */
+export interface StorageFaultEvent {
+  type: 'storage.fault';
+  /** The error's code, e.g. `SPOOL_STORAGE_FULL`. */
+  code: string;
+  message: string;
+  attempt: number;
+  retryInMs: number;
+}
 
 /** Everything `show` needs about one job. */
 export interface JobDetails {

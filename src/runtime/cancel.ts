@@ -3,12 +3,12 @@
  * `CANCEL`) delivered through its inbox. The job is cancelled only when the machine reaches its
  * cancelled state.
  */
+import { UNCOMPARED_HASH } from '../ports/store.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { JobRecord, JobStore, JsonValue, NewInboxEvent } from '../ports/store.ts';
 import { JobTerminalError, ValidationError } from './errors.ts';
 import { JobQuarantined } from './quarantine.ts';
 import type { Tell } from './events.ts';
-import { hashJson } from './json.ts';
 import { describeEnd, TERMINAL } from './jobView.ts';
 import { eventSchemaFor, namesEventType, type MachineRegistry, type RegisteredMachine } from './registry.ts';
 
@@ -24,7 +24,7 @@ export function cancelPayload(def: RegisteredMachine, reason: string): JsonValue
 /** The inbox event that cancels job `jobId` of machine `def`. */
 export function cancelEvent(jobId: string, def: RegisteredMachine, reason: string, at: number): NewInboxEvent {
   const payload = cancelPayload(def, reason);
-  return { jobId, eventId: 'spool.cancel', type: def.cancel.event, payload, payloadHash: hashJson(payload), at, source: 'cancel' };
+  return { jobId, eventId: 'spool.cancel', type: def.cancel.event, payload, payloadHash: UNCOMPARED_HASH, at, source: 'cancel' };
 }
 
 /** The reason given to `cancel`: a string of at most 2000 characters. */

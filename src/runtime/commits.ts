@@ -2,24 +2,30 @@
  * The group-commit batcher. Writes submitted while other operations are mid-transition wait (one
  * event-loop turn at most) and go to the store as one batch: one transaction, one disk sync,
  * each write still checked on its own. A caller is resolved only after the batch that holds its
- * write is durable.
+ * write is durable. A batch whose outcome is unknown (`CommitOutcomeUnknown`) is read back write by
+ * write (outcomeUnknown.ts): what landed resolves as committed, what did not is written again.
  */
-import type {
-  AttemptFinish,
-  ClaimedEffect,
-  CommitResult,
-  CreateJobResult,
-  EffectClaim,
-  FinishStatus,
-  JobStore,
-  NewJob,
-  Outcome,
-  TransitionCommit,
+import {
+  CommitOutcomeUnknown,
+  type AttemptFinish,
+  type ClaimedEffect,
+  type CommitResult,
+  type CreateJobResult,
+  type EffectClaim,
+  type FinishStatus,
+  type JobStore,
+  type NewJob,
+  type Outcome,
+  type TransitionCommit,
 } from '../ports/store.ts';
 import { RevisionConflictError } from './errors.ts';
+import { DEFAULT_READ_BACK, readBack, type ReadBackOptions } from './outcomeUnknown.ts';
 
 /** Commits per group-commit transaction at most. */
 const MAX_BATCH = 256;
+
+/** Times one write is written again after a read-back found it absent; then its caller gets the unknown outcome. */
+const MAX_WRITES_AGAIN = 3;
 
 /** A caller waiting for its write's result. */
 interface Waiting<T> {
@@ -42,9 +48,13 @@ export class CommitBatcher {
   #flushTimer: ReturnType<typeof setImmediate> | undefined;
   /** Operations under way that may commit (sends, drains): a commit waits for them to join its batch. */
   #units = 0;
+  readonly #readBack: ReadBackOptions;
+  /** Writes written again after an unknown outcome, and how many times. */
+  readonly #again = new WeakMap<QueuedWrite, number>();
 
-  constructor(store: JobStore) {
+  constructor(store: JobStore, readBack: ReadBackOptions = DEFAULT_READ_BACK) {
     this.#store = store;
+    this.#readBack = readBack;
   }
 
   /**
@@ -131,8 +141,33 @@ export class CommitBatcher {
         settle(finishes, results.finishes);
         settle(claims, results.claims);
       },
-      (error: unknown) => batch.forEach((b) => b.reject(error)),
+      (error: unknown) => {
+        if (error instanceof CommitOutcomeUnknown) void this.#resolveUnknown([...creates, ...commits, ...finishes, ...claims], error);
+        else batch.forEach((b) => b.reject(error));
+      },
     );
+  }
+
+  /**
+   * The batch's transaction may or may not have landed: read each write back (never write it
+   * blind), settle the ones that landed, write the others again (at most {@link MAX_WRITES_AGAIN}
+   * times each). A read-back that keeps failing gives its fault to the caller.
+   */
+  async #resolveUnknown(writes: readonly QueuedWrite[], cause: CommitOutcomeUnknown): Promise<void> {
+    const verdicts = await Promise.all(writes.map((w) => readBack(this.#store, w, this.#readBack).catch((error: unknown) => ({ error }))));
+    writes.forEach((w, i) => {
+      const verdict = verdicts[i]!;
+      if (verdict === 'again') this.#writeAgain(w, cause);
+      else if ('settle' in verdict) verdict.settle();
+      else w.reject(verdict.error);
+    });
+  }
+
+  #writeAgain(write: QueuedWrite, cause: CommitOutcomeUnknown): void {
+    const times = (this.#again.get(write) ?? 0) + 1;
+    if (times > MAX_WRITES_AGAIN) return write.reject(cause);
+    this.#again.set(write, times);
+    this.enqueue(write, false);
   }
 }
 

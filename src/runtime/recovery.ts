@@ -6,7 +6,8 @@
  */
 import type { Clock } from '../ports/clock.ts';
 import type { JobFilter, JobRecord, JobStore } from '../ports/store.ts';
-import { toErrorInfo } from './errors.ts';
+import { StorageAccessError, toErrorInfo } from './errors.ts';
+import { isRetryableFault } from './backoff.ts';
 import type { Tell } from './events.ts';
 import { ROUND_BOUNDS } from './limits.ts';
 import type { MachineRegistry } from './registry.ts';
@@ -79,6 +80,8 @@ async function checkJobs(host: RecoveryHost, filter: JobFilter, counts: { checke
     for (const record of page) {
       counts.checked += 1;
       const outcome = await host.check(record.id, record).catch(async (error: unknown) => {
+        // A fault of the storage (full, I/O, busy, read-only) is no fault of the job's: it goes to the caller.
+        if (isRetryableFault(error) || error instanceof StorageAccessError) throw error;
         // An unreadable row quarantines its job, never the whole file.
         const reason = `stored job is unreadable: ${toErrorInfo(error).message}`;
         await host.store.setQuarantine(record.id, reason, host.clock.now());

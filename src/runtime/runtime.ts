@@ -27,7 +27,7 @@ import type { RuntimeStats } from './operations.ts';
 import * as sched from './schedules.ts';
 import { ActivitySlots, BacklogGauge, DEFAULT_MAX_BACKLOG } from './limits.ts';
 import { checkRuntimeOptions } from './options.ts';
-import type { Job, JobDetails, ListFilter, LogEntry, RuntimeEvent, RuntimeOptions, SendOptions, SendResult, StartOptions } from './api.ts';
+import type { Job, JobDetails, ListFilter, LogEntry, RuntimeEvent, RuntimeOptions, SendOptions, SendResult, StartOptions, StorageFaultEvent } from './api.ts';
 import { RuntimeEvents } from './events.ts';
 import { JobQuarantined } from './quarantine.ts';
 import { JobReader, TERMINAL } from './jobView.ts';
@@ -188,6 +188,12 @@ export class Runtime {
   /** Listen to runtime events; returns the unsubscribe function. */
   subscribe(listener: (event: RuntimeEvent) => void): () => void {
     return this.#events.subscribe(listener);
+  }
+
+  /** Tell listeners (`storage.fault`) and the log (a warning) of a storage fault a loop rides out: `runWorker` calls it once per fault. */
+  reportFault(fault: Omit<StorageFaultEvent, 'type'>): void {
+    this.#emit({ type: 'storage.fault', ...fault });
+    this.#logEntry('warn', 'storage fault', { ...fault });
   }
 
   /**

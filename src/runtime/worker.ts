@@ -1,4 +1,9 @@
+import type { StorageFaultEvent } from './api.ts';
+import { backoffMs, isRetryableFault } from './backoff.ts';
 import type { Runtime } from './runtime.ts';
+
+/** The worker's pause after a retryable storage fault: 100 ms, doubling, at most 5 s, for as long as the fault lasts. */
+export const FAULT_BACKOFF = { firstMs: 100, maxMs: 5000 } as const;
 
 export interface WorkerOptions {
   /** How often to look for work other processes left (events, timers, activities), in ms. Default 250. */
@@ -7,6 +12,8 @@ export interface WorkerOptions {
   signal?: AbortSignal;
   /** Called after each round that did something. */
   onRound?: (round: { processed: number; timersFired: number; activitiesStarted: number }) => void;
+  /** Called for each retryable storage fault the loop rides out (also told as a `storage.fault` runtime event). */
+  onFault?: (fault: StorageFaultEvent) => void;
 }
 
 /**
@@ -18,6 +25,12 @@ export interface WorkerOptions {
  * the commit that asks for it and runs at once, a self-sent event is applied after its commit,
  * and a timer or retry scheduled here wakes the loop when it is due (`timers.scheduled`). The
  * poll is the fallback for work other processes leave.
+ *
+ * Storage faults: a retryable one (the disk is full, an I/O error, a busy database, a commit whose
+ * outcome could not be read back) is ridden out: one `storage.fault` runtime event (and a log
+ * warning) per fault, a pause of {@link FAULT_BACKOFF} (doubling while it lasts), then the next
+ * round; the loop never exits and no job is quarantined for it. Anything else (a damaged file,
+ * `DatabaseDamagedError`; a read-only one, `StorageAccessError`) stops the loop with that error.
  *
  * @example
  * const controller = new AbortController();
@@ -32,19 +45,36 @@ export async function runWorker(runtime: Runtime, options: WorkerOptions = {}): 
   const unsubscribe = runtime.subscribe((event) => {
     if (event.type === 'timers.scheduled') for (const at of event.dueAt) alarm.wakeAt(at);
   });
+  let faults = 0;
   try {
     while (!signal?.aborted) {
-      const processed = await runtime.processPending();
-      const { timersFired, activitiesStarted } = await runtime.tick();
-      if (processed + timersFired + activitiesStarted > 0) options.onRound?.({ processed, timersFired, activitiesStarted });
-      const next = await runtime.nextWakeAt();
-      // A round that applied events goes again at once: one round is bounded (limits.ts), so more may wait.
-      const wait = processed > 0 ? 0 : next === null ? pollMs : Math.max(0, Math.min(pollMs, next - runtime.clock.now()));
+      let wait: number;
+      try {
+        wait = await round(runtime, pollMs, options);
+        faults = 0;
+      } catch (error) {
+        if (!isRetryableFault(error) || signal?.aborted) throw error;
+        faults += 1;
+        wait = backoffMs(faults, FAULT_BACKOFF.firstMs, FAULT_BACKOFF.maxMs);
+        const fault = { code: error.code, message: error.message, attempt: faults, retryInMs: wait };
+        runtime.reportFault(fault);
+        options.onFault?.({ type: 'storage.fault', ...fault });
+      }
       await alarm.sleep(wait);
     }
   } finally {
     unsubscribe();
   }
+}
+
+/** One round of the loop; returns how long to sleep after it. */
+async function round(runtime: Runtime, pollMs: number, options: WorkerOptions): Promise<number> {
+  const processed = await runtime.processPending();
+  const { timersFired, activitiesStarted } = await runtime.tick();
+  if (processed + timersFired + activitiesStarted > 0) options.onRound?.({ processed, timersFired, activitiesStarted });
+  const next = await runtime.nextWakeAt();
+  // A round that applied events goes again at once: one round is bounded (limits.ts), so more may wait.
+  return processed > 0 ? 0 : next === null ? pollMs : Math.max(0, Math.min(pollMs, next - runtime.clock.now()));
 }
 
 const MAX_TIMEOUT_MS = 2 ** 31 - 1;

@@ -1,5 +1,5 @@
-import type { JsonValue, NewEffect, NewInboxEvent, NewTimer } from '../ports/store.ts';
-import { hashJson, toJson } from '../runtime/json.ts';
+import { UNCOMPARED_HASH, type JsonValue, type NewEffect, type NewInboxEvent, type NewTimer } from '../ports/store.ts';
+import { toJson } from '../runtime/json.ts';
 import type { RegisteredMachine } from '../runtime/registry.ts';
 import { maxAttemptsOf } from './attempts.ts';
 
@@ -129,7 +129,7 @@ export function planActions(
             eventId: `self~r${revision}~${index}`,
             type: event.type,
             payload: event,
-            payloadHash: hashJson(event),
+            payloadHash: UNCOMPARED_HASH,
             at: now,
             source: 'self',
           });

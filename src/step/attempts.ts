@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { ErrorInfo, JsonValue, NewInboxEvent } from '../ports/store.ts';
-import { hashJson, toJson } from '../runtime/json.ts';
+import { UNCOMPARED_HASH, type ErrorInfo, type JsonValue, type NewInboxEvent } from '../ports/store.ts';
+import { toJson } from '../runtime/json.ts';
 import type { RetryPolicy } from '../runtime/retry.ts';
 
 /**
@@ -94,7 +94,7 @@ export function outcomeEvent(
     eventId: `effect~${effect.id}~a${attempt}`,
     type: payload.type,
     payload,
-    payloadHash: hashJson(payload),
+    payloadHash: UNCOMPARED_HASH,
     source: 'effect',
     sourceId: effect.id,
     attempt,

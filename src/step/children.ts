@@ -1,5 +1,5 @@
 import type { AnyMachineSnapshot } from 'xstate';
-import type { JobRecord, JsonValue, NewEffect, NewInboxEvent, NewJob } from '../ports/store.ts';
+import { UNCOMPARED_HASH, type JobRecord, type JsonValue, type NewEffect, type NewInboxEvent, type NewJob } from '../ports/store.ts';
 import { toErrorInfo } from '../runtime/errors.ts';
 import { hashJson, toJson } from '../runtime/json.ts';
 import type { RegisteredMachine } from '../runtime/registry.ts';
@@ -46,7 +46,7 @@ export function noRelations(): Relations {
 
 /** An event to another job (`parent`: from a parent to its child; `child`: from a child to its parent). */
 export function relatedEvent(jobId: string, eventId: string, event: JsonValue, at: number, source: 'parent' | 'child'): NewInboxEvent {
-  return { jobId, eventId, type: (event as { type: string }).type, payload: event, payloadHash: hashJson(event), at, source };
+  return { jobId, eventId, type: (event as { type: string }).type, payload: event, payloadHash: UNCOMPARED_HASH, at, source };
 }
 
 /** Whether a transition's plan concerns child or parent jobs (else there are no relations to work out). */
