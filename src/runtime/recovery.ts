@@ -11,14 +11,12 @@ import { isRetryableFault } from './backoff.ts';
 import type { Tell } from './events.ts';
 import { ROUND_BOUNDS } from './limits.ts';
 import type { MachineRegistry } from './registry.ts';
+import type { CheckOutcome } from './jobCommits.ts';
 
 /** With `verifySnapshots: 'auto'`, recovery hydrates every active job only up to this many. */
 const AUTO_VERIFY_LIMIT = 10_000;
 /** Jobs drained at once by recovery, the worker and tick(): their commits share transactions. */
 const DRAIN_CONCURRENCY = 64;
-
-/** What one job's check against the registry found (the runtime's `#check`). */
-export type CheckOutcome = 'missing' | 'ok' | 'quarantined' | 'migrated' | 'terminal';
 
 /** What recovery needs of the runtime. */
 export interface RecoveryHost {

@@ -31,6 +31,7 @@ import type {
 import { IdempotencyConflictError, SpoolError } from './errors.ts';
 import { hashJson } from './json.ts';
 import { unknownNames } from './options.ts';
+import { namesEventType, type MachineRegistry, type RegisteredMachine } from './registry.ts';
 
 /** What `Runtime.schedule` takes. */
 export interface ScheduleSpec {
@@ -135,6 +136,50 @@ export interface SchedulesHost {
   cancelled(jobId: string, reason: string): Promise<void>;
   emit(event: ScheduleEvent): void;
   log(level: 'info' | 'warn' | 'error', msg: string, fields: Record<string, unknown>): void;
+}
+
+/** What the runtime hands `schedulesHost`: its parts, the way in, the cancel event, its public `cancel` and its events. */
+export interface SchedulesParts {
+  store: JobStore;
+  clock: Clock;
+  owner: string | null;
+  registry: MachineRegistry;
+  prepareStart: SchedulesHost['prepareStart'];
+  /** The machine's cancel event for a job (cancel.ts), and the runtime's `cancel`. */
+  cancelEvent: (jobId: string, def: RegisteredMachine, reason: string, at: number) => NewInboxEvent;
+  cancel: (jobId: string, reason: string) => Promise<unknown>;
+  emit: (event: ScheduleEvent | { type: 'cancel.requested'; jobId: string; reason: string }) => void;
+  log: SchedulesHost['log'];
+}
+
+/** The schedules' host over the runtime's parts: the machines and cancel events they name, the starts and cancels they make. */
+export function schedulesHost(parts: SchedulesParts): SchedulesHost {
+  const { registry } = parts;
+  return {
+    store: parts.store,
+    clock: parts.clock,
+    owner: parts.owner,
+    hasMachine: (machineId) => registry.all().some((m) => m.id === machineId),
+    canCancel: (machineId) => {
+      const def = registry.latest(machineId);
+      return namesEventType(def, def.cancel.event);
+    },
+    prepareStart: parts.prepareStart,
+    cancelEvent: (record, reason, at) => {
+      const def = registry.route(record.machineId, record.machineVersion)?.target;
+      return def && namesEventType(def, def.cancel.event) ? parts.cancelEvent(record.id, def, reason, at) : undefined;
+    },
+    cancelled: async (jobId, reason) => {
+      parts.emit({ type: 'cancel.requested', jobId, reason });
+      try {
+        await parts.cancel(jobId, reason); // the request is recorded: this aborts its activities and applies the event
+      } catch (error) {
+        if (!(error instanceof SpoolError && (error.category === 'terminal' || error.category === 'conflict'))) throw error;
+      }
+    },
+    emit: (event) => parts.emit(event),
+    log: parts.log,
+  };
 }
 
 const ID_PATTERN = /^[\x21-\x7d]{1,100}$/; // printable ASCII without space and `~` (0x7e): `~` separates the job id's parts

@@ -1,0 +1,226 @@
+/**
+ * The way in: `start` and `send` from validation (intake.ts) to the commit path (jobCommits.ts).
+ * A new job is made by the pure `startStep` and created in one write, claiming its first
+ * activities; an event is applied in the commit that accepts it (inline) when nothing waits
+ * before it, else accepted into the job's inbox and drained in order. Backpressure refuses both
+ * before anything is written; a repeat (an idempotency key, an event id) returns the first outcome.
+ */
+import type { Clock } from '../ports/clock.ts';
+import type { JobRecord, JobStore, NewInboxEvent } from '../ports/store.ts';
+import { IdempotencyConflictError, JobNotFoundError, JobTerminalError, ValidationError } from './errors.ts';
+import { hashJson } from './json.ts';
+import { sensitivePaths } from './redaction.ts';
+import type { MachineRegistry } from './registry.ts';
+import { crashPoint } from './crashPoints.ts';
+import { startStep } from '../step/step.ts';
+import type { Job, SendOptions, SendResult, StartOptions } from './api.ts';
+import type { RuntimeEvents } from './events.ts';
+import { JobQuarantined } from './quarantine.ts';
+import { describeEnd, TERMINAL, type JobReader } from './jobView.ts';
+import { checkId, checkSendOptions, requireOptions, type Intake } from './intake.ts';
+import type { CommitBatcher } from './commits.ts';
+import type { JobLocks } from './jobLocks.ts';
+import type { BackgroundWork } from './background.ts';
+import type { BacklogGauge } from './limits.ts';
+import type { PreparedStart } from './schedules.ts';
+import type { JobCommits } from './jobCommits.ts';
+import type { ActivityExecutor } from './executor.ts';
+import type { RuntimeParts } from './parts.ts';
+
+/** What the way in is built with besides the shared parts. */
+export interface EntryDeps extends RuntimeParts {
+  owner: string | null;
+  newId: () => string;
+  intake: Intake;
+  reader: JobReader;
+  backlog: BacklogGauge;
+  jobs: JobCommits;
+  activities: Pick<ActivityExecutor, 'claimsFor' | 'claimsCommitted'>;
+}
+
+/** Start and send (see the file's comment). */
+export class JobEntry {
+  readonly store: JobStore;
+  readonly clock: Clock;
+  readonly registry: MachineRegistry;
+  readonly runnerId: string;
+  readonly #owner: string | null;
+  readonly #newId: () => string;
+  readonly #process: boolean;
+  readonly #intake: Intake;
+  readonly #reader: JobReader;
+  readonly #backlog: BacklogGauge;
+  readonly #events: RuntimeEvents;
+  readonly #commits: CommitBatcher;
+  readonly #locks: JobLocks;
+  readonly #background: BackgroundWork;
+  readonly #jobs: JobCommits;
+  readonly #activities: EntryDeps['activities'];
+  readonly #leases: Map<string, number>;
+  readonly #pendingDrains: Set<string>;
+
+  constructor(deps: EntryDeps) {
+    this.store = deps.store;
+    this.clock = deps.clock;
+    this.registry = deps.registry;
+    this.runnerId = deps.runnerId;
+    this.#owner = deps.owner;
+    this.#newId = deps.newId;
+    this.#process = deps.process;
+    this.#intake = deps.intake;
+    this.#reader = deps.reader;
+    this.#backlog = deps.backlog;
+    this.#events = deps.events;
+    this.#commits = deps.commits;
+    this.#locks = deps.locks;
+    this.#background = deps.background;
+    this.#jobs = deps.jobs;
+    this.#activities = deps.activities;
+    this.#leases = deps.leases;
+    this.#pendingDrains = deps.pendingDrains;
+  }
+
+  /** `start` (Runtime.start): a new job, or the one a repeated start names. */
+  async start(machineId: string, input: unknown, options: StartOptions): Promise<Job> {
+    if (typeof machineId !== 'string') throw new ValidationError('A machine id must be a string.');
+    options = requireOptions(options, 'start', ['jobId', 'idempotencyKey']);
+    const def = this.registry.latest(machineId);
+    const parsed = this.#intake.validateInput(def, input);
+    const jobId = options.jobId ?? this.#newId();
+    checkId('job id', jobId);
+    if (options.jobId !== undefined && jobId.includes('~')) {
+      throw new ValidationError(`A job id must not contain "~": Spool derives the ids of child and scheduled jobs with it (got "${jobId}").`);
+    }
+    if (options.idempotencyKey !== undefined) checkId('idempotency key', options.idempotencyKey);
+    const inputHash = hashJson({ machine: def.id, input: parsed });
+    const key = options.idempotencyKey ?? null;
+
+    const existing = await this.#intake.findExisting(jobId, key);
+    if (existing) return this.#sameStart(existing, def.id, inputHash, jobId, key, options.jobId);
+
+    const started = startStep({ def, input: parsed, jobId, idempotencyKey: key, inputHash, owner: this.#owner, runner: this.runnerId, now: this.clock.now(), machines: this.#jobs.machines });
+    await this.#backlog.admit(false); // backpressure (limits.ts): refused before anything is written; a repeated start returned above
+    const newJob = started.job;
+    const claims = this.#activities.claimsFor(newJob.effects ?? [], newJob.at);
+    if (claims.length > 0) newJob.claims = claims;
+    let created = false;
+    let record: JobRecord;
+    try {
+      ({ job: record, created } = await this.#commits.submitCreate(newJob));
+    } finally {
+      this.#activities.claimsCommitted(newJob.effects ?? [], claims, created ? 1 : null, def);
+    }
+    if (!created) return this.#sameStart(record, def.id, inputHash, jobId, key, options.jobId);
+    if (claims.length > 0) this.#leases.set(jobId, 1);
+    // The new job's own actor lends its scope: its first event neither reads nor hydrates it again.
+    if (started.actor !== undefined) this.#jobs.remember(record, def, started.snapshot, started.actor);
+    return this.#jobs.started(record, def, started);
+  }
+
+  /** `send` (Runtime.send): the event applied inline, or accepted into the inbox and applied in order. */
+  async send(jobId: string, event: unknown, options: SendOptions): Promise<SendResult> {
+    options = checkSendOptions(options);
+    const record = await this.#reader.visible(jobId, true);
+    // An id made up here names the revision the event is about to be applied at: applied there
+    // as it is accepted, the store finds it by that history row's key (no index entry to write).
+    const eventId = options.eventId ?? `r${record.revision + 1}.${this.#newId()}`;
+
+    const prior = options.eventId === undefined ? undefined : await this.store.getEvent(jobId, eventId);
+    if (prior) {
+      const def = this.registry.get(record.machineId, record.machineVersion);
+      const payload = this.#intake.validateEvent(def, event);
+      if (prior.payloadHash !== hashJson(payload)) {
+        throw new IdempotencyConflictError(
+          `Event id "${eventId}" was already used for job ${jobId} with a different event; use a new event id for a new event.`,
+          { jobId, eventId },
+        );
+      }
+      return this.#outcome(jobId, eventId, true, options.wait ?? true);
+    }
+
+    if (TERMINAL.has(record.status)) {
+      throw new JobTerminalError(`Job ${jobId} is ${describeEnd(record)}: it accepts no more events.`, {
+        jobId,
+        status: record.status,
+        state: record.value,
+      });
+    }
+    const route = this.registry.route(record.machineId, record.machineVersion);
+    if (record.quarantine !== null && route && (await this.#locks.run(jobId, () => this.#jobs.check(jobId))) !== 'quarantined') {
+      return this.send(jobId, event, options); // another runtime held it back; this one can run it
+    }
+    if (record.quarantine !== null || !route) {
+      throw new JobQuarantined(jobId, record.quarantine ?? `machine ${record.machineId}@${record.machineVersion} is not registered`);
+    }
+    const payload = this.#intake.validateEvent(route.target, event);
+    const type = (payload as { type: string }).type;
+    const accept: NewInboxEvent = {
+      jobId,
+      eventId,
+      type,
+      payload,
+      payloadHash: hashJson(payload),
+      at: this.clock.now(),
+    };
+
+    // Backpressure (limits.ts): refused before anything is written (a repeat of an accepted event id
+    // returned its outcome above). An event that will wait in the inbox is counted at once.
+    const queues = !(this.#process && (options.wait ?? true) && record.suspendedAt === null);
+    await this.#backlog.admit(queues);
+    // A suspended job accepts the event and leaves it pending (the commit would refuse it anyway).
+    if (this.#process && (options.wait ?? true) && record.suspendedAt === null) {
+      const inline = await this.#locks.run(jobId, () => this.#jobs.applyInline(accept, record));
+      if (inline) {
+        if (this.#pendingDrains.delete(jobId)) {
+          await this.#jobs.drain(jobId);
+          return this.#outcome(jobId, eventId, false, true);
+        }
+        return { jobId, eventId, status: inline.status, revision: inline.record.revision, error: inline.error, duplicate: false, job: this.#reader.view(inline.record) };
+      }
+    }
+    const { event: stored, duplicate } = await this.store.acceptEvent(accept);
+    if (!queues && !duplicate) this.#backlog.queued(); // the inline path could not take it: it waits in the inbox
+    if (duplicate && stored.payloadHash !== accept.payloadHash) {
+      throw new IdempotencyConflictError(`Event id "${eventId}" was already used for job ${jobId} with a different event.`, { jobId, eventId });
+    }
+    crashPoint('after-accept');
+    this.#events.emit({ type: 'event.accepted', jobId, eventId, eventType: type });
+    return this.#outcome(jobId, eventId, duplicate, options.wait ?? true);
+  }
+
+  /** The job a repeated `start` returns, once it is the same request (intake.ts). */
+  #sameStart(record: JobRecord, machineId: string, inputHash: string, jobId: string, key: string | null, requestedId: string | undefined): Job {
+    this.#intake.checkSameStart(record, machineId, inputHash, jobId, key, requestedId);
+    return this.#reader.view(record);
+  }
+
+  /** What `send` resolves with: the event's record (applied first when it waits and `wait` is set). */
+  async #outcome(jobId: string, eventId: string, duplicate: boolean, wait: boolean): Promise<SendResult> {
+    let event = await this.store.getEvent(jobId, eventId);
+    if (event && event.status === 'pending' && this.#process) {
+      if (wait) await this.#jobs.drain(jobId);
+      else this.#background.track(this.#jobs.drain(jobId));
+      if (wait) event = await this.store.getEvent(jobId, eventId);
+    }
+    if (!event) throw new JobNotFoundError(jobId);
+    const record = await this.#reader.visible(jobId);
+    return {
+      jobId,
+      eventId,
+      status: event.status,
+      revision: event.revision,
+      error: event.error,
+      duplicate,
+      job: this.#reader.view(record),
+    };
+  }
+
+  /** A scheduled occurrence's new job (schedules.ts writes it with the occurrence): validated, its first transition made. */
+  prepareStart(machineId: string, input: unknown, jobId: string, at: number): PreparedStart {
+    const def = this.registry.latest(machineId);
+    const parsed = this.#intake.validateInput(def, input);
+    checkId('job id', jobId);
+    const started = startStep({ def, input: parsed, jobId, idempotencyKey: null, inputHash: hashJson({ machine: def.id, input: parsed }), owner: this.#owner, runner: this.runnerId, now: at, machines: this.#jobs.machines });
+    return { job: started.job, sensitivePaths: sensitivePaths(parsed, def.sensitive), started: async (record: JobRecord) => void (await this.#jobs.started(record, def, started)) };
+  }
+}

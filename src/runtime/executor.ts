@@ -1,0 +1,549 @@
+/**
+ * The activity executor: claims attempts of due activities (the pump, in the store's order, and
+ * the first attempts a commit claims itself), runs them, records their outcomes (with the
+ * commit that applies the outcome's event when nothing waits before it, else on their own),
+ * takes over attempts of runners that are gone, and gives back the leases of jobs nothing here
+ * works on any more.
+ */
+import type { Clock } from '../ports/clock.ts';
+import type { AttemptFinish, ClaimedEffect, EffectClaim, EffectRecord, EffectStart, ErrorInfo, FinishStatus, JobRecord, JobStore, JsonValue, NewEffect, NewInboxEvent } from '../ports/store.ts';
+import { toErrorInfo } from './errors.ts';
+import { redactText } from './redaction.ts';
+import type { MachineRegistry, RegisteredMachine } from './registry.ts';
+import { crashPoint } from './crashPoints.ts';
+import { afterFailedAttempt, interruptedError, outcomeEvent } from '../step/attempts.ts';
+import { deferred, isDeferred, runnerIsGone, type ActivityArgs, type AssetInput } from './activities.ts';
+import { classify } from './retry.ts';
+import { widerScan, type ActivitySlots } from './limits.ts';
+import { checkPercent, storedJson } from './intake.ts';
+import type { LogEntry, RuntimeEvent } from './api.ts';
+import { TERMINAL } from './jobView.ts';
+import type { WriteLease } from './reports.ts';
+import type { RunningActivity, RuntimeParts } from './parts.ts';
+import { tokenFor } from './tokens.ts';
+
+/** An attempt's outcome recorded in the commit that applies its event; `recorded` runs once that commit is durable. */
+export interface OutcomeInCommit {
+  finish: AttemptFinish;
+  recorded: () => void;
+}
+
+/** What the executor needs of the commit path (jobCommits.ts). */
+export interface OutcomeCommits {
+  /** Apply a job's pending events; how many were settled. */
+  drain(jobId: string): Promise<number>;
+  /** Check a job against the registry (migrate or quarantine it). */
+  check(jobId: string): Promise<unknown>;
+  /** Apply an outcome's event with the attempt's finish in one commit, if nothing waits before it. */
+  applyOutcome(jobId: string, event: NewInboxEvent, outcome: OutcomeInCommit): Promise<void>;
+}
+
+/** What the executor is built with besides the shared parts. */
+export interface ExecutorDeps extends RuntimeParts {
+  hostDriven: boolean;
+  maxActivities: number;
+  leaseMs: number;
+  slots: ActivitySlots;
+  jobs: OutcomeCommits;
+  /** Whether `close()` has begun: no new attempts are claimed. */
+  closing: () => boolean;
+  /** What an attempt reports (reports.ts, under its lease), and the runtime's open check. */
+  progress: (jobId: string, percent: number, lease: WriteLease) => Promise<unknown>;
+  attach: (jobId: string, asset: AssetInput, from: { effectId: string; attempt: number }, lease: WriteLease) => Promise<unknown>;
+  assertOpen: () => void;
+}
+
+/** The activity executor (see the file's comment). */
+export class ActivityExecutor {
+  readonly store: JobStore;
+  readonly clock: Clock;
+  readonly registry: MachineRegistry;
+  readonly runnerId: string;
+  readonly #process: boolean;
+  readonly #runEffects: boolean;
+  readonly #hostDriven: boolean;
+  readonly #maxActivities: number;
+  readonly #leaseMs: number;
+  readonly #slots: ActivitySlots;
+  readonly #jobs: OutcomeCommits;
+  readonly #leases: Map<string, number>;
+  readonly #attempting: Map<string, string>;
+  readonly #running: Map<string, RunningActivity>;
+  readonly #pendingDrains: ReadonlySet<string>;
+  readonly #deps: ExecutorDeps;
+  readonly #readKnown: (jobId: string) => Promise<JobRecord | undefined>;
+  readonly #emit: (event: RuntimeEvent) => void;
+  readonly #logEntry: (level: LogEntry['level'], msg: string, fields: Record<string, unknown>) => void;
+  readonly #track: (work: Promise<unknown>) => void;
+  readonly #unit: <T>(work: () => Promise<T>) => Promise<T>;
+  readonly #withLock: <T>(jobId: string, work: () => Promise<T>) => Promise<T>;
+  /** Group-committed writes (commits.ts): an attempt's outcome recorded on its own, an attempt's claim. */
+  readonly #submitFinish: (finish: AttemptFinish) => Promise<FinishStatus>;
+  readonly #submitClaim: (claim: EffectClaim) => Promise<ClaimedEffect | undefined>;
+  readonly #leaseLost: (jobId: string, fence: number) => void;
+  readonly #progress: ExecutorDeps['progress'];
+  readonly #attach: ExecutorDeps['attach'];
+  readonly #assertOpen: () => void;
+  /** Slots taken for first attempts that a commit in flight claims (`claimsFor`), not yet in `#running`. */
+  #reserved = 0;
+  /** Renews the claims of running attempts (`#renewRunningClaims`). */
+  #claimTimer: ReturnType<typeof setInterval> | undefined;
+  /** Attempts a durable commit claimed, by effect id, for the commit's after-steps to start (`startClaimed`). */
+  readonly #claimedInCommit = new Map<string, { effect: ClaimedEffect; def: RegisteredMachine }>();
+  /** Due activities may wait in the store that this runtime has not claimed: a freed slot pumps, and commits claim nothing (older work first). */
+  #unclaimed = false;
+  #pumping = false;
+  #pumpAgain = false;
+
+  constructor(deps: ExecutorDeps) {
+    this.#deps = deps;
+    this.store = deps.store;
+    this.clock = deps.clock;
+    this.registry = deps.registry;
+    this.runnerId = deps.runnerId;
+    this.#process = deps.process;
+    this.#runEffects = deps.runEffects;
+    this.#hostDriven = deps.hostDriven;
+    this.#maxActivities = deps.maxActivities;
+    this.#leaseMs = deps.leaseMs;
+    this.#slots = deps.slots;
+    this.#jobs = deps.jobs;
+    this.#leases = deps.leases;
+    this.#attempting = deps.attempting;
+    this.#running = deps.running;
+    this.#pendingDrains = deps.pendingDrains;
+    this.#readKnown = deps.readKnown;
+    this.#emit = (event) => deps.events.emit(event);
+    this.#logEntry = (level, msg, fields) => deps.events.log(level, msg, fields);
+    this.#track = (work) => deps.background.track(work);
+    this.#unit = (work) => deps.commits.unit(work);
+    this.#withLock = (jobId, work) => deps.locks.run(jobId, work);
+    this.#submitFinish = (finish) => deps.commits.submitFinish(finish);
+    this.#submitClaim = (claim) => deps.commits.submitClaim(claim);
+    this.#leaseLost = (jobId, fence) => deps.leaseKeeper.lost(jobId, fence);
+    this.#progress = deps.progress;
+    this.#attach = deps.attach;
+    this.#assertOpen = deps.assertOpen;
+  }
+
+  /** Whether `close()` has begun. */
+  get #closing(): boolean {
+    return this.#deps.closing();
+  }
+
+  /** Whether a pump round is under way (`idle()` waits for it). */
+  get pumping(): boolean {
+    return this.#pumping;
+  }
+
+  /** Stop renewing running attempts' claims (`close()`). */
+  stop(): void {
+    if (this.#claimTimer) clearInterval(this.#claimTimer);
+  }
+
+  /**
+   * Start due activities up to the concurrency limit. Returns how many attempts it started.
+   * `orphans`: also take over attempts of runners that are gone (the poll's round, `tick()`).
+   */
+  async pump(orphans = false): Promise<number> {
+    if (!this.#runEffects || this.#closing) return 0;
+    if (this.#pumping) {
+      this.#pumpAgain = true;
+      return 0;
+    }
+    this.#pumping = true;
+    let started = 0;
+    try {
+      do {
+        this.#pumpAgain = false;
+        if (orphans) started += await this.#takeOverOrphans();
+        orphans = false;
+        const free = this.#maxActivities - this.#busySlots();
+        if (free <= 0) {
+          this.#unclaimed = true; // no slot to look with: the next freed slot pumps
+          break;
+        }
+        this.#unclaimed = false;
+        for (let window: number | undefined = free + this.#running.size; window !== undefined; window = widerScan(window)) {
+          const due = await this.store.dueEffects(this.clock.now(), window, this.runnerId);
+          let held = 0;
+          // The round's claims go out together and share one group-commit transaction. One claim
+          // per job: a second claim of the same job needs the lease fence the first one returns.
+          const starts: Promise<boolean>[] = [];
+          const jobs = new Set<string>();
+          // A full window, or rows held by their limits: more may be due than this round takes.
+          if (due.length >= window) this.#unclaimed = true;
+          for (const effect of due) {
+            if (this.#busySlots() + starts.length >= this.#maxActivities || this.#closing) break;
+            if (this.#running.has(effect.id)) continue;
+            if (!this.#slots.has(effect.src)) {
+              held += 1; // over its activityConcurrency: stays pending in the store
+              this.#unclaimed = true;
+            } else if (jobs.has(effect.jobId)) this.#pumpAgain = true; // next round, with the fence
+            else {
+              jobs.add(effect.jobId);
+              starts.push(this.#startAttempt(effect));
+            }
+          }
+          for (const ok of await Promise.all(starts)) if (ok) started += 1;
+          // Held rows may hide startable ones behind them: read further, up to a bound (limits.ts).
+          if (held === 0 || due.length < window || this.#busySlots() >= this.#maxActivities || this.#closing) break;
+        }
+      } while (this.#pumpAgain && !this.#closing);
+    } finally {
+      this.#pumping = false;
+    }
+    return started;
+  }
+
+  /** Attempts running here, plus slots taken for first attempts that commits in flight claim. */
+  #busySlots(): number {
+    return this.#running.size + this.#reserved;
+  }
+
+  /**
+   * The first attempts a commit claims for this runner in the same transaction (`EffectStart`):
+   * its new activities, each while a slot is free (`maxConcurrentActivities`, `activityConcurrency`)
+   * and no older due work waits here unclaimed (that goes first, by the pump). Slots are taken
+   * now, before the commit; `claimsCommitted` gives them back if the commit does not hold.
+   */
+  claimsFor(effects: readonly NewEffect[], now: number): EffectStart[] {
+    if (!this.#runEffects || this.#closing || this.#unclaimed) return [];
+    const claims: EffectStart[] = [];
+    for (const effect of effects) {
+      if (effect.kind === 'child') continue;
+      if (this.#busySlots() >= this.#maxActivities || !this.#slots.has(effect.src)) {
+        this.#unclaimed = true; // left pending in the store: the next freed slot pumps
+        continue;
+      }
+      this.#slots.take(effect.src);
+      this.#reserved += 1;
+      this.#attempting.set(effect.id, effect.jobId); // a commit of the job built meanwhile keeps the lease
+      claims.push({ effectId: effect.id, claimUntil: now + this.#leaseMs });
+    }
+    return claims;
+  }
+
+  /** The commit carrying `claims` held (`fence`: the job's lease fence after it) or not (null): keep them for `startClaimed`, or give their slots back. */
+  claimsCommitted(effects: readonly NewEffect[], claims: readonly EffectStart[], fence: number | null, def: RegisteredMachine): void {
+    for (const claim of claims) {
+      const created = effects.find((e) => e.id === claim.effectId)!;
+      if (fence === null) {
+        this.#reserved -= 1;
+        this.#slots.release(created.src);
+        this.#attempting.delete(created.id);
+        continue;
+      }
+      const effect: ClaimedEffect = {
+        ...created,
+        kind: 'activity',
+        status: 'running',
+        active: true,
+        attempt: 1,
+        nextRunAt: null,
+        claimedBy: this.runnerId,
+        claimExpiresAt: claim.claimUntil,
+        token: null,
+        output: null,
+        error: null,
+        createdAt: created.at,
+        updatedAt: created.at,
+        leaseFence: fence,
+      };
+      this.#claimedInCommit.set(claim.effectId, { effect, def });
+    }
+  }
+
+  /** After a commit (the commit path's `#afterCommit`, jobCommits.ts): run the attempts it claimed; pump for new activities it could not claim. */
+  startClaimed(effects: readonly NewEffect[]): void {
+    let unclaimed = false;
+    for (const created of effects) {
+      const claimed = this.#claimedInCommit.get(created.id);
+      if (!claimed) {
+        unclaimed ||= created.kind !== 'child';
+        continue;
+      }
+      this.#claimedInCommit.delete(created.id);
+      this.#reserved -= 1;
+      this.#launch(claimed.effect, claimed.def);
+    }
+    if (unclaimed) this.#track(this.pump());
+  }
+
+  /** Activities claimed by a runner that is gone (crashed process, closed runtime) are taken over now. */
+  async #takeOverOrphans(): Promise<number> {
+    let started = 0;
+    for (const effect of await this.store.runningEffects(500)) {
+      if (this.#running.size >= this.#maxActivities || this.#closing) break;
+      if (effect.claimedBy === null || this.#running.has(effect.id) || !runnerIsGone(effect.claimedBy)) continue;
+      if (await this.#recoverInterrupted(effect, effect.claimedBy)) started += 1;
+    }
+    return started;
+  }
+
+  /**
+   * An attempt was interrupted (its runner died). Safe activities run again with the same
+   * idempotency key; unsafe ones, and ones out of attempts, deliver an error event instead.
+   */
+  async #recoverInterrupted(effect: EffectRecord, deadRunner: string): Promise<boolean> {
+    const now = this.clock.now();
+    const error = interruptedError(effect);
+    if (error) {
+      const event = { ...outcomeEvent(effect, effect.attempt, { error }), at: now };
+      if (await this.store.failEffect(effect.id, error, event, now)) {
+        this.#logEntry('warn', 'interrupted activity not re-run', { jobId: effect.jobId, effectId: effect.id, error });
+        if (this.#process) this.#track(this.#jobs.drain(effect.jobId));
+      }
+      return false;
+    }
+    return this.#startAttempt(effect, deadRunner);
+  }
+
+  /** Claim the next attempt of an activity and run it in the background. */
+  async #startAttempt(effect: EffectRecord, takeOver?: string): Promise<boolean> {
+    if (!this.#slots.has(effect.src)) return false; // over its activityConcurrency: left in the store for a free slot
+    if (effect.status === 'running' && takeOver === undefined) {
+      // Its claim expired: the runner may be alive but stuck. Treat as interrupted.
+      if (effect.claimedBy !== null && (effect.unsafe || effect.attempt >= effect.maxAttempts)) {
+        await this.#recoverInterrupted(effect, effect.claimedBy);
+        return false;
+      }
+    }
+    const now = this.clock.now();
+    // Slot and attempt are counted before anything is awaited: other claims of the round see the
+    // slot taken, and a commit of the job built meanwhile keeps the lease the claim is taking.
+    this.#slots.take(effect.src);
+    this.#attempting.set(effect.id, effect.jobId);
+    let claimed: ClaimedEffect | undefined;
+    let def: RegisteredMachine | undefined;
+    try {
+      // Only a runtime that has the job's machine version runs its activities. Another one (a
+      // worker started without the module) leaves them unclaimed, where it would fail them for
+      // good: the job is migrated or quarantined instead (visible), and its activities wait.
+      const record = await this.#readKnown(effect.jobId);
+      if (!record || TERMINAL.has(record.status)) return false;
+      def = this.registry.get(record.machineId, record.machineVersion);
+      if (!def) {
+        this.#attempting.delete(effect.id); // no attempt: a migration committed by the check takes no lease for it
+        await this.#withLock(effect.jobId, () => this.#jobs.check(effect.jobId)).catch((error: unknown) => {
+          this.#logEntry('warn', 'could not check a job whose activity this runtime cannot run', { jobId: effect.jobId, error: toErrorInfo(error) });
+        });
+        return false;
+      }
+      // Under the job's lock, as its commits are: the claim goes to the store once a commit of the
+      // job in flight has settled, with the fence that commit left (an asynchronous store may run
+      // two writes in flight in either order, and deliver their results in either order).
+      claimed = await this.#withLock(effect.jobId, async () => {
+        const claim = await this.#submitClaim({ id: effect.id, runner: this.runnerId, now, claimUntil: now + this.#leaseMs, takeOver, fence: this.#leases.get(effect.jobId) ?? null });
+        if (claim) this.#leases.set(claim.jobId, claim.leaseFence);
+        return claim;
+      });
+    } finally {
+      if (!claimed) {
+        this.#slots.release(effect.src);
+        this.#attempting.delete(effect.id);
+      }
+    }
+    if (!claimed) return false;
+    this.#launch(claimed, def);
+    return true;
+  }
+
+  /** Run an attempt claimed for this runner (its slot taken, counted in `#attempting`) in the background. */
+  #launch(claimed: ClaimedEffect, def: RegisteredMachine | undefined): void {
+    crashPoint('after-claim');
+    const controller = new AbortController();
+    this.#running.set(claimed.id, { jobId: claimed.jobId, actorId: claimed.actorId, attempt: claimed.attempt, controller });
+    this.#renewRunningClaims();
+    this.#emit({ type: 'activity.started', jobId: claimed.jobId, effectId: claimed.id, src: claimed.src, attempt: claimed.attempt });
+    this.#logEntry('info', 'activity started', { jobId: claimed.jobId, effectId: claimed.id, src: claimed.src, attempt: claimed.attempt });
+    this.#track(this.#runAttempt(claimed, def, controller).finally(() => this.#attempting.delete(claimed.id)));
+  }
+
+  async #runAttempt(effect: EffectRecord, def: RegisteredMachine | undefined, controller: AbortController): Promise<void> {
+    const attempt = effect.attempt;
+    let outcome: { ok: true; value: unknown } | { ok: false; error: unknown };
+    try {
+      const logic = def?.machine.implementations.actors[effect.src] as { config?: (args: unknown) => unknown } | undefined;
+      if (!def || typeof logic?.config !== 'function') {
+        throw Object.assign(new Error(`No activity "${effect.src}" in the registered machine.`), { terminal: true });
+      }
+      const args: ActivityArgs & { self: undefined; system: undefined; emit: () => void } = {
+        input: structuredClone(effect.input),
+        idempotencyKey: effect.id,
+        attempt,
+        signal: controller.signal,
+        jobId: effect.jobId,
+        defer: (onToken) => {
+          const token = tokenFor();
+          pendingToken = { token, onToken };
+          return deferred(token);
+        },
+        // Writes of an attempt are fenced like its outcome: ignored once another runner holds the job.
+        progress: async (percent) => {
+          this.#assertOpen();
+          checkPercent(percent);
+          await this.#progress(effect.jobId, percent, this.#attemptLease(effect.jobId));
+        },
+        attachAsset: async (asset) => {
+          await this.#attach(effect.jobId, asset, { effectId: effect.id, attempt }, this.#attemptLease(effect.jobId));
+        },
+        self: undefined,
+        system: undefined,
+        emit: () => undefined,
+      };
+      let pendingToken: { token: string; onToken: ((token: string) => void | Promise<void>) | undefined } | undefined;
+      // Shutdown aborts the attempt and stops waiting for it, whether or not the activity heeds
+      // its signal: the attempt is taken over by the next runtime, and close() must not hang.
+      const abandoned = new Promise<never>((_, reject) => {
+        controller.signal.addEventListener('abort', () => this.#closing && reject(controller.signal.reason as Error), { once: true });
+      });
+      const value = await Promise.race([logic.config(args), abandoned]);
+      if (isDeferred(value) && pendingToken && pendingToken.token === value.token) {
+        const status = await this.#submitFinish({ id: effect.id, attempt, result: { kind: 'waiting', token: value.token }, at: this.clock.now(), lease: this.#attemptLease(effect.jobId) });
+        this.#attempting.delete(effect.id);
+        await this.releaseIdle(effect.jobId); // waiting on a token: nothing runs here for it
+        // The token is handed out only once the waiting state is durable.
+        if (status === 'current') await pendingToken.onToken?.(value.token);
+        this.#emit({ type: 'activity.finished', jobId: effect.jobId, effectId: effect.id, attempt, outcome: status === 'current' ? 'waiting' : 'stale' });
+        return;
+      }
+      outcome = { ok: true, value };
+    } catch (error) {
+      outcome = { ok: false, error };
+    } finally {
+      this.#running.delete(effect.id);
+      this.#slots.release(effect.src);
+    }
+    if (this.#closing && controller.signal.aborted) return; // shutdown: the next runtime takes the attempt over
+    crashPoint('before-outcome');
+    await this.#recordOutcome(effect, def, outcome);
+  }
+
+  /**
+   * One interval for every running attempt's claim (not one per attempt): renewed every third of
+   * `leaseMs` while any runs here; stopped when none does. Host-driven mode renews in `tick()`.
+   */
+  #renewRunningClaims(): void {
+    if (this.#hostDriven || this.#claimTimer) return;
+    this.#claimTimer = setInterval(() => {
+      if (this.#running.size === 0) {
+        clearInterval(this.#claimTimer);
+        this.#claimTimer = undefined;
+        return;
+      }
+      const until = this.clock.now() + this.#leaseMs;
+      for (const [effectId, running] of this.#running) void this.store.renewClaim(effectId, running.attempt, this.runnerId, until).catch(() => undefined);
+    }, Math.max(1000, Math.floor(this.#leaseMs / 3)));
+    this.#claimTimer.unref();
+  }
+
+  /** The lease an attempt's outcome is recorded under: the fence this runtime holds on the job (-1: none, so it is refused). */
+  #attemptLease(jobId: string): { runner: string; fence: number } {
+    return { runner: this.runnerId, fence: this.#leases.get(jobId) ?? -1 };
+  }
+
+  async #recordOutcome(effect: EffectRecord, def: RegisteredMachine | undefined, outcome: { ok: true; value: unknown } | { ok: false; error: unknown }): Promise<void> {
+    const attempt = effect.attempt;
+    const now = this.clock.now();
+    let status: FinishStatus | 'applied';
+    let reported: 'succeeded' | 'failed' | 'retrying' | 'stale';
+    let errorInfo: ErrorInfo | undefined;
+    let output: JsonValue | undefined;
+    let retryAt = 0;
+    // Told once: by the commit that records the outcome with its transition (before that
+    // transition's own event), or below once the outcome is recorded on its own.
+    let told = false;
+    const tell = (result: typeof reported) => {
+      if (told) return;
+      told = true;
+      this.#emit({ type: 'activity.finished', jobId: effect.jobId, effectId: effect.id, attempt, outcome: result, ...(errorInfo ? { error: errorInfo } : {}) });
+      this.#logEntry(result === 'succeeded' ? 'info' : 'warn', `activity ${result}`, { jobId: effect.jobId, effectId: effect.id, attempt, ...(errorInfo ? { error: errorInfo } : {}) });
+    };
+    if (outcome.ok) {
+      try {
+        output = storedJson('output', outcome.value === undefined ? null : outcome.value);
+      } catch (error) {
+        outcome = { ok: false, error: Object.assign(new Error(`activity output is not JSON: ${(error as Error).message}`), { terminal: true }) };
+      }
+    }
+    if (outcome.ok) {
+      const event = { ...outcomeEvent(effect, attempt, { output: output ?? null }), at: now };
+      status = await this.#finishApplying({ id: effect.id, attempt, result: { kind: 'succeeded', output: output ?? null, event }, at: now, lease: this.#attemptLease(effect.jobId) }, effect.jobId, () => tell('succeeded'));
+      reported = 'succeeded';
+    } else {
+      const { info, terminal, retryAfterMs } = classify(outcome.error);
+      const policy = def?.activities[effect.src] ?? {};
+      errorInfo = { ...info, message: redactText(info.message, effect.input, def?.sensitive ?? new Set()) };
+      const next = afterFailedAttempt({ policy, effectId: effect.id, attempt, maxAttempts: effect.maxAttempts, error: errorInfo, terminal, retryAfterMs, now });
+      if (next.retry) {
+        retryAt = next.retryAt;
+        status = await this.#submitFinish({ id: effect.id, attempt, result: { kind: 'failed', error: errorInfo, retryAt: next.retryAt, event: null }, at: now, lease: this.#attemptLease(effect.jobId) });
+        reported = 'retrying';
+      } else {
+        const event = { ...outcomeEvent(effect, attempt, { error: next.eventError }), at: now };
+        status = await this.#finishApplying({ id: effect.id, attempt, result: { kind: 'failed', error: next.error, retryAt: null, event }, at: now, lease: this.#attemptLease(effect.jobId) }, effect.jobId, () => tell('failed'));
+        reported = 'failed';
+      }
+    }
+    this.#attempting.delete(effect.id); // recorded: a commit of the job may release its lease now
+    crashPoint('after-outcome');
+    // Applied in its own commit, which found nothing queued before it: only a self-send of that commit waits.
+    const applied = status === 'applied';
+    if (status !== 'current' && status !== 'applied') reported = 'stale';
+    if (status === 'lease-lost') this.#leaseLost(effect.jobId, this.#leases.get(effect.jobId) ?? -1);
+    tell(reported);
+    if (this.#process && reported !== 'retrying' && (!applied || this.#pendingDrains.has(effect.jobId))) await this.#unit(() => this.#jobs.drain(effect.jobId));
+    if (reported === 'retrying') this.#emit({ type: 'timers.scheduled', jobId: effect.jobId, dueAt: [retryAt] }); // a worker wakes then
+    await this.releaseIdle(effect.jobId);
+    // The freed slot: a next step of this job was claimed by its commit; other due work here is pumped.
+    if (this.#unclaimed) this.#track(this.pump());
+  }
+
+  /**
+   * Record an attempt's outcome that goes to the machine as its event. When this runtime applies
+   * events and nothing waits before it in the job's inbox, the outcome is recorded in the commit
+   * that applies its event (the store writes the attempt's end first, and nothing at all if the
+   * attempt is no longer current): one write, no queued inbox row. Otherwise, or when that commit
+   * is refused, it is recorded on its own (group-committed) and applied in inbox order.
+   * `applied`: recorded and applied in one commit.
+   */
+  async #finishApplying(finish: AttemptFinish & { result: { event: NewInboxEvent } }, jobId: string, recorded: () => void): Promise<FinishStatus | 'applied'> {
+    const event = finish.result.event;
+    if (this.#process && !this.#closing) {
+      const effectId = finish.id;
+      // The commit decides the job's lease as if the attempt were over (released if nothing else
+      // runs here); until it is durable the heartbeat, and other commits of the job, still count the attempt.
+      // Set once the commit holding the outcome is durable: whatever happens after, it is recorded.
+      let committed = false;
+      const outcome = {
+        finish,
+        recorded: () => {
+          committed = true;
+          recorded();
+        },
+      };
+      // Events queued before it come first: the store refuses this commit then (a conflict,
+      // nothing written), and the outcome is recorded on its own below, queued behind them.
+      await this.#jobs.applyOutcome(jobId, event, outcome)
+        .catch((error: unknown) => {
+          if (committed) this.#logEntry('error', 'failed after the commit that recorded an outcome', { jobId, effectId, error: toErrorInfo(error) });
+          else this.#logEntry('warn', 'outcome not applied with its commit; recorded on its own', { jobId, effectId, error: toErrorInfo(error) });
+        });
+      if (committed) return 'applied';
+    }
+    return this.#submitFinish(finish);
+  }
+
+  /** Release the lease of a job nothing here works on any more (an outcome that led to no commit: a retry, a stale result). */
+  async releaseIdle(jobId: string): Promise<void> {
+    await this.#withLock(jobId, async () => {
+      const fence = this.#leases.get(jobId);
+      if (fence === undefined) return;
+      // An attempt of the job still counted here, finishing or not: its own commit decides the lease.
+      for (const id of this.#attempting.values()) if (id === jobId) return;
+      await this.store.releaseLeases(this.runnerId, [jobId]);
+      if (this.#leases.get(jobId) === fence) this.#leases.delete(jobId);
+    });
+  }
+}
