@@ -117,7 +117,7 @@ describe.each(CASES)('$table.$column set to invalid JSON for job $job', (c) => {
 
 // The runtime holds a job back while its record is damaged (`JobRecord.corruption`: the jobs
 // table's own columns). A damaged row of another table is recorded as the job's quarantine by the
-// store; keeping that quarantine through recovery is the engine's part (see the report of #18).
+// store that read it, and recovery keeps it (below).
 describe.each(CASES.filter((c) => c.table === 'jobs'))('the runtime and jobs.$column damaged', (c) => {
   it('refuses a send to that job as quarantined, lists it so, and the others go on', async () => {
     const store = await res.sqlite(damagedCopy(c));
@@ -125,6 +125,19 @@ describe.each(CASES.filter((c) => c.table === 'jobs'))('the runtime and jobs.$co
     await expect(runtime.send(c.job, { type: 'INC' })).rejects.toMatchObject({ code: 'SPOOL_QUARANTINED' });
     expect((await runtime.list({ quarantined: true })).map((j) => j.id)).toEqual([c.job]);
     expect((await runtime.get(c.job)).quarantine).toContain(`damaged record: jobs.${c.column}`);
+    expect(await runtime.send('healthy', { type: 'INC' }, { eventId: 'after' })).toMatchObject({ status: 'applied' });
+  });
+});
+
+describe.each(CASES.filter((c) => c.table !== 'jobs'))('recovery and $table.$column damaged', (c) => {
+  it('keeps the quarantine a read recorded: the job stays held, the others go on', async () => {
+    const path = damagedCopy(c);
+    const reader = await res.sqlite(path);
+    await c.read(reader, c.job); // the read that meets the row records the job's quarantine
+    await reader.close();
+    const runtime = await res.runtime({ store: await res.sqlite(path), machines: MACHINES, clock: new VirtualClock(T0 + 1000), runEffects: false });
+    expect((await runtime.get(c.job)).quarantine).toContain(`damaged record: ${c.table}.${c.column}`);
+    expect((await runtime.list({ quarantined: true })).map((j) => j.id)).toEqual([c.job]);
     expect(await runtime.send('healthy', { type: 'INC' }, { eventId: 'after' })).toMatchObject({ status: 'applied' });
   });
 });

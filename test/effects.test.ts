@@ -584,6 +584,15 @@ describe('out-of-band completion tokens', () => {
     await expect(o.runtime.complete(token, 'late')).rejects.toBeInstanceOf(TokenError);
   });
 
+  it('fail(token, new Error(...)) delivers the Error as its name and message', async () => {
+    const o = await open();
+    const { jobId, token } = await deferred(o);
+    const job = await o.runtime.fail(token, new RangeError('out of stock'));
+    expect(job.value).toBe('failed');
+    expect((job.context as { error: unknown }).error).toMatchObject({ name: 'RangeError', message: 'out of stock' });
+    expect(summary(await o.store.listAttempts(jobId))).toEqual([{ attempt: 1, outcome: 'failed', error: 'out of stock' }]);
+  });
+
   it('a token raced against an `after` timeout: once the timeout fired, complete() is a TokenError and nothing changes', async () => {
     const o = await open();
     const { runtime, store, clock } = o;

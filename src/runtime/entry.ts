@@ -95,7 +95,8 @@ export class JobEntry {
     const inputHash = hashJson({ machine: def.id, input: parsed });
     const key = options.idempotencyKey ?? null;
 
-    const existing = await this.#intake.findExisting(jobId, key);
+    // A job id this runtime just made (UUID v7) and no key: nothing can exist yet (createJob's own key check catches a race).
+    const existing = options.jobId === undefined && key === null ? undefined : await this.#intake.findExisting(jobId, key);
     if (existing) return this.#sameStart(existing, def.id, inputHash, jobId, key, options.jobId);
 
     const started = startStep({ def, input: parsed, jobId, idempotencyKey: key, inputHash, owner: this.#owner, runner: this.runnerId, now: this.clock.now(), machines: this.#jobs.machines });

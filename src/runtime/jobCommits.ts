@@ -9,6 +9,7 @@
 import type { AnyMachineSnapshot } from 'xstate';
 import type { Clock } from '../ports/clock.ts';
 import type { CommitResult, ErrorInfo, InboxRecord, JobRecord, JobStore, JsonValue, LeaseClaim, NewInboxEvent, QueuedEvent, TransitionCommit } from '../ports/store.ts';
+import { DAMAGED_RECORD } from '../ports/store.ts';
 import { CorruptRecordError, JobTerminalError, RevisionConflictError, toErrorInfo } from './errors.ts';
 import { hydrate, parseSnapshot } from './hydrate.ts';
 import { redact, toJson } from './json.ts';
@@ -241,6 +242,9 @@ export class JobCommits {
       // A job the store refused to commit stays held until its history and revision agree again
       // (a repaired row): releasing it would only fail the next commit the same way.
       if (record.quarantine?.startsWith(STORE_REFUSED) && (await this.store.history(jobId)).at(-1)?.revision !== record.revision) return 'quarantined';
+      // A damaged row of another table (history, inbox, effects, timers, assets) is recorded as the
+      // job's quarantine by the store that read it: it stays until the row is repaired (doctor).
+      if (record.quarantine?.startsWith(DAMAGED_RECORD)) return 'quarantined';
       if (record.quarantine !== null) await this.#release(jobId);
       return 'ok';
     }

@@ -18,6 +18,7 @@ import {
   JobNotFoundError,
   JobTerminalError,
   ValidationError,
+  toErrorInfo,
 } from './errors.ts';
 import { MachineRegistry } from './registry.ts';
 import { outcomeEvent } from '../step/attempts.ts';
@@ -413,7 +414,9 @@ export class Runtime {
 
   /** Fail an activity that was waiting out of band. The machine receives `xstate.error.actor.<id>`. */
   async fail(token: string, error: unknown = 'failed'): Promise<Job> {
-    return this.#settleToken(token, { kind: 'failed', error: failureInfo(this.#intake.jsonPayload('error', error)) });
+    // An Error (what a webhook handler usually has) is its name and message, as an activity's throw is.
+    const value = error instanceof Error ? toErrorInfo(error) : error;
+    return this.#settleToken(token, { kind: 'failed', error: failureInfo(this.#intake.jsonPayload('error', value)) });
   }
 
   async #settleToken(token: string, result: TokenResult): Promise<Job> {
