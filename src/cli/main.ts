@@ -242,7 +242,7 @@ Examples:
     .option('--machine <id>', 'only jobs of this machine')
     .option('--state <path>', 'only jobs in this state path, e.g. processing or checkout.paying')
     .addOption(new Option('--status <status>', 'only jobs with this status').choices(JOB_STATUSES))
-    .option('--quarantined', 'only quarantined jobs (held back: their machine version is not registered or no longer fits)')
+    .option('--quarantined', 'only quarantined jobs (held back: an unregistered machine version, a snapshot that no longer fits, or a damaged record)')
     .option('--exhausted', 'only jobs with an activity that used up its attempts')
     .option('--cancel-requested', 'only jobs with a cancel request')
     .option('--suspended', 'only suspended jobs (they accept events but process nothing until resumed)')

@@ -1,4 +1,5 @@
 /** Quarantine: a job held back, with a visible reason, until what it needs is registered or repaired. */
+import { DAMAGED_RECORD } from '../ports/store.ts';
 import { SpoolError } from './errors.ts';
 
 /** The quarantine reason's prefix for a job whose commit the store refused (its rows are damaged). */
@@ -9,9 +10,16 @@ export class JobQuarantined extends SpoolError {
   readonly code = 'SPOOL_QUARANTINED';
   readonly category = 'conflict';
   constructor(jobId: string, reason: string) {
-    const next = reason.startsWith(STORE_REFUSED)
-      ? 'Its stored rows are damaged: restore them from a backup (or purge the job), then restart.'
-      : 'Register the machine version it runs on (or a migration), then restart.';
-    super(`Job ${jobId} is quarantined: ${reason}. ${next}`, { jobId, reason });
+    super(`Job ${jobId} is quarantined: ${reason}. ${wayOut(reason)}`, { jobId, reason });
   }
 }
+
+/** What to do about a quarantine, by what happened: damaged rows are restored, a missing version registered. */
+export function wayOut(reason: string): string {
+  if (reason.startsWith(STORE_REFUSED) || reason.startsWith(DAMAGED_RECORD)) {
+    return 'Its stored rows are damaged: run `spool doctor` (and `--repair`), restore them from a backup or purge the job, then restart.';
+  }
+  if (reason.startsWith('machine ')) return 'Register the machine version it runs on (or a migration from it), then restart.';
+  return 'Its snapshot does not fit the registered machine: register the version it was written by, or a migration that makes it fit, then restart.';
+}
+
