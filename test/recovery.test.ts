@@ -55,9 +55,10 @@ describe('recovery with verifySnapshots: false', () => {
 
     const second = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [v1], clock, verifySnapshots: false });
     expect((await second.get('bad')).quarantine).toBeNull(); // not read at open
-    const sent = await second.send('bad', { type: 'GO' });
-    expect(sent.status).toBe('pending'); // accepted durably, held back
+    // The first send finds it unfit: it is quarantined and the caller hears so at once, the event unwritten.
+    await expect(second.send('bad', { type: 'GO' }, { eventId: 'go-1' })).rejects.toMatchObject({ code: 'SPOOL_QUARANTINED', message: expect.stringMatching(/does not fit the registered machine/) });
     expect((await second.get('bad')).quarantine).toMatch(/does not exist|does not fit/);
+    expect((await second.events('bad')).map((e) => e.eventId)).not.toContain('go-1');
     expect((await second.send('good', { type: 'GO' })).status).toBe('applied');
   });
 });
