@@ -1,13 +1,55 @@
 import Database from 'better-sqlite3';
-import { type FeedPage, type HistoryFeedFilter, type AcceptResult, type AssetRecord, type AttemptRecord, type AttemptResult, type EffectRecord, type NoteRecord, type TimerRecord, type CommitResult, type CreateJobResult, type AttemptFinish, type ClaimedEffect, type EffectClaim, type FinishStatus, type WriteBatch, type WriteBatchResult, type ErrorInfo, type InboxRecord, type QueuedEvent, type JobFilter, type JobRecord, type JobStore, type JsonValue, type NewInboxEvent, type NewJob, type PurgeFilter, type StoreStats, type NewSchedule, type OccurrenceRecord, type ScheduleFire, type ScheduleFireResult, type ScheduleRecord, type TransitionCommit, type TransitionRecord, type UnresolvedOperation, CommitOutcomeUnknown, MAX_RELEASES, operationsOf, RELEASED_ATTEMPT } from '../../src/ports/store.ts';
+import type {
+  FeedPage,
+  HistoryFeedFilter,
+  AcceptResult,
+  AssetRecord,
+  AttemptRecord,
+  AttemptResult,
+  EffectRecord,
+  NoteRecord,
+  TimerRecord,
+  CommitResult,
+  CreateJobResult,
+  AttemptFinish,
+  ClaimedEffect,
+  EffectClaim,
+  FinishStatus,
+  WriteBatch,
+  WriteBatchResult,
+  ErrorInfo,
+  InboxRecord,
+  QueuedEvent,
+  JobFilter,
+  JobRecord,
+  JobStore,
+  JsonValue,
+  NewInboxEvent,
+  NewJob,
+  PurgeFilter,
+  StoreStats,
+  NewSchedule,
+  OccurrenceRecord,
+  ScheduleFire,
+  ScheduleFireResult,
+  ScheduleRecord,
+  TransitionCommit,
+  TransitionRecord,
+  UnresolvedOperation,
+} from '../../src/ports/store.ts';
+import { CommitOutcomeUnknown, MAX_RELEASES, operationsOf, RELEASED_ATTEMPT } from '../../src/ports/store.ts';
 import { systemClock, type Clock } from '../../src/ports/clock.ts';
 import { DatabaseBusyError, DatabaseDamagedError, SpoolError } from '../../src/runtime/errors.ts';
 import { SqliteSchedules } from './schedules.ts';
 import { CHECK, guardEntryPoints, outcomeUnknownAtCommit, storageFault } from './storageFault.ts';
-import { damageReason, toAssetRecord, toAttemptRecord, toEffectRecord, toInboxRecord, toJobRecord, toTimerRecord, toTransitionRecord, type Row } from './records.ts';
+import type {
+  Row,
+} from './records.ts';
+import { damageReason, toAssetRecord, toAttemptRecord, toEffectRecord, toInboxRecord, toJobRecord, toTimerRecord, toTransitionRecord } from './records.ts';
 import { OpenBusy, checkOpenOptions, openDatabase, refuseForeignDatabase, refuseNewerSchema, migrate } from './open.ts';
 import { type RawRows, rawRows, findEvent, prepare } from './statements.ts';
 import { EXHAUSTED, STUCK, statsOnce } from './stats.ts';
+import { feedPage, prepareFeed } from './feed.ts';
 import { failure, outcomeOf, unlessLeaseHeld } from './outcomes.ts';
 import { byteOrder } from './values.ts';
 import { applyCommit, createIn, insertJob, inboxParams, claimIn, finishIn, acceptPending, insertInbox, commitOutcomeUnknown } from './commit.ts';
@@ -591,35 +633,13 @@ export class SqliteStore implements JobStore {
   }
 
   /** Statements of `historySince`, prepared on first use. */
-  #feedStmts: { head: Database.Statement; page: Database.Statement } | undefined;
+  #feedStmts: ReturnType<typeof prepareFeed> | undefined;
 
   async historySince(after: number, limit: number, scan: number, filter: HistoryFeedFilter): Promise<FeedPage> {
-    this.#feedStmts ??= {
-      head: this.db.prepare('SELECT max(seq) AS seq FROM transitions'),
-      page: this.db.prepare(`SELECT t.*, j.machine_id FROM transitions t JOIN jobs j ON j.id = t.job_id
-        WHERE t.seq > @after AND t.seq <= @upto
-          AND (@all = 1 OR j.owner = @owner) AND (@machine IS NULL OR j.machine_id = @machine) AND (@job IS NULL OR t.job_id = @job)
-          AND (@outcomes IS NULL OR t.outcome IN (SELECT value FROM json_each(@outcomes)))
-        ORDER BY t.seq LIMIT @limit`),
-    };
+    this.#feedStmts ??= prepareFeed(this.db);
     const s = this.#feedStmts;
     // One read snapshot: the head and the page agree.
-    return this.#tx.deferred(() => {
-      const head = ((s.head.get() as { seq: number | null }).seq ?? 0);
-      const upto = Math.min(head, after + scan);
-      const rows = s.page.all({
-        after,
-        upto,
-        all: filter.owner === undefined ? 1 : 0,
-        owner: filter.owner ?? '',
-        machine: filter.machineId ?? null,
-        job: filter.jobId ?? null,
-        outcomes: filter.outcomes === undefined ? null : JSON.stringify(filter.outcomes),
-        limit,
-      }) as Row[];
-      const records = rows.map((row) => ({ ...toTransitionRecord(row), seq: row['seq'] as number, machineId: row['machine_id'] as string }));
-      return { records, next: records.length === limit ? records.at(-1)!.seq : Math.max(after, upto) };
-    }) as FeedPage;
+    return this.#tx.deferred(() => feedPage(s, after, limit, scan, filter)) as FeedPage;
   }
 
   async close(): Promise<void> {

@@ -1,4 +1,19 @@
-import { type CommitResult, type CreateJobResult, type AttemptFinish, type ClaimedEffect, type EffectClaim, type EffectStart, type FinishStatus, type NewEffect, type NewInboxEvent, type NewJob, type NewTimer, type TransitionCommit, type UnresolvedOperation, CommitOutcomeUnknown, inlineDraft, isExternal, leaseLostError, revisionNamedBy } from '../../src/ports/store.ts';
+import type {
+  CommitResult,
+  CreateJobResult,
+  AttemptFinish,
+  ClaimedEffect,
+  EffectClaim,
+  EffectStart,
+  FinishStatus,
+  NewEffect,
+  NewInboxEvent,
+  NewJob,
+  NewTimer,
+  TransitionCommit,
+  UnresolvedOperation,
+} from '../../src/ports/store.ts';
+import { CommitOutcomeUnknown, inlineDraft, isExternal, leaseLostError, revisionNamedBy } from '../../src/ports/store.ts';
 import { toEffectRecord, toJobRecord, type Row } from './records.ts';
 import { CommitJson } from './commitJson.ts';
 import { findEvent, leaseParams, prepare } from './statements.ts';
