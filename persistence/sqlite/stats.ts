@@ -1,0 +1,113 @@
+import Database from 'better-sqlite3';
+import type { StoreStats } from '../../src/ports/store.ts';
+import { exhausted, SQLITE, stuck } from './predicates.ts';
+import type { Row } from './records.ts';
+import { byteOrder, parsedOr } from './values.ts';
+
+/** `JobFilter.exhausted` in SQLite's spelling (predicates.ts). */
+export const EXHAUSTED = exhausted(SQLITE);
+
+/** `JobFilter.stuck` in SQLite's spelling (predicates.ts). */
+export const STUCK = stuck(SQLITE);
+
+/** `stats`: aggregates over the tables for one owner (`@all = 1`: every owner) at `@now`. */
+export function prepareStats(db: Database.Database) {
+  const scope = '(@all = 1 OR jobs.owner = @owner)';
+  return {
+    statsJobs: db.prepare(`SELECT machine_id, machine_version, status, state_value, count(*) AS n FROM jobs WHERE ${scope}
+      GROUP BY machine_id, machine_version, status, state_value ORDER BY machine_id, machine_version, status, state_value`),
+    // Each job count uses exactly the condition of its `listJobs` filter (whatever the job's
+    // status), so a count always equals the length of the list it summarises.
+    statsCounts: db.prepare(`SELECT
+        count(*) FILTER (WHERE quarantine IS NOT NULL) AS quarantined,
+        count(*) FILTER (WHERE suspended_at IS NOT NULL) AS suspended,
+        count(*) FILTER (WHERE cancel_requested_at IS NOT NULL) AS cancel_requested,
+        count(*) FILTER (WHERE ${EXHAUSTED}) AS exhausted,
+        count(*) FILTER (WHERE ${STUCK}) AS idle
+      FROM jobs WHERE ${scope}`),
+    // The oldest pending event counts held ones too: an event waiting on a suspension is still waiting.
+    statsBacklog: db.prepare(`SELECT count(*) AS events, count(DISTINCT i.job_id) AS jobs,
+        count(*) FILTER (WHERE jobs.suspended_at IS NOT NULL OR jobs.quarantine IS NOT NULL) AS held,
+        min(i.accepted_at) AS oldest
+      FROM inbox i JOIN jobs ON jobs.id = i.job_id WHERE i.status = 'pending' AND ${scope}`),
+    statsTimers: db.prepare(`SELECT count(*) AS scheduled,
+        count(*) FILTER (WHERE t.due_at <= @now AND jobs.suspended_at IS NULL) AS due,
+        count(*) FILTER (WHERE t.due_at <= @now AND jobs.suspended_at IS NOT NULL) AS held,
+        min(t.due_at) FILTER (WHERE t.due_at <= @now AND jobs.suspended_at IS NULL) AS oldest
+      FROM timers t JOIN jobs ON jobs.id = t.job_id WHERE t.status = 'scheduled' AND ${scope}`),
+    statsEffects: db.prepare(`SELECT e.src, count(*) AS effects, count(*) FILTER (WHERE e.status = 'failed') AS failed
+      FROM effects e JOIN jobs ON jobs.id = e.job_id WHERE ${scope} GROUP BY e.src`),
+    statsAttempts: db.prepare(`SELECT e.src, a.outcome, count(*) AS n
+      FROM effect_attempts a JOIN effects e ON e.id = a.effect_id JOIN jobs ON jobs.id = e.job_id WHERE ${scope} GROUP BY e.src, a.outcome`),
+    statsLeases: db.prepare(`SELECT lease_owner, count(*) AS n, min(lease_until) AS until FROM jobs
+      WHERE lease_owner IS NOT NULL AND lease_until > @now AND ${scope} GROUP BY lease_owner ORDER BY lease_owner`),
+    statsRunning: db.prepare(`SELECT e.id, e.job_id, e.src, e.attempt, e.claimed_by, e.claim_expires_at
+      FROM effects e JOIN jobs ON jobs.id = e.job_id WHERE e.active = 1 AND e.status = 'running' AND ${scope} ORDER BY e.id`),
+  };
+}
+
+/** The figures of `SqliteStore.stats`, from one read transaction; state values that do not parse are added to `damaged` (and count as null). */
+export function statsOnce(db: Database.Database, s: ReturnType<typeof prepareStats>, p: { all: number; owner: string; now: number }, damaged: string[]): StoreStats {
+  // One read transaction: every figure from the same snapshot of the tables.
+  return db.transaction(() => {
+    const counts = s.statsCounts.get(p) as Row;
+    const backlog = s.statsBacklog.get(p) as Row;
+    const timers = s.statsTimers.get(p) as Row;
+    const activities = new Map<string, StoreStats['activities'][number]>();
+    const activity = (src: string) => {
+      let a = activities.get(src);
+      if (!a) {
+        a = { src, effects: 0, effectsFailed: 0, attempts: 0, succeeded: 0, failed: 0, interrupted: 0, stale: 0, running: 0, waiting: 0 };
+        activities.set(src, a);
+      }
+      return a;
+    };
+    for (const r of s.statsEffects.all(p) as Row[]) {
+      const a = activity(r['src'] as string);
+      a.effects = r['effects'] as number;
+      a.effectsFailed = r['failed'] as number;
+    }
+    for (const r of s.statsAttempts.all(p) as Row[]) {
+      const a = activity(r['src'] as string);
+      const n = r['n'] as number;
+      a.attempts += n;
+      a[r['outcome'] as 'succeeded' | 'failed' | 'interrupted' | 'stale' | 'running' | 'waiting'] += n;
+    }
+    return {
+      jobs: (s.statsJobs.all(p) as Row[]).map((r) => ({
+        machineId: r['machine_id'] as string,
+        machineVersion: r['machine_version'] as string,
+        status: r['status'] as StoreStats['jobs'][number]['status'],
+        value: parsedOr(r['state_value'], damaged),
+        count: r['n'] as number,
+      })),
+      quarantined: counts['quarantined'] as number,
+      suspended: counts['suspended'] as number,
+      cancelRequested: counts['cancel_requested'] as number,
+      exhausted: counts['exhausted'] as number,
+      idle: counts['idle'] as number,
+      backlog: {
+        events: backlog['events'] as number,
+        jobs: backlog['jobs'] as number,
+        held: backlog['held'] as number,
+        oldestAcceptedAt: (backlog['oldest'] as number | null) ?? null,
+      },
+      timers: {
+        scheduled: timers['scheduled'] as number,
+        due: timers['due'] as number,
+        held: timers['held'] as number,
+        oldestDueAt: (timers['oldest'] as number | null) ?? null,
+      },
+      activities: [...activities.values()].sort((a, b) => byteOrder(a.src, b.src)),
+      running: (s.statsRunning.all(p) as Row[]).map((r) => ({
+        effectId: r['id'] as string,
+        jobId: r['job_id'] as string,
+        src: r['src'] as string,
+        attempt: r['attempt'] as number,
+        runner: (r['claimed_by'] as string | null) ?? null,
+        claimExpiresAt: (r['claim_expires_at'] as number | null) ?? null,
+      })),
+      leases: (s.statsLeases.all(p) as Row[]).map((r) => ({ runner: r['lease_owner'] as string, jobs: r['n'] as number, earliestUntil: r['until'] as number })),
+    };
+  }).deferred();
+}
