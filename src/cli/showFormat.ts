@@ -7,10 +7,36 @@ import { describeStatus, formatBlock, formatJson, formatState, formatTime, keyVa
 
 /** `versionNote`: why what the job waits for is unknown here; `historyRows`: the latest rows to print. */
 export function formatShow(details: JobDetails, versionNote?: string, historyRows = Number.POSITIVE_INFINITY): string {
+  const sections = [keyValues(jobPairs(details, versionNote))];
+  pushHistory(sections, details, historyRows);
+  pushPending(sections, details);
+  pushActivities(sections, details);
+  pushAttempts(sections, details);
+  if (details.timers.length > 0) {
+    sections.push(
+      `timers:\n${table(
+        ['EVENT', 'KIND', 'DUE', 'STATUS'],
+        details.timers.map((t) => [String((t.event as { type?: unknown } | null)?.type ?? '-'), t.kind, formatTime(t.dueAt), t.status]),
+      )}`,
+    );
+  }
+  if (details.assets.length > 0) {
+    sections.push(
+      `assets:\n${table(
+        ['TYPE', 'URI', 'SIZE', 'ADDED'],
+        details.assets.map((a) => [a.type, a.uri, a.size === null ? '-' : String(a.size), formatTime(a.createdAt)]),
+      )}`,
+    );
+  }
+  if (details.notes.length > 0) {
+    sections.push(`notes:\n${table(['TIME', 'KIND', 'MESSAGE'], details.notes.map((n) => [formatTime(n.at), n.kind, oneLine(n.message)]))}`);
+  }
+  return sections.join('\n\n');
+}
+
+/** The job's own lines: machine, status, state, holds, what it waits for, input, context, output. */
+function jobPairs(details: JobDetails, versionNote: string | undefined): [string, string][] {
   const { job } = details;
-  // The latest rows; a long-lived job's whole history is in --json.
-  const history = details.history.length > historyRows ? details.history.slice(details.history.length - historyRows) : details.history;
-  const earlier = details.history.length - history.length;
   const pairs: [string, string][] = [
     ['job', job.id],
     ['machine', `${job.machineId}@${job.machineVersion}`],
@@ -39,8 +65,14 @@ export function formatShow(details: JobDetails, versionNote?: string, historyRow
     ['context', formatBlock(job.context)],
   );
   if (job.output !== undefined) pairs.push(['output', formatBlock(job.output)]);
-  const sections = [keyValues(pairs)];
+  return pairs;
+}
 
+/** The history table, its latest `historyRows` rows. */
+function pushHistory(sections: string[], details: JobDetails, historyRows: number): void {
+  // The latest rows; a long-lived job's whole history is in --json.
+  const history = details.history.length > historyRows ? details.history.slice(details.history.length - historyRows) : details.history;
+  const earlier = details.history.length - history.length;
   const withErrors = history.some((h) => h.error !== null);
   // Which runner committed each revision, under which lease fence (the audit trail of leases).
   const withRunners = history.some((h) => h.runner !== null);
@@ -58,7 +90,10 @@ export function formatShow(details: JobDetails, versionNote?: string, historyRow
       ]),
     )}`,
   );
+}
 
+/** The pending events, or "none". */
+function pushPending(sections: string[], details: JobDetails): void {
   const pending = details.events.filter((e) => e.status === 'pending');
   sections.push(
     pending.length === 0
@@ -68,7 +103,10 @@ export function formatShow(details: JobDetails, versionNote?: string, historyRow
           pending.map((e) => [String(e.seq), e.eventId, e.type, formatTime(e.acceptedAt)]),
         )}`,
   );
+}
 
+/** The activities table (with what runs them and how a token settles one), when there are any. */
+function pushActivities(sections: string[], details: JobDetails): void {
   if (details.effects.length > 0) {
     const waitingForWorker = details.effects.some((e) => e.active && ['pending', 'backoff', 'running'].includes(e.status));
     sections.push(
@@ -95,6 +133,10 @@ export function formatShow(details: JobDetails, versionNote?: string, historyRow
       }`,
     );
   }
+}
+
+/** The attempts that failed or were interrupted, when there are any. */
+function pushAttempts(sections: string[], details: JobDetails): void {
   // Failed and interrupted ones: an interrupted attempt (its runner died or stopped) has no error of its own.
   const failedAttempts = details.attempts.filter((a) => a.error !== null || a.outcome === 'interrupted');
   if (failedAttempts.length > 0) {
@@ -108,24 +150,4 @@ export function formatShow(details: JobDetails, versionNote?: string, historyRow
       )}`,
     );
   }
-  if (details.timers.length > 0) {
-    sections.push(
-      `timers:\n${table(
-        ['EVENT', 'KIND', 'DUE', 'STATUS'],
-        details.timers.map((t) => [String((t.event as { type?: unknown } | null)?.type ?? '-'), t.kind, formatTime(t.dueAt), t.status]),
-      )}`,
-    );
-  }
-  if (details.assets.length > 0) {
-    sections.push(
-      `assets:\n${table(
-        ['TYPE', 'URI', 'SIZE', 'ADDED'],
-        details.assets.map((a) => [a.type, a.uri, a.size === null ? '-' : String(a.size), formatTime(a.createdAt)]),
-      )}`,
-    );
-  }
-  if (details.notes.length > 0) {
-    sections.push(`notes:\n${table(['TIME', 'KIND', 'MESSAGE'], details.notes.map((n) => [formatTime(n.at), n.kind, oneLine(n.message)]))}`);
-  }
-  return sections.join('\n\n');
 }

@@ -16,6 +16,22 @@ import { addServeOptions, checkServeFlags, startServer, type ServeFlags } from '
 import { commandPrefix, globals, type CliIO } from './globals.ts';
 import { withRuntime } from './withRuntime.ts';
 
+/** The options of `spool worker`, as commander parses them. */
+type WorkerOptions = { pollMs: string; graceMs: string; leaseMs: string; concurrency: string; log?: 'json'; activityConcurrency?: string; serve?: boolean } & ServeFlags;
+
+/** `--poll-ms`, `--grace-ms`, `--lease-ms`, `--concurrency`, each checked against its range. */
+function workerNumbers(options: WorkerOptions): { pollMs: number; graceMs: number; leaseMs: number; concurrency: number } {
+  const pollMs = Number(options.pollMs);
+  if (!Number.isInteger(pollMs) || pollMs < 10 || pollMs > 60_000) throw new UsageError('--poll-ms must be an integer from 10 to 60000.');
+  const graceMs = Number(options.graceMs);
+  if (!Number.isInteger(graceMs) || graceMs < 0 || graceMs > 3_600_000) throw new UsageError('--grace-ms must be an integer from 0 to 3600000.');
+  const leaseMs = Number(options.leaseMs);
+  if (!Number.isInteger(leaseMs) || leaseMs < 1000 || leaseMs > 3_600_000) throw new UsageError('--lease-ms must be an integer from 1000 to 3600000.');
+  const concurrency = Number(options.concurrency);
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 1024) throw new UsageError('--concurrency must be an integer from 1 to 1024.');
+  return { pollMs, graceMs, leaseMs, concurrency };
+}
+
 /** `spool worker`: run activities, retries and timers until SIGINT/SIGTERM. */
 export function addWorkerCommand(program: Command, io: CliIO): void {
   addServeOptions(program
@@ -28,17 +44,10 @@ export function addWorkerCommand(program: Command, io: CliIO): void {
     .option('--concurrency <n>', 'activities this worker runs at once; the claims of one round, and outcomes that arrive together, share a disk sync', '8')
     .option('--activity-concurrency <limits>', 'attempts of an activity run at once by this worker, e.g. charge=2,ship=1 (the rest wait in the database)')
     .addOption(new Option('--log <format>', 'print structured logs instead: one JSON object per lifecycle event, sensitive fields redacted').choices(['json']))
-    .action(async (options: { pollMs: string; graceMs: string; leaseMs: string; concurrency: string; log?: 'json'; activityConcurrency?: string; serve?: boolean } & ServeFlags, command: Command) => {
+    .action(async (options: WorkerOptions, command: Command) => {
       const g = globals(command);
       if (options.serve) checkServeFlags(options);
-      const pollMs = Number(options.pollMs);
-      if (!Number.isInteger(pollMs) || pollMs < 10 || pollMs > 60_000) throw new UsageError('--poll-ms must be an integer from 10 to 60000.');
-      const graceMs = Number(options.graceMs);
-      if (!Number.isInteger(graceMs) || graceMs < 0 || graceMs > 3_600_000) throw new UsageError('--grace-ms must be an integer from 0 to 3600000.');
-      const leaseMs = Number(options.leaseMs);
-      if (!Number.isInteger(leaseMs) || leaseMs < 1000 || leaseMs > 3_600_000) throw new UsageError('--lease-ms must be an integer from 1000 to 3600000.');
-      const concurrency = Number(options.concurrency);
-      if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 1024) throw new UsageError('--concurrency must be an integer from 1 to 1024.');
+      const { pollMs, graceMs, leaseMs, concurrency } = workerNumbers(options);
       const logJson = options.log === 'json';
       const logLine = (entry: LogEntry, sensitive: ReadonlySet<string>) => io.stdout(`${JSON.stringify(redactKeys(entry, sensitive))}\n`);
       // Installed until the runtime has closed, so that a second signal during the grace period exits at once (signals.ts).
