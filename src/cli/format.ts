@@ -2,7 +2,7 @@
  * Plain-text rendering for the `spool` command: aligned tables, key/value blocks, state values
  * and timestamps. No colour, no terminal detection: the same text goes to a pipe and a terminal.
  */
-import { formatStateValue } from '../index.ts';
+import { formatStateValue, type Job } from '../index.ts';
 
 /** A state value for people: `processing`, `checkout.paying`, `{upload.done, scan.running}` for parallel states. */
 export function formatState(value: unknown): string {
@@ -55,4 +55,16 @@ export function formatBlock(value: unknown): string {
   if (value === undefined) return '-';
   const compact = JSON.stringify(value);
   return compact.length <= 72 ? compact : JSON.stringify(value, null, 2);
+}
+
+/** A message on one line; a stored message that is not text (written by an older Spool) as JSON. */
+export function oneLine(text: unknown): string {
+  return (typeof text === 'string' ? text : (JSON.stringify(text) ?? String(text))).replace(/\s*\n\s*/g, ' ').trim();
+}
+
+/** A job's status with its holds: `running, quarantined`, `done (final)`. */
+export function describeStatus(job: Job): string {
+  const base = job.final ? `${job.status} (final)` : job.status;
+  const held = [job.quarantine !== null ? 'quarantined' : '', job.suspended !== null ? 'suspended' : ''].filter(Boolean);
+  return held.length > 0 ? `${base}, ${held.join(', ')}` : base;
 }

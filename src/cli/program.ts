@@ -1,0 +1,114 @@
+/**
+ * The `spool` program: its global options and help, and every command group registered in the
+ * order `spool --help` lists them.
+ */
+import { readFileSync } from 'node:fs';
+import { Command, Option } from 'commander';
+import { MachineRegistry } from '../index.ts';
+import { sensitiveKeys } from '../views/redacted.ts';
+import { DEFAULT_MACHINES_MODULE, loadMachines } from './loadMachines.ts';
+import { addScheduleCommands } from './schedule.ts';
+import { addDoctorCommand } from './doctor.ts';
+import { addGraphCommand } from './graph.ts';
+import { addTailCommand } from './tail.ts';
+import { addServeCommand } from './serve.ts';
+import { globals, write, type CliIO } from './globals.ts';
+import { withRuntime } from './withRuntime.ts';
+import { addCancelCommand, addCompleteFailCommands, addPurgeCommand, addResumeCommand, addRetryCommand, addSendCommand, addStartCommand, addSuspendCommand } from './jobs.ts';
+import { addListCommand, addMachinesCommand, addShowCommand, addStatsCommand } from './reads.ts';
+import { addDemoCommand, addWorkerCommand } from './worker.ts';
+import { addTestCommand } from './pathTests.ts';
+
+/** `setExitCode`: a command that finished its output but failed (a test run with gaps) reports it here. */
+export function buildProgram(io: CliIO, setExitCode: (code: number) => void): Command {
+  const program = new Command('spool')
+    .description('Durable XState jobs on SQLite: start jobs, send them events, inspect their history.')
+    .version(readVersion(), '--version')
+    .option('--db <file>', 'SQLite database file', './spool.db')
+    .option('--machines <module>', 'a .ts or .js module exporting your machines (default: the bundled machines/index.ts)')
+    .option('--json', 'print one JSON document on stdout (errors: one JSON object on stderr)')
+    .option('--owner <id>', "tenant scope: see and start only this owner's jobs (another owner's job reads like a missing one)")
+    .option('--max-backlog <n>', 'refuse start and send (SPOOL_BACKPRESSURE, nothing written) while n events wait to be applied (default 100000)')
+    .addOption(
+      new Option('--synchronous <mode>', 'FULL: an acknowledged write survives power loss; NORMAL: faster, survives a crash of the process but not of the machine')
+        .choices(['FULL', 'NORMAL'])
+        .default('FULL'),
+    )
+    .exitOverride()
+    .configureOutput({
+      writeOut: (text) => io.stdout(text),
+      writeErr: (text) => io.stderr(text),
+      // Commander's own error text is reported by main(), as one line in Spool's format.
+      outputError: () => {},
+    })
+    .showSuggestionAfterError(true)
+    .addHelpText(
+      'after',
+      `
+Events are JSON ('{"type":"PROGRESS","percent":40}') or a bare event type (START).
+
+Examples:
+  spool demo
+  spool start job-lifecycle --input '{"name":"resize","items":2}' --id resize-1
+  spool send resize-1 START
+  spool show resize-1
+  spool list --state processing
+  spool --machines ./my-machines.ts machines`,
+    );
+
+  addStartCommand(program, io);
+  addSendCommand(program, io);
+  addShowCommand(program, io);
+  addListCommand(program, io);
+  addMachinesCommand(program, io);
+  addCancelCommand(program, io);
+  addCompleteFailCommands(program, io);
+  addRetryCommand(program, io);
+  addSuspendCommand(program, io);
+  addResumeCommand(program, io);
+  addPurgeCommand(program, io);
+  addStatsCommand(program, io);
+  addWorkerCommand(program, io);
+  addTestCommand(program, io, setExitCode);
+  addDemoCommand(program, io);
+  addModuleCommands(program, io, setExitCode);
+  return program;
+}
+
+/** The command groups defined with their own wiring: graph, tail, serve, schedule, doctor. */
+function addModuleCommands(program: Command, io: CliIO, setExitCode: (code: number) => void): void {
+  addGraphCommand(program, {
+    registry: async (command) => new MachineRegistry((await loadMachines(globals(command).machines ?? DEFAULT_MACHINES_MODULE, io.cwd)).definitions),
+    withReadRuntime: (command, work) => withRuntime(globals(command), io, { create: false, mode: 'read' }, (runtime) => work(runtime)),
+    stdout: (text) => io.stdout(text),
+  });
+
+  addTailCommand(program, {
+    withReadRuntime: (command, work) => withRuntime(globals(command), io, { create: false, mode: 'read' }, (runtime) => work(runtime)),
+    json: (command) => globals(command).json === true,
+    stdout: (text) => io.stdout(text),
+    stderr: (text) => io.stderr(text),
+  });
+
+  addServeCommand(program, {
+    withRuntime: (command, work) => withRuntime(globals(command), io, { create: true }, (runtime) => work(runtime)),
+    print: (command, json, human) => io.stdout(globals(command).json ? `${JSON.stringify(json)}\n` : `${human}\n`),
+    stderr: (text) => io.stderr(text),
+  });
+
+  addScheduleCommands(program, {
+    withRuntime: (command, create, work) => withRuntime(globals(command), io, { create }, (runtime) => work(runtime, globals(command).json === true)),
+    write: (command, json, human) => write(io, globals(command), json, human),
+    sensitiveKeys,
+  });
+  addDoctorCommand(program, { stdout: io.stdout, cwd: io.cwd, setExitCode });
+}
+
+function readVersion(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
+    return typeof pkg.version === 'string' ? pkg.version : '0.0.0';
+  } catch {
+    return '0.0.0';
+  }
+}

@@ -1,0 +1,153 @@
+/**
+ * `spool show` as text: the job, then its history, pending events, activities, failed attempts,
+ * timers, assets and notes.
+ */
+import type { JobDetails } from '../index.ts';
+import { describeStatus, formatBlock, formatJson, formatState, formatTime, keyValues, oneLine, table } from './format.ts';
+
+/** `versionNote`: why what the job waits for is unknown here; `historyRows`: the latest rows to print. */
+export function formatShow(details: JobDetails, versionNote?: string, historyRows = Number.POSITIVE_INFINITY): string {
+  const sections = [keyValues(jobPairs(details, versionNote))];
+  pushHistory(sections, details, historyRows);
+  pushPending(sections, details);
+  pushActivities(sections, details);
+  pushAttempts(sections, details);
+  if (details.timers.length > 0) {
+    sections.push(
+      `timers:\n${table(
+        ['EVENT', 'KIND', 'DUE', 'STATUS'],
+        details.timers.map((t) => [String((t.event as { type?: unknown } | null)?.type ?? '-'), t.kind, formatTime(t.dueAt), t.status]),
+      )}`,
+    );
+  }
+  if (details.assets.length > 0) {
+    sections.push(
+      `assets:\n${table(
+        ['TYPE', 'URI', 'SIZE', 'ADDED'],
+        details.assets.map((a) => [a.type, a.uri, a.size === null ? '-' : String(a.size), formatTime(a.createdAt)]),
+      )}`,
+    );
+  }
+  if (details.notes.length > 0) {
+    sections.push(`notes:\n${table(['TIME', 'KIND', 'MESSAGE'], details.notes.map((n) => [formatTime(n.at), n.kind, oneLine(n.message)]))}`);
+  }
+  return sections.join('\n\n');
+}
+
+/** The job's own lines: machine, status, state, holds, what it waits for, input, context, output. */
+function jobPairs(details: JobDetails, versionNote: string | undefined): [string, string][] {
+  const { job } = details;
+  const pairs: [string, string][] = [
+    ['job', job.id],
+    ['machine', `${job.machineId}@${job.machineVersion}`],
+    ['status', describeStatus(job)],
+    ['state', formatState(job.value)],
+    ['revision', String(job.revision)],
+  ];
+  if (job.progress !== null) pairs.push(['progress', `${job.progress}%`]);
+  if (job.cancel !== null) {
+    const reason = job.cancel.reason === null ? '' : ` (${job.cancel.reason})`;
+    pairs.push(['cancel', `requested ${formatTime(job.cancel.requestedAt)}${reason}: ${job.cancel.completed ? 'cancelled' : 'not cancelled yet'}`]);
+  }
+  if (job.quarantine !== null) pairs.push(['quarantine', job.quarantine]);
+  if (job.suspended !== null) {
+    pairs.push(['suspended', `since ${formatTime(job.suspended.at)}${job.suspended.reason ? ` (${job.suspended.reason})` : ''}: events stay pending, timers and activities wait (\`spool resume ${job.id}\`)`]);
+  }
+  if (job.lease !== null) pairs.push(['lease', `held by ${job.lease.owner} (fence ${job.lease.fence}) until ${formatTime(job.lease.until)}`]);
+  if (versionNote !== undefined) pairs.push(['version', versionNote]);
+  else if (!job.final) pairs.push(['waiting for', details.waitingFor.length > 0 ? details.waitingFor.join(', ') : 'no event']);
+  if (details.stuck) pairs.push(['stuck', 'yes: no pending event, timer or activity, and no event but a cancel moves it (`spool retry`, `spool send`, `spool cancel`)']);
+  if (job.idempotencyKey !== null) pairs.push(['idempotency', job.idempotencyKey]);
+  pairs.push(
+    ['created', formatTime(job.createdAt)],
+    ['updated', formatTime(job.updatedAt)],
+    ['input', formatBlock(job.input)],
+    ['context', formatBlock(job.context)],
+  );
+  if (job.output !== undefined) pairs.push(['output', formatBlock(job.output)]);
+  return pairs;
+}
+
+/** The history table, its latest `historyRows` rows. */
+function pushHistory(sections: string[], details: JobDetails, historyRows: number): void {
+  // The latest rows; a long-lived job's whole history is in --json.
+  const history = details.history.length > historyRows ? details.history.slice(details.history.length - historyRows) : details.history;
+  const earlier = details.history.length - history.length;
+  const withErrors = history.some((h) => h.error !== null);
+  // Which runner committed each revision, under which lease fence (the audit trail of leases).
+  const withRunners = history.some((h) => h.runner !== null);
+  sections.push(
+    `history${earlier > 0 ? ` (the latest ${history.length}; ${earlier} earlier, see --history all)` : ''}:\n${table(
+      ['REV', 'EVENT', 'OUTCOME', 'FROM -> TO', 'TIME', ...(withRunners ? ['RUNNER (FENCE)'] : []), ...(withErrors ? ['ERROR'] : [])],
+      history.map((h) => [
+        String(h.revision),
+        h.eventType,
+        h.outcome,
+        `${h.from === null ? '-' : formatState(h.from)} -> ${formatState(h.to)}`,
+        formatTime(h.at),
+        ...(withRunners ? [h.runner === null ? '-' : `${h.runner} (${h.fence ?? '-'})`] : []),
+        ...(withErrors ? [h.error ? `${h.error.name}: ${oneLine(h.error.message)}` : ''] : []),
+      ]),
+    )}`,
+  );
+}
+
+/** The pending events, or "none". */
+function pushPending(sections: string[], details: JobDetails): void {
+  const pending = details.events.filter((e) => e.status === 'pending');
+  sections.push(
+    pending.length === 0
+      ? 'pending events: none'
+      : `pending events (accepted, not yet applied):\n${table(
+          ['SEQ', 'EVENT ID', 'TYPE', 'ACCEPTED'],
+          pending.map((e) => [String(e.seq), e.eventId, e.type, formatTime(e.acceptedAt)]),
+        )}`,
+  );
+}
+
+/** The activities table (with what runs them and how a token settles one), when there are any. */
+function pushActivities(sections: string[], details: JobDetails): void {
+  if (details.effects.length > 0) {
+    const waitingForWorker = details.effects.some((e) => e.active && ['pending', 'backoff', 'running'].includes(e.status));
+    sections.push(
+      `activities:\n${table(
+        ['SRC', 'STATUS', 'ATTEMPTS', 'NEXT RUN', 'RESULT'],
+        details.effects.map((e) => [
+          e.src,
+          e.active ? e.status : `${e.status} (state left)`,
+          // A child job is not an attempt of anything: its own show has its history.
+          e.kind === 'child' ? '-' : `${e.attempt}/${e.maxAttempts}${e.unsafe ? ' unsafe' : ''}`,
+          formatTime(e.nextRunAt),
+          e.error
+            ? `${e.error.code ?? e.error.name}: ${oneLine(e.error.message)}`
+            : e.token !== null
+              ? `token ${e.token}`
+              : e.kind === 'child'
+                ? `child job ${e.id}${e.output === null ? '' : ` -> ${formatJson(e.output)}`}`
+                : e.output === null
+                  ? ''
+                  : formatJson(e.output),
+        ]),
+      )}${waitingForWorker ? '\n(activities and timers run in a worker process, see runWorker; spool commands only record them)' : ''}${
+        details.effects.some((e) => e.token !== null) ? "\n(an activity waiting on a token: `spool complete <token> '<output json>'` or `spool fail <token>` settles it)" : ''
+      }`,
+    );
+  }
+}
+
+/** The attempts that failed or were interrupted, when there are any. */
+function pushAttempts(sections: string[], details: JobDetails): void {
+  // Failed and interrupted ones: an interrupted attempt (its runner died or stopped) has no error of its own.
+  const failedAttempts = details.attempts.filter((a) => a.error !== null || a.outcome === 'interrupted');
+  if (failedAttempts.length > 0) {
+    const srcOf = new Map(details.effects.map((e) => [e.id, e.src]));
+    const why = (a: (typeof failedAttempts)[number]) =>
+      a.error ? `${a.error.code ?? a.error.name}: ${oneLine(a.error.message)}` : `its runner ${a.runner ?? '?'} stopped or died before it finished; taken over`;
+    sections.push(
+      `attempts that failed or were interrupted:\n${table(
+        ['ACTIVITY', 'ATTEMPT', 'OUTCOME', 'STARTED', 'ERROR'],
+        failedAttempts.map((a) => [srcOf.get(a.effectId) ?? a.effectId, String(a.attempt), a.outcome, formatTime(a.startedAt), why(a)]),
+      )}`,
+    );
+  }
+}
