@@ -1,8 +1,8 @@
 import { uuidv7 } from './ids.ts';
+import { readHistoryFeed, type HistoryFeedOptions } from './historyFeed.ts';
 import { systemClock, type Clock } from '../ports/clock.ts';
 import type {
   FeedPage,
-  TransitionOutcome,
   EffectRecord,
   InboxRecord,
   
@@ -17,7 +17,6 @@ import {
   JobNotFinishedError,
   JobNotFoundError,
   JobTerminalError,
-  ValidationError,
   toErrorInfo,
 } from './errors.ts';
 import { MachineRegistry } from './registry.ts';
@@ -692,13 +691,8 @@ export class Runtime {
    * stream of `spool serve` pages through. Pass the page's `next` back to read on. Needs a store
    * with `historySince` (SQLite, memory).
    */
-  async historySince(after: number, filter: { limit?: number; machineId?: string; jobId?: string; outcomes?: TransitionOutcome[] } = {}): Promise<FeedPage> {
+  async historySince(after: number, filter: HistoryFeedOptions = {}): Promise<FeedPage> {
     this.#assertOpen();
-    const { limit = 100, ...rest } = requireOptions(filter, 'historySince', ['limit', 'machineId', 'jobId', 'outcomes']);
-    if (!Number.isSafeInteger(after) || after < 0) throw new ValidationError('historySince: after must be a non-negative integer (a seq).');
-    if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000) throw new ValidationError('historySince: limit must be an integer from 1 to 1000.');
-    if (!this.store.historySince) throw new ValidationError(`historySince: the store ${this.store.description} keeps no global order of commits.`);
-    // A filter that matches little reads at most this many seqs per page.
-    return this.store.historySince(after, limit, limit * 100, { ...rest, owner: this.#owner });
+    return readHistoryFeed(this.store, this.#owner, after, filter);
   }
 }

@@ -1,0 +1,153 @@
+/**
+ * Activities and timers as stored: effects, attempts and their claims and finishes, the group-commit
+ * batch that carries them beside commits, timers, notes and assets. Part of the store port (store.ts).
+ */
+import type { CommitResult, CreateOutcome, ErrorInfo, JsonValue, MayBeDamaged, NewInboxEvent, NewJob, Outcome, TransitionCommit } from './jobs.ts';
+
+export type EffectStatus = 'pending' | 'running' | 'waiting' | 'backoff' | 'succeeded' | 'failed' | 'cancelled';
+
+/** One invocation of an activity: its idempotency key is `id`, stable across retries and restarts. */
+export interface EffectRecord extends MayBeDamaged {
+  id: string;
+  jobId: string;
+  /** The invoke id: outcomes come back as `xstate.done.actor.<actorId>` / `xstate.error.actor.<actorId>`. */
+  actorId: string;
+  src: string;
+  /** `activity`: a fromPromise run by a worker; `child`: a child job (its id is this effect's id). */
+  kind: 'activity' | 'child';
+  input: JsonValue;
+  status: EffectStatus;
+  /** True while the state that invoked it is current. */
+  active: boolean;
+  /** Attempts started so far. */
+  attempt: number;
+  maxAttempts: number;
+  /** Never re-run after a crash: the machine gets an indeterminate-outcome error instead. */
+  unsafe: boolean;
+  nextRunAt: number | null;
+  claimedBy: string | null;
+  claimExpiresAt: number | null;
+  token: string | null;
+  output: JsonValue | null;
+  error: ErrorInfo | null;
+  createdRevision: number;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export interface NewEffect {
+  id: string;
+  jobId: string;
+  actorId: string;
+  src: string;
+  /** Default `activity`. A `child` effect starts as `waiting` at attempt 1: its child job runs it. */
+  kind?: 'activity' | 'child';
+  input: JsonValue;
+  maxAttempts: number;
+  unsafe: boolean;
+  createdRevision: number;
+  at: number;
+}
+
+export type AttemptOutcome = 'running' | 'succeeded' | 'failed' | 'waiting' | 'interrupted' | 'stale';
+
+export interface AttemptRecord extends MayBeDamaged {
+  effectId: string;
+  attempt: number;
+  runner: string | null;
+  startedAt: number;
+  endedAt: number | null;
+  outcome: AttemptOutcome;
+  error: ErrorInfo | null;
+}
+
+/** An effect claimed for its next attempt, with the fence of its job's lease the runner now holds. */
+export type ClaimedEffect = EffectRecord & { leaseFence: number };
+
+/** One claim of a write batch: the arguments of `claimEffect`. */
+export interface EffectClaim {
+  id: string;
+  runner: string;
+  now: number;
+  claimUntil: number;
+  takeOver?: string | undefined;
+  fence?: number | null | undefined;
+}
+
+/** One attempt outcome of a write batch: the arguments of `finishAttempt`. */
+export interface AttemptFinish {
+  id: string;
+  attempt: number;
+  result: AttemptResult;
+  at: number;
+  lease?: { runner: string; fence: number } | undefined;
+}
+
+/** What `finishAttempt` recorded: the outcome (`current`), a stale attempt, or nothing but a stale attempt because the job's lease was taken. */
+export type FinishStatus = 'current' | 'stale' | 'lease-lost';
+
+/**
+ * A group-commit batch: writes of many jobs that share one transaction and one disk sync. Each
+ * is checked and fails on its own; the order within the transaction is creates, commits,
+ * finishes, claims.
+ */
+export interface WriteBatch {
+  creates?: readonly NewJob[];
+  commits?: readonly TransitionCommit[];
+  finishes?: readonly AttemptFinish[];
+  claims?: readonly EffectClaim[];
+}
+
+/** The results of a {@link WriteBatch}, in the order of its lists. */
+export interface WriteBatchResult {
+  creates: CreateOutcome[];
+  commits: CommitResult[];
+  finishes: Outcome<FinishStatus>[];
+  claims: Outcome<ClaimedEffect | undefined>[];
+}
+
+/** How an attempt ended, as recorded by `finishAttempt`. */
+export type AttemptResult =
+  | { kind: 'succeeded'; output: JsonValue; event: NewInboxEvent }
+  /** `retryAt` set: another attempt is due then; null: the error goes to the machine as `event`. */
+  | { kind: 'failed'; error: ErrorInfo; retryAt: number | null; event: NewInboxEvent | null }
+  | { kind: 'waiting'; token: string };
+
+export type TimerKind = 'after' | 'raise' | 'sendTo';
+export type TimerStatus = 'scheduled' | 'fired' | 'delivered' | 'cancelled';
+
+/** A durable timer: an event due at an absolute time. */
+export interface TimerRecord extends MayBeDamaged {
+  id: string;
+  jobId: string;
+  key: string;
+  kind: TimerKind;
+  event: JsonValue;
+  dueAt: number;
+  status: TimerStatus;
+  createdRevision: number;
+  createdAt: number;
+}
+
+export type NewTimer = Omit<TimerRecord, 'status' | 'damaged'>;
+
+export interface NoteRecord {
+  jobId: string;
+  kind: string;
+  message: string;
+  at: number;
+}
+
+/** An output linked to its job (a file, an upload, a report). */
+export interface AssetRecord extends MayBeDamaged {
+  jobId: string;
+  /** Unique per job: attaching the same key again (a retried attempt) is a no-op. */
+  key: string;
+  type: string;
+  uri: string;
+  size: number | null;
+  meta: JsonValue | null;
+  effectId: string | null;
+  attempt: number | null;
+  createdAt: number;
+}
