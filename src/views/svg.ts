@@ -24,6 +24,7 @@ export interface SvgMarks {
 /** The diagram's own stylesheet, scoped to `.spool-diagram`; a page may override any of it. */
 export const DIAGRAM_CSS = `
 .spool-diagram { font-family: ui-sans-serif, system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; font-size: 12px; }
+.spool-diagram text { pointer-events: none; }
 .spool-diagram .state rect.box { fill: #ffffff; stroke: #cbd5e1; stroke-width: 1.2; transition: fill .25s, stroke .25s; }
 .spool-diagram .state text.label { fill: #0f172a; font-weight: 500; }
 .spool-diagram .state-compound > rect.box { fill: #f8fafc; }
