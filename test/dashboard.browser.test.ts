@@ -197,6 +197,43 @@ describe('the dashboard in Chromium', () => {
     await page.context().close();
   });
 
+  it('takes the token from the URL `spool serve` prints, keeps it in the tab and out of the address bar', async () => {
+    const own = res.track(await createServer({ runtime, port: 0 }));
+    expect(own.tokenGenerated).toBe(true);
+    expect(own.dashboardUrl).toBe(`${own.url}/#token=${encodeURIComponent(own.token)}`);
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(own.dashboardUrl);
+    await page.waitForSelector('.token-button.unlocked');
+    expect(page.url()).toBe(`${own.url}/`);
+    expect(await page.evaluate('sessionStorage.getItem("spool.token")')).toBe(own.token);
+    await context.close();
+    await own.close();
+  });
+
+  it('serves its own scripts and styles, under a policy that allows no other origin', async () => {
+    const page = await fetch(`${server.url}/jobs/anything`);
+    expect(page.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(page.headers.get('content-security-policy')).toContain("script-src 'self'");
+    const html = await page.text();
+    const assets = [...html.matchAll(/<(?:script|link)\b[^>]*\b(?:src|href)="([^"]+)"/g)].map((m) => m[1]!);
+    expect(assets.length).toBeGreaterThanOrEqual(3);
+    for (const path of assets) {
+      expect(path.startsWith('/dashboard/')).toBe(true);
+      expect((await fetch(`${server.url}${path}`)).status).toBe(200);
+    }
+    expect((await fetch(`${server.url}/dashboard/app.js`)).headers.get('content-type')).toMatch(/^text\/javascript/);
+    const missing = await fetch(`${server.url}/dashboard/nope.js`);
+    expect([missing.status, ((await missing.json()) as any).error.code]).toEqual([404, 'SPOOL_ROUTE_NOT_FOUND']);
+    expect((await fetch(`${server.url}/dashboard/..%2Fdashboard.ts`)).status).toBe(404);
+    const svg = await fetch(`${server.url}/api/machines/fulfilment/diagram`);
+    expect(svg.headers.get('content-type')).toMatch(/^image\/svg\+xml/);
+    expect(await svg.text()).toContain('data-state="fulfilment.open.payment"');
+    expect(((await (await fetch(`${server.url}/api/machines/nope/diagram`)).json()) as any).error.code).toBe('SPOOL_UNKNOWN_MACHINE');
+    expect(((await (await fetch(`${server.url}/api/jobs/nope/marks`)).json()) as any).error.code).toBe('SPOOL_NOT_FOUND');
+    expect(await api('GET', '/api/jobs/order-1/marks')).toMatchObject({ machineId: 'fulfilment', version: '1', active: expect.arrayContaining(['fulfilment.open.payment.unpaid']), taken: [] });
+  });
+
   it("draws a machine's diagram with the count of jobs in each state", async () => {
     const page = await open('/machines/fulfilment');
     await page.waitForSelector('#machine-diagram .count[data-state="fulfilment.open"]');

@@ -153,7 +153,7 @@ function drawTimeline(el, history) {
 
 function activities(effects, attempts) {
   if (effects.length === 0) return card('Activities', empty('No activities.'));
-  return card('Activities', h('table', { class: 'compact' },
+  return h('div', { class: 'wide' }, card('Activities', h('div', { class: 'table-wrap' }, h('table', { class: 'compact' },
     h('thead', {}, h('tr', {}, ['Activity', 'Status', 'Attempts', 'Next run', 'Last error'].map((t) => h('th', {}, t)))),
     h('tbody', {}, effects.map((e) => [
       h('tr', { dataset: { effect: e.id } },
@@ -168,7 +168,7 @@ function activities(effects, attempts) {
         h('td', { class: 'muted small' }, a.runner ?? ''),
         h('td', {}, ago(a.startedAt)),
         h('td', {}, a.error ? h('span', { class: 'error-text' }, a.error.message) : a.endedAt ? `${a.endedAt - a.startedAt} ms` : 'running'))),
-    ]))));
+    ]))))));
 }
 
 function timersCard(timers) {
