@@ -116,6 +116,27 @@ describe('the dashboard in Chromium', () => {
     await page.context().close();
   });
 
+  it('rides out a server restart: the page says it is reconnecting, keeps what it showed, then catches up', async () => {
+    await runtime.start('job-lifecycle', { name: 'restart' }, { jobId: 'restart-1' });
+    let own = res.track(await createServer({ runtime, port: 0, token: TOKEN }));
+    const port = Number(new URL(own.url).port);
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(`${own.url}/jobs/restart-1`);
+    await page.waitForSelector('.live[data-stream="live"]');
+    await page.waitForSelector(current('job-lifecycle.queued'));
+    await own.close();
+    await page.waitForSelector('.live[data-stream="reconnecting"]');
+    await runtime.send('restart-1', { type: 'START' });
+    await page.waitForSelector('.problem:not([hidden])');
+    expect(await page.locator(current('job-lifecycle.queued')).count()).toBe(1);
+    own = res.track(await createServer({ runtime, port, token: TOKEN }));
+    await page.waitForSelector(current('job-lifecycle.processing'));
+    await page.waitForSelector('.live[data-stream="live"]');
+    await page.waitForSelector('.problem[hidden]', { state: 'attached' });
+    await context.close();
+  });
+
   it('sends events from the page, with a form built from the event schema', async () => {
     await runtime.start('job-lifecycle', { name: 'send' }, { jobId: 'send-1' });
     const page = await open('/jobs/send-1');

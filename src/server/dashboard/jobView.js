@@ -15,102 +15,107 @@ import { actionsPanel } from './jobActions.js';
 const OUTCOMES = ['started', 'applied', 'ignored', 'failed', 'migrated', 'stale'];
 
 export function renderJob(main, id) {
-  const head = h('header', { class: 'page-head job-head' });
-  const live = h('span', { class: 'live', dataset: { stream: 'connecting' } }, 'connecting');
-  const diagram = h('div', { class: 'diagram', id: 'job-diagram' }, empty('Drawing…'));
-  const timeline = h('ol', { class: 'timeline' });
-  const side = h('div', { class: 'side' });
-  const details = h('div', { class: 'details-grid' });
+  const view = {
+    head: h('header', { class: 'page-head job-head' }),
+    live: h('span', { class: 'live', dataset: { stream: 'connecting' } }, 'connecting'),
+    problem: h('p', { class: 'error-text problem', hidden: true }),
+    diagram: h('div', { class: 'diagram', id: 'job-diagram' }, empty('Drawing…')),
+    timeline: h('ol', { class: 'timeline' }),
+    side: h('div', { class: 'side' }),
+    details: h('div', { class: 'details-grid' }),
+  };
   fill(main,
     h('nav', { class: 'crumbs' }, link('/', 'Jobs'), ' / ', h('span', { class: 'mono' }, id)),
-    head,
+    view.head, view.problem,
     h('div', { class: 'job-grid' },
-      h('div', { class: 'job-main' }, card(h('span', {}, 'Statechart ', live), diagram), card('Timeline', timeline), details),
-      side));
+      h('div', { class: 'job-main' }, card(h('span', {}, 'Statechart ', view.live), view.diagram), card('Timeline', view.timeline), view.details),
+      view.side));
 
-  let stopped = false;
-  let source = null;
-  let svg = null;
-  let machine = null;
+  const page = { id, main, view, stopped: false, source: null, svg: null, machine: undefined, loaded: false };
   let running = false;
   let again = false;
-
-  async function load() {
-    const [d, history, effects, attempts, timers, assets, notes, marks] = await Promise.all(
-      ['', '/history', '/effects', '/attempts', '/timers', '/assets', '/notes', '/marks'].map((p) => get(`/api/jobs/${enc(id)}${p}`)));
-    if (stopped) return;
-    const job = d.job;
-    if (!machine) {
-      const m = await get(`/api/machines/${enc(job.machineId)}`).catch(() => null);
-      machine = m?.versions.find((v) => v.version === job.machineVersion) ?? null;
-    }
-    if (!svg) {
-      svg = await loadDiagram(diagram, `/api/jobs/${enc(id)}/diagram`).catch((error) => {
-        fill(diagram, h('p', { class: 'error-text' }, `No diagram: ${error.message}`));
-        return null;
-      });
-    }
-    if (svg) applyMarks(svg, marks);
-    drawHead(head, job, d.stuck);
-    drawTimeline(timeline, history.history);
-    fill(side, actionsPanel({ job, waitingFor: d.waitingFor, effects: effects.effects, machine, refresh }), card('Context', jsonBlock(job.context)), card('Input', jsonBlock(job.input)), job.output !== undefined ? card('Output', jsonBlock(job.output)) : null);
-    fill(details, activities(effects.effects, attempts.attempts), timersCard(timers.timers), assetsCard(assets.assets), notesCard(notes.notes));
-    main.dataset.revision = String(job.revision);
-    main.dataset.state = statePaths(job.value).join(' ');
-    if (!source && !job.final) stream(job.revision);
-    if (job.final && !source) setLive('final', 'final: no more events');
-  }
-
   /** Read everything again; calls while a read runs make one more read after it. */
-  async function refresh() {
-    if (running) {
-      again = true;
-      return;
-    }
+  const refresh = async () => {
+    if (running) return void (again = true);
     running = true;
     try {
       do {
         again = false;
-        await load();
-      } while (again && !stopped);
+        await load(page, refresh);
+        view.problem.hidden = true;
+      } while (again && !page.stopped);
     } catch (error) {
-      if (!stopped) fill(head, h('h1', {}, id), h('p', { class: 'error-text' }, error.status === 404 ? 'No such job.' : `Could not read the job: ${error.message}`));
+      if (page.stopped) return;
+      // Keep what was read last; say why it is not newer.
+      if (!page.loaded) fill(view.head, h('h1', { class: 'mono' }, id));
+      view.problem.hidden = false;
+      view.problem.textContent = error.status === 404 ? 'No such job.' : `Could not read the job (${error.message}); showing what was read last.`;
     } finally {
       running = false;
     }
-  }
-
-  function setLive(state, text) {
-    live.dataset.stream = state;
-    live.textContent = text;
-  }
-
-  function stream(after) {
-    source = new EventSource(`/api/jobs/${enc(id)}/stream?after=${after}`);
-    source.onopen = () => setLive('live', 'live');
-    source.onerror = () => {
-      if (source.readyState === EventSource.CLOSED) setLive('closed', 'stream closed');
-      else setLive('reconnecting', 'reconnecting…');
-      void refresh();
-    };
-    for (const type of OUTCOMES) {
-      source.addEventListener(type, (event) => {
-        setLive('live', 'live');
-        const data = JSON.parse(event.data);
-        if (data.final) {
-          source.close();
-          setLive('final', 'final: stream closed');
-        }
-        void refresh();
-      });
-    }
-  }
-
+  };
   void refresh();
   return () => {
-    stopped = true;
-    source?.close();
+    page.stopped = true;
+    page.source?.close();
   };
+}
+
+/** Read the job's records and draw them; open the stream once, if the job can still move. */
+async function load(page, refresh) {
+  const { id, view } = page;
+  const [d, history, effects, attempts, timers, assets, notes, marks] = await Promise.all(
+    ['', '/history', '/effects', '/attempts', '/timers', '/assets', '/notes', '/marks'].map((p) => get(`/api/jobs/${enc(id)}${p}`)));
+  if (page.stopped) return;
+  const job = d.job;
+  if (page.machine === undefined) {
+    const m = await get(`/api/machines/${enc(job.machineId)}`).catch(() => null);
+    page.machine = m?.versions.find((v) => v.version === job.machineVersion) ?? null;
+  }
+  page.svg ??= await loadDiagram(view.diagram, `/api/jobs/${enc(id)}/diagram`).catch((error) => {
+    fill(view.diagram, h('p', { class: 'error-text' }, `No diagram: ${error.message}`));
+    return null;
+  });
+  if (page.svg) applyMarks(page.svg, marks);
+  drawHead(view.head, job, d.stuck);
+  drawTimeline(view.timeline, history.history);
+  fill(view.side, actionsPanel({ job, waitingFor: d.waitingFor, effects: effects.effects, machine: page.machine, refresh }), card('Context', jsonBlock(job.context)), card('Input', jsonBlock(job.input)), job.output !== undefined ? card('Output', jsonBlock(job.output)) : null);
+  fill(view.details, activities(effects.effects, attempts.attempts), timersCard(timers.timers), assetsCard(assets.assets), notesCard(notes.notes));
+  page.main.dataset.revision = String(job.revision);
+  page.loaded = true;
+  if (!page.source && !job.final) page.source = stream(id, job.revision, view.live, refresh);
+  if (!page.source && job.final) setLive(view.live, 'final', 'final: no more events');
+}
+
+function setLive(el, state, text) {
+  el.dataset.stream = state;
+  el.textContent = text;
+}
+
+/**
+ * The job's event stream after `after`: each commit makes the page read again. The browser
+ * reconnects a dropped stream by itself with Last-Event-ID (the server asks for 1 s); the page
+ * reads again then too. After the job's final commit the stream is closed here.
+ */
+function stream(id, after, live, refresh) {
+  const source = new EventSource(`/api/jobs/${enc(id)}/stream?after=${after}`);
+  source.onopen = () => setLive(live, 'live', 'live');
+  source.onerror = () => {
+    if (source.readyState === EventSource.CLOSED) setLive(live, 'closed', 'stream closed');
+    else setLive(live, 'reconnecting', 'reconnecting…');
+    void refresh();
+  };
+  for (const type of OUTCOMES) {
+    source.addEventListener(type, (event) => {
+      setLive(live, 'live', 'live');
+      if (JSON.parse(event.data).final) {
+        source.close();
+        setLive(live, 'final', 'final: stream closed');
+      }
+      void refresh();
+    });
+  }
+  return source;
 }
 
 function drawHead(el, job, stuck) {
