@@ -1,9 +1,10 @@
 /**
  * The HTTP API of `spool serve`, as a Hono app over a runtime's public API: machines, jobs and
  * their records, the writes (start, send, cancel, retry, suspend, resume, settling a token),
- * stats, the event streams (sse.ts), the diagrams (diagrams.ts) and the dashboard at `/` (dashboard.ts). Every refusal is `{ error: { code, ... } }` (errors.ts),
- * decided before anything is written: the token first (auth.ts), then the body (size, JSON,
- * shape), then the runtime's own checks.
+ * stats, the event streams (sse.ts), the diagrams (diagrams.ts) and the dashboard at `/`
+ * (dashboard.ts). Every refusal is `{ error: { code, ... } }` (errors.ts), decided before
+ * anything is written: the token first (auth.ts), then the body (size, JSON, shape), then the
+ * runtime's own checks.
  */
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';

@@ -36,10 +36,18 @@ async function request(method, path, body) {
     if (t) headers.authorization = `Bearer ${t}`;
   }
   const response = await fetch(path, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
-  const text = await response.text();
-  const parsed = text === '' ? null : JSON.parse(text);
+  const parsed = readJson(await response.text());
   if (!response.ok) throw new ApiError(response.status, parsed);
   return parsed;
+}
+
+/** A body as JSON; null when empty or not JSON (a proxy's error page, say). */
+function readJson(text) {
+  try {
+    return text === '' ? null : JSON.parse(text);
+  } catch {
+    return null;
+  }
 }
 
 export const get = (path) => request('GET', path);
@@ -49,7 +57,7 @@ export const post = (path, body = {}) => request('POST', path, body);
 export async function svg(path) {
   const response = await fetch(path);
   const text = await response.text();
-  if (!response.ok) throw new ApiError(response.status, JSON.parse(text));
+  if (!response.ok) throw new ApiError(response.status, readJson(text));
   return text;
 }
 

@@ -4,6 +4,7 @@
 
 import { adoptTokenFromLocation, enc, get, setToken, token } from './api.js';
 import { fill, h } from './dom.js';
+import { ROUTE_EVENT, askToken, navigate, tokenButton } from './shell.js';
 import { renderJobs } from './jobsView.js';
 import { renderJob } from './jobView.js';
 import { renderMachine } from './machinePage.js';
@@ -26,35 +27,6 @@ function route() {
 function markNav() {
   const path = location.pathname;
   for (const a of document.querySelectorAll('nav a')) a.classList.toggle('active', a.getAttribute('href') === path || (a.dataset.nav === 'jobs' && (path === '/' || path.startsWith('/jobs/'))));
-}
-
-/** Go to a page of the dashboard without reloading. */
-export function navigate(href) {
-  history.pushState(null, '', href);
-  route();
-}
-
-function tokenButton() {
-  const button = document.getElementById('token-button');
-  const has = token() !== null;
-  button.className = `token-button ${has ? 'unlocked' : 'locked'}`;
-  fill(button, h('span', { class: 'dot' }), has ? 'Writes enabled' : 'Read-only: set token');
-  button.title = has ? 'This tab holds the write token. Click to forget it.' : 'Actions need the server token.';
-}
-
-/** Ask for the token (resolves true once one is kept). */
-export function askToken() {
-  const dialog = document.getElementById('token-dialog');
-  const input = document.getElementById('token-input');
-  input.value = '';
-  dialog.showModal();
-  return new Promise((resolve) => {
-    dialog.addEventListener('close', () => {
-      if (dialog.returnValue === 'ok' && input.value.trim() !== '') setToken(input.value.trim());
-      tokenButton();
-      resolve(token() !== null);
-    }, { once: true });
-  });
 }
 
 async function sidebar() {
@@ -85,5 +57,6 @@ document.addEventListener('click', (event) => {
   navigate(a.getAttribute('href'));
 });
 addEventListener('popstate', route);
+addEventListener(ROUTE_EVENT, route);
 route();
 void sidebar();

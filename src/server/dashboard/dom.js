@@ -45,8 +45,7 @@ function hue(text) {
 }
 
 export function stateChip(path) {
-  const top = path.split('.')[0];
-  return h('span', { class: 'chip state-chip', style: `--hue:${hue(top)}`, title: path }, path);
+  return h('span', { class: 'chip state-chip', style: `--hue:${hue(path)}`, title: path }, path);
 }
 
 export function stateChips(value) {
@@ -106,4 +105,24 @@ export function toast(message, kind = 'ok') {
 
 export function link(href, ...children) {
   return h('a', { href, 'data-link': true }, ...children);
+}
+
+/** Run `work` after `ms`, or once the tab is visible again if it is hidden then; `cancel()` stops it. */
+export function whenVisible(work, ms) {
+  let id = 0;
+  const onVisible = () => {
+    if (document.visibilityState !== 'visible') return;
+    document.removeEventListener('visibilitychange', onVisible);
+    void work();
+  };
+  id = setTimeout(() => {
+    if (document.visibilityState === 'visible') void work();
+    else document.addEventListener('visibilitychange', onVisible);
+  }, ms);
+  return {
+    cancel() {
+      clearTimeout(id);
+      document.removeEventListener('visibilitychange', onVisible);
+    },
+  };
 }

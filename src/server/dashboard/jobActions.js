@@ -3,7 +3,7 @@
 // settle an activity waiting for its token. Every write asks for the token first if this tab has none.
 
 import { ApiError, enc, post, setToken, token } from './api.js';
-import { askToken, navigate } from './app.js';
+import { askToken, navigate } from './shell.js';
 import { card, empty, h, toast } from './dom.js';
 import { hasFields, schemaForm } from './schemaForm.js';
 

@@ -2,7 +2,7 @@
 // It reads again every few seconds while the tab is visible.
 
 import { enc, get } from './api.js';
-import { ago, card, empty, fill, flagChips, h, link, progressBar, stateChip, stateChips, statePaths, statusChip } from './dom.js';
+import { ago, card, whenVisible, empty, fill, flagChips, h, link, progressBar, stateChip, stateChips, statePaths, statusChip } from './dom.js';
 
 const STATUSES = ['active', 'done', 'error', 'stopped'];
 const FLAGS = { stuck: 'stuck', suspended: 'suspended', quarantined: 'quarantined', exhausted: 'exhausted', cancelRequested: 'cancel requested' };
@@ -24,9 +24,9 @@ export function renderJobs(main, params) {
   fill(main, h('header', { class: 'page-head' }, h('h1', {}, 'Jobs'), h('span', { class: 'muted live-note' }, 'refreshes every few seconds')), summary, machines, card('Jobs', controls, table, pager));
 
   let stopped = false;
-  let timer;
+  let timer = {};
   async function refresh() {
-    clearTimeout(timer);
+    timer.cancel?.();
     try {
       const [stats, page] = await Promise.all([get('/api/stats'), get(`/api/jobs?${query(filter, cursors.at(-1))}`)]);
       if (stopped) return;
@@ -37,12 +37,12 @@ export function renderJobs(main, params) {
     } catch (error) {
       fill(table, h('p', { class: 'error-text' }, `Could not read jobs: ${error.message}`));
     }
-    if (!stopped) timer = setTimeout(() => (document.visibilityState === 'visible' ? refresh() : (timer = setTimeout(refresh, REFRESH_MS))), REFRESH_MS);
+    if (!stopped) timer = whenVisible(refresh, REFRESH_MS);
   }
   void refresh();
   return () => {
     stopped = true;
-    clearTimeout(timer);
+    timer.cancel?.();
   };
 }
 

@@ -2,9 +2,9 @@
 // few seconds), its events and their fields, and a form that starts a job from its input schema.
 
 import { enc, get, post, token } from './api.js';
-import { askToken, navigate } from './app.js';
+import { askToken, navigate } from './shell.js';
 import { loadDiagram } from './diagram.js';
-import { card, empty, fill, h, link, toast } from './dom.js';
+import { card, empty, fill, h, link, toast, whenVisible } from './dom.js';
 import { schemaForm } from './schemaForm.js';
 
 const REFRESH_MS = 5000;
@@ -16,11 +16,11 @@ export function renderMachine(main, machineId) {
   fill(main, h('nav', { class: 'crumbs' }, link('/', 'Jobs'), ' / ', machineId), head,
     h('div', { class: 'job-grid' }, h('div', { class: 'job-main' }, card('Jobs in each state', h('p', { class: 'muted small' }, 'Click a state to list its jobs.'), diagram)), side));
   let stopped = false;
-  let timer;
+  let timer = {};
   let version;
 
   const draw = async () => {
-    clearTimeout(timer);
+    timer.cancel?.();
     try {
       await loadDiagram(diagram, `/api/machines/${enc(machineId)}/diagram?counts=true&version=${enc(version)}`, (stateId) => {
         const path = stateId.startsWith(`${machineId}.`) ? stateId.slice(machineId.length + 1) : stateId;
@@ -29,7 +29,7 @@ export function renderMachine(main, machineId) {
     } catch (error) {
       fill(diagram, h('p', { class: 'error-text' }, error.message));
     }
-    if (!stopped) timer = setTimeout(draw, REFRESH_MS);
+    if (!stopped) timer = whenVisible(draw, REFRESH_MS);
   };
 
   get(`/api/machines/${enc(machineId)}`).then(({ versions }) => {
@@ -45,7 +45,7 @@ export function renderMachine(main, machineId) {
 
   return () => {
     stopped = true;
-    clearTimeout(timer);
+    timer.cancel?.();
   };
 }
 
