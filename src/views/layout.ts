@@ -91,6 +91,9 @@ type ElkConstructor = new (args?: ELKConstructorArguments) => ELK;
 const loaded = elkModule as unknown as ElkConstructor & { default?: ElkConstructor };
 const elk = new (loaded.default ?? loaded)();
 
+/** Markers (an initial dot, "any state") go in the first layer of their box: where reading starts. */
+const FIRST = { 'elk.layered.layering.layerConstraint': 'FIRST' };
+
 /**
  * Lay out a machine version: every state a box (its children inside it), an initial dot in each
  * compound state, an "any state" marker for the machine's own transitions, every transition routed.
@@ -167,7 +170,7 @@ function initialMarker(
   labels.set(id, '');
   parents.set(id, parent);
   edges.push({ source: id, event: '', target: initial.id, initial: true, label: '' });
-  return { id, width: MARKER, height: MARKER };
+  return { id, width: MARKER, height: MARKER, layoutOptions: FIRST };
 }
 
 function boxWidth(label: string): number {
