@@ -100,49 +100,58 @@ const FIRST = { 'elk.layered.layering.layerConstraint': 'FIRST' };
  * Deterministic: the same view gives the same layout (callers may cache it per version).
  */
 export async function layoutMachine(view: MachineView): Promise<DiagramLayout> {
-  const kinds = new Map<string, LayoutNodeKind>();
-  const labels = new Map<string, string>();
-  const parents = new Map<string, string | null>();
-  const graph: ElkNode = { id: '__diagram', layoutOptions: ROOT_OPTIONS, children: [], edges: [] };
+  const meta: Meta = { kinds: new Map(), labels: new Map(), parents: new Map() };
   const edges: Omit<LayoutEdge, 'points' | 'labelBox'>[] = [];
-  const states = (node: StateView, parentKind: string, parentId: string | null): ElkNode => {
-    const kind = stateKind(node, parentKind);
-    kinds.set(node.id, kind);
-    labels.set(node.id, node.key);
-    parents.set(node.id, parentId);
+  const box = (node: StateView, parentType: string, parentId: string | null): ElkNode => {
+    note(meta, node.id, stateKind(node, parentType), node.key, parentId);
     if (node.states.length === 0) return { id: node.id, width: boxWidth(node.key), height: STATE_HEIGHT };
-    const children = node.states.map((s) => states(s, node.type, node.id));
-    const marker = initialMarker(node, kinds, labels, parents, edges);
+    const children = node.states.map((s) => box(s, node.type, node.id));
+    const marker = initialMarker(node, node.id, meta, edges);
     return { id: node.id, layoutOptions: { 'elk.padding': `[top=${HEADER},left=14,bottom=14,right=14]` }, children: marker ? [marker, ...children] : children };
   };
   const root = view.root;
-  graph.children = root.states.map((s) => states(s, root.type, null));
-  const rootMarker = initialMarker(root, kinds, labels, parents, edges, null);
-  if (rootMarker) graph.children.unshift(rootMarker);
+  const children = root.states.map((s) => box(s, root.type, null));
+  const rootMarker = initialMarker(root, null, meta, edges);
+  if (rootMarker) children.unshift(rootMarker);
   const anyId = `${root.id}#any`;
   const seen = new Set(edges.map((e) => edgeKey(e.source, e.event, e.target)));
   for (const e of allEdges(root)) {
     if (e.source === root.id && e.target === null) continue; // the machine's own actions: nothing to draw
     const target = e.target ?? e.source;
-    if (e.source === root.id && !kinds.has(anyId)) {
-      kinds.set(anyId, 'any');
-      labels.set(anyId, 'any state');
-      parents.set(anyId, null);
-      graph.children.unshift({ id: anyId, width: boxWidth('any state'), height: 26 });
-    }
     const key = edgeKey(e.source, e.event, target);
-    if (seen.has(key) || !kinds.has(target)) continue;
+    if (seen.has(key) || !meta.kinds.has(target)) continue;
     seen.add(key);
+    if (e.source === root.id && !meta.kinds.has(anyId)) {
+      note(meta, anyId, 'any', 'any state', null);
+      children.unshift({ id: anyId, width: boxWidth('any state'), height: 26, layoutOptions: FIRST });
+    }
     edges.push({ source: e.source, event: e.event, target, initial: false, label: eventLabel(e.event) });
   }
-  graph.edges = edges.map((e, i): ElkExtendedEdge => ({
-    id: `e${i}`,
-    sources: [e.source === root.id ? anyId : e.source],
-    targets: [e.target],
-    ...(e.initial ? {} : { labels: [{ id: `e${i}l`, text: e.label, width: Math.ceil(e.label.length * LABEL_CHAR_WIDTH) + 10, height: LABEL_HEIGHT }] }),
-  }));
-  const laid = await elk.layout(graph);
-  return collect(view, laid, edges, { kinds, labels, parents });
+  const graph: ElkNode = {
+    id: '__diagram',
+    layoutOptions: ROOT_OPTIONS,
+    children,
+    edges: edges.map((e, i): ElkExtendedEdge => ({
+      id: `e${i}`,
+      sources: [e.source === root.id ? anyId : e.source],
+      targets: [e.target],
+      ...(e.initial ? {} : { labels: [{ id: `e${i}l`, text: e.label, width: Math.ceil(e.label.length * LABEL_CHAR_WIDTH) + 10, height: LABEL_HEIGHT }] }),
+    })),
+  };
+  return collect(view, await elk.layout(graph), edges, meta);
+}
+
+/** What the layout knows of each box beside ELK's geometry. */
+interface Meta {
+  kinds: Map<string, LayoutNodeKind>;
+  labels: Map<string, string>;
+  parents: Map<string, string | null>;
+}
+
+function note(meta: Meta, id: string, kind: LayoutNodeKind, label: string, parent: string | null): void {
+  meta.kinds.set(id, kind);
+  meta.labels.set(id, label);
+  meta.parents.set(id, parent);
 }
 
 function stateKind(node: StateView, parentType: string): LayoutNodeKind {
@@ -154,21 +163,12 @@ function stateKind(node: StateView, parentType: string): LayoutNodeKind {
   return 'atomic';
 }
 
-/** The initial dot of a compound (not parallel) state and its arrow; none for a parallel state or one without an initial child. */
-function initialMarker(
-  node: StateView,
-  kinds: Map<string, LayoutNodeKind>,
-  labels: Map<string, string>,
-  parents: Map<string, string | null>,
-  edges: Omit<LayoutEdge, 'points' | 'labelBox'>[],
-  parent: string | null = node.id,
-): ElkNode | undefined {
+/** The initial dot of a compound (not parallel) state and its arrow, drawn in `parent`; none for a parallel state or one without an initial child. */
+function initialMarker(node: StateView, parent: string | null, meta: Meta, edges: Omit<LayoutEdge, 'points' | 'labelBox'>[]): ElkNode | undefined {
   const initial = node.type === 'parallel' ? undefined : node.states.find((s) => s.key === node.initial);
   if (!initial) return undefined;
   const id = `${node.id}#initial`;
-  kinds.set(id, 'initial');
-  labels.set(id, '');
-  parents.set(id, parent);
+  note(meta, id, 'initial', '', parent);
   edges.push({ source: id, event: '', target: initial.id, initial: true, label: '' });
   return { id, width: MARKER, height: MARKER, layoutOptions: FIRST };
 }
@@ -182,7 +182,7 @@ function collect(
   view: MachineView,
   laid: ElkNode,
   edges: Omit<LayoutEdge, 'points' | 'labelBox'>[],
-  meta: { kinds: Map<string, LayoutNodeKind>; labels: Map<string, string>; parents: Map<string, string | null> },
+  meta: Meta,
 ): DiagramLayout {
   const nodes: LayoutNode[] = [];
   const walk = (n: ElkNode): void => {
