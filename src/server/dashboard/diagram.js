@@ -11,7 +11,8 @@ export async function loadDiagram(container, path, onState) {
   const el = document.importNode(root, true);
   el.removeAttribute('width');
   el.removeAttribute('height');
-  el.style.maxWidth = `${root.getAttribute('width')}px`;
+  // Up to 1.4 times its drawn size where there is room: labels stay readable on a wide screen.
+  el.style.maxWidth = `${Number(root.getAttribute('width')) * 1.4}px`;
   container.replaceChildren(el);
   if (onState) {
     el.addEventListener('click', (event) => {

@@ -130,10 +130,12 @@ function drawHead(el, job, stuck) {
       job.quarantine ? h('span', { class: 'error-text' }, job.quarantine) : null));
 }
 
+/** An event type as the timeline shows it: the labels of views/graph.ts's eventLabel (the diagram's), and `start` for the first row. */
 function eventName(type) {
   if (type === 'xstate.init') return 'start';
   const after = /^xstate\.after\.([^.]+)\./.exec(type);
   if (after) return /^\d+$/.test(after[1]) ? `after ${after[1]}ms` : `after ${after[1]}`;
+  if (type.startsWith('xstate.done.state.')) return 'done';
   return type.replace(/^xstate\.done\.actor\./, 'done: ').replace(/^xstate\.error\.actor\./, 'error: ');
 }
 
