@@ -1,0 +1,160 @@
+/**
+ * The `inspect` runtime option: a real `@statelyai/inspect` WebSocket inspector, pointed at a
+ * local receiver, shows every job as an actor (registration, each event with its source, each
+ * committed snapshot), child jobs and activities as its children, and re-announces the active
+ * jobs after a restart. An observer that throws is logged and changes nothing.
+ */
+import { createWebSocketInspector } from '@statelyai/inspect';
+import type { InspectionEvent } from 'xstate';
+import { afterEach, describe, expect, it } from 'vitest';
+import { fromPromise, setup } from 'xstate';
+import { ValidationError, type LogEntry } from '../src/index.ts';
+import { VirtualClock } from '../src/testing/index.ts';
+import { Resources } from './helpers/resources.ts';
+import { startReceiver, statelyProblems, storyOf } from './helpers/inspectorReceiver.ts';
+
+const label = setup({
+  actors: { print: fromPromise(async () => ({ printed: true })) },
+}).createMachine({
+  id: 'label',
+  initial: 'printing',
+  states: {
+    printing: { invoke: { id: 'print', src: 'print', onDone: 'printed' } },
+    printed: { type: 'final' },
+  },
+});
+
+const ship = setup({
+  types: { context: {} as { boxes: number; card: string } },
+  actors: { pack: fromPromise(async () => ({ boxes: 2 })), label },
+}).createMachine({
+  id: 'ship',
+  context: { boxes: 0, card: '4111' },
+  initial: 'idle',
+  states: {
+    idle: { on: { GO: 'packing' } },
+    packing: { invoke: { id: 'pack', src: 'pack', onDone: 'cooling' } },
+    cooling: { after: { 1000: 'labelling' } },
+    labelling: { invoke: { id: 'label', src: 'label', onDone: 'shipped' } },
+    shipped: { type: 'final' },
+  },
+});
+const shipJob = { machine: ship, version: 1, sensitive: ['card'] };
+
+const res = new Resources();
+afterEach(() => res.dispose());
+
+describe('the inspect option', () => {
+  it('shows each job, its activities and child jobs to a Stately WebSocket inspector, after each commit, with sources', async () => {
+    const receiver = await startReceiver();
+    res.track({ close: () => receiver.close() });
+    const inspector = createWebSocketInspector({ url: receiver.url });
+    const clock = new VirtualClock();
+    const path = res.dbPath();
+    const runtime = await res.runtime({ store: await res.sqlite(path, { clock }), machines: [shipJob], clock, inspect: inspector.inspect });
+    await runtime.start('ship', {}, { jobId: 's1' });
+    await runtime.send('s1', { type: 'GO' });
+    await runtime.waitFor('s1', (j) => j.value === 'cooling');
+    clock.advance(1000);
+    await runtime.tick();
+    await runtime.waitFor('s1', (j) => j.final);
+    await runtime.idle();
+    const frames = await receiver.until((f) => f.some((x) => x.type === '@xstate.snapshot' && x.sessionId === 'spool:s1' && x.snapshot?.value === 'shipped'));
+    inspector.stop();
+
+    expect(statelyProblems(frames)).toEqual([]);
+    const story = storyOf(frames, 'spool:s1');
+    expect(story).toEqual([
+      'actor:s1',
+      'event:xstate.init<-outside',
+      'snapshot:"idle"',
+      'event:GO<-outside',
+      'snapshot:"packing"',
+      'event:xstate.done.actor.pack<-spool:s1~pack~r2',
+      'snapshot:"cooling"',
+      expect.stringMatching(/^event:xstate\.after\.1000\.ship\.cooling<-spool:s1$/),
+      'snapshot:"labelling"',
+      'event:xstate.done.actor.label<-spool:s1~label~r4',
+      'snapshot:"shipped"',
+    ]);
+    const actor = frames.find((f) => f.type === '@xstate.actor' && f.sessionId === 'spool:s1')!;
+    expect(actor.rootId).toBe('spool:s1');
+    expect(JSON.parse(actor.definition!)).toMatchObject({ id: 'ship', initial: 'idle', states: { cooling: { after: { 1000: 'labelling' } } } });
+    // Context is redacted as every client shows it.
+    expect(frames.filter((f) => f.sessionId === 'spool:s1' && f.snapshot).every((f) => (f.snapshot!.context as { card: string }).card === '[redacted]')).toBe(true);
+
+    // The activity is the job's invoked actor; the child job an actor of the same system.
+    expect(storyOf(frames, 'spool:s1~pack~r2')).toEqual(['actor:pack']);
+    expect(frames.find((f) => f.sessionId === 'spool:s1~pack~r2')).toMatchObject({ parentId: 'spool:s1', rootId: 'spool:s1' });
+    const child = 'spool:s1~label~r4';
+    expect(frames.find((f) => f.type === '@xstate.actor' && f.sessionId === child)).toMatchObject({ parentId: 'spool:s1', rootId: 'spool:s1' });
+    expect(storyOf(frames, child)).toEqual([
+      'actor:s1~label~r4',
+      'event:xstate.init<-spool:s1',
+      'snapshot:"printing"',
+      'event:xstate.done.actor.print<-spool:s1~label~r4~print~r1',
+      'snapshot:"printed"',
+    ]);
+    // Every snapshot comes after its commit: the snapshots of s1 are the history, in order.
+    const history = await runtime.history('s1');
+    const snapshots = frames.filter((f) => f.type === '@xstate.snapshot' && f.sessionId === 'spool:s1').map((f) => f.snapshot!.value);
+    expect(snapshots).toEqual(history.map((h) => h.to));
+  });
+
+  it('re-announces the active jobs on open, and not the ended ones', async () => {
+    const clock = new VirtualClock();
+    const path = res.dbPath();
+    const first = await res.runtime({ store: await res.sqlite(path, { clock }), machines: [shipJob], clock });
+    await first.start('ship', {}, { jobId: 'ended' });
+    await first.send('ended', { type: 'GO' });
+    await first.waitFor('ended', (j) => j.value === 'cooling');
+    clock.advance(1000);
+    await first.tick();
+    await first.waitFor('ended', (j) => j.final);
+    await first.start('ship', {}, { jobId: 'waiting' });
+    await first.start('ship', {}, { jobId: 'cooled' });
+    await first.send('cooled', { type: 'GO' });
+    await first.waitFor('cooled', (j) => j.value === 'cooling');
+    await first.close();
+
+    const seen: InspectionEvent[] = [];
+    const again = await res.runtime({ store: await res.sqlite(path, { clock }), machines: [shipJob], clock, inspect: { next: (e) => seen.push(e) } });
+    await again.idle();
+    const actors = seen.filter((e) => e.type === '@xstate.actor').map((e) => [e.actorRef.sessionId, e.actorRef.getSnapshot().value]);
+    expect(actors).toEqual([
+      ['spool:cooled', 'cooling'],
+      ['spool:waiting', 'idle'],
+    ]);
+    // After the announcement, a commit is shown once, with the new snapshot.
+    await again.send('waiting', { type: 'GO' });
+    await again.idle();
+    const after = seen.filter((e) => e.actorRef.sessionId === 'spool:waiting' && e.type !== '@xstate.actor');
+    expect(after.map((e) => `${e.type}:${'event' in e ? e.event.type : ''}`)).toEqual(expect.arrayContaining(['@xstate.event:GO', '@xstate.snapshot:GO']));
+  });
+
+  it('logs an observer that throws and goes on', async () => {
+    const log: LogEntry[] = [];
+    const runtime = await res.runtime({
+      store: await res.sqlite(res.dbPath()),
+      machines: [shipJob],
+      log: (e) => log.push(e),
+      inspect: () => {
+        throw new Error('inspector broke');
+      },
+    });
+    await runtime.start('ship', {}, { jobId: 'x' });
+    const r = await runtime.send('x', { type: 'GO' });
+    expect(r.status).toBe('applied');
+    await runtime.waitFor('x', (j) => j.value === 'cooling');
+    await runtime.idle();
+    expect(log.some((e) => e.msg === 'inspection observer threw' && e['event'] === '@xstate.snapshot')).toBe(true);
+  });
+
+  it('refuses an inspect option that is not an observer', async () => {
+    const store = await res.sqlite(res.dbPath());
+    await expect(res.runtime({ store, machines: [shipJob], inspect: 42 as never })).rejects.toThrow(ValidationError);
+    await expect(res.runtime({ store, machines: [shipJob], inspect: { nxet: () => {} } as never })).rejects.toThrow(/inspect: must be an XState inspection observer/);
+  });
+});
+
+
