@@ -105,7 +105,7 @@ describe('exportSource', () => {
         '  order-desk.open: RESET -> [order-desk.open] guard=- reenter=true actions=0',
       ]),
     );
-    expect(JSON.stringify(back.config.states.open.states.idle.meta)).toBe('{"hint":"wakes after a second"}');
+    expect(JSON.stringify(back.config.states?.["open"]?.states?.["idle"]?.meta)).toBe('{"hint":"wakes after a second"}');
     // Named references stay; every inline function is named.
     expect(dropped.map((d) => [d.path, d.kind, d.replacedBy])).toEqual([
       ['context', 'value', null],
