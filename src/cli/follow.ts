@@ -4,7 +4,6 @@
  * page at a time (`Runtime.historySince`) and waits on the store's change signal between pages.
  */
 import type { FeedRecord, Runtime } from '../index.ts';
-import type { HistoryFeedOptions } from '../runtime/historyFeed.ts';
 import { ChangeSignal } from '../server/changes.ts';
 
 /** The highest seq written so far (a scan that keeps no row): follow from here to see only new commits. */
@@ -21,7 +20,7 @@ export async function headSeq(runtime: Runtime): Promise<number> {
 export async function followHistory(
   runtime: Runtime,
   from: number,
-  filter: HistoryFeedOptions,
+  filter: Parameters<Runtime['historySince']>[1],
   signal: AbortSignal,
   each: (record: FeedRecord) => void | Promise<void>,
 ): Promise<void> {
