@@ -22,6 +22,7 @@
 import type { AnyEventObject, InspectionEvent, Observer } from 'xstate';
 import type { FeedRecord, JobRecord, JobStore, JsonValue, TransitionRecord } from '../ports/store.ts';
 import type { Job, LogEntry, RuntimeEvent } from './api.ts';
+import type { RuntimeEvents } from './events.ts';
 import { toErrorInfo } from './errors.ts';
 import { redact } from './json.ts';
 import type { MachineRegistry } from './registry.ts';
@@ -370,4 +371,12 @@ export class InspectionFeed {
       await this.#childrenOf(child.id, child.machineId, child.machineVersion, 1);
     }
   }
+}
+
+/** The `inspect` option: announce the active jobs, then show every commit the runtime tells of. */
+export function inspectRuntime(deps: InspectionFeedDeps, events: Pick<RuntimeEvents, 'subscribe'>): InspectionFeed {
+  const feed = new InspectionFeed(deps);
+  void feed.announceActive();
+  events.subscribe((event) => feed.onRuntimeEvent(event));
+  return feed;
 }
