@@ -8,7 +8,7 @@ import { createWebSocketInspector } from '@statelyai/inspect';
 import type { InspectionEvent } from 'xstate';
 import { afterEach, describe, expect, it } from 'vitest';
 import { fromPromise, setup } from 'xstate';
-import { ValidationError, type LogEntry } from '../src/index.ts';
+import { InspectionFeed, ValidationError, type LogEntry, type Runtime } from '../src/index.ts';
 import { VirtualClock } from '../src/testing/index.ts';
 import { Resources } from './helpers/resources.ts';
 import { startReceiver, statelyProblems, storyOf } from './helpers/inspectorReceiver.ts';
@@ -101,6 +101,26 @@ describe('the inspect option', () => {
     expect(snapshots).toEqual(history.map((h) => h.to));
   });
 
+  it('tells the same story from the history feed (as spool inspect relays it) as from the live runtime', async () => {
+    const live: InspectionEvent[] = [];
+    const clock = new VirtualClock();
+    const runtime = await res.runtime({ store: await res.sqlite(res.dbPath(), { clock }), machines: [shipJob], clock, inspect: (e) => live.push(e) });
+    await runtime.start('ship', {}, { jobId: 's2' });
+    await runtime.send('s2', { type: 'GO' });
+    await runtime.waitFor('s2', (j) => j.value === 'cooling');
+    clock.advance(1000);
+    await runtime.tick();
+    await runtime.waitFor('s2', (j) => j.final);
+    await runtime.idle();
+
+    const relayed: InspectionEvent[] = [];
+    const feed = new InspectionFeed({ observer: (e) => relayed.push(e), registry: runtime.registry, store: runtime.store, owner: null, log: () => {} });
+    for (const r of await allHistory(runtime)) await feed.onFeedRecord(r);
+    const sessions = [...new Set(live.map((e) => e.actorRef.sessionId))].sort();
+    expect(sessions).toEqual(['spool:s2', 'spool:s2~label~r4', 'spool:s2~label~r4~print~r1', 'spool:s2~pack~r2']);
+    for (const id of sessions) expect(words(relayed, id)).toEqual(words(live, id));
+  });
+
   it('re-announces the active jobs on open, and not the ended ones', async () => {
     const clock = new VirtualClock();
     const path = res.dbPath();
@@ -158,3 +178,21 @@ describe('the inspect option', () => {
 });
 
 
+
+/** Every history record of the store, in commit order. */
+async function allHistory(runtime: Runtime) {
+  const page = await runtime.historySince(0, { limit: 1000 });
+  return page.records;
+}
+
+/** One actor's inspection events as words: kind, event type, source, state. */
+function words(events: readonly InspectionEvent[], sessionId: string): string[] {
+  return events
+    .filter((e) => e.actorRef.sessionId === sessionId)
+    .map((e) => {
+      if (e.type === '@xstate.actor') return `actor parent=${(e.actorRef as { _parent?: { sessionId: string } })._parent?.sessionId ?? '-'} root=${e.rootId}`;
+      if (e.type === '@xstate.event') return `event ${e.event.type} <- ${e.sourceRef?.sessionId ?? 'outside'}`;
+      if (e.type === '@xstate.snapshot') return `snapshot ${JSON.stringify((e.snapshot as { value?: unknown }).value)} ${(e.snapshot as { status?: string }).status}`;
+      return e.type;
+    });
+}
