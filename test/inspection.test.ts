@@ -152,6 +152,27 @@ describe('the inspect option', () => {
     expect(after.map((e) => `${e.type}:${'event' in e ? e.event.type : ''}`)).toEqual(expect.arrayContaining(['@xstate.event:GO', '@xstate.snapshot:GO']));
   });
 
+  it('shows a snapshot only once its commit is on disk', async () => {
+    const path = res.dbPath();
+    const store = await res.sqlite(path);
+    const reader = res.raw(path, { readonly: true });
+    const order = ['idle', 'packing', 'cooling'];
+    const seen: [shown: number, stored: number][] = [];
+    const observer = (e: InspectionEvent) => {
+      if (e.type !== '@xstate.snapshot' || e.actorRef.sessionId !== 'spool:d') return;
+      // Read from another connection the moment the observer hears of it: that state (or a later one) is committed.
+      const row = reader.prepare('SELECT state_value AS v FROM jobs WHERE id = ?').get('d') as { v: string } | undefined;
+      seen.push([order.indexOf((e.snapshot as unknown as { value: string }).value), row ? order.indexOf(JSON.parse(row.v) as string) : -1]);
+    };
+    const runtime = await res.runtime({ store, machines: [shipJob], inspect: observer });
+    await runtime.start('ship', {}, { jobId: 'd' });
+    await runtime.send('d', { type: 'GO' });
+    await runtime.waitFor('d', (j) => j.value === 'cooling');
+    await runtime.idle();
+    expect(seen.map(([shown]) => shown)).toEqual([0, 1, 2]);
+    for (const [shown, stored] of seen) expect(stored).toBeGreaterThanOrEqual(shown);
+  });
+
   it('logs an observer that throws and goes on', async () => {
     const log: LogEntry[] = [];
     const runtime = await res.runtime({
