@@ -4,7 +4,10 @@
  * committed snapshot), child jobs and activities as its children, and re-announces the active
  * jobs after a restart. An observer that throws is logged and changes nothing.
  */
+import { createServer } from 'node:net';
 import { createWebSocketInspector } from '@statelyai/inspect';
+import { createInspectorServer } from '@statelyai/inspect/server';
+import WebSocket from 'ws';
 import type { InspectionEvent } from 'xstate';
 import { afterEach, describe, expect, it } from 'vitest';
 import { fromPromise, setup } from 'xstate';
@@ -121,6 +124,29 @@ describe('the inspect option', () => {
     for (const id of sessions) expect(words(relayed, id)).toEqual(words(live, id));
   });
 
+  it("reaches the page of @statelyai/inspect's own bridge server (what embeds Stately's hosted inspector)", async () => {
+    const port = await freePort();
+    const bridge = createInspectorServer({ port, autoOpen: false });
+    res.track({ close: async () => bridge.stop() });
+    // The bridge's page (an iframe of stately.ai/inspect) is a WebSocket client of it: be that page.
+    const page = new WebSocket(`ws://127.0.0.1:${port}`);
+    const received: { type: string; sessionId: string; snapshot?: { value?: unknown } }[] = [];
+    let heard: () => void = () => {};
+    page.on('message', (data) => {
+      received.push(JSON.parse(String(data)) as (typeof received)[number]);
+      heard();
+    });
+    await new Promise((resolve) => page.once('open', resolve));
+    res.track({ close: async () => page.terminate() });
+    const inspector = createWebSocketInspector({ url: `ws://127.0.0.1:${port}` });
+    const runtime = await res.runtime({ store: await res.sqlite(res.dbPath()), machines: [shipJob], inspect: inspector.inspect });
+    await runtime.start('ship', {}, { jobId: 'b' });
+    await runtime.send('b', { type: 'GO' });
+    while (!received.some((f) => f.type === '@xstate.snapshot' && f.snapshot?.value === 'packing')) await new Promise<void>((resolve) => (heard = resolve));
+    inspector.stop();
+    expect(received.filter((f) => f.sessionId === 'spool:b').map((f) => f.type).slice(0, 5)).toEqual(['@xstate.actor', '@xstate.event', '@xstate.snapshot', '@xstate.event', '@xstate.snapshot']);
+  });
+
   it('re-announces the active jobs on open, and not the ended ones', async () => {
     const clock = new VirtualClock();
     const path = res.dbPath();
@@ -216,4 +242,16 @@ function words(events: readonly InspectionEvent[], sessionId: string): string[] 
       if (e.type === '@xstate.snapshot') return `snapshot ${JSON.stringify((e.snapshot as { value?: unknown }).value)} ${(e.snapshot as { status?: string }).status}`;
       return e.type;
     });
+}
+
+/** A TCP port nothing listens on now (the bridge server takes a port number, not 0). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (address !== null && typeof address === 'object' ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
 }
