@@ -76,10 +76,10 @@ export interface InspectedJob {
 /** A commit as the inspector needs it. */
 export type InspectedCommit = Pick<TransitionRecord, 'revision' | 'eventId' | 'eventType' | 'payload' | 'from' | 'outcome'>;
 
+/** A job shown: its actor (whose `getSnapshot()` stays the one it was registered with, as the inspector reads it later) and the last revision shown. */
 interface Known {
   ref: InspectedActor;
   revision: number;
-  snapshot: InspectedSnapshot;
 }
 
 /** What {@link JobInspector} needs: the observer, the machines (for definitions and redaction), a log. */
@@ -122,7 +122,7 @@ export class JobInspector {
     const parent = job.parentJobId === null ? undefined : this.#known.get(job.parentJobId)?.ref;
     const snapshot = this.#snapshotOf(job);
     const ref = this.#actor(job.jobId, sessionIdOf(job.jobId), parent, this.#definition(job), snapshot);
-    this.#known.set(job.jobId, { ref, revision: job.revision, snapshot });
+    this.#known.set(job.jobId, { ref, revision: job.revision });
     if (job.parentJobId !== null) this.#childJobs.add(job.jobId);
     this.#send({ type: '@xstate.actor', actorRef: ref, rootId: rootOf(ref) });
     if (!init) return;
@@ -140,16 +140,9 @@ export class JobInspector {
     const rootId = rootOf(known.ref);
     this.#send({ type: '@xstate.event', actorRef: known.ref, rootId, event, sourceRef: this.#sourceOf(known.ref, commit) });
     const snapshot = this.#snapshotOf(job);
-    known.snapshot = snapshot;
     known.revision = commit.revision;
     this.#send({ type: '@xstate.snapshot', actorRef: known.ref, rootId, event, snapshot: snapshot as never });
     this.#forgetIfEnded(job);
-  }
-
-  /** Forget every job shown (the next announcement shows them again). */
-  reset(): void {
-    this.#known.clear();
-    this.#childJobs.clear();
   }
 
   #forgetIfEnded(job: InspectedJob): void {
@@ -161,15 +154,15 @@ export class JobInspector {
     const id = commit.eventId ?? '';
     if (id.startsWith('timer~') || id.startsWith('self~')) return job;
     const related = /^(?:parent|child)~(.+)~r\d+~\d+$/.exec(id);
-    if (related) return this.#known.get(related[1]!)?.ref ?? this.#actor(related[1]!, sessionIdOf(related[1]!), undefined, undefined, ended('active'));
+    if (related) return this.#known.get(related[1]!)?.ref ?? this.#actor(related[1]!, sessionIdOf(related[1]!), undefined, undefined, bare('active'));
     const effect = /^effect~(.+)~a\d+$/.exec(id);
     if (!effect) return undefined;
     const effectId = effect[1]!;
-    if (this.#childJobs.delete(effectId)) return this.#known.get(effectId)?.ref ?? this.#actor(effectId, sessionIdOf(effectId), job, undefined, ended('done'));
+    if (this.#childJobs.delete(effectId)) return this.#known.get(effectId)?.ref ?? this.#actor(effectId, sessionIdOf(effectId), job, undefined, bare('done'));
     // An activity: shown as the job's invoked actor, named by its invoke id, when its outcome arrives.
     const name = /^xstate\.(?:done|error)\.actor\.(.+)$/.exec(commit.eventType)?.[1] ?? effectId;
     const status = commit.eventType.startsWith('xstate.error.') ? 'error' : 'done';
-    const activity = this.#actor(name, sessionIdOf(effectId), job, { id: name }, ended(status));
+    const activity = this.#actor(name, sessionIdOf(effectId), job, { id: name }, bare(status));
     this.#send({ type: '@xstate.actor', actorRef: activity, rootId: rootOf(activity) });
     return activity;
   }
@@ -205,7 +198,8 @@ export class JobInspector {
   }
 }
 
-function ended(status: string): InspectedSnapshot {
+/** The snapshot of an actor known only by its id (an activity, a job seen only as a source). */
+function bare(status: string): InspectedSnapshot {
   return { status, value: null, context: null, children: {} };
 }
 
