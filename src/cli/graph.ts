@@ -8,11 +8,12 @@
  * spool graph job-lifecycle --job resize-1 --format svg > resize-1.svg
  */
 import { Command, Option } from 'commander';
-import type { JsonValue, MachineRegistry, RegisteredMachine, Runtime, TransitionRecord } from '../index.ts';
+import type { JsonValue, MachineRegistry, Runtime, TransitionRecord } from '../index.ts';
 import { GRAPH_FORMATS, highlightFor, renderGraph, type GraphFormat } from '../views/graph.ts';
 import { describeMachine, type MachineView } from '../views/machineView.ts';
 import { machineSvg } from '../views/svg.ts';
 import { UsageError } from './errors.ts';
+import { pickMachine } from './pickMachine.ts';
 
 /** What `spool graph` needs from main.ts. */
 export interface GraphCommandHost {
@@ -35,13 +36,7 @@ export function addGraphCommand(program: Command, host: GraphCommandHost): void 
     .addHelpText('after', '\nExamples:\n  spool graph job-lifecycle\n  spool graph job-lifecycle --format svg > lifecycle.svg\n  spool graph job-lifecycle --job resize-1 --format dot | dot -Tsvg > resize-1.svg')
     .action(async (machineId: string, options: { format: GraphFormat; version?: string; job?: string }, command: Command) => {
       const registry = await host.registry(command);
-      const pick = (version: string | undefined): RegisteredMachine => {
-        const versions = registry.all().filter((m) => m.id === machineId);
-        if (versions.length === 0) throw new UsageError(`No machine "${machineId}" in this --machines module; see \`spool machines\`.`);
-        const found = version === undefined ? versions.at(-1) : versions.find((m) => m.version === version);
-        if (!found) throw new UsageError(`Machine ${machineId} has no version ${version}; it has ${versions.map((m) => m.version).join(', ')}.`);
-        return found;
-      };
+      const pick = (version: string | undefined) => pickMachine(registry, machineId, version);
       if (options.job === undefined) {
         host.stdout(await draw(describeMachine(pick(options.version)), options.format));
         return;

@@ -11,6 +11,8 @@ import { addScheduleCommands } from './schedule.ts';
 import { addDoctorCommand } from './doctor.ts';
 import { addGraphCommand } from './graph.ts';
 import { addTailCommand } from './tail.ts';
+import { addInspectCommand } from './inspect.ts';
+import { addExportCommand } from './export.ts';
 import { addServeCommand } from './serve.ts';
 import { globals, write, type CliIO } from './globals.ts';
 import { withRuntime } from './withRuntime.ts';
@@ -75,7 +77,7 @@ Examples:
   return program;
 }
 
-/** The command groups defined with their own wiring: graph, tail, serve, schedule, doctor. */
+/** The command groups defined with their own wiring: graph, export, tail, inspect, serve, schedule, doctor. */
 function addModuleCommands(program: Command, io: CliIO, setExitCode: (code: number) => void): void {
   addGraphCommand(program, {
     registry: async (command) => new MachineRegistry((await loadMachines(globals(command).machines ?? DEFAULT_MACHINES_MODULE, io.cwd)).definitions),
@@ -87,6 +89,19 @@ function addModuleCommands(program: Command, io: CliIO, setExitCode: (code: numb
     withReadRuntime: (command, work) => withRuntime(globals(command), io, { create: false, mode: 'read' }, (runtime) => work(runtime)),
     json: (command) => globals(command).json === true,
     stdout: (text) => io.stdout(text),
+    stderr: (text) => io.stderr(text),
+  });
+
+  addExportCommand(program, {
+    registry: async (command) => new MachineRegistry((await loadMachines(globals(command).machines ?? DEFAULT_MACHINES_MODULE, io.cwd)).definitions),
+    json: (command) => globals(command).json === true,
+    stdout: (text) => io.stdout(text),
+    stderr: (text) => io.stderr(text),
+  });
+
+  addInspectCommand(program, {
+    withReadRuntime: (command, work) => withRuntime(globals(command), io, { create: false, mode: 'read' }, (runtime) => work(runtime)),
+    owner: (command) => globals(command).owner ?? null,
     stderr: (text) => io.stderr(text),
   });
 

@@ -9,9 +9,9 @@
  */
 import { Command } from 'commander';
 import type { FeedRecord, Runtime, TransitionOutcome } from '../index.ts';
-import { ChangeSignal } from '../server/changes.ts';
 import { OUTCOMES } from '../server/sse.ts';
 import { UsageError } from './errors.ts';
+import { followHistory, headSeq } from './follow.ts';
 import { formatState, formatTime } from './format.ts';
 import { onShutdownSignals } from './signals.ts';
 
@@ -54,35 +54,16 @@ export function addTailCommand(program: Command, host: TailCommandHost): void {
       await host.withReadRuntime(command, async (runtime) => {
         const stop = new AbortController();
         const release = onShutdownSignals({ first: () => stop.abort(), second: () => undefined });
-        const changes = new ChangeSignal(runtime, 100);
         try {
-          // Not from the start: from the newest commit now (a scan that keeps no row).
-          let cursor = options.fromStart ? 0 : await head(runtime);
+          // Not from the start: from the newest commit now.
+          const cursor = options.fromStart ? 0 : await headSeq(runtime);
           host.stderr(`spool tail: following commits after seq ${cursor}; Ctrl-C to stop\n`);
-          while (!stop.signal.aborted) {
-            const seen = changes.version;
-            const page = await runtime.historySince(cursor, filter);
-            for (const r of page.records) host.stdout(json ? `${JSON.stringify(r)}\n` : `${describe(r)}\n`);
-            const moved = page.next !== cursor;
-            cursor = page.next;
-            if (!moved) await changes.wait(seen, 1000, stop.signal);
-          }
+          await followHistory(runtime, cursor, filter, stop.signal, (r) => host.stdout(json ? `${JSON.stringify(r)}\n` : `${describe(r)}\n`));
         } finally {
-          changes.close();
           release();
         }
       });
     });
-}
-
-/** The highest seq written so far. */
-async function head(runtime: Runtime): Promise<number> {
-  let cursor = 0;
-  for (;;) {
-    const page = await runtime.historySince(cursor, { limit: 1000, outcomes: [] });
-    if (page.next === cursor) return cursor;
-    cursor = page.next;
-  }
 }
 
 function describe(r: FeedRecord): string {

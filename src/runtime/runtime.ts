@@ -29,6 +29,7 @@ import { ActivitySlots, BacklogGauge, DEFAULT_MAX_BACKLOG } from './limits.ts';
 import { checkRuntimeOptions } from './options.ts';
 import type { Job, JobDetails, ListFilter, LogEntry, RuntimeEvent, RuntimeOptions, SendOptions, SendResult, StartOptions, StorageFaultEvent } from './api.ts';
 import { RuntimeEvents } from './events.ts';
+import { inspectRuntime } from './inspection.ts';
 import { JobQuarantined } from './quarantine.ts';
 import { JobReader, TERMINAL } from './jobView.ts';
 import {
@@ -183,6 +184,8 @@ export class Runtime {
       get: (jobId) => this.get(jobId),
       closed: () => this.#closed,
     });
+    // The Stately inspector (inspection.ts): every job an actor, fed after each commit.
+    if (options.inspect) inspectRuntime({ observer: options.inspect, registry: this.registry, store: this.store, owner: this.#owner, log: (l, m, f) => this.#events.log(l, m, f), track: (w) => this.#background.track(w) }, this.#events);
   }
 
   /** Listen to runtime events; returns the unsubscribe function. */
