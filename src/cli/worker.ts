@@ -13,7 +13,7 @@ import { describeScheduleEvent } from './schedule.ts';
 import { checkAtStart } from './doctor.ts';
 import { onShutdownSignals } from './signals.ts';
 import { addServeOptions, checkServeFlags, startServer, type ServeFlags } from './serve.ts';
-import { commandPrefix, globals, type CliIO } from './globals.ts';
+import { commandPrefix, examples, globals, type CliIO } from './globals.ts';
 import { withRuntime } from './withRuntime.ts';
 
 /** The options of `spool worker`, as commander parses them. */
@@ -37,6 +37,7 @@ export function addWorkerCommand(program: Command, io: CliIO): void {
   addServeOptions(program
     .command('worker')
     .description('run activities, retries and timers until SIGINT/SIGTERM, printing what happens; --serve also serves the HTTP API')
+    .addHelpText('after', examples('spool worker', 'spool --machines ./my-machines.ts worker --concurrency 16 --serve', 'spool worker --log json'))
     .option('--serve', 'also serve the HTTP API and event streams (see `spool serve --help`)'))
     .option('--poll-ms <ms>', 'how often to look for work from other processes', '250')
     .option('--grace-ms <ms>', 'on SIGINT/SIGTERM: how long running activities may finish before they are aborted', '10000')
@@ -117,6 +118,7 @@ export function addDemoCommand(program: Command, io: CliIO): void {
   program
     .command('demo')
     .description('run eight jobs to their ends, printing each step: four job-lifecycle jobs driven by events, then four run by the worker loop (what `npm start` runs)')
+    .addHelpText('after', examples('spool demo', 'spool demo --no-serve', 'spool --db /tmp/demo.db demo --port 0'))
     .action(async (_options: unknown, command: Command) => {
       const g = globals(command);
       await withRuntime(g, io, { create: true, mode: 'run', needs: 'job-lifecycle', effects: true }, async (runtime) => {

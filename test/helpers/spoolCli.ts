@@ -11,12 +11,14 @@ export interface CliRun {
 }
 
 /**
- * Run `node bin/spool.js ...args` in `cwd` (without the suite's NODE_OPTIONS) and collect what it
- * prints; `stdin`, when given, is what it reads on standard input.
+ * Run `node bin/spool.js ...args` in `cwd` (without the suite's NODE_OPTIONS, nor any colour or
+ * SPOOL_DB/SPOOL_MACHINES setting of its own) and collect what it prints; `stdin`, when given, is
+ * what it reads on standard input; `extraEnv` is added to the environment.
  */
-export function runSpool(args: readonly string[], cwd: string, stdin?: string): Promise<CliRun> {
+export function runSpool(args: readonly string[], cwd: string, stdin?: string, extraEnv: Record<string, string> = {}): Promise<CliRun> {
   const env = { ...process.env };
-  delete env['NODE_OPTIONS'];
+  for (const name of ['NODE_OPTIONS', 'FORCE_COLOR', 'NO_COLOR', 'SPOOL_DB', 'SPOOL_MACHINES']) delete env[name];
+  Object.assign(env, extraEnv);
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [SPOOL_BIN, ...args], { cwd, env, stdio: [stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
     if (stdin !== undefined) child.stdin!.end(stdin);
