@@ -2,7 +2,7 @@
  * The `spool` commands that only read: show, list, machines, stats.
  */
 import { Option, type Command } from 'commander';
-import { JOB_STATUSES, MachineRegistry, type Job, type JobStatus, type ListFilter, type RegisteredMachine, type Runtime, type RuntimeStats } from '../index.ts';
+import { JOB_STATUSES, MachineRegistry, type Job, type JobDetails, type JobStatus, type ListFilter, type RegisteredMachine, type Runtime, type RuntimeStats } from '../index.ts';
 import { UsageError } from './errors.ts';
 import { formatState, formatTime, keyValues, table } from './format.ts';
 import { redactDetails, redactJob } from '../views/redacted.ts';
@@ -10,6 +10,7 @@ import { DEFAULT_MACHINES_MODULE, loadMachines } from './loadMachines.ts';
 import { examples, globals, write, type CliIO } from './globals.ts';
 import { withRuntime } from './withRuntime.ts';
 import { formatShow } from './showFormat.ts';
+import { watchJob } from './showWatch.ts';
 import { paintHeading, paintStatus } from './style.ts';
 
 interface ListOptions {
@@ -33,11 +34,16 @@ export function addShowCommand(program: Command, io: CliIO): void {
     .addHelpText('after', examples('spool show resize-1', 'spool show resize-1 --watch', 'spool show resize-1 --history all --json'))
     .argument('<jobId>', 'the job')
     .option('--history <n>', 'history rows to print, the latest (all, or a number; --json always has every one)', '100')
-    .action(async (jobId: string, options: { history: string }, command: Command) => {
+    .option('--watch', 'then follow the job: a line per commit, by any process, until it ends (exit 0) or Ctrl-C')
+    .action(async (jobId: string, options: { history: string; watch?: boolean }, command: Command) => {
       const g = globals(command);
       const rows = options.history === 'all' ? Number.POSITIVE_INFINITY : Number(options.history);
       if (!(rows === Number.POSITIVE_INFINITY || (Number.isSafeInteger(rows) && rows >= 0))) throw new UsageError('--history must be "all" or a whole number of rows.');
       await withRuntime(g, io, { create: false, mode: 'read' }, async (runtime) => {
+        if (options.watch) {
+          const render = (details: JobDetails) => formatShow(details, versionNote(runtime, details.job), rows);
+          return watchJob(runtime, jobId, { stdout: io.stdout, stderr: io.stderr, json: g.json === true, render });
+        }
         const details = redactDetails(runtime, await runtime.details(jobId));
         write(io, g, details, () => formatShow(details, versionNote(runtime, details.job), rows));
       });

@@ -14,6 +14,7 @@ import { OUTCOMES } from '../server/sse.ts';
 import { UsageError } from './errors.ts';
 import { formatState, formatTime } from './format.ts';
 import { onShutdownSignals } from './signals.ts';
+import { paintError, paintOutcome } from './style.ts';
 
 /** What `spool tail` needs from main.ts. */
 export interface TailCommandHost {
@@ -23,6 +24,9 @@ export interface TailCommandHost {
   stdout(text: string): void;
   stderr(text: string): void;
 }
+
+/** What the history feed can be filtered by (machine, job, outcomes, page size). */
+export type FeedFilter = NonNullable<Parameters<Runtime['historySince']>[1]>;
 
 interface TailOptions {
   machine?: string;
@@ -54,29 +58,50 @@ export function addTailCommand(program: Command, host: TailCommandHost): void {
       await host.withReadRuntime(command, async (runtime) => {
         const stop = new AbortController();
         const release = onShutdownSignals({ first: () => stop.abort(), second: () => undefined });
-        const changes = new ChangeSignal(runtime, 100);
         try {
           // Not from the start: from the newest commit now (a scan that keeps no row).
-          let cursor = options.fromStart ? 0 : await head(runtime);
+          const cursor = options.fromStart ? 0 : await head(runtime);
           host.stderr(`spool tail: following commits after seq ${cursor}; Ctrl-C to stop\n`);
-          while (!stop.signal.aborted) {
-            const seen = changes.version;
-            const page = await runtime.historySince(cursor, filter);
-            for (const r of page.records) host.stdout(json ? `${JSON.stringify(r)}\n` : `${describe(r)}\n`);
-            const moved = page.next !== cursor;
-            cursor = page.next;
-            if (!moved) await changes.wait(seen, 1000, stop.signal);
-          }
+          await followFeed(runtime, cursor, filter, stop.signal, (records) => {
+            for (const r of records) host.stdout(json ? `${JSON.stringify(r)}\n` : `${describeRecord(r)}\n`);
+          });
         } finally {
-          changes.close();
           release();
         }
       });
     });
 }
 
+/**
+ * Follow the durable history feed from `cursor` (a seq): hand each page of new records to
+ * `onPage` in commit order, waiting for the next commit (this process's, or another's through the
+ * store's change counter) when there is none, until `signal` aborts or `onPage` resolves true.
+ * What `spool tail` and `spool show --watch` read; the all-jobs event stream reads the same feed.
+ */
+export async function followFeed(
+  runtime: Runtime,
+  cursor: number,
+  filter: FeedFilter,
+  signal: AbortSignal,
+  onPage: (records: readonly FeedRecord[]) => boolean | void | Promise<boolean | void>,
+): Promise<void> {
+  const changes = new ChangeSignal(runtime, 100);
+  try {
+    while (!signal.aborted) {
+      const seen = changes.version;
+      const page = await runtime.historySince(cursor, filter);
+      if (page.records.length > 0 && (await onPage(page.records)) === true) return;
+      const moved = page.next !== cursor;
+      cursor = page.next;
+      if (!moved) await changes.wait(seen, 1000, signal);
+    }
+  } finally {
+    changes.close();
+  }
+}
+
 /** The highest seq written so far. */
-async function head(runtime: Runtime): Promise<number> {
+export async function head(runtime: Runtime): Promise<number> {
   let cursor = 0;
   for (;;) {
     const page = await runtime.historySince(cursor, { limit: 1000, outcomes: [] });
@@ -85,8 +110,9 @@ async function head(runtime: Runtime): Promise<number> {
   }
 }
 
-function describe(r: FeedRecord): string {
+/** One commit as one line: time, job, revision, event, outcome, the move. */
+export function describeRecord(r: FeedRecord): string {
   const move = r.from === null ? formatState(r.to) : `${formatState(r.from)} -> ${formatState(r.to)}`;
-  const why = r.error ? ` (${r.error.code ?? r.error.name}: ${r.error.message})` : '';
-  return `${formatTime(r.at)}  ${r.jobId} (${r.machineId}) rev ${r.revision}  ${r.eventType} ${r.outcome}${why}: ${move}`;
+  const why = r.error ? paintError(` (${r.error.code ?? r.error.name}: ${r.error.message})`) : '';
+  return `${formatTime(r.at)}  ${r.jobId} (${r.machineId}) rev ${r.revision}  ${r.eventType} ${paintOutcome(r.outcome)}${why}: ${move}`;
 }
