@@ -25,20 +25,16 @@ export interface WatchOutput {
 
 /** Print `jobId` and follow its commits until it ends or SIGINT/SIGTERM. */
 export async function watchJob(runtime: Runtime, jobId: string, out: WatchOutput): Promise<void> {
-  // The feed's head before the details: a commit in between is in both, and skipped below by revision.
-  const cursor = await head(runtime);
-  const details = redactDetails(runtime, await runtime.details(jobId));
-  out.stdout(out.json ? `${JSON.stringify({ type: 'details', ...details })}\n` : `${out.render(details)}\n`);
-  let shown = details.job.revision;
-  if (details.job.final) {
-    end(out, details.job);
-    return;
-  }
   const stop = new AbortController();
   const release = onShutdownSignals({ first: () => stop.abort(), second: () => undefined });
-  // After the signal handler: a Ctrl-C from here on stops the watch with exit 0.
-  if (!out.json) out.stdout(`\n${paintHeading(`watching ${jobId}:`)} each commit as it is made; Ctrl-C to stop\n`);
   try {
+    // The feed's head before the details: a commit in between is in both, and skipped below by revision.
+    const cursor = await head(runtime);
+    const details = redactDetails(runtime, await runtime.details(jobId));
+    out.stdout(out.json ? `${JSON.stringify({ type: 'details', ...details })}\n` : `${out.render(details)}\n`);
+    if (details.job.final) return end(out, details.job);
+    if (!out.json) out.stdout(`\n${paintHeading(`watching ${jobId}:`)} each commit as it is made; Ctrl-C to stop\n`);
+    let shown = details.job.revision;
     await followFeed(runtime, cursor, { jobId, limit: 500 }, stop.signal, async (records) => {
       const fresh = records.filter((r) => r.revision > shown);
       for (const r of fresh) out.stdout(out.json ? `${JSON.stringify({ type: 'record', ...r })}\n` : `${describeRecord(r)}\n`);
