@@ -3,38 +3,13 @@
  * moves the job: it prints the job, then each commit as it is made, and exits 0 by itself when
  * the job ends. Every wait is on the child's output or exit, never on the clock.
  */
-import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Resources } from './helpers/resources.ts';
-import { SPOOL_BIN, runSpool } from './helpers/spoolCli.ts';
+import { runSpool, spawnSpool } from './helpers/spoolCli.ts';
 
 const res = new Resources();
 afterEach(() => res.dispose());
-
-/** Start `spool ...args` in `cwd`; `until(re)` resolves once stdout matches. */
-function follow(args: readonly string[], cwd: string) {
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const name of ['NODE_OPTIONS', 'FORCE_COLOR', 'NO_COLOR']) delete env[name];
-  const child = spawn(process.execPath, [SPOOL_BIN, ...args], { cwd, env });
-  let stdout = '';
-  let stderr = '';
-  const waiting: (() => void)[] = [];
-  const wake = () => {
-    for (const w of waiting.splice(0)) w();
-  };
-  child.stdout.setEncoding('utf8').on('data', (c: string) => ((stdout += c), wake()));
-  child.stderr.setEncoding('utf8').on('data', (c: string) => ((stderr += c), wake()));
-  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => (wake(), resolve(code))));
-  const until = async (pattern: RegExp): Promise<string> => {
-    while (!pattern.test(stdout)) {
-      if (child.exitCode !== null) throw new Error(`exited ${child.exitCode} before ${pattern}: ${stdout}\n${stderr}`);
-      await new Promise<void>((resolve) => waiting.push(resolve));
-    }
-    return stdout;
-  };
-  return { child, exited, until, output: () => ({ stdout, stderr }) };
-}
 
 async function send(db: string, dir: string, ...args: string[]): Promise<void> {
   const run = await runSpool(['--db', db, 'send', ...args], dir);
@@ -47,7 +22,7 @@ describe('spool show --watch', () => {
     const db = join(dir, 'spool.db');
     const started = await runSpool(['--db', db, 'start', 'job-lifecycle', '--id', 'w1', '--input', '{"name":"watched"}'], dir);
     expect(started.code, started.stderr).toBe(0);
-    const watch = follow(['--db', db, 'show', 'w1', '--watch'], dir);
+    const watch = spawnSpool(['--db', db, 'show', 'w1', '--watch'], dir);
     await watch.until(/watching w1:/);
     expect(watch.output().stdout).toMatch(/^state +queued$/m); // the show view first
     await send(db, dir, 'w1', 'START');
@@ -66,7 +41,7 @@ describe('spool show --watch', () => {
     const dir = res.tempDir();
     const db = join(dir, 'spool.db');
     expect((await runSpool(['--db', db, 'start', 'job-lifecycle', '--id', 'j1', '--input', '{"name":"j"}'], dir)).code).toBe(0);
-    const watch = follow(['--db', db, '--json', 'show', 'j1', '--watch'], dir);
+    const watch = spawnSpool(['--db', db, '--json', 'show', 'j1', '--watch'], dir);
     await watch.until(/"type":"details"/);
     await send(db, dir, 'j1', 'CANCEL');
     expect(await watch.exited).toBe(0);
@@ -75,7 +50,7 @@ describe('spool show --watch', () => {
     expect(lines[1]).toMatchObject({ revision: 2, eventType: 'CANCEL' });
     expect(lines[2]?.job?.final).toBe(true);
 
-    const again = follow(['--db', db, 'show', 'j1', '--watch'], dir);
+    const again = spawnSpool(['--db', db, 'show', 'j1', '--watch'], dir);
     expect(await again.exited).toBe(0);
     expect(again.output().stdout).toMatch(/j1 has ended:\nstatus +done \(final\)/);
     expect(again.output().stdout).not.toContain('watching');
@@ -85,7 +60,7 @@ describe('spool show --watch', () => {
     const dir = res.tempDir();
     const db = join(dir, 'spool.db');
     expect((await runSpool(['--db', db, 'start', 'job-lifecycle', '--id', 's1', '--input', '{"name":"s"}'], dir)).code).toBe(0);
-    const watch = follow(['--db', db, 'show', 's1', '--watch'], dir);
+    const watch = spawnSpool(['--db', db, 'show', 's1', '--watch'], dir);
     await watch.until(/watching s1:/);
     watch.child.kill('SIGINT');
     expect(await watch.exited).toBe(0);

@@ -12,6 +12,8 @@ export interface CliIO {
   cwd: string;
   /** The environment `SPOOL_DB` and `SPOOL_MACHINES` are read from. Default: none (in-process callers); the bin passes `process.env`. */
   env?: Readonly<Record<string, string | undefined>>;
+  /** Stdout is a terminal a person watches (`spool demo` then stays up with its dashboard). Default: no. */
+  interactive?: boolean;
   /** Colour the human text on each stream (style.ts's `colourWanted`). Default: no colour. */
   colour?: { stdout: boolean; stderr: boolean };
 }

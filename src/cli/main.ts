@@ -24,6 +24,7 @@ const processIO: CliIO = {
   stderr: (text) => void process.stderr.write(text),
   cwd: process.cwd(),
   env: process.env,
+  interactive: process.stdout.isTTY === true,
   colour: { stdout: colourWanted(process.stdout.isTTY, process.env), stderr: colourWanted(process.stderr.isTTY, process.env) },
 };
 

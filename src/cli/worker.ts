@@ -6,6 +6,7 @@ import { Option, type Command } from 'commander';
 import { runWorker, type LogEntry, type RuntimeEvent } from '../index.ts';
 import { SqliteStore } from '../../persistence/sqlite/index.ts';
 import { describeWork, runDemo } from './demo.ts';
+import { serveDemo } from './demoServe.ts';
 import { UsageError } from './errors.ts';
 import { formatState, oneLine } from './format.ts';
 import { redactKeys } from '../views/redacted.ts';
@@ -113,23 +114,35 @@ export function addWorkerCommand(program: Command, io: CliIO): void {
     });
 }
 
-/** `spool demo`: run the demo jobs to their ends. */
+/** `spool demo`: run the demo jobs to their ends, then (on a terminal, or with --serve) serve the dashboard until Ctrl-C. */
 export function addDemoCommand(program: Command, io: CliIO): void {
-  program
-    .command('demo')
-    .description('run eight jobs to their ends, printing each step: four job-lifecycle jobs driven by events, then four run by the worker loop (what `npm start` runs)')
-    .addHelpText('after', examples('spool demo', 'spool demo --no-serve', 'spool --db /tmp/demo.db demo --port 0'))
-    .action(async (_options: unknown, command: Command) => {
-      const g = globals(command);
-      await withRuntime(g, io, { create: true, mode: 'run', needs: 'job-lifecycle', effects: true }, async (runtime) => {
-        const jobs = await runDemo(runtime, {
-          print: g.json ? () => {} : (line) => io.stdout(`${line}\n`),
-          dbLabel: g.db,
-          commandPrefix: commandPrefix(g),
-        });
-        if (g.json) io.stdout(`${JSON.stringify({ db: g.db, jobs }, null, 2)}\n`);
+  addServeOptions(
+    program
+      .command('demo')
+      .description(
+        'run eight jobs to their ends, printing each step: four job-lifecycle jobs driven by events, then four run by the worker loop; ' +
+          'then, on a terminal, serve the dashboard and run a worker until Ctrl-C (what `npm start` runs)',
+      )
+      .addHelpText('after', examples('spool demo', 'spool demo --no-serve', 'spool --db /tmp/demo.db demo --serve --port 0'))
+      .option('--serve', 'after the jobs, serve the dashboard and the HTTP API until Ctrl-C (the default when stdout is a terminal)')
+      .option('--no-serve', 'run the jobs and exit (the default when stdout is not a terminal, as in scripts and tests)'),
+  ).action(async (options: ServeFlags & { serve?: boolean }, command: Command) => {
+    const g = globals(command);
+    const serve = options.serve ?? (io.interactive === true && !g.json);
+    if (serve) checkServeFlags(options);
+    await withRuntime(g, io, { create: true, mode: 'run', needs: 'job-lifecycle', effects: true }, async (runtime) => {
+      const print = (line: string) => io.stdout(`${line}\n`);
+      const jobs = await runDemo(runtime, { print: g.json ? () => {} : print, dbLabel: g.db, commandPrefix: commandPrefix(g) });
+      if (g.json) io.stdout(`${JSON.stringify({ db: g.db, jobs }, null, 2)}\n`);
+      if (!serve) return;
+      await serveDemo(runtime, options, {
+        print,
+        ...(g.json ? { json: (value: Record<string, unknown>) => io.stdout(`${JSON.stringify(value)}\n`) } : {}),
+        stderr: io.stderr,
+        portGiven: command.getOptionValueSource('port') !== 'default',
       });
     });
+  });
 }
 
 /** A runtime event as one JSON line: jobs by id, not whole. */
