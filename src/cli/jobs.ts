@@ -8,6 +8,7 @@ import { BadJsonArgumentError, UsageError, argumentText, parseJsonArgument, pars
 import { describeStatus, formatBlock, formatState, formatTime, keyValues, oneLine } from './format.ts';
 import { redactJob, redactKeys, sensitiveKeys } from '../views/redacted.ts';
 import { parseDuration } from './duration.ts';
+import { paintError } from './style.ts';
 import { examples, globals, write, type CliIO } from './globals.ts';
 import { requireMachineOf, withRuntime } from './withRuntime.ts';
 
@@ -86,7 +87,7 @@ export function addSendCommand(program: Command, io: CliIO): void {
         const actionsFailed = failures.filter((f) => f.revision === sent.revision).map(({ action, message }) => ({ action, message }));
         const result: SendResult & { actionsFailed?: typeof actionsFailed } = { ...sent, job: redactJob(runtime, sent.job), ...(actionsFailed.length > 0 ? { actionsFailed } : {}) };
         write(io, g, result, () =>
-          [formatSendResult(result, eventText, event), ...actionsFailed.map((f) => `warning: action ${f.action} failed after the commit (the transition stands): ${oneLine(f.message)}`)].join('\n'),
+          [formatSendResult(result, eventText, event), ...actionsFailed.map((f) => `${paintError('warning:')} action ${f.action} failed after the commit (the transition stands): ${oneLine(f.message)}`)].join('\n'),
         );
       });
     });

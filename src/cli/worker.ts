@@ -10,6 +10,7 @@ import { serveDemo } from './demoServe.ts';
 import { UsageError } from './errors.ts';
 import { formatState, oneLine } from './format.ts';
 import { redactKeys } from '../views/redacted.ts';
+import { paintError, paintOutcome } from './style.ts';
 import { describeScheduleEvent } from './schedule.ts';
 import { checkAtStart } from './doctor.ts';
 import { onShutdownSignals } from './signals.ts';
@@ -161,7 +162,7 @@ function describeCommit(event: RuntimeEvent): string | undefined {
   const t = event.transition;
   const move = t.from === null ? formatState(t.to) : `${formatState(t.from)} -> ${formatState(t.to)}`;
   const why = t.error ? ` (${t.error.code ?? t.error.name}: ${oneLine(t.error.message)})` : '';
-  return `${event.job.id} rev ${t.revision} ${t.eventType} ${t.outcome}${why}: ${move}${event.job.final ? ` (ended ${event.job.status})` : ''}`;
+  return `${event.job.id} rev ${t.revision} ${t.eventType} ${paintOutcome(t.outcome)}${why && paintError(why)}: ${move}${event.job.final ? ` (ended ${event.job.status})` : ''}`;
 }
 
 /** `--activity-concurrency charge=2,ship=1`: attempts of each named activity at once. */
