@@ -4,6 +4,7 @@
  * token, runs a worker, and stops on Ctrl-C with exit 0. Without a terminal it runs and exits
  * (test/cli.test.ts's demo tests). Every wait is on the child's output or exit.
  */
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Job } from '../src/index.ts';
@@ -42,6 +43,28 @@ describe('spool demo --serve', () => {
     // The same default ./spool.db, readable by the next command.
     const after = await runSpool(['list', '--json'], dir);
     expect((JSON.parse(after.stdout) as Job[]).map((j) => j.id)).toContain('from-api');
+  });
+
+  it('falls back to a free port when the default one is taken, and refuses a taken port that was asked for', async () => {
+    // Hold 7420 (or find it held already by someone else: the same case).
+    const holder = createServer();
+    await new Promise<void>((resolve) => holder.once('error', () => resolve()).listen(7420, '127.0.0.1', () => resolve()));
+    try {
+      const dir = res.tempDir();
+      const demo = spawnSpool(['demo', '--serve'], dir);
+      const out = await demo.until(/^Dashboard: http:\/\/127\.0\.0\.1:\d+\/$/m);
+      expect(out).not.toMatch(/^Dashboard: http:\/\/127\.0\.0\.1:7420\/$/m);
+      demo.child.kill('SIGINT');
+      expect(await demo.exited).toBe(0);
+      const asked = await runSpool(['--db', join(dir, 'z.db'), 'demo', '--serve', '--port', '7420'], dir);
+      expect(asked.code).toBe(1);
+      expect(asked.stderr).toMatch(/^spool: SPOOL_USAGE: Port 7420 on 127\.0\.0\.1 is in use/);
+      expect(asked.stdout).toBe(''); // refused before the demo ran a job
+      const after = await runSpool(['--db', join(dir, 'z.db'), 'list', '--json'], dir);
+      expect(JSON.parse(after.stdout)).toEqual([]);
+    } finally {
+      await new Promise<void>((resolve) => (holder.listening ? holder.close(() => resolve()) : resolve()));
+    }
   });
 
   it('--no-serve runs the jobs and exits even on a terminal; without a terminal that is the default', async () => {

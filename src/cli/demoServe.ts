@@ -1,27 +1,38 @@
 /**
- * What `spool demo` (and so `npm start`) does after its jobs have run, on a terminal: keep a
- * `spool serve` server up over the same database, print the dashboard's address and the write
- * token, and run the worker loop so jobs started or moved from the dashboard make progress, until
- * Ctrl-C. `--no-serve`, or stdout not a terminal, keeps the old run-and-exit behaviour.
+ * What `spool demo` (and so `npm start`) does on a terminal: listen with a `spool serve` server
+ * over the demo's database before the jobs run (so a taken port stops it before anything is
+ * written, and the dashboard sees the jobs move), then, after the jobs, print the dashboard's
+ * address and the write token and run the worker loop, so jobs started or moved from the
+ * dashboard make progress, until Ctrl-C. `--no-serve`, or stdout not a terminal, keeps the old
+ * run-and-exit behaviour.
  */
 import { runWorker, type Runtime } from '../index.ts';
+import type { SpoolServer } from '../server/index.ts';
 import { UsageError } from './errors.ts';
 import { startServer, type ServeFlags } from './serve.ts';
 import { onShutdownSignals } from './signals.ts';
 import { paintHeading } from './style.ts';
 
-/** Where the demo's server prints, and whether its port was chosen (else a taken default falls back to a free one). */
+/** Where the demo's server prints. */
 export interface DemoServeOutput {
   /** One line for people (no trailing newline). */
   print: (line: string) => void;
   /** `--json`: the ready line as one JSON object instead. */
   json?: (value: Record<string, unknown>) => void;
   stderr: (text: string) => void;
-  portGiven: boolean;
 }
 
-/** Serve over `runtime` and run its worker loop until SIGINT/SIGTERM; resolves once both have stopped. */
-export async function serveDemo(runtime: Runtime, flags: ServeFlags, out: DemoServeOutput): Promise<void> {
+/** Listen over `runtime`; `portGiven` false: a taken default port falls back to any free one rather than no dashboard. */
+export async function listenForDemo(runtime: Runtime, flags: ServeFlags, portGiven: boolean): Promise<SpoolServer> {
+  const quiet = () => {}; // serveDemo says where, after the jobs
+  return startServer(runtime, flags, quiet).catch((error: unknown) => {
+    if (error instanceof UsageError && !portGiven) return startServer(runtime, { ...flags, port: '0' }, quiet);
+    throw error;
+  });
+}
+
+/** Say where the dashboard is, run `runtime`'s worker loop until SIGINT/SIGTERM, then close the server. */
+export async function serveDemo(runtime: Runtime, server: SpoolServer, out: DemoServeOutput): Promise<void> {
   const stop = new AbortController();
   const release = onShutdownSignals({
     first: (signal) => {
@@ -31,24 +42,18 @@ export async function serveDemo(runtime: Runtime, flags: ServeFlags, out: DemoSe
     second: (signal, code) => out.stderr(`spool demo: second ${signal}: exiting now with code ${code}\n`),
   });
   try {
-    const announce = (json: Record<string, unknown>) => {
-      if (out.json) return out.json({ ...json, type: 'demo.serving', dashboard: `${String(json['url'])}/` });
+    const { url } = server;
+    const token = server.tokenGenerated ? server.token : null;
+    if (out.json) out.json({ type: 'demo.serving', url, dashboard: `${url}/`, token, pid: process.pid });
+    else {
       out.print('');
-      out.print(`${paintHeading('Dashboard:')} ${String(json['url'])}/`);
-      out.print(`  the HTTP API is under ${String(json['url'])}/api; ${json['token'] === null ? 'writes need the configured token (SPOOL_TOKEN)' : `writes need: Authorization: Bearer ${String(json['token'])}`}`);
+      out.print(`${paintHeading('Dashboard:')} ${url}/`);
+      out.print(`  the HTTP API is under ${url}/api; ${token === null ? 'writes need the configured token (SPOOL_TOKEN)' : `writes need: Authorization: Bearer ${token}`}`);
       out.print('  a worker runs here too: jobs you start or move make progress. Ctrl-C stops both.');
-    };
-    const server = await startServer(runtime, flags, announce).catch((error: unknown) => {
-      // The default port taken (another spool serve, say): any free one rather than no dashboard.
-      if (error instanceof UsageError && !out.portGiven) return startServer(runtime, { ...flags, port: '0' }, announce);
-      throw error;
-    });
-    try {
-      await runWorker(runtime, { signal: stop.signal, pollMs: 100 });
-    } finally {
-      await server.close();
     }
+    await runWorker(runtime, { signal: stop.signal, pollMs: 100 });
   } finally {
     release();
+    await server.close();
   }
 }

@@ -6,7 +6,7 @@ import { Option, type Command } from 'commander';
 import { runWorker, type LogEntry, type RuntimeEvent } from '../index.ts';
 import { SqliteStore } from '../../persistence/sqlite/index.ts';
 import { describeWork, runDemo } from './demo.ts';
-import { serveDemo } from './demoServe.ts';
+import { listenForDemo, serveDemo } from './demoServe.ts';
 import { UsageError } from './errors.ts';
 import { formatState, oneLine } from './format.ts';
 import { redactKeys } from '../views/redacted.ts';
@@ -133,15 +133,17 @@ export function addDemoCommand(program: Command, io: CliIO): void {
     if (serve) checkServeFlags(options);
     await withRuntime(g, io, { create: true, mode: 'run', needs: 'job-lifecycle', effects: true }, async (runtime) => {
       const print = (line: string) => io.stdout(`${line}\n`);
-      const jobs = await runDemo(runtime, { print: g.json ? () => {} : print, dbLabel: g.db, commandPrefix: commandPrefix(g) });
-      if (g.json) io.stdout(`${JSON.stringify({ db: g.db, jobs }, null, 2)}\n`);
-      if (!serve) return;
-      await serveDemo(runtime, options, {
-        print,
-        ...(g.json ? { json: (value: Record<string, unknown>) => io.stdout(`${JSON.stringify(value)}\n`) } : {}),
-        stderr: io.stderr,
-        portGiven: command.getOptionValueSource('port') !== 'default',
-      });
+      // Listening first: a taken port stops the demo before it writes anything.
+      const listening = serve ? await listenForDemo(runtime, options, command.getOptionValueSource('port') !== 'default') : undefined;
+      try {
+        const jobs = await runDemo(runtime, { print: g.json ? () => {} : print, dbLabel: g.db, commandPrefix: commandPrefix(g) });
+        if (g.json) io.stdout(`${JSON.stringify({ db: g.db, jobs }, null, 2)}\n`);
+        if (listening === undefined) return;
+        const json = g.json ? { json: (value: Record<string, unknown>) => io.stdout(`${JSON.stringify(value)}\n`) } : {};
+        await serveDemo(runtime, listening, { print, ...json, stderr: io.stderr });
+      } finally {
+        await listening?.close();
+      }
     });
   });
 }
