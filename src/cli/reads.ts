@@ -179,7 +179,7 @@ function formatStats(s: RuntimeStats): string {
   ];
   sections.push(
     s.jobs.length === 0
-      ? 'jobs: none'
+      ? `${paintHeading('jobs:')} none`
       : `${paintHeading('jobs:')}\n${table(['MACHINE', 'STATUS', 'STATE', 'JOBS'], s.jobs.map((j) => [`${j.machineId}@${j.machineVersion}`, paintStatus(j.status), formatState(j.value), String(j.count)]))}`,
   );
   if (s.activities.length > 0) {
