@@ -59,9 +59,13 @@ Examples:
   spool demo
   spool start job-lifecycle --input '{"name":"resize","items":2}' --id resize-1
   spool send resize-1 START
-  spool show resize-1
+  spool show resize-1 --watch
   spool list --state processing
-  spool --machines ./my-machines.ts machines`,
+  spool --machines ./my-machines.ts machines
+  SPOOL_DB=./jobs.db spool list
+
+--db and --machines come from the flag, else SPOOL_DB and SPOOL_MACHINES, else spool.config.json
+({"db": ..., "machines": ...}) in this directory, else the "spool" field of the nearest package.json.`,
     );
 
   addStartCommand(program, io);
