@@ -1,10 +1,14 @@
 /**
- * Following the durable history feed from the terminal (`spool tail`, `spool inspect`): every
- * job's commits, made by any process, in commit order, until stopped. It reads the history a
- * page at a time (`Runtime.historySince`) and waits on the store's change signal between pages.
+ * Following the durable history feed from the terminal (`spool tail`, `spool show --watch`,
+ * `spool inspect`): every job's commits, made by any process, in commit order, until stopped. It
+ * reads the history a page at a time (`Runtime.historySince`) and waits on the store's change
+ * signal between pages. The all-jobs event stream reads the same feed.
  */
 import type { FeedRecord, Runtime } from '../index.ts';
 import { ChangeSignal } from '../server/changes.ts';
+
+/** What the history feed can be filtered by (machine, job, outcomes, page size). */
+export type FeedFilter = NonNullable<Parameters<Runtime['historySince']>[1]>;
 
 /** The highest seq written so far (a scan that keeps no row): follow from here to see only new commits. */
 export async function headSeq(runtime: Runtime): Promise<number> {
@@ -16,21 +20,24 @@ export async function headSeq(runtime: Runtime): Promise<number> {
   }
 }
 
-/** Hand every commit after `from` that `filter` selects to `each`, in order, until `signal` aborts. */
-export async function followHistory(
+/**
+ * Hand each page of records after `cursor` that `filter` selects to `onPage`, in commit order,
+ * waiting for the next commit (this process's, or another's through the store's change counter)
+ * when there is none, until `signal` aborts or `onPage` resolves true.
+ */
+export async function followFeed(
   runtime: Runtime,
-  from: number,
-  filter: Parameters<Runtime['historySince']>[1],
+  cursor: number,
+  filter: FeedFilter,
   signal: AbortSignal,
-  each: (record: FeedRecord) => void | Promise<void>,
+  onPage: (records: readonly FeedRecord[]) => boolean | void | Promise<boolean | void>,
 ): Promise<void> {
   const changes = new ChangeSignal(runtime, 100);
   try {
-    let cursor = from;
     while (!signal.aborted) {
       const seen = changes.version;
       const page = await runtime.historySince(cursor, filter);
-      for (const r of page.records) await each(r);
+      if (page.records.length > 0 && (await onPage(page.records)) === true) return;
       const moved = page.next !== cursor;
       cursor = page.next;
       if (!moved) await changes.wait(seen, 1000, signal);
@@ -38,4 +45,17 @@ export async function followHistory(
   } finally {
     changes.close();
   }
+}
+
+/** `followFeed` a record at a time: hand every commit after `from` to `each`, until `signal` aborts. */
+export async function followHistory(
+  runtime: Runtime,
+  from: number,
+  filter: FeedFilter,
+  signal: AbortSignal,
+  each: (record: FeedRecord) => void | Promise<void>,
+): Promise<void> {
+  await followFeed(runtime, from, filter, signal, async (records) => {
+    for (const r of records) await each(r);
+  });
 }

@@ -15,6 +15,8 @@ import { addInspectCommand } from './inspect.ts';
 import { addExportCommand } from './export.ts';
 import { addServeCommand } from './serve.ts';
 import { globals, write, type CliIO } from './globals.ts';
+import { resolveConfig } from './config.ts';
+import { paintHeading } from './style.ts';
 import { withRuntime } from './withRuntime.ts';
 import { addCancelCommand, addCompleteFailCommands, addPurgeCommand, addResumeCommand, addRetryCommand, addSendCommand, addStartCommand, addSuspendCommand } from './jobs.ts';
 import { addListCommand, addMachinesCommand, addShowCommand, addStatsCommand } from './reads.ts';
@@ -23,11 +25,11 @@ import { addTestCommand } from './pathTests.ts';
 
 /** `setExitCode`: a command that finished its output but failed (a test run with gaps) reports it here. */
 export function buildProgram(io: CliIO, setExitCode: (code: number) => void): Command {
-  const program = new Command('spool')
+  const program: Command = new Command('spool')
     .description('Durable XState jobs on SQLite: start jobs, send them events, inspect their history.')
     .version(readVersion(), '--version')
-    .option('--db <file>', 'SQLite database file', './spool.db')
-    .option('--machines <module>', 'a .ts or .js module exporting your machines (default: the bundled machines/index.ts)')
+    .option('--db <file>', 'SQLite database file (default: SPOOL_DB, else spool.config.json or package.json "spool", else ./spool.db)')
+    .option('--machines <module>', 'a .ts or .js module exporting your machines (default: SPOOL_MACHINES, else the config file, else the bundled machines/index.ts)')
     .option('--json', 'print one JSON document on stdout (errors: one JSON object on stderr)')
     .option('--owner <id>', "tenant scope: see and start only this owner's jobs (another owner's job reads like a missing one)")
     .option('--max-backlog <n>', 'refuse start and send (SPOOL_BACKPRESSURE, nothing written) while n events wait to be applied (default 100000)')
@@ -42,8 +44,14 @@ export function buildProgram(io: CliIO, setExitCode: (code: number) => void): Co
       writeErr: (text) => io.stderr(text),
       // Commander's own error text is reported by main(), as one line in Spool's format.
       outputError: () => {},
+      getOutHasColors: () => io.colour?.stdout === true,
+      getErrHasColors: () => io.colour?.stderr === true,
     })
     .showSuggestionAfterError(true)
+    // Every command's help lists --db, --machines, --json (inherited by the commands added below).
+    .configureHelp({ showGlobalOptions: true, styleTitle: (title) => paintHeading(title) })
+    // --db and --machines from the flag, SPOOL_DB/SPOOL_MACHINES, spool.config.json or package.json (config.ts).
+    .hook('preAction', (root: Command) => applyConfig(root, io))
     .addHelpText(
       'after',
       `
@@ -53,9 +61,13 @@ Examples:
   spool demo
   spool start job-lifecycle --input '{"name":"resize","items":2}' --id resize-1
   spool send resize-1 START
-  spool show resize-1
+  spool show resize-1 --watch
   spool list --state processing
-  spool --machines ./my-machines.ts machines`,
+  spool --machines ./my-machines.ts machines
+  SPOOL_DB=./jobs.db spool list
+
+--db and --machines come from the flag, else SPOOL_DB and SPOOL_MACHINES, else spool.config.json
+({"db": ..., "machines": ...}) in this directory, else the "spool" field of the nearest package.json.`,
     );
 
   addStartCommand(program, io);
@@ -117,6 +129,15 @@ function addModuleCommands(program: Command, io: CliIO, setExitCode: (code: numb
     sensitiveKeys,
   });
   addDoctorCommand(program, { stdout: io.stdout, cwd: io.cwd, setExitCode });
+}
+
+/** Set `--db` and `--machines` on `program` as {@link resolveConfig} resolves them, so every command's `globals()` sees them. */
+function applyConfig(program: Command, io: CliIO): void {
+  const given = program.opts<{ db?: string; machines?: string }>();
+  const resolved = resolveConfig({ flags: { db: given.db, machines: given.machines }, env: io.env ?? {}, cwd: io.cwd });
+  const commanderSource = { flag: 'cli', env: 'env', config: 'config', 'package.json': 'config', default: 'default' } as const;
+  program.setOptionValueWithSource('db', resolved.db.value, commanderSource[resolved.db.source]);
+  if (resolved.machines !== undefined) program.setOptionValueWithSource('machines', resolved.machines.value, commanderSource[resolved.machines.source]);
 }
 
 function readVersion(): string {

@@ -11,9 +11,10 @@ import { Command } from 'commander';
 import type { FeedRecord, Runtime, TransitionOutcome } from '../index.ts';
 import { OUTCOMES } from '../server/sse.ts';
 import { UsageError } from './errors.ts';
-import { followHistory, headSeq } from './follow.ts';
+import { followHistory, headSeq, type FeedFilter } from './follow.ts';
 import { formatState, formatTime } from './format.ts';
 import { onShutdownSignals } from './signals.ts';
+import { paintError, paintOutcome } from './style.ts';
 
 /** What `spool tail` needs from main.ts. */
 export interface TailCommandHost {
@@ -23,6 +24,7 @@ export interface TailCommandHost {
   stdout(text: string): void;
   stderr(text: string): void;
 }
+
 
 interface TailOptions {
   machine?: string;
@@ -55,10 +57,10 @@ export function addTailCommand(program: Command, host: TailCommandHost): void {
         const stop = new AbortController();
         const release = onShutdownSignals({ first: () => stop.abort(), second: () => undefined });
         try {
-          // Not from the start: from the newest commit now.
+          // Not from the start: from the newest commit now (a scan that keeps no row).
           const cursor = options.fromStart ? 0 : await headSeq(runtime);
           host.stderr(`spool tail: following commits after seq ${cursor}; Ctrl-C to stop\n`);
-          await followHistory(runtime, cursor, filter, stop.signal, (r) => host.stdout(json ? `${JSON.stringify(r)}\n` : `${describe(r)}\n`));
+          await followHistory(runtime, cursor, filter, stop.signal, (r) => host.stdout(json ? `${JSON.stringify(r)}\n` : `${describeRecord(r)}\n`));
         } finally {
           release();
         }
@@ -66,8 +68,9 @@ export function addTailCommand(program: Command, host: TailCommandHost): void {
     });
 }
 
-function describe(r: FeedRecord): string {
+/** One commit as one line: time, job, revision, event, outcome, the move. */
+export function describeRecord(r: FeedRecord): string {
   const move = r.from === null ? formatState(r.to) : `${formatState(r.from)} -> ${formatState(r.to)}`;
-  const why = r.error ? ` (${r.error.code ?? r.error.name}: ${r.error.message})` : '';
-  return `${formatTime(r.at)}  ${r.jobId} (${r.machineId}) rev ${r.revision}  ${r.eventType} ${r.outcome}${why}: ${move}`;
+  const why = r.error ? paintError(` (${r.error.code ?? r.error.name}: ${r.error.message})`) : '';
+  return `${formatTime(r.at)}  ${r.jobId} (${r.machineId}) rev ${r.revision}  ${r.eventType} ${paintOutcome(r.outcome)}${why}: ${move}`;
 }
