@@ -5,7 +5,6 @@ import type {
   FeedPage,
   EffectRecord,
   InboxRecord,
-  
   JobFilter,
   JobRecord,
   JobStatus,
@@ -27,7 +26,8 @@ import type { RuntimeStats } from './operations.ts';
 import * as sched from './schedules.ts';
 import { ActivitySlots, BacklogGauge, DEFAULT_MAX_BACKLOG } from './limits.ts';
 import { checkRuntimeOptions } from './options.ts';
-import type { Job, JobDetails, ListFilter, LogEntry, RuntimeEvent, RuntimeOptions, SendOptions, SendResult, StartOptions, StorageFaultEvent } from './api.ts';
+import type { Job, JobDetails, ListFilter, LogEntry, RuntimeEvent, RuntimeOptions, SendOptions, SendResult, StartOptions, StartOrSendOptions, StartOrSendResult, StorageFaultEvent } from './api.ts';
+import type { RedeliverOptions } from './redelivery.ts';
 import { RuntimeEvents } from './events.ts';
 import { JobQuarantined } from './quarantine.ts';
 import { JobReader, TERMINAL } from './jobView.ts';
@@ -60,7 +60,8 @@ import { ActivityExecutor } from './executor.ts';
 import type { RunningActivity, RuntimeParts } from './parts.ts';
 import { JobEntry } from './entry.ts';
 
-export type { RuntimeOptions, LogEntry, Job, SendResult, StartOptions, SendOptions, ListFilter, RuntimeEvent, JobDetails } from './api.ts';
+export type { RuntimeOptions, LogEntry, Job, SendResult, StartOptions, SendOptions, StartOrSendOptions, StartOrSendResult, ListFilter, RuntimeEvent, JobDetails } from './api.ts';
+export type { RedeliverOptions } from './redelivery.ts';
 
 /**
  * Open a runtime: register the machines, recover the store's jobs, and return the API.
@@ -218,6 +219,37 @@ export class Runtime {
   async send(jobId: string, event: unknown, options: SendOptions = {}): Promise<SendResult> {
     this.#assertOpen();
     return this.#unit(() => this.#entry.send(jobId, event, options));
+  }
+
+  /**
+   * Create job `jobId` of `machineId` with `input` if it does not exist, and deliver `event` to it,
+   * in one durable step: a new job is created with the event in its inbox in one commit; an
+   * existing one (of the same machine; its input is left as it was) is sent the event. Concurrent
+   * callers converge on one job and one application of each event id: give `eventId`.
+   *
+   * @example
+   * const r = await runtime.startOrSend('order', 'order-42', { sku: 'A1' }, { type: 'ADD', qty: 1 }, { eventId: 'cart-7' });
+   * r.created; // true for the call that made the job
+   */
+  async startOrSend(machineId: string, jobId: string, input: unknown, event: unknown, options: StartOrSendOptions = {}): Promise<StartOrSendResult> {
+    this.#assertOpen();
+    return this.#unit(() => this.#entry.startOrSend(machineId, jobId, input, event, options));
+  }
+
+  /**
+   * Apply a failed (poison) event again, on the job's current state, once the code that made it
+   * fail is fixed: a new event `redeliver~<eventId>` with the same payload, recorded and applied
+   * like any other (a new history record; the first outcome stays as it was). Refused
+   * ({@link RedeliveryRefusedError}) for an event that did not fail or is not a caller's, and when
+   * the job has moved on since it failed (its revision changed) unless `force`. Asking again
+   * returns the first redelivery's outcome (`duplicate: true`).
+   *
+   * @example
+   * const r = await runtime.redeliver(jobId, 'webhook-7'); // r.eventId === 'redeliver~webhook-7'
+   */
+  async redeliver(jobId: string, eventId: string, options: RedeliverOptions = {}): Promise<SendResult> {
+    this.#assertOpen();
+    return this.#unit(() => this.#entry.redeliver(jobId, eventId, options));
   }
 
   /** A job by id. Throws {@link JobNotFoundError} for unknown ids and other owners' jobs. */
