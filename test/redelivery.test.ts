@@ -5,51 +5,18 @@
  * durable between the call and the commit.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { assign, setup } from 'xstate';
-import { z } from 'zod';
 import { RedeliveryRefusedError, ValidationError, redeliveryOf } from '../src/index.ts';
 import { Resources } from './helpers/resources.ts';
 import { openRuntime } from './helpers/durable.ts';
+import { deliveryHooks, till as definition } from './fixtures/deliveryMachines.ts';
 
 const res = new Resources();
 /** The "bug": while true, the PAY guard throws. */
-const code = { broken: true };
+const code = deliveryHooks;
 afterEach(async () => {
   code.broken = true;
   await res.dispose();
 });
-
-const till = setup({
-  types: { context: {} as { paid: number; bumps: number } },
-  guards: {
-    accepted: () => {
-      if (code.broken) throw new Error('payment provider client misconfigured');
-      return true;
-    },
-  },
-}).createMachine({
-  id: 'till',
-  initial: 'open',
-  context: { paid: 0, bumps: 0 },
-  states: {
-    open: {
-      on: {
-        PAY: { guard: 'accepted', target: 'paid', actions: assign({ paid: ({ context }) => context.paid + 1 }) },
-        BUMP: { actions: assign({ bumps: ({ context }) => context.bumps + 1 }) },
-        SECRET: { guard: 'accepted', target: 'paid' },
-      },
-    },
-    paid: { type: 'final' },
-  },
-});
-const definition = {
-  machine: till,
-  events: {
-    PAY: z.object({ type: z.literal('PAY'), amount: z.number() }),
-    SECRET: z.object({ type: z.literal('SECRET'), pin: z.string() }),
-  },
-  sensitive: ['pin'],
-};
 
 describe('redeliver', () => {
   it('applies a fixed poison event again as a new record, keeping the first outcome, once', async () => {

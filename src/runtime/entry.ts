@@ -244,7 +244,7 @@ export class JobEntry {
   }
 
   /**
-   * `redeliver` (Runtime.redeliver): a failed caller's event accepted again as a new event,
+   * `redeliver` (Runtime.redeliver): a failed event accepted again as a new event,
    * `redeliver~<id>`, and applied on the job's current state (redelivery.ts). Asking again returns
    * the first redelivery's outcome.
    */
@@ -261,7 +261,7 @@ export class JobEntry {
     }
     const def = route?.target ?? this.registry.latest(record.machineId);
     const accept = redelivery(record, await this.store.getEvent(jobId, eventId), eventId, def, options.force === true, this.clock.now());
-    this.#intake.validateEvent(def, accept.payload); // the machine it runs on now still takes it
+    if (accept.source === 'external') this.#intake.validateEvent(def, accept.payload); // the machine it runs on now still takes it
     const { duplicate } = await this.store.acceptEvent(accept);
     crashPoint('after-accept');
     if (!duplicate) {

@@ -264,8 +264,8 @@ export class JobNotFinishedError extends SpoolError {
 }
 
 /**
- * `redeliver` cannot apply this event again: it did not fail, it is not a caller's event, it
- * carried sensitive fields (no longer stored), or the job has moved on since it failed (then
+ * `redeliver` cannot apply this event again: it did not fail, it carried sensitive fields (no
+ * longer stored), or the job has moved on since it failed (then
  * `force` applies it anyway). `details.reason` says which, for tools; nothing was changed.
  */
 export class RedeliveryRefusedError extends SpoolError {

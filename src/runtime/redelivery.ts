@@ -1,13 +1,14 @@
 /**
- * Redelivery: a caller's event that failed (a poison event: a guard or action threw, so the job
- * stayed where it was) applied again, once the code is fixed, on the job's current state. The new
+ * Redelivery: an event that failed (a poison event: a guard or action threw, so the job stayed
+ * where it was; a caller's event, an activity's outcome, a timer's) applied again, once the code is fixed, on the job's current state. The new
  * application is a new event, `redeliver~<event id>`, accepted into the inbox (durable like any
- * other) with the failed event's payload and `sourceId` = the failed event's id: its history row
+ * other) with the failed event's payload (a caller's with `sourceId` = the failed event's id; the
+ * runtime's own with its source, still checked for being current when applied): its history row
  * is a new record, and the first outcome stays as it was. One redelivery per event id: asking
  * again returns the first redelivery's outcome; a redelivery that failed too is redelivered by
  * its own id.
  */
-import type { InboxRecord, JobRecord, JsonValue, NewInboxEvent } from '../ports/store.ts';
+import { UNCOMPARED_HASH, type InboxRecord, type JobRecord, type JsonValue, type NewInboxEvent } from '../ports/store.ts';
 import { JobTerminalError, RedeliveryRefusedError } from './errors.ts';
 import { formatStateValue, hashJson } from './json.ts';
 import { sensitivePaths } from './redaction.ts';
@@ -48,12 +49,6 @@ export function redelivery(record: JobRecord, original: InboxRecord | undefined,
       { jobId, eventId, reason: 'not-failed', status: original.status },
     );
   }
-  if (original.source !== 'external') {
-    throw new RedeliveryRefusedError(
-      `Event "${eventId}" of job ${jobId} is the runtime's own (${original.source}), not a caller's: only a caller's event can be redelivered. For a failed activity, see \`spool retry ${jobId}\`.`,
-      { jobId, eventId, reason: 'not-external', source: original.source },
-    );
-  }
   if (TERMINAL.has(record.status)) {
     throw new JobTerminalError(`Job ${jobId} is ${describeEnd(record)}: it accepts no more events, a redelivery neither.`, { jobId, status: record.status });
   }
@@ -71,5 +66,9 @@ export function redelivery(record: JobRecord, original: InboxRecord | undefined,
     );
   }
   const payload = original.payload as JsonValue;
-  return { jobId, eventId: redeliveryId(eventId), type: original.type, payload, payloadHash: hashJson(payload), at, source: 'external', sourceId: eventId };
+  const again = { jobId, eventId: redeliveryId(eventId), type: original.type, payload, at };
+  // A caller's event links to the one it redelivers; the runtime's own (an activity's outcome, a
+  // timer) keeps its source, so that it is still checked for being current when it is applied.
+  if (original.source === 'external') return { ...again, payloadHash: hashJson(payload), source: 'external', sourceId: eventId };
+  return { ...again, payloadHash: UNCOMPARED_HASH, source: original.source, sourceId: original.sourceId, attempt: original.attempt };
 }

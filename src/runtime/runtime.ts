@@ -240,7 +240,7 @@ export class Runtime {
    * Apply a failed (poison) event again, on the job's current state, once the code that made it
    * fail is fixed: a new event `redeliver~<eventId>` with the same payload, recorded and applied
    * like any other (a new history record; the first outcome stays as it was). Refused
-   * ({@link RedeliveryRefusedError}) for an event that did not fail or is not a caller's, and when
+   * ({@link RedeliveryRefusedError}) for an event that did not fail, and when
    * the job has moved on since it failed (its revision changed) unless `force`. Asking again
    * returns the first redelivery's outcome (`duplicate: true`).
    *
