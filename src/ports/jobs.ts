@@ -283,8 +283,12 @@ export interface TransitionCommit {
   deliveries?: NewInboxEvent[];
   /** Child jobs the transition invoked: created in the same commit. */
   children?: NewJob[];
-  /** A child job that ended: its invocation in the parent succeeds, and the outcome event is accepted there. */
-  settleParent?: { effectId: string; output: JsonValue; event: NewInboxEvent };
+  /**
+   * A child job that ended: its invocation in the parent (a `child` effect still `waiting` and
+   * active) succeeds with `output`, or, with `error`, fails with it (status `failed`, `error`
+   * stored); only then is the outcome event accepted there.
+   */
+  settleParent?: { effectId: string; output: JsonValue; error?: ErrorInfo; event: NewInboxEvent };
   /** The job stopped (its parent left the invoking state): every effect deactivated, every timer cancelled. */
   stopAll?: boolean;
   /** The timer this event consumed: marked delivered. */
