@@ -10,9 +10,9 @@ import type { JobRecord, JobStore, NewInboxEvent } from '../ports/store.ts';
 import { IdempotencyConflictError, JobNotFoundError, JobTerminalError, ValidationError } from './errors.ts';
 import { hashJson } from './json.ts';
 import { sensitivePaths } from './redaction.ts';
-import type { MachineRegistry } from './registry.ts';
+import type { MachineRegistry, RegisteredMachine } from './registry.ts';
 import { crashPoint } from './crashPoints.ts';
-import { startStep } from '../step/step.ts';
+import { startStep, type Started } from '../step/step.ts';
 import type { Job, SendOptions, SendResult, StartOptions, StartOrSendOptions, StartOrSendResult } from './api.ts';
 import { redelivery, redeliveryId, type RedeliverOptions } from './redelivery.ts';
 import type { RuntimeEvents } from './events.ts';
@@ -105,6 +105,13 @@ export class JobEntry {
 
     const started = startStep({ def, input: parsed, jobId, idempotencyKey: key, inputHash, owner: this.#owner, runner: this.runnerId, now: this.clock.now(), machines: this.#jobs.machines });
     await this.#backlog.admit(false); // backpressure (limits.ts): refused before anything is written; a repeated start returned above
+    const { record, created } = await this.#create(started, def);
+    if (!created) return this.#sameStart(record, def.id, inputHash, jobId, key, options.jobId);
+    return this.#jobs.started(record, def, started);
+  }
+
+  /** Create a started job (one write, with its first activities claimed here), or find the one that exists. */
+  async #create(started: Started, def: RegisteredMachine): Promise<{ record: JobRecord; created: boolean }> {
     const newJob = started.job;
     const claims = this.#activities.claimsFor(newJob.effects ?? [], newJob.at);
     if (claims.length > 0) newJob.claims = claims;
@@ -115,11 +122,11 @@ export class JobEntry {
     } finally {
       this.#activities.claimsCommitted(newJob.effects ?? [], claims, created ? 1 : null, def);
     }
-    if (!created) return this.#sameStart(record, def.id, inputHash, jobId, key, options.jobId);
-    if (claims.length > 0) this.#leases.set(jobId, 1);
+    if (!created) return { record, created };
+    if (claims.length > 0) this.#leases.set(newJob.id, 1);
     // The new job's own actor lends its scope: its first event neither reads nor hydrates it again.
     if (started.actor !== undefined) this.#jobs.remember(record, def, started.snapshot, started.actor);
-    return this.#jobs.started(record, def, started);
+    return { record, created };
   }
 
   /** `send` (Runtime.send): the event applied inline, or accepted into the inbox and applied in order. */
@@ -219,25 +226,14 @@ export class JobEntry {
     const at = this.clock.now();
     const started = startStep({ def, input: parsed, jobId, idempotencyKey: null, inputHash: hashJson({ machine: def.id, input: parsed }), owner: this.#owner, runner: this.runnerId, now: at, machines: this.#jobs.machines });
     await this.#backlog.admit(true);
-    const newJob = started.job;
     const accept: NewInboxEvent = { jobId, eventId, type: (payload as { type: string }).type, payload, payloadHash: hashJson(payload), at };
-    newJob.deliveries = [...(newJob.deliveries ?? []), accept];
-    const claims = this.#activities.claimsFor(newJob.effects ?? [], newJob.at);
-    if (claims.length > 0) newJob.claims = claims;
-    let created = false;
-    let record: JobRecord;
-    try {
-      ({ job: record, created } = await this.#commits.submitCreate(newJob));
-    } finally {
-      this.#activities.claimsCommitted(newJob.effects ?? [], claims, created ? 1 : null, def);
-    }
+    started.job.deliveries = [...(started.job.deliveries ?? []), accept];
+    const { record, created } = await this.#create(started, def);
     if (!created) return send(record);
-    if (claims.length > 0) this.#leases.set(jobId, 1);
     crashPoint('after-accept');
     this.#events.emit({ type: 'event.accepted', jobId, eventId, eventType: accept.type });
     // Its first transitions (the event included) are drained by `started` (the inbox holds the event).
-    this.#pendingDrains.add(jobId);
-    if (started.actor !== undefined) this.#jobs.remember(record, def, started.snapshot, started.actor);
+    if (this.#process) this.#pendingDrains.add(jobId);
     if (this.#process && (sendOptions.wait ?? true)) await this.#jobs.started(record, def, started);
     else this.#background.track(this.#jobs.started(record, def, started));
     return { ...(await this.#outcome(jobId, eventId, false, sendOptions.wait ?? true)), created: true };

@@ -222,14 +222,11 @@ export class Runtime {
   }
 
   /**
-   * Create job `jobId` of `machineId` with `input` if it does not exist, and deliver `event` to it,
-   * in one durable step: a new job is created with the event in its inbox in one commit; an
-   * existing one (of the same machine; its input is left as it was) is sent the event. Concurrent
-   * callers converge on one job and one application of each event id: give `eventId`.
+   * Create job `jobId` of `machineId` if it does not exist (with `event` in its inbox, one commit),
+   * else send `event` to it (entry.ts). Concurrent callers converge: give `eventId`.
    *
    * @example
-   * const r = await runtime.startOrSend('order', 'order-42', { sku: 'A1' }, { type: 'ADD', qty: 1 }, { eventId: 'cart-7' });
-   * r.created; // true for the call that made the job
+   * const r = await runtime.startOrSend('order', 'order-42', { sku: 'A1' }, { type: 'ADD' }, { eventId: 'cart-7' }); // r.created
    */
   async startOrSend(machineId: string, jobId: string, input: unknown, event: unknown, options: StartOrSendOptions = {}): Promise<StartOrSendResult> {
     this.#assertOpen();
@@ -237,15 +234,11 @@ export class Runtime {
   }
 
   /**
-   * Apply a failed (poison) event again, on the job's current state, once the code that made it
-   * fail is fixed: a new event `redeliver~<eventId>` with the same payload, recorded and applied
-   * like any other (a new history record; the first outcome stays as it was). Refused
-   * ({@link RedeliveryRefusedError}) for an event that did not fail, and when
-   * the job has moved on since it failed (its revision changed) unless `force`. Asking again
-   * returns the first redelivery's outcome (`duplicate: true`).
+   * Apply a failed (poison) event again on the job's current state, as `redeliver~<eventId>` (a new
+   * history record; the first outcome stays). Refusals: {@link RedeliveryRefusedError} (redelivery.ts).
    *
    * @example
-   * const r = await runtime.redeliver(jobId, 'webhook-7'); // r.eventId === 'redeliver~webhook-7'
+   * await runtime.redeliver(jobId, 'webhook-7', { force: false });
    */
   async redeliver(jobId: string, eventId: string, options: RedeliverOptions = {}): Promise<SendResult> {
     this.#assertOpen();
