@@ -4,17 +4,22 @@
  * did not fail, when the job moved on (unless forced), and for sensitive payloads; idempotent;
  * durable between the call and the commit.
  */
+import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { ChildScript } from './helpers/proc.ts';
 import { RedeliveryRefusedError, ValidationError, redeliveryOf } from '../src/index.ts';
 import { Resources } from './helpers/resources.ts';
 import { openRuntime } from './helpers/durable.ts';
 import { deliveryHooks, till as definition } from './fixtures/deliveryMachines.ts';
 
+const CHILD = fileURLToPath(new URL('./fixtures/redeliverChild.ts', import.meta.url));
 const res = new Resources();
+const procs: ChildScript[] = [];
 /** The "bug": while true, the PAY guard throws. */
 const code = deliveryHooks;
 afterEach(async () => {
   code.broken = true;
+  await Promise.all(procs.splice(0).map((p) => p.kill()));
   await res.dispose();
 });
 
@@ -82,6 +87,25 @@ describe('redeliver', () => {
     const { runtime } = await openRuntime(res, [definition]);
     const job = await runtime.start('till', {}, { jobId: 'till-4' });
     await expect(runtime.send(job.id, { type: 'BUMP' }, { eventId: 'redeliver~x' })).rejects.toThrow(/reserved/);
+  });
+
+  it('survives a SIGKILL between the durable accept and the commit', async () => {
+    const path = res.dbPath();
+    const first = await openRuntime(res, [definition], { path });
+    await first.runtime.start('till', {}, { jobId: 'till-6' });
+    await first.runtime.send('till-6', { type: 'PAY', amount: 2 }, { eventId: 'pay-6' });
+    await first.runtime.close();
+    const proc = new ChildScript(CHILD, [path, 'till-6', 'pay-6'], { SPOOL_CRASH_AT: 'after-accept' });
+    procs.push(proc);
+    await proc.waitFor((l) => l.type === 'ready');
+    expect(await proc.exited).toMatchObject({ signal: 'SIGKILL' });
+    expect(proc.lines.some((l) => l.type === 'redelivered')).toBe(false);
+    code.broken = false;
+    const next = await openRuntime(res, [definition], { path });
+    expect(await next.runtime.get('till-6')).toMatchObject({ value: 'paid', context: { paid: 1 } });
+    expect((await next.runtime.history('till-6')).map((h) => [h.eventId, h.outcome])).toEqual([[null, 'started'], ['pay-6', 'failed'], ['redeliver~pay-6', 'applied']]);
+    // Asked again after the restart: the outcome of the redelivery the killed process accepted.
+    await expect(next.runtime.redeliver('till-6', 'pay-6')).resolves.toMatchObject({ status: 'applied', duplicate: true });
   });
 
   it('survives a restart between the call and the commit', async () => {

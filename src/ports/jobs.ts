@@ -126,7 +126,11 @@ export interface NewJob {
   progress?: number | null;
   /** For a child job: its parent job and the invocation (effect id) it settles when it ends. */
   parent?: { jobId: string; effectId: string } | null;
-  /** Effects, timers and self-sends the initial state asked for, written in the same transaction. */
+  /**
+   * Effects, timers and self-sends the initial state asked for, written in the same transaction;
+   * `deliveries` may end with a caller's event (`startOrSend`, source `external`), whose event id
+   * is recorded once for the job as `acceptEvent` records it.
+   */
   effects?: NewEffect[];
   timers?: NewTimer[];
   deliveries?: NewInboxEvent[];
@@ -196,7 +200,7 @@ export interface InboxRecord extends MayBeDamaged {
   acceptedAt: number;
   processedAt: number | null;
   source: EventSource;
-  /** The timer or effect id behind a `timer`/`effect` event. */
+  /** The timer or effect id behind a `timer`/`effect` event; for an `external` one, the event it redelivers (`redeliver~<id>`), else null. */
   sourceId: string | null;
   /** The effect attempt behind an `effect` event. */
   attempt: number | null;
