@@ -49,7 +49,7 @@ describe('spool redeliver', () => {
     expect(stuck.stdout).toContain('p1');
     expect(stuck.stdout).toContain('`spool redeliver <job> <event id>`');
     const show = await spool(['--db', db, 'show', 'p1']);
-    expect(show.stdout).toContain('failed events (the job stayed where it was):');
+    expect(show.stdout).toContain('failed events (not redelivered; each left the job where it was):');
     expect(show.stdout).toContain(failed!.eventId);
     expect(show.stdout).toContain(`\`spool redeliver p1 ${failed!.eventId}\``);
 

@@ -114,7 +114,7 @@ function pushFailed(sections: string[], details: JobDetails): void {
   const failed = details.events.filter((e) => e.status === 'failed' && !redelivered.has(e.eventId));
   if (failed.length === 0) return;
   sections.push(
-    `failed events (the job stayed where it was):\n${table(
+    `failed events (not redelivered; each left the job where it was):\n${table(
       ['EVENT ID', 'TYPE', 'REVISION', 'ERROR'],
       failed.map((e) => [e.eventId, e.type, String(e.revision ?? '-'), e.error ? `${e.error.name}: ${oneLine(e.error.message)}` : '-']),
     )}\nway out: ${redeliveryWayOut(details.job.id, failed.at(-1)!.eventId)}${failed.at(-1)!.revision === details.job.revision ? '' : ' (the job moved on since: add --force)'}`,
