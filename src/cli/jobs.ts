@@ -284,7 +284,7 @@ export function formatSendResult(result: SendResult, eventText: string, event: u
   if (result.duplicate) pairs.push(['duplicate', 'yes: this event id was sent before; this is its first outcome']);
   const redelivers = redeliveryOf(result.eventId);
   if (redelivers !== undefined) pairs.push(['redelivery of', `${redelivers} (its first outcome stays in the history)`]);
-  if (result.status === 'failed') pairs.push(['way out', redeliveryWayOut(result.jobId, result.eventId)]);
+  if (result.status === 'failed' && !result.job.final) pairs.push(['way out', redeliveryWayOut(result.jobId, result.eventId)]);
   if (result.error) pairs.push(['error', `${result.error.code ?? result.error.name}: ${oneLine(result.error.message)}`]);
   if (result.status === 'ignored') pairs.push(['note', `no transition for this event in state ${formatState(result.job.value)}; nothing changed`]);
   if (result.status === 'pending') {

@@ -1,8 +1,8 @@
 /**
  * Redelivery: an event that failed (a poison event: a guard or action threw, so the job stayed
- * where it was; a caller's event, an activity's outcome, a timer's) applied again, once the code is fixed, on the job's current state. The new
- * application is a new event, `redeliver~<event id>`, accepted into the inbox (durable like any
- * other) with the failed event's payload (a caller's with `sourceId` = the failed event's id; the
+ * where it was; a caller's event, an activity's outcome, a timer's) applied again, once the code
+ * is fixed, on the job's current state. The new application is a new event,
+ * `redeliver~<event id>`, accepted into the inbox (durable like any other) with the failed event's payload (a caller's with `sourceId` = the failed event's id; the
  * runtime's own with its source, still checked for being current when applied): its history row
  * is a new record, and the first outcome stays as it was. One redelivery per event id: asking
  * again returns the first redelivery's outcome; a redelivery that failed too is redelivered by
