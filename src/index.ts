@@ -7,7 +7,8 @@
  */
 export { createRuntime, Runtime } from './runtime/runtime.ts';
 export { JobQuarantined } from './runtime/quarantine.ts';
-export type { RuntimeOptions, Job, JobDetails, SendResult, SendOptions, StartOptions, ListFilter, RuntimeEvent, LogEntry } from './runtime/runtime.ts';
+export type { RuntimeOptions, Job, JobDetails, SendResult, SendOptions, StartOptions, StartOrSendOptions, StartOrSendResult, RedeliverOptions, ListFilter, RuntimeEvent, LogEntry } from './runtime/runtime.ts';
+export { redeliveryOf } from './runtime/redelivery.ts';
 export { RetryableError, TerminalError, IndeterminateOutcomeError } from './runtime/retry.ts';
 export { backoffDelay } from './step/attempts.ts';
 export type { RetryPolicy, ActivityPolicy } from './runtime/retry.ts';

@@ -11,6 +11,7 @@ import type { ActivityArgs, Runtime } from '../src/index.ts';
 import { createServer, type ServerOptions, type SpoolServer } from '../src/server/index.ts';
 import { Resources, dumpDatabase } from './helpers/resources.ts';
 import { runSpool } from './helpers/spoolCli.ts';
+import { deliveryHooks, tally, till } from './fixtures/deliveryMachines.ts';
 
 const TOKEN = 'test-token-0123456789abcdef';
 
@@ -24,7 +25,10 @@ const approval = setup({
 });
 
 const res = new Resources();
-afterEach(() => res.dispose());
+afterEach(() => {
+  deliveryHooks.broken = true;
+  return res.dispose();
+});
 
 interface Api {
   runtime: Runtime;
@@ -37,7 +41,7 @@ interface Api {
 async function open(options: { owner?: string; server?: Partial<ServerOptions> } = {}): Promise<Api> {
   const path = res.dbPath();
   const store = await res.sqlite(path);
-  const runtime = await res.runtime({ store, machines: [jobLifecycle, approval], owner: options.owner ?? null });
+  const runtime = await res.runtime({ store, machines: [jobLifecycle, approval, tally, till], owner: options.owner ?? null });
   const server = res.track(await createServer({ runtime, port: 0, token: TOKEN, bodyLimitBytes: 4096, ...options.server }));
   const raw = res.raw(path, { readonly: true });
   const call: Api['call'] = async (method, route, init = {}) => {
@@ -75,6 +79,8 @@ describe('spool serve: the JSON API', () => {
       [`/api/jobs/${jobId}/resume`, {}],
       [`/api/tokens/${token}/complete`, { output: { ok: true } }],
       [`/api/tokens/${token}/fail`, { error: { message: 'no' } }],
+      ['/api/machines/tally/jobs/cart-1/events', { input: { label: 'x' }, event: { type: 'ADD', n: 1 } }],
+      [`/api/jobs/${jobId}/events/some-event/redeliver`, {}],
     ];
     const before = api.dump();
     for (const [route, body] of writes) {
@@ -198,6 +204,27 @@ describe('spool serve: the JSON API', () => {
     expect(lifecycle.root.states.map((s) => s.key)).toEqual(expect.arrayContaining(['queued', 'processing', 'completed']));
     expect(lifecycle.events.find((e) => e.type === 'PROGRESS')!.schema.properties.percent).toMatchObject({ type: 'number', maximum: 100 });
     expect((await api.call('GET', '/api/stats')).body.jobs.length).toBeGreaterThan(0);
+  });
+
+  it('start-or-send and redeliver, with their refusals', async () => {
+    const api = await open();
+    const route = '/api/machines/tally/jobs/cart-1/events';
+    const created = await api.call('POST', route, { body: { input: { label: 'x' }, event: { type: 'ADD', n: 2 }, eventId: 'e1' } });
+    expect(created).toMatchObject({ status: 201, body: { created: true, status: 'applied', job: { id: 'cart-1', context: { total: 2 } } } });
+    const again = await api.call('POST', route, { body: { input: { label: 'x' }, event: { type: 'ADD', n: 2 } }, headers: { 'idempotency-key': 'e1' } });
+    expect(again).toMatchObject({ status: 200, body: { created: false, duplicate: true } });
+    expect((await api.call('POST', route, { body: { event: { type: 'ADD', n: 1 }, extra: 1 } })).body.error.code).toBe('SPOOL_INVALID');
+    expect((await api.call('POST', '/api/machines/nope/jobs/x/events', { body: { event: { type: 'ADD', n: 1 } } })).status).toBe(404);
+
+    await api.runtime.start('till', {}, { jobId: 'till-1' });
+    const failed = await api.call('POST', '/api/jobs/till-1/events', { body: { type: 'PAY', amount: 1 }, headers: { 'idempotency-key': 'pay' } });
+    expect(failed.body.status).toBe('failed');
+    const notFailed = await api.call('POST', '/api/jobs/cart-1/events/e1/redeliver', { body: {} });
+    expect(notFailed).toMatchObject({ status: 409, body: { error: { code: 'SPOOL_REDELIVERY_REFUSED', reason: 'not-failed' } } });
+    expect((await api.call('POST', '/api/jobs/till-1/events/pay/redeliver', { body: { force: 'yes' } })).status).toBe(400);
+    deliveryHooks.broken = false;
+    const redelivered = await api.call('POST', '/api/jobs/till-1/events/pay/redeliver', { body: {} });
+    expect(redelivered).toMatchObject({ status: 200, body: { status: 'applied', eventId: 'redeliver~pay', job: { value: 'paid' } } });
   });
 
   it('spool serve on a port another server holds: one SPOOL_USAGE line, exit 1', async () => {

@@ -123,6 +123,17 @@ export function storeContract(name: string, factory: StoreFactory): void {
     });
 
     describe('createJob', () => {
+      it("records a caller's event delivered with the new job (start-or-send) once: a repeat of its id is a duplicate", async () => {
+        const event = newEvent('sos', 'e1', { type: 'ADD' });
+        expect((await store.createJob({ ...newJob('sos'), deliveries: [event] })).created).toBe(true);
+        expect(await store.getEvent('sos', 'e1')).toMatchObject({ status: 'pending', source: 'external', type: 'ADD' });
+        expect((await store.acceptEvent(event)).duplicate).toBe(true);
+        expect(await store.listEvents('sos')).toHaveLength(1);
+        // A second create of the same id finds the job and writes nothing.
+        expect((await store.createJob({ ...newJob('sos'), deliveries: [newEvent('sos', 'e2')] })).created).toBe(false);
+        expect(await store.getEvent('sos', 'e2')).toBeUndefined();
+      });
+
       it('creates the job at revision 1 with its init history record', async () => {
         const r = await store.createJob(newJob('job-1', { input: { x: 1 }, key: 'k1', owner: 'acme' }));
         expect(r.created).toBe(true);

@@ -944,6 +944,45 @@ function effectsContract(name: string, factory: StoreFactory): void {
         expect(await store.setProgress('nope', 1, T0 + 30)).toBe(false);
       });
 
+      it('setProgress under a lease (an activity reporting) never lowers the progress; without one it may', async () => {
+        const [r] = await store.commit([{ ...commitOf('A', 1), lease: { runner: 'w1', fence: null, now: T0 + 1, until: T0 + 10_000 } }]);
+        const fence = r?.ok ? r.fence! : -1;
+        const lease = { runner: 'w1', fence };
+        expect(await store.setProgress('A', 60, T0 + 2, lease)).toBe(true);
+        expect(await store.setProgress('A', 20, T0 + 3, lease)).toBe(true); // an attempt run again, from its start
+        expect(await store.getJob('A')).toMatchObject({ progress: 60 });
+        expect(await store.setProgress('A', 80, T0 + 4, lease)).toBe(true);
+        expect(await store.getJob('A')).toMatchObject({ progress: 80 });
+        expect(await store.setProgress('A', 10, T0 + 5)).toBe(true);
+        expect(await store.getJob('A')).toMatchObject({ progress: 10 });
+        expect(await store.setProgress('A', 5, T0 + 6, { runner: 'w2', fence })).toBe(false); // not the holder
+      });
+
+      it("settleParent succeeds or (with error) fails the parent's waiting child invocation, and accepts its event there, once", async () => {
+        const child = (id: string): NewJob => ({ ...newJob(id), parent: { jobId: 'A', effectId: id } });
+        const ok = { ...effectOf('A', 'ok', 2), kind: 'child' as const, maxAttempts: 1 };
+        const bad = { ...effectOf('A', 'bad', 2), kind: 'child' as const, maxAttempts: 1 };
+        expect(await store.commit([commitOf('A', 1, { effects: { create: [ok, bad], deactivate: [] }, children: [child(ok.id), child(bad.id)] })])).toEqual([{ ok: true, revision: 2, fence: null }]);
+        expect((await store.getEffect(bad.id))?.status).toBe('waiting');
+        const doneEvent = { ...eventOf('A', `effect~${ok.id}~a1`, 'xstate.done.actor.ok', { source: 'effect', sourceId: ok.id, attempt: 1 }), payload: { type: 'xstate.done.actor.ok', output: 7 } };
+        const errorEvent = { ...eventOf('A', `effect~${bad.id}~a1`, 'xstate.error.actor.bad', { source: 'effect', sourceId: bad.id, attempt: 1 }), payload: { type: 'xstate.error.actor.bad', error: { ...BOOM } } };
+        const results = await store.commit([
+          commitOf(ok.id, 1, { status: 'done', settleParent: { effectId: ok.id, output: 7, event: doneEvent } }),
+          commitOf(bad.id, 1, { status: 'error', stopAll: true, settleParent: { effectId: bad.id, output: null, error: BOOM, event: errorEvent } }),
+        ]);
+        expect(results.every((r) => r.ok)).toBe(true);
+        expect(await store.getEffect(ok.id)).toMatchObject({ status: 'succeeded', output: 7, error: null });
+        expect(await store.getEffect(bad.id)).toMatchObject({ status: 'failed', error: BOOM, output: null });
+        expect((await store.listEvents('A')).map((e) => [e.type, e.status, e.payload])).toEqual([
+          ['xstate.done.actor.ok', 'pending', { type: 'xstate.done.actor.ok', output: 7 }],
+          ['xstate.error.actor.bad', 'pending', { type: 'xstate.error.actor.bad', error: BOOM }],
+        ]);
+        expect(await store.getJob(bad.id)).toMatchObject({ status: 'error', revision: 2 });
+        // No longer waiting: a second settle changes nothing there and accepts no event.
+        await store.commit([commitOf(bad.id, 2, { status: 'error', settleParent: { effectId: bad.id, output: null, error: BOOM, event: { ...errorEvent, eventId: 'again' } } })]);
+        expect(await store.listEvents('A')).toHaveLength(2);
+      });
+
       it('notes are listed per job in the order they were added', async () => {
         await store.addNote({ jobId: 'A', kind: 'info', message: 'second by time', at: T0 + 20 });
         await store.addNote({ jobId: 'B', kind: 'info', message: 'other job', at: T0 + 5 });

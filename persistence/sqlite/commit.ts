@@ -111,10 +111,14 @@ function writeCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
   if (c.job.status !== 'active') s.cancelScheduledTimers.run(c.jobId);
   for (const child of c.children ?? []) insertJob(s, child);
   for (const d of c.deliveries ?? []) acceptPending(s, d);
-  if (c.settleParent && s.settleChild.run(JSON.stringify(c.settleParent.output), c.job.at, c.settleParent.effectId).changes === 1) {
-    acceptPending(s, c.settleParent.event);
-  }
+  if (c.settleParent && settleChild(s, c.settleParent, c.job.at)) acceptPending(s, c.settleParent.event);
   return { ok: true, revision, fence };
+}
+
+/** A child job's end recorded on its parent's invocation (succeeded, or failed with `error`): false when it was no longer waiting. */
+function settleChild(s: ReturnType<typeof prepare>, settle: NonNullable<TransitionCommit['settleParent']>, at: number): boolean {
+  const run = settle.error ? s.failChild.run(JSON.stringify(settle.error), at, settle.effectId) : s.settleChild.run(JSON.stringify(settle.output), at, settle.effectId);
+  return run.changes === 1;
 }
 
 /** `createJob` inside a transaction: the existing job with this id or key, or the new one. */

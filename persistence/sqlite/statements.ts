@@ -183,6 +183,7 @@ function prepareEffects(db: Database.Database) {
     insertEffect: db.prepare(`INSERT INTO effects (id, job_id, actor_id, src, kind, input, status, active, attempt, max_attempts, unsafe,
         created_revision, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)`),
     settleChild: db.prepare(`UPDATE effects SET status = 'succeeded', output = ?, updated_at = ? WHERE id = ? AND kind = 'child' AND status = 'waiting' AND active = 1`),
+    failChild: db.prepare(`UPDATE effects SET status = 'failed', error = ?, updated_at = ? WHERE id = ? AND kind = 'child' AND status = 'waiting' AND active = 1`),
     deactivateAll: db.prepare(`UPDATE effects SET active = 0, token = NULL, updated_at = ?,
         status = CASE WHEN status IN ('pending', 'running', 'waiting', 'backoff') THEN 'cancelled' ELSE status END
       WHERE job_id = ? AND active = 1`),
@@ -297,7 +298,9 @@ function prepareTimers(db: Database.Database) {
 function prepareOperations(db: Database.Database) {
   return {
     requestCancel: db.prepare(`UPDATE jobs SET cancel_requested_at = ?, cancel_reason = ? WHERE id = ? AND cancel_requested_at IS NULL`),
-    setProgress: db.prepare(`UPDATE jobs SET progress = @progress WHERE id = @id AND status = 'active'
+    // From an activity (a runner given): never lower (an attempt run again reports from its start).
+    setProgress: db.prepare(`UPDATE jobs SET progress = CASE WHEN @runner IS NULL THEN @progress ELSE MAX(COALESCE(progress, @progress), @progress) END
+        WHERE id = @id AND status = 'active'
         AND (@runner IS NULL OR (lease_owner = @runner AND lease_fence = @fence))`),
     addNote: db.prepare('INSERT INTO notes (job_id, kind, message, at) VALUES (?, ?, ?, ?)'),
     listNotes: db.prepare('SELECT job_id, kind, message, at FROM notes WHERE job_id = ? ORDER BY id'),

@@ -3,7 +3,8 @@
  * resume, purge.
  */
 import { Option, type Command } from 'commander';
-import type { Job, JobStatus, SendResult } from '../index.ts';
+import { redeliveryOf, type Job, type JobStatus, type SendResult } from '../index.ts';
+import { redeliveryWayOut } from '../runtime/quarantine.ts';
 import { BadJsonArgumentError, UsageError, argumentText, parseJsonArgument, parseJsonText } from './errors.ts';
 import { describeStatus, formatBlock, formatState, formatTime, keyValues, oneLine } from './format.ts';
 import { redactJob, redactKeys, sensitiveKeys } from '../views/redacted.ts';
@@ -268,7 +269,8 @@ export function addPurgeCommand(program: Command, io: CliIO): void {
     });
 }
 
-function parseEvent(raw: string): unknown {
+/** An event argument: JSON (or `-`/`@file`), or a bare type (`START`). */
+export function parseEvent(raw: string): unknown {
   const text = argumentText(raw, 'The event');
   const trimmed = text.trim();
   if (EVENT_TYPE_SHORTHAND.test(trimmed) && !['true', 'false', 'null'].includes(trimmed)) return { type: trimmed };
@@ -280,7 +282,8 @@ function parseEvent(raw: string): unknown {
   return event;
 }
 
-function formatSendResult(result: SendResult, eventText: string, event: unknown): string {
+/** A send's outcome as text: `spool send`, `redeliver` and `start-or-send` print it. */
+export function formatSendResult(result: SendResult, eventText: string, event: unknown): string {
   const type = (event as { type?: unknown }).type;
   const pairs: [string, string][] = [
     ['job', result.jobId],
@@ -288,6 +291,9 @@ function formatSendResult(result: SendResult, eventText: string, event: unknown)
     ['outcome', result.status],
   ];
   if (result.duplicate) pairs.push(['duplicate', 'yes: this event id was sent before; this is its first outcome']);
+  const redelivers = redeliveryOf(result.eventId);
+  if (redelivers !== undefined) pairs.push(['redelivery of', `${redelivers} (its first outcome stays in the history)`]);
+  if (result.status === 'failed' && !result.job.final) pairs.push(['way out', redeliveryWayOut(result.jobId, result.eventId)]);
   if (result.error) pairs.push(['error', `${result.error.code ?? result.error.name}: ${oneLine(result.error.message)}`]);
   if (result.status === 'ignored') pairs.push(['note', `no transition for this event in state ${formatState(result.job.value)}; nothing changed`]);
   if (result.status === 'pending') {

@@ -19,6 +19,7 @@ import { resolveConfig } from './config.ts';
 import { paintHeading } from './style.ts';
 import { withRuntime } from './withRuntime.ts';
 import { addCancelCommand, addCompleteFailCommands, addPurgeCommand, addResumeCommand, addRetryCommand, addSendCommand, addStartCommand, addSuspendCommand } from './jobs.ts';
+import { addRedeliverCommand, addStartOrSendCommand } from './delivery.ts';
 import { addListCommand, addMachinesCommand, addShowCommand, addStatsCommand } from './reads.ts';
 import { addDemoCommand, addWorkerCommand } from './worker.ts';
 import { addTestCommand } from './pathTests.ts';
@@ -72,6 +73,8 @@ Examples:
 
   addStartCommand(program, io);
   addSendCommand(program, io);
+  addStartOrSendCommand(program, io);
+  addRedeliverCommand(program, io);
   addShowCommand(program, io);
   addListCommand(program, io);
   addMachinesCommand(program, io);

@@ -12,6 +12,7 @@ import { withRuntime } from './withRuntime.ts';
 import { formatShow } from './showFormat.ts';
 import { watchJob } from './showWatch.ts';
 import { paintHeading, paintStatus } from './style.ts';
+import { redeliveryWayOut } from '../runtime/quarantine.ts';
 
 interface ListOptions {
   machine?: string;
@@ -50,6 +51,9 @@ export function addShowCommand(program: Command, io: CliIO): void {
     });
 }
 
+/** What `list --stuck` says under its table. */
+const STUCK_WAY_OUT = `A job stuck after an event failed (\`spool show <job>\` lists it under failed events): ${redeliveryWayOut('<job>', '<event id>')}; else \`spool retry\`, \`spool send\` or \`spool cancel\`.`;
+
 /** `spool list`: jobs, filtered and paged. */
 export function addListCommand(program: Command, io: CliIO): void {
   program
@@ -85,7 +89,8 @@ export function addListCommand(program: Command, io: CliIO): void {
       await withRuntime(g, io, { create: false, mode: 'read' }, async (runtime) => {
         const jobs = (await runtime.list(filter)).map((job) => redactJob(runtime, job));
         const more = limit !== undefined && jobs.length === limit ? `\n\n(${limit} shown; the next page: --after ${jobs.at(-1)!.id})` : '';
-        write(io, g, jobs, () => formatList(jobs) + more);
+        const wayOut = options.stuck && jobs.length > 0 ? `\n\n${STUCK_WAY_OUT}` : '';
+        write(io, g, jobs, () => formatList(jobs) + more + wayOut);
       });
     });
 }

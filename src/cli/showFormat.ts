@@ -2,7 +2,8 @@
  * `spool show` as text: the job, then its history, pending events, activities, failed attempts,
  * timers, assets and notes.
  */
-import type { JobDetails } from '../index.ts';
+import { redeliveryOf, type JobDetails } from '../index.ts';
+import { redeliveryWayOut } from '../runtime/quarantine.ts';
 import { describeStatus, formatBlock, formatJson, formatState, formatTime, keyValues, oneLine, table } from './format.ts';
 import { paintError, paintHeading, paintOutcome } from './style.ts';
 
@@ -11,6 +12,7 @@ export function formatShow(details: JobDetails, versionNote?: string, historyRow
   const sections = [keyValues(jobPairs(details, versionNote))];
   pushHistory(sections, details, historyRows);
   pushPending(sections, details);
+  pushFailed(sections, details);
   pushActivities(sections, details);
   pushAttempts(sections, details);
   if (details.timers.length > 0) {
@@ -57,7 +59,7 @@ function jobPairs(details: JobDetails, versionNote: string | undefined): [string
   if (job.lease !== null) pairs.push(['lease', `held by ${job.lease.owner} (fence ${job.lease.fence}) until ${formatTime(job.lease.until)}`]);
   if (versionNote !== undefined) pairs.push(['version', versionNote]);
   else if (!job.final) pairs.push(['waiting for', details.waitingFor.length > 0 ? details.waitingFor.join(', ') : 'no event']);
-  if (details.stuck) pairs.push(['stuck', 'yes: no pending event, timer or activity, and no event but a cancel moves it (`spool retry`, `spool send`, `spool cancel`)']);
+  if (details.stuck) pairs.push(['stuck', 'yes: no pending event, timer or activity, and no event but a cancel moves it (`spool redeliver` a failed event, `spool retry`, `spool send`, `spool cancel`)']);
   if (job.idempotencyKey !== null) pairs.push(['idempotency', job.idempotencyKey]);
   pairs.push(
     ['created', formatTime(job.createdAt)],
@@ -103,6 +105,20 @@ function pushPending(sections: string[], details: JobDetails): void {
           ['SEQ', 'EVENT ID', 'TYPE', 'ACCEPTED'],
           pending.map((e) => [String(e.seq), e.eventId, e.type, formatTime(e.acceptedAt)]),
         )}`,
+  );
+}
+
+/** Events that failed and were not redelivered since, with the way out. */
+function pushFailed(sections: string[], details: JobDetails): void {
+  if (details.job.final) return;
+  const redelivered = new Set(details.events.map((e) => redeliveryOf(e.eventId)));
+  const failed = details.events.filter((e) => e.status === 'failed' && !redelivered.has(e.eventId));
+  if (failed.length === 0) return;
+  sections.push(
+    `failed events (not redelivered; each left the job where it was):\n${table(
+      ['EVENT ID', 'TYPE', 'REVISION', 'ERROR'],
+      failed.map((e) => [e.eventId, e.type, String(e.revision ?? '-'), e.error ? `${e.error.name}: ${oneLine(e.error.message)}` : '-']),
+    )}\nway out: ${redeliveryWayOut(details.job.id, failed.at(-1)!.eventId)}${failed.at(-1)!.revision === details.job.revision ? '' : ' (the job moved on since: add --force)'}`,
   );
 }
 

@@ -126,7 +126,11 @@ export interface NewJob {
   progress?: number | null;
   /** For a child job: its parent job and the invocation (effect id) it settles when it ends. */
   parent?: { jobId: string; effectId: string } | null;
-  /** Effects, timers and self-sends the initial state asked for, written in the same transaction. */
+  /**
+   * Effects, timers and self-sends the initial state asked for, written in the same transaction;
+   * `deliveries` may end with a caller's event (`startOrSend`, source `external`), whose event id
+   * is recorded once for the job as `acceptEvent` records it.
+   */
   effects?: NewEffect[];
   timers?: NewTimer[];
   deliveries?: NewInboxEvent[];
@@ -196,7 +200,7 @@ export interface InboxRecord extends MayBeDamaged {
   acceptedAt: number;
   processedAt: number | null;
   source: EventSource;
-  /** The timer or effect id behind a `timer`/`effect` event. */
+  /** The timer or effect id behind a `timer`/`effect` event; for an `external` one, the event it redelivers (`redeliver~<id>`), else null. */
   sourceId: string | null;
   /** The effect attempt behind an `effect` event. */
   attempt: number | null;
@@ -283,8 +287,12 @@ export interface TransitionCommit {
   deliveries?: NewInboxEvent[];
   /** Child jobs the transition invoked: created in the same commit. */
   children?: NewJob[];
-  /** A child job that ended: its invocation in the parent succeeds, and the outcome event is accepted there. */
-  settleParent?: { effectId: string; output: JsonValue; event: NewInboxEvent };
+  /**
+   * A child job that ended: its invocation in the parent (a `child` effect still `waiting` and
+   * active) succeeds with `output`, or, with `error`, fails with it (status `failed`, `error`
+   * stored); only then is the outcome event accepted there.
+   */
+  settleParent?: { effectId: string; output: JsonValue; error?: ErrorInfo; event: NewInboxEvent };
   /** The job stopped (its parent left the invoking state): every effect deactivated, every timer cancelled. */
   stopAll?: boolean;
   /** The timer this event consumed: marked delivered. */

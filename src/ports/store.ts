@@ -166,7 +166,10 @@ export interface JobStore {
   requestCancel(jobId: string, reason: string, event: NewInboxEvent, at: number): Promise<{ first: boolean }>;
   /**
    * Set progress on a job that is still active; false if it is final (nothing changed). With
-   * `lease` (an activity reporting): also false unless that runner still holds the job with that fence.
+   * `lease` (an activity reporting): also false unless that runner still holds the job with that
+   * fence, and it never lowers the stored progress (the stored value stays when it is higher: an
+   * attempt run again after an interruption reports from its start). Only the machine (its
+   * `context.progress`, written by a commit) and a call without `lease` (`Runtime.setProgress`) set it lower.
    */
   setProgress(jobId: string, progress: number, at: number, lease?: { runner: string; fence: number }): Promise<boolean>;
   addNote(note: NoteRecord): Promise<void>;

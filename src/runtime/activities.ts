@@ -33,7 +33,11 @@ export interface ActivityArgs<TInput = unknown> {
    * approve: fromPromise(async ({ defer }) => defer((token) => mailer.send(`/approve?token=${token}`)))
    */
   defer: (onToken?: (token: string) => void | Promise<void>) => DeferredCompletion;
-  /** Report progress 0-100 on the job (ignored, with a note, once the job is final). */
+  /**
+   * Report progress 0-100 on the job (ignored, with a note, once the job is final). It never lowers
+   * the job's progress (an attempt run again reports from its start); the machine sets it lower
+   * through `context.progress`.
+   */
   progress: (percent: number) => Promise<void>;
   /** Link an output to the job; the same key from a retried attempt is attached once. */
   attachAsset: (asset: AssetInput) => Promise<void>;

@@ -167,6 +167,14 @@ export interface SendOptions {
   wait?: boolean;
 }
 
+/** Options of `startOrSend`: the event's id (give one, so that concurrent callers converge) and whether to wait for it. */
+export type StartOrSendOptions = SendOptions;
+
+/** What `startOrSend` resolves with: the event's outcome, and whether this call created the job. */
+export interface StartOrSendResult extends SendResult {
+  created: boolean;
+}
+
 /** What `list` selects. */
 export interface ListFilter {
   machineId?: string;

@@ -10,10 +10,11 @@ import type { JobRecord, JobStore, NewInboxEvent } from '../ports/store.ts';
 import { IdempotencyConflictError, JobNotFoundError, JobTerminalError, ValidationError } from './errors.ts';
 import { hashJson } from './json.ts';
 import { sensitivePaths } from './redaction.ts';
-import type { MachineRegistry } from './registry.ts';
+import type { MachineRegistry, RegisteredMachine } from './registry.ts';
 import { crashPoint } from './crashPoints.ts';
-import { startStep } from '../step/step.ts';
-import type { Job, SendOptions, SendResult, StartOptions } from './api.ts';
+import { startStep, type Started } from '../step/step.ts';
+import type { Job, SendOptions, SendResult, StartOptions, StartOrSendOptions, StartOrSendResult } from './api.ts';
+import { redelivery, redeliveryId, type RedeliverOptions } from './redelivery.ts';
 import type { RuntimeEvents } from './events.ts';
 import { JobQuarantined } from './quarantine.ts';
 import { describeEnd, TERMINAL, type JobReader } from './jobView.ts';
@@ -26,6 +27,12 @@ import type { PreparedStart } from './schedules.ts';
 import type { JobCommits } from './jobCommits.ts';
 import type { ActivityExecutor } from './executor.ts';
 import type { RuntimeParts } from './parts.ts';
+
+/** A job id a caller chose: a valid id without "~" (Spool derives the ids of child and scheduled jobs with it). */
+function checkJobId(jobId: string): void {
+  checkId('job id', jobId);
+  if (jobId.includes('~')) throw new ValidationError(`A job id must not contain "~": Spool derives the ids of child and scheduled jobs with it (got "${jobId}").`);
+}
 
 /** What the way in is built with besides the shared parts. */
 export interface EntryDeps extends RuntimeParts {
@@ -87,10 +94,7 @@ export class JobEntry {
     const def = this.registry.latest(machineId);
     const parsed = this.#intake.validateInput(def, input);
     const jobId = options.jobId ?? this.#newId();
-    checkId('job id', jobId);
-    if (options.jobId !== undefined && jobId.includes('~')) {
-      throw new ValidationError(`A job id must not contain "~": Spool derives the ids of child and scheduled jobs with it (got "${jobId}").`);
-    }
+    if (options.jobId !== undefined) checkJobId(jobId);
     if (options.idempotencyKey !== undefined) checkId('idempotency key', options.idempotencyKey);
     const inputHash = hashJson({ machine: def.id, input: parsed });
     const key = options.idempotencyKey ?? null;
@@ -101,6 +105,13 @@ export class JobEntry {
 
     const started = startStep({ def, input: parsed, jobId, idempotencyKey: key, inputHash, owner: this.#owner, runner: this.runnerId, now: this.clock.now(), machines: this.#jobs.machines });
     await this.#backlog.admit(false); // backpressure (limits.ts): refused before anything is written; a repeated start returned above
+    const { record, created } = await this.#create(started, def);
+    if (!created) return this.#sameStart(record, def.id, inputHash, jobId, key, options.jobId);
+    return this.#jobs.started(record, def, started);
+  }
+
+  /** Create a started job (one write, with its first activities claimed here), or find the one that exists. */
+  async #create(started: Started, def: RegisteredMachine): Promise<{ record: JobRecord; created: boolean }> {
     const newJob = started.job;
     const claims = this.#activities.claimsFor(newJob.effects ?? [], newJob.at);
     if (claims.length > 0) newJob.claims = claims;
@@ -111,11 +122,11 @@ export class JobEntry {
     } finally {
       this.#activities.claimsCommitted(newJob.effects ?? [], claims, created ? 1 : null, def);
     }
-    if (!created) return this.#sameStart(record, def.id, inputHash, jobId, key, options.jobId);
-    if (claims.length > 0) this.#leases.set(jobId, 1);
+    if (!created) return { record, created };
+    if (claims.length > 0) this.#leases.set(newJob.id, 1);
     // The new job's own actor lends its scope: its first event neither reads nor hydrates it again.
     if (started.actor !== undefined) this.#jobs.remember(record, def, started.snapshot, started.actor);
-    return this.#jobs.started(record, def, started);
+    return { record, created };
   }
 
   /** `send` (Runtime.send): the event applied inline, or accepted into the inbox and applied in order. */
@@ -187,6 +198,73 @@ export class JobEntry {
     crashPoint('after-accept');
     this.#events.emit({ type: 'event.accepted', jobId, eventId, eventType: type });
     return this.#outcome(jobId, eventId, duplicate, options.wait ?? true);
+  }
+
+  /**
+   * `startOrSend` (Runtime.startOrSend): the job created with the event in its inbox, in one
+   * commit, or (it exists, or a concurrent caller created it first) the event sent to it. Either
+   * way the event id is recorded once for the job, so concurrent callers converge.
+   */
+  async startOrSend(machineId: string, jobId: string, input: unknown, event: unknown, options: StartOrSendOptions): Promise<StartOrSendResult> {
+    if (typeof machineId !== 'string') throw new ValidationError('A machine id must be a string.');
+    options = requireOptions(options, 'startOrSend', ['eventId', 'wait']);
+    const sendOptions = checkSendOptions(options);
+    checkJobId(jobId);
+    const def = this.registry.latest(machineId);
+    const parsed = this.#intake.validateInput(def, input);
+    const payload = this.#intake.validateEvent(def, event);
+    const eventId = sendOptions.eventId ?? this.#newId();
+    const send = async (record: JobRecord): Promise<StartOrSendResult> => {
+      if (record.owner !== this.#owner) throw new IdempotencyConflictError(`Job id "${jobId}" is taken; choose another id.`, { jobId });
+      if (record.machineId !== def.id) {
+        throw new IdempotencyConflictError(`Job ${jobId} is a job of machine ${record.machineId}, not ${def.id}.`, { jobId, machineId: record.machineId });
+      }
+      return { ...(await this.send(jobId, event, { ...sendOptions, eventId })), created: false };
+    };
+    const existing = await this.store.getJob(jobId);
+    if (existing) return send(existing);
+    const at = this.clock.now();
+    const started = startStep({ def, input: parsed, jobId, idempotencyKey: null, inputHash: hashJson({ machine: def.id, input: parsed }), owner: this.#owner, runner: this.runnerId, now: at, machines: this.#jobs.machines });
+    await this.#backlog.admit(true);
+    const accept: NewInboxEvent = { jobId, eventId, type: (payload as { type: string }).type, payload, payloadHash: hashJson(payload), at };
+    started.job.deliveries = [...(started.job.deliveries ?? []), accept];
+    const { record, created } = await this.#create(started, def);
+    if (!created) return send(record);
+    crashPoint('after-accept');
+    this.#events.emit({ type: 'event.accepted', jobId, eventId, eventType: accept.type });
+    // Its first transitions (the event included) are drained by `started` (the inbox holds the event).
+    if (this.#process) this.#pendingDrains.add(jobId);
+    if (this.#process && (sendOptions.wait ?? true)) await this.#jobs.started(record, def, started);
+    else this.#background.track(this.#jobs.started(record, def, started));
+    return { ...(await this.#outcome(jobId, eventId, false, sendOptions.wait ?? true)), created: true };
+  }
+
+  /**
+   * `redeliver` (Runtime.redeliver): a failed event accepted again as a new event,
+   * `redeliver~<id>`, and applied on the job's current state (redelivery.ts). Asking again returns
+   * the first redelivery's outcome.
+   */
+  async redeliver(jobId: string, eventId: string, options: RedeliverOptions): Promise<SendResult> {
+    options = requireOptions(options, 'redeliver', ['force']);
+    if (options.force !== undefined && typeof options.force !== 'boolean') throw new ValidationError('redeliver: force must be true or false.');
+    checkId('event id', eventId);
+    const record = await this.#reader.visible(jobId);
+    const again = redeliveryId(eventId);
+    if (await this.store.getEvent(jobId, again)) return this.#outcome(jobId, again, true, true);
+    const route = this.registry.route(record.machineId, record.machineVersion);
+    if (!TERMINAL.has(record.status) && (record.quarantine !== null || !route)) {
+      throw new JobQuarantined(jobId, record.quarantine ?? `machine ${record.machineId}@${record.machineVersion} is not registered`);
+    }
+    const def = route?.target ?? this.registry.latest(record.machineId);
+    const accept = redelivery(record, await this.store.getEvent(jobId, eventId), eventId, def, options.force === true, this.clock.now());
+    if (accept.source === 'external') this.#intake.validateEvent(def, accept.payload); // the machine it runs on now still takes it
+    const { duplicate } = await this.store.acceptEvent(accept);
+    crashPoint('after-accept');
+    if (!duplicate) {
+      this.#events.emit({ type: 'event.accepted', jobId, eventId: accept.eventId, eventType: accept.type });
+      this.#events.log('info', 'event redelivered', { jobId, eventId, redelivery: accept.eventId, force: options.force === true });
+    }
+    return this.#outcome(jobId, accept.eventId, duplicate, true);
   }
 
   /** The job a repeated `start` returns, once it is the same request (intake.ts). */

@@ -262,3 +262,13 @@ export class JobNotFinishedError extends SpoolError {
   readonly code = 'SPOOL_NOT_FINISHED';
   readonly category = 'conflict';
 }
+
+/**
+ * `redeliver` cannot apply this event again: it did not fail, it carried sensitive fields (no
+ * longer stored), or the job has moved on since it failed (then
+ * `force` applies it anyway). `details.reason` says which, for tools; nothing was changed.
+ */
+export class RedeliveryRefusedError extends SpoolError {
+  readonly code = 'SPOOL_REDELIVERY_REFUSED';
+  readonly category = 'conflict';
+}

@@ -15,7 +15,7 @@ import { unknownNames } from './options.ts';
 /** Deepest JSON nesting accepted in inputs, events and outputs. */
 export const MAX_DEPTH = 64;
 /** Event ids the runtime gives its own events: a caller cannot take them. */
-const RESERVED_EVENT_ID = /^(spool\.|timer~|effect~|self~|parent~|child~|retry-of:)/;
+const RESERVED_EVENT_ID = /^(spool\.|timer~|effect~|self~|parent~|child~|redeliver~|retry-of:)/;
 /** Largest accepted input or event by default, in bytes of JSON. */
 export const DEFAULT_MAX_PAYLOAD = 256 * 1024;
 const EVENT_ID_PATTERN = /^[\x21-\x7e]{1,200}$/;
@@ -214,7 +214,7 @@ export function checkSendOptions(options: SendOptions): SendOptions {
   if (options.eventId !== undefined) {
     checkId('event id', options.eventId);
     if (RESERVED_EVENT_ID.test(options.eventId)) {
-      throw new ValidationError(`Event id "${options.eventId}" is reserved for the runtime's own events (spool.*, timer~, effect~, self~, parent~, child~); choose another.`);
+      throw new ValidationError(`Event id "${options.eventId}" is reserved for the runtime's own events (spool.*, timer~, effect~, self~, parent~, child~, redeliver~); choose another.`);
     }
   }
   return options;

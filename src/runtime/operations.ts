@@ -207,7 +207,7 @@ export async function redrive(host: OperationsHost, record: JobRecord, options: 
     throw new RetryRefusedError(
       live.length > 0
         ? `Job ${jobId} has no failed activity: ${live.map((e) => `${e.src} is ${e.status}`).join(', ')}. A worker runs it; nothing to redrive.`
-        : `Job ${jobId} has no failed activity to retry (state ${formatStateValue(record.value)}). If nothing moves it (\`spool list --stuck\`), send it an event or cancel it.`,
+        : `Job ${jobId} has no failed activity to retry (state ${formatStateValue(record.value)}). If nothing moves it (\`spool list --stuck\`): an event of it that failed is applied again with \`spool redeliver ${jobId} <event id>\` once fixed; else send it an event or cancel it.`,
       { jobId, reason: 'nothing-failed' },
     );
   }

@@ -23,3 +23,8 @@ export function wayOut(reason: string): string {
   return 'Its snapshot does not fit the registered machine: register the version it was written by, or a migration that makes it fit, then restart.';
 }
 
+
+/** What to do about a failed (poison) caller event: fix the code, then redeliver it. */
+export function redeliveryWayOut(jobId: string, eventId: string): string {
+  return `fix what made it fail, then \`spool redeliver ${jobId} ${eventId}\` (runtime.redeliver) applies it again on the current state`;
+}

@@ -1,6 +1,7 @@
 import type { AnyStateMachine } from 'xstate';
 import type { ZodType } from 'zod';
 import { activityKind } from '../step/actions.ts';
+import { checkDefinition, matchesDescriptor } from './definitionChecks.ts';
 import { MachineDefinitionError, UnknownMachineError } from './errors.ts';
 import type { ActivityPolicy } from './retry.ts';
 
@@ -98,17 +99,6 @@ export function compareVersions(a: string, b: string): number {
   return a.localeCompare(b, 'en', { numeric: true });
 }
 
-/**
- * Whether an event type matches a descriptor as XState matches them: the same type, `*` (any),
- * or `user.*` (`user` and any type that starts with `user.`).
- */
-function matchesDescriptor(type: string, descriptor: string): boolean {
-  if (descriptor === type || descriptor === '*') return true;
-  if (!descriptor.endsWith('.*')) return false;
-  const prefix = descriptor.slice(0, -2);
-  return !prefix.includes('*') && (type === prefix || type.startsWith(`${prefix}.`));
-}
-
 /** Whether a machine names this event type: as it is, or through a wildcard transition. */
 export function namesEventType(def: Pick<RegisteredMachine, 'eventTypes'>, type: string): boolean {
   if (def.eventTypes.has(type)) return true;
@@ -140,7 +130,15 @@ export class MachineRegistry {
     for (const def of definitions) this.register(def);
   }
 
+  /**
+   * Register a definition (or a bare machine) and the child machines it can invoke. A definition
+   * whose options its machine cannot use is a {@link MachineDefinitionError} (definitionChecks.ts).
+   */
   register(input: JobDefinition | AnyStateMachine): RegisteredMachine {
+    return this.#register(input, false);
+  }
+
+  #register(input: JobDefinition | AnyStateMachine, inherited: boolean): RegisteredMachine {
     const def: JobDefinition = isStateMachine(input) ? { machine: input } : input;
     if (!isJobDefinition(def)) {
       throw new MachineDefinitionError('A machine definition needs `machine`: an XState v5 machine from createMachine() or setup().createMachine().');
@@ -175,6 +173,7 @@ export class MachineRegistry {
     if (def.input !== undefined && typeof (def.input as { safeParse?: unknown }).safeParse !== 'function') {
       throw new MachineDefinitionError(`Machine "${id}": \`input\` is not a zod schema.`);
     }
+    checkDefinition(id, def, inherited);
     checkChildren(id, machine);
     limitMicrosteps(machine);
     const registered: RegisteredMachine = {
@@ -199,14 +198,14 @@ export class MachineRegistry {
     // Child machines it can invoke run as child jobs: registered under `<parent id>.<src>`, same version.
     for (const [src, logic] of Object.entries(machine.implementations.actors ?? {})) {
       if (activityKind(logic) !== 'machine') continue;
-      this.register({
+      this.#register({
         machine: logic as AnyStateMachine,
         id: `${id}.${src}`,
         version,
         ...(def.activities ? { activities: def.activities } : {}),
         ...(def.sensitive ? { sensitive: def.sensitive } : {}),
         description: `child machine "${src}" of ${id}`,
-      });
+      }, true);
     }
     return registered;
   }

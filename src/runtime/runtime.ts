@@ -5,7 +5,6 @@ import type {
   FeedPage,
   EffectRecord,
   InboxRecord,
-  
   JobFilter,
   JobRecord,
   JobStatus,
@@ -27,7 +26,8 @@ import type { RuntimeStats } from './operations.ts';
 import * as sched from './schedules.ts';
 import { ActivitySlots, BacklogGauge, DEFAULT_MAX_BACKLOG } from './limits.ts';
 import { checkRuntimeOptions } from './options.ts';
-import type { Job, JobDetails, ListFilter, LogEntry, RuntimeEvent, RuntimeOptions, SendOptions, SendResult, StartOptions, StorageFaultEvent } from './api.ts';
+import type { Job, JobDetails, ListFilter, LogEntry, RuntimeEvent, RuntimeOptions, SendOptions, SendResult, StartOptions, StartOrSendOptions, StartOrSendResult, StorageFaultEvent } from './api.ts';
+import type { RedeliverOptions } from './redelivery.ts';
 import { RuntimeEvents } from './events.ts';
 import { inspectRuntime } from './inspection.ts';
 import { JobQuarantined } from './quarantine.ts';
@@ -61,7 +61,8 @@ import { ActivityExecutor } from './executor.ts';
 import type { RunningActivity, RuntimeParts } from './parts.ts';
 import { JobEntry } from './entry.ts';
 
-export type { RuntimeOptions, LogEntry, Job, SendResult, StartOptions, SendOptions, ListFilter, RuntimeEvent, JobDetails } from './api.ts';
+export type { RuntimeOptions, LogEntry, Job, SendResult, StartOptions, SendOptions, StartOrSendOptions, StartOrSendResult, ListFilter, RuntimeEvent, JobDetails } from './api.ts';
+export type { RedeliverOptions } from './redelivery.ts';
 
 /**
  * Open a runtime: register the machines, recover the store's jobs, and return the API.
@@ -221,6 +222,30 @@ export class Runtime {
   async send(jobId: string, event: unknown, options: SendOptions = {}): Promise<SendResult> {
     this.#assertOpen();
     return this.#unit(() => this.#entry.send(jobId, event, options));
+  }
+
+  /**
+   * Create job `jobId` of `machineId` if it does not exist (with `event` in its inbox, one commit),
+   * else send `event` to it (entry.ts). Concurrent callers converge: give `eventId`.
+   *
+   * @example
+   * const r = await runtime.startOrSend('order', 'order-42', { sku: 'A1' }, { type: 'ADD' }, { eventId: 'cart-7' }); // r.created
+   */
+  async startOrSend(machineId: string, jobId: string, input: unknown, event: unknown, options: StartOrSendOptions = {}): Promise<StartOrSendResult> {
+    this.#assertOpen();
+    return this.#unit(() => this.#entry.startOrSend(machineId, jobId, input, event, options));
+  }
+
+  /**
+   * Apply a failed (poison) event again on the job's current state, as `redeliver~<eventId>` (a new
+   * history record; the first outcome stays). Refusals: {@link RedeliveryRefusedError} (redelivery.ts).
+   *
+   * @example
+   * await runtime.redeliver(jobId, 'webhook-7', { force: false });
+   */
+  async redeliver(jobId: string, eventId: string, options: RedeliverOptions = {}): Promise<SendResult> {
+    this.#assertOpen();
+    return this.#unit(() => this.#entry.redeliver(jobId, eventId, options));
   }
 
   /** A job by id. Throws {@link JobNotFoundError} for unknown ids and other owners' jobs. */

@@ -1,10 +1,10 @@
 /**
  * The HTTP API of `spool serve`, as a Hono app over a runtime's public API: machines, jobs and
- * their records, the writes (start, send, cancel, retry, suspend, resume, settling a token),
- * stats, the event streams (sse.ts), the diagrams (diagrams.ts) and the dashboard at `/`
- * (dashboard.ts). Every refusal is `{ error: { code, ... } }` (errors.ts), decided before
- * anything is written: the token first (auth.ts), then the body (size, JSON, shape), then the
- * runtime's own checks.
+ * their records, the writes (start, send, start-or-send, redeliver, cancel, retry, suspend,
+ * resume, settling a token), stats, the event streams (sse.ts), the diagrams (diagrams.ts) and the
+ * dashboard at `/` (dashboard.ts). Every refusal is `{ error: { code, ... } }` (errors.ts), decided
+ * before anything is written: the token first (auth.ts), then the body (size, JSON, shape), then
+ * the runtime's own checks.
  */
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
@@ -68,6 +68,15 @@ export function createApp(options: AppOptions): Hono {
     }
   });
 
+  app.post('/api/machines/:machine/jobs/:id/events', async (c) => {
+    const body = await readBody(c, ['input', 'event', 'eventId']);
+    const machineId = c.req.param('machine');
+    if (!runtime.registry.all().some((m) => m.id === machineId)) throw unknownMachine(runtime, machineId);
+    const eventId = optionalText(body['eventId'], 'eventId') ?? c.req.header('idempotency-key');
+    const sent = await runtime.startOrSend(machineId, c.req.param('id'), body['input'] ?? {}, body['event'], eventId !== undefined ? { eventId } : {});
+    return c.json({ ...sent, job: redactJob(runtime, sent.job) }, sent.created ? 201 : sent.status === 'pending' ? 202 : 200);
+  });
+
   app.get('/api/jobs', async (c) => {
     const filter = listFilter(c);
     const jobs = await runtime.list(filter);
@@ -92,6 +101,14 @@ export function createApp(options: AppOptions): Hono {
     const wait = c.req.query('wait');
     if (wait !== undefined && wait !== 'true' && wait !== 'false') throw new ValidationError('wait must be true or false.');
     const sent = await runtime.send(jobId, event, { ...(eventId !== undefined ? { eventId } : {}), ...(wait === 'false' ? { wait: false } : {}) });
+    return c.json({ ...sent, job: redactJob(runtime, sent.job) }, sent.status === 'pending' ? 202 : 200);
+  });
+  app.post('/api/jobs/:id/events/:eventId/redeliver', async (c) => {
+    const body = await readBody(c, ['force']);
+    const jobId = c.req.param('id');
+    await requireMachineOf(runtime, jobId);
+    if (body['force'] !== undefined && typeof body['force'] !== 'boolean') throw new ValidationError('force must be true or false.');
+    const sent = await runtime.redeliver(jobId, c.req.param('eventId'), body['force'] === true ? { force: true } : {});
     return c.json({ ...sent, job: redactJob(runtime, sent.job) }, sent.status === 'pending' ? 202 : 200);
   });
   app.post('/api/jobs/:id/cancel', async (c) => {

@@ -1,6 +1,7 @@
 import type { AnyMachineSnapshot } from 'xstate';
-import { UNCOMPARED_HASH, type JobRecord, type JsonValue, type NewEffect, type NewInboxEvent, type NewJob } from '../ports/store.ts';
+import { UNCOMPARED_HASH, type ErrorInfo, type JobRecord, type JsonValue, type NewEffect, type NewInboxEvent, type NewJob } from '../ports/store.ts';
 import { toErrorInfo } from '../runtime/errors.ts';
+import { parseSnapshot } from '../runtime/hydrate.ts';
 import { hashJson, toJson } from '../runtime/json.ts';
 import type { RegisteredMachine } from '../runtime/registry.ts';
 import { planActions, type ActionPlan } from './actions.ts';
@@ -16,8 +17,8 @@ export interface Relations {
   effects: NewEffect[];
   /** Events for other jobs (children, the parent): accepted in the same commit. */
   deliveries: NewInboxEvent[];
-  /** A child job that ended: its invocation in the parent succeeds, with its outcome event. */
-  settleParent?: { effectId: string; output: JsonValue; event: NewInboxEvent };
+  /** A child job that ended: its invocation in the parent succeeds (or fails, with `error`), with its outcome event. */
+  settleParent?: { effectId: string; output: JsonValue; error?: ErrorInfo; event: NewInboxEvent };
   /** Child jobs of left states: stopped after the commit. */
   stopChildren: string[];
   /** Jobs (other than this one) that received something: drained after the commit. */
@@ -110,6 +111,25 @@ export function relationsOf(
     }
   }
   return out;
+}
+
+/**
+ * A child job whose event failed (a guard or action threw, or XState ended it in error) ends as
+ * XState ends a failed child: status `error` (the snapshot keeps the error), its effects, timers
+ * and own children stopped, and its parent's invocation fails: the parent receives
+ * `xstate.error.actor.<id>` with the error, so its `onError` runs. Undefined for a job that is
+ * not a child with an invocation to settle (a root job's failed event is a poison event: it stays).
+ */
+export function childFailure(job: Pick<JobRecord, 'snapshot' | 'parent'>, error: ErrorInfo, book: Pick<RelationBook, 'children' | 'parentEffect'>, now: number): { snapshot: string; relations: Relations } | undefined {
+  const effect = book.parentEffect;
+  if (!job.parent || !effect) return undefined;
+  const out = noRelations();
+  out.settleParent = { effectId: effect.id, output: null, error, event: { ...outcomeEvent(effect, 1, { error }), at: now } };
+  out.touched.add(job.parent.jobId);
+  out.stopChildren.push(...(book.children?.values() ?? []));
+  const json = parseSnapshot(job.snapshot);
+  const snapshot = typeof json === 'string' ? job.snapshot : JSON.stringify({ ...json, status: 'error', error });
+  return { snapshot, relations: out };
 }
 
 /** The id of the child job a job's invocation `actorId` at `revision` creates (its effect's id too). */

@@ -6,7 +6,7 @@ import { redact, statePaths, toJson } from '../runtime/json.ts';
 import { redactText } from '../runtime/redaction.ts';
 import type { RegisteredMachine } from '../runtime/registry.ts';
 import { planActions, type ActionPlan } from './actions.ts';
-import { noRelations, relationsOf, spawnChildren, touchesRelations, type RelationBook, type Relations } from './children.ts';
+import { childFailure, noRelations, relationsOf, spawnChildren, touchesRelations, type RelationBook, type Relations } from './children.ts';
 import { initialInScope, initialWithScope, PARENT_REF, transitionAsChild, transitionInScope } from './childScope.ts';
 import { initialColumns, jobColumns, keptColumns, persistedJson } from './columns.ts';
 
@@ -113,9 +113,16 @@ export function step(input: StepInput): Step {
   }
   // A message may quote a sensitive value of the event or of the job's context (which keeps them).
   if (error) error = { ...error, message: redactText(error.message, [input.event, job.context], def.sensitive) };
+  // A child job whose event failed ends in error, and its parent's invocation fails with it.
+  const ended = status === 'failed' && error ? childFailure(job, error, input, now) : undefined;
+  if (ended) relations = ended.relations;
   // Nothing to redact: the validated payload is already a private JSON copy, stored as it is.
   const payload = def.sensitive.size === 0 ? input.event : redact(input.event, def.sensitive);
-  const columns = persisted === undefined ? keptColumns(job, def, now) : jobColumns(job, def, next, persisted, now);
+  const columns = ended
+    ? { ...keptColumns(job, def, now), status: 'error' as const, snapshot: ended.snapshot }
+    : persisted === undefined
+      ? keptColumns(job, def, now)
+      : jobColumns(job, def, next, persisted, now);
   const source = input.source;
   const commit: Step['commit'] = {
     jobId: job.id,
@@ -124,6 +131,7 @@ export function step(input: StepInput): Step {
     transition: { eventId: 'accept' in source ? source.accept.eventId : source.eventId, eventType: event.type, payload, from: job.value, to: columns.value, outcome: status, error, at: now },
     event: { ...('accept' in source ? { accept: source.accept } : { seq: source.seq }), status, error, payload },
     ...planWrites(plan, relations),
+    ...(ended ? { stopAll: true, settleParent: ended.relations.settleParent! } : {}),
     ...(status === 'applied' && input.timerId != null ? { consumedTimer: input.timerId } : {}),
   };
   const sensitive = def.sensitive;

@@ -350,6 +350,13 @@ export class JobModel {
       if (result.status !== 'applied' || !result.plan) {
         job.records.push({ eventType: item.event.type, outcome: result.status, from, to: from });
         if (result.status === 'failed') state.failures.push({ machineId: job.machineId, eventType: item.event.type, message: result.error?.message ?? '' });
+        if (result.relations) {
+          // A child job that failed ends in error, stopped, and its parent's invocation fails with it (the step's childFailure).
+          job.status = result.commit.job.status as ModelJob['status'];
+          job.effects = [];
+          job.timers = [];
+          this.#absorb(state, job, { create: [], deactivate: [], schedule: [], cancel: [], deliveries: [] }, result.relations, taken, queue);
+        }
         continue;
       }
       const plan = result.plan;

@@ -1,0 +1,95 @@
+/**
+ * `spool redeliver` and `spool start-or-send`, in process through `main()`, and what `show` and
+ * `list --stuck` say about a poison event: an activity's outcome whose onDone action throws
+ * leaves the job stuck until the fix, then `redeliver` moves it on. Records are prepared
+ * through the API on the same SQLite file.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { SqliteStore } from '../persistence/sqlite/index.ts';
+import { main } from '../src/cli/main.ts';
+import { createRuntime, type SendResult } from '../src/index.ts';
+import { deliveryHooks, parcel, tally, till } from './fixtures/deliveryMachines.ts';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const TMP = join(ROOT, '.vitest-tmp', `cli-delivery-${randomBytes(4).toString('hex')}`);
+const MACHINES = fileURLToPath(new URL('./fixtures/deliveryMachines.ts', import.meta.url));
+
+async function spool(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const code = await main(['--machines', MACHINES, ...args], { stdout: (t) => (stdout += t), stderr: (t) => (stderr += t), cwd: TMP });
+  return { code, stdout, stderr };
+}
+
+let dbCount = 0;
+const newDb = () => join(TMP, `delivery-${(dbCount += 1)}.db`);
+
+beforeAll(() => mkdirSync(TMP, { recursive: true }));
+afterAll(() => rmSync(TMP, { recursive: true, force: true }));
+afterEach(() => {
+  deliveryHooks.broken = true;
+});
+
+describe('spool redeliver', () => {
+  it('a stuck job after a poison outcome: show and list --stuck name the way out; redeliver moves it on', async () => {
+    const db = newDb();
+    const store = await SqliteStore.open(db);
+    const runtime = await createRuntime({ store, machines: [parcel, till, tally] });
+    await runtime.start('parcel', {}, { jobId: 'p1' });
+    await runtime.idle();
+    const failed = (await runtime.events('p1')).find((e) => e.status === 'failed');
+    expect(failed).toMatchObject({ type: 'xstate.done.actor.ship', source: 'effect' });
+    await runtime.close();
+
+    const stuck = await spool(['--db', db, 'list', '--stuck']);
+    expect(stuck.stdout).toContain('p1');
+    expect(stuck.stdout).toContain('`spool redeliver <job> <event id>`');
+    const show = await spool(['--db', db, 'show', 'p1']);
+    expect(show.stdout).toContain('failed events (not redelivered; each left the job where it was):');
+    expect(show.stdout).toContain(failed!.eventId);
+    expect(show.stdout).toContain(`\`spool redeliver p1 ${failed!.eventId}\``);
+
+    deliveryHooks.broken = false; // the fix
+    const redelivered = await spool(['--db', db, 'redeliver', 'p1', failed!.eventId, '--json']);
+    expect(redelivered.stderr).toBe('');
+    const result = JSON.parse(redelivered.stdout) as SendResult;
+    expect(result).toMatchObject({ status: 'applied', eventId: `redeliver~${failed!.eventId}`, job: { value: 'shipped', context: { tracking: 'T-1' } } });
+    const text = await spool(['--db', db, 'redeliver', 'p1', failed!.eventId]);
+    expect(text.stdout).toMatch(/^duplicate +yes/m);
+    expect(text.stdout).toMatch(new RegExp(`^redelivery of +${failed!.eventId}`, 'm'));
+    const history = JSON.parse((await spool(['--db', db, 'show', 'p1', '--json'])).stdout) as { history: { eventType: string; outcome: string }[] };
+    expect(history.history.filter((h) => h.eventType === 'xstate.done.actor.ship').map((h) => h.outcome)).toEqual(['failed', 'applied']);
+  });
+
+  it('refuses a job that moved on unless --force, with a typed error', async () => {
+    const db = newDb();
+    const store = await SqliteStore.open(db);
+    const runtime = await createRuntime({ store, machines: [parcel, till, tally] });
+    await runtime.start('till', {}, { jobId: 't1' });
+    await runtime.send('t1', { type: 'PAY', amount: 3 }, { eventId: 'pay' });
+    await runtime.send('t1', { type: 'BUMP' });
+    await runtime.close();
+    deliveryHooks.broken = false;
+    const refused = await spool(['--db', db, 'redeliver', 't1', 'pay']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/^spool: SPOOL_REDELIVERY_REFUSED: Job t1 has moved on since event "pay" failed at revision 2/);
+    const forced = await spool(['--db', db, 'redeliver', 't1', 'pay', '--force']);
+    expect(forced.stdout).toMatch(/^outcome +applied/m);
+  });
+});
+
+describe('spool start-or-send', () => {
+  it('creates the job and delivers the event, then sends to the job it finds', async () => {
+    const db = newDb();
+    const first = await spool(['--db', db, 'start-or-send', 'tally', 'cart', '{"type":"ADD","n":4}', '--input', '{"label":"x"}', '--event-id', 'e1']);
+    expect(first.stderr).toBe('');
+    expect(first.stdout).toMatch(/^created: yes/);
+    expect(first.stdout).toMatch(/^outcome +applied/m);
+    const second = JSON.parse((await spool(['--db', db, 'start-or-send', 'tally', 'cart', '{"type":"ADD","n":1}', '--input', '{"label":"x"}', '--json'])).stdout) as { created: boolean; job: { context: unknown } };
+    expect(second).toMatchObject({ created: false, job: { context: { total: 5 } } });
+  });
+});
