@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import type { SendResult } from '../index.ts';
 import { redactJob } from '../views/redacted.ts';
 import { parseJsonArgument } from './errors.ts';
-import { globals, write, type CliIO } from './globals.ts';
+import { examples, globals, write, type CliIO } from './globals.ts';
 import { formatSendResult, parseEvent } from './jobs.ts';
 import { requireMachineOf, withRuntime } from './withRuntime.ts';
 
@@ -15,6 +15,7 @@ export function addRedeliverCommand(program: Command, io: CliIO): void {
     .argument('<jobId>', 'the job')
     .argument('<eventId>', 'the failed event\'s id (`spool show` lists it)')
     .option('--force', 'apply it even though the job has moved on since the event failed')
+    .addHelpText('after', examples('spool redeliver resize-1 evt-42', 'spool redeliver resize-1 evt-42 --force'))
     .action(async (jobId: string, eventId: string, options: { force?: boolean }, command: Command) => {
       const g = globals(command);
       await withRuntime(g, io, { create: false }, async (runtime, module) => {
@@ -37,6 +38,7 @@ export function addStartOrSendCommand(program: Command, io: CliIO): void {
     .argument('<event>', 'the event as JSON or a bare type, as for `spool send`')
     .option('--input <json>', 'the input if the job is created (- reads standard input, @file a file)', '{}')
     .option('--event-id <id>', 'deduplication id: concurrent or repeated calls with it apply the event once')
+    .addHelpText('after', examples('spool start-or-send approval-flow order-42 APPROVE --input \'{"amount":10}\' --event-id approve-42'))
     .action(async (machineId: string, jobId: string, eventText: string, options: { input: string; eventId?: string }, command: Command) => {
       const g = globals(command);
       const input = parseJsonArgument(options.input, '--input', `--input '{"name":"resize"}'`);
