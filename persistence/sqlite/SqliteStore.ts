@@ -37,7 +37,7 @@ import type {
   TransitionRecord,
   UnresolvedOperation,
 } from '../../src/ports/store.ts';
-import { CommitOutcomeUnknown, MAX_RELEASES, operationsOf, RELEASED_ATTEMPT } from '../../src/ports/store.ts';
+import { CommitOutcomeUnknown, operationsOf } from '../../src/ports/store.ts';
 import { systemClock, type Clock } from '../../src/ports/clock.ts';
 import { DatabaseBusyError, DatabaseDamagedError, SpoolError } from '../../src/runtime/errors.ts';
 import { SqliteSchedules } from './schedules.ts';
@@ -47,12 +47,14 @@ import type {
 } from './records.ts';
 import { damageReason, toAssetRecord, toAttemptRecord, toEffectRecord, toInboxRecord, toJobRecord, toTimerRecord, toTransitionRecord } from './records.ts';
 import { OpenBusy, checkOpenOptions, openDatabase, refuseForeignDatabase, refuseNewerSchema, migrate } from './open.ts';
-import { type RawRows, rawRows, findEvent, prepare } from './statements.ts';
+import { type RawRows, rawRows, prepare } from './statements.ts';
+import { run, runSync, type Program } from './program.ts';
+import { acceptEventIn, attachAssetIn, completeByTokenIn, expireLeasesIn, failEffectIn, fireTimerIn, notedIn, releaseAttemptIn, requestCancelIn } from './writes.ts';
 import { EXHAUSTED, STUCK, statsOnce } from './stats.ts';
 import { feedPage, prepareFeed } from './feed.ts';
 import { failure, outcomeOf, unlessLeaseHeld } from './outcomes.ts';
 import { byteOrder } from './values.ts';
-import { applyCommit, createIn, insertJob, inboxParams, claimIn, finishIn, acceptPending, insertInbox, commitOutcomeUnknown } from './commit.ts';
+import { applyCommit, createIn, insertJob, claimIn, finishIn, acceptPending, findEvent, commitOutcomeUnknown } from './commit.ts';
 
 export { DatabaseBusyError };
 export { NotASpoolDatabaseError, loadMigrations } from './open.ts';
@@ -125,18 +127,18 @@ export class SqliteStore implements JobStore {
       this.#jobById = rawRows(this.db.prepare('SELECT * FROM jobs WHERE id = ?'));
       this.#tx = this.db.transaction((fn: () => unknown) => fn());
       const stmts = this.#stmts;
-      this.#savepoint = this.db.transaction((c: TransitionCommit) => applyCommit(stmts, c));
-      this.#createSavepoint = this.db.transaction((job: NewJob) => createIn(stmts, job));
-      this.#finishSavepoint = this.db.transaction((f: AttemptFinish) => finishIn(stmts, f));
-      this.#claimSavepoint = this.db.transaction((c: EffectClaim) => claimIn(stmts, c));
+      this.#savepoint = this.db.transaction((c: TransitionCommit) => runSync(applyCommit(c), stmts));
+      this.#createSavepoint = this.db.transaction((job: NewJob) => runSync(createIn(job), stmts));
+      this.#finishSavepoint = this.db.transaction((f: AttemptFinish) => runSync(finishIn(f), stmts));
+      this.#claimSavepoint = this.db.transaction((c: EffectClaim) => runSync(claimIn(c), stmts));
       this.#schedules = new SqliteSchedules(this.db, {
         write: (fn) => this.#write(fn),
-        insertJob: (job) => insertJob(stmts, job),
+        insertJob: (job) => runSync(insertJob(job), stmts),
         getJob: (id) => {
           const row = stmts.getJob.get(id) as Row | undefined;
           return row ? toJobRecord(row) : undefined;
         },
-        acceptPending: (event) => void acceptPending(stmts, event),
+        acceptPending: (event) => void runSync(acceptPending(event), stmts),
       });
     } catch (error) {
       this.db.close();
@@ -179,7 +181,7 @@ export class SqliteStore implements JobStore {
   }
 
   async createJob(job: NewJob): Promise<CreateJobResult> {
-    return this.#write(() => createIn(this.#stmts, job));
+    return this.#write(() => this.#run(createIn(job)));
   }
 
   async writeBatch(batch: WriteBatch): Promise<WriteBatchResult> {
@@ -189,7 +191,7 @@ export class SqliteStore implements JobStore {
     // One new job alone (a lone start): no savepoint, as a failure rolls the whole transaction back.
     if (creates.length === 1 && commits.length + finishes.length + claims.length === 0) {
       const job = creates[0]!;
-      return { creates: [outcomeOf(() => this.#write(() => createIn(this.#stmts, job), ops))], commits: [], finishes: [], claims: [] };
+      return { creates: [outcomeOf(() => this.#write(() => this.#run(createIn(job)), ops))], commits: [], finishes: [], claims: [] };
     }
     // Each write in its own savepoint: a refused one rolls back alone.
     return this.#write(() => ({
@@ -296,17 +298,11 @@ export class SqliteStore implements JobStore {
   }
 
   async acceptEvent(event: NewInboxEvent): Promise<AcceptResult> {
-    const s = this.#stmts;
-    return this.#write(() => {
-      // A repeat of a recorded id is refused by its key (event_keys; the inbox's own for the runtime's events).
-      const info = insertInbox(s, { ...inboxParams(event), status: 'pending', error: null, revision: null, processed_at: null });
-      const row = findEvent(s, event.jobId, event.eventId) as Row;
-      return { event: toInboxRecord(row), duplicate: info.changes === 0 };
-    });
+    return this.#write(() => this.#run(acceptEventIn(event)));
   }
 
   async getEvent(jobId: string, eventId: string): Promise<InboxRecord | undefined> {
-    const row = findEvent(this.#stmts, jobId, eventId);
+    const row = this.#run(findEvent(jobId, eventId));
     return row ? toInboxRecord(row) : undefined;
   }
 
@@ -332,7 +328,7 @@ export class SqliteStore implements JobStore {
     if (commits.length === 1) {
       // One commit: no savepoint; a failed check rolls the whole transaction back.
       try {
-        return [this.#write(() => applyCommit(this.#stmts, commits[0]!), ops)];
+        return [this.#write(() => this.#run(applyCommit(commits[0]!)), ops)];
       } catch (error) {
         if (error instanceof CommitOutcomeUnknown) throw error;
         return [failure(error)];
@@ -389,7 +385,7 @@ export class SqliteStore implements JobStore {
   }
 
   async claimEffect(id: string, runner: string, now: number, claimUntil: number, takeOver?: string, fence?: number | null): Promise<ClaimedEffect | undefined> {
-    return unlessLeaseHeld(() => this.#write(() => claimIn(this.#stmts, { id, runner, now, claimUntil, takeOver, fence })));
+    return unlessLeaseHeld(() => this.#write(() => this.#run(claimIn({ id, runner, now, claimUntil, takeOver, fence }))));
   }
 
   async renewClaim(id: string, attempt: number, runner: string, claimUntil: number): Promise<boolean> {
@@ -397,11 +393,7 @@ export class SqliteStore implements JobStore {
   }
 
   async releaseAttempt(id: string, attempt: number, runner: string, at: number): Promise<boolean> {
-    return this.#write(() => {
-      if (this.#stmts.releaseEffect.run({ id, attempt, runner, at, limit: MAX_RELEASES }).changes !== 1) return false;
-      this.#stmts.endAttempt.run('interrupted', at, JSON.stringify(RELEASED_ATTEMPT), id, attempt);
-      return true;
-    });
+    return this.#write(() => this.#run(releaseAttemptIn(id, attempt, runner, at)));
   }
 
   async renewLeases(runner: string, jobIds: readonly string[], until: number): Promise<Map<string, number>> {
@@ -424,30 +416,15 @@ export class SqliteStore implements JobStore {
     const s = this.#stmts;
     // Called every worker round: look first, and take the write lock only when something expired.
     if ('expiredBy' in filter && s.expireLeases.all(filter.expiredBy).length === 0) return [];
-    return this.#write(() => {
-      let rows: Row[];
-      if ('owner' in filter) rows = s.expireOwnerLeases.all(filter.owner, filter.owner) as Row[];
-      else {
-        rows = s.expireLeases.all(filter.expiredBy) as Row[];
-        for (const r of rows) s.freeLease.run(r['id'], r['owner'], r['lease_fence']);
-      }
-      return rows.map((r) => ({ jobId: r['id'] as string, owner: r['owner'] as string, fence: r['lease_fence'] as number }));
-    });
+    return this.#write(() => this.#run(expireLeasesIn(filter)));
   }
 
   async finishAttempt(id: string, attempt: number, result: AttemptResult, at: number, lease?: { runner: string; fence: number }): Promise<FinishStatus> {
-    return this.#write(() => finishIn(this.#stmts, { id, attempt, result, at, lease }));
+    return this.#write(() => this.#run(finishIn({ id, attempt, result, at, lease })));
   }
 
   async failEffect(id: string, error: ErrorInfo, event: NewInboxEvent, at: number): Promise<boolean> {
-    const s = this.#stmts;
-    return this.#write(() => {
-      const effect = s.getEffect.get(id) as Row | undefined;
-      if (s.failEffect.run(JSON.stringify(error), at, id).changes !== 1) return false;
-      if (effect && effect['status'] === 'running') s.interruptAttempt.run(at, id, effect['attempt']);
-      acceptPending(s, event);
-      return true;
-    });
+    return this.#write(() => this.#run(failEffectIn(id, error, event, at)));
   }
 
   async effectByToken(token: string): Promise<EffectRecord | undefined> {
@@ -461,20 +438,7 @@ export class SqliteStore implements JobStore {
     event: NewInboxEvent,
     at: number,
   ): Promise<boolean> {
-    const s = this.#stmts;
-    return this.#write(() => {
-      const row = s.completeByToken.get({
-        token,
-        at,
-        status: result.kind,
-        output: result.kind === 'succeeded' ? JSON.stringify(result.output) : null,
-        error: result.kind === 'failed' ? JSON.stringify(result.error) : null,
-      }) as Row | undefined;
-      if (!row) return false;
-      s.endAttempt.run(result.kind, at, result.kind === 'failed' ? JSON.stringify(result.error) : null, row['id'], row['attempt']);
-      acceptPending(s, event);
-      return true;
-    });
+    return this.#write(() => this.#run(completeByTokenIn(token, result, event, at)));
   }
 
   async listTimers(jobId: string): Promise<TimerRecord[]> {
@@ -486,12 +450,7 @@ export class SqliteStore implements JobStore {
   }
 
   async fireTimer(id: string, event: NewInboxEvent): Promise<boolean> {
-    const s = this.#stmts;
-    return this.#write(() => {
-      if (s.fireTimer.run(id).changes !== 1) return false;
-      acceptPending(s, event);
-      return true;
-    });
+    return this.#write(() => this.#run(fireTimerIn(id, event)));
   }
 
   async nextWakeAt(): Promise<number | null> {
@@ -503,12 +462,7 @@ export class SqliteStore implements JobStore {
   }
 
   async requestCancel(jobId: string, reason: string, event: NewInboxEvent, at: number): Promise<{ first: boolean }> {
-    const s = this.#stmts;
-    return this.#write(() => {
-      const first = s.requestCancel.run(at, reason, jobId).changes === 1;
-      if (first) acceptPending(s, event);
-      return { first };
-    });
+    return this.#write(() => this.#run(requestCancelIn(jobId, reason, event, at)));
   }
 
   async setProgress(jobId: string, progress: number, _at: number, lease?: { runner: string; fence: number }): Promise<boolean> {
@@ -529,10 +483,7 @@ export class SqliteStore implements JobStore {
   }
 
   async attachAsset(a: AssetRecord, lease?: { runner: string; fence: number }): Promise<boolean> {
-    return this.#write(() => {
-      if (lease && !this.#stmts.holdsLease.get(a.jobId, lease.runner, lease.fence)) return false;
-      return this.#stmts.attachAsset.run(a.jobId, a.key, a.type, a.uri, a.size, a.meta === null ? null : JSON.stringify(a.meta), a.effectId, a.attempt, a.createdAt).changes === 1;
-    });
+    return this.#write(() => this.#run(attachAssetIn(a, lease)));
   }
 
   async listAssets(jobId: string): Promise<AssetRecord[]> {
@@ -544,24 +495,15 @@ export class SqliteStore implements JobStore {
   }
 
   async suspendJob(jobId: string, reason: string, at: number, note: NoteRecord): Promise<boolean> {
-    return this.#noted(note, () => this.#stmts.suspend.run(at, reason, jobId).changes === 1);
+    return this.#write(() => this.#run(notedIn(note, run('suspend', at, reason, jobId))));
   }
 
   async resumeJob(jobId: string, note: NoteRecord): Promise<boolean> {
-    return this.#noted(note, () => this.#stmts.resume.run(jobId).changes === 1);
+    return this.#write(() => this.#run(notedIn(note, run('resume', jobId))));
   }
 
   async redriveEffect(id: string, maxAttempts: number, at: number, note: NoteRecord): Promise<boolean> {
-    return this.#noted(note, () => this.#stmts.redrive.run(maxAttempts, at, id).changes === 1);
-  }
-
-  /** An operation and its note in one transaction: the note is written only when the operation changed something. */
-  #noted(note: NoteRecord, change: () => boolean): boolean {
-    return this.#write(() => {
-      if (!change()) return false;
-      this.#stmts.addNote.run(note.jobId, note.kind, note.message, note.at);
-      return true;
-    });
+    return this.#write(() => this.#run(notedIn(note, run('redrive', maxAttempts, at, id))));
   }
 
   async purgeFinished(filter: PurgeFilter): Promise<string[]> {
@@ -646,6 +588,11 @@ export class SqliteStore implements JobStore {
     if (this.#closed) return;
     this.#closed = true;
     this.db.close();
+  }
+
+  /** Run a program (program.ts) on this connection's statements, inside the caller's transaction. */
+  #run<R>(program: Program<R>): R {
+    return runSync(program, this.#stmts);
   }
 
   /**

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { type EffectStart, type JobFilter, type LeaseClaim, revisionNamedBy } from '../../src/ports/store.ts';
+import type { LeaseClaim } from '../../src/ports/store.ts';
 import { attemptsLeft, releasesLeft, SQLITE, type SqlDialect } from './predicates.ts';
 import { statsSql } from './stats.ts';
 import type { Row } from './records.ts';
@@ -59,19 +59,6 @@ const INLINE_OK = `(@inline_event IS NULL OR (NOT EXISTS (SELECT 1 FROM inbox WH
 /** A history row of an event applied as it was accepted, read as an event (as the `events` view maps it). */
 const INLINE_EVENT = `SELECT NULL AS seq, job_id, event_id, event_type AS type, payload, payload_hash, outcome AS status,
   'external' AS source_kind, NULL AS source_id, NULL AS attempt, error, revision, at AS accepted_at, at AS processed_at FROM transitions`;
-
-/** The history row recording an event applied as it was accepted, by the event's id. */
-function inlineEvent(s: ReturnType<typeof prepare>, jobId: string, eventId: string): Row | undefined {
-  const keyed = s.keyedEvent.get({ job: jobId, event: eventId }) as Row | undefined;
-  if (keyed) return keyed;
-  const at = revisionNamedBy(eventId);
-  return at > 0 ? (s.locatedEvent.get(jobId, at, eventId) as Row | undefined) : undefined;
-}
-
-/** An accepted event by id, wherever it is recorded: its inbox row, or its history row. */
-export function findEvent(s: ReturnType<typeof prepare>, jobId: string, eventId: string): Row | undefined {
-  return (s.getEvent.get(jobId, eventId) as Row | undefined) ?? inlineEvent(s, jobId, eventId);
-}
 
 /** The `@runner, @held, @any_fence, @now, @until, @take_over, @force` parameters of LEASE_OK / LEASE_SET for a lease claim (none: no lease checked). */
 export function leaseParams(lease: (Omit<LeaseClaim, 'fence'> & { fence: number | null | undefined }) | undefined, now: number) {
