@@ -40,21 +40,22 @@ import type {
 import { CommitOutcomeUnknown, operationsOf } from '../../src/ports/store.ts';
 import { systemClock, type Clock } from '../../src/ports/clock.ts';
 import { DatabaseBusyError, DatabaseDamagedError, SpoolError } from '../../src/runtime/errors.ts';
-import { SqliteSchedules } from './schedules.ts';
+import { fireScheduleIn, putScheduleIn, Refused, toOccurrenceRecord, toScheduleRecord } from './schedules.ts';
 import { CHECK, guardEntryPoints, outcomeUnknownAtCommit, storageFault } from './storageFault.ts';
 import type {
   Row,
 } from './records.ts';
 import { damageReason, toAssetRecord, toAttemptRecord, toEffectRecord, toInboxRecord, toJobRecord, toTimerRecord, toTransitionRecord } from './records.ts';
 import { OpenBusy, checkOpenOptions, openDatabase, refuseForeignDatabase, refuseNewerSchema, migrate } from './open.ts';
-import { type RawRows, rawRows, prepare } from './statements.ts';
+import { type RawRows, jobListSql, rawRows, prepare } from './statements.ts';
+import { SQLITE } from './predicates.ts';
 import { run, runSync, type Program } from './program.ts';
-import { acceptEventIn, attachAssetIn, completeByTokenIn, expireLeasesIn, failEffectIn, fireTimerIn, notedIn, releaseAttemptIn, requestCancelIn } from './writes.ts';
-import { EXHAUSTED, STUCK, statsOnce } from './stats.ts';
+import { activeVersionsIn, acceptEventIn, attachAssetIn, completeByTokenIn, expireLeasesIn, failEffectIn, fireTimerIn, notedIn, releaseAttemptIn, requestCancelIn } from './writes.ts';
+import { statsIn } from './stats.ts';
 import { feedPage, prepareFeed } from './feed.ts';
 import { failure, outcomeOf, unlessLeaseHeld } from './outcomes.ts';
 import { byteOrder } from './values.ts';
-import { applyCommit, createIn, insertJob, claimIn, finishIn, acceptPending, findEvent, commitOutcomeUnknown } from './commit.ts';
+import { applyCommit, createIn, claimIn, finishIn, findEvent, commitOutcomeUnknown } from './commit.ts';
 
 export { DatabaseBusyError };
 export { NotASpoolDatabaseError, loadMigrations } from './open.ts';
@@ -100,8 +101,6 @@ export class SqliteStore implements JobStore {
   readonly #createSavepoint: Database.Transaction<(job: NewJob) => CreateJobResult>;
   readonly #finishSavepoint: Database.Transaction<(f: AttemptFinish) => FinishStatus>;
   readonly #claimSavepoint: Database.Transaction<(c: EffectClaim) => ClaimedEffect | undefined>;
-  /** Schedules and their occurrences (schedules.ts). */
-  readonly #schedules: SqliteSchedules;
   #closed = false;
 
   /**
@@ -131,15 +130,6 @@ export class SqliteStore implements JobStore {
       this.#createSavepoint = this.db.transaction((job: NewJob) => runSync(createIn(job), stmts));
       this.#finishSavepoint = this.db.transaction((f: AttemptFinish) => runSync(finishIn(f), stmts));
       this.#claimSavepoint = this.db.transaction((c: EffectClaim) => runSync(claimIn(c), stmts));
-      this.#schedules = new SqliteSchedules(this.db, {
-        write: (fn) => this.#write(fn),
-        insertJob: (job) => runSync(insertJob(job), stmts),
-        getJob: (id) => {
-          const row = stmts.getJob.get(id) as Row | undefined;
-          return row ? toJobRecord(row) : undefined;
-        },
-        acceptPending: (event) => void runSync(acceptPending(event), stmts),
-      });
     } catch (error) {
       this.db.close();
       if (error instanceof SpoolError) throw error;
@@ -237,42 +227,7 @@ export class SqliteStore implements JobStore {
   }
 
   async listJobs(filter: JobFilter): Promise<JobRecord[]> {
-    const where: string[] = [];
-    const params: unknown[] = [];
-    if (filter.machineId !== undefined) {
-      where.push('machine_id = ?');
-      params.push(filter.machineId);
-    }
-    if (filter.machineVersion !== undefined) {
-      where.push('machine_version = ?');
-      params.push(filter.machineVersion);
-    }
-    if (filter.state !== undefined) {
-      where.push("instr(state_paths, ?) > 0");
-      params.push(`|${filter.state}|`);
-    }
-    if (filter.status !== undefined) {
-      where.push('status = ?');
-      params.push(filter.status);
-    }
-    if (filter.quarantined !== undefined) where.push(filter.quarantined ? 'quarantine IS NOT NULL' : 'quarantine IS NULL');
-    if (filter.exhausted !== undefined) where.push(filter.exhausted ? EXHAUSTED : `NOT ${EXHAUSTED}`);
-    if (filter.cancelRequested !== undefined) where.push(filter.cancelRequested ? 'cancel_requested_at IS NOT NULL' : 'cancel_requested_at IS NULL');
-    if (filter.suspended !== undefined) where.push(filter.suspended ? 'suspended_at IS NOT NULL' : 'suspended_at IS NULL');
-    if (filter.stuck !== undefined) where.push(filter.stuck ? `(${STUCK})` : `NOT (${STUCK})`);
-    if (filter.owner !== undefined) {
-      where.push('owner = ?');
-      params.push(filter.owner ?? '');
-    }
-    if (filter.afterId !== undefined) {
-      where.push('id > ?');
-      params.push(filter.afterId);
-    }
-    // The few quarantined or suspended jobs come from their partial indexes, not a scan of the rest
-    // (recovery lists quarantined jobs on every open).
-    const from = filter.quarantined === true ? 'jobs INDEXED BY jobs_quarantined' : filter.suspended === true ? 'jobs INDEXED BY jobs_suspended' : 'jobs';
-    const sql = `SELECT * FROM ${from}${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY id LIMIT ?`;
-    params.push(filter.limit ?? -1);
+    const { sql, params } = jobListSql(filter, SQLITE);
     let stmt = this.#listCache.get(sql);
     if (!stmt) {
       stmt = this.db.prepare(sql);
@@ -282,19 +237,11 @@ export class SqliteStore implements JobStore {
   }
 
   async orphanedChildren(limit: number): Promise<string[]> {
-    return this.#stmts.orphanedChildren.pluck().all(limit) as string[];
+    return (this.#stmts.orphanedChildren.all(limit) as Row[]).map((r) => r['id'] as string);
   }
 
   async activeMachineVersions(owner: string | null, countUpTo: number): Promise<{ machineId: string; machineVersion: string; jobs: number }[]> {
-    const s = this.#stmts;
-    const pairs: { machineId: string; machineVersion: string; jobs: number }[] = [];
-    // A loose index scan: one probe of jobs_active_versions per pair, then a count bounded by countUpTo.
-    for (let row = s.firstActiveVersion.get(owner ?? '') as Row | undefined; row; ) {
-      const pair = { owner: owner ?? '', m: row['machine_id'] as string, v: row['machine_version'] as string };
-      pairs.push({ machineId: pair.m, machineVersion: pair.v, jobs: s.countActiveVersion.pluck().get({ ...pair, limit: countUpTo }) as number });
-      row = (s.nextActiveVersion.get(pair) ?? s.nextActiveMachine.get({ owner: pair.owner, m: pair.m })) as Row | undefined;
-    }
-    return pairs;
+    return this.#run(activeVersionsIn(owner, countUpTo));
   }
 
   async acceptEvent(event: NewInboxEvent): Promise<AcceptResult> {
@@ -520,7 +467,7 @@ export class SqliteStore implements JobStore {
   async stats(filter: { owner?: string | null; now: number }): Promise<StoreStats> {
     const p = { all: filter.owner === undefined ? 1 : 0, owner: filter.owner ?? '', now: filter.now };
     const damaged: string[] = [];
-    const first = statsOnce(this.db, this.#stmts, p, damaged);
+    const first = this.#statsOnce(p, damaged);
     if (damaged.length === 0) return first;
     // A state value that does not parse: its jobs are quarantined (one job's problem), and the
     // figures are read again so that they count them so.
@@ -528,38 +475,50 @@ export class SqliteStore implements JobStore {
     for (const text of damaged) {
       for (const id of this.#stmts.jobsWithState.pluck().all(text) as string[]) this.#quarantineDamaged(id, reason);
     }
-    return statsOnce(this.db, this.#stmts, p, []);
+    return this.#statsOnce(p, []);
+  }
+
+  /** The figures from one read transaction (stats.ts). */
+  #statsOnce(p: { all: number; owner: string; now: number }, damaged: string[]): StoreStats {
+    return this.#tx.deferred(() => this.#run(statsIn(p, damaged))) as StoreStats;
   }
 
 
   // Schedules (schedules.ts)
 
   async putSchedule(schedule: NewSchedule, expectedRevision: number | null): Promise<{ ok: true; schedule: ScheduleRecord } | { ok: false; current: ScheduleRecord | null }> {
-    return this.#schedules.put(schedule, expectedRevision);
+    return this.#write(() => this.#run(putScheduleIn(schedule, expectedRevision)));
   }
 
   async getSchedule(id: string): Promise<ScheduleRecord | undefined> {
-    return this.#schedules.get(id);
+    const row = this.#stmts.scheduleGet.get(id) as Row | undefined;
+    return row ? toScheduleRecord(row) : undefined;
   }
 
   async listSchedules(filter: { owner?: string | null }): Promise<ScheduleRecord[]> {
-    return this.#schedules.list(filter);
+    const rows = (filter.owner === undefined ? this.#stmts.scheduleListAll.all() : this.#stmts.scheduleListOwner.all(filter.owner ?? '')) as Row[];
+    return rows.map(toScheduleRecord);
   }
 
   async deleteSchedule(id: string, owner: string | null): Promise<boolean> {
-    return this.#schedules.delete(id, owner);
+    return this.#write(() => this.#stmts.scheduleDelete.run(id, owner ?? '').changes === 1);
   }
 
   async dueSchedules(owner: string | null, now: number, limit: number): Promise<ScheduleRecord[]> {
-    return this.#schedules.due(owner, now, limit);
+    return (this.#stmts.scheduleDue.all({ owner: owner ?? '', now, limit }) as Row[]).map(toScheduleRecord);
   }
 
   async fireSchedule(fire: ScheduleFire): Promise<ScheduleFireResult> {
-    return this.#schedules.fire(fire);
+    try {
+      return this.#write(() => this.#run(fireScheduleIn(fire)));
+    } catch (error) {
+      if (error instanceof Refused) return error.result;
+      throw error;
+    }
   }
 
   async listOccurrences(scheduleId: string, limit: number): Promise<OccurrenceRecord[]> {
-    return this.#schedules.occurrences(scheduleId, limit);
+    return (this.#stmts.occurrences.all(scheduleId, limit) as Row[]).map(toOccurrenceRecord);
   }
 
   /** Counted on the partial index `inbox_pending` (a covering scan of pending rows only); prepared once, on first use. */

@@ -1,7 +1,8 @@
 import Database from 'better-sqlite3';
-import type { LeaseClaim } from '../../src/ports/store.ts';
-import { attemptsLeft, releasesLeft, SQLITE, type SqlDialect } from './predicates.ts';
+import type { JobFilter, LeaseClaim } from '../../src/ports/store.ts';
+import { attemptsLeft, exhausted, releasesLeft, SQLITE, stuck, type SqlDialect } from './predicates.ts';
 import { statsSql } from './stats.ts';
+import { schedulesSql } from './schedules.ts';
 import type { Row } from './records.ts';
 
 /** A raw-mode statement and the function that names its row values (see `rawRows`). */
@@ -95,7 +96,7 @@ function jobsSql(d: SqlDialect) {
       WHERE status = 'active' AND owner = @owner AND machine_id = @m AND machine_version > @v ORDER BY machine_version LIMIT 1`),
     nextActiveMachine: q(`SELECT machine_id, machine_version FROM jobs${d.indexedBy('jobs_active_versions')}
       WHERE status = 'active' AND owner = @owner AND machine_id > @m ORDER BY machine_id, machine_version LIMIT 1`),
-    countActiveVersion: q(`SELECT count(*) FROM (SELECT 1 FROM jobs${d.indexedBy('jobs_active_versions')}
+    countActiveVersion: q(`SELECT count(*) AS n FROM (SELECT 1 FROM jobs${d.indexedBy('jobs_active_versions')}
       WHERE status = 'active' AND owner = @owner AND machine_id = @m AND machine_version = @v LIMIT @limit) AS counted`),
     byKey: q('SELECT * FROM jobs WHERE owner = ? AND idempotency_key = ?'),
     insertJob: q(`INSERT INTO jobs (id, machine_id, machine_version, revision, status, state_value, state_paths, context,
@@ -307,6 +308,7 @@ export function statementsSql(d: SqlDialect) {
     ...timersSql(d),
     ...operationsSql(d),
     ...statsSql(d),
+    ...schedulesSql(d),
   };
 }
 
@@ -316,15 +318,57 @@ export type StatementName = keyof ReturnType<typeof statementsSql>;
 /** The statements read as arrays of values (better-sqlite3's raw mode). */
 const RAW: readonly StatementName[] = ['uncommittedOf'];
 
-/** The SQLite texts, made once. */
-const SQLITE_SQL = statementsSql(SQLITE);
+/** The SQLite texts, made once (on first use: the modules they come from import each other). */
+let sqliteSql: ReturnType<typeof statementsSql> | undefined;
 
 /** Every statement of the store in SQLite's spelling, prepared once per connection. */
 export function prepare(db: Database.Database): Record<StatementName, Database.Statement> {
+  sqliteSql ??= statementsSql(SQLITE);
   const out = {} as Record<StatementName, Database.Statement>;
-  for (const name of Object.keys(SQLITE_SQL) as StatementName[]) {
-    const stmt = db.prepare(SQLITE_SQL[name]);
+  for (const name of Object.keys(sqliteSql) as StatementName[]) {
+    const stmt = db.prepare(sqliteSql[name]);
     out[name] = RAW.includes(name) ? stmt.raw(true) : stmt;
   }
   return out;
+}
+
+/**
+ * `listJobs`: the query of a filter in one dialect, `?` for each parameter, and the parameters. The
+ * few quarantined or suspended jobs come from their partial indexes, not a scan of the rest
+ * (recovery lists quarantined jobs on every open).
+ */
+export function jobListSql(filter: JobFilter, d: SqlDialect): { sql: string; params: unknown[] } {
+  const where: string[] = [];
+  const params: unknown[] = [];
+  const equal = (column: string, value: unknown) => {
+    where.push(`${column} = ?`);
+    params.push(value);
+  };
+  const flag = (on: boolean | undefined, condition: string) => {
+    if (on !== undefined) where.push(on ? condition : `NOT (${condition})`);
+  };
+  if (filter.machineId !== undefined) equal('machine_id', filter.machineId);
+  if (filter.machineVersion !== undefined) equal('machine_version', filter.machineVersion);
+  if (filter.state !== undefined) {
+    where.push(d.contains('state_paths', '?'));
+    params.push(`|${filter.state}|`);
+  }
+  if (filter.status !== undefined) equal('status', filter.status);
+  flag(filter.quarantined, 'quarantine IS NOT NULL');
+  flag(filter.exhausted, exhausted(d));
+  flag(filter.cancelRequested, 'cancel_requested_at IS NOT NULL');
+  flag(filter.suspended, 'suspended_at IS NOT NULL');
+  flag(filter.stuck, stuck(d));
+  if (filter.owner !== undefined) equal('owner', filter.owner ?? '');
+  if (filter.afterId !== undefined) {
+    where.push('id > ?');
+    params.push(filter.afterId);
+  }
+  const from = `jobs${filter.quarantined === true ? d.indexedBy('jobs_quarantined') : filter.suspended === true ? d.indexedBy('jobs_suspended') : ''}`;
+  let sql = `SELECT * FROM ${from}${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY id`;
+  if (filter.limit !== undefined) {
+    sql += ' LIMIT ?';
+    params.push(filter.limit);
+  }
+  return { sql, params };
 }

@@ -1,14 +1,7 @@
-import Database from 'better-sqlite3';
 import type { StoreStats } from '../../src/ports/store.ts';
-import { exhausted, SQLITE, stuck, type SqlDialect } from './predicates.ts';
-import type { Row } from './records.ts';
+import { exhausted, stuck, type SqlDialect } from './predicates.ts';
+import { all, get, type Program } from './program.ts';
 import { byteOrder, parsedOr } from './values.ts';
-
-/** `JobFilter.exhausted` in SQLite's spelling (predicates.ts). */
-export const EXHAUSTED = exhausted(SQLITE);
-
-/** `JobFilter.stuck` in SQLite's spelling (predicates.ts). */
-export const STUCK = stuck(SQLITE);
 
 /** `stats`: aggregates over the tables for one owner (`@all = 1`: every owner) at `@now`. */
 export function statsSql(d: SqlDialect) {
@@ -49,13 +42,11 @@ export function statsSql(d: SqlDialect) {
   };
 }
 
-/** The figures of `SqliteStore.stats`, from one read transaction; state values that do not parse are added to `damaged` (and count as null). */
-export function statsOnce(db: Database.Database, s: Record<keyof ReturnType<typeof statsSql>, Database.Statement>, p: { all: number; owner: string; now: number }, damaged: string[]): StoreStats {
-  // One read transaction: every figure from the same snapshot of the tables.
-  return db.transaction(() => {
-    const counts = s.statsCounts.get(p) as Row;
-    const backlog = s.statsBacklog.get(p) as Row;
-    const timers = s.statsTimers.get(p) as Row;
+/** The figures of `stats` (run it in one read transaction: every figure from the same snapshot); state values that do not parse are added to `damaged` (and count as null). */
+export function* statsIn(p: { all: number; owner: string; now: number }, damaged: string[]): Program<StoreStats> {
+    const counts = (yield* get('statsCounts', p))!;
+    const backlog = (yield* get('statsBacklog', p))!;
+    const timers = (yield* get('statsTimers', p))!;
     const activities = new Map<string, StoreStats['activities'][number]>();
     const activity = (src: string) => {
       let a = activities.get(src);
@@ -65,19 +56,22 @@ export function statsOnce(db: Database.Database, s: Record<keyof ReturnType<type
       }
       return a;
     };
-    for (const r of s.statsEffects.all(p) as Row[]) {
+    for (const r of yield* all('statsEffects', p)) {
       const a = activity(r['src'] as string);
       a.effects = r['effects'] as number;
       a.effectsFailed = r['failed'] as number;
     }
-    for (const r of s.statsAttempts.all(p) as Row[]) {
+    for (const r of yield* all('statsAttempts', p)) {
       const a = activity(r['src'] as string);
       const n = r['n'] as number;
       a.attempts += n;
       a[r['outcome'] as 'succeeded' | 'failed' | 'interrupted' | 'stale' | 'running' | 'waiting'] += n;
     }
+    const jobs = yield* all('statsJobs', p);
+    const running = yield* all('statsRunning', p);
+    const leases = yield* all('statsLeases', p);
     return {
-      jobs: (s.statsJobs.all(p) as Row[]).map((r) => ({
+      jobs: jobs.map((r) => ({
         machineId: r['machine_id'] as string,
         machineVersion: r['machine_version'] as string,
         status: r['status'] as StoreStats['jobs'][number]['status'],
@@ -102,7 +96,7 @@ export function statsOnce(db: Database.Database, s: Record<keyof ReturnType<type
         oldestDueAt: (timers['oldest'] as number | null) ?? null,
       },
       activities: [...activities.values()].sort((a, b) => byteOrder(a.src, b.src)),
-      running: (s.statsRunning.all(p) as Row[]).map((r) => ({
+      running: running.map((r) => ({
         effectId: r['id'] as string,
         jobId: r['job_id'] as string,
         src: r['src'] as string,
@@ -110,7 +104,6 @@ export function statsOnce(db: Database.Database, s: Record<keyof ReturnType<type
         runner: (r['claimed_by'] as string | null) ?? null,
         claimExpiresAt: (r['claim_expires_at'] as number | null) ?? null,
       })),
-      leases: (s.statsLeases.all(p) as Row[]).map((r) => ({ runner: r['lease_owner'] as string, jobs: r['n'] as number, earliestUntil: r['until'] as number })),
+      leases: leases.map((r) => ({ runner: r['lease_owner'] as string, jobs: r['n'] as number, earliestUntil: r['until'] as number })),
     };
-  }).deferred();
 }

@@ -89,3 +89,15 @@ export function* notedIn(note: NoteRecord, change: Program<{ changes: number }>)
   yield* run('addNote', note.jobId, note.kind, note.message, note.at);
   return true;
 }
+
+/** `activeMachineVersions`: a loose index scan, one probe of jobs_active_versions per pair, then a count bounded by `countUpTo`. */
+export function* activeVersionsIn(owner: string | null, countUpTo: number): Program<{ machineId: string; machineVersion: string; jobs: number }[]> {
+  const pairs: { machineId: string; machineVersion: string; jobs: number }[] = [];
+  for (let row = yield* get('firstActiveVersion', owner ?? ''); row; ) {
+    const pair = { owner: owner ?? '', m: row['machine_id'] as string, v: row['machine_version'] as string };
+    const counted = yield* get('countActiveVersion', { ...pair, limit: countUpTo });
+    pairs.push({ machineId: pair.m, machineVersion: pair.v, jobs: counted!['n'] as number });
+    row = (yield* get('nextActiveVersion', pair)) ?? (yield* get('nextActiveMachine', { owner: pair.owner, m: pair.m }));
+  }
+  return pairs;
+}
