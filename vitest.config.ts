@@ -32,6 +32,20 @@ const ASYNC_STORE_FILES = [
   'test/outcomeUnknown.test.ts',
 ];
 
+/**
+ * The files run a third time on a PostgresStore (test/helpers/stores.ts), a database per store,
+ * on the server `.ci/run` starts (or the globalSetup, when SPOOL_TEST_PG_URL is unset): the store
+ * contracts and the runtime files that reach the store through the port only. Left out (they read
+ * or edit the SQLite file itself, `store.db`, or need SQLite's own behaviour): see docs/ARCHITECTURE.md, "Postgres".
+ */
+const POSTGRES_FILES = [
+  'test/store.contract.test.ts',
+  'test/store.effects.contract.test.ts',
+  'test/store.operations.contract.test.ts',
+  'test/store.schedules.contract.test.ts',
+  'test/store.backlog.contract.test.ts',
+];
+
 export default defineConfig({
   test: {
     testTimeout: 60_000,
@@ -39,6 +53,15 @@ export default defineConfig({
     pool: 'forks',
     projects: [
       { extends: true, test: { name: 'sync', include: ['test/**/*.test.ts'] } },
+      {
+        extends: true,
+        test: {
+          name: 'postgres',
+          include: POSTGRES_FILES,
+          env: { SPOOL_TEST_STORE: 'postgres' },
+          globalSetup: ['test/helpers/postgresSetup.ts'],
+        },
+      },
       {
         extends: true,
         test: {

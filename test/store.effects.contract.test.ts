@@ -25,6 +25,7 @@ import type {
 } from '../src/ports/store.ts';
 import { MAX_RELEASES, RELEASED_ATTEMPT } from '../src/ports/store.ts';
 import { storeUnderTest } from './helpers/asyncStore.ts';
+import { ON_POSTGRES, postgresContractStore } from './helpers/stores.ts';
 
 interface StoreUnderTest {
   store: JobStore;
@@ -1095,7 +1096,8 @@ function effectsContract(name: string, factory: StoreFactory): void {
 
 // ---------------------------------------------------------------------------------------------
 
-effectsContract('SqliteStore (file)', async () => {
+effectsContract(ON_POSTGRES ? 'PostgresStore' : 'SqliteStore (file)', async () => {
+  if (ON_POSTGRES) return postgresContractStore();
   const dir = join(TMP_ROOT, randomBytes(8).toString('hex'));
   mkdirSync(dir, { recursive: true });
   const store = storeUnderTest(await SqliteStore.open(join(dir, 'effects.db')));

@@ -7,6 +7,7 @@ import { SqliteStore, type SqliteStoreOptions } from '../../persistence/sqlite/i
 import { createRuntime, type Runtime, type RuntimeOptions } from '../../src/index.ts';
 import type { JobStore } from '../../src/ports/store.ts';
 import { storeUnderTest } from './asyncStore.ts';
+import { ON_POSTGRES, openUnderTest } from './stores.ts';
 
 /** `.vitest-tmp/` at the project root (gitignored). */
 export const TMP_ROOT = fileURLToPath(new URL('../../.vitest-tmp/', import.meta.url));
@@ -35,10 +36,14 @@ export class Resources {
     return join(this.tempDir(), name);
   }
 
-  /** A SQLite store on `path` (behind the asynchronous boundary when the run asks for it: see {@link storeUnderTest}). */
+  /**
+   * A SQLite store on `path` (behind the asynchronous boundary when the run asks for it: see
+   * {@link storeUnderTest}); with `SPOOL_TEST_STORE=postgres`, a PostgresStore on the database
+   * standing for `path` (stores.ts).
+   */
   async sqlite(path: string, options: SqliteStoreOptions = {}): Promise<SqliteStore> {
-    const store = storeUnderTest(await SqliteStore.open(path, options));
-    this.#handles.push(store.db);
+    const store = await openUnderTest(path, options, async () => storeUnderTest(await SqliteStore.open(path, options)));
+    if (!ON_POSTGRES) this.#handles.push(store.db);
     this.#closers.push(() => store.close());
     return store;
   }

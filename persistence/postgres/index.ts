@@ -1,0 +1,2 @@
+export { PostgresStore, type PostgresStoreOptions } from './PostgresStore.ts';
+export { pgMigrations } from './open.ts';
