@@ -1086,9 +1086,11 @@ function effectsContract(name: string, factory: StoreFactory): void {
           expect(await store.commit([bad])).toMatchObject([{ ok: false, reason: 'error' }]);
           expect(await dumpJob(store, 'A')).toEqual(beforeA);
         }
-        // The inbox seq was not used up by the rolled-back events.
+        // The inbox seq was not used up by the rolled-back events (SQLite: the table's rowid). A
+        // Postgres identity is not rolled back with a transaction: there the seq only keeps growing.
         const next = await store.acceptEvent(eventOf('A', 'e2'));
-        expect(next.event.seq!).toBe(pending.event.seq! + 1);
+        if (ON_POSTGRES) expect(next.event.seq!).toBeGreaterThan(pending.event.seq!);
+        else expect(next.event.seq!).toBe(pending.event.seq! + 1);
       });
     });
   });

@@ -183,7 +183,7 @@ export class PostgresStore implements JobStore {
         creates: await each(creates, (job) => savepoint(t, () => t.run(createIn(job)))),
         commits: await eachCommit(commits, (c) => savepoint(t, () => t.run(applyCommit(c)))),
         finishes: await each(finishes, (f) => savepoint(t, () => t.run(finishIn(f)))),
-        claims: await each(claims, (c) => savepoint(t, () => unlessLeaseHeld(t.run(claimIn(c))))),
+        claims: await each(claims, (c) => unlessLeaseHeld(savepoint(t, () => t.run(claimIn(c))))),
       }),
       () => operationsOf(batch),
     );

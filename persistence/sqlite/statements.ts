@@ -178,7 +178,7 @@ function effectsSql(d: SqlDialect) {
     /** What a claim or an outcome needs to know of an effect before it writes. */
     effectClaimState: q('SELECT job_id, status, attempt FROM effects WHERE id = ?'),
     /** An effect's job, and whether `runner` holds its lease under `fence` (1) or not (0). */
-    effectLeaseState: q(`SELECT e.job_id, EXISTS (SELECT 1 FROM jobs j WHERE j.id = e.job_id AND j.lease_owner = @runner AND j.lease_fence = @fence) AS held
+    effectLeaseState: q(`SELECT e.job_id, CASE WHEN EXISTS (SELECT 1 FROM jobs j WHERE j.id = e.job_id AND j.lease_owner = @runner AND j.lease_fence = @fence) THEN 1 ELSE 0 END AS held
       FROM effects e WHERE e.id = @id`),
     listEffects: q('SELECT * FROM effects WHERE job_id = ? ORDER BY created_revision, id'),
     listAttempts: q(`SELECT a.* FROM effect_attempts a JOIN effects e ON e.id = a.effect_id
