@@ -527,7 +527,9 @@ export class PostgresStore implements JobStore {
         else await client.query('ROLLBACK').catch((e: unknown) => (broken = e));
         const cause = error instanceof RunAgain ? error.cause : error;
         if (committing && broken !== undefined && ops) throw commitOutcomeUnknown(this.description, cause, ops());
-        if ((error instanceof RunAgain || isRetryable(error)) && runs < MAX_RUNS && broken === undefined) continue;
+        // A key another transaction took meanwhile (a concurrent create): once more, where the write finds it.
+        const raced = error instanceof RunAgain || (sqlState(error) === '23505' && runs === 1);
+        if ((raced || isRetryable(error)) && runs < MAX_RUNS && broken === undefined) continue;
         throw cause;
       } finally {
         client.release(broken instanceof Error ? broken : broken === undefined ? undefined : true);

@@ -12,10 +12,10 @@ export interface CliRun {
 
 /**
  * Run `node bin/spool.js ...args` in `cwd` (without the suite's NODE_OPTIONS) and collect what it
- * prints; `stdin`, when given, is what it reads on standard input.
+ * prints; `stdin`, when given, is what it reads on standard input; `extraEnv` is added to its environment.
  */
-export function runSpool(args: readonly string[], cwd: string, stdin?: string): Promise<CliRun> {
-  const env = { ...process.env };
+export function runSpool(args: readonly string[], cwd: string, stdin?: string, extraEnv: Record<string, string> = {}): Promise<CliRun> {
+  const env = { ...process.env, ...extraEnv };
   delete env['NODE_OPTIONS'];
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [SPOOL_BIN, ...args], { cwd, env, stdio: [stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
