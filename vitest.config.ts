@@ -1,16 +1,21 @@
 import { defineConfig } from 'vitest/config';
 
+/** The store contract suites: every store passes them. */
+const STORE_CONTRACT_FILES = [
+  'test/store.contract.test.ts',
+  'test/store.effects.contract.test.ts',
+  'test/store.operations.contract.test.ts',
+  'test/store.schedules.contract.test.ts',
+  'test/store.backlog.contract.test.ts',
+];
+
 /**
  * The files run a second time with the SQLite store behind an asynchronous boundary
  * (test/helpers/asyncStore.ts): the store contracts and the runtime's in-process tests. Files that
  * spawn processes or drive the CLI are left out (their stores live in other processes).
  */
 const ASYNC_STORE_FILES = [
-  'test/store.contract.test.ts',
-  'test/store.effects.contract.test.ts',
-  'test/store.operations.contract.test.ts',
-  'test/store.schedules.contract.test.ts',
-  'test/store.backlog.contract.test.ts',
+  ...STORE_CONTRACT_FILES,
   'test/runtime.test.ts',
   'test/effects.test.ts',
   'test/timers.test.ts',
@@ -44,11 +49,7 @@ const ASYNC_STORE_FILES = [
  */
 const POSTGRES_FILES = [
   'test/postgres.pg.test.ts',
-  'test/store.contract.test.ts',
-  'test/store.effects.contract.test.ts',
-  'test/store.operations.contract.test.ts',
-  'test/store.schedules.contract.test.ts',
-  'test/store.backlog.contract.test.ts',
+  ...STORE_CONTRACT_FILES,
   'test/runtime.test.ts',
   'test/leases.test.ts',
   'test/poison.test.ts',
