@@ -6,6 +6,8 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import pg from 'pg';
+import { setup } from 'xstate';
+import { createRuntime, runWorker } from '../src/index.ts';
 import { PostgresStore } from '../persistence/postgres/index.ts';
 import { NotASpoolDatabaseError } from '../persistence/sqlite/index.ts';
 import { CommitOutcomeUnknown, type NewInboxEvent } from '../src/ports/store.ts';
@@ -133,6 +135,46 @@ describe('PostgresStore: two stores (two hosts) on one database', () => {
     await heard;
     expect(told).toBeGreaterThanOrEqual(1);
     expect(await a.externalChanges()).toBeGreaterThanOrEqual(1);
+  });
+});
+
+/** A door: OPEN ends it. */
+const door = setup({}).createMachine({ id: 'door', initial: 'closed', states: { closed: { on: { OPEN: 'open' } }, open: { type: 'final' } } });
+
+describe('PostgresStore: wake-ups', () => {
+  it('an idle worker applies an event another process accepted at once (LISTEN/NOTIFY), not at its poll', async () => {
+    const url = await database();
+    const [a, b] = [await open(url), await open(url)];
+    const runtime = await createRuntime({ store: a, machines: [door] });
+    cleanups.push(() => runtime.close());
+    const job = await runtime.start('door', {});
+    const done = new Promise<void>((resolve) =>
+      runtime.subscribe((e) => {
+        if (e.type === 'job.committed' && e.job.id === job.id && e.job.status === 'done') resolve();
+      }),
+    );
+    // The end of the worker's first round (it reads the next wake-up last), so the event comes after it.
+    const readWake = a.nextWakeAt.bind(a);
+    let roundEnded!: () => void;
+    const firstRound = new Promise<void>((resolve) => (roundEnded = resolve));
+    a.nextWakeAt = async () => {
+      const at = await readWake();
+      roundEnded();
+      return at;
+    };
+    const controller = new AbortController();
+    // A poll of 1,000 s: the test's 60 s timeout ends it unless the notification wakes the worker.
+    const worker = runWorker(runtime, { pollMs: 1_000_000, signal: controller.signal });
+    cleanups.push(async () => {
+      controller.abort();
+      await worker;
+    });
+    await a.externalChanges(); // the worker's listener is in place
+    await firstRound;
+    expect((await a.getJob(job.id))?.status).toBe('active');
+    await b.acceptEvent({ ...event(job.id, 'from-b'), type: 'OPEN', payload: { type: 'OPEN' } });
+    await done;
+    expect((await a.getJob(job.id))?.status).toBe('done');
   });
 });
 
