@@ -26,6 +26,13 @@ export async function databaseFor(path: string): Promise<{ url: string; drop: ()
   return db;
 }
 
+/** Drop the database standing for `path`, if one was made (its stores closed first). */
+export async function dropDatabaseFor(path: string): Promise<void> {
+  const db = databases.get(path);
+  databases.delete(path);
+  await db?.drop();
+}
+
 /** A PostgresStore on the database standing for `path`, with the SQLite options that have a meaning there (the clock). */
 export async function postgresAt(path: string, options: SqliteStoreOptions = {}): Promise<PostgresStore> {
   const { url } = await databaseFor(path);
