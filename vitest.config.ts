@@ -1,16 +1,21 @@
 import { defineConfig } from 'vitest/config';
 
+/** The store contract suites: every store passes them. */
+const STORE_CONTRACT_FILES = [
+  'test/store.contract.test.ts',
+  'test/store.effects.contract.test.ts',
+  'test/store.operations.contract.test.ts',
+  'test/store.schedules.contract.test.ts',
+  'test/store.backlog.contract.test.ts',
+];
+
 /**
  * The files run a second time with the SQLite store behind an asynchronous boundary
  * (test/helpers/asyncStore.ts): the store contracts and the runtime's in-process tests. Files that
  * spawn processes or drive the CLI are left out (their stores live in other processes).
  */
 const ASYNC_STORE_FILES = [
-  'test/store.contract.test.ts',
-  'test/store.effects.contract.test.ts',
-  'test/store.operations.contract.test.ts',
-  'test/store.schedules.contract.test.ts',
-  'test/store.backlog.contract.test.ts',
+  ...STORE_CONTRACT_FILES,
   'test/runtime.test.ts',
   'test/effects.test.ts',
   'test/timers.test.ts',
@@ -32,13 +37,48 @@ const ASYNC_STORE_FILES = [
   'test/outcomeUnknown.test.ts',
 ];
 
+/**
+ * The files run a third time on a PostgresStore (test/helpers/stores.ts), a database per store,
+ * on the server `.ci/run` starts (or the globalSetup, when SPOOL_TEST_PG_URL is unset): the
+ * Postgres-only tests, the store contracts, and the runtime files whose every test reaches the
+ * store through the port only. The other ASYNC_STORE_FILES (effects, timers, children, cancel,
+ * groupCommit, recovery, operations, backpressure, schedules) each have tests that read or edit
+ * the SQLite file itself (`store.db`, a raw connection, `dumpDatabase`): they stay in the SQLite
+ * projects (all their other tests passed on Postgres when last run by hand with
+ * `SPOOL_TEST_STORE=postgres`).
+ */
+const POSTGRES_FILES = [
+  'test/postgres.pg.test.ts',
+  ...STORE_CONTRACT_FILES,
+  'test/runtime.test.ts',
+  'test/leases.test.ts',
+  'test/poison.test.ts',
+  'test/outcomeUnknown.test.ts',
+  'test/wakeups.test.ts',
+  'test/hostDriven.test.ts',
+  'test/shutdown.test.ts',
+  'test/activityLimits.test.ts',
+  'test/sendPath.test.ts',
+  'test/boundedRounds.test.ts',
+];
+
 export default defineConfig({
   test: {
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',
     projects: [
-      { extends: true, test: { name: 'sync', include: ['test/**/*.test.ts'] } },
+      // *.pg.test.ts: Postgres only (they need the server the postgres project starts).
+      { extends: true, test: { name: 'sync', include: ['test/**/*.test.ts'], exclude: ['test/**/*.pg.test.ts'] } },
+      {
+        extends: true,
+        test: {
+          name: 'postgres',
+          include: POSTGRES_FILES,
+          env: { SPOOL_TEST_STORE: 'postgres' },
+          globalSetup: ['test/helpers/postgresSetup.ts'],
+        },
+      },
       {
         extends: true,
         test: {

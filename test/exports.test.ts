@@ -9,10 +9,10 @@ import { describe, expect, it } from 'vitest';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 describe('package entry points', () => {
-  it('spool, spool/sqlite, spool/memory, spool/testing and spool/machines export what the README names', () => {
+  it('spool, spool/sqlite, spool/postgres, spool/memory, spool/testing and spool/machines export what the README names', () => {
     const script = `
       const names = {};
-      for (const entry of ['spool', 'spool/sqlite', 'spool/memory', 'spool/testing', 'spool/machines']) names[entry] = Object.keys(await import(entry)).sort();
+      for (const entry of ['spool', 'spool/sqlite', 'spool/postgres', 'spool/memory', 'spool/testing', 'spool/machines']) names[entry] = Object.keys(await import(entry)).sort();
       console.log(JSON.stringify(names));`;
     const env = { ...process.env };
     delete env['NODE_OPTIONS'];
@@ -20,6 +20,7 @@ describe('package entry points', () => {
     const names = JSON.parse(out) as Record<string, string[]>;
     expect(names['spool']).toEqual(expect.arrayContaining(['createRuntime', 'runWorker', 'Runtime', 'SpoolError']));
     expect(names['spool/sqlite']).toContain('SqliteStore');
+    expect(names['spool/postgres']).toEqual(expect.arrayContaining(['PostgresStore', 'openStore']));
     expect(names['spool/memory']).toContain('MemoryStore');
     expect(names['spool/testing']).toEqual(expect.arrayContaining(['VirtualClock', 'runPathTests', 'collectPathTests']));
     expect(names['spool/machines']).toEqual(expect.arrayContaining(['jobLifecycle', 'exportJob', 'approvalFlow', 'retryingJob', 'pathTests']));

@@ -3,8 +3,10 @@ import { SqliteStore } from '../persistence/sqlite/index.ts';
 import { Resources } from './helpers/resources.ts';
 import { storeContract } from './store.contract.ts';
 import { storeUnderTest } from './helpers/asyncStore.ts';
+import { ON_POSTGRES, postgresContractStore } from './helpers/stores.ts';
 
-storeContract('SqliteStore (file)', async () => {
+storeContract(ON_POSTGRES ? 'PostgresStore' : 'SqliteStore (file)', async () => {
+  if (ON_POSTGRES) return postgresContractStore();
   const res = new Resources();
   const store = storeUnderTest(await SqliteStore.open(join(res.tempDir(), 'contract.db')));
   return {

@@ -25,6 +25,7 @@ import type {
 } from '../src/ports/store.ts';
 import { MAX_RELEASES, RELEASED_ATTEMPT } from '../src/ports/store.ts';
 import { storeUnderTest } from './helpers/asyncStore.ts';
+import { ON_POSTGRES, postgresContractStore } from './helpers/stores.ts';
 
 interface StoreUnderTest {
   store: JobStore;
@@ -1124,9 +1125,11 @@ function effectsContract(name: string, factory: StoreFactory): void {
           expect(await store.commit([bad])).toMatchObject([{ ok: false, reason: 'error' }]);
           expect(await dumpJob(store, 'A')).toEqual(beforeA);
         }
-        // The inbox seq was not used up by the rolled-back events.
+        // The inbox seq was not used up by the rolled-back events (SQLite: the table's rowid). A
+        // Postgres identity is not rolled back with a transaction: there the seq only keeps growing.
         const next = await store.acceptEvent(eventOf('A', 'e2'));
-        expect(next.event.seq!).toBe(pending.event.seq! + 1);
+        if (ON_POSTGRES) expect(next.event.seq!).toBeGreaterThan(pending.event.seq!);
+        else expect(next.event.seq!).toBe(pending.event.seq! + 1);
       });
     });
   });
@@ -1134,7 +1137,8 @@ function effectsContract(name: string, factory: StoreFactory): void {
 
 // ---------------------------------------------------------------------------------------------
 
-effectsContract('SqliteStore (file)', async () => {
+effectsContract(ON_POSTGRES ? 'PostgresStore' : 'SqliteStore (file)', async () => {
+  if (ON_POSTGRES) return postgresContractStore();
   const dir = join(TMP_ROOT, randomBytes(8).toString('hex'));
   mkdirSync(dir, { recursive: true });
   const store = storeUnderTest(await SqliteStore.open(join(dir, 'effects.db')));

@@ -25,6 +25,7 @@ import type {
   TransitionCommit,
 } from '../src/ports/store.ts';
 import { storeUnderTest } from './helpers/asyncStore.ts';
+import { ON_POSTGRES, postgresContractStore } from './helpers/stores.ts';
 
 interface StoreUnderTest {
   store: JobStore;
@@ -498,7 +499,8 @@ function operationsContract(name: string, factory: StoreFactory): void {
   });
 }
 
-operationsContract('SqliteStore (file)', async () => {
+operationsContract(ON_POSTGRES ? 'PostgresStore' : 'SqliteStore (file)', async () => {
+  if (ON_POSTGRES) return postgresContractStore();
   const dir = join(TMP_ROOT, randomBytes(8).toString('hex'));
   mkdirSync(dir, { recursive: true });
   const store = storeUnderTest(await SqliteStore.open(join(dir, 'operations.db')));

@@ -12,6 +12,7 @@ import type { JobStore, NewSchedule, ScheduleFire } from '../src/ports/store.ts'
 import { Resources } from './helpers/resources.ts';
 import { newEvent, newJob } from './store.contract.ts';
 import { storeUnderTest } from './helpers/asyncStore.ts';
+import { ON_POSTGRES, postgresContractStore } from './helpers/stores.ts';
 
 const T0 = 1_700_000_000_000;
 const MIN = 60_000;
@@ -205,7 +206,8 @@ function scheduleContract(name: string, factory: StoreFactory): void {
 const res = new Resources();
 afterEach(() => res.dispose());
 
-scheduleContract('SqliteStore (file)', async () => {
+scheduleContract(ON_POSTGRES ? 'PostgresStore' : 'SqliteStore (file)', async () => {
+  if (ON_POSTGRES) return postgresContractStore();
   const store = storeUnderTest(await SqliteStore.open(join(res.tempDir(), 'schedules.db')));
   return { store };
 });

@@ -37,22 +37,25 @@ import type {
   TransitionRecord,
   UnresolvedOperation,
 } from '../../src/ports/store.ts';
-import { CommitOutcomeUnknown, MAX_RELEASES, operationsOf, RELEASED_ATTEMPT } from '../../src/ports/store.ts';
+import { CommitOutcomeUnknown, operationsOf } from '../../src/ports/store.ts';
 import { systemClock, type Clock } from '../../src/ports/clock.ts';
 import { DatabaseBusyError, DatabaseDamagedError, SpoolError } from '../../src/runtime/errors.ts';
-import { SqliteSchedules } from './schedules.ts';
+import { fireScheduleIn, putScheduleIn, Refused, toOccurrenceRecord, toScheduleRecord } from './schedules.ts';
 import { CHECK, guardEntryPoints, outcomeUnknownAtCommit, storageFault } from './storageFault.ts';
 import type {
   Row,
 } from './records.ts';
 import { damageReason, toAssetRecord, toAttemptRecord, toEffectRecord, toInboxRecord, toJobRecord, toTimerRecord, toTransitionRecord } from './records.ts';
 import { OpenBusy, checkOpenOptions, openDatabase, refuseForeignDatabase, refuseNewerSchema, migrate } from './open.ts';
-import { type RawRows, rawRows, findEvent, prepare } from './statements.ts';
-import { EXHAUSTED, STUCK, statsOnce } from './stats.ts';
+import { type RawRows, jobListSql, rawRows, prepare } from './statements.ts';
+import { SQLITE } from './predicates.ts';
+import { run, runSync, type Program } from './program.ts';
+import { activeVersionsIn, acceptEventIn, attachAssetIn, completeByTokenIn, expireLeasesIn, failEffectIn, fireTimerIn, notedIn, releaseAttemptIn, requestCancelIn } from './writes.ts';
+import { statsIn } from './stats.ts';
 import { feedPage, prepareFeed } from './feed.ts';
 import { failure, outcomeOf, unlessLeaseHeld } from './outcomes.ts';
 import { byteOrder } from './values.ts';
-import { applyCommit, createIn, insertJob, inboxParams, claimIn, finishIn, acceptPending, insertInbox, commitOutcomeUnknown } from './commit.ts';
+import { applyCommit, createIn, claimIn, finishIn, findEvent, commitOutcomeUnknown } from './commit.ts';
 
 export { DatabaseBusyError };
 export { NotASpoolDatabaseError, loadMigrations } from './open.ts';
@@ -98,8 +101,6 @@ export class SqliteStore implements JobStore {
   readonly #createSavepoint: Database.Transaction<(job: NewJob) => CreateJobResult>;
   readonly #finishSavepoint: Database.Transaction<(f: AttemptFinish) => FinishStatus>;
   readonly #claimSavepoint: Database.Transaction<(c: EffectClaim) => ClaimedEffect | undefined>;
-  /** Schedules and their occurrences (schedules.ts). */
-  readonly #schedules: SqliteSchedules;
   #closed = false;
 
   /**
@@ -125,19 +126,10 @@ export class SqliteStore implements JobStore {
       this.#jobById = rawRows(this.db.prepare('SELECT * FROM jobs WHERE id = ?'));
       this.#tx = this.db.transaction((fn: () => unknown) => fn());
       const stmts = this.#stmts;
-      this.#savepoint = this.db.transaction((c: TransitionCommit) => applyCommit(stmts, c));
-      this.#createSavepoint = this.db.transaction((job: NewJob) => createIn(stmts, job));
-      this.#finishSavepoint = this.db.transaction((f: AttemptFinish) => finishIn(stmts, f));
-      this.#claimSavepoint = this.db.transaction((c: EffectClaim) => claimIn(stmts, c));
-      this.#schedules = new SqliteSchedules(this.db, {
-        write: (fn) => this.#write(fn),
-        insertJob: (job) => insertJob(stmts, job),
-        getJob: (id) => {
-          const row = stmts.getJob.get(id) as Row | undefined;
-          return row ? toJobRecord(row) : undefined;
-        },
-        acceptPending: (event) => void acceptPending(stmts, event),
-      });
+      this.#savepoint = this.db.transaction((c: TransitionCommit) => runSync(applyCommit(c), stmts));
+      this.#createSavepoint = this.db.transaction((job: NewJob) => runSync(createIn(job), stmts));
+      this.#finishSavepoint = this.db.transaction((f: AttemptFinish) => runSync(finishIn(f), stmts));
+      this.#claimSavepoint = this.db.transaction((c: EffectClaim) => runSync(claimIn(c), stmts));
     } catch (error) {
       this.db.close();
       if (error instanceof SpoolError) throw error;
@@ -179,7 +171,7 @@ export class SqliteStore implements JobStore {
   }
 
   async createJob(job: NewJob): Promise<CreateJobResult> {
-    return this.#write(() => createIn(this.#stmts, job));
+    return this.#write(() => this.#run(createIn(job)));
   }
 
   async writeBatch(batch: WriteBatch): Promise<WriteBatchResult> {
@@ -189,7 +181,7 @@ export class SqliteStore implements JobStore {
     // One new job alone (a lone start): no savepoint, as a failure rolls the whole transaction back.
     if (creates.length === 1 && commits.length + finishes.length + claims.length === 0) {
       const job = creates[0]!;
-      return { creates: [outcomeOf(() => this.#write(() => createIn(this.#stmts, job), ops))], commits: [], finishes: [], claims: [] };
+      return { creates: [outcomeOf(() => this.#write(() => this.#run(createIn(job)), ops))], commits: [], finishes: [], claims: [] };
     }
     // Each write in its own savepoint: a refused one rolls back alone.
     return this.#write(() => ({
@@ -235,42 +227,7 @@ export class SqliteStore implements JobStore {
   }
 
   async listJobs(filter: JobFilter): Promise<JobRecord[]> {
-    const where: string[] = [];
-    const params: unknown[] = [];
-    if (filter.machineId !== undefined) {
-      where.push('machine_id = ?');
-      params.push(filter.machineId);
-    }
-    if (filter.machineVersion !== undefined) {
-      where.push('machine_version = ?');
-      params.push(filter.machineVersion);
-    }
-    if (filter.state !== undefined) {
-      where.push("instr(state_paths, ?) > 0");
-      params.push(`|${filter.state}|`);
-    }
-    if (filter.status !== undefined) {
-      where.push('status = ?');
-      params.push(filter.status);
-    }
-    if (filter.quarantined !== undefined) where.push(filter.quarantined ? 'quarantine IS NOT NULL' : 'quarantine IS NULL');
-    if (filter.exhausted !== undefined) where.push(filter.exhausted ? EXHAUSTED : `NOT ${EXHAUSTED}`);
-    if (filter.cancelRequested !== undefined) where.push(filter.cancelRequested ? 'cancel_requested_at IS NOT NULL' : 'cancel_requested_at IS NULL');
-    if (filter.suspended !== undefined) where.push(filter.suspended ? 'suspended_at IS NOT NULL' : 'suspended_at IS NULL');
-    if (filter.stuck !== undefined) where.push(filter.stuck ? `(${STUCK})` : `NOT (${STUCK})`);
-    if (filter.owner !== undefined) {
-      where.push('owner = ?');
-      params.push(filter.owner ?? '');
-    }
-    if (filter.afterId !== undefined) {
-      where.push('id > ?');
-      params.push(filter.afterId);
-    }
-    // The few quarantined or suspended jobs come from their partial indexes, not a scan of the rest
-    // (recovery lists quarantined jobs on every open).
-    const from = filter.quarantined === true ? 'jobs INDEXED BY jobs_quarantined' : filter.suspended === true ? 'jobs INDEXED BY jobs_suspended' : 'jobs';
-    const sql = `SELECT * FROM ${from}${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY id LIMIT ?`;
-    params.push(filter.limit ?? -1);
+    const { sql, params } = jobListSql(filter, SQLITE);
     let stmt = this.#listCache.get(sql);
     if (!stmt) {
       stmt = this.db.prepare(sql);
@@ -280,33 +237,19 @@ export class SqliteStore implements JobStore {
   }
 
   async orphanedChildren(limit: number): Promise<string[]> {
-    return this.#stmts.orphanedChildren.pluck().all(limit) as string[];
+    return (this.#stmts.orphanedChildren.all(limit) as Row[]).map((r) => r['id'] as string);
   }
 
   async activeMachineVersions(owner: string | null, countUpTo: number): Promise<{ machineId: string; machineVersion: string; jobs: number }[]> {
-    const s = this.#stmts;
-    const pairs: { machineId: string; machineVersion: string; jobs: number }[] = [];
-    // A loose index scan: one probe of jobs_active_versions per pair, then a count bounded by countUpTo.
-    for (let row = s.firstActiveVersion.get(owner ?? '') as Row | undefined; row; ) {
-      const pair = { owner: owner ?? '', m: row['machine_id'] as string, v: row['machine_version'] as string };
-      pairs.push({ machineId: pair.m, machineVersion: pair.v, jobs: s.countActiveVersion.pluck().get({ ...pair, limit: countUpTo }) as number });
-      row = (s.nextActiveVersion.get(pair) ?? s.nextActiveMachine.get({ owner: pair.owner, m: pair.m })) as Row | undefined;
-    }
-    return pairs;
+    return this.#run(activeVersionsIn(owner, countUpTo));
   }
 
   async acceptEvent(event: NewInboxEvent): Promise<AcceptResult> {
-    const s = this.#stmts;
-    return this.#write(() => {
-      // A repeat of a recorded id is refused by its key (event_keys; the inbox's own for the runtime's events).
-      const info = insertInbox(s, { ...inboxParams(event), status: 'pending', error: null, revision: null, processed_at: null });
-      const row = findEvent(s, event.jobId, event.eventId) as Row;
-      return { event: toInboxRecord(row), duplicate: info.changes === 0 };
-    });
+    return this.#write(() => this.#run(acceptEventIn(event)));
   }
 
   async getEvent(jobId: string, eventId: string): Promise<InboxRecord | undefined> {
-    const row = findEvent(this.#stmts, jobId, eventId);
+    const row = this.#run(findEvent(jobId, eventId));
     return row ? toInboxRecord(row) : undefined;
   }
 
@@ -332,7 +275,7 @@ export class SqliteStore implements JobStore {
     if (commits.length === 1) {
       // One commit: no savepoint; a failed check rolls the whole transaction back.
       try {
-        return [this.#write(() => applyCommit(this.#stmts, commits[0]!), ops)];
+        return [this.#write(() => this.#run(applyCommit(commits[0]!)), ops)];
       } catch (error) {
         if (error instanceof CommitOutcomeUnknown) throw error;
         return [failure(error)];
@@ -389,7 +332,7 @@ export class SqliteStore implements JobStore {
   }
 
   async claimEffect(id: string, runner: string, now: number, claimUntil: number, takeOver?: string, fence?: number | null): Promise<ClaimedEffect | undefined> {
-    return unlessLeaseHeld(() => this.#write(() => claimIn(this.#stmts, { id, runner, now, claimUntil, takeOver, fence })));
+    return unlessLeaseHeld(() => this.#write(() => this.#run(claimIn({ id, runner, now, claimUntil, takeOver, fence }))));
   }
 
   async renewClaim(id: string, attempt: number, runner: string, claimUntil: number): Promise<boolean> {
@@ -397,11 +340,7 @@ export class SqliteStore implements JobStore {
   }
 
   async releaseAttempt(id: string, attempt: number, runner: string, at: number): Promise<boolean> {
-    return this.#write(() => {
-      if (this.#stmts.releaseEffect.run({ id, attempt, runner, at, limit: MAX_RELEASES }).changes !== 1) return false;
-      this.#stmts.endAttempt.run('interrupted', at, JSON.stringify(RELEASED_ATTEMPT), id, attempt);
-      return true;
-    });
+    return this.#write(() => this.#run(releaseAttemptIn(id, attempt, runner, at)));
   }
 
   async renewLeases(runner: string, jobIds: readonly string[], until: number): Promise<Map<string, number>> {
@@ -424,30 +363,15 @@ export class SqliteStore implements JobStore {
     const s = this.#stmts;
     // Called every worker round: look first, and take the write lock only when something expired.
     if ('expiredBy' in filter && s.expireLeases.all(filter.expiredBy).length === 0) return [];
-    return this.#write(() => {
-      let rows: Row[];
-      if ('owner' in filter) rows = s.expireOwnerLeases.all(filter.owner, filter.owner) as Row[];
-      else {
-        rows = s.expireLeases.all(filter.expiredBy) as Row[];
-        for (const r of rows) s.freeLease.run(r['id'], r['owner'], r['lease_fence']);
-      }
-      return rows.map((r) => ({ jobId: r['id'] as string, owner: r['owner'] as string, fence: r['lease_fence'] as number }));
-    });
+    return this.#write(() => this.#run(expireLeasesIn(filter)));
   }
 
   async finishAttempt(id: string, attempt: number, result: AttemptResult, at: number, lease?: { runner: string; fence: number }): Promise<FinishStatus> {
-    return this.#write(() => finishIn(this.#stmts, { id, attempt, result, at, lease }));
+    return this.#write(() => this.#run(finishIn({ id, attempt, result, at, lease })));
   }
 
   async failEffect(id: string, error: ErrorInfo, event: NewInboxEvent, at: number): Promise<boolean> {
-    const s = this.#stmts;
-    return this.#write(() => {
-      const effect = s.getEffect.get(id) as Row | undefined;
-      if (s.failEffect.run(JSON.stringify(error), at, id).changes !== 1) return false;
-      if (effect && effect['status'] === 'running') s.interruptAttempt.run(at, id, effect['attempt']);
-      acceptPending(s, event);
-      return true;
-    });
+    return this.#write(() => this.#run(failEffectIn(id, error, event, at)));
   }
 
   async effectByToken(token: string): Promise<EffectRecord | undefined> {
@@ -461,20 +385,7 @@ export class SqliteStore implements JobStore {
     event: NewInboxEvent,
     at: number,
   ): Promise<boolean> {
-    const s = this.#stmts;
-    return this.#write(() => {
-      const row = s.completeByToken.get({
-        token,
-        at,
-        status: result.kind,
-        output: result.kind === 'succeeded' ? JSON.stringify(result.output) : null,
-        error: result.kind === 'failed' ? JSON.stringify(result.error) : null,
-      }) as Row | undefined;
-      if (!row) return false;
-      s.endAttempt.run(result.kind, at, result.kind === 'failed' ? JSON.stringify(result.error) : null, row['id'], row['attempt']);
-      acceptPending(s, event);
-      return true;
-    });
+    return this.#write(() => this.#run(completeByTokenIn(token, result, event, at)));
   }
 
   async listTimers(jobId: string): Promise<TimerRecord[]> {
@@ -486,12 +397,7 @@ export class SqliteStore implements JobStore {
   }
 
   async fireTimer(id: string, event: NewInboxEvent): Promise<boolean> {
-    const s = this.#stmts;
-    return this.#write(() => {
-      if (s.fireTimer.run(id).changes !== 1) return false;
-      acceptPending(s, event);
-      return true;
-    });
+    return this.#write(() => this.#run(fireTimerIn(id, event)));
   }
 
   async nextWakeAt(): Promise<number | null> {
@@ -503,12 +409,7 @@ export class SqliteStore implements JobStore {
   }
 
   async requestCancel(jobId: string, reason: string, event: NewInboxEvent, at: number): Promise<{ first: boolean }> {
-    const s = this.#stmts;
-    return this.#write(() => {
-      const first = s.requestCancel.run(at, reason, jobId).changes === 1;
-      if (first) acceptPending(s, event);
-      return { first };
-    });
+    return this.#write(() => this.#run(requestCancelIn(jobId, reason, event, at)));
   }
 
   async setProgress(jobId: string, progress: number, _at: number, lease?: { runner: string; fence: number }): Promise<boolean> {
@@ -529,10 +430,7 @@ export class SqliteStore implements JobStore {
   }
 
   async attachAsset(a: AssetRecord, lease?: { runner: string; fence: number }): Promise<boolean> {
-    return this.#write(() => {
-      if (lease && !this.#stmts.holdsLease.get(a.jobId, lease.runner, lease.fence)) return false;
-      return this.#stmts.attachAsset.run(a.jobId, a.key, a.type, a.uri, a.size, a.meta === null ? null : JSON.stringify(a.meta), a.effectId, a.attempt, a.createdAt).changes === 1;
-    });
+    return this.#write(() => this.#run(attachAssetIn(a, lease)));
   }
 
   async listAssets(jobId: string): Promise<AssetRecord[]> {
@@ -544,24 +442,15 @@ export class SqliteStore implements JobStore {
   }
 
   async suspendJob(jobId: string, reason: string, at: number, note: NoteRecord): Promise<boolean> {
-    return this.#noted(note, () => this.#stmts.suspend.run(at, reason, jobId).changes === 1);
+    return this.#write(() => this.#run(notedIn(note, run('suspend', at, reason, jobId))));
   }
 
   async resumeJob(jobId: string, note: NoteRecord): Promise<boolean> {
-    return this.#noted(note, () => this.#stmts.resume.run(jobId).changes === 1);
+    return this.#write(() => this.#run(notedIn(note, run('resume', jobId))));
   }
 
   async redriveEffect(id: string, maxAttempts: number, at: number, note: NoteRecord): Promise<boolean> {
-    return this.#noted(note, () => this.#stmts.redrive.run(maxAttempts, at, id).changes === 1);
-  }
-
-  /** An operation and its note in one transaction: the note is written only when the operation changed something. */
-  #noted(note: NoteRecord, change: () => boolean): boolean {
-    return this.#write(() => {
-      if (!change()) return false;
-      this.#stmts.addNote.run(note.jobId, note.kind, note.message, note.at);
-      return true;
-    });
+    return this.#write(() => this.#run(notedIn(note, run('redrive', maxAttempts, at, id))));
   }
 
   async purgeFinished(filter: PurgeFilter): Promise<string[]> {
@@ -578,7 +467,7 @@ export class SqliteStore implements JobStore {
   async stats(filter: { owner?: string | null; now: number }): Promise<StoreStats> {
     const p = { all: filter.owner === undefined ? 1 : 0, owner: filter.owner ?? '', now: filter.now };
     const damaged: string[] = [];
-    const first = statsOnce(this.db, this.#stmts, p, damaged);
+    const first = this.#statsOnce(p, damaged);
     if (damaged.length === 0) return first;
     // A state value that does not parse: its jobs are quarantined (one job's problem), and the
     // figures are read again so that they count them so.
@@ -586,38 +475,50 @@ export class SqliteStore implements JobStore {
     for (const text of damaged) {
       for (const id of this.#stmts.jobsWithState.pluck().all(text) as string[]) this.#quarantineDamaged(id, reason);
     }
-    return statsOnce(this.db, this.#stmts, p, []);
+    return this.#statsOnce(p, []);
+  }
+
+  /** The figures from one read transaction (stats.ts). */
+  #statsOnce(p: { all: number; owner: string; now: number }, damaged: string[]): StoreStats {
+    return this.#tx.deferred(() => this.#run(statsIn(p, damaged))) as StoreStats;
   }
 
 
   // Schedules (schedules.ts)
 
   async putSchedule(schedule: NewSchedule, expectedRevision: number | null): Promise<{ ok: true; schedule: ScheduleRecord } | { ok: false; current: ScheduleRecord | null }> {
-    return this.#schedules.put(schedule, expectedRevision);
+    return this.#write(() => this.#run(putScheduleIn(schedule, expectedRevision)));
   }
 
   async getSchedule(id: string): Promise<ScheduleRecord | undefined> {
-    return this.#schedules.get(id);
+    const row = this.#stmts.scheduleGet.get(id) as Row | undefined;
+    return row ? toScheduleRecord(row) : undefined;
   }
 
   async listSchedules(filter: { owner?: string | null }): Promise<ScheduleRecord[]> {
-    return this.#schedules.list(filter);
+    const rows = (filter.owner === undefined ? this.#stmts.scheduleListAll.all() : this.#stmts.scheduleListOwner.all(filter.owner ?? '')) as Row[];
+    return rows.map(toScheduleRecord);
   }
 
   async deleteSchedule(id: string, owner: string | null): Promise<boolean> {
-    return this.#schedules.delete(id, owner);
+    return this.#write(() => this.#stmts.scheduleDelete.run(id, owner ?? '').changes === 1);
   }
 
   async dueSchedules(owner: string | null, now: number, limit: number): Promise<ScheduleRecord[]> {
-    return this.#schedules.due(owner, now, limit);
+    return (this.#stmts.scheduleDue.all({ owner: owner ?? '', now, limit }) as Row[]).map(toScheduleRecord);
   }
 
   async fireSchedule(fire: ScheduleFire): Promise<ScheduleFireResult> {
-    return this.#schedules.fire(fire);
+    try {
+      return this.#write(() => this.#run(fireScheduleIn(fire)));
+    } catch (error) {
+      if (error instanceof Refused) return error.result;
+      throw error;
+    }
   }
 
   async listOccurrences(scheduleId: string, limit: number): Promise<OccurrenceRecord[]> {
-    return this.#schedules.occurrences(scheduleId, limit);
+    return (this.#stmts.occurrences.all(scheduleId, limit) as Row[]).map(toOccurrenceRecord);
   }
 
   /** Counted on the partial index `inbox_pending` (a covering scan of pending rows only); prepared once, on first use. */
@@ -646,6 +547,11 @@ export class SqliteStore implements JobStore {
     if (this.#closed) return;
     this.#closed = true;
     this.db.close();
+  }
+
+  /** Run a program (program.ts) on this connection's statements, inside the caller's transaction. */
+  #run<R>(program: Program<R>): R {
+    return runSync(program, this.#stmts);
   }
 
   /**

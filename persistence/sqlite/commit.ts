@@ -16,25 +16,31 @@ import type {
 import { CommitOutcomeUnknown, inlineDraft, isExternal, leaseLostError, revisionNamedBy } from '../../src/ports/store.ts';
 import { toEffectRecord, toJobRecord, type Row } from './records.ts';
 import { CommitJson } from './commitJson.ts';
-import { findEvent, leaseParams, prepare } from './statements.ts';
+import { leaseParams } from './statements.ts';
 import { Abort, LeaseHeld } from './outcomes.ts';
+import { get, run, type Program } from './program.ts';
 
-/** The JSON text of the commit being written (see CommitJson): one per process, commits are synchronous. */
-const json = new CommitJson();
+/**
+ * The store's writes as programs (program.ts): each yields the statements it runs, so the SQLite
+ * store (synchronously, in its transaction) and the Postgres store (awaiting each statement on its
+ * transaction's connection) run the same rules. Every function here runs inside the caller's
+ * transaction (a savepoint, for one write of a batch).
+ */
 
-/** Writes one transition commit (in the caller's savepoint), its JSON texts serialised once. */
-export function applyCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): CommitResult {
+/** Writes one transition commit (in the caller's savepoint), its JSON texts serialised once (per commit: see CommitJson). */
+export function* applyCommit(c: TransitionCommit): Program<CommitResult> {
+  const json = new CommitJson();
   json.begin();
   try {
-    return writeCommit(s, c);
+    return yield* writeCommit(c, json);
   } finally {
     json.end();
   }
 }
 
-function writeCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): CommitResult {
+function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResult> {
   // The attempt whose outcome this is, recorded first; its event is accepted below, applied.
-  if (c.finish && finishIn(s, c.finish, false) !== 'current') throw new Abort({ ok: false, reason: 'outcome-not-current' });
+  if (c.finish && (yield* finishIn(c.finish, false)) !== 'current') throw new Abort({ ok: false, reason: 'outcome-not-current' });
   const revision = c.expectedRevision + 1;
   const e = c.event;
   const inline = e?.accept !== undefined && isExternal(e.accept);
@@ -59,15 +65,15 @@ function writeCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
   };
   // A job that stays active on its version takes the narrow update (no status index rewritten);
   // one that ends changes its status, so it goes straight to the full one.
-  const updated = ((c.job.status === 'active' ? s.updateState.get(params) : undefined) ?? s.updateJob.get(params)) as { lease_fence: number } | undefined;
+  const updated = ((c.job.status === 'active' ? yield* get('updateState', params) : undefined) ?? (yield* get('updateJob', params))) as { lease_fence: number } | undefined;
   if (!updated) {
-    const row = s.revisionOf.get(c.jobId) as { revision: number; lease_owner: string | null; lease_until: number | null } | undefined;
+    const row = (yield* get('revisionOf', c.jobId)) as { revision: number; lease_owner: string | null; lease_until: number | null } | undefined;
     if (c.lease && row?.revision === c.expectedRevision && row.lease_owner !== null && row.lease_until !== null && row.lease_until > params.now) {
       throw new Abort({ ok: false, reason: 'leased', owner: row.lease_owner, until: row.lease_until });
     }
     // The revision held, so the inline event's own checks refused it: its id is recorded already
     // (a duplicate), or events wait before it (they come first: a conflict, to apply those).
-    if (inline && row?.revision === c.expectedRevision && findEvent(s, c.jobId, e.accept.eventId)) {
+    if (inline && row?.revision === c.expectedRevision && (yield* findEvent(c.jobId, e.accept.eventId))) {
       throw new Abort({ ok: false, reason: 'duplicate-event' });
     }
     throw new Abort({ ok: false, reason: 'conflict', currentRevision: row?.revision ?? null });
@@ -76,65 +82,66 @@ function writeCommit(s: ReturnType<typeof prepare>, c: TransitionCommit): Commit
   // Applied as it is accepted: the history row is the event's record, and its key says so (a
   // repeat of the id is a duplicate). An id that names this revision is keyed by the history's
   // primary key: no key row.
-  if (inline && namedAt !== revision && !recordKey(s, c.jobId, e.accept.eventId, revision)) throw new Abort({ ok: false, reason: 'duplicate-event' });
+  if (inline && namedAt !== revision && !(yield* recordKey(c.jobId, e.accept.eventId, revision))) throw new Abort({ ok: false, reason: 'duplicate-event' });
   const inlineHash = inline ? e.accept.payloadHash : undefined;
-  insertTransition(s, c.jobId, revision, inline ? inlineDraft(c.transition, e) : c.transition, c.lease?.runner ?? null, fence, inlineHash);
+  yield* insertTransition(json, c.jobId, revision, inline ? inlineDraft(c.transition, e) : c.transition, c.lease?.runner ?? null, fence, inlineHash);
   if (e && !inline) {
     const error = e.error ? JSON.stringify(e.error) : null;
     if (e.accept) {
       // Accept-and-apply only when nothing is queued for the job (events apply in accept order):
       // the INSERT itself checks, and a refusal is read back as a duplicate or that conflict.
       const params = { ...inboxParams(e.accept, json.of(e.payload)), status: e.status, error, revision, processed_at: c.job.at };
-      if (params.source_kind === 'external' && !recordKey(s, c.jobId, e.accept.eventId, null)) throw new Abort({ ok: false, reason: 'duplicate-event' });
-      if (s.insertAppliedEvent.run(params).changes !== 1) {
-        if (s.getEvent.get(c.jobId, e.accept.eventId)) throw new Abort({ ok: false, reason: 'duplicate-event' });
+      if (params.source_kind === 'external' && !(yield* recordKey(c.jobId, e.accept.eventId, null))) throw new Abort({ ok: false, reason: 'duplicate-event' });
+      if ((yield* run('insertAppliedEvent', params)).changes !== 1) {
+        if (yield* get('getEvent', c.jobId, e.accept.eventId)) throw new Abort({ ok: false, reason: 'duplicate-event' });
         throw new Abort({ ok: false, reason: 'conflict', currentRevision: c.expectedRevision });
       }
     } else {
-      const info = s.settleEvent.run({ seq: e.seq, job_id: c.jobId, status: e.status, error, revision, at: c.job.at, payload: json.of(e.payload) });
+      const info = yield* run('settleEvent', { seq: e.seq, job_id: c.jobId, status: e.status, error, revision, at: c.job.at, payload: json.of(e.payload) });
       if (info.changes !== 1) throw new Abort({ ok: false, reason: 'event-settled' });
     }
   }
   if (c.stopAll) {
-    s.deactivateAll.run(c.job.at, c.jobId);
-    s.cancelAllTimers.run(c.jobId);
+    yield* run('deactivateAll', c.job.at, c.jobId);
+    yield* run('cancelAllTimers', c.jobId);
   }
-  for (const actorId of c.effects?.deactivate ?? []) s.deactivateEffects.run(c.job.at, c.jobId, actorId);
+  for (const actorId of c.effects?.deactivate ?? []) yield* run('deactivateEffects', c.job.at, c.jobId, actorId);
   // Deliver the consumed timer before this transition's cancellations: an `after` transition that
   // leaves its state also cancels its own key, which must not turn the delivered timer into a cancelled one.
-  if (c.consumedTimer !== undefined) s.deliverTimer.run(c.consumedTimer);
-  if (c.timers?.cancel.length) s.cancelTimers.run(c.jobId, JSON.stringify(c.timers.cancel));
+  if (c.consumedTimer !== undefined) yield* run('deliverTimer', c.consumedTimer);
+  if (c.timers?.cancel.length) yield* run('cancelTimers', c.jobId, JSON.stringify(c.timers.cancel));
   if (c.claims?.length && (!c.lease || c.lease.until === null)) throw new Error('A commit claims new effects only under a lease it keeps.');
-  writeRequests(s, c.effects?.create, c.timers?.schedule, [], claimsBy(c.claims, c.lease?.runner, c.job.at));
+  yield* writeRequests(c.effects?.create, c.timers?.schedule, [], claimsBy(c.claims, c.lease?.runner, c.job.at));
   // A job that ends cancels its delayed events still to come, as XState does when a machine stops
   // (after delivering the one this commit consumed; a fired one's pending event is rejected later).
-  if (c.job.status !== 'active') s.cancelScheduledTimers.run(c.jobId);
-  for (const child of c.children ?? []) insertJob(s, child);
-  for (const d of c.deliveries ?? []) acceptPending(s, d);
-  if (c.settleParent && settleChild(s, c.settleParent, c.job.at)) acceptPending(s, c.settleParent.event);
+  if (c.job.status !== 'active') yield* run('cancelScheduledTimers', c.jobId);
+  for (const child of c.children ?? []) yield* insertJob(child);
+  for (const d of c.deliveries ?? []) yield* acceptPending(d);
+  if (c.settleParent && (yield* settleChild(c.settleParent, c.job.at))) yield* acceptPending(c.settleParent.event);
   return { ok: true, revision, fence };
 }
 
 /** A child job's end recorded on its parent's invocation (succeeded, or failed with `error`): false when it was no longer waiting. */
-function settleChild(s: ReturnType<typeof prepare>, settle: NonNullable<TransitionCommit['settleParent']>, at: number): boolean {
-  const run = settle.error ? s.failChild.run(JSON.stringify(settle.error), at, settle.effectId) : s.settleChild.run(JSON.stringify(settle.output), at, settle.effectId);
-  return run.changes === 1;
+function* settleChild(settle: NonNullable<TransitionCommit['settleParent']>, at: number): Program<boolean> {
+  const settled = settle.error
+    ? yield* run('failChild', JSON.stringify(settle.error), at, settle.effectId)
+    : yield* run('settleChild', JSON.stringify(settle.output), at, settle.effectId);
+  return settled.changes === 1;
 }
 
 /** `createJob` inside a transaction: the existing job with this id or key, or the new one. */
-export function createIn(s: ReturnType<typeof prepare>, job: NewJob): CreateJobResult {
-  const existing = (s.getJob.get(job.id) as Row | undefined) ??
-    (job.idempotencyKey === null ? undefined : (s.byKey.get(job.owner ?? '', job.idempotencyKey) as Row | undefined));
+export function* createIn(job: NewJob): Program<CreateJobResult> {
+  const existing = (yield* get('getJob', job.id)) ?? (job.idempotencyKey === null ? undefined : yield* get('byKey', job.owner ?? '', job.idempotencyKey));
   if (existing) return { job: toJobRecord(existing), created: false };
-  insertJob(s, job);
-  for (const child of job.children ?? []) insertJob(s, child);
-  for (const d of job.relatedDeliveries ?? []) acceptPending(s, d);
-  return { job: toJobRecord(s.getJob.get(job.id) as Row), created: true };
+  yield* insertJob(job);
+  for (const child of job.children ?? []) yield* insertJob(child);
+  for (const d of job.relatedDeliveries ?? []) yield* acceptPending(d);
+  return { job: toJobRecord((yield* get('getJob', job.id))!), created: true };
 }
 
 /** A new job at revision 1 with its first history record and what its initial state asked for. */
-export function insertJob(s: ReturnType<typeof prepare>, job: NewJob): void {
-  s.insertJob.run({
+export function* insertJob(job: NewJob): Program<void> {
+  yield* run('insertJob', {
     id: job.id,
     machine_id: job.machineId,
     machine_version: job.machineVersion,
@@ -152,12 +159,12 @@ export function insertJob(s: ReturnType<typeof prepare>, job: NewJob): void {
     parent_effect_id: job.parent?.effectId ?? null,
     at: job.at,
   });
-  insertTransition(s, job.id, 1, job.transition, job.runner ?? null, 0);
+  yield* insertTransition(undefined, job.id, 1, job.transition, job.runner ?? null, 0);
   if (job.claims?.length) {
     if (!job.runner) throw new Error('A new job claims its effects only for the runner that creates it.');
-    s.takeNewLease.run({ id: job.id, runner: job.runner, until: Math.max(...job.claims.map((c) => c.claimUntil)) });
+    yield* run('takeNewLease', { id: job.id, runner: job.runner, until: Math.max(...job.claims.map((c) => c.claimUntil)) });
   }
-  writeRequests(s, job.effects, job.timers, job.deliveries, claimsBy(job.claims, job.runner ?? undefined, job.at));
+  yield* writeRequests(job.effects, job.timers, job.deliveries, claimsBy(job.claims, job.runner ?? undefined, job.at));
 }
 
 /** A commit's claims of the effects it writes (EffectStart), by effect id: written running for `runner`. */
@@ -176,56 +183,57 @@ function claimsBy(claims: readonly EffectStart[] | undefined, runner: string | u
  * Effects, timers and self-sends a transition asked for: written in the transition's own
  * transaction. A claimed activity (`claims`) is written running, its first attempt started.
  */
-function writeRequests(s: ReturnType<typeof prepare>, effects: NewEffect[] = [], timers: NewTimer[] = [], deliveries: NewInboxEvent[] = [], claims?: ClaimsBy): void {
+function* writeRequests(effects: NewEffect[] = [], timers: NewTimer[] = [], deliveries: NewInboxEvent[] = [], claims?: ClaimsBy): Program<void> {
   let claimed = 0;
   for (const e of effects) {
     const child = e.kind === 'child';
     const until = child ? undefined : claims?.until.get(e.id);
     if (until === undefined) {
-      s.insertEffect.run(e.id, e.jobId, e.actorId, e.src, child ? 'child' : 'activity', JSON.stringify(e.input), child ? 'waiting' : 'pending', child ? 1 : 0, e.maxAttempts, e.unsafe ? 1 : 0, e.createdRevision, e.at, e.at);
+      yield* run('insertEffect', e.id, e.jobId, e.actorId, e.src, child ? 'child' : 'activity', JSON.stringify(e.input), child ? 'waiting' : 'pending', child ? 1 : 0, e.maxAttempts, e.unsafe ? 1 : 0, e.createdRevision, e.at, e.at);
       continue;
     }
-    s.insertClaimedEffect.run(e.id, e.jobId, e.actorId, e.src, JSON.stringify(e.input), e.maxAttempts, e.unsafe ? 1 : 0, claims!.runner, until, e.createdRevision, e.at, e.at);
-    s.insertAttempt.run(e.id, 1, claims!.runner, claims!.at);
+    yield* run('insertClaimedEffect', e.id, e.jobId, e.actorId, e.src, JSON.stringify(e.input), e.maxAttempts, e.unsafe ? 1 : 0, claims!.runner, until, e.createdRevision, e.at, e.at);
+    yield* run('insertAttempt', e.id, 1, claims!.runner, claims!.at);
     claimed += 1;
   }
   if (claims && claimed !== claims.until.size) throw new Error('A commit claims an effect it does not create as an activity.');
   for (const t of timers) {
-    s.insertTimer.run(t.id, t.jobId, t.key, t.kind, JSON.stringify(t.event), t.dueAt, t.createdRevision, t.createdAt);
+    yield* run('insertTimer', t.id, t.jobId, t.key, t.kind, JSON.stringify(t.event), t.dueAt, t.createdRevision, t.createdAt);
   }
-  for (const d of deliveries) acceptPending(s, d);
+  for (const d of deliveries) yield* acceptPending(d);
 }
 
 /** Append a history row; `inlineHash` (an event applied as it is accepted: its payload hash) makes it the event's record too. */
-function insertTransition(
-  s: ReturnType<typeof prepare>,
+function* insertTransition(
+  json: CommitJson | undefined,
   jobId: string,
   revision: number,
   t: TransitionCommit['transition'],
   runner: string | null,
   fence: number | null,
   inlineHash?: string,
-): void {
+): Program<void> {
+  const text = (v: unknown) => (json ? json.of(v) : JSON.stringify(v));
   const args = [
     jobId,
     revision,
     t.eventId,
     t.eventType,
-    json.of(t.payload),
-    t.from === null ? null : json.of(t.from),
-    json.of(t.to),
+    text(t.payload),
+    t.from === null ? null : text(t.from),
+    text(t.to),
     t.outcome,
     t.error ? JSON.stringify(t.error) : null,
     t.at,
     runner,
     fence,
   ] as const;
-  if (inlineHash === undefined) s.insertTransition.run(...args);
-  else s.insertInlineTransition.run(...args, inlineHash);
+  if (inlineHash === undefined) yield* run('insertTransition', ...args);
+  else yield* run('insertInlineTransition', ...args, inlineHash);
 }
 
 /** An inbox row's columns from the event; `payload` its text when another value is stored (a redacted copy). */
-export function inboxParams(e: NewInboxEvent, payload = json.of(e.payload)) {
+export function inboxParams(e: NewInboxEvent, payload = JSON.stringify(e.payload)) {
   return {
     job_id: e.jobId,
     event_id: e.eventId,
@@ -240,31 +248,31 @@ export function inboxParams(e: NewInboxEvent, payload = json.of(e.payload)) {
 }
 
 /** `claimEffect` inside a transaction; throws LeaseHeld (to roll back) while another live runner holds the job. */
-export function claimIn(s: ReturnType<typeof prepare>, c: EffectClaim): ClaimedEffect | undefined {
+export function* claimIn(c: EffectClaim): Program<ClaimedEffect | undefined> {
   const { id, runner, now, claimUntil } = c;
   const takeOver = c.takeOver ?? null;
-  const before = s.effectClaimState.get(id) as Row | undefined;
+  const before = yield* get('effectClaimState', id);
   if (!before) return undefined;
-  const row = s.claimEffect.get({ id, runner, until: claimUntil, now, takeOver }) as Row | undefined;
+  const row = yield* get('claimEffect', { id, runner, until: claimUntil, now, takeOver });
   if (!row) return undefined;
   // The job's lease in the same transaction: while another live runner holds it, nothing is claimed.
-  const lease = s.claimJobLease.get({ id: before['job_id'], ...leaseParams({ runner, fence: c.fence, now, until: claimUntil, takeOver }, now) }) as { lease_fence: number } | undefined;
+  const lease = (yield* get('claimJobLease', { id: before['job_id'], ...leaseParams({ runner, fence: c.fence, now, until: claimUntil, takeOver }, now) })) as { lease_fence: number } | undefined;
   if (!lease) throw new LeaseHeld();
-  if (before['status'] === 'running') s.interruptAttempt.run(now, id, before['attempt']);
-  s.insertAttempt.run(id, row['attempt'], runner, now);
+  if (before['status'] === 'running') yield* run('interruptAttempt', now, id, before['attempt']);
+  yield* run('insertAttempt', id, row['attempt'], runner, now);
   return { ...toEffectRecord(row), leaseFence: lease.lease_fence };
 }
 
 /** `finishAttempt` inside a transaction; `acceptEvent` false: the caller accepts the outcome event itself (a commit's `finish`). */
-export function finishIn(s: ReturnType<typeof prepare>, f: AttemptFinish, acceptEvent = true): FinishStatus {
+export function* finishIn(f: AttemptFinish, acceptEvent = true): Program<FinishStatus> {
   const { id, attempt, result, at, lease } = f;
   if (lease) {
-    const effect = s.effectLeaseState.get({ id, runner: lease.runner, fence: lease.fence }) as { held: number } | undefined;
+    const effect = (yield* get('effectLeaseState', { id, runner: lease.runner, fence: lease.fence })) as { held: number } | undefined;
     if (effect && effect.held === 0) {
       // Another runner took the job: this outcome is not recorded, and the attempt's claim ends
       // now so the lease holder takes the attempt over at once.
-      s.endAttempt.run('stale', at, JSON.stringify(leaseLostError(lease.fence)), id, attempt);
-      s.dropClaim.run(at, id, attempt);
+      yield* run('endAttempt', 'stale', at, JSON.stringify(leaseLostError(lease.fence)), id, attempt);
+      yield* run('dropClaim', at, id, attempt);
       return 'lease-lost';
     }
   }
@@ -280,17 +288,17 @@ export function finishIn(s: ReturnType<typeof prepare>, f: AttemptFinish, accept
             next: result.retryAt,
             token: null,
           };
-  const current = s.settleEffect.run({ ...params, id, attempt, at }).changes === 1;
+  const current = (yield* run('settleEffect', { ...params, id, attempt, at })).changes === 1;
   const error = result.kind === 'failed' ? JSON.stringify(result.error) : null;
-  s.endAttempt.run(current ? result.kind : 'stale', at, error, id, attempt);
+  yield* run('endAttempt', current ? result.kind : 'stale', at, error, id, attempt);
   const event = result.kind === 'waiting' ? null : result.event;
-  if (event && acceptEvent) acceptPending(s, event);
+  if (event && acceptEvent) yield* acceptPending(event);
   return current ? 'current' : 'stale';
 }
 
 /** Accepts an event as pending; false when the job already has it (same event id). */
-export function acceptPending(s: ReturnType<typeof prepare>, e: NewInboxEvent): boolean {
-  return insertInbox(s, { ...inboxParams(e), status: 'pending', error: null, revision: null, processed_at: null }).changes === 1;
+export function* acceptPending(e: NewInboxEvent): Program<boolean> {
+  return (yield* insertInbox({ ...inboxParams(e), status: 'pending', error: null, revision: null, processed_at: null })).changes === 1;
 }
 
 /**
@@ -298,10 +306,10 @@ export function acceptPending(s: ReturnType<typeof prepare>, e: NewInboxEvent): 
  * primary key refuses a second); for an id that names a revision (`r<revision>.<uuid>`), also the
  * history row there, which holds such an id applied at that revision without a key row.
  */
-function recordKey(s: ReturnType<typeof prepare>, jobId: string, eventId: string, revision: number | null): boolean {
+function* recordKey(jobId: string, eventId: string, revision: number | null): Program<boolean> {
   const named = revisionNamedBy(eventId);
-  if (named > 0 && s.locatedEvent.get(jobId, named, eventId)) return false;
-  return s.insertKey.run(jobId, eventId, revision).changes === 1;
+  if (named > 0 && (yield* get('locatedEvent', jobId, named, eventId))) return false;
+  return (yield* run('insertKey', jobId, eventId, revision)).changes === 1;
 }
 
 /**
@@ -309,9 +317,9 @@ function recordKey(s: ReturnType<typeof prepare>, jobId: string, eventId: string
  * that one id is never both queued and in history; the runtime's own events (reserved ids) are
  * kept unique by the inbox's UNIQUE (job_id, event_id). `changes` 0: the id was recorded already.
  */
-export function insertInbox(s: ReturnType<typeof prepare>, params: ReturnType<typeof inboxParams> & Record<string, unknown>): { changes: number } {
-  if (params.source_kind === 'external' && !recordKey(s, params.job_id, params.event_id, null)) return { changes: 0 };
-  return s.insertEvent.run(params);
+export function* insertInbox(params: ReturnType<typeof inboxParams> & Record<string, unknown>): Program<{ changes: number }> {
+  if (params.source_kind === 'external' && !(yield* recordKey(params.job_id, params.event_id, null))) return { changes: 0 };
+  return yield* run('insertEvent', params);
 }
 
 function pathsText(paths: string[]): string {
@@ -325,4 +333,17 @@ export function commitOutcomeUnknown(where: string, error: unknown, ops: Unresol
     ops,
     { driverCode: (error as { code?: unknown }).code ?? null },
   );
+}
+
+/** The history row recording an event applied as it was accepted, by the event's id. */
+function* inlineEvent(jobId: string, eventId: string): Program<Row | undefined> {
+  const keyed = yield* get('keyedEvent', { job: jobId, event: eventId });
+  if (keyed) return keyed;
+  const at = revisionNamedBy(eventId);
+  return at > 0 ? yield* get('locatedEvent', jobId, at, eventId) : undefined;
+}
+
+/** An accepted event by id, wherever it is recorded: its inbox row, or its history row. */
+export function* findEvent(jobId: string, eventId: string): Program<Row | undefined> {
+  return (yield* get('getEvent', jobId, eventId)) ?? (yield* inlineEvent(jobId, eventId));
 }

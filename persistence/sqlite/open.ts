@@ -63,7 +63,8 @@ export function openDatabase(path: string, timeout: number): Database.Database {
   }
 }
 
-function tooNew(path: string, current: number, latest: number): SchemaTooNewError {
+/** The refusal of a schema newer than this code (any Spool store). */
+export function tooNew(path: string, current: number, latest: number): SchemaTooNewError {
   return new SchemaTooNewError(
     `Database ${path} has schema version ${current}, but this Spool knows only up to ${latest}. ` +
       'It was written by a newer Spool: upgrade Spool to open it (nothing was changed).',

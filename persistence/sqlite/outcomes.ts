@@ -9,10 +9,13 @@ export class Abort {
 /** Rolls back an effect claim whose job another live runner holds. */
 export class LeaseHeld {}
 
-/** One commit of a batch refused by its own checks; a storage fault fails the whole transaction instead. */
-export function failure(error: unknown): CommitResult {
+/**
+ * One commit of a batch refused by its own checks; a storage fault (`isFault`: the driver's, SQLite's
+ * by default) fails the whole transaction instead.
+ */
+export function failure(error: unknown, isFault: (error: unknown) => boolean = isSqliteFault): CommitResult {
   if (error instanceof Abort) return error.result;
-  if (isSqliteFault(error)) throw error;
+  if (isFault(error) || error instanceof CommitOutcomeUnknown) throw error;
   return { ok: false, reason: 'error', error: { name: (error as Error).name, message: (error as Error).message } };
 }
 

@@ -12,18 +12,58 @@
  */
 import { EXHAUSTED_ERROR_CODES, RELEASED_ATTEMPT } from '../../src/ports/store.ts';
 
-/** What differs between SQL databases in these predicates. */
+/** What differs between SQL databases in these predicates and in the store's statements (statements.ts). */
 export interface SqlDialect {
   /** The text of field `field` of the JSON object in `column` (NULL when absent). */
   jsonText(column: string, field: string): string;
   /** True when the text in `column` is valid JSON (Postgres, with jsonb columns: `TRUE`). */
   jsonValid(column: string): string;
+  /** A planner hint naming the index a query reads (` INDEXED BY name` in SQLite; nothing where the planner takes no hints). */
+  indexedBy(index: string): string;
+  /** The values of the JSON array of text in `param`, as a subquery's single column `value`. */
+  jsonValues(param: string): string;
+  /** `a` equals `b`, NULL equal to NULL. */
+  same(a: string, b: string): string;
+  /** The larger of two values (a scalar function, not the aggregate). */
+  greatest(a: string, b: string): string;
+  /** The smaller of two values (a scalar function, not the aggregate). */
+  least(a: string, b: string): string;
+  /** `needle` occurs in the text `column`. */
+  contains(column: string, needle: string): string;
+  /**
+   * A new history row's global seq. SQLite (schema 12: the table's rowid): one more than the highest
+   * given, kept or purged (history_seq_floor; SQLite's own rowid choice would give a purged one
+   * again); writers are serialised, so rows become visible in seq order (`historySince`). Postgres:
+   * the next value of a sequence (unique, growing; concurrent writers make it visible out of order).
+   */
+  historySeq: string;
 }
 
-/** SQLite's spelling. (Postgres: `(${column})::jsonb ->> '${field}'`.) */
+/** SQLite's spelling. */
 export const SQLITE: SqlDialect = {
   jsonText: (column, field) => `json_extract(${column}, '$.${field}')`,
   jsonValid: (column) => `json_valid(${column})`,
+  indexedBy: (index) => ` INDEXED BY ${index}`,
+  jsonValues: (param) => `SELECT value FROM json_each(${param})`,
+  same: (a, b) => `${a} IS ${b}`,
+  greatest: (a, b) => `max(${a}, ${b})`,
+  least: (a, b) => `min(${a}, ${b})`,
+  contains: (column, needle) => `instr(${column}, ${needle}) > 0`,
+  historySeq: `(SELECT max(coalesce((SELECT max(seq) FROM transitions), 0),
+  coalesce((SELECT seq FROM history_seq_floor WHERE id = 1), 0)) + 1)`,
+};
+
+/** PostgreSQL's spelling (persistence/postgres: JSON columns are text, parsed where a predicate reads a field). */
+export const POSTGRES: SqlDialect = {
+  jsonText: (column, field) => `((${column})::jsonb ->> '${field}')`,
+  jsonValid: () => 'TRUE',
+  indexedBy: () => '',
+  jsonValues: (param) => `SELECT value FROM jsonb_array_elements_text(CAST(${param} AS jsonb))`,
+  same: (a, b) => `${a} IS NOT DISTINCT FROM ${b}`,
+  greatest: (a, b) => `greatest(${a}, ${b})`,
+  least: (a, b) => `least(${a}, ${b})`,
+  contains: (column, needle) => `strpos(${column}, ${needle}) > 0`,
+  historySeq: "nextval('transitions_seq')",
 };
 
 /** A list of fixed identifiers as SQL string literals: `'A', 'B'`. */

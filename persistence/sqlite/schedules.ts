@@ -1,13 +1,11 @@
 /**
- * The SQLite store's schedule operations (`schedules` and `schedule_occurrences`, migration 0004).
- * `SqliteStore` delegates to this class; what it needs of the store (its write transaction, the job
- * insert, the inbox insert) comes in as hooks, so the job tables stay written in one place.
+ * Schedules and their occurrences (`schedules` and `schedule_occurrences`, migration 0004): their
+ * statements' texts (in statements.ts's `statementsSql`), the multi-statement writes as programs
+ * (program.ts), and rows read as records. Jobs a fire starts are written by commit.ts's `insertJob`,
+ * so the job tables stay written in one place.
  */
-import type Database from 'better-sqlite3';
 import type {
   JobRecord,
-  NewInboxEvent,
-  NewJob,
   NewSchedule,
   OccurrenceRecord,
   ScheduleCatchUp,
@@ -15,111 +13,71 @@ import type {
   ScheduleFireResult,
   ScheduleRecord,
 } from '../../src/ports/store.ts';
-
-type Row = Record<string, unknown>;
-
-/** What the schedule operations need from `SqliteStore`. */
-export interface SqliteScheduleHooks {
-  /** Run `fn` in one `BEGIN IMMEDIATE` transaction. */
-  write<T>(fn: () => T): T;
-  /** Insert a job at revision 1 with its history record and initial requests (inside the transaction). */
-  insertJob(job: NewJob): void;
-  getJob(id: string): JobRecord | undefined;
-  /** Accept a pending inbox event (ignored if (job, event id) is already there). */
-  acceptPending(event: NewInboxEvent): void;
-}
+import { acceptPending, insertJob } from './commit.ts';
+import type { SqlDialect } from './predicates.ts';
+import { get, run, type Program } from './program.ts';
+import { toJobRecord, type Row } from './records.ts';
 
 /** Ends a fire step with its result; the transaction rolls back. */
-class Refused {
+export class Refused {
   constructor(readonly result: ScheduleFireResult) {}
 }
 
-export class SqliteSchedules {
-  readonly #hooks: SqliteScheduleHooks;
-  readonly #s: ReturnType<typeof prepare>;
+/** `putSchedule`: create (`expectedRevision` null) or replace on its revision; on refusal, the stored one. */
+export function* putScheduleIn(schedule: NewSchedule, expectedRevision: number | null): Program<{ ok: true; schedule: ScheduleRecord } | { ok: false; current: ScheduleRecord | null }> {
+  const params = scheduleParams(schedule);
+  const row = expectedRevision === null ? yield* get('scheduleInsert', params) : yield* get('scheduleReplace', { ...params, expected: expectedRevision });
+  if (row) return { ok: true as const, schedule: toScheduleRecord(row) };
+  const current = yield* get('scheduleGet', schedule.id);
+  return { ok: false as const, current: current ? toScheduleRecord(current) : null };
+}
 
-  constructor(db: Database.Database, hooks: SqliteScheduleHooks) {
-    this.#hooks = hooks;
-    this.#s = prepare(db);
+/**
+ * `fireSchedule`, all or nothing: the schedule advances on its revision, the occurrence is taken
+ * once by its key, its job is created, the previous run cancelled. A refusal throws {@link Refused}
+ * (the caller rolls back and returns its result).
+ */
+export function* fireScheduleIn(f: ScheduleFire): Program<ScheduleFireResult> {
+  const row = yield* get('scheduleAdvance', {
+    id: f.scheduleId,
+    expected: f.expectedRevision,
+    next_due_at: f.state.nextDueAt,
+    buffered_due_at: f.state.bufferedDueAt,
+    last_due_at: f.state.lastDueAt,
+    last_job_id: f.state.lastJobId,
+    missed: f.state.missed,
+    at: f.at,
+  });
+  if (!row) {
+    const current = yield* get('scheduleGet', f.scheduleId);
+    throw new Refused({ ok: false, reason: 'conflict', schedule: current ? toScheduleRecord(current) : null });
   }
-
-  put(schedule: NewSchedule, expectedRevision: number | null): { ok: true; schedule: ScheduleRecord } | { ok: false; current: ScheduleRecord | null } {
-    const s = this.#s;
-    return this.#hooks.write(() => {
-      const params = scheduleParams(schedule);
-      const row = (expectedRevision === null ? s.insert.get(params) : s.replace.get({ ...params, expected: expectedRevision })) as Row | undefined;
-      if (row) return { ok: true as const, schedule: toScheduleRecord(row) };
-      const current = s.get.get(schedule.id) as Row | undefined;
-      return { ok: false as const, current: current ? toScheduleRecord(current) : null };
-    });
-  }
-
-  get(id: string): ScheduleRecord | undefined {
-    const row = this.#s.get.get(id) as Row | undefined;
-    return row ? toScheduleRecord(row) : undefined;
-  }
-
-  list(filter: { owner?: string | null }): ScheduleRecord[] {
-    const rows = (filter.owner === undefined ? this.#s.listAll.all() : this.#s.listOwner.all(filter.owner ?? '')) as Row[];
-    return rows.map(toScheduleRecord);
-  }
-
-  delete(id: string, owner: string | null): boolean {
-    return this.#hooks.write(() => this.#s.delete.run(id, owner ?? '').changes === 1);
-  }
-
-  due(owner: string | null, now: number, limit: number): ScheduleRecord[] {
-    return (this.#s.due.all({ owner: owner ?? '', now, limit }) as Row[]).map(toScheduleRecord);
-  }
-
-  fire(f: ScheduleFire): ScheduleFireResult {
-    const s = this.#s;
-    try {
-      return this.#hooks.write((): ScheduleFireResult => {
-        const row = s.advance.get({
-          id: f.scheduleId,
-          expected: f.expectedRevision,
-          next_due_at: f.state.nextDueAt,
-          buffered_due_at: f.state.bufferedDueAt,
-          last_due_at: f.state.lastDueAt,
-          last_job_id: f.state.lastJobId,
-          missed: f.state.missed,
-          at: f.at,
-        }) as Row | undefined;
-        if (!row) {
-          const current = s.get.get(f.scheduleId) as Row | undefined;
-          throw new Refused({ ok: false, reason: 'conflict', schedule: current ? toScheduleRecord(current) : null });
-        }
-        let job: JobRecord | null = null;
-        const o = f.occurrence;
-        if (o) {
-          const inserted = s.insertOccurrence.run(f.scheduleId, o.dueAt, o.outcome, o.job?.id ?? null, o.reason, f.at).changes === 1;
-          if (!inserted) throw new Refused({ ok: false, reason: 'occurrence-taken' });
-          if (o.job) {
-            if (this.#hooks.getJob(o.job.id)) throw new Refused({ ok: false, reason: 'occurrence-taken' });
-            this.#hooks.insertJob(o.job);
-            job = this.#hooks.getJob(o.job.id) ?? null;
-          }
-        }
-        if (f.cancel && s.requestCancel.run(f.at, f.cancel.reason, f.cancel.jobId).changes === 1) this.#hooks.acceptPending(f.cancel.event);
-        return { ok: true, schedule: toScheduleRecord(row), job };
-      });
-    } catch (error) {
-      if (error instanceof Refused) return error.result;
-      throw error;
+  let job: JobRecord | null = null;
+  const o = f.occurrence;
+  if (o) {
+    const inserted = (yield* run('occurrenceInsert', f.scheduleId, o.dueAt, o.outcome, o.job?.id ?? null, o.reason, f.at)).changes === 1;
+    if (!inserted) throw new Refused({ ok: false, reason: 'occurrence-taken' });
+    if (o.job) {
+      if (yield* get('getJob', o.job.id)) throw new Refused({ ok: false, reason: 'occurrence-taken' });
+      yield* insertJob(o.job);
+      const created = yield* get('getJob', o.job.id);
+      job = created ? toJobRecord(created) : null;
     }
   }
+  if (f.cancel && (yield* run('scheduleCancel', f.at, f.cancel.reason, f.cancel.jobId)).changes === 1) yield* acceptPending(f.cancel.event);
+  return { ok: true, schedule: toScheduleRecord(row), job };
+}
 
-  occurrences(scheduleId: string, limit: number): OccurrenceRecord[] {
-    return (this.#s.occurrences.all(scheduleId, limit) as Row[]).map((r) => ({
-      scheduleId: r['schedule_id'] as string,
-      dueAt: r['due_at'] as number,
-      outcome: r['outcome'] as OccurrenceRecord['outcome'],
-      jobId: (r['job_id'] as string | null) ?? null,
-      reason: (r['reason'] as string | null) ?? null,
-      at: r['at'] as number,
-    }));
-  }
+/** A schedule's handled occurrences, from their rows. */
+export function toOccurrenceRecord(r: Row): OccurrenceRecord {
+  return {
+    scheduleId: r['schedule_id'] as string,
+    dueAt: r['due_at'] as number,
+    outcome: r['outcome'] as OccurrenceRecord['outcome'],
+    jobId: (r['job_id'] as string | null) ?? null,
+    reason: (r['reason'] as string | null) ?? null,
+    at: r['at'] as number,
+  };
 }
 
 function scheduleParams(s: NewSchedule) {
@@ -165,7 +123,7 @@ function readableCatchUp(value: unknown): value is ScheduleCatchUp {
  * A row read as a schedule. One whose input, catch-up or overlap cannot be read (a damaged file)
  * comes back `damaged` with the reason, so that one bad row never stops the others.
  */
-function toScheduleRecord(row: Row): ScheduleRecord {
+export function toScheduleRecord(row: Row): ScheduleRecord {
   const input = parsed(row['input']);
   const catchUp = parsed(row['catch_up']);
   const problems = [
@@ -203,28 +161,29 @@ const COLUMNS = `id, owner, machine_id, input, cron, timezone, every_ms, overlap
 const VALUES = `@id, @owner, @machine_id, @input, @cron, @timezone, @every_ms, @overlap, @catch_up, @grace_ms, @start_at,
   @next_due_at, @buffered_due_at, @last_due_at, @last_job_id, @missed`;
 
-function prepare(db: Database.Database) {
+/** The schedule statements' texts in one dialect (part of statements.ts's `statementsSql`). */
+export function schedulesSql(d: SqlDialect) {
   return {
-    insert: db.prepare(`INSERT INTO schedules (${COLUMNS}, revision, created_at, updated_at) VALUES (${VALUES}, 1, @at, @at)
-      ON CONFLICT (id) DO NOTHING RETURNING *`),
-    replace: db.prepare(`UPDATE schedules SET owner = @owner, machine_id = @machine_id, input = @input, cron = @cron, timezone = @timezone,
+    scheduleInsert: `INSERT INTO schedules (${COLUMNS}, revision, created_at, updated_at) VALUES (${VALUES}, 1, @at, @at)
+      ON CONFLICT (id) DO NOTHING RETURNING *`,
+    scheduleReplace: `UPDATE schedules SET owner = @owner, machine_id = @machine_id, input = @input, cron = @cron, timezone = @timezone,
         every_ms = @every_ms, overlap = @overlap, catch_up = @catch_up, grace_ms = @grace_ms, start_at = @start_at,
         next_due_at = @next_due_at, buffered_due_at = @buffered_due_at, last_due_at = @last_due_at, last_job_id = @last_job_id,
         missed = @missed, revision = revision + 1, updated_at = @at
-      WHERE id = @id AND revision = @expected RETURNING *`),
-    get: db.prepare('SELECT * FROM schedules WHERE id = ?'),
-    listAll: db.prepare('SELECT * FROM schedules ORDER BY id'),
-    listOwner: db.prepare('SELECT * FROM schedules WHERE owner = ? ORDER BY id'),
-    delete: db.prepare('DELETE FROM schedules WHERE id = ? AND owner = ?'),
-    due: db.prepare(`SELECT * FROM schedules WHERE owner = @owner AND ((next_due_at IS NOT NULL AND next_due_at <= @now) OR buffered_due_at IS NOT NULL)
-      ORDER BY min(coalesce(next_due_at, buffered_due_at), coalesce(buffered_due_at, next_due_at)), id LIMIT @limit`),
-    advance: db.prepare(`UPDATE schedules SET next_due_at = @next_due_at, buffered_due_at = @buffered_due_at, last_due_at = @last_due_at,
+      WHERE id = @id AND revision = @expected RETURNING *`,
+    scheduleGet: 'SELECT * FROM schedules WHERE id = ?',
+    scheduleListAll: 'SELECT * FROM schedules ORDER BY id',
+    scheduleListOwner: 'SELECT * FROM schedules WHERE owner = ? ORDER BY id',
+    scheduleDelete: 'DELETE FROM schedules WHERE id = ? AND owner = ?',
+    scheduleDue: `SELECT * FROM schedules WHERE owner = @owner AND ((next_due_at IS NOT NULL AND next_due_at <= @now) OR buffered_due_at IS NOT NULL)
+      ORDER BY ${d.least('coalesce(next_due_at, buffered_due_at)', 'coalesce(buffered_due_at, next_due_at)')}, id LIMIT @limit`,
+    scheduleAdvance: `UPDATE schedules SET next_due_at = @next_due_at, buffered_due_at = @buffered_due_at, last_due_at = @last_due_at,
         last_job_id = @last_job_id, missed = @missed, revision = revision + 1, updated_at = @at
-      WHERE id = @id AND revision = @expected RETURNING *`),
-    insertOccurrence: db.prepare(`INSERT INTO schedule_occurrences (schedule_id, due_at, outcome, job_id, reason, at) VALUES (?, ?, ?, ?, ?, ?)
-      ON CONFLICT (schedule_id, due_at) DO NOTHING`),
+      WHERE id = @id AND revision = @expected RETURNING *`,
+    occurrenceInsert: `INSERT INTO schedule_occurrences (schedule_id, due_at, outcome, job_id, reason, at) VALUES (?, ?, ?, ?, ?, ?)
+      ON CONFLICT (schedule_id, due_at) DO NOTHING`,
     // As `requestCancel`, for a job that is still active.
-    requestCancel: db.prepare(`UPDATE jobs SET cancel_requested_at = ?, cancel_reason = ? WHERE id = ? AND cancel_requested_at IS NULL AND status = 'active'`),
-    occurrences: db.prepare('SELECT * FROM schedule_occurrences WHERE schedule_id = ? ORDER BY due_at DESC LIMIT ?'),
+    scheduleCancel: `UPDATE jobs SET cancel_requested_at = ?, cancel_reason = ? WHERE id = ? AND cancel_requested_at IS NULL AND status = 'active'`,
+    occurrences: 'SELECT * FROM schedule_occurrences WHERE schedule_id = ? ORDER BY due_at DESC LIMIT ?',
   };
 }

@@ -1,24 +1,20 @@
-import Database from 'better-sqlite3';
 import type { StoreStats } from '../../src/ports/store.ts';
-import { exhausted, SQLITE, stuck } from './predicates.ts';
-import type { Row } from './records.ts';
+import { exhausted, stuck, type SqlDialect } from './predicates.ts';
+import { all, get, type Program } from './program.ts';
 import { byteOrder, parsedOr } from './values.ts';
 
-/** `JobFilter.exhausted` in SQLite's spelling (predicates.ts). */
-export const EXHAUSTED = exhausted(SQLITE);
-
-/** `JobFilter.stuck` in SQLite's spelling (predicates.ts). */
-export const STUCK = stuck(SQLITE);
-
 /** `stats`: aggregates over the tables for one owner (`@all = 1`: every owner) at `@now`. */
-export function prepareStats(db: Database.Database) {
+export function statsSql(d: SqlDialect) {
+  const q = (text: string): string => text;
+  const EXHAUSTED = exhausted(d);
+  const STUCK = stuck(d);
   const scope = '(@all = 1 OR jobs.owner = @owner)';
   return {
-    statsJobs: db.prepare(`SELECT machine_id, machine_version, status, state_value, count(*) AS n FROM jobs WHERE ${scope}
+    statsJobs: q(`SELECT machine_id, machine_version, status, state_value, count(*) AS n FROM jobs WHERE ${scope}
       GROUP BY machine_id, machine_version, status, state_value ORDER BY machine_id, machine_version, status, state_value`),
     // Each job count uses exactly the condition of its `listJobs` filter (whatever the job's
     // status), so a count always equals the length of the list it summarises.
-    statsCounts: db.prepare(`SELECT
+    statsCounts: q(`SELECT
         count(*) FILTER (WHERE quarantine IS NOT NULL) AS quarantined,
         count(*) FILTER (WHERE suspended_at IS NOT NULL) AS suspended,
         count(*) FILTER (WHERE cancel_requested_at IS NOT NULL) AS cancel_requested,
@@ -26,33 +22,31 @@ export function prepareStats(db: Database.Database) {
         count(*) FILTER (WHERE ${STUCK}) AS idle
       FROM jobs WHERE ${scope}`),
     // The oldest pending event counts held ones too: an event waiting on a suspension is still waiting.
-    statsBacklog: db.prepare(`SELECT count(*) AS events, count(DISTINCT i.job_id) AS jobs,
+    statsBacklog: q(`SELECT count(*) AS events, count(DISTINCT i.job_id) AS jobs,
         count(*) FILTER (WHERE jobs.suspended_at IS NOT NULL OR jobs.quarantine IS NOT NULL) AS held,
         min(i.accepted_at) AS oldest
       FROM inbox i JOIN jobs ON jobs.id = i.job_id WHERE i.status = 'pending' AND ${scope}`),
-    statsTimers: db.prepare(`SELECT count(*) AS scheduled,
+    statsTimers: q(`SELECT count(*) AS scheduled,
         count(*) FILTER (WHERE t.due_at <= @now AND jobs.suspended_at IS NULL) AS due,
         count(*) FILTER (WHERE t.due_at <= @now AND jobs.suspended_at IS NOT NULL) AS held,
         min(t.due_at) FILTER (WHERE t.due_at <= @now AND jobs.suspended_at IS NULL) AS oldest
       FROM timers t JOIN jobs ON jobs.id = t.job_id WHERE t.status = 'scheduled' AND ${scope}`),
-    statsEffects: db.prepare(`SELECT e.src, count(*) AS effects, count(*) FILTER (WHERE e.status = 'failed') AS failed
+    statsEffects: q(`SELECT e.src, count(*) AS effects, count(*) FILTER (WHERE e.status = 'failed') AS failed
       FROM effects e JOIN jobs ON jobs.id = e.job_id WHERE ${scope} GROUP BY e.src`),
-    statsAttempts: db.prepare(`SELECT e.src, a.outcome, count(*) AS n
+    statsAttempts: q(`SELECT e.src, a.outcome, count(*) AS n
       FROM effect_attempts a JOIN effects e ON e.id = a.effect_id JOIN jobs ON jobs.id = e.job_id WHERE ${scope} GROUP BY e.src, a.outcome`),
-    statsLeases: db.prepare(`SELECT lease_owner, count(*) AS n, min(lease_until) AS until FROM jobs
+    statsLeases: q(`SELECT lease_owner, count(*) AS n, min(lease_until) AS until FROM jobs
       WHERE lease_owner IS NOT NULL AND lease_until > @now AND ${scope} GROUP BY lease_owner ORDER BY lease_owner`),
-    statsRunning: db.prepare(`SELECT e.id, e.job_id, e.src, e.attempt, e.claimed_by, e.claim_expires_at
+    statsRunning: q(`SELECT e.id, e.job_id, e.src, e.attempt, e.claimed_by, e.claim_expires_at
       FROM effects e JOIN jobs ON jobs.id = e.job_id WHERE e.active = 1 AND e.status = 'running' AND ${scope} ORDER BY e.id`),
   };
 }
 
-/** The figures of `SqliteStore.stats`, from one read transaction; state values that do not parse are added to `damaged` (and count as null). */
-export function statsOnce(db: Database.Database, s: ReturnType<typeof prepareStats>, p: { all: number; owner: string; now: number }, damaged: string[]): StoreStats {
-  // One read transaction: every figure from the same snapshot of the tables.
-  return db.transaction(() => {
-    const counts = s.statsCounts.get(p) as Row;
-    const backlog = s.statsBacklog.get(p) as Row;
-    const timers = s.statsTimers.get(p) as Row;
+/** The figures of `stats` (run it in one read transaction: every figure from the same snapshot); state values that do not parse are added to `damaged` (and count as null). */
+export function* statsIn(p: { all: number; owner: string; now: number }, damaged: string[]): Program<StoreStats> {
+    const counts = (yield* get('statsCounts', p))!;
+    const backlog = (yield* get('statsBacklog', p))!;
+    const timers = (yield* get('statsTimers', p))!;
     const activities = new Map<string, StoreStats['activities'][number]>();
     const activity = (src: string) => {
       let a = activities.get(src);
@@ -62,19 +56,22 @@ export function statsOnce(db: Database.Database, s: ReturnType<typeof prepareSta
       }
       return a;
     };
-    for (const r of s.statsEffects.all(p) as Row[]) {
+    for (const r of yield* all('statsEffects', p)) {
       const a = activity(r['src'] as string);
       a.effects = r['effects'] as number;
       a.effectsFailed = r['failed'] as number;
     }
-    for (const r of s.statsAttempts.all(p) as Row[]) {
+    for (const r of yield* all('statsAttempts', p)) {
       const a = activity(r['src'] as string);
       const n = r['n'] as number;
       a.attempts += n;
       a[r['outcome'] as 'succeeded' | 'failed' | 'interrupted' | 'stale' | 'running' | 'waiting'] += n;
     }
+    const jobs = yield* all('statsJobs', p);
+    const running = yield* all('statsRunning', p);
+    const leases = yield* all('statsLeases', p);
     return {
-      jobs: (s.statsJobs.all(p) as Row[]).map((r) => ({
+      jobs: jobs.map((r) => ({
         machineId: r['machine_id'] as string,
         machineVersion: r['machine_version'] as string,
         status: r['status'] as StoreStats['jobs'][number]['status'],
@@ -99,7 +96,7 @@ export function statsOnce(db: Database.Database, s: ReturnType<typeof prepareSta
         oldestDueAt: (timers['oldest'] as number | null) ?? null,
       },
       activities: [...activities.values()].sort((a, b) => byteOrder(a.src, b.src)),
-      running: (s.statsRunning.all(p) as Row[]).map((r) => ({
+      running: running.map((r) => ({
         effectId: r['id'] as string,
         jobId: r['job_id'] as string,
         src: r['src'] as string,
@@ -107,7 +104,6 @@ export function statsOnce(db: Database.Database, s: ReturnType<typeof prepareSta
         runner: (r['claimed_by'] as string | null) ?? null,
         claimExpiresAt: (r['claim_expires_at'] as number | null) ?? null,
       })),
-      leases: (s.statsLeases.all(p) as Row[]).map((r) => ({ runner: r['lease_owner'] as string, jobs: r['n'] as number, earliestUntil: r['until'] as number })),
+      leases: leases.map((r) => ({ runner: r['lease_owner'] as string, jobs: r['n'] as number, earliestUntil: r['until'] as number })),
     };
-  }).deferred();
 }

@@ -1,6 +1,6 @@
 /**
  * SQLite's errors as Spool's storage faults (src/runtime/errors.ts), in one place: every entry
- * point of the SQLite store goes through {@link guardEntryPoints}, so no `SqliteError` (nor a
+ * point of the SQLite store goes through {@link guardEntryPoints} (which the Postgres store uses with its own mapping), so no `SqliteError` (nor a
  * `SyntaxError` from a stored JSON text) reaches a caller. By `code` (better-sqlite3 gives the
  * extended code, e.g. `SQLITE_IOERR_WRITE`, `SQLITE_CORRUPT_INDEX`):
  *
@@ -127,7 +127,11 @@ function tableOf(message: string): { table?: string } {
  * point, not a try/catch per method. A method's rejection (or throw) is mapped; what it returns is
  * passed on as it is. `contextOf` gives the path of the instance.
  */
-export function guardEntryPoints<T extends object>(cls: { prototype: T }, contextOf: (self: T) => string): void {
+export function guardEntryPoints<T extends object>(
+  cls: { prototype: T },
+  contextOf: (self: T) => string,
+  mapError: (error: unknown, where: string, call: string) => unknown = (error, path, call) => storageFault(error, { path, call }),
+): void {
   const proto = cls.prototype as Record<string, unknown>;
   for (const name of Object.getOwnPropertyNames(proto)) {
     if (name === 'constructor') continue;
@@ -136,7 +140,7 @@ export function guardEntryPoints<T extends object>(cls: { prototype: T }, contex
     if (typeof method !== 'function') continue;
     const guarded = function (this: T, ...args: unknown[]): unknown {
       const fault = (error: unknown) => {
-        throw storageFault(error, { path: contextOf(this), call: name });
+        throw mapError(error, contextOf(this), name);
       };
       let result: unknown;
       try {

@@ -14,7 +14,8 @@ import { checkDatabase, doctor, type DoctorReport } from '../../persistence/sqli
 import type { SqliteStore } from '../../persistence/sqlite/index.ts';
 import { CHECK } from '../../persistence/sqlite/storageFault.ts';
 import { DatabaseDamagedError } from '../runtime/errors.ts';
-import { DatabaseError } from './errors.ts';
+import { DatabaseError, UsageError } from './errors.ts';
+import { isPostgresUrl } from '../../persistence/openStore.ts';
 import { keyValues, table } from './format.ts';
 import { examples } from './globals.ts';
 
@@ -36,6 +37,9 @@ export function addDoctorCommand(program: Command, host: DoctorCommandHost): voi
     .option('--quick', 'only the cheap part: quick_check and the jobs table')
     .action((options: { repair?: boolean; quick?: boolean }, command: Command) => {
       const g = command.optsWithGlobals<{ db: string; json?: boolean }>();
+      if (isPostgresUrl(g.db)) {
+        throw new UsageError('spool doctor checks a SQLite file; a Postgres database is checked with the server\'s own tools (amcheck, pg_dump). Nothing was changed.');
+      }
       const path = resolve(host.cwd, g.db);
       if (!existsSync(path)) throw new DatabaseError(`No Spool database at ${g.db}; pass --db <file>.`, { db: g.db });
       const report = doctor(path, { repair: options.repair === true, quick: options.quick === true });

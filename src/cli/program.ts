@@ -29,7 +29,7 @@ export function buildProgram(io: CliIO, setExitCode: (code: number) => void): Co
   const program: Command = new Command('spool')
     .description('Durable XState jobs on SQLite: start jobs, send them events, inspect their history.')
     .version(readVersion(), '--version')
-    .option('--db <file>', 'SQLite database file (default: SPOOL_DB, else spool.config.json or package.json "spool", else ./spool.db)')
+    .option('--db <file|url>', 'SQLite database file, or a postgres:// URL (default: SPOOL_DB, else spool.config.json or package.json "spool", else ./spool.db)')
     .option('--machines <module>', 'a .ts or .js module exporting your machines (default: SPOOL_MACHINES, else the config file, else the bundled machines/index.ts)')
     .option('--json', 'print one JSON document on stdout (errors: one JSON object on stderr)')
     .option('--owner <id>', "tenant scope: see and start only this owner's jobs (another owner's job reads like a missing one)")

@@ -1,12 +1,10 @@
 /**
- * How a `spool` command opens its runtime: machines loaded and checked first, then the SQLite file,
+ * How a `spool` command opens its runtime: machines loaded and checked first, then the database (`--db`),
  * then the runtime in the mode the command needs; and the guard against running a job whose
  * machine this process lacks.
  */
-import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
 import { MachineRegistry, SpoolError, createRuntime, type LogEntry, type Runtime } from '../index.ts';
-import { SqliteStore } from '../../persistence/sqlite/index.ts';
+import { openStore as openDbStore, storeExists, type OpenedStore } from '../../persistence/openStore.ts';
 import { DatabaseError, UsageError, firstLine } from './errors.ts';
 import { knowsMachine } from '../views/redacted.ts';
 import { DEFAULT_MACHINES_MODULE, loadMachines } from './loadMachines.ts';
@@ -50,9 +48,9 @@ export async function withRuntime(
     activityConcurrency?: Record<string, number>;
     log?: (entry: LogEntry, sensitive: ReadonlySet<string>) => void;
     /** Run on the opened store before the runtime opens (the worker's cheap doctor check); what it throws closes the store. */
-    atOpen?: (store: SqliteStore) => void;
+    atOpen?: (store: OpenedStore) => void;
   },
-  work: (runtime: Runtime, module: string, store: SqliteStore) => Promise<void>,
+  work: (runtime: Runtime, module: string, store: OpenedStore) => Promise<void>,
 ): Promise<void> {
   const { path, definitions } = await loadMachines(g.machines ?? DEFAULT_MACHINES_MODULE, io.cwd);
   const registry = new MachineRegistry(definitions); // throws MachineDefinitionError for an unusable definition
@@ -60,7 +58,7 @@ export async function withRuntime(
     throw new UsageError(`This command runs the machine ${options.needs}, which ${path} does not export; run it without --machines.`);
   }
   const maxBacklog = g.maxBacklog === undefined ? undefined : maxBacklogOf(g.maxBacklog); // checked before the file is touched
-  const store = await openStore(resolve(io.cwd, g.db), g.db, options.create, g.synchronous);
+  const store = await openStore(io.cwd, g.db, options.create, g.synchronous);
   let runtime: Runtime;
   try {
     // runEffects false: a command records transitions, effects and timers, and leaves running
@@ -93,14 +91,15 @@ export async function withRuntime(
   }
 }
 
-async function openStore(path: string, label: string, create: boolean, synchronous: 'FULL' | 'NORMAL'): Promise<SqliteStore> {
-  if (!create && !existsSync(path)) {
+/** The store `--db` names (a SQLite file, or a postgres:// URL: see persistence/openStore.ts). */
+async function openStore(cwd: string, label: string, create: boolean, synchronous: 'FULL' | 'NORMAL'): Promise<OpenedStore> {
+  if (!create && !storeExists(label, cwd)) {
     throw new DatabaseError(`No Spool database at ${label}. Start a job first (\`spool start <machine>\` or \`spool demo\`), or pass --db <file>.`, {
       db: label,
     });
   }
   try {
-    return await SqliteStore.open(path, { synchronous });
+    return await openDbStore(label, { cwd, synchronous });
   } catch (error) {
     if (error instanceof SpoolError) throw error;
     throw new DatabaseError(`Could not open the database ${label}: ${firstLine((error as Error).message)}`, { db: label });

@@ -5,6 +5,7 @@
 import { Option, type Command } from 'commander';
 import { runWorker, type LogEntry, type RuntimeEvent } from '../index.ts';
 import { SqliteStore } from '../../persistence/sqlite/index.ts';
+import type { PostgresStore } from '../../persistence/postgres/index.ts';
 import { describeWork, runDemo } from './demo.ts';
 import { listenForDemo, serveDemo } from './demoServe.ts';
 import { UsageError } from './errors.ts';
@@ -66,7 +67,8 @@ export function addWorkerCommand(program: Command, io: CliIO): void {
       try {
         const activityConcurrency = options.activityConcurrency === undefined ? undefined : parseActivityLimits(options.activityConcurrency);
         // The cheap doctor check first: a damaged file stops the worker before it touches anything.
-        const atOpen = (store: SqliteStore) =>
+        const atOpen = (store: SqliteStore | PostgresStore) =>
+          store instanceof SqliteStore &&
           void checkAtStart(store, g.db, (json, human) =>
             io.stdout(logJson ? `${JSON.stringify({ level: 'warn', msg: 'damaged job rows', ...json })}\n` : g.json ? `${JSON.stringify(json)}\n` : `${human}\n`),
           );

@@ -236,6 +236,15 @@ export interface JobStore {
   externalChanges?(): Promise<number>;
 
   /**
+   * Optional: call `onChange` soon after another connection (another process) commits to the
+   * store, not for this store's own commits, until the returned function is called. An idle
+   * worker wakes at once instead of at its next poll; polling stays the fallback (a change may be
+   * told late, twice, or, while the store reconnects, not at all). Postgres: LISTEN/NOTIFY.
+   * SQLite has none (its worker polls `nextWakeAt`).
+   */
+  watchChanges?(onChange: () => void): () => void;
+
+  /**
    * Optional: history rows of every job in commit order, those with a `seq` above `after` that
    * match `filter`, at most `limit`, looking at most `scan` seqs past `after` (a filter that
    * matches little costs a bounded read, and `next` moves past what it looked at). Rows become

@@ -24,7 +24,8 @@ export interface WorkerOptions {
  * Work this runtime's own commits create never waits for a poll: a new activity is claimed by
  * the commit that asks for it and runs at once, a self-sent event is applied after its commit,
  * and a timer or retry scheduled here wakes the loop when it is due (`timers.scheduled`). The
- * poll is the fallback for work other processes leave.
+ * poll is the fallback for work other processes leave; a store that tells of other processes'
+ * commits (`watchChanges`: Postgres's LISTEN/NOTIFY) wakes the loop at once for those.
  *
  * Storage faults: a retryable one (the disk is full, an I/O error, a busy database, a commit whose
  * outcome could not be read back) is ridden out: one `storage.fault` runtime event (and a log
@@ -45,6 +46,8 @@ export async function runWorker(runtime: Runtime, options: WorkerOptions = {}): 
   const unsubscribe = runtime.subscribe((event) => {
     if (event.type === 'timers.scheduled') for (const at of event.dueAt) alarm.wakeAt(at);
   });
+  // Another process committed (an event, a job, a freed lease): look now, not at the next poll.
+  const unwatch = runtime.store.watchChanges?.(() => alarm.wakeAt(runtime.clock.now()));
   let faults = 0;
   try {
     while (!signal?.aborted) {
@@ -64,6 +67,7 @@ export async function runWorker(runtime: Runtime, options: WorkerOptions = {}): 
     }
   } finally {
     unsubscribe();
+    unwatch?.();
   }
 }
 

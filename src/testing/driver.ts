@@ -1,5 +1,5 @@
 import { fromPromise, type AnyStateMachine } from 'xstate';
-import { SqliteStore } from '../../persistence/sqlite/index.ts';
+import { openStore } from '../../persistence/openStore.ts';
 import { createRuntime, isStateMachine, type ActivityArgs, type JobDefinition, type Runtime } from '../index.ts';
 import { scriptedFailureMessage, type PathStep } from './model.ts';
 import type { VirtualClock } from './VirtualClock.ts';
@@ -105,7 +105,7 @@ export async function childJobId(runtime: Runtime, rootJobId: string, child: str
   return jobId;
 }
 
-/** A runtime on one SQLite file, reopened as often as the test wants. */
+/** A runtime on one store (`file`: a SQLite file, or anything `openStore` opens), reopened as often as the test wants. */
 export interface DriverContext {
   file: string;
   clock: VirtualClock;
@@ -126,7 +126,7 @@ export interface DriverContext {
 }
 
 export async function openRuntime(ctx: DriverContext): Promise<Runtime> {
-  const store = await SqliteStore.open(ctx.file, { synchronous: ctx.synchronous });
+  const store = await openStore(ctx.file, { synchronous: ctx.synchronous });
   try {
     ctx.runtime = await createRuntime({ store, machines: [ctx.definition], clock: ctx.clock });
   } catch (error) {

@@ -41,8 +41,11 @@ const PORT_METHODS: Record<PortMethod, true> = {
   listNotes: true, attachAsset: true, listAssets: true, purgeJob: true, suspendJob: true,
   resumeJob: true, redriveEffect: true, purgeFinished: true, stats: true, putSchedule: true,
   getSchedule: true, listSchedules: true, deleteSchedule: true, dueSchedules: true, fireSchedule: true,
-  listOccurrences: true, pendingBacklog: true, externalChanges: true, close: true,
+  listOccurrences: true, pendingBacklog: true, externalChanges: true, watchChanges: true, close: true,
 };
+
+/** Port methods that take a callback (not data a wire could carry): passed to the inner store as they are. */
+const DIRECT: ReadonlySet<PortMethod> = new Set(['watchChanges']);
 
 function isPortMethod(key: PropertyKey): key is PortMethod {
   return typeof key === 'string' && Object.hasOwn(PORT_METHODS, key);
@@ -107,7 +110,7 @@ export function asyncStore<T extends JobStore>(inner: T, options: AsyncStoreOpti
   return new Proxy(inner, {
     get(target, key) {
       const value: unknown = Reflect.get(target, key, target);
-      if (!isPortMethod(key) || typeof value !== 'function') return typeof value === 'function' ? value.bind(target) : value;
+      if (!isPortMethod(key) || typeof value !== 'function' || DIRECT.has(key)) return typeof value === 'function' ? value.bind(target) : value;
       let fn = wrapped.get(key);
       if (!fn) {
         fn = key === 'close' ? close : (...args: unknown[]) => issue(value as (...a: unknown[]) => unknown, args);

@@ -7,6 +7,7 @@ import { SqliteStore, type SqliteStoreOptions } from '../../persistence/sqlite/i
 import { createRuntime, type Runtime, type RuntimeOptions } from '../../src/index.ts';
 import type { JobStore } from '../../src/ports/store.ts';
 import { storeUnderTest } from './asyncStore.ts';
+import { dropDatabaseFor, ON_POSTGRES, openUnderTest } from './stores.ts';
 
 /** `.vitest-tmp/` at the project root (gitignored). */
 export const TMP_ROOT = fileURLToPath(new URL('../../.vitest-tmp/', import.meta.url));
@@ -21,6 +22,8 @@ export class Resources {
   readonly #closers: Array<() => Promise<void> | void> = [];
   readonly #handles: Database.Database[] = [];
   readonly #dirs: string[] = [];
+  /** With SPOOL_TEST_STORE=postgres: the paths whose databases to drop at the end. */
+  readonly #databases = new Set<string>();
 
   /** A fresh directory `.vitest-tmp/<random>/`. */
   tempDir(): string {
@@ -35,10 +38,15 @@ export class Resources {
     return join(this.tempDir(), name);
   }
 
-  /** A SQLite store on `path` (behind the asynchronous boundary when the run asks for it: see {@link storeUnderTest}). */
+  /**
+   * A SQLite store on `path` (behind the asynchronous boundary when the run asks for it: see
+   * {@link storeUnderTest}); with `SPOOL_TEST_STORE=postgres`, a PostgresStore on the database
+   * standing for `path` (stores.ts).
+   */
   async sqlite(path: string, options: SqliteStoreOptions = {}): Promise<SqliteStore> {
-    const store = storeUnderTest(await SqliteStore.open(path, options));
-    this.#handles.push(store.db);
+    const store = await openUnderTest(path, options, async () => storeUnderTest(await SqliteStore.open(path, options)));
+    if (!ON_POSTGRES) this.#handles.push(store.db);
+    else this.#databases.add(path);
     this.#closers.push(() => store.close());
     return store;
   }
@@ -75,6 +83,8 @@ export class Resources {
         errors.push(error);
       }
     }
+    for (const path of this.#databases) await dropDatabaseFor(path).catch((error: unknown) => errors.push(error));
+    this.#databases.clear();
     const open = this.#handles.splice(0).filter((db) => db.open);
     for (const dir of this.#dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
     if (open.length > 0) errors.push(new Error(`${open.length} SQLite handle(s) still open after close`));

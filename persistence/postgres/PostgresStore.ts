@@ -1,0 +1,685 @@
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import type {
+  AcceptResult,
+  AssetRecord,
+  AttemptRecord,
+  AttemptResult,
+  ClaimedEffect,
+  CommitResult,
+  CreateJobResult,
+  EffectRecord,
+  ErrorInfo,
+  FinishStatus,
+  InboxRecord,
+  JobFilter,
+  JobRecord,
+  JobStore,
+  JsonValue,
+  NewInboxEvent,
+  NewJob,
+  NewSchedule,
+  NoteRecord,
+  OccurrenceRecord,
+  PurgeFilter,
+  QueuedEvent,
+  ScheduleFire,
+  ScheduleFireResult,
+  ScheduleRecord,
+  StoreStats,
+  TimerRecord,
+  TransitionCommit,
+  TransitionRecord,
+  UnresolvedOperation,
+  WriteBatch,
+  WriteBatchResult,
+} from '../../src/ports/store.ts';
+import { CommitOutcomeUnknown, operationsOf } from '../../src/ports/store.ts';
+import { systemClock, type Clock } from '../../src/ports/clock.ts';
+import { ValidationError } from '../../src/runtime/errors.ts';
+import { applyCommit, claimIn, commitOutcomeUnknown, createIn, findEvent, finishIn } from '../sqlite/commit.ts';
+import { failure, LeaseHeld } from '../sqlite/outcomes.ts';
+import { POSTGRES } from '../sqlite/predicates.ts';
+import { run, runAsync, type Call, type Program } from '../sqlite/program.ts';
+import { toAssetRecord, toAttemptRecord, toEffectRecord, toInboxRecord, toJobRecord, toTimerRecord, toTransitionRecord, type Row } from '../sqlite/records.ts';
+import { fireScheduleIn, putScheduleIn, Refused, toOccurrenceRecord, toScheduleRecord } from '../sqlite/schedules.ts';
+import { jobListSql, type StatementName } from '../sqlite/statements.ts';
+import { guardEntryPoints } from '../sqlite/storageFault.ts';
+import { statsIn } from '../sqlite/stats.ts';
+import { byteOrder } from '../sqlite/values.ts';
+import {
+  acceptEventIn,
+  activeVersionsIn,
+  attachAssetIn,
+  completeByTokenIn,
+  expireLeasesIn,
+  failEffectIn,
+  fireTimerIn,
+  notedIn,
+  releaseAttemptIn,
+  requestCancelIn,
+} from '../sqlite/writes.ts';
+import { ChangeListener, CHANNEL } from './changes.ts';
+import { isConnectionLost, isPgFault, isRetryable, pgFault, sqlState } from './faults.ts';
+import { migrate } from './open.ts';
+import { bind, pgStatements, toPostgres, type PgStatement } from './sql.ts';
+
+/** Options of {@link PostgresStore.open}. */
+export interface PostgresStoreOptions {
+  /** Connections in the pool (each in-flight transaction takes one). Default 10. */
+  poolSize?: number;
+  /** How long a statement may wait for a row lock before it fails as busy, in ms. Default 5000. */
+  lockTimeoutMs?: number;
+  /** Clock for the store's own bookkeeping (when a migration was applied). Default: real time. */
+  clock?: Clock;
+}
+
+const OPEN_OPTIONS = ['poolSize', 'lockTimeoutMs', 'clock'] as const;
+
+/** What a write transaction locks first: the rows of these jobs, found directly or through their effects, tokens, timers or events. */
+interface Locks {
+  jobs?: readonly string[];
+  effects?: readonly string[];
+  tokens?: readonly string[];
+  timers?: readonly string[];
+  seqs?: readonly number[];
+}
+
+/**
+ * Per-job row locks: one statement, in id order (so two transactions never wait on each other in
+ * a cycle), `FOR NO KEY UPDATE` (the inbox's and history's foreign-key checks, FOR KEY SHARE, do not wait on it).
+ */
+const LOCK_JOBS = `SELECT id FROM jobs WHERE id = ANY($1::text[])
+    OR id IN (SELECT job_id FROM effects WHERE id = ANY($2::text[]) OR token = ANY($3::text[]))
+    OR id IN (SELECT job_id FROM timers WHERE id = ANY($4::text[]))
+    OR id IN (SELECT job_id FROM inbox WHERE seq = ANY($5::bigint[]))
+  ORDER BY id FOR NO KEY UPDATE OF jobs`;
+
+/** A write met a concurrent one (a unique key taken meanwhile, a deadlock): the transaction runs again. */
+class RunAgain {
+  constructor(readonly cause: unknown) {}
+}
+
+const MAX_RUNS = 8;
+
+/** Connection-level types: BIGINT (int8) and numeric as JS numbers (every stored number is a safe integer or a float). */
+const TYPES = {
+  getTypeParser: ((oid: number, format?: string) => {
+    if (oid === 20 || oid === 1700) return (text: string) => (text === null ? null : Number(text));
+    return pg.types.getTypeParser(oid, format as 'text');
+  }) as typeof pg.types.getTypeParser,
+};
+
+/**
+ * The store on PostgreSQL (node-postgres): the SQLite store's statements and write rules
+ * (persistence/sqlite: statements.ts in the POSTGRES dialect, commit.ts and writes.ts as programs),
+ * run in READ COMMITTED transactions that first lock the rows of the jobs they write. Its own
+ * numbered migrations (persistence/postgres/migrations); see docs/ARCHITECTURE.md, "Postgres".
+ *
+ * @example
+ * const store = await PostgresStore.open('postgres://spool@db.internal/spool');
+ */
+export class PostgresStore implements JobStore {
+  readonly description: string;
+  readonly schemaVersion: number;
+  /** The pool; tests and tools may read it. */
+  readonly pool: pg.Pool;
+  /** This store's id in its NOTIFY payloads (its own notifications wake nobody here). */
+  readonly #id = randomUUID();
+  readonly #changes: ChangeListener;
+  readonly #statements = pgStatements();
+  readonly #lists = new Map<string, PgStatement>();
+  #closed = false;
+
+  private constructor(pool: pg.Pool, description: string, schemaVersion: number, listener: ChangeListener) {
+    this.pool = pool;
+    this.description = description;
+    this.schemaVersion = schemaVersion;
+    this.#changes = listener;
+  }
+
+  /**
+   * Connect (a pool of `poolSize`), refuse another application's schema or a newer Spool's, and
+   * apply the migrations this database lacks.
+   */
+  static async open(url: string, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
+    checkOptions(url, options);
+    const description = `postgres:${redact(url)}`;
+    const lockTimeout = options.lockTimeoutMs ?? 5000;
+    const config: pg.PoolConfig = { connectionString: url, types: TYPES, options: `-c lock_timeout=${lockTimeout} -c TimeZone=UTC` };
+    const pool = new pg.Pool({ ...config, max: options.poolSize ?? 10 });
+    // An idle connection the server drops (a restart) is an error event on the pool: the pool discards it.
+    pool.on('error', () => undefined);
+    try {
+      const client = await pool.connect();
+      let version: number;
+      try {
+        version = await migrate(client, description, (options.clock ?? systemClock).now());
+      } finally {
+        client.release();
+      }
+      return new PostgresStore(pool, description, version, new ChangeListener({ connectionString: url, types: TYPES }, ''));
+    } catch (error) {
+      await pool.end().catch(() => undefined);
+      throw pgFault(error, description, 'open');
+    }
+  }
+
+  // Jobs, events, history
+
+  async createJob(job: NewJob): Promise<CreateJobResult> {
+    return this.#write(locksOfCreate(job), (t) => t.run(createIn(job)));
+  }
+
+  async writeBatch(batch: WriteBatch): Promise<WriteBatchResult> {
+    const { creates = [], commits = [], finishes = [], claims = [] } = batch;
+    const locks: Locks = {
+      jobs: [...creates.flatMap((j) => locksOfCreate(j).jobs ?? []), ...commits.flatMap(jobsOfCommit)],
+      effects: [...finishes.map((f) => f.id), ...claims.map((c) => c.id)],
+    };
+    return this.#write(
+      locks,
+      async (t) => ({
+        creates: await each(creates, (job) => savepoint(t, () => t.run(createIn(job)))),
+        commits: await eachCommit(commits, (c) => savepoint(t, () => t.run(applyCommit(c)))),
+        finishes: await each(finishes, (f) => savepoint(t, () => t.run(finishIn(f)))),
+        claims: await each(claims, (c) => unlessLeaseHeld(savepoint(t, () => t.run(claimIn(c))))),
+      }),
+      () => operationsOf(batch),
+    );
+  }
+
+  async commit(commits: readonly TransitionCommit[]): Promise<CommitResult[]> {
+    const locks = { jobs: commits.flatMap(jobsOfCommit) };
+    const ops = () => operationsOf({ commits });
+    if (commits.length === 1) {
+      // One commit: no savepoint; a refused one rolls the whole transaction back.
+      try {
+        return [await this.#write(locks, (t) => t.run(applyCommit(commits[0]!)), ops)];
+      } catch (error) {
+        return [failure(error, isPgFault)];
+      }
+    }
+    return this.#write(locks, (t) => eachCommit(commits, (c) => savepoint(t, () => t.run(applyCommit(c)))), ops);
+  }
+
+  async getJob(id: string): Promise<JobRecord | undefined> {
+    const row = await this.#get('getJob', id);
+    return row ? toJobRecord(row) : undefined;
+  }
+
+  async findByIdempotencyKey(owner: string | null, key: string): Promise<JobRecord | undefined> {
+    const row = await this.#get('byKey', owner ?? '', key);
+    return row ? toJobRecord(row) : undefined;
+  }
+
+  async listJobs(filter: JobFilter): Promise<JobRecord[]> {
+    const { sql, params } = jobListSql(filter, POSTGRES);
+    let stmt = this.#lists.get(sql);
+    if (!stmt) {
+      stmt = toPostgres(sql, `list${this.#lists.size}`);
+      this.#lists.set(sql, stmt);
+    }
+    return (await this.#query(stmt, params)).rows.map(toJobRecord);
+  }
+
+  async orphanedChildren(limit: number): Promise<string[]> {
+    return (await this.#all('orphanedChildren', limit)).map((r) => r['id'] as string);
+  }
+
+  async activeMachineVersions(owner: string | null, countUpTo: number): Promise<{ machineId: string; machineVersion: string; jobs: number }[]> {
+    return this.#read(activeVersionsIn(owner, countUpTo));
+  }
+
+  async acceptEvent(event: NewInboxEvent): Promise<AcceptResult> {
+    return this.#write({ jobs: [event.jobId] }, (t) => t.run(acceptEventIn(event)));
+  }
+
+  async getEvent(jobId: string, eventId: string): Promise<InboxRecord | undefined> {
+    const row = await this.#read(findEvent(jobId, eventId));
+    return row ? toInboxRecord(row) : undefined;
+  }
+
+  async listEvents(jobId: string): Promise<InboxRecord[]> {
+    return (await this.#all('listEvents', jobId)).map(toInboxRecord);
+  }
+
+  async pendingEvents(jobId: string, limit: number): Promise<QueuedEvent[]> {
+    return (await this.#all('pending', jobId, limit)).map((r) => toInboxRecord(r) as QueuedEvent);
+  }
+
+  async jobsWithPendingEvents(limit: number, lease?: { runner: string; now: number }): Promise<string[]> {
+    const rows = await this.#all('pendingJobs', { limit, runner: lease?.runner ?? null, now: lease?.now ?? 0 });
+    return rows.map((r) => r['job_id'] as string);
+  }
+
+  async commitLanded(jobId: string, revision: number, eventId: string | null): Promise<boolean> {
+    return (await this.#get('landed', { job: jobId, revision, event: eventId })) !== undefined;
+  }
+
+  async rejectEvent(seq: number, error: ErrorInfo, at: number, payload?: JsonValue): Promise<boolean> {
+    return this.#changed({ seqs: [seq] }, 'rejectEvent', JSON.stringify(error), at, payload === undefined ? null : JSON.stringify(payload), seq);
+  }
+
+  async setQuarantine(jobId: string, reason: string | null, at: number): Promise<void> {
+    await this.#changed({ jobs: [jobId] }, 'quarantine', reason, at, jobId);
+  }
+
+  async history(jobId: string): Promise<TransitionRecord[]> {
+    return (await this.#all('history', jobId)).map(toTransitionRecord);
+  }
+
+  // Effects
+
+  async getEffect(id: string): Promise<EffectRecord | undefined> {
+    const row = await this.#get('getEffect', id);
+    return row ? toEffectRecord(row) : undefined;
+  }
+
+  async listEffects(jobId: string): Promise<EffectRecord[]> {
+    return (await this.#all('listEffects', jobId)).map(toEffectRecord);
+  }
+
+  async listAttempts(jobId: string): Promise<AttemptRecord[]> {
+    return (await this.#all('listAttempts', jobId)).map(toAttemptRecord);
+  }
+
+  async dueEffects(now: number, limit: number, runner?: string): Promise<EffectRecord[]> {
+    return (await this.#all('dueEffects', { now, limit, runner: runner ?? null })).map(toEffectRecord);
+  }
+
+  async runningEffects(limit: number): Promise<EffectRecord[]> {
+    return (await this.#all('runningEffects', limit)).map(toEffectRecord);
+  }
+
+  async claimEffect(id: string, runner: string, now: number, claimUntil: number, takeOver?: string, fence?: number | null): Promise<ClaimedEffect | undefined> {
+    try {
+      return await this.#write({ effects: [id] }, (t) => t.run(claimIn({ id, runner, now, claimUntil, takeOver, fence })));
+    } catch (error) {
+      if (error instanceof LeaseHeld) return undefined;
+      throw error;
+    }
+  }
+
+  async renewClaim(id: string, attempt: number, runner: string, claimUntil: number): Promise<boolean> {
+    return this.#changed({}, 'renewClaim', { until: claimUntil, id, attempt, runner });
+  }
+
+  async releaseAttempt(id: string, attempt: number, runner: string, at: number): Promise<boolean> {
+    return this.#write({ effects: [id] }, (t) => t.run(releaseAttemptIn(id, attempt, runner, at)));
+  }
+
+  async finishAttempt(id: string, attempt: number, result: AttemptResult, at: number, lease?: { runner: string; fence: number }): Promise<FinishStatus> {
+    return this.#write({ effects: [id] }, (t) => t.run(finishIn({ id, attempt, result, at, lease })));
+  }
+
+  async failEffect(id: string, error: ErrorInfo, event: NewInboxEvent, at: number): Promise<boolean> {
+    return this.#write({ effects: [id], jobs: [event.jobId] }, (t) => t.run(failEffectIn(id, error, event, at)));
+  }
+
+  async effectByToken(token: string): Promise<EffectRecord | undefined> {
+    const row = await this.#get('effectByToken', token);
+    return row ? toEffectRecord(row) : undefined;
+  }
+
+  async completeByToken(
+    token: string,
+    result: { kind: 'succeeded'; output: JsonValue } | { kind: 'failed'; error: ErrorInfo },
+    event: NewInboxEvent,
+    at: number,
+  ): Promise<boolean> {
+    return this.#write({ tokens: [token], jobs: [event.jobId] }, (t) => t.run(completeByTokenIn(token, result, event, at)));
+  }
+
+  // Timers
+
+  async listTimers(jobId: string): Promise<TimerRecord[]> {
+    return (await this.#all('listTimers', jobId)).map(toTimerRecord);
+  }
+
+  async dueTimers(now: number, limit: number): Promise<TimerRecord[]> {
+    return (await this.#all('dueTimers', now, limit)).map(toTimerRecord);
+  }
+
+  async fireTimer(id: string, event: NewInboxEvent): Promise<boolean> {
+    return this.#write({ timers: [id], jobs: [event.jobId] }, (t) => t.run(fireTimerIn(id, event)));
+  }
+
+  async nextWakeAt(): Promise<number | null> {
+    const times: number[] = [];
+    for (const name of ['nextTimer', 'nextRetry', 'nextClaimExpiry', 'nextLeaseExpiry'] as const) {
+      const t = (await this.#get(name))?.['t'];
+      if (typeof t === 'number') times.push(t);
+    }
+    return times.length ? Math.min(...times) : null;
+  }
+
+  // Leases
+
+  async renewLeases(runner: string, jobIds: readonly string[], until: number): Promise<Map<string, number>> {
+    if (jobIds.length === 0) return new Map();
+    const rows = await this.#write({}, (t) => t.run(allOf('renewLeases', { runner, until, ids: JSON.stringify(jobIds) })));
+    return new Map(rows.map((r) => [r['id'] as string, r['lease_fence'] as number]));
+  }
+
+  async releaseLeases(runner: string, jobIds: readonly string[] | 'all'): Promise<number> {
+    if (jobIds !== 'all' && jobIds.length === 0) return 0;
+    const params = { runner, all: jobIds === 'all' ? 1 : 0, ids: jobIds === 'all' ? '[]' : JSON.stringify(jobIds) };
+    return this.#write({}, async (t) => (await t.run(run('releaseLeases', params))).changes);
+  }
+
+  async leaseHolders(now: number): Promise<string[]> {
+    return (await this.#all('leaseHolders', now)).map((r) => r['lease_owner'] as string);
+  }
+
+  async expireLeases(filter: { owner: string } | { expiredBy: number }): Promise<{ jobId: string; owner: string; fence: number }[]> {
+    // Called every worker round: look first, and write only when something expired.
+    if ('expiredBy' in filter && (await this.#all('expireLeases', filter.expiredBy)).length === 0) return [];
+    return this.#write({}, (t) => t.run(expireLeasesIn(filter)));
+  }
+
+  // Cancellation, progress, notes, assets
+
+  async requestCancel(jobId: string, reason: string, event: NewInboxEvent, at: number): Promise<{ first: boolean }> {
+    return this.#write({ jobs: [jobId] }, (t) => t.run(requestCancelIn(jobId, reason, event, at)));
+  }
+
+  async setProgress(jobId: string, progress: number, _at: number, lease?: { runner: string; fence: number }): Promise<boolean> {
+    return this.#changed({}, 'setProgress', { progress, id: jobId, runner: lease?.runner ?? null, fence: lease?.fence ?? null });
+  }
+
+  async addNote(note: NoteRecord): Promise<void> {
+    await this.#changed({}, 'addNote', note.jobId, note.kind, note.message, note.at);
+  }
+
+  async listNotes(jobId: string): Promise<NoteRecord[]> {
+    return (await this.#all('listNotes', jobId)).map((r) => ({ jobId: r['job_id'] as string, kind: r['kind'] as string, message: r['message'] as string, at: r['at'] as number }));
+  }
+
+  async attachAsset(asset: AssetRecord, lease?: { runner: string; fence: number }): Promise<boolean> {
+    return this.#write({ jobs: [asset.jobId] }, (t) => t.run(attachAssetIn(asset, lease)));
+  }
+
+  async listAssets(jobId: string): Promise<AssetRecord[]> {
+    return (await this.#all('listAssets', jobId)).map(toAssetRecord);
+  }
+
+  async purgeJob(jobId: string): Promise<boolean> {
+    return this.#changed({ jobs: [jobId] }, 'purge', jobId);
+  }
+
+  // Operations
+
+  async suspendJob(jobId: string, reason: string, at: number, note: NoteRecord): Promise<boolean> {
+    return this.#write({ jobs: [jobId] }, (t) => t.run(notedIn(note, run('suspend', at, reason, jobId))));
+  }
+
+  async resumeJob(jobId: string, note: NoteRecord): Promise<boolean> {
+    return this.#write({ jobs: [jobId] }, (t) => t.run(notedIn(note, run('resume', jobId))));
+  }
+
+  async redriveEffect(id: string, maxAttempts: number, at: number, note: NoteRecord): Promise<boolean> {
+    return this.#write({ effects: [id] }, (t) => t.run(notedIn(note, run('redrive', maxAttempts, at, id))));
+  }
+
+  async purgeFinished(filter: PurgeFilter): Promise<string[]> {
+    const params = { before: filter.before, statuses: JSON.stringify(filter.statuses), all: filter.owner === undefined ? 1 : 0, owner: filter.owner ?? '', limit: filter.limit };
+    const rows = await this.#write({}, (t) => t.run(allOf('purgeFinished', params)));
+    return rows.map((r) => r['id'] as string).sort(byteOrder);
+  }
+
+  async stats(filter: { owner?: string | null; now: number }): Promise<StoreStats> {
+    const p = { all: filter.owner === undefined ? 1 : 0, owner: filter.owner ?? '', now: filter.now };
+    // One snapshot: every figure from the same state of the tables.
+    return this.#transaction('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', undefined, (t) => t.run(statsIn(p, [])), false);
+  }
+
+  // Schedules
+
+  async putSchedule(schedule: NewSchedule, expectedRevision: number | null): Promise<{ ok: true; schedule: ScheduleRecord } | { ok: false; current: ScheduleRecord | null }> {
+    return this.#write({}, (t) => t.run(putScheduleIn(schedule, expectedRevision)));
+  }
+
+  async getSchedule(id: string): Promise<ScheduleRecord | undefined> {
+    const row = await this.#get('scheduleGet', id);
+    return row ? toScheduleRecord(row) : undefined;
+  }
+
+  async listSchedules(filter: { owner?: string | null }): Promise<ScheduleRecord[]> {
+    const rows = filter.owner === undefined ? await this.#all('scheduleListAll') : await this.#all('scheduleListOwner', filter.owner ?? '');
+    return rows.map(toScheduleRecord);
+  }
+
+  async deleteSchedule(id: string, owner: string | null): Promise<boolean> {
+    return this.#changed({}, 'scheduleDelete', id, owner ?? '');
+  }
+
+  async dueSchedules(owner: string | null, now: number, limit: number): Promise<ScheduleRecord[]> {
+    return (await this.#all('scheduleDue', { owner: owner ?? '', now, limit })).map(toScheduleRecord);
+  }
+
+  async fireSchedule(fire: ScheduleFire): Promise<ScheduleFireResult> {
+    const jobs = [fire.cancel?.jobId, fire.occurrence?.job?.id].filter((id): id is string => id !== undefined);
+    try {
+      return await this.#write({ jobs }, (t) => t.run(fireScheduleIn(fire)));
+    } catch (error) {
+      if (error instanceof Refused) return error.result;
+      throw error;
+    }
+  }
+
+  async listOccurrences(scheduleId: string, limit: number): Promise<OccurrenceRecord[]> {
+    return (await this.#all('occurrences', scheduleId, limit)).map(toOccurrenceRecord);
+  }
+
+  async pendingBacklog(): Promise<number> {
+    const r = await this.#query({ key: 'backlog', text: "SELECT count(*) AS n FROM inbox WHERE status = 'pending'", names: null }, []);
+    return r.rows[0]!['n'] as number;
+  }
+
+  /** Commits of other stores seen through LISTEN/NOTIFY (see changes.ts); the first call starts listening. */
+  async externalChanges(): Promise<number> {
+    await this.#changes.start();
+    return this.#changes.changes;
+  }
+
+  /** Call `onChange` when another process commits to this database (LISTEN/NOTIFY); returns the unsubscribe. */
+  watchChanges(onChange: () => void): () => void {
+    return this.#changes.watch(onChange);
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#changes.close();
+    await this.pool.end();
+  }
+
+  // The transaction machinery
+
+  /** A write in one transaction that first locks the rows of the jobs it touches (see {@link LOCK_JOBS}); `ops`: a commit's operations, for an unknown outcome. */
+  #write<T>(locks: Locks, fn: (t: Tx) => Promise<T>, ops?: () => UnresolvedOperation[]): Promise<T> {
+    return this.#transaction('BEGIN', locks, fn, true, ops);
+  }
+
+  async #transaction<T>(begin: string, locks: Locks | undefined, fn: (t: Tx) => Promise<T>, notify: boolean, ops?: () => UnresolvedOperation[]): Promise<T> {
+    for (let runs = 1; ; runs++) {
+      const client = await this.pool.connect();
+      let broken: unknown;
+      let committing = false;
+      try {
+        const t: Tx = {
+          run: (program) => runAsync(program, (call) => this.#call(client, call)),
+          sql: async (text) => void (await client.query(text)),
+          runs,
+        };
+        await client.query(begin);
+        if (locks && hasLocks(locks)) {
+          await client.query({ name: 'lock_jobs', text: LOCK_JOBS, values: [locks.jobs ?? [], [...(locks.effects ?? [])], locks.tokens ?? [], locks.timers ?? [], locks.seqs ?? []] });
+        }
+        const result = await fn(t);
+        committing = true;
+        // The notification goes with the COMMIT, in one round trip; Postgres delivers it after the commit.
+        await client.query(notify ? `NOTIFY ${CHANNEL}, '${this.#id}'; COMMIT` : 'COMMIT');
+        return result;
+      } catch (error) {
+        if (isConnectionLost(error)) broken = error;
+        else await client.query('ROLLBACK').catch((e: unknown) => (broken = e));
+        const cause = error instanceof RunAgain ? error.cause : error;
+        if (committing && broken !== undefined && ops) throw commitOutcomeUnknown(this.description, cause, ops());
+        // A key another transaction took meanwhile (a concurrent create): once more, where the write finds it.
+        const raced = error instanceof RunAgain || (sqlState(error) === '23505' && runs === 1);
+        if ((raced || isRetryable(error)) && runs < MAX_RUNS && broken === undefined) continue;
+        throw cause;
+      } finally {
+        client.release(broken instanceof Error ? broken : broken === undefined ? undefined : true);
+      }
+    }
+  }
+
+  /** Run one statement of a program on a transaction's connection. */
+  async #call(client: pg.PoolClient, call: Call): Promise<unknown> {
+    const stmt = this.#statements[call.name];
+    const r = await client.query({ name: `s_${stmt.key}`, text: stmt.text, values: bind(stmt, call.args) });
+    return call.method === 'run' ? { changes: r.rowCount ?? 0 } : call.method === 'get' ? r.rows[0] : r.rows;
+  }
+
+  /** A single-statement write: true when it changed one row. */
+  async #changed(locks: Locks, name: StatementName, ...args: unknown[]): Promise<boolean> {
+    return this.#write(locks, async (t) => (await t.run(run(name, ...args))).changes === 1);
+  }
+
+  /** A read program outside a transaction (each statement sees the latest commits). */
+  #read<R>(program: Program<R>): Promise<R> {
+    return runAsync(program, async (call) => {
+      const rows = (await this.#query(this.#statements[call.name], call.args)).rows;
+      return call.method === 'get' ? rows[0] : rows;
+    });
+  }
+
+  async #get(name: StatementName, ...args: unknown[]): Promise<Row | undefined> {
+    return (await this.#query(this.#statements[name], args)).rows[0];
+  }
+
+  async #all(name: StatementName, ...args: unknown[]): Promise<Row[]> {
+    return (await this.#query(this.#statements[name], args)).rows;
+  }
+
+  #query(stmt: PgStatement, args: readonly unknown[]): Promise<pg.QueryResult<Row>> {
+    return this.pool.query<Row>({ name: `s_${stmt.key}`, text: stmt.text, values: bind(stmt, args) });
+  }
+}
+
+/** A write transaction: run a program (program.ts) or a statement of its own on its connection. */
+interface Tx {
+  run<R>(program: Program<R>): Promise<R>;
+  sql(text: string): Promise<void>;
+  /** Which run of the transaction this is (1: the first; a {@link RunAgain} makes another). */
+  runs: number;
+}
+
+/**
+ * One write of a batch in its own savepoint: a refused one rolls back alone. A key another
+ * transaction took meanwhile (a concurrent create of the same job) runs the whole transaction
+ * again once, where the write then finds what was created; a lost connection fails it all.
+ */
+async function savepoint<T>(t: Tx, fn: () => Promise<T>): Promise<T> {
+  await t.sql('SAVEPOINT w');
+  try {
+    const result = await fn();
+    await t.sql('RELEASE SAVEPOINT w');
+    return result;
+  } catch (error) {
+    if (isConnectionLost(error)) throw error;
+    await t.sql('ROLLBACK TO SAVEPOINT w');
+    // Once: a key taken again on the second run is this write's own collision (refused alone).
+    if (sqlState(error) === '23505' && t.runs === 1) throw new RunAgain(error);
+    throw error;
+  }
+}
+
+function* allOf(name: StatementName, ...args: unknown[]): Program<Row[]> {
+  return (yield { name, method: 'all', args }) as Row[];
+}
+
+function hasLocks(l: Locks): boolean {
+  return Boolean(l.jobs?.length || l.effects?.length || l.tokens?.length || l.timers?.length || l.seqs?.length);
+}
+
+/** The jobs a new job's create writes: itself, its children, the jobs its related deliveries go to. */
+function locksOfCreate(job: NewJob): Locks {
+  return { jobs: [job.id, ...(job.children ?? []).map((c) => c.id), ...(job.relatedDeliveries ?? []).map((d) => d.jobId)] };
+}
+
+/** The jobs a commit writes: its own, the ones it delivers to, its parent (a child settling its invocation). */
+function jobsOfCommit(c: TransitionCommit): string[] {
+  return [c.jobId, ...(c.deliveries ?? []).map((d) => d.jobId), ...(c.settleParent ? [c.settleParent.event.jobId] : []), ...(c.children ?? []).map((j) => j.id)];
+}
+
+/** Each write of a batch in turn (they share the transaction's connection), as `Outcome`s. */
+async function each<I, T>(items: readonly I[], write: (item: I) => Promise<T>): Promise<({ ok: true; result: T } | { ok: false; error: unknown })[]> {
+  const out: ({ ok: true; result: T } | { ok: false; error: unknown })[] = [];
+  for (const item of items) {
+    try {
+      out.push({ ok: true, result: await write(item) });
+    } catch (error) {
+      if (isPgFault(error) || error instanceof RunAgain || error instanceof CommitOutcomeUnknown) throw error;
+      out.push({ ok: false, error });
+    }
+  }
+  return out;
+}
+
+/** Each commit in turn; a refused one reports why (`failure`), a fault fails them all. */
+async function eachCommit(commits: readonly TransitionCommit[], write: (c: TransitionCommit) => Promise<CommitResult>): Promise<CommitResult[]> {
+  const out: CommitResult[] = [];
+  for (const c of commits) {
+    try {
+      out.push(await write(c));
+    } catch (error) {
+      if (error instanceof RunAgain) throw error;
+      out.push(failure(error, isPgFault));
+    }
+  }
+  return out;
+}
+
+/** A claim while another live runner holds the job's lease claims nothing (its savepoint rolled back). */
+async function unlessLeaseHeld<T>(claim: Promise<T>): Promise<T | undefined> {
+  try {
+    return await claim;
+  } catch (error) {
+    if (error instanceof LeaseHeld) return undefined;
+    throw error;
+  }
+}
+
+/** The URL without its password, for messages. */
+function redact(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return url;
+  }
+}
+
+function checkOptions(url: unknown, options: unknown): void {
+  const refuse = (message: string, option?: string): never => {
+    throw new ValidationError(`PostgresStore.open: ${message}.`, option ? { option } : {});
+  };
+  if (typeof url !== 'string' || !/^postgres(ql)?:\/\//.test(url)) refuse('the URL must be a postgres:// or postgresql:// URL');
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) refuse('options must be an object');
+  const o = options as Record<string, unknown>;
+  const unknown = Object.keys(o).filter((k) => !(OPEN_OPTIONS as readonly string[]).includes(k));
+  if (unknown.length > 0) refuse(`unknown option${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} (known: ${OPEN_OPTIONS.join(', ')})`, unknown[0]);
+  for (const name of ['poolSize', 'lockTimeoutMs'] as const) {
+    const v = o[name];
+    if (v !== undefined && !(typeof v === 'number' && Number.isSafeInteger(v) && v >= (name === 'poolSize' ? 1 : 0))) refuse(`${name} must be a whole number${name === 'poolSize' ? ', 1 or more' : ' of ms'}`, name);
+  }
+  if (o['clock'] !== undefined && typeof (o['clock'] as { now?: unknown } | null)?.now !== 'function') refuse('clock must be a Clock: { now(): number }', 'clock');
+}
+
+// Every entry point: driver errors as Spool's typed storage faults (faults.ts).
+guardEntryPoints(PostgresStore, (store) => store.description, pgFault);

@@ -1,0 +1,75 @@
+/**
+ * The SQLite store's statements (persistence/sqlite/statements.ts, written in the POSTGRES
+ * dialect) as PostgreSQL statements: `@name` and `?` parameters become `$n`, and a named
+ * parameter whose type Postgres cannot infer from where it stands (`@runner IS NULL`, a value in a
+ * SELECT list) is cast to its type, from {@link PARAM_TYPES}. The texts themselves are not copied.
+ */
+import { POSTGRES } from '../sqlite/predicates.ts';
+import { statementsSql, type StatementName } from '../sqlite/statements.ts';
+
+/** The SQL type of each named parameter the statements use (one meaning per name across them). */
+const PARAM_TYPES: Record<string, string> = {
+  runner: 'text', held: 'bigint', any_fence: 'int', now: 'bigint', until: 'bigint', take_over: 'text', takeOver: 'text',
+  force: 'int', inline_event: 'text', at_named: 'int', settles: 'int', set_progress: 'int', progress: 'float8', all: 'int',
+  owner: 'text', limit: 'bigint', ids: 'text', statuses: 'text', outcomes: 'text', machine: 'text', job: 'text', event: 'text',
+  revision: 'bigint', accepted_at: 'bigint', processed_at: 'bigint', attempt: 'bigint', job_id: 'text', event_id: 'text',
+  type: 'text', payload: 'text', payload_hash: 'text', status: 'text', error: 'text', source_kind: 'text', source_id: 'text',
+  id: 'text', at: 'bigint', expected: 'bigint', fence: 'bigint', next: 'bigint', token: 'text', output: 'text', before: 'bigint',
+  seq: 'bigint', after: 'bigint', upto: 'bigint',
+};
+
+/** A statement in Postgres's form: its text, and the parameter names in `$n` order (null: positional `?`). */
+export interface PgStatement {
+  readonly key: string;
+  readonly text: string;
+  readonly names: readonly string[] | null;
+}
+
+/** Rewrite one statement's parameters (string literals and quoted names are left alone). */
+export function toPostgres(sql: string, key: string): PgStatement {
+  let out = '';
+  const names: string[] = [];
+  let positional = 0;
+  for (let i = 0; i < sql.length; i++) {
+    const c = sql[i]!;
+    if (c === "'" || c === '"') {
+      const end = sql.indexOf(c, i + 1);
+      out += sql.slice(i, end + 1);
+      i = end;
+    } else if (c === '?') {
+      out += `$${++positional}`;
+    } else if (c === '@' && /[A-Za-z_]/.test(sql[i + 1] ?? '')) {
+      const name = /^[A-Za-z_][A-Za-z0-9_]*/.exec(sql.slice(i + 1))![0];
+      let n = names.indexOf(name);
+      if (n < 0) n = names.push(name) - 1;
+      const type = PARAM_TYPES[name];
+      out += type ? `$${n + 1}::${type}` : `$${n + 1}`;
+      i += name.length;
+    } else out += c;
+  }
+  if (positional > 0 && names.length > 0) throw new Error(`statement ${key} mixes named and positional parameters`);
+  return { key, text: out, names: names.length > 0 ? names : null };
+}
+
+/** The values of a call's arguments in `$n` order (a named statement takes one object). */
+export function bind(stmt: PgStatement, args: readonly unknown[]): unknown[] {
+  if (stmt.names === null) return args.map(value);
+  const named = (args[0] ?? {}) as Record<string, unknown>;
+  return stmt.names.map((n) => value(named[n]));
+}
+
+function value(v: unknown): unknown {
+  return v === undefined ? null : v;
+}
+
+let statements: Record<StatementName, PgStatement> | undefined;
+
+/** Every statement of the store in Postgres's form, made once. */
+export function pgStatements(): Record<StatementName, PgStatement> {
+  if (!statements) {
+    const texts = statementsSql(POSTGRES);
+    statements = {} as Record<StatementName, PgStatement>;
+    for (const name of Object.keys(texts) as StatementName[]) statements[name] = toPostgres(texts[name], name);
+  }
+  return statements;
+}

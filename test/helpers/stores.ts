@@ -1,0 +1,62 @@
+/**
+ * The one place tests choose the store under test, by `SPOOL_TEST_STORE`:
+ * - unset: the SQLite store (the `sync` project);
+ * - `async`: the SQLite store behind an asynchronous boundary (asyncStore.ts; the `async-store` project);
+ * - `postgres`: a PostgresStore, each on a database of its own on the run's server
+ *   (postgres.ts; the `postgres` project). Files that read SQLite internals (`store.db`) stay in
+ *   the SQLite projects.
+ */
+import { PostgresStore } from '../../persistence/postgres/index.ts';
+import type { SqliteStore, SqliteStoreOptions } from '../../persistence/sqlite/index.ts';
+import { freshDatabase } from './postgres.ts';
+
+/** True when this run's stores are PostgresStores (`SPOOL_TEST_STORE=postgres`). */
+export const ON_POSTGRES = process.env['SPOOL_TEST_STORE'] === 'postgres';
+
+/** The database made for each SQLite path this process named: a test that reopens a path reopens its database. */
+const databases = new Map<string, { url: string; drop: () => Promise<void> }>();
+
+/** The Postgres database standing for SQLite file `path` (made on first use). */
+export async function databaseFor(path: string): Promise<{ url: string; drop: () => Promise<void> }> {
+  let db = databases.get(path);
+  if (!db) {
+    db = await freshDatabase();
+    databases.set(path, db);
+  }
+  return db;
+}
+
+/** Drop the database standing for `path`, if one was made (its stores closed first). */
+export async function dropDatabaseFor(path: string): Promise<void> {
+  const db = databases.get(path);
+  databases.delete(path);
+  await db?.drop();
+}
+
+/** A PostgresStore on the database standing for `path`, with the SQLite options that have a meaning there (the clock). */
+export async function postgresAt(path: string, options: SqliteStoreOptions = {}): Promise<PostgresStore> {
+  const { url } = await databaseFor(path);
+  return PostgresStore.open(url, options.clock ? { clock: options.clock } : {});
+}
+
+/**
+ * With `SPOOL_TEST_STORE=postgres`, the store a test opens at a SQLite path is a PostgresStore
+ * (typed as the SQLite store the test expects: only files that use the port alone run so).
+ */
+export async function openUnderTest(path: string, options: SqliteStoreOptions, sqlite: () => Promise<SqliteStore>): Promise<SqliteStore> {
+  if (!ON_POSTGRES) return sqlite();
+  return (await postgresAt(path, options)) as unknown as SqliteStore;
+}
+
+/** A contract suite's factory on Postgres: a fresh database; disposing checks the suite closed the store, then drops it. */
+export async function postgresContractStore(): Promise<{ store: PostgresStore; dispose: () => Promise<void> }> {
+  const db = await freshDatabase();
+  const store = await PostgresStore.open(db.url);
+  return {
+    store,
+    dispose: async () => {
+      if (!store.pool.ended) throw new Error('the suite left the Postgres store open');
+      await db.drop();
+    },
+  };
+}

@@ -1,0 +1,227 @@
+/**
+ * What only the Postgres store has to prove, on the run's real server (test/helpers/postgres.ts):
+ * its schema checks, concurrency between two stores (two "hosts") on one database, a connection
+ * dropped during COMMIT, LISTEN/NOTIFY wake-ups, and `--db postgres://…` on the CLI. (The port's
+ * contract itself is the store contract suite, run on Postgres by the `postgres` project.)
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { setup } from 'xstate';
+import { createRuntime, runWorker } from '../src/index.ts';
+import { PostgresStore } from '../persistence/postgres/index.ts';
+import { NotASpoolDatabaseError } from '../persistence/sqlite/index.ts';
+import { CommitOutcomeUnknown, type NewInboxEvent } from '../src/ports/store.ts';
+import { SchemaTooNewError } from '../src/runtime/errors.ts';
+import { freshDatabase } from './helpers/postgres.ts';
+import { runSpool } from './helpers/spoolCli.ts';
+import { PROJECT_ROOT } from './helpers/resources.ts';
+import { newJob } from './store.contract.ts';
+
+const T0 = 1_700_000_000_000;
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+/** A fresh database, dropped after the test. */
+async function database(): Promise<string> {
+  const db = await freshDatabase();
+  cleanups.push(db.drop);
+  return db.url;
+}
+
+async function open(url: string): Promise<PostgresStore> {
+  const store = await PostgresStore.open(url);
+  cleanups.push(() => store.close());
+  return store;
+}
+
+/** A raw connection to `url`, closed after the test. */
+async function raw(url: string): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  cleanups.push(() => client.end());
+  return client;
+}
+
+function event(jobId: string, eventId: string): NewInboxEvent {
+  return { jobId, eventId, type: 'GO', payload: { type: 'GO' }, payloadHash: `h:${eventId}`, at: T0 };
+}
+
+function commitOf(jobId: string, expectedRevision: number, value: string) {
+  return {
+    jobId,
+    expectedRevision,
+    job: { status: 'active' as const, value, statePaths: [value], context: {}, snapshot: JSON.stringify({ value }), machineVersion: '1', at: T0 + expectedRevision },
+    transition: { eventId: null, eventType: 'GO', payload: { type: 'GO' }, from: 'idle', to: value, outcome: 'applied' as const, error: null, at: T0 + expectedRevision },
+  };
+}
+
+describe('PostgresStore: the schema', () => {
+  it('migrates a new database once, records its version, and opens it again unchanged', async () => {
+    const url = await database();
+    const [a, b] = await Promise.all([open(url), open(url)]);
+    expect(a.schemaVersion).toBe(1);
+    expect(b.schemaVersion).toBe(1);
+    const c = await raw(url);
+    expect((await c.query('SELECT version, name FROM spool_migrations ORDER BY version')).rows).toEqual([{ version: 1, name: '0001_init.sql' }]);
+  });
+
+  it("refuses a database holding another application's tables, and changes nothing", async () => {
+    const url = await database();
+    const c = await raw(url);
+    await c.query('CREATE TABLE customers (id int PRIMARY KEY)');
+    await expect(PostgresStore.open(url)).rejects.toBeInstanceOf(NotASpoolDatabaseError);
+    await expect(PostgresStore.open(url)).rejects.toThrow(/not a Spool database.*customers/);
+    const tables = await c.query("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename");
+    expect(tables.rows).toEqual([{ tablename: 'customers' }]);
+  });
+
+  it('refuses a schema newer than this code, and changes nothing', async () => {
+    const url = await database();
+    (await open(url)).close();
+    const c = await raw(url);
+    await c.query("INSERT INTO spool_migrations (version, name, applied_at) VALUES (99, '0099_future.sql', 0)");
+    await expect(PostgresStore.open(url)).rejects.toBeInstanceOf(SchemaTooNewError);
+    expect((await c.query('SELECT max(version) AS v FROM spool_migrations')).rows[0]).toEqual({ v: 99 });
+  });
+});
+
+describe('PostgresStore: two stores (two hosts) on one database', () => {
+  it('commits of one revision from two stores at once: exactly one lands, the other is a conflict', async () => {
+    const url = await database();
+    const [a, b] = [await open(url), await open(url)];
+    await a.createJob(newJob('J'));
+    for (let revision = 1; revision <= 20; revision++) {
+      const results = await Promise.all([a.commit([commitOf('J', revision, `a${revision}`)]), b.commit([commitOf('J', revision, `b${revision}`)])]);
+      const ok = results.flat().filter((r) => r.ok);
+      expect(ok).toHaveLength(1);
+      expect(results.flat().filter((r) => !r.ok)).toEqual([{ ok: false, reason: 'conflict', currentRevision: revision + 1 }]);
+    }
+    expect((await a.history('J')).map((t) => t.revision)).toEqual(Array.from({ length: 21 }, (_, i) => i + 1));
+  });
+
+  it('one event id accepted by two stores at once is recorded once (a key, not a look first)', async () => {
+    const url = await database();
+    const [a, b] = [await open(url), await open(url)];
+    await a.createJob(newJob('J'));
+    for (let i = 0; i < 20; i++) {
+      const results = await Promise.all([a.acceptEvent(event('J', `e${i}`)), b.acceptEvent(event('J', `e${i}`))]);
+      expect(results.map((r) => r.duplicate).sort()).toEqual([false, true]);
+      expect(results[0]!.event.seq).toBe(results[1]!.event.seq);
+    }
+    expect(await a.listEvents('J')).toHaveLength(20);
+  });
+
+  it('a job created by two stores at once under one id exists once; both get it', async () => {
+    const url = await database();
+    const [a, b] = [await open(url), await open(url)];
+    for (let i = 0; i < 10; i++) {
+      const results = await Promise.all([a.createJob(newJob(`N${i}`)), b.writeBatch({ creates: [newJob(`N${i}`)] })]);
+      const created = [results[0].created, results[1].creates[0]!.ok && results[1].creates[0]!.result.created];
+      expect(created.sort()).toEqual([false, true]);
+    }
+    expect(await a.listJobs({})).toHaveLength(10);
+  });
+
+  it('tells a watcher of the commits of another store, not of its own', async () => {
+    const url = await database();
+    const [a, b] = [await open(url), await open(url)];
+    await a.externalChanges(); // listening
+    let told = 0;
+    const heard = new Promise<void>((resolve) => a.watchChanges(() => (told += 1, resolve())));
+    await a.createJob(newJob('mine'));
+    await b.createJob(newJob('theirs'));
+    await heard;
+    expect(told).toBeGreaterThanOrEqual(1);
+    expect(await a.externalChanges()).toBeGreaterThanOrEqual(1);
+  });
+});
+
+/** A door: OPEN ends it. */
+const door = setup({}).createMachine({ id: 'door', initial: 'closed', states: { closed: { on: { OPEN: 'open' } }, open: { type: 'final' } } });
+
+describe('PostgresStore: wake-ups', () => {
+  it('an idle worker applies an event another process accepted at once (LISTEN/NOTIFY), not at its poll', async () => {
+    const url = await database();
+    const [a, b] = [await open(url), await open(url)];
+    const runtime = await createRuntime({ store: a, machines: [door] });
+    cleanups.push(() => runtime.close());
+    const job = await runtime.start('door', {});
+    const done = new Promise<void>((resolve) =>
+      runtime.subscribe((e) => {
+        if (e.type === 'job.committed' && e.job.id === job.id && e.job.status === 'done') resolve();
+      }),
+    );
+    // The end of the worker's first round (it reads the next wake-up last), so the event comes after it.
+    const readWake = a.nextWakeAt.bind(a);
+    let roundEnded!: () => void;
+    const firstRound = new Promise<void>((resolve) => (roundEnded = resolve));
+    a.nextWakeAt = async () => {
+      const at = await readWake();
+      roundEnded();
+      return at;
+    };
+    const controller = new AbortController();
+    // A poll of 1,000 s: the test's 60 s timeout ends it unless the notification wakes the worker.
+    const worker = runWorker(runtime, { pollMs: 1_000_000, signal: controller.signal });
+    cleanups.push(async () => {
+      controller.abort();
+      await worker;
+    });
+    await a.externalChanges(); // the worker's listener is in place
+    await firstRound;
+    expect((await a.getJob(job.id))?.status).toBe('active');
+    await b.acceptEvent({ ...event(job.id, 'from-b'), type: 'OPEN', payload: { type: 'OPEN' } });
+    await done;
+    expect((await a.getJob(job.id))?.status).toBe('done');
+  });
+});
+
+describe('PostgresStore: a connection lost during COMMIT', () => {
+  it('is CommitOutcomeUnknown, and the read-back says the commit did not land', async () => {
+    const url = await database();
+    const store = await open(url);
+    await store.createJob(newJob('J'));
+    const admin = await raw(url);
+    // COMMIT runs deferred triggers: this one holds the COMMIT until the test ends its connection.
+    await admin.query(`CREATE FUNCTION hold_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(30); RETURN NULL; END $$`);
+    await admin.query('CREATE CONSTRAINT TRIGGER hold AFTER INSERT ON transitions DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION hold_commit()');
+    const committing = store.commit([commitOf('J', 1, 'two')]).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    // Wait until the commit is inside COMMIT (the server says so), then drop its connection.
+    for (;;) {
+      const r = await admin.query("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query LIKE '%COMMIT' AND wait_event = 'PgSleep'");
+      if (r.rows.length > 0) {
+        await admin.query('SELECT pg_terminate_backend($1)', [r.rows[0].pid]);
+        break;
+      }
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    const error = await committing;
+    expect(error).toBeInstanceOf(CommitOutcomeUnknown);
+    expect((error as CommitOutcomeUnknown).unresolved).toEqual([{ kind: 'commit', jobId: 'J', revision: 2, eventId: null }]);
+    await admin.query('DROP TRIGGER hold ON transitions');
+    expect(await store.commitLanded('J', 2, null)).toBe(false);
+    // The store goes on: the next commit of that revision lands.
+    expect(await store.commit([commitOf('J', 1, 'two')])).toEqual([{ ok: true, revision: 2, fence: null }]);
+  });
+});
+
+describe('spool --db postgres://…', () => {
+  it('starts, lists and shows jobs in a Postgres database, as with a file', async () => {
+    const url = await database();
+    const started = await runSpool(['--db', url, '--json', 'start', 'job-lifecycle', '--input', '{"name":"pg","items":1}'], PROJECT_ROOT);
+    expect(started.stderr).toBe('');
+    expect(started.code).toBe(0);
+    const listed = await runSpool(['--json', 'list'], PROJECT_ROOT, undefined, { SPOOL_DB: url });
+    expect(listed.code).toBe(0);
+    const ids = (JSON.parse(listed.stdout) as { id: string }[]).map((j) => j.id);
+    expect(ids).toHaveLength(1);
+    const id = ids[0]!;
+    const store = await open(url);
+    expect((await store.getJob(id))?.machineId).toBe('job-lifecycle');
+  });
+});
