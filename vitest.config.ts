@@ -37,6 +37,8 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // The `spool` bin runs dist/: built first when a source changed (test/helpers/buildDist.ts).
+    globalSetup: ['test/helpers/buildDist.ts'],
     projects: [
       { extends: true, test: { name: 'sync', include: ['test/**/*.test.ts'] } },
       {

@@ -3,6 +3,7 @@ import { type EffectStart, type JobFilter, type LeaseClaim, revisionNamedBy } fr
 import { attemptsLeft, releasesLeft, SQLITE } from './predicates.ts';
 import { prepareStats } from './stats.ts';
 import type { Row } from './records.ts';
+import { statements } from './prepared.ts';
 
 /** A raw-mode statement and the function that names its row values (see `rawRows`). */
 export type RawRows = { stmt: Database.Statement; named: (values: unknown[]) => Row };
@@ -318,12 +319,12 @@ function prepareOperations(db: Database.Database) {
 
 /** Every statement of the store, prepared once per connection (a group per kind of row). */
 export function prepare(db: Database.Database) {
-  return {
+  return statements({
     ...prepareJobs(db),
     ...prepareEffects(db),
     ...prepareLeases(db),
     ...prepareTimers(db),
     ...prepareOperations(db),
     ...prepareStats(db),
-  };
+  });
 }

@@ -3,6 +3,7 @@ import type { StoreStats } from '../../src/ports/store.ts';
 import { exhausted, SQLITE, stuck } from './predicates.ts';
 import type { Row } from './records.ts';
 import { byteOrder, parsedOr } from './values.ts';
+import { statements } from './prepared.ts';
 
 /** `JobFilter.exhausted` in SQLite's spelling (predicates.ts). */
 export const EXHAUSTED = exhausted(SQLITE);
@@ -13,7 +14,7 @@ export const STUCK = stuck(SQLITE);
 /** `stats`: aggregates over the tables for one owner (`@all = 1`: every owner) at `@now`. */
 export function prepareStats(db: Database.Database) {
   const scope = '(@all = 1 OR jobs.owner = @owner)';
-  return {
+  return statements({
     statsJobs: db.prepare(`SELECT machine_id, machine_version, status, state_value, count(*) AS n FROM jobs WHERE ${scope}
       GROUP BY machine_id, machine_version, status, state_value ORDER BY machine_id, machine_version, status, state_value`),
     // Each job count uses exactly the condition of its `listJobs` filter (whatever the job's
@@ -43,7 +44,7 @@ export function prepareStats(db: Database.Database) {
       WHERE lease_owner IS NOT NULL AND lease_until > @now AND ${scope} GROUP BY lease_owner ORDER BY lease_owner`),
     statsRunning: db.prepare(`SELECT e.id, e.job_id, e.src, e.attempt, e.claimed_by, e.claim_expires_at
       FROM effects e JOIN jobs ON jobs.id = e.job_id WHERE e.active = 1 AND e.status = 'running' AND ${scope} ORDER BY e.id`),
-  };
+  });
 }
 
 /** The figures of `SqliteStore.stats`, from one read transaction; state values that do not parse are added to `damaged` (and count as null). */

@@ -2,7 +2,6 @@
  * The `spool` program: its global options and help, and every command group registered in the
  * order `spool --help` lists them.
  */
-import { readFileSync } from 'node:fs';
 import { Command, Option } from 'commander';
 import { MachineRegistry } from '../index.ts';
 import { sensitiveKeys } from '../views/redacted.ts';
@@ -14,6 +13,7 @@ import { addTailCommand } from './tail.ts';
 import { addServeCommand } from './serve.ts';
 import { globals, write, type CliIO } from './globals.ts';
 import { withRuntime } from './withRuntime.ts';
+import { ownPackageJson } from '../loader/ownFiles.ts';
 import { addCancelCommand, addCompleteFailCommands, addPurgeCommand, addResumeCommand, addRetryCommand, addSendCommand, addStartCommand, addSuspendCommand } from './jobs.ts';
 import { addListCommand, addMachinesCommand, addShowCommand, addStatsCommand } from './reads.ts';
 import { addDemoCommand, addWorkerCommand } from './worker.ts';
@@ -106,7 +106,7 @@ function addModuleCommands(program: Command, io: CliIO, setExitCode: (code: numb
 
 function readVersion(): string {
   try {
-    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
+    const pkg = ownPackageJson();
     return typeof pkg.version === 'string' ? pkg.version : '0.0.0';
   } catch {
     return '0.0.0';
