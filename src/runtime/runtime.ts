@@ -27,7 +27,8 @@ import type { RuntimeStats } from './operations.ts';
 import * as sched from './schedules.ts';
 import { ActivitySlots, BacklogGauge, DEFAULT_MAX_BACKLOG } from './limits.ts';
 import { checkRuntimeOptions } from './options.ts';
-import type { Job, JobDetails, ListFilter, LogEntry, RuntimeEvent, RuntimeOptions, SendOptions, SendResult, StartOptions, StorageFaultEvent } from './api.ts';
+import type { Job, JobDetails, JobDetailsOf, JobOf, ListFilter, LogEntry, MachineEntries, RuntimeEvent, RuntimeOptions, SendOptions, SendResult, SendResultOf, StartOptions, StorageFaultEvent } from './api.ts';
+import type { CatalogOf, JobId, MachineCatalog, MachineIds, StartArgs, UntypedCatalog } from './machineTypes.ts';
 import { RuntimeEvents } from './events.ts';
 import { JobQuarantined } from './quarantine.ts';
 import { JobReader, TERMINAL } from './jobView.ts';
@@ -60,10 +61,13 @@ import { ActivityExecutor } from './executor.ts';
 import type { RunningActivity, RuntimeParts } from './parts.ts';
 import { JobEntry } from './entry.ts';
 
-export type { RuntimeOptions, LogEntry, Job, SendResult, StartOptions, SendOptions, ListFilter, RuntimeEvent, JobDetails } from './api.ts';
+export type { RuntimeOptions, LogEntry, Job, JobOf, SendResult, SendResultOf, StartOptions, SendOptions, ListFilter, RuntimeEvent, JobDetails, JobDetailsOf, MachineEntries } from './api.ts';
 
 /**
- * Open a runtime: register the machines, recover the store's jobs, and return the API.
+ * Open a runtime: register the machines, recover the store's jobs, and return the API. Given a
+ * literal list of definitions (`machines: [jobLifecycle, exportJob]`), the runtime is typed by
+ * them: `start` takes their machine ids and inputs, `send` their events, and jobs come back with
+ * their contexts (see machineTypes.ts); machines loaded dynamically give the untyped `Runtime`.
  *
  * @example
  * const store = await SqliteStore.open('./spool.db');
@@ -72,15 +76,20 @@ export type { RuntimeOptions, LogEntry, Job, SendResult, StartOptions, SendOptio
  * await runtime.send(job.id, { type: 'START' });
  * await runtime.close();
  */
-export async function createRuntime(options: RuntimeOptions): Promise<Runtime> {
+export async function createRuntime<const TMachines extends MachineEntries>(options: RuntimeOptions<TMachines>): Promise<Runtime<CatalogOf<TMachines>>> {
   checkRuntimeOptions(options);
-  const runtime = new Runtime(options);
+  const runtime = new Runtime<CatalogOf<TMachines>>(options);
   if (options.recover ?? true) await runtime.recover();
   return runtime;
 }
 
-/** The public API of a running Spool. Create it with {@link createRuntime}. */
-export class Runtime {
+/**
+ * The public API of a running Spool. Create it with {@link createRuntime}. `C` is the catalog of
+ * its machines' types (machineTypes.ts). `Runtime` without it is the untyped API, which every
+ * runtime is assignable to (a variable or parameter of type `Runtime` takes a typed one too):
+ * string machine ids, `unknown` inputs and events, and jobs whose context is not checked.
+ */
+export class Runtime<C extends MachineCatalog = any> {
   readonly registry: MachineRegistry;
   readonly store: JobStore;
   readonly clock: Clock;
@@ -120,7 +129,7 @@ export class Runtime {
   #closing = false;
   #closed = false;
 
-  constructor(options: RuntimeOptions) {
+  constructor(options: RuntimeOptions<MachineEntries>) {
     this.store = options.store;
     this.registry = new MachineRegistry(options.machines);
     this.clock = options.clock ?? systemClock;
@@ -173,26 +182,26 @@ export class Runtime {
       attach: (jobId, asset, from, lease) => this.#attach(jobId, asset, from, lease),
       assertOpen: () => this.#assertOpen(),
     });
-    this.#jobs = new JobCommits({ ...parts, activities: this.#executor, snapshots: this.#snapshots, get: (jobId) => this.get(jobId) });
+    this.#jobs = new JobCommits({ ...parts, activities: this.#executor, snapshots: this.#snapshots, get: (jobId) => this.#get(jobId) });
     this.#entry = new JobEntry({ ...parts, owner: this.#owner, newId: this.#newId, intake: this.#intake, reader: this.#reader, backlog: this.#backlog, jobs: this.#jobs, activities: this.#executor });
     this.#waiters = new Waiters({
       store: this.store,
       hostDriven: this.#hostDriven,
       tell: this.#events,
-      subscribe: (listener) => this.subscribe(listener),
-      get: (jobId) => this.get(jobId),
+      subscribe: (listener) => this.#events.subscribe(listener),
+      get: (jobId) => this.#get(jobId),
       closed: () => this.#closed,
     });
   }
 
   /** Listen to runtime events; returns the unsubscribe function. */
-  subscribe(listener: (event: RuntimeEvent) => void): () => void {
-    return this.#events.subscribe(listener);
+  subscribe(listener: (event: RuntimeEvent<JobOf<C, MachineIds<C>>>) => void): () => void {
+    return this.#events.subscribe(listener as (event: RuntimeEvent) => void);
   }
 
   /** Tell listeners (`storage.fault`) and the log (a warning) of a storage fault a loop rides out: `runWorker` calls it once per fault. */
-  reportFault(fault: Omit<StorageFaultEvent, 'type'>): void {
-    this.#emit({ type: 'storage.fault', ...fault });
+  reportFault(fault: Omit<StorageFaultEvent, 'type' | 'jobId'>): void {
+    this.#emit({ type: 'storage.fault', jobId: null, ...fault });
     this.#logEntry('warn', 'storage fault', { ...fault });
   }
 
@@ -202,10 +211,16 @@ export class Runtime {
    * @example
    * const job = await runtime.start('job-lifecycle', { name: 'thumbnails' }, { idempotencyKey: 'upload-42' });
    */
-  async start(machineId: string, input: unknown = {}, options: StartOptions = {}): Promise<Job> {
+  start<K extends MachineIds<C>>(machineId: K, ...args: StartArgs<C[K]['input'], StartOptions>): Promise<JobOf<C, K>>;
+  // The implementations below the typed signatures are untyped (`Job<any>`): the types are the signatures'.
+  async start(machineId: string, input: unknown = {}, options: StartOptions = {}): Promise<Job<any>> {
+    return this.#start(machineId, input, options);
+  }
+
+  readonly #start = async (machineId: string, input: unknown, options: StartOptions): Promise<Job> => {
     this.#assertOpen();
     return this.#unit(() => this.#entry.start(machineId, input, options));
-  }
+  };
 
   /**
    * Send an event to a job. It is validated, recorded durably under its event id, applied once,
@@ -215,19 +230,30 @@ export class Runtime {
    * const r = await runtime.send(jobId, { type: 'PROGRESS', percent: 40 }, { eventId: 'webhook-7' });
    * r.status; // 'applied' | 'ignored' | 'failed' | ...
    */
-  async send(jobId: string, event: unknown, options: SendOptions = {}): Promise<SendResult> {
+  send<K extends MachineIds<C> = MachineIds<C>>(jobId: JobId<K>, event: C[K]['event'], options?: SendOptions): Promise<SendResultOf<C, K>>;
+  async send(jobId: string, event: unknown, options: SendOptions = {}): Promise<SendResult<any>> {
     this.#assertOpen();
     return this.#unit(() => this.#entry.send(jobId, event, options));
   }
 
-  /** A job by id. Throws {@link JobNotFoundError} for unknown ids and other owners' jobs. */
-  async get(jobId: string): Promise<Job> {
-    this.#assertOpen();
-    return this.#view(await this.#visible(jobId));
+  /**
+   * A job by id. Throws {@link JobNotFoundError} for unknown ids and other owners' jobs. Typed by
+   * the machine of `job.id` when the id came from this runtime, else one of its machines' jobs:
+   * narrow on `machineId`.
+   */
+  get<K extends MachineIds<C> = MachineIds<C>>(jobId: JobId<K>): Promise<JobOf<C, K>>;
+  async get(jobId: string): Promise<Job<any>> {
+    return this.#get(jobId);
   }
 
-  /** Jobs by machine, state path, status or quarantine, ordered by id. */
-  async list(filter: ListFilter = {}): Promise<Job[]> {
+  readonly #get = async (jobId: string): Promise<Job> => {
+    this.#assertOpen();
+    return this.#view(await this.#visible(jobId));
+  };
+
+  /** Jobs by machine, state path, status or quarantine, ordered by id; typed by `machineId` when given. */
+  list<K extends MachineIds<C> = MachineIds<C>>(filter?: ListFilter<K>): Promise<JobOf<C, K>[]>;
+  async list(filter: ListFilter = {}): Promise<Job<any>[]> {
     this.#assertOpen();
     filter = checkListFilter(filter);
     if (filter.stuck) {
@@ -262,7 +288,8 @@ export class Runtime {
    * @example
    * await runtime.waitFor(id, (job) => job.final);
    */
-  async waitFor(jobId: string, predicate: (job: Job) => boolean, options: WaitOptions = {}): Promise<Job> {
+  waitFor<K extends MachineIds<C> = MachineIds<C>>(jobId: JobId<K>, predicate: (job: JobOf<C, K>) => boolean, options?: WaitOptions): Promise<JobOf<C, K>>;
+  async waitFor(jobId: string, predicate: (job: any) => boolean, options: WaitOptions = {}): Promise<Job<any>> {
     this.#assertOpen();
     return this.#waiters.waitFor(jobId, predicate, checkWait(jobId, predicate, options));
   }
@@ -400,7 +427,7 @@ export class Runtime {
       if (running.jobId === jobId) running.controller.abort(new Error(`job cancelled: ${reason}`));
     }
     if (this.#process) await this.#jobs.drain(jobId);
-    return this.get(jobId);
+    return this.#get(jobId);
   }
 
   /**
@@ -422,7 +449,7 @@ export class Runtime {
     this.#assertOpen();
     const jobId = await settleToken({ store: this.store, clock: this.clock, owner: this.#owner, tell: this.#events, outcomeEvent }, token, result);
     if (this.#process) await this.#jobs.drain(jobId);
-    return this.get(jobId);
+    return this.#get(jobId);
   }
 
   /** Set a job's progress (0-100). Once the job is final the update is ignored, with a visible note. */
@@ -437,7 +464,7 @@ export class Runtime {
   /** Set progress; from an activity (`lease`: its runner's fence), only while that runner holds the job. */
   async #progress(jobId: string, percent: number, lease?: WriteLease): Promise<Job> {
     await recordProgress(this.store, this.clock, jobId, percent, lease);
-    return this.get(jobId);
+    return this.#get(jobId);
   }
 
   /** Link an output to a job. The same key (default: the uri) is attached once, however often it is sent. */
@@ -467,7 +494,8 @@ export class Runtime {
   }
 
   /** Everything recorded about one job: what `spool show` prints. */
-  async details(jobId: string): Promise<JobDetails> {
+  details<K extends MachineIds<C> = MachineIds<C>>(jobId: JobId<K>): Promise<JobDetailsOf<C, K>>;
+  async details(jobId: string): Promise<JobDetails<any>> {
     this.#assertOpen();
     const record = await this.#visible(jobId);
     const job = this.#view(record);
@@ -500,7 +528,7 @@ export class Runtime {
   async suspend(jobId: string, reason = 'suspended by an operator'): Promise<Job> {
     this.#assertOpen();
     await ops.suspendJob(this.#ops, jobId, reason);
-    return this.get(jobId);
+    return this.#get(jobId);
   }
 
   /**
@@ -517,7 +545,7 @@ export class Runtime {
       if (this.#process) await this.#jobs.drain(jobId);
       if (this.#runEffects) await this.tick();
     }
-    return this.get(jobId);
+    return this.#get(jobId);
   }
 
   /**
@@ -540,7 +568,7 @@ export class Runtime {
     const effects = await ops.redrive(this.#ops, record, options);
     if (this.#process) await this.#jobs.drain(jobId);
     if (this.#runEffects) this.#track(this.#executor.pump());
-    return { job: await this.get(jobId), effects };
+    return { job: await this.#get(jobId), effects };
   }
 
   /**
@@ -559,12 +587,12 @@ export class Runtime {
     const idempotencyKey = ops.retryKey(jobId);
     const existing = await this.store.findByIdempotencyKey(this.#owner, idempotencyKey);
     if (existing) return { job: this.#view(existing), created: false };
-    const job = await this.start(record.machineId, input, { idempotencyKey, ...(options.jobId !== undefined ? { jobId: options.jobId } : {}) });
+    const job = await this.#start(record.machineId, input, { idempotencyKey, ...(options.jobId !== undefined ? { jobId: options.jobId } : {}) });
     const at = this.clock.now();
     await this.store.addNote({ jobId, kind: 'retried-as-new', message: `retried as new job ${job.id} (${job.machineId}@${job.machineVersion}) with the same input`, at });
     await this.store.addNote({ jobId: job.id, kind: 'retry-of', message: `started as a retry of job ${jobId} with its input`, at });
     this.#logEntry('info', 'job retried as new', { jobId, newJobId: job.id });
-    return { job: await this.get(job.id), created: true };
+    return { job: await this.#get(job.id), created: true };
   }
 
   /**
