@@ -527,7 +527,7 @@ describe('a damaged schedule row (SQLite)', () => {
     expect(await occurrences(store, 'bad')).toEqual([]);
     // Reported once (a worker prints it), not on every round.
     await runtime.tick();
-    expect(seen.filter((e) => e.type === 'schedule.damaged')).toEqual([{ type: 'schedule.damaged', scheduleId: 'bad', reason: expect.stringMatching(reason) }]);
+    expect(seen.filter((e) => e.type === 'schedule.damaged')).toEqual([{ type: 'schedule.damaged', jobId: null, scheduleId: 'bad', reason: expect.stringMatching(reason) }]);
 
     const again = await runtime.schedule(spec({ id: 'bad' }));
     expect(again).toMatchObject({ status: 'updated' });
