@@ -12,7 +12,7 @@
  * the very file that compilation would produce. Every other dependency is installed as it is.
  */
 import { execFile } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -75,6 +75,21 @@ beforeAll(async () => {
 
 afterAll(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('the package.json exports', () => {
+  it('name every store under persistence/ (a new one, such as persistence/postgres, needs its entry), each with types', () => {
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { exports: Record<string, { types?: string; default?: string } | string> };
+    const stores = readdirSync(join(ROOT, 'persistence')).filter((name) => existsSync(join(ROOT, 'persistence', name, 'index.ts')));
+    for (const store of stores) {
+      expect(pkg.exports[`./${store}`], `exports["./${store}"]`).toEqual({ types: `./dist/persistence/${store}/index.d.ts`, default: `./dist/persistence/${store}/index.js` });
+    }
+    for (const [entry, target] of Object.entries(pkg.exports)) {
+      if (typeof target === 'string') continue;
+      expect(target.types, `exports["${entry}"].types`).toMatch(/^\.\/dist\/.+\.d\.ts$/);
+      expect(existsSync(join(ROOT, target.types!)) && existsSync(join(ROOT, target.default!)), `${entry} is built`).toBe(true);
+    }
+  });
 });
 
 describe('the packed package, installed into a fresh app', () => {

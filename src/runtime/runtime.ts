@@ -72,7 +72,7 @@ export type { RuntimeOptions, LogEntry, Job, JobOf, SendResult, SendResultOf, St
  * @example
  * const store = await SqliteStore.open('./spool.db');
  * const runtime = await createRuntime({ store, machines: [jobLifecycle] });
- * const job = await runtime.start('job-lifecycle', { name: 'resize', steps: 3 });
+ * const job = await runtime.start('job-lifecycle', { name: 'resize', items: 3 });
  * await runtime.send(job.id, { type: 'START' });
  * await runtime.close();
  */
