@@ -28,7 +28,7 @@ import * as sched from './schedules.ts';
 import { ActivitySlots, BacklogGauge, DEFAULT_MAX_BACKLOG } from './limits.ts';
 import { checkRuntimeOptions } from './options.ts';
 import type { Job, JobDetails, JobDetailsOf, JobOf, ListFilter, LogEntry, MachineEntries, RuntimeEvent, RuntimeOptions, SendOptions, SendResult, SendResultOf, StartOptions, StorageFaultEvent } from './api.ts';
-import type { CatalogOf, JobId, MachineCatalog, MachineIds, StartArgs, UntypedCatalog } from './machineTypes.ts';
+import type { CatalogOf, JobId, MachineCatalog, MachineIds, StartArgs } from './machineTypes.ts';
 import { RuntimeEvents } from './events.ts';
 import { JobQuarantined } from './quarantine.ts';
 import { JobReader, TERMINAL } from './jobView.ts';
@@ -182,14 +182,14 @@ export class Runtime<C extends MachineCatalog = any> {
       attach: (jobId, asset, from, lease) => this.#attach(jobId, asset, from, lease),
       assertOpen: () => this.#assertOpen(),
     });
-    this.#jobs = new JobCommits({ ...parts, activities: this.#executor, snapshots: this.#snapshots, get: (jobId) => this.#get(jobId) });
+    this.#jobs = new JobCommits({ ...parts, activities: this.#executor, snapshots: this.#snapshots, get: (jobId) => this.get(jobId) });
     this.#entry = new JobEntry({ ...parts, owner: this.#owner, newId: this.#newId, intake: this.#intake, reader: this.#reader, backlog: this.#backlog, jobs: this.#jobs, activities: this.#executor });
     this.#waiters = new Waiters({
       store: this.store,
       hostDriven: this.#hostDriven,
       tell: this.#events,
-      subscribe: (listener) => this.#events.subscribe(listener),
-      get: (jobId) => this.#get(jobId),
+      subscribe: (listener) => this.subscribe(listener),
+      get: (jobId) => this.get(jobId),
       closed: () => this.#closed,
     });
   }
@@ -214,13 +214,9 @@ export class Runtime<C extends MachineCatalog = any> {
   start<K extends MachineIds<C>>(machineId: K, ...args: StartArgs<C[K]['input'], StartOptions>): Promise<JobOf<C, K>>;
   // The implementations below the typed signatures are untyped (`Job<any>`): the types are the signatures'.
   async start(machineId: string, input: unknown = {}, options: StartOptions = {}): Promise<Job<any>> {
-    return this.#start(machineId, input, options);
-  }
-
-  readonly #start = async (machineId: string, input: unknown, options: StartOptions): Promise<Job> => {
     this.#assertOpen();
     return this.#unit(() => this.#entry.start(machineId, input, options));
-  };
+  }
 
   /**
    * Send an event to a job. It is validated, recorded durably under its event id, applied once,
@@ -243,13 +239,9 @@ export class Runtime<C extends MachineCatalog = any> {
    */
   get<K extends MachineIds<C> = MachineIds<C>>(jobId: JobId<K>): Promise<JobOf<C, K>>;
   async get(jobId: string): Promise<Job<any>> {
-    return this.#get(jobId);
-  }
-
-  readonly #get = async (jobId: string): Promise<Job> => {
     this.#assertOpen();
     return this.#view(await this.#visible(jobId));
-  };
+  }
 
   /** Jobs by machine, state path, status or quarantine, ordered by id; typed by `machineId` when given. */
   list<K extends MachineIds<C> = MachineIds<C>>(filter?: ListFilter<K>): Promise<JobOf<C, K>[]>;
@@ -427,7 +419,7 @@ export class Runtime<C extends MachineCatalog = any> {
       if (running.jobId === jobId) running.controller.abort(new Error(`job cancelled: ${reason}`));
     }
     if (this.#process) await this.#jobs.drain(jobId);
-    return this.#get(jobId);
+    return this.get(jobId);
   }
 
   /**
@@ -449,7 +441,7 @@ export class Runtime<C extends MachineCatalog = any> {
     this.#assertOpen();
     const jobId = await settleToken({ store: this.store, clock: this.clock, owner: this.#owner, tell: this.#events, outcomeEvent }, token, result);
     if (this.#process) await this.#jobs.drain(jobId);
-    return this.#get(jobId);
+    return this.get(jobId);
   }
 
   /** Set a job's progress (0-100). Once the job is final the update is ignored, with a visible note. */
@@ -464,7 +456,7 @@ export class Runtime<C extends MachineCatalog = any> {
   /** Set progress; from an activity (`lease`: its runner's fence), only while that runner holds the job. */
   async #progress(jobId: string, percent: number, lease?: WriteLease): Promise<Job> {
     await recordProgress(this.store, this.clock, jobId, percent, lease);
-    return this.#get(jobId);
+    return this.get(jobId);
   }
 
   /** Link an output to a job. The same key (default: the uri) is attached once, however often it is sent. */
@@ -528,7 +520,7 @@ export class Runtime<C extends MachineCatalog = any> {
   async suspend(jobId: string, reason = 'suspended by an operator'): Promise<Job> {
     this.#assertOpen();
     await ops.suspendJob(this.#ops, jobId, reason);
-    return this.#get(jobId);
+    return this.get(jobId);
   }
 
   /**
@@ -545,7 +537,7 @@ export class Runtime<C extends MachineCatalog = any> {
       if (this.#process) await this.#jobs.drain(jobId);
       if (this.#runEffects) await this.tick();
     }
-    return this.#get(jobId);
+    return this.get(jobId);
   }
 
   /**
@@ -568,7 +560,7 @@ export class Runtime<C extends MachineCatalog = any> {
     const effects = await ops.redrive(this.#ops, record, options);
     if (this.#process) await this.#jobs.drain(jobId);
     if (this.#runEffects) this.#track(this.#executor.pump());
-    return { job: await this.#get(jobId), effects };
+    return { job: await this.get(jobId), effects };
   }
 
   /**
@@ -587,12 +579,12 @@ export class Runtime<C extends MachineCatalog = any> {
     const idempotencyKey = ops.retryKey(jobId);
     const existing = await this.store.findByIdempotencyKey(this.#owner, idempotencyKey);
     if (existing) return { job: this.#view(existing), created: false };
-    const job = await this.#start(record.machineId, input, { idempotencyKey, ...(options.jobId !== undefined ? { jobId: options.jobId } : {}) });
+    const job = await this.start(record.machineId, input, { idempotencyKey, ...(options.jobId !== undefined ? { jobId: options.jobId } : {}) });
     const at = this.clock.now();
     await this.store.addNote({ jobId, kind: 'retried-as-new', message: `retried as new job ${job.id} (${job.machineId}@${job.machineVersion}) with the same input`, at });
     await this.store.addNote({ jobId: job.id, kind: 'retry-of', message: `started as a retry of job ${jobId} with its input`, at });
     this.#logEntry('info', 'job retried as new', { jobId, newJobId: job.id });
-    return { job: await this.#get(job.id), created: true };
+    return { job: await this.get(job.id), created: true };
   }
 
   /**
