@@ -7,7 +7,7 @@
  * A runtime created with machines whose ids are all known to the compiler (`setup().createMachine({
  * id: 'invoice', ... })`, or `id` in the definition) is typed by them; otherwise (machines loaded
  * dynamically, a bare `createMachine` whose id TypeScript does not keep) it is the untyped
- * {@link UntypedCatalog}, as before: string ids, `unknown` inputs and events, JSON contexts.
+ * {@link UntypedCatalog}, as before: string ids, `unknown` inputs and events.
  */
 import type { AnyStateMachine, ContextFrom, EventFromLogic, InputFrom, OutputFrom, StateMachine, StateSchemaFrom, StateValueFrom } from 'xstate';
 import type { input as ZodInput, output as ZodOutput, ZodType } from 'zod';

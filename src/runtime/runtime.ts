@@ -87,7 +87,7 @@ export async function createRuntime<const TMachines extends MachineEntries>(opti
  * The public API of a running Spool. Create it with {@link createRuntime}. `C` is the catalog of
  * its machines' types (machineTypes.ts). `Runtime` without it is the untyped API, which every
  * runtime is assignable to (a variable or parameter of type `Runtime` takes a typed one too):
- * string machine ids, `unknown` inputs and events, and jobs whose context is not checked.
+ * string machine ids; inputs, events and job contexts not checked at compile time.
  */
 export class Runtime<C extends MachineCatalog = any> {
   readonly registry: MachineRegistry;
