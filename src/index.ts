@@ -18,6 +18,8 @@ export type { ActivityArgs, AssetInput, DeferredCompletion } from './runtime/act
 export { MachineRegistry, isStateMachine, isJobDefinition, eventSchemaFor } from './runtime/registry.ts';
 export { runWorker, type WorkerOptions } from './runtime/worker.ts';
 export type { StorageFaultEvent } from './runtime/api.ts';
+/** The Stately inspector: the `inspect` option's observer type, a job's sessionId, and the feed `spool inspect` relays with. */
+export { InspectionFeed, sessionIdOf, type InspectionObserver, type InspectionFeedDeps } from './runtime/inspection.ts';
 export type { RuntimeStats } from './runtime/operations.ts';
 export { InvalidScheduleError, ScheduleNotFoundError, occurrenceJobId } from './runtime/schedules.ts';
 export type { ScheduleSpec, Schedule, ScheduleResult, ScheduleEvent } from './runtime/schedules.ts';

@@ -71,4 +71,35 @@ describe('spool tail', () => {
       expect(await t.exited).toBe(0);
     }
   });
+
+  it('--job and --machine filter together: only that job of that machine, and a job under another machine id shows nothing', async () => {
+    const dir = res.tempDir();
+    const db = `${dir}/spool.db`;
+    const runtime = await res.runtime({ store: await res.sqlite(db), machines: [jobLifecycle] });
+    await runtime.start('job-lifecycle', { name: 'a' }, { jobId: 'a' });
+    await runtime.start('job-lifecycle', { name: 'b' }, { jobId: 'b' });
+    const both = tail(db, dir, ['--from-start', '--job', 'a', '--machine', 'job-lifecycle']);
+    const byJob = tail(db, dir, ['--from-start', '--job', 'b']);
+    const wrongMachine = tail(db, dir, ['--from-start', '--job', 'a', '--machine', 'approval-flow']);
+    const allOfMachine = tail(db, dir, ['--from-start', '--machine', 'job-lifecycle']);
+    await Promise.all([both.ready(), wrongMachine.ready()]);
+    // b moves first, then a: a leak of b into a's tail would come before a's second line.
+    await runtime.send('b', { type: 'START' });
+    await runtime.send('a', { type: 'START' });
+    expect((await both.lines(2)).map((l) => [l.jobId, l.revision])).toEqual([
+      ['a', 1],
+      ['a', 2],
+    ]);
+    expect((await byJob.lines(2)).map((l) => [l.jobId, l.revision])).toEqual([
+      ['b', 1],
+      ['b', 2],
+    ]);
+    // Every commit reaches the machine-wide tail; whatever the wrong-machine tail read by then had to be empty.
+    expect((await allOfMachine.lines(4)).map((l) => `${l.jobId}${l.revision}`)).toEqual(['a1', 'b1', 'b2', 'a2']);
+    for (const t of [both, byJob, wrongMachine, allOfMachine]) {
+      t.child.kill('SIGINT');
+      expect(await t.exited).toBe(0);
+    }
+    expect(await wrongMachine.lines(0)).toEqual([]);
+  });
 });

@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { JobNotFoundError, runWorker, type Job, type Runtime, type RuntimeEvent } from '../index.ts';
 import { formatJson, formatState, table } from './format.ts';
+import { paintError, paintHeading, paintOutcome } from './style.ts';
 
 export interface DemoOptions {
   /** Receives each line of narration (no trailing newline). */
@@ -73,7 +74,7 @@ export async function runDemo(runtime: Runtime, options: DemoOptions): Promise<J
   try {
     for (const [i, script] of SCRIPTS.entries()) {
       const id = ids[i]!;
-      print(`# ${id}: ${script.shows}`);
+      print(paintHeading(`# ${id}: ${script.shows}`));
       await runtime.start(MACHINE, script.input, { jobId: id });
       for (const event of script.events) await runtime.send(id, event);
       jobs.push(await runtime.get(id));
@@ -148,7 +149,7 @@ async function runWorkerPart(runtime: Runtime, suffix: string, print: (line: str
   print('');
   const ids = scripts.map((w) => `demo-${suffix}-${w.name}`);
   // The jobs run at once, so their lines interleave: say what each one shows first.
-  for (const [i, w] of scripts.entries()) print(`# ${ids[i]!}: ${w.shows}`);
+  for (const [i, w] of scripts.entries()) print(paintHeading(`# ${ids[i]!}: ${w.shows}`));
   print('');
   const unsubscribe = runtime.subscribe((event) => {
     const line = narrate(event);
@@ -221,8 +222,8 @@ function narrator(width: number): (event: RuntimeEvent) => string | undefined {
         const from = t.from === null ? '-' : formatState(t.from);
         const to = formatState(t.to);
         let what: string;
-        if (t.outcome === 'ignored') what = `ignored: no transition in ${from}`;
-        else if (t.outcome === 'failed') what = `failed: ${t.error?.message ?? 'unknown error'}`;
+        if (t.outcome === 'ignored') what = `${paintOutcome('ignored')}: no transition in ${from}`;
+        else if (t.outcome === 'failed') what = paintError(`failed: ${t.error?.message ?? 'unknown error'}`);
         else what = from === to ? `stays in ${to}` : `${from} -> ${to}`;
         const progress = event.job.progress;
         let line = `  ${event.job.id.padEnd(width)}  rev ${t.revision}  ${label.padEnd(LABEL_WIDTH)}  ${what}`;

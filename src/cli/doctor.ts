@@ -16,6 +16,7 @@ import { CHECK } from '../../persistence/sqlite/storageFault.ts';
 import { DatabaseDamagedError } from '../runtime/errors.ts';
 import { DatabaseError } from './errors.ts';
 import { keyValues, table } from './format.ts';
+import { examples } from './globals.ts';
 
 /** What the doctor command needs from main.ts. */
 export interface DoctorCommandHost {
@@ -30,6 +31,7 @@ export function addDoctorCommand(program: Command, host: DoctorCommandHost): voi
   program
     .command('doctor')
     .description('check the database file for damage (integrity, unreadable rows, figures that disagree); --repair quarantines what is damaged')
+    .addHelpText('after', examples('spool doctor', 'spool --db ./spool.db doctor --repair --json'))
     .option('--repair', 'quarantine the damaged jobs and rebuild the indexes (never deletes history)')
     .option('--quick', 'only the cheap part: quick_check and the jobs table')
     .action((options: { repair?: boolean; quick?: boolean }, command: Command) => {

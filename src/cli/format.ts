@@ -1,12 +1,15 @@
 /**
- * Plain-text rendering for the `spool` command: aligned tables, key/value blocks, state values
- * and timestamps. No colour, no terminal detection: the same text goes to a pipe and a terminal.
+ * Text rendering for the `spool` command: aligned tables, key/value blocks, state values and
+ * timestamps. State names, statuses and table headings are coloured through style.ts, which
+ * leaves them plain unless main() decided the output is a terminal that wants colour; widths
+ * are measured without the colour escapes.
  */
 import { formatStateValue, type Job } from '../index.ts';
+import { paintHeading, paintState, paintStatus, plain } from './style.ts';
 
 /** A state value for people: `processing`, `checkout.paying`, `{upload.done, scan.running}` for parallel states. */
 export function formatState(value: unknown): string {
-  return value === null || value === undefined ? '-' : formatStateValue(value);
+  return value === null || value === undefined ? '-' : paintState(formatStateValue(value));
 }
 
 /** Epoch milliseconds as `2025-01-31 12:00:00.000Z` (UTC, sortable). */
@@ -27,13 +30,18 @@ export function formatJson(value: unknown): string {
  * table(['ID', 'STATE'], [['a', 'queued']]) // "ID  STATE\na   queued"
  */
 export function table(headers: readonly string[], rows: readonly (readonly string[])[]): string {
-  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => plain(r[i] ?? '').length)));
   const line = (cells: readonly string[]) =>
     cells
-      .map((cell, i) => (i === cells.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)))
+      .map((cell, i) => (i === cells.length - 1 ? cell : padVisible(cell, widths[i] ?? 0)))
       .join('  ')
       .trimEnd();
-  return [line(headers), ...rows.map(line)].join('\n');
+  return [paintHeading(line(headers)), ...rows.map(line)].join('\n');
+}
+
+/** `text` padded with spaces to `width` columns as the terminal shows it (colour escapes take none). */
+export function padVisible(text: string, width: number): string {
+  return text + ' '.repeat(Math.max(0, width - plain(text).length));
 }
 
 /**
@@ -64,7 +72,7 @@ export function oneLine(text: unknown): string {
 
 /** A job's status with its holds: `running, quarantined`, `done (final)`. */
 export function describeStatus(job: Job): string {
-  const base = job.final ? `${job.status} (final)` : job.status;
+  const base = paintStatus(job.final ? `${job.status} (final)` : job.status);
   const held = [job.quarantine !== null ? 'quarantined' : '', job.suspended !== null ? 'suspended' : ''].filter(Boolean);
   return held.length > 0 ? `${base}, ${held.join(', ')}` : base;
 }

@@ -3,12 +3,19 @@
  * result (one JSON document with `--json`, text otherwise).
  */
 import type { Command } from 'commander';
+import { paintHeading } from './style.ts';
 
 /** Where the command writes, and what it resolves relative paths against. Default: the process's. */
 export interface CliIO {
   stdout: (text: string) => void;
   stderr: (text: string) => void;
   cwd: string;
+  /** The environment `SPOOL_DB` and `SPOOL_MACHINES` are read from. Default: none (in-process callers); the bin passes `process.env`. */
+  env?: Readonly<Record<string, string | undefined>>;
+  /** Stdout is a terminal a person watches (`spool demo` then stays up with its dashboard). Default: no. */
+  interactive?: boolean;
+  /** Colour the human text on each stream (style.ts's `colourWanted`). Default: no colour. */
+  colour?: { stdout: boolean; stderr: boolean };
 }
 
 /** Global options, shared by every command. */
@@ -47,4 +54,15 @@ function shellQuote(text: string): string {
 /** Print a command's result: `json` with `--json`, else `human()`. */
 export function write(io: CliIO, g: GlobalOptions, json: unknown, human: () => string): void {
   io.stdout(g.json ? `${JSON.stringify(json, null, 2)}\n` : `${human()}\n`);
+}
+
+/**
+ * A command's `--help` epilogue: its examples, one command a line (each command's help ends with
+ * some; test/cli-help.test.ts checks every one has them).
+ *
+ * @example
+ * command.addHelpText('after', examples('spool list', 'spool list --state processing'))
+ */
+export function examples(...lines: readonly string[]): string {
+  return `\n${paintHeading('Examples:')}\n${lines.map((l) => `  ${l}`).join('\n')}`;
 }

@@ -1,16 +1,19 @@
 /**
- * `spool graph <machine> [--job <id>] --format mermaid|dot|json`: a machine's statechart as text
- * to draw; with `--job`, that job's current states highlighted and the transitions it took marked.
+ * `spool graph <machine> [--job <id>] --format mermaid|dot|json|svg`: a machine's statechart as text
+ * to draw, or drawn (svg: laid out by views/layout.ts, the same drawing the dashboard shows); with
+ * `--job`, that job's current states highlighted and the transitions it took marked.
  *
  * @example
  * spool graph job-lifecycle --format mermaid > lifecycle.mmd
- * spool graph job-lifecycle --job resize-1 --format dot | dot -Tsvg > resize-1.svg
+ * spool graph job-lifecycle --job resize-1 --format svg > resize-1.svg
  */
 import { Command, Option } from 'commander';
-import type { MachineRegistry, RegisteredMachine, Runtime } from '../index.ts';
+import type { JsonValue, MachineRegistry, Runtime, TransitionRecord } from '../index.ts';
 import { GRAPH_FORMATS, highlightFor, renderGraph, type GraphFormat } from '../views/graph.ts';
-import { describeMachine } from '../views/machineView.ts';
+import { describeMachine, type MachineView } from '../views/machineView.ts';
+import { machineSvg } from '../views/svg.ts';
 import { UsageError } from './errors.ts';
+import { pickMachine } from './pickMachine.ts';
 
 /** What `spool graph` needs from main.ts. */
 export interface GraphCommandHost {
@@ -25,23 +28,17 @@ export interface GraphCommandHost {
 export function addGraphCommand(program: Command, host: GraphCommandHost): void {
   program
     .command('graph')
-    .description("a machine's statechart as Mermaid, Graphviz dot or JSON; --job highlights that job's state and the transitions it took")
+    .description("a machine's statechart as Mermaid, Graphviz dot, JSON or SVG (laid out, as the dashboard draws it); --job highlights that job's state and the transitions it took")
     .argument('<machine>', 'machine id, see `spool machines`')
     .addOption(new Option('--format <format>', 'what to write').choices(GRAPH_FORMATS).default('mermaid'))
     .option('--version <version>', 'which registered version (default: the newest; with --job, the job\'s)')
     .option('--job <id>', "highlight this job's current state and mark the transitions its history took")
-    .addHelpText('after', '\nExamples:\n  spool graph job-lifecycle\n  spool graph job-lifecycle --job resize-1 --format dot | dot -Tsvg > resize-1.svg')
+    .addHelpText('after', '\nExamples:\n  spool graph job-lifecycle\n  spool graph job-lifecycle --format svg > lifecycle.svg\n  spool graph job-lifecycle --job resize-1 --format dot | dot -Tsvg > resize-1.svg')
     .action(async (machineId: string, options: { format: GraphFormat; version?: string; job?: string }, command: Command) => {
       const registry = await host.registry(command);
-      const pick = (version: string | undefined): RegisteredMachine => {
-        const versions = registry.all().filter((m) => m.id === machineId);
-        if (versions.length === 0) throw new UsageError(`No machine "${machineId}" in this --machines module; see \`spool machines\`.`);
-        const found = version === undefined ? versions.at(-1) : versions.find((m) => m.version === version);
-        if (!found) throw new UsageError(`Machine ${machineId} has no version ${version}; it has ${versions.map((m) => m.version).join(', ')}.`);
-        return found;
-      };
+      const pick = (version: string | undefined) => pickMachine(registry, machineId, version);
       if (options.job === undefined) {
-        host.stdout(renderGraph(describeMachine(pick(options.version)), options.format));
+        host.stdout(await draw(describeMachine(pick(options.version)), options.format));
         return;
       }
       const jobId = options.job;
@@ -49,7 +46,13 @@ export function addGraphCommand(program: Command, host: GraphCommandHost): void 
         const job = await runtime.get(jobId);
         if (job.machineId !== machineId) throw new UsageError(`Job ${jobId} runs machine ${job.machineId}, not ${machineId}.`);
         const view = describeMachine(pick(options.version ?? job.machineVersion));
-        host.stdout(renderGraph(view, options.format, highlightFor(view, job.value, await runtime.history(jobId))));
+        host.stdout(await draw(view, options.format, { value: job.value, history: await runtime.history(jobId) }));
       });
     });
+}
+
+/** The text of one format; svg is laid out (async), the others are written from the tree. */
+async function draw(view: MachineView, format: GraphFormat, job?: { value: JsonValue; history: TransitionRecord[] }): Promise<string> {
+  if (format === 'svg') return machineSvg(view, job ? { job } : {});
+  return renderGraph(view, format, job ? highlightFor(view, job.value, job.history) : undefined);
 }

@@ -8,7 +8,8 @@ import { BadJsonArgumentError, UsageError, argumentText, parseJsonArgument, pars
 import { describeStatus, formatBlock, formatState, formatTime, keyValues, oneLine } from './format.ts';
 import { redactJob, redactKeys, sensitiveKeys } from '../views/redacted.ts';
 import { parseDuration } from './duration.ts';
-import { globals, write, type CliIO } from './globals.ts';
+import { paintError } from './style.ts';
+import { examples, globals, write, type CliIO } from './globals.ts';
 import { requireMachineOf, withRuntime } from './withRuntime.ts';
 
 /** A bare event type accepted in place of JSON: `START` means `{"type":"START"}`. */
@@ -19,6 +20,7 @@ export function addStartCommand(program: Command, io: CliIO): void {
   program
     .command('start')
     .description('start a job of the newest version of <machine>')
+    .addHelpText('after', examples('spool start job-lifecycle --input \'{"name":"resize","items":2}\' --id resize-1', 'spool start approval-flow --input @input.json --idempotency-key order-42'))
     .argument('<machine>', 'machine id, see `spool machines`')
     .option('--input <json>', 'the job input as a JSON object (- reads standard input, @file a file)', '{}')
     .option('--id <id>', 'your own job id (default: a random UUID)')
@@ -61,6 +63,7 @@ export function addSendCommand(program: Command, io: CliIO): void {
   program
     .command('send')
     .description('send an event to a job and print its outcome')
+    .addHelpText('after', examples('spool send resize-1 START', 'spool send resize-1 \'{"type":"PROGRESS","percent":40}\' --event-id webhook-7'))
     .argument('<jobId>', 'the job')
     .argument('<event>', 'the event as JSON, e.g. \'{"type":"PROGRESS","percent":40}\', or a bare type: START (- reads standard input, @file a file)')
     .option('--event-id <id>', 'deduplication id: sending it again returns the first outcome')
@@ -84,7 +87,7 @@ export function addSendCommand(program: Command, io: CliIO): void {
         const actionsFailed = failures.filter((f) => f.revision === sent.revision).map(({ action, message }) => ({ action, message }));
         const result: SendResult & { actionsFailed?: typeof actionsFailed } = { ...sent, job: redactJob(runtime, sent.job), ...(actionsFailed.length > 0 ? { actionsFailed } : {}) };
         write(io, g, result, () =>
-          [formatSendResult(result, eventText, event), ...actionsFailed.map((f) => `warning: action ${f.action} failed after the commit (the transition stands): ${oneLine(f.message)}`)].join('\n'),
+          [formatSendResult(result, eventText, event), ...actionsFailed.map((f) => `${paintError('warning:')} action ${f.action} failed after the commit (the transition stands): ${oneLine(f.message)}`)].join('\n'),
         );
       });
     });
@@ -95,6 +98,7 @@ export function addCancelCommand(program: Command, io: CliIO): void {
   program
     .command('cancel')
     .description('request cancellation: the machine receives its cancel event and decides; shows the request')
+    .addHelpText('after', examples('spool cancel resize-1 --reason \'superseded by resize-2\''))
     .argument('<jobId>', 'the job')
     .option('--reason <text>', 'why', 'cancelled from the command line')
     .action(async (jobId: string, options: { reason: string }, command: Command) => {
@@ -123,6 +127,7 @@ export function addCompleteFailCommands(program: Command, io: CliIO): void {
     program
       .command(name)
       .description(`${verb} an activity that waits out of band, with its single-use completion token`)
+      .addHelpText('after', name === 'complete' ? examples(`spool complete "$TOKEN" '{"url":"s3://bucket/out.csv"}'`, 'spool complete "$TOKEN" @output.json') : examples(`spool fail "$TOKEN" '{"message":"card declined"}'`))
       .argument('<token>', 'the completion token the activity handed out')
       .argument('[json]', name === 'complete' ? 'the output as JSON (default null; - reads standard input, @file a file)' : 'the error as JSON, e.g. \'{"message":"declined"}\' (- reads standard input, @file a file)')
       .action(async (token: string, text: string | undefined, _options: unknown, command: Command) => {
@@ -143,6 +148,7 @@ export function addRetryCommand(program: Command, io: CliIO): void {
   program
     .command('retry')
     .description('redrive a failed activity whose invoking state is still current; --as-new starts a new job with a finished job\'s input')
+    .addHelpText('after', examples('spool retry resize-1', 'spool retry resize-1 --as-new --id resize-1b'))
     .argument('<jobId>', 'the job')
     .option('--as-new', 'start a new job of the same machine with the same input (for a finished job)')
     .option('--id <id>', 'with --as-new: the new job\'s id')
@@ -189,6 +195,7 @@ export function addSuspendCommand(program: Command, io: CliIO): void {
   program
     .command('suspend')
     .description('suspend a job: it keeps accepting events but processes none, fires no timers and starts no activity until resumed')
+    .addHelpText('after', examples('spool suspend resize-1 --reason \'provider outage\''))
     .argument('<jobId>', 'the job')
     .option('--reason <text>', 'why', 'suspended from the command line')
     .action(async (jobId: string, options: { reason: string }, command: Command) => {
@@ -212,6 +219,7 @@ export function addResumeCommand(program: Command, io: CliIO): void {
   program
     .command('resume')
     .description('resume a suspended job: pending events are applied, due timers fire, activities run again')
+    .addHelpText('after', examples('spool resume resize-1'))
     .argument('<jobId>', 'the job')
     .action(async (jobId: string, _options: unknown, command: Command) => {
       const g = globals(command);
@@ -236,6 +244,7 @@ export function addPurgeCommand(program: Command, io: CliIO): void {
   program
     .command('purge')
     .description('delete finished jobs with their history and assets: one by id, or every one older than --older-than')
+    .addHelpText('after', examples('spool purge resize-1', 'spool purge --older-than 30d --status done'))
     .argument('[jobId]', 'one finished job')
     .option('--older-than <duration>', 'retention: finished jobs last updated longer ago than this, e.g. 30d, 12h')
     .addOption(new Option('--status <status>', 'with --older-than: only jobs that ended with this status').choices(['done', 'error', 'stopped']))

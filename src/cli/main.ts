@@ -15,6 +15,7 @@ import { DatabaseError, UsageError } from './errors.ts';
 import { oneLine } from './format.ts';
 import type { CliIO } from './globals.ts';
 import { buildProgram } from './program.ts';
+import { colourWanted, paintErrorPrefix, useColour } from './style.ts';
 
 export type { CliIO } from './globals.ts';
 
@@ -22,6 +23,9 @@ const processIO: CliIO = {
   stdout: (text) => void process.stdout.write(text),
   stderr: (text) => void process.stderr.write(text),
   cwd: process.cwd(),
+  env: process.env,
+  interactive: process.stdout.isTTY === true,
+  colour: { stdout: colourWanted(process.stdout.isTTY, process.env), stderr: colourWanted(process.stderr.isTTY, process.env) },
 };
 
 /**
@@ -33,6 +37,7 @@ const processIO: CliIO = {
  */
 export async function main(args: readonly string[], io: CliIO = processIO): Promise<number> {
   const wantsJson = args.includes('--json');
+  useColour(io.colour?.stdout === true, io.colour?.stderr === true);
   try {
     let code = 0;
     await buildProgram(io, (c) => (code = c)).parseAsync([...args], { from: 'user' });
@@ -51,7 +56,7 @@ export async function main(args: readonly string[], io: CliIO = processIO): Prom
 /** Print one error line (or one JSON object) on stderr; returns the exit code. */
 function report(error: unknown, json: boolean, io: CliIO): number {
   if (error instanceof SpoolError) {
-    io.stderr(json ? `${JSON.stringify(error.toJSON())}\n` : `spool: ${error.code}: ${oneLine(error.message)}\n`);
+    io.stderr(json ? `${JSON.stringify(error.toJSON())}\n` : `${paintErrorPrefix(`spool: ${error.code}:`)} ${oneLine(error.message)}\n`);
     return 1;
   }
   const e = error instanceof Error ? error : new Error(String(error));
@@ -62,7 +67,7 @@ function report(error: unknown, json: boolean, io: CliIO): number {
   }
   const code = typeof rawCode === 'string' ? rawCode : 'SPOOL_INTERNAL';
   const message = `${oneLine(e.message)} (an unexpected error: please report it; set SPOOL_DEBUG=1 for the stack)`;
-  io.stderr(json ? `${JSON.stringify({ code, category: 'internal', message })}\n` : `spool: ${code}: ${message}\n`);
+  io.stderr(json ? `${JSON.stringify({ code, category: 'internal', message })}\n` : `${paintErrorPrefix(`spool: ${code}:`)} ${message}\n`);
   if (process.env['SPOOL_DEBUG']) io.stderr(`${e.stack ?? ''}\n`);
   return 1;
 }

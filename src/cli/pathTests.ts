@@ -9,7 +9,7 @@ import { MachineRegistry } from '../index.ts';
 import { UsageError } from './errors.ts';
 import { oneLine, table } from './format.ts';
 import { DEFAULT_MACHINES_MODULE, loadMachines } from './loadMachines.ts';
-import { globals, write, type CliIO } from './globals.ts';
+import { examples, globals, write, type CliIO } from './globals.ts';
 import { collectPathTests, isPathTestSubject, runPathTests, type MachinePathResult, type PathTestProgress } from '../testing/runPathTests.ts';
 
 /** `spool test`; `setExitCode(1)` when a machine fails. */
@@ -17,6 +17,7 @@ export function addTestCommand(program: Command, io: CliIO, setExitCode: (code: 
   program
     .command('test')
     .description("walk each machine's graph: cover every transition, replay every path through the runtime, with a restart between every two steps")
+    .addHelpText('after', examples('spool test', 'spool --machines ./my-machines.ts test --machine checkout --no-crash'))
     .option('--machine <id>', 'only this machine')
     .option('--no-crash', 'skip the replay with a restart between every two steps')
     .option('--child-crash <n>', 'paths per machine also replayed in a child process SIGKILLed between steps', '1')

@@ -10,8 +10,12 @@ import { addScheduleCommands } from './schedule.ts';
 import { addDoctorCommand } from './doctor.ts';
 import { addGraphCommand } from './graph.ts';
 import { addTailCommand } from './tail.ts';
+import { addInspectCommand } from './inspect.ts';
+import { addExportCommand } from './export.ts';
 import { addServeCommand } from './serve.ts';
 import { globals, write, type CliIO } from './globals.ts';
+import { resolveConfig } from './config.ts';
+import { paintHeading } from './style.ts';
 import { withRuntime } from './withRuntime.ts';
 import { ownPackageJson } from '../loader/ownFiles.ts';
 import { addCancelCommand, addCompleteFailCommands, addPurgeCommand, addResumeCommand, addRetryCommand, addSendCommand, addStartCommand, addSuspendCommand } from './jobs.ts';
@@ -21,11 +25,11 @@ import { addTestCommand } from './pathTests.ts';
 
 /** `setExitCode`: a command that finished its output but failed (a test run with gaps) reports it here. */
 export function buildProgram(io: CliIO, setExitCode: (code: number) => void): Command {
-  const program = new Command('spool')
+  const program: Command = new Command('spool')
     .description('Durable XState jobs on SQLite: start jobs, send them events, inspect their history.')
     .version(readVersion(), '--version')
-    .option('--db <file>', 'SQLite database file', './spool.db')
-    .option('--machines <module>', 'a .ts or .js module exporting your machines (default: the bundled machines/index.ts)')
+    .option('--db <file>', 'SQLite database file (default: SPOOL_DB, else spool.config.json or package.json "spool", else ./spool.db)')
+    .option('--machines <module>', 'a .ts or .js module exporting your machines (default: SPOOL_MACHINES, else the config file, else the bundled machines/index.ts)')
     .option('--json', 'print one JSON document on stdout (errors: one JSON object on stderr)')
     .option('--owner <id>', "tenant scope: see and start only this owner's jobs (another owner's job reads like a missing one)")
     .option('--max-backlog <n>', 'refuse start and send (SPOOL_BACKPRESSURE, nothing written) while n events wait to be applied (default 100000)')
@@ -40,8 +44,14 @@ export function buildProgram(io: CliIO, setExitCode: (code: number) => void): Co
       writeErr: (text) => io.stderr(text),
       // Commander's own error text is reported by main(), as one line in Spool's format.
       outputError: () => {},
+      getOutHasColors: () => io.colour?.stdout === true,
+      getErrHasColors: () => io.colour?.stderr === true,
     })
     .showSuggestionAfterError(true)
+    // Every command's help lists --db, --machines, --json (inherited by the commands added below).
+    .configureHelp({ showGlobalOptions: true, styleTitle: (title) => paintHeading(title) })
+    // --db and --machines from the flag, SPOOL_DB/SPOOL_MACHINES, spool.config.json or package.json (config.ts).
+    .hook('preAction', (root: Command) => applyConfig(root, io))
     .addHelpText(
       'after',
       `
@@ -51,9 +61,13 @@ Examples:
   spool demo
   spool start job-lifecycle --input '{"name":"resize","items":2}' --id resize-1
   spool send resize-1 START
-  spool show resize-1
+  spool show resize-1 --watch
   spool list --state processing
-  spool --machines ./my-machines.ts machines`,
+  spool --machines ./my-machines.ts machines
+  SPOOL_DB=./jobs.db spool list
+
+--db and --machines come from the flag, else SPOOL_DB and SPOOL_MACHINES, else spool.config.json
+({"db": ..., "machines": ...}) in this directory, else the "spool" field of the nearest package.json.`,
     );
 
   addStartCommand(program, io);
@@ -75,7 +89,7 @@ Examples:
   return program;
 }
 
-/** The command groups defined with their own wiring: graph, tail, serve, schedule, doctor. */
+/** The command groups defined with their own wiring: graph, export, tail, inspect, serve, schedule, doctor. */
 function addModuleCommands(program: Command, io: CliIO, setExitCode: (code: number) => void): void {
   addGraphCommand(program, {
     registry: async (command) => new MachineRegistry((await loadMachines(globals(command).machines ?? DEFAULT_MACHINES_MODULE, io.cwd)).definitions),
@@ -87,6 +101,19 @@ function addModuleCommands(program: Command, io: CliIO, setExitCode: (code: numb
     withReadRuntime: (command, work) => withRuntime(globals(command), io, { create: false, mode: 'read' }, (runtime) => work(runtime)),
     json: (command) => globals(command).json === true,
     stdout: (text) => io.stdout(text),
+    stderr: (text) => io.stderr(text),
+  });
+
+  addExportCommand(program, {
+    registry: async (command) => new MachineRegistry((await loadMachines(globals(command).machines ?? DEFAULT_MACHINES_MODULE, io.cwd)).definitions),
+    json: (command) => globals(command).json === true,
+    stdout: (text) => io.stdout(text),
+    stderr: (text) => io.stderr(text),
+  });
+
+  addInspectCommand(program, {
+    withReadRuntime: (command, work) => withRuntime(globals(command), io, { create: false, mode: 'read' }, (runtime) => work(runtime)),
+    owner: (command) => globals(command).owner ?? null,
     stderr: (text) => io.stderr(text),
   });
 
@@ -102,6 +129,15 @@ function addModuleCommands(program: Command, io: CliIO, setExitCode: (code: numb
     sensitiveKeys,
   });
   addDoctorCommand(program, { stdout: io.stdout, cwd: io.cwd, setExitCode });
+}
+
+/** Set `--db` and `--machines` on `program` as {@link resolveConfig} resolves them, so every command's `globals()` sees them. */
+function applyConfig(program: Command, io: CliIO): void {
+  const given = program.opts<{ db?: string; machines?: string }>();
+  const resolved = resolveConfig({ flags: { db: given.db, machines: given.machines }, env: io.env ?? {}, cwd: io.cwd });
+  const commanderSource = { flag: 'cli', env: 'env', config: 'config', 'package.json': 'config', default: 'default' } as const;
+  program.setOptionValueWithSource('db', resolved.db.value, commanderSource[resolved.db.source]);
+  if (resolved.machines !== undefined) program.setOptionValueWithSource('machines', resolved.machines.value, commanderSource[resolved.machines.source]);
 }
 
 function readVersion(): string {

@@ -2,14 +2,16 @@
  * The `spool` commands that only read: show, list, machines, stats.
  */
 import { Option, type Command } from 'commander';
-import { JOB_STATUSES, MachineRegistry, type Job, type JobStatus, type ListFilter, type RegisteredMachine, type Runtime, type RuntimeStats } from '../index.ts';
+import { JOB_STATUSES, MachineRegistry, type Job, type JobDetails, type JobStatus, type ListFilter, type RegisteredMachine, type Runtime, type RuntimeStats } from '../index.ts';
 import { UsageError } from './errors.ts';
 import { formatState, formatTime, keyValues, table } from './format.ts';
 import { redactDetails, redactJob } from '../views/redacted.ts';
 import { DEFAULT_MACHINES_MODULE, loadMachines } from './loadMachines.ts';
-import { globals, write, type CliIO } from './globals.ts';
+import { examples, globals, write, type CliIO } from './globals.ts';
 import { withRuntime } from './withRuntime.ts';
 import { formatShow } from './showFormat.ts';
+import { watchJob } from './showWatch.ts';
+import { paintHeading, paintStatus } from './style.ts';
 
 interface ListOptions {
   machine?: string;
@@ -29,13 +31,19 @@ export function addShowCommand(program: Command, io: CliIO): void {
   program
     .command('show')
     .description("a job's state, context, history, pending events, activities and timers")
+    .addHelpText('after', examples('spool show resize-1', 'spool show resize-1 --watch', 'spool show resize-1 --history all --json'))
     .argument('<jobId>', 'the job')
     .option('--history <n>', 'history rows to print, the latest (all, or a number; --json always has every one)', '100')
-    .action(async (jobId: string, options: { history: string }, command: Command) => {
+    .option('--watch', 'then follow the job: a line per commit, by any process, until it ends (exit 0) or Ctrl-C')
+    .action(async (jobId: string, options: { history: string; watch?: boolean }, command: Command) => {
       const g = globals(command);
       const rows = options.history === 'all' ? Number.POSITIVE_INFINITY : Number(options.history);
       if (!(rows === Number.POSITIVE_INFINITY || (Number.isSafeInteger(rows) && rows >= 0))) throw new UsageError('--history must be "all" or a whole number of rows.');
       await withRuntime(g, io, { create: false, mode: 'read' }, async (runtime) => {
+        if (options.watch) {
+          const render = (details: JobDetails) => formatShow(details, versionNote(runtime, details.job), rows);
+          return watchJob(runtime, jobId, { stdout: io.stdout, stderr: io.stderr, json: g.json === true, render });
+        }
         const details = redactDetails(runtime, await runtime.details(jobId));
         write(io, g, details, () => formatShow(details, versionNote(runtime, details.job), rows));
       });
@@ -47,6 +55,7 @@ export function addListCommand(program: Command, io: CliIO): void {
   program
     .command('list')
     .description('jobs, ordered by id')
+    .addHelpText('after', examples('spool list --state processing', 'spool list --machine job-lifecycle --status active --limit 50', 'spool list --stuck --json'))
     .option('--machine <id>', 'only jobs of this machine')
     .option('--state <path>', 'only jobs in this state path, e.g. processing or checkout.paying')
     .addOption(new Option('--status <status>', 'only jobs with this status').choices(JOB_STATUSES))
@@ -86,6 +95,7 @@ export function addMachinesCommand(program: Command, io: CliIO): void {
   program
     .command('machines')
     .description('the registered machines: versions, event types, description')
+    .addHelpText('after', examples('spool machines', 'spool --machines ./my-machines.ts machines --json'))
     .action(async (_options: unknown, command: Command) => {
       const g = globals(command);
       const { path, definitions } = await loadMachines(g.machines ?? DEFAULT_MACHINES_MODULE, io.cwd);
@@ -106,6 +116,7 @@ export function addStatsCommand(program: Command, io: CliIO): void {
   program
     .command('stats')
     .description('jobs by machine, state and status; stuck, suspended, quarantined and exhausted jobs; backlog, timer lag, attempts, claims held')
+    .addHelpText('after', examples('spool stats', 'spool --db ./jobs.db stats --json'))
     .action(async (_options: unknown, command: Command) => {
       const g = globals(command);
       await withRuntime(g, io, { create: false, mode: 'read' }, async (runtime) => {
@@ -140,7 +151,7 @@ function formatList(jobs: readonly Job[]): string {
     jobs.map((j) => [
       j.id,
       `${j.machineId}@${j.machineVersion}`,
-      j.final ? `${j.status} (final)` : j.suspended !== null ? `${j.status}, suspended` : j.status,
+      paintStatus(j.final ? `${j.status} (final)` : j.suspended !== null ? `${j.status}, suspended` : j.status),
       formatState(j.value),
       j.progress === null ? '-' : `${j.progress}%`,
       String(j.revision),
@@ -168,12 +179,12 @@ function formatStats(s: RuntimeStats): string {
   ];
   sections.push(
     s.jobs.length === 0
-      ? 'jobs: none'
-      : `jobs:\n${table(['MACHINE', 'STATUS', 'STATE', 'JOBS'], s.jobs.map((j) => [`${j.machineId}@${j.machineVersion}`, j.status, formatState(j.value), String(j.count)]))}`,
+      ? `${paintHeading('jobs:')} none`
+      : `${paintHeading('jobs:')}\n${table(['MACHINE', 'STATUS', 'STATE', 'JOBS'], s.jobs.map((j) => [`${j.machineId}@${j.machineVersion}`, paintStatus(j.status), formatState(j.value), String(j.count)]))}`,
   );
   if (s.activities.length > 0) {
     sections.push(
-      `activities:\n${table(
+      `${paintHeading('activities:')}\n${table(
         ['SRC', 'EFFECTS', 'FAILED FOR GOOD', 'ATTEMPTS', 'SUCCEEDED', 'FAILED', 'INTERRUPTED', 'STALE', 'RUNNING', 'WAITING'],
         s.activities.map((a) => [a.src, a.effects, a.effectsFailed, a.attempts, a.succeeded, a.failed, a.interrupted, a.stale, a.running, a.waiting].map(String)),
       )}`,
@@ -181,16 +192,16 @@ function formatStats(s: RuntimeStats): string {
   }
   sections.push(
     s.running.length === 0
-      ? 'claims held: none'
-      : `claims held:\n${table(
+      ? `${paintHeading('claims held:')} none`
+      : `${paintHeading('claims held:')}\n${table(
           ['JOB', 'SRC', 'ATTEMPT', 'RUNNER', 'CLAIM UNTIL'],
           s.running.map((r) => [r.jobId, r.src, String(r.attempt), r.runner ?? '-', `${formatTime(r.claimExpiresAt)}${r.expired ? ' (expired)' : ''}`]),
         )}`,
   );
   sections.push(
     s.leases.length === 0
-      ? 'leases held: none'
-      : `leases held:
+      ? `${paintHeading('leases held:')} none`
+      : `${paintHeading('leases held:')}
 ${table(
           ['RUNNER', 'JOBS', 'EARLIEST EXPIRY'],
           s.leases.map((l) => [l.runner, String(l.jobs), formatTime(l.earliestUntil)]),

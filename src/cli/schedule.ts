@@ -13,6 +13,7 @@ import { ScheduleNotFoundError, type Runtime, type RuntimeEvent, type Schedule, 
 import { parseDuration } from './duration.ts';
 import { UsageError, parseJsonArgument } from './errors.ts';
 import { formatBlock, formatTime, keyValues, table } from './format.ts';
+import { examples } from './globals.ts';
 import { redactKeys } from '../views/redacted.ts';
 
 /** What the schedule commands need from main.ts. */
@@ -56,6 +57,7 @@ Examples:
   schedule
     .command('add')
     .description('create or update (by id) a schedule; the same definition again changes nothing')
+    .addHelpText('after', examples('spool schedule add nightly export-job --cron \'0 3 * * *\' --overlap skip --catch-up run-once', 'spool schedule add poll approval-flow --every 15m --overlap buffer-one --catch-up run-each:3'))
     .argument('<id>', 'your id for the schedule')
     .argument('<machine>', 'the machine it starts (its newest version at each occurrence), see `spool machines`')
     .option('--cron <expression>', 'a cron expression: 5 fields, or 6 with seconds first; @daily, @hourly ...')
@@ -102,6 +104,7 @@ Examples:
   schedule
     .command('list')
     .description('the schedules: when they fire, their policies, the next occurrence, the last job')
+    .addHelpText('after', examples('spool schedule list', 'spool schedule list --json'))
     .action(async (_options: unknown, command: Command) => {
       await host.withRuntime(command, false, async (runtime) => {
         const schedules = (await runtime.schedules()).map((s) => redact(host, runtime, s));
@@ -129,6 +132,7 @@ Examples:
   schedule
     .command('remove')
     .description('remove a schedule; the jobs it started carry on')
+    .addHelpText('after', examples('spool schedule remove nightly'))
     .argument('<id>', 'the schedule')
     .action(async (id: string, _options: unknown, command: Command) => {
       await host.withRuntime(command, false, async (runtime) => {

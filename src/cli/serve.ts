@@ -93,8 +93,8 @@ export async function startServer(runtime: Runtime, flags: ServeFlags, print: (j
   });
   const token = server.tokenGenerated ? server.token : null;
   print(
-    { type: 'serve.ready', url: server.url, token, pid: process.pid },
-    `spool serve: listening on ${server.url} (API under /api); ${token === null ? 'writes need the configured token' : `writes need: Authorization: Bearer ${token}`}`,
+    { type: 'serve.ready', url: server.url, dashboard: server.dashboardUrl, token, pid: process.pid },
+    `spool serve: listening on ${server.url} (API under /api); ${token === null ? 'writes need the configured token' : `writes need: Authorization: Bearer ${token}`}\n  dashboard: ${server.dashboardUrl}`,
   );
   return server;
 }

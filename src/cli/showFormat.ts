@@ -4,6 +4,7 @@
  */
 import type { JobDetails } from '../index.ts';
 import { describeStatus, formatBlock, formatJson, formatState, formatTime, keyValues, oneLine, table } from './format.ts';
+import { paintError, paintHeading, paintOutcome } from './style.ts';
 
 /** `versionNote`: why what the job waits for is unknown here; `historyRows`: the latest rows to print. */
 export function formatShow(details: JobDetails, versionNote?: string, historyRows = Number.POSITIVE_INFINITY): string {
@@ -14,7 +15,7 @@ export function formatShow(details: JobDetails, versionNote?: string, historyRow
   pushAttempts(sections, details);
   if (details.timers.length > 0) {
     sections.push(
-      `timers:\n${table(
+      `${paintHeading('timers:')}\n${table(
         ['EVENT', 'KIND', 'DUE', 'STATUS'],
         details.timers.map((t) => [String((t.event as { type?: unknown } | null)?.type ?? '-'), t.kind, formatTime(t.dueAt), t.status]),
       )}`,
@@ -22,14 +23,14 @@ export function formatShow(details: JobDetails, versionNote?: string, historyRow
   }
   if (details.assets.length > 0) {
     sections.push(
-      `assets:\n${table(
+      `${paintHeading('assets:')}\n${table(
         ['TYPE', 'URI', 'SIZE', 'ADDED'],
         details.assets.map((a) => [a.type, a.uri, a.size === null ? '-' : String(a.size), formatTime(a.createdAt)]),
       )}`,
     );
   }
   if (details.notes.length > 0) {
-    sections.push(`notes:\n${table(['TIME', 'KIND', 'MESSAGE'], details.notes.map((n) => [formatTime(n.at), n.kind, oneLine(n.message)]))}`);
+    sections.push(`${paintHeading('notes:')}\n${table(['TIME', 'KIND', 'MESSAGE'], details.notes.map((n) => [formatTime(n.at), n.kind, oneLine(n.message)]))}`);
   }
   return sections.join('\n\n');
 }
@@ -77,16 +78,16 @@ function pushHistory(sections: string[], details: JobDetails, historyRows: numbe
   // Which runner committed each revision, under which lease fence (the audit trail of leases).
   const withRunners = history.some((h) => h.runner !== null);
   sections.push(
-    `history${earlier > 0 ? ` (the latest ${history.length}; ${earlier} earlier, see --history all)` : ''}:\n${table(
+    `${paintHeading(`history${earlier > 0 ? ` (the latest ${history.length}; ${earlier} earlier, see --history all)` : ''}:`)}\n${table(
       ['REV', 'EVENT', 'OUTCOME', 'FROM -> TO', 'TIME', ...(withRunners ? ['RUNNER (FENCE)'] : []), ...(withErrors ? ['ERROR'] : [])],
       history.map((h) => [
         String(h.revision),
         h.eventType,
-        h.outcome,
+        paintOutcome(h.outcome),
         `${h.from === null ? '-' : formatState(h.from)} -> ${formatState(h.to)}`,
         formatTime(h.at),
         ...(withRunners ? [h.runner === null ? '-' : `${h.runner} (${h.fence ?? '-'})`] : []),
-        ...(withErrors ? [h.error ? `${h.error.name}: ${oneLine(h.error.message)}` : ''] : []),
+        ...(withErrors ? [h.error ? paintError(`${h.error.name}: ${oneLine(h.error.message)}`) : ''] : []),
       ]),
     )}`,
   );
@@ -97,8 +98,8 @@ function pushPending(sections: string[], details: JobDetails): void {
   const pending = details.events.filter((e) => e.status === 'pending');
   sections.push(
     pending.length === 0
-      ? 'pending events: none'
-      : `pending events (accepted, not yet applied):\n${table(
+      ? `${paintHeading('pending events:')} none`
+      : `${paintHeading('pending events (accepted, not yet applied):')}\n${table(
           ['SEQ', 'EVENT ID', 'TYPE', 'ACCEPTED'],
           pending.map((e) => [String(e.seq), e.eventId, e.type, formatTime(e.acceptedAt)]),
         )}`,
@@ -110,7 +111,7 @@ function pushActivities(sections: string[], details: JobDetails): void {
   if (details.effects.length > 0) {
     const waitingForWorker = details.effects.some((e) => e.active && ['pending', 'backoff', 'running'].includes(e.status));
     sections.push(
-      `activities:\n${table(
+      `${paintHeading('activities:')}\n${table(
         ['SRC', 'STATUS', 'ATTEMPTS', 'NEXT RUN', 'RESULT'],
         details.effects.map((e) => [
           e.src,
@@ -144,7 +145,7 @@ function pushAttempts(sections: string[], details: JobDetails): void {
     const why = (a: (typeof failedAttempts)[number]) =>
       a.error ? `${a.error.code ?? a.error.name}: ${oneLine(a.error.message)}` : `its runner ${a.runner ?? '?'} stopped or died before it finished; taken over`;
     sections.push(
-      `attempts that failed or were interrupted:\n${table(
+      `${paintHeading('attempts that failed or were interrupted:')}\n${table(
         ['ACTIVITY', 'ATTEMPT', 'OUTCOME', 'STARTED', 'ERROR'],
         failedAttempts.map((a) => [srcOf.get(a.effectId) ?? a.effectId, String(a.attempt), a.outcome, formatTime(a.startedAt), why(a)]),
       )}`,

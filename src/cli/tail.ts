@@ -9,11 +9,12 @@
  */
 import { Command } from 'commander';
 import type { FeedRecord, Runtime, TransitionOutcome } from '../index.ts';
-import { ChangeSignal } from '../server/changes.ts';
 import { OUTCOMES } from '../server/sse.ts';
 import { UsageError } from './errors.ts';
+import { followHistory, headSeq, type FeedFilter } from './follow.ts';
 import { formatState, formatTime } from './format.ts';
 import { onShutdownSignals } from './signals.ts';
+import { paintError, paintOutcome } from './style.ts';
 
 /** What `spool tail` needs from main.ts. */
 export interface TailCommandHost {
@@ -23,6 +24,7 @@ export interface TailCommandHost {
   stdout(text: string): void;
   stderr(text: string): void;
 }
+
 
 interface TailOptions {
   machine?: string;
@@ -54,39 +56,21 @@ export function addTailCommand(program: Command, host: TailCommandHost): void {
       await host.withReadRuntime(command, async (runtime) => {
         const stop = new AbortController();
         const release = onShutdownSignals({ first: () => stop.abort(), second: () => undefined });
-        const changes = new ChangeSignal(runtime, 100);
         try {
           // Not from the start: from the newest commit now (a scan that keeps no row).
-          let cursor = options.fromStart ? 0 : await head(runtime);
+          const cursor = options.fromStart ? 0 : await headSeq(runtime);
           host.stderr(`spool tail: following commits after seq ${cursor}; Ctrl-C to stop\n`);
-          while (!stop.signal.aborted) {
-            const seen = changes.version;
-            const page = await runtime.historySince(cursor, filter);
-            for (const r of page.records) host.stdout(json ? `${JSON.stringify(r)}\n` : `${describe(r)}\n`);
-            const moved = page.next !== cursor;
-            cursor = page.next;
-            if (!moved) await changes.wait(seen, 1000, stop.signal);
-          }
+          await followHistory(runtime, cursor, filter, stop.signal, (r) => host.stdout(json ? `${JSON.stringify(r)}\n` : `${describeRecord(r)}\n`));
         } finally {
-          changes.close();
           release();
         }
       });
     });
 }
 
-/** The highest seq written so far. */
-async function head(runtime: Runtime): Promise<number> {
-  let cursor = 0;
-  for (;;) {
-    const page = await runtime.historySince(cursor, { limit: 1000, outcomes: [] });
-    if (page.next === cursor) return cursor;
-    cursor = page.next;
-  }
-}
-
-function describe(r: FeedRecord): string {
+/** One commit as one line: time, job, revision, event, outcome, the move. */
+export function describeRecord(r: FeedRecord): string {
   const move = r.from === null ? formatState(r.to) : `${formatState(r.from)} -> ${formatState(r.to)}`;
-  const why = r.error ? ` (${r.error.code ?? r.error.name}: ${r.error.message})` : '';
-  return `${formatTime(r.at)}  ${r.jobId} (${r.machineId}) rev ${r.revision}  ${r.eventType} ${r.outcome}${why}: ${move}`;
+  const why = r.error ? paintError(` (${r.error.code ?? r.error.name}: ${r.error.message})`) : '';
+  return `${formatTime(r.at)}  ${r.jobId} (${r.machineId}) rev ${r.revision}  ${r.eventType} ${paintOutcome(r.outcome)}${why}: ${move}`;
 }

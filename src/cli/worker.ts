@@ -6,14 +6,16 @@ import { Option, type Command } from 'commander';
 import { runWorker, type LogEntry, type RuntimeEvent } from '../index.ts';
 import { SqliteStore } from '../../persistence/sqlite/index.ts';
 import { describeWork, runDemo } from './demo.ts';
+import { listenForDemo, serveDemo } from './demoServe.ts';
 import { UsageError } from './errors.ts';
 import { formatState, oneLine } from './format.ts';
 import { redactKeys } from '../views/redacted.ts';
+import { paintError, paintOutcome } from './style.ts';
 import { describeScheduleEvent } from './schedule.ts';
 import { checkAtStart } from './doctor.ts';
 import { onShutdownSignals } from './signals.ts';
 import { addServeOptions, checkServeFlags, startServer, type ServeFlags } from './serve.ts';
-import { commandPrefix, globals, type CliIO } from './globals.ts';
+import { commandPrefix, examples, globals, type CliIO } from './globals.ts';
 import { withRuntime } from './withRuntime.ts';
 
 /** The options of `spool worker`, as commander parses them. */
@@ -37,6 +39,7 @@ export function addWorkerCommand(program: Command, io: CliIO): void {
   addServeOptions(program
     .command('worker')
     .description('run activities, retries and timers until SIGINT/SIGTERM, printing what happens; --serve also serves the HTTP API')
+    .addHelpText('after', examples('spool worker', 'spool --machines ./my-machines.ts worker --concurrency 16 --serve', 'spool worker --log json'))
     .option('--serve', 'also serve the HTTP API and event streams (see `spool serve --help`)'))
     .option('--poll-ms <ms>', 'how often to look for work from other processes', '250')
     .option('--grace-ms <ms>', 'on SIGINT/SIGTERM: how long running activities may finish before they are aborted', '10000')
@@ -112,22 +115,37 @@ export function addWorkerCommand(program: Command, io: CliIO): void {
     });
 }
 
-/** `spool demo`: run the demo jobs to their ends. */
+/** `spool demo`: run the demo jobs to their ends, then (on a terminal, or with --serve) serve the dashboard until Ctrl-C. */
 export function addDemoCommand(program: Command, io: CliIO): void {
-  program
-    .command('demo')
-    .description('run eight jobs to their ends, printing each step: four job-lifecycle jobs driven by events, then four run by the worker loop (what `npm start` runs)')
-    .action(async (_options: unknown, command: Command) => {
-      const g = globals(command);
-      await withRuntime(g, io, { create: true, mode: 'run', needs: 'job-lifecycle', effects: true }, async (runtime) => {
-        const jobs = await runDemo(runtime, {
-          print: g.json ? () => {} : (line) => io.stdout(`${line}\n`),
-          dbLabel: g.db,
-          commandPrefix: commandPrefix(g),
-        });
+  addServeOptions(
+    program
+      .command('demo')
+      .description(
+        'run eight jobs to their ends, printing each step: four job-lifecycle jobs driven by events, then four run by the worker loop; ' +
+          'then, on a terminal, serve the dashboard and run a worker until Ctrl-C (what `npm start` runs)',
+      )
+      .addHelpText('after', examples('spool demo', 'spool demo --no-serve', 'spool --db /tmp/demo.db demo --serve --port 0'))
+      .option('--serve', 'after the jobs, serve the dashboard and the HTTP API until Ctrl-C (the default when stdout is a terminal)')
+      .option('--no-serve', 'run the jobs and exit (the default when stdout is not a terminal, as in scripts and tests)'),
+  ).action(async (options: ServeFlags & { serve?: boolean }, command: Command) => {
+    const g = globals(command);
+    const serve = options.serve ?? (io.interactive === true && !g.json);
+    if (serve) checkServeFlags(options);
+    await withRuntime(g, io, { create: true, mode: 'run', needs: 'job-lifecycle', effects: true }, async (runtime) => {
+      const print = (line: string) => io.stdout(`${line}\n`);
+      // Listening first: a taken port stops the demo before it writes anything.
+      const listening = serve ? await listenForDemo(runtime, options, command.getOptionValueSource('port') !== 'default') : undefined;
+      try {
+        const jobs = await runDemo(runtime, { print: g.json ? () => {} : print, dbLabel: g.db, commandPrefix: commandPrefix(g) });
         if (g.json) io.stdout(`${JSON.stringify({ db: g.db, jobs }, null, 2)}\n`);
-      });
+        if (listening === undefined) return;
+        const json = g.json ? { json: (value: Record<string, unknown>) => io.stdout(`${JSON.stringify(value)}\n`) } : {};
+        await serveDemo(runtime, listening, { print, ...json, stderr: io.stderr });
+      } finally {
+        await listening?.close();
+      }
     });
+  });
 }
 
 /** A runtime event as one JSON line: jobs by id, not whole. */
@@ -146,7 +164,7 @@ function describeCommit(event: RuntimeEvent): string | undefined {
   const t = event.transition;
   const move = t.from === null ? formatState(t.to) : `${formatState(t.from)} -> ${formatState(t.to)}`;
   const why = t.error ? ` (${t.error.code ?? t.error.name}: ${oneLine(t.error.message)})` : '';
-  return `${event.job.id} rev ${t.revision} ${t.eventType} ${t.outcome}${why}: ${move}${event.job.final ? ` (ended ${event.job.status})` : ''}`;
+  return `${event.job.id} rev ${t.revision} ${t.eventType} ${paintOutcome(t.outcome)}${why && paintError(why)}: ${move}${event.job.final ? ` (ended ${event.job.status})` : ''}`;
 }
 
 /** `--activity-concurrency charge=2,ship=1`: attempts of each named activity at once. */

@@ -19,6 +19,7 @@ import type {
   TimerRecord,
   TransitionRecord,
 } from '../ports/store.ts';
+import type { InspectionObserver } from './inspection.ts';
 import type { JobId, MachineCatalog, MachineTypes, UntypedMachine } from './machineTypes.ts';
 import type { JobDefinition } from './registry.ts';
 import type { ScheduleEvent } from './schedules.ts';
@@ -98,6 +99,13 @@ export interface RuntimeOptions<TMachines extends MachineEntries = MachineEntrie
   hostDriven?: boolean;
   /** Structured log sink, one object per lifecycle event, sensitive fields already redacted. */
   log?: (entry: LogEntry) => void;
+  /**
+   * The Stately inspector: an XState inspection observer (`createWebSocketInspector(...).inspect`
+   * or `createBrowserInspector().inspect` of `@statelyai/inspect`, or any function or observer of
+   * `InspectionEvent`s). Every job is shown as an actor, each committed event and snapshot after
+   * its commit; the active jobs are announced on open. An observer that throws is logged.
+   */
+  inspect?: InspectionObserver;
 }
 
 /** One structured log line. */

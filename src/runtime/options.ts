@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import { ValidationError } from './errors.ts';
+import { isInspectionObserver } from './inspection.ts';
 
 const fn = (what: string) => z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', `must be a function (${what})`);
 const positiveInt = z.number().int().positive();
@@ -35,6 +36,7 @@ const runtimeOptions = z.strictObject({
   leaseMs: z.number().int().min(1000, 'must be at least 1000 (ms)').optional(),
   hostDriven: z.boolean().optional(),
   log: fn('(entry: LogEntry) => void').optional(),
+  inspect: z.custom<object>(isInspectionObserver, 'must be an XState inspection observer: a function or { next(event) } (e.g. createWebSocketInspector(...).inspect)').optional(),
 });
 
 /**

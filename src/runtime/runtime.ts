@@ -30,6 +30,7 @@ import { checkRuntimeOptions } from './options.ts';
 import type { Job, JobDetails, JobDetailsOf, JobOf, ListFilter, LogEntry, MachineEntries, RuntimeEvent, RuntimeOptions, SendOptions, SendResult, SendResultOf, StartOptions, StorageFaultEvent } from './api.ts';
 import type { CatalogOf, JobId, MachineCatalog, MachineIds, StartArgs } from './machineTypes.ts';
 import { RuntimeEvents } from './events.ts';
+import { inspectRuntime } from './inspection.ts';
 import { JobQuarantined } from './quarantine.ts';
 import { JobReader, TERMINAL } from './jobView.ts';
 import {
@@ -192,6 +193,8 @@ export class Runtime<C extends MachineCatalog = any> {
       get: (jobId) => this.get(jobId),
       closed: () => this.#closed,
     });
+    // The Stately inspector (inspection.ts): every job an actor, fed after each commit.
+    if (options.inspect) inspectRuntime({ observer: options.inspect, registry: this.registry, store: this.store, owner: this.#owner, log: (l, m, f) => this.#events.log(l, m, f), track: (w) => this.#background.track(w) }, this.#events);
   }
 
   /** Listen to runtime events; returns the unsubscribe function. */

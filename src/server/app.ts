@@ -1,19 +1,23 @@
 /**
  * The HTTP API of `spool serve`, as a Hono app over a runtime's public API: machines, jobs and
  * their records, the writes (start, send, cancel, retry, suspend, resume, settling a token),
- * stats, and the event streams (sse.ts). Every refusal is `{ error: { code, ... } }` (errors.ts),
- * decided before anything is written: the token first (auth.ts), then the body (size, JSON,
- * shape), then the runtime's own checks.
+ * stats, the event streams (sse.ts), the diagrams (diagrams.ts) and the dashboard at `/`
+ * (dashboard.ts). Every refusal is `{ error: { code, ... } }` (errors.ts), decided before
+ * anything is written: the token first (auth.ts), then the body (size, JSON, shape), then the
+ * runtime's own checks.
  */
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { methodNotAllowed } from 'hono/method-not-allowed';
-import { JOB_STATUSES, UnknownMachineError, ValidationError, type JobStatus, type ListFilter, type Runtime } from '../index.ts';
+import { JOB_STATUSES, ValidationError, type JobStatus, type ListFilter, type Runtime } from '../index.ts';
 import { redactDetails, redactJob, redactKeys, sensitiveKeys } from '../views/redacted.ts';
 import { requireTokenForWrites } from './auth.ts';
 import { BadJsonError, BodyTooLargeError, MachineUnavailableError, MethodNotAllowedError, RouteNotFoundError, errorResponse } from './errors.ts';
 import { describeMachine } from '../views/machineView.ts';
 import type { StreamHub } from './sse.ts';
+import { unknownMachine } from './machines.ts';
+import { addDiagramRoutes } from './diagrams.ts';
+import { addDashboardRoutes } from './dashboard.ts';
 
 /** What the app needs: the runtime it drives, the write token, the body limit, the streams. */
 export interface AppOptions {
@@ -125,6 +129,8 @@ export function createApp(options: AppOptions): Hono {
     return c.json({ job: redactJob(runtime, await runtime.fail(c.req.param('token'), body['error'] ?? { message: 'failed' })) });
   });
   app.get('/api/stats', async (c) => c.json(await runtime.stats()));
+  addDiagramRoutes(app, runtime);
+  addDashboardRoutes(app);
   return app;
 }
 
@@ -184,11 +190,6 @@ function booleanParam(q: Record<string, string>, key: string): boolean | undefin
   if (v === undefined) return undefined;
   if (v !== 'true' && v !== 'false') throw new ValidationError(`${key} must be true or false.`);
   return v === 'true';
-}
-
-function unknownMachine(runtime: Runtime, machineId: string): UnknownMachineError {
-  const known = [...new Set(runtime.registry.all().map((m) => m.id))].join(', ');
-  return new UnknownMachineError(`No machine "${machineId}" on this server; it has ${known || 'none'}.`, { machineId });
 }
 
 /**

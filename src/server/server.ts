@@ -33,6 +33,12 @@ export interface SpoolServer {
   /** `http://host:port` as bound. */
   url: string;
   token: string;
+  /**
+   * The dashboard's address. With a token made up here it carries it in the fragment
+   * (`/#token=...`): the page keeps it in sessionStorage and drops it from the address bar; a
+   * fragment is never sent to a server, so it reaches no log or Referer.
+   */
+  dashboardUrl: string;
   /** True when the token was made up here: print it, nobody else knows it. */
   tokenGenerated: boolean;
   /** The event streams open now. */
@@ -92,9 +98,11 @@ export async function createServer(options: ServerOptions): Promise<SpoolServer>
   };
   const address = server.address() as AddressInfo;
   const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const url = `http://${shownHost}:${address.port}`;
   return {
-    url: `http://${shownHost}:${address.port}`,
+    url,
     token,
+    dashboardUrl: `${url}/${generated ? `#token=${encodeURIComponent(token)}` : ''}`,
     tokenGenerated: generated,
     streams: () => hub.open(),
     close: () => (closing ??= stop()),

@@ -13,8 +13,8 @@ export interface GraphHighlight {
   taken: ReadonlySet<string>;
 }
 
-/** The graph formats `spool graph` writes. */
-export const GRAPH_FORMATS = ['mermaid', 'dot', 'json'] as const;
+/** The graph formats `spool graph` writes (svg: laid out by layout.ts, drawn by svg.ts). */
+export const GRAPH_FORMATS = ['mermaid', 'dot', 'json', 'svg'] as const;
 export type GraphFormat = (typeof GRAPH_FORMATS)[number];
 
 /** The state node ids a state value is in, ancestors included: `{ a: 'b' }` under `m` is `m.a`, `m.a.b`. */
@@ -38,6 +38,19 @@ export function activeStateIds(root: StateView, value: JsonValue | null): Set<st
   return out;
 }
 
+/**
+ * How many jobs are in each state node, ancestors included (a job in `a.b` counts for `a` and
+ * `a.b`), from `runtime.stats().jobs` rows of this machine version; the root is left out.
+ */
+export function stateCounts(view: MachineView, rows: readonly { machineId: string; machineVersion: string; value: JsonValue; count: number }[]): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const row of rows) {
+    if (row.machineId !== view.id || row.machineVersion !== view.version) continue;
+    for (const id of activeStateIds(view.root, row.value)) if (id !== view.root.id) counts.set(id, (counts.get(id) ?? 0) + row.count);
+  }
+  return counts;
+}
+
 /** The current states of a job and the transitions its history took. */
 export function highlightFor(view: MachineView, value: JsonValue, history: readonly TransitionRecord[]): GraphHighlight {
   const taken = new Set<string>();
@@ -53,35 +66,39 @@ export function highlightFor(view: MachineView, value: JsonValue, history: reado
   return { active: activeStateIds(view.root, value), taken };
 }
 
-/** Render `view` (highlighted for a job when given). */
-export function renderGraph(view: MachineView, format: GraphFormat, highlight?: GraphHighlight): string {
+/** Render `view` as text (highlighted for a job when given); svg is async: see `machineSvg` (svg.ts). */
+export function renderGraph(view: MachineView, format: Exclude<GraphFormat, 'svg'>, highlight?: GraphHighlight): string {
   if (format === 'json') {
     return `${JSON.stringify({ ...view, ...(highlight ? { active: [...highlight.active], taken: [...highlight.taken].map((k) => k.split('\0')) } : {}) }, null, 2)}\n`;
   }
   return format === 'mermaid' ? mermaid(view, highlight) : dot(view, highlight);
 }
 
-interface Edge {
+/** One transition of the tree: a state, an event, the state it goes to. */
+export interface Edge {
   source: string;
   event: string;
   /** null: a transition that stays in its state (an action only). */
   target: string | null;
 }
 
-function allEdges(node: StateView): Edge[] {
+/** Every transition of `node` and its descendants, one per target. */
+export function allEdges(node: StateView): Edge[] {
   const own = node.on.flatMap((t): Edge[] => (t.targets.length === 0 ? [{ source: node.id, event: t.event, target: null }] : t.targets.map((target) => ({ source: node.id, event: t.event, target }))));
   return [...own, ...node.states.flatMap(allEdges)];
 }
 
-function edgeKey(source: string, event: string, target: string): string {
+/** How {@link GraphHighlight.taken} names a transition. */
+export function edgeKey(source: string, event: string, target: string): string {
   return `${source}\0${event}\0${target}`;
 }
 
-/** An event as a label: `after 5000ms`, `done: charge`, `always`, or the type itself. */
-function eventLabel(event: string): string {
+/** An event as a label: `after 5000ms` (`after deadline` for a named delay), `done` (a state's onDone), `done: charge`, `always`, or the type itself. */
+export function eventLabel(event: string): string {
   if (event === '') return 'always';
-  const after = /^xstate\.after\.(\d+)\./.exec(event);
-  if (after) return `after ${after[1]}ms`;
+  const after = /^xstate\.after\.([^.]+)\./.exec(event);
+  if (after) return /^\d+$/.test(after[1]!) ? `after ${after[1]}ms` : `after ${after[1]}`;
+  if (event.startsWith('xstate.done.state.')) return 'done';
   if (event.startsWith('xstate.done.actor.')) return `done: ${event.slice('xstate.done.actor.'.length)}`;
   if (event.startsWith('xstate.error.actor.')) return `error: ${event.slice('xstate.error.actor.'.length)}`;
   return event;

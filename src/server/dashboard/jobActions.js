@@ -1,0 +1,121 @@
+// A job's actions: send any event its current state accepts (a form from the event's schema),
+// cancel, suspend or resume, retry a failed activity (or retry a finished job as a new one), and
+// settle an activity waiting for its token. Every write asks for the token first if this tab has none.
+
+import { ApiError, enc, post, setToken, token } from './api.js';
+import { askToken, navigate } from './shell.js';
+import { card, empty, h, toast } from './dom.js';
+import { hasFields, schemaForm } from './schemaForm.js';
+
+/** Run a write: the token first, then `work`; its outcome as a toast; the page read again. */
+async function write(label, work, refresh) {
+  if (token() === null && !(await askToken())) return;
+  try {
+    const result = await work();
+    toast(`${label}: ${result?.status ?? 'done'}`);
+  } catch (error) {
+    if (error instanceof ApiError && error.code === 'SPOOL_UNAUTHORIZED') setToken(null);
+    toast(`${label} refused: ${error.message}`, 'error');
+  }
+  await refresh();
+}
+
+export function actionsPanel({ job, waitingFor, effects, machine, refresh }) {
+  const id = enc(job.id);
+  const parts = [];
+  if (!job.final) {
+    const schemas = new Map((machine?.events ?? []).map((e) => [e.type, e.schema]));
+    const forms = h('div', { class: 'event-form-slot' });
+    const buttons = waitingFor.map((type) => h('button', {
+      type: 'button', class: 'event-button', dataset: { event: type },
+      onclick: () => {
+        const schema = schemas.get(type);
+        if (!hasFields(schema, ['type'])) return void write(`send ${type}`, () => post(`/api/jobs/${id}/events`, { type }), refresh);
+        forms.replaceChildren(eventForm(type, schema, (event) => write(`send ${type}`, () => post(`/api/jobs/${id}/events`, event), refresh), () => forms.replaceChildren()));
+      },
+    }, type));
+    parts.push(h('div', { class: 'action-group' }, h('h3', {}, 'Send an event'), buttons.length ? h('div', { class: 'buttons' }, buttons) : h('p', { class: 'muted' }, 'The current state accepts no event from outside.'), forms));
+  }
+  const waiting = effects.filter((e) => e.status === 'waiting' && e.token);
+  if (waiting.length > 0) parts.push(h('div', { class: 'action-group' }, h('h3', {}, 'Waiting for a token'), waiting.map((e) => settleForm(e, refresh))));
+  const controls = [];
+  if (!job.final) {
+    controls.push(confirmButton('Cancel job', 'danger', 'reason (optional)', (reason) => write('cancel', () => post(`/api/jobs/${id}/cancel`, reason ? { reason } : {}), refresh)));
+    controls.push(job.suspended
+      ? h('button', { type: 'button', onclick: () => write('resume', () => post(`/api/jobs/${id}/resume`), refresh) }, 'Resume')
+      : h('button', { type: 'button', onclick: () => write('suspend', () => post(`/api/jobs/${id}/suspend`), refresh) }, 'Suspend'));
+  }
+  if (!job.final && effects.some((e) => e.status === 'failed' && e.active)) {
+    controls.push(h('button', { type: 'button', class: 'primary', dataset: { action: 'retry' }, onclick: () => write('retry', () => post(`/api/jobs/${id}/retry`), refresh) }, 'Retry failed activity'));
+  }
+  if (job.final && job.status !== 'done') {
+    controls.push(h('button', {
+      type: 'button', dataset: { action: 'retry-as-new' },
+      onclick: () => write('retry as new', async () => {
+        const r = await post(`/api/jobs/${id}/retry-as-new`);
+        navigate(`/jobs/${enc(r.job.id)}`);
+        return { status: `job ${r.job.id}` };
+      }, async () => {}),
+    }, 'Retry as a new job'));
+  }
+  if (controls.length) parts.push(h('div', { class: 'action-group' }, h('h3', {}, 'Job'), h('div', { class: 'buttons' }, controls)));
+  return card('Actions', parts.length ? parts : empty('This job has ended; nothing to do.'));
+}
+
+function eventForm(type, schema, send, close) {
+  const form = schemaForm(schema, { skip: ['type'], idPrefix: `ev-${type}` });
+  const problem = h('p', { class: 'error-text' });
+  const el = h('form', {
+    class: 'event-form', dataset: { event: type },
+    onsubmit: (event) => {
+      event.preventDefault();
+      try {
+        const value = form.read();
+        void send({ type, ...value }).then(close);
+      } catch (error) {
+        problem.textContent = error.message;
+      }
+    },
+  }, h('div', { class: 'form-title' }, 'Send ', h('strong', { class: 'mono' }, type)), form.fields, problem,
+  h('div', { class: 'row end' }, h('button', { type: 'button', class: 'ghost', onclick: close }, 'Close'), h('button', { class: 'primary' }, `Send ${type}`)));
+  return el;
+}
+
+function settleForm(effect, refresh) {
+  const output = h('textarea', { class: 'mono', rows: 2, 'aria-label': 'output (JSON)', placeholder: 'output as JSON, e.g. {"approved": true}' });
+  const message = h('input', { type: 'text', 'aria-label': 'failure message', placeholder: 'why it failed' });
+  const path = (what) => `/api/tokens/${enc(effect.token)}/${what}`;
+  return h('div', { class: 'settle', dataset: { effect: effect.id } },
+    h('div', {}, h('strong', {}, effect.src), h('span', { class: 'muted mono small' }, ` token ${effect.token.slice(0, 10)}…`)),
+    output,
+    h('div', { class: 'buttons' },
+      h('button', {
+        type: 'button', class: 'primary', dataset: { action: 'complete' },
+        onclick: () => {
+          let value = null;
+          try {
+            value = output.value.trim() === '' ? null : JSON.parse(output.value);
+          } catch {
+            return toast('The output is not valid JSON.', 'error');
+          }
+          void write(`complete ${effect.src}`, () => post(path('complete'), { output: value }), refresh);
+        },
+      }, 'Complete'),
+      message,
+      h('button', { type: 'button', class: 'danger', dataset: { action: 'fail' }, onclick: () => write(`fail ${effect.src}`, () => post(path('fail'), { error: { message: message.value || 'failed from the dashboard' } }), refresh) }, 'Fail')));
+}
+
+/** A button that asks once more (with an optional text) before it acts. */
+function confirmButton(label, cls, placeholder, act) {
+  const wrap = h('span', { class: 'confirm' });
+  const first = h('button', {
+    type: 'button', class: cls, dataset: { action: label.toLowerCase().replace(/\s+/g, '-') },
+    onclick: () => {
+      const input = h('input', { type: 'text', placeholder, 'aria-label': placeholder });
+      wrap.replaceChildren(input, h('button', { type: 'button', class: cls, dataset: { action: 'confirm' }, onclick: () => act(input.value.trim()) }, `Confirm: ${label.toLowerCase()}`), h('button', { type: 'button', class: 'ghost', onclick: () => wrap.replaceChildren(first) }, 'Keep'));
+      input.focus();
+    },
+  }, label);
+  wrap.append(first);
+  return wrap;
+}

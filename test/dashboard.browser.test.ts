@@ -1,0 +1,274 @@
+/**
+ * The dashboard in a real headless Chromium (Debian's /usr/bin/chromium, driven by
+ * playwright-core), against a real `spool serve` (createServer) over a SQLite file: it lists jobs
+ * with their counts; a job's page draws its diagram and moves the current state when an event is
+ * sent through the API; send, cancel, retry and settling a token work from the page; a machine's
+ * page draws the counts. Every wait is on the DOM, never on the clock. The page loads nothing from
+ * any other origin. Screenshots of the main pages go to test-output/screenshots/.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { jobLifecycle } from '../machines/index.ts';
+import type { Runtime } from '../src/index.ts';
+import { createServer, type SpoolServer } from '../src/server/index.ts';
+import { approval, charge, chargeHook, fulfilment } from './fixtures/dashboardMachines.ts';
+import { PROJECT_ROOT, Resources } from './helpers/resources.ts';
+
+const TOKEN = 'dashboard-test-token-0123456789';
+const SHOTS = join(PROJECT_ROOT, 'test-output', 'screenshots');
+
+const res = new Resources();
+let runtime: Runtime;
+let server: SpoolServer;
+let browser: Browser;
+const foreign: string[] = [];
+const pageErrors: string[] = [];
+
+beforeAll(async () => {
+  mkdirSync(SHOTS, { recursive: true });
+  const store = await res.sqlite(res.dbPath());
+  runtime = await res.runtime({ store, machines: [jobLifecycle, approval, charge, fulfilment] });
+  server = res.track(await createServer({ runtime, port: 0, token: TOKEN }));
+  browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await res.dispose();
+});
+
+/** A page with the token handed over as `spool serve` prints it (or none). */
+async function open(path: string, options: { token?: boolean } = {}): Promise<Page> {
+  const context = await browser.newContext({ viewport: { width: 1440, height: 1000 } });
+  const page = await context.newPage();
+  page.on('request', (r) => {
+    if (!r.url().startsWith(server.url) && !r.url().startsWith('data:')) foreign.push(r.url());
+  });
+  page.on('pageerror', (e) => pageErrors.push(String(e)));
+  if (options.token !== false) {
+    await page.goto(`${server.url}/#token=${TOKEN}`);
+    await page.waitForSelector('.token-button.unlocked');
+  }
+  await page.goto(`${server.url}${path}`);
+  return page;
+}
+
+async function api(method: string, route: string, body?: unknown): Promise<any> {
+  const r = await fetch(`${server.url}${route}`, { method, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+  return r.json();
+}
+
+const current = (state: string) => `.diagram [data-state="${state}"].is-current`;
+
+describe('the dashboard in Chromium', () => {
+  it('lists jobs with their counts by machine and state, from Spool alone', async () => {
+    await runtime.start('job-lifecycle', { name: 'resize', items: 0 }, { jobId: 'list-1' });
+    await runtime.start('job-lifecycle', { name: 'thumbs' }, { jobId: 'list-2' });
+    await runtime.send('list-2', { type: 'START' });
+    await runtime.start('fulfilment', { items: 2, total: 10 }, { jobId: 'order-1' });
+    const page = await open('/');
+    await page.waitForSelector('tr[data-job="list-1"]');
+    await page.waitForSelector('tr[data-job="order-1"]');
+    expect(await page.textContent('tr[data-job="list-2"]')).toContain('processing');
+    const card = page.locator('.machine-card', { hasText: 'job-lifecycle' });
+    expect(await card.locator('.count-chip', { hasText: 'queued' }).textContent()).toMatch(/queued\s*1/);
+    // A count filters the table.
+    await card.locator('.count-chip', { hasText: 'processing' }).click();
+    await page.waitForFunction('document.querySelectorAll("tr[data-job]").length === 1 && document.querySelector(\'tr[data-job="list-2"]\') !== null');
+    expect(new URL(page.url()).search).toContain('state=processing');
+    await page.click('button:has-text("Clear")');
+    await page.waitForSelector('tr[data-job="list-1"]');
+    await page.screenshot({ path: join(SHOTS, 'jobs.png'), fullPage: true });
+    expect(foreign).toEqual([]);
+    await page.context().close();
+  });
+
+  it("draws a job's diagram and moves the current state when an event is sent through the API", async () => {
+    await runtime.start('job-lifecycle', { name: 'live' }, { jobId: 'live-1' });
+    const page = await open('/jobs/live-1');
+    await page.waitForSelector(current('job-lifecycle.queued'));
+    await page.waitForSelector('.live[data-stream="live"]');
+    expect(await page.locator('.diagram .edge').count()).toBeGreaterThan(5);
+    await api('POST', '/api/jobs/live-1/events', { type: 'START' });
+    await page.waitForSelector(current('job-lifecycle.processing'));
+    expect(await page.locator(current('job-lifecycle.queued')).count()).toBe(0);
+    await page.waitForSelector('.diagram .edge.is-taken[data-source="job-lifecycle.queued"][data-event="START"]');
+    await page.waitForSelector('.timeline li[data-revision="2"]');
+    await api('POST', '/api/jobs/live-1/events', { type: 'PROGRESS', percent: 30 });
+    await page.waitForSelector('.timeline li[data-revision="3"]');
+    await page.screenshot({ path: join(SHOTS, 'job.png'), fullPage: true });
+
+    // Nested and parallel states are boxes in boxes; both regions' states are current.
+    await runtime.start('fulfilment', { items: 1, total: 5 }, { jobId: 'order-2' });
+    await page.goto(`${server.url}/jobs/order-2`);
+    await page.waitForSelector(current('fulfilment.open.payment.unpaid'));
+    await page.waitForSelector(current('fulfilment.open.packing.waiting'));
+    expect(await page.locator('.diagram .state-region').count()).toBe(2);
+    await api('POST', '/api/jobs/order-2/events', { type: 'PACK' });
+    await page.waitForSelector(current('fulfilment.open.packing.packed'));
+    expect(await page.locator(current('fulfilment.open.payment.unpaid')).count()).toBe(1);
+    await page.screenshot({ path: join(SHOTS, 'job-parallel.png'), fullPage: true });
+    await page.context().close();
+  });
+
+  it('rides out a server restart: the page says it is reconnecting, keeps what it showed, then catches up', async () => {
+    await runtime.start('job-lifecycle', { name: 'restart' }, { jobId: 'restart-1' });
+    let own = res.track(await createServer({ runtime, port: 0, token: TOKEN }));
+    const port = Number(new URL(own.url).port);
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(`${own.url}/jobs/restart-1`);
+    await page.waitForSelector('.live[data-stream="live"]');
+    await page.waitForSelector(current('job-lifecycle.queued'));
+    await own.close();
+    await page.waitForSelector('.live[data-stream="reconnecting"]');
+    await runtime.send('restart-1', { type: 'START' });
+    await page.waitForSelector('.problem:not([hidden])');
+    expect(await page.locator(current('job-lifecycle.queued')).count()).toBe(1);
+    own = res.track(await createServer({ runtime, port, token: TOKEN }));
+    await page.waitForSelector(current('job-lifecycle.processing'));
+    await page.waitForSelector('.live[data-stream="live"]');
+    await page.waitForSelector('.problem[hidden]', { state: 'attached' });
+    await context.close();
+  });
+
+  it('sends events from the page, with a form built from the event schema', async () => {
+    await runtime.start('job-lifecycle', { name: 'send' }, { jobId: 'send-1' });
+    const page = await open('/jobs/send-1');
+    await page.click('button.event-button[data-event="START"]');
+    await page.waitForSelector(current('job-lifecycle.processing'));
+    await page.click('button.event-button[data-event="PROGRESS"]');
+    // The schema's bounds are the field's: 140 is refused before anything is sent.
+    await page.fill('form.event-form[data-event="PROGRESS"] input[name="percent"]', '140');
+    await page.click('form.event-form[data-event="PROGRESS"] button.primary');
+    await page.waitForSelector('form.event-form[data-event="PROGRESS"] input[name="percent"]:invalid');
+    expect((await runtime.get('send-1')).progress).toBe(0);
+    await page.fill('form.event-form[data-event="PROGRESS"] input[name="percent"]', '40');
+    await page.click('form.event-form[data-event="PROGRESS"] button.primary');
+    await page.waitForSelector('.meta-progress .pct:has-text("40%")');
+    expect((await runtime.get('send-1')).progress).toBe(40);
+    // FAIL has a required reason: the form holds it back until it is filled in.
+    await page.click('button.event-button[data-event="FAIL"]');
+    await page.click('form.event-form[data-event="FAIL"] button.primary');
+    await page.waitForSelector('form.event-form[data-event="FAIL"] [name="reason"]:invalid');
+    expect((await runtime.get('send-1')).value).toBe('processing');
+    await page.click('button.event-button[data-event="FINISH"]');
+    await page.waitForSelector(current('job-lifecycle.completed'));
+    await page.waitForSelector('.live[data-stream="final"]');
+    expect(await runtime.get('send-1')).toMatchObject({ value: 'completed', final: true });
+    await page.context().close();
+  });
+
+  it('cancels from the page', async () => {
+    await runtime.start('job-lifecycle', { name: 'cancel' }, { jobId: 'cancel-1' });
+    const page = await open('/jobs/cancel-1');
+    await page.waitForSelector(current('job-lifecycle.queued'));
+    await page.click('[data-action="cancel-job"]');
+    await page.fill('.confirm input', 'not needed');
+    await page.click('[data-action="confirm"]');
+    await page.waitForSelector(current('job-lifecycle.cancelled'));
+    expect(await runtime.get('cancel-1')).toMatchObject({ value: 'cancelled', cancel: { reason: 'not needed' } });
+    await page.context().close();
+  });
+
+  it('retries a failed activity from the page', async () => {
+    chargeHook.run = async () => {
+      throw new Error('card declined');
+    };
+    await runtime.start('charge', {}, { jobId: 'charge-1' });
+    await runtime.idle();
+    expect((await runtime.details('charge-1')).effects[0]).toMatchObject({ status: 'failed' });
+    chargeHook.run = async () => ({ receipt: 'r-2' });
+    const page = await open('/jobs/charge-1');
+    await page.waitForSelector('tr[data-effect] .effect-failed');
+    await page.click('[data-action="retry"]');
+    await page.waitForSelector(current('charge.charged'));
+    expect((await runtime.get('charge-1')).value).toBe('charged');
+    await page.context().close();
+  });
+
+  it('settles a waiting token from the page', async () => {
+    await runtime.start('approval', {}, { jobId: 'approve-1' });
+    await runtime.idle();
+    const page = await open('/jobs/approve-1');
+    await page.waitForSelector('.settle [data-action="complete"]');
+    await page.screenshot({ path: join(SHOTS, 'job-token.png'), fullPage: true });
+    await page.fill('.settle textarea', '{"approvedBy":"ada"}');
+    await page.click('.settle [data-action="complete"]');
+    await page.waitForSelector(current('approval.approved'));
+    expect(await runtime.get('approve-1')).toMatchObject({ value: 'approved', final: true });
+    await page.context().close();
+  });
+
+  it('asks for the token before a write when the tab has none, and a wrong one changes nothing', async () => {
+    await runtime.start('job-lifecycle', { name: 'locked' }, { jobId: 'locked-1' });
+    const page = await open('/jobs/locked-1', { token: false });
+    await page.waitForSelector('.token-button.locked');
+    await page.click('button.event-button[data-event="START"]');
+    await page.waitForSelector('#token-dialog[open]');
+    await page.fill('#token-input', 'wrong-token-0123456789');
+    await page.click('#token-form button.primary');
+    await page.waitForSelector('.toast-error:has-text("Wrong token")');
+    expect((await runtime.get('locked-1')).revision).toBe(1);
+    await page.context().close();
+  });
+
+  it('takes the token from the URL `spool serve` prints, keeps it in the tab and out of the address bar', async () => {
+    const own = res.track(await createServer({ runtime, port: 0 }));
+    expect(own.tokenGenerated).toBe(true);
+    expect(own.dashboardUrl).toBe(`${own.url}/#token=${encodeURIComponent(own.token)}`);
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(own.dashboardUrl);
+    await page.waitForSelector('.token-button.unlocked');
+    expect(page.url()).toBe(`${own.url}/`);
+    expect(await page.evaluate('sessionStorage.getItem("spool.token")')).toBe(own.token);
+    await context.close();
+    await own.close();
+  });
+
+  it('serves its own scripts and styles, under a policy that allows no other origin', async () => {
+    const page = await fetch(`${server.url}/jobs/anything`);
+    expect(page.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(page.headers.get('content-security-policy')).toContain("script-src 'self'");
+    const html = await page.text();
+    const assets = [...html.matchAll(/<(?:script|link)\b[^>]*\b(?:src|href)="([^"]+)"/g)].map((m) => m[1]!);
+    expect(assets.length).toBeGreaterThanOrEqual(3);
+    for (const path of assets) {
+      expect(path.startsWith('/dashboard/')).toBe(true);
+      expect((await fetch(`${server.url}${path}`)).status).toBe(200);
+    }
+    expect((await fetch(`${server.url}/dashboard/app.js`)).headers.get('content-type')).toMatch(/^text\/javascript/);
+    const missing = await fetch(`${server.url}/dashboard/nope.js`);
+    expect([missing.status, ((await missing.json()) as any).error.code]).toEqual([404, 'SPOOL_ROUTE_NOT_FOUND']);
+    expect((await fetch(`${server.url}/dashboard/..%2Fdashboard.ts`)).status).toBe(404);
+    const svg = await fetch(`${server.url}/api/machines/fulfilment/diagram`);
+    expect(svg.headers.get('content-type')).toMatch(/^image\/svg\+xml/);
+    expect(await svg.text()).toContain('data-state="fulfilment.open.payment"');
+    expect(((await (await fetch(`${server.url}/api/machines/nope/diagram`)).json()) as any).error.code).toBe('SPOOL_UNKNOWN_MACHINE');
+    expect(((await (await fetch(`${server.url}/api/jobs/nope/marks`)).json()) as any).error.code).toBe('SPOOL_NOT_FOUND');
+    expect(await api('GET', '/api/jobs/order-1/marks')).toMatchObject({ machineId: 'fulfilment', version: '1', active: expect.arrayContaining(['fulfilment.open.payment.unpaid']), taken: [] });
+  });
+
+  it("draws a machine's diagram with the count of jobs in each state", async () => {
+    const page = await open('/machines/fulfilment');
+    await page.waitForSelector('#machine-diagram .count[data-state="fulfilment.open"]');
+    const counts = await page.$$eval('#machine-diagram .count', (els) => Object.fromEntries(els.map((e) => [e.getAttribute('data-state'), Number(e.getAttribute('data-count'))])));
+    const stats = (await runtime.stats()).jobs.filter((r) => r.machineId === 'fulfilment').reduce((n, r) => n + r.count, 0);
+    expect(counts['fulfilment.open']).toBe(stats);
+    expect(counts['fulfilment.open.packing.packed']).toBe(1);
+    await page.screenshot({ path: join(SHOTS, 'machine.png'), fullPage: true });
+    // A click on a state lists its jobs.
+    await page.click('#machine-diagram .state[data-state="fulfilment.open.packing.packed"]');
+    await page.waitForSelector('tr[data-job="order-2"]');
+    expect(await page.locator('tr[data-job]').count()).toBe(1);
+    expect(pageErrors).toEqual([]);
+    expect(foreign).toEqual([]);
+    await page.context().close();
+  });
+});
