@@ -67,6 +67,8 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // The `spool` bin runs dist/: built first when a source changed (test/helpers/buildDist.ts).
+    globalSetup: ['test/helpers/buildDist.ts'],
     projects: [
       // *.pg.test.ts: Postgres only (they need the server the postgres project starts).
       { extends: true, test: { name: 'sync', include: ['test/**/*.test.ts'], exclude: ['test/**/*.pg.test.ts'] } },

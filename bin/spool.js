@@ -1,7 +1,14 @@
 #!/usr/bin/env node
-// The `spool` command. tsx loads TypeScript (Spool's own and your machine modules) without a build
-// step; src/loader adds what a machines module written anywhere needs (ESM, xstate and zod).
-import '../src/loader/register.mjs';
+// The `spool` command: the built JavaScript (dist/, `npm run build`), run by plain node. A
+// TypeScript machines module (`--machines app/machines.ts`) is loaded through tsx, registered
+// only then (src/cli/loadMachines.ts); src/loader adds what a module written anywhere needs.
+import { existsSync } from 'node:fs';
+
+const MAIN = new URL('../dist/src/cli/main.js', import.meta.url);
+if (!existsSync(MAIN)) {
+  process.stderr.write('spool: dist/ is missing: run `npm run build` in the Spool checkout first.\n');
+  process.exit(1);
+}
 
 // `spool list | head`: the reader went away; stop quietly instead of printing a stack.
 process.stdout.on('error', (error) => {
@@ -9,7 +16,7 @@ process.stdout.on('error', (error) => {
   throw error;
 });
 
-const { main } = await import('../src/cli/main.ts');
+const { main } = await import(MAIN.href);
 // Exit once the command is done: output is written synchronously to files, pipes and terminals
 // on Linux, and an activity a stopped worker abandoned (one that ignores its abort signal) must
 // not keep the process alive.

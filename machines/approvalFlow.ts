@@ -1,5 +1,6 @@
 import { assign, cancel, raise, setup } from 'xstate';
 import { z } from 'zod';
+import { defineJob } from '../src/runtime/defineJob.ts';
 
 /**
  * An approval that waits for a human decision: a reminder after `remindAfterMs` (a delayed
@@ -69,10 +70,10 @@ export const approvalFlowMachine = setup({
 });
 
 /** Registered as `approval-flow` version 1. */
-export const approvalFlow = {
+export const approvalFlow = defineJob({
   machine: approvalFlowMachine,
   version: 1,
   input: approvalFlowInput,
   events: approvalFlowEvents,
   description: 'pending (reminder, deadline) → approved | rejected | expired, or cancelled',
-};
+});

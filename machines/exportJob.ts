@@ -1,5 +1,6 @@
-import { assign, fromPromise, setup } from 'xstate';
+import { assign, setup } from 'xstate';
 import { z } from 'zod';
+import { activity, defineJob } from '../src/runtime/defineJob.ts';
 
 /**
  * An export through an external provider that charges per export, so it must not run twice:
@@ -33,13 +34,6 @@ interface ExportResult {
   size: number;
 }
 
-interface SpoolArgs {
-  attempt: number;
-  idempotencyKey: string;
-  progress?: (percent: number) => Promise<void>;
-  attachAsset?: (asset: { type: string; uri: string; size?: number }) => Promise<void>;
-}
-
 /** What the stand-in provider produced (or would produce) for a reference. */
 const providerResult = (ref: string, format: string, rows: number): ExportResult => ({
   uri: `provider://exports/${ref}.${format}`,
@@ -61,29 +55,26 @@ export interface ExportJobContext {
 export const exportJobMachine = setup({
   types: { context: {} as ExportJobContext, events: {} as Event, input: {} as Input },
   actors: {
-    reserve: fromPromise<{ providerRef: string }, { dataset: string }>(async ({ input, ...spool }) => {
-      const { idempotencyKey } = spool as unknown as SpoolArgs;
+    reserve: activity<{ providerRef: string }, { dataset: string }>(async ({ input, idempotencyKey }) => {
       // A real provider would be called with the idempotency key; the reference derives from it.
       let hash = 0;
       for (const ch of idempotencyKey) hash = (Math.imul(hash, 31) + ch.charCodeAt(0)) >>> 0;
       const ref = `${input.dataset}-${hash.toString(36)}`;
       return { providerRef: ref };
     }),
-    export: fromPromise<ExportResult, { providerRef: string; format: string; rows: number; flakyAttempts: number }>(async ({ input, signal, ...spool }) => {
-      const { attempt, progress, attachAsset } = spool as unknown as SpoolArgs;
+    export: activity<ExportResult, { providerRef: string; format: string; rows: number; flakyAttempts: number }>(async ({ input, signal, attempt, progress, attachAsset }) => {
       if (attempt <= input.flakyAttempts) throw Object.assign(new Error(`provider busy (attempt ${attempt})`), { retryable: true, retryAfterMs: 100 });
       for (const pct of [25, 50, 75]) {
         if (signal.aborted) throw new Error('export aborted');
-        await progress?.(pct);
+        await progress(pct);
       }
       const result = providerResult(input.providerRef, input.format, input.rows);
-      await attachAsset?.({ type: `export/${input.format}`, uri: result.uri, size: result.size });
+      await attachAsset({ type: `export/${input.format}`, uri: result.uri, size: result.size });
       return result;
     }),
-    lookup: fromPromise<{ found: boolean; result: ExportResult | null }, { providerRef: string; format: string; rows: number }>(async ({ input, ...spool }) => {
-      const { attachAsset } = spool as unknown as SpoolArgs;
+    lookup: activity<{ found: boolean; result: ExportResult | null }, { providerRef: string; format: string; rows: number }>(async ({ input, attachAsset }) => {
       const result = providerResult(input.providerRef, input.format, input.rows);
-      await attachAsset?.({ type: `export/${input.format}`, uri: result.uri, size: result.size });
+      await attachAsset({ type: `export/${input.format}`, uri: result.uri, size: result.size });
       return { found: true, result };
     }),
   },
@@ -147,7 +138,7 @@ export const exportJobMachine = setup({
 });
 
 /** Registered as `export-job` version 1. */
-export const exportJob = {
+export const exportJob = defineJob({
   machine: exportJobMachine,
   version: 1,
   input: exportJobInput,
@@ -158,4 +149,4 @@ export const exportJob = {
     lookup: { maxAttempts: 5, backoff: { initialMs: 100 } },
   },
   description: 'reserving → exporting (unsafe to repeat; progress, asset) → completed, reconciling by provider reference after a crash',
-};
+});

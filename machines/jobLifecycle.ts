@@ -1,5 +1,6 @@
 import { assign, setup } from 'xstate';
 import { z } from 'zod';
+import { defineJob } from '../src/runtime/defineJob.ts';
 
 /**
  * The job lifecycle users know from job services:
@@ -105,10 +106,10 @@ export const jobLifecycleMachine = setup({
 });
 
 /** Registered as `job-lifecycle` version 1. */
-export const jobLifecycle = {
+export const jobLifecycle = defineJob({
   machine: jobLifecycleMachine,
   version: 1,
   input: jobLifecycleInput,
   events: jobLifecycleEvents,
   description: 'queued → processing → completed | partial | failed (or cancelled), with progress and item counts',
-};
+});

@@ -1,5 +1,6 @@
-import { assign, fromPromise, setup } from 'xstate';
+import { assign, setup } from 'xstate';
 import { z } from 'zod';
+import { activity, defineJob } from '../src/runtime/defineJob.ts';
 
 /**
  * The job lifecycle with durable work, retries and cancellation:
@@ -49,14 +50,13 @@ export const retryingJobMachine = setup({
   types: { context: {} as RetryingJobContext, events: {} as Event, input: {} as Input },
   actors: {
     /** Works through the items; the args carry Spool's attempt, idempotency key and progress. */
-    process: fromPromise<ProcessOutput, { items: number; failItems: number; flakyAttempts: number }>(async ({ input, signal, ...spool }) => {
-      const { attempt, progress } = spool as unknown as { attempt: number; progress?: (p: number) => Promise<void> };
+    process: activity<ProcessOutput, { items: number; failItems: number; flakyAttempts: number }>(async ({ input, signal, attempt, progress }) => {
       if (attempt <= input.flakyAttempts) {
         throw Object.assign(new Error(`provider unavailable (attempt ${attempt})`), { retryable: true });
       }
       for (let i = 1; i <= input.items; i += 1) {
         if (signal.aborted) throw new Error('aborted');
-        if (progress && i % Math.max(1, Math.floor(input.items / 4)) === 0) await progress(Math.floor((i / input.items) * 99));
+        if (i % Math.max(1, Math.floor(input.items / 4)) === 0) await progress(Math.floor((i / input.items) * 99));
       }
       const failed = Math.min(input.failItems, input.items);
       return { succeeded: input.items - failed, failed };
@@ -107,11 +107,11 @@ export const retryingJobMachine = setup({
 });
 
 /** Registered as `retrying-job` version 1. */
-export const retryingJob = {
+export const retryingJob = defineJob({
   machine: retryingJobMachine,
   version: 1,
   input: retryingJobInput,
   events: retryingJobEvents,
   activities: { process: { maxAttempts: 3, backoff: { initialMs: 200, factor: 2, maxMs: 5_000, jitter: 0.1 } } },
   description: 'queued → processing (a retried activity) → completed | partial | failed, or cancelled',
-};
+});

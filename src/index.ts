@@ -7,8 +7,11 @@
  */
 export { createRuntime, Runtime } from './runtime/runtime.ts';
 export { JobQuarantined } from './runtime/quarantine.ts';
-export type { RuntimeOptions, Job, JobDetails, SendResult, SendOptions, StartOptions, StartOrSendOptions, StartOrSendResult, RedeliverOptions, ListFilter, RuntimeEvent, LogEntry } from './runtime/runtime.ts';
+export type { RuntimeOptions, Job, JobOf, JobDetails, JobDetailsOf, SendResult, SendResultOf, SendOptions, StartOptions, StartOrSendOptions, StartOrSendResult, RedeliverOptions, ListFilter, RuntimeEvent, LogEntry, MachineEntries } from './runtime/runtime.ts';
 export { redeliveryOf } from './runtime/redelivery.ts';
+/** Typed definitions and activities (checked against the machine at compile time), and the types that flow from machines. */
+export { defineJob, activity, type CheckedDefinition } from './runtime/defineJob.ts';
+export type { CatalogOf, JobId, MachineCatalog, MachineTypes, UntypedCatalog, UntypedMachine, MachineIds, MachineIdOf, ActorNames, StatePaths, EventTypesOf } from './runtime/machineTypes.ts';
 export { RetryableError, TerminalError, IndeterminateOutcomeError } from './runtime/retry.ts';
 export { backoffDelay } from './step/attempts.ts';
 export type { RetryPolicy, ActivityPolicy } from './runtime/retry.ts';

@@ -54,6 +54,35 @@ describe('a machines module outside any project', () => {
     expect(run.stderr).toContain(`spool: SPOOL_BAD_MACHINES_MODULE: Could not load machines module ${broken}: Transform failed with 1 error: ${broken}:2:`);
   });
 
+  it("a module importing spool's defineJob and activity resolves them to Spool's own install, and records its activity", async () => {
+    const typed = join(DIR, 'typed.ts');
+    writeFileSync(
+      typed,
+      `import { setup, assign } from 'xstate';
+import { activity, defineJob } from 'spool';
+
+const machine = setup({ actors: { shout: activity<string, { word: string }>(async ({ input, attempt }) => input.word.toUpperCase() + attempt) } }).createMachine({
+  id: 'shout',
+  context: { said: '' },
+  initial: 'saying',
+  states: {
+    saying: { invoke: { id: 'shout', src: 'shout', input: { word: 'hi' }, onDone: { target: 'said', actions: assign({ said: ({ event }) => event.output }) } } },
+    said: { type: 'final' },
+  },
+});
+export const shout = defineJob({ machine, activities: { shout: { maxAttempts: 2 } } });
+`,
+    );
+    const listed = await runSpool(['--machines', typed, 'machines', '--json'], DIR);
+    expect(listed.stderr).toBe('');
+    expect(JSON.parse(listed.stdout)).toMatchObject({ machines: [{ id: 'shout', version: '1' }] });
+    const db = join(DIR, 'typed.db');
+    expect((await runSpool(['--db', db, '--machines', typed, 'start', 'shout', '--id', 's1'], DIR)).code).toBe(0);
+    const shown = JSON.parse((await runSpool(['--db', db, '--machines', typed, 'show', 's1', '--json'], DIR)).stdout) as { job: Job; effects: { src: string; status: string }[] };
+    expect(shown.job).toMatchObject({ value: 'saying' });
+    expect(shown.effects).toMatchObject([{ src: 'shout', status: 'pending' }]);
+  });
+
   it('loads, validates its input with its own zod schema, and runs its jobs', async () => {
     const machines = await spool('machines', '--json');
     expect(machines.stderr).toBe('');

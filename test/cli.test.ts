@@ -81,7 +81,8 @@ describe('spool --help and machines', () => {
     const json = await spoolJson<{ module: string; machines: { id: string; version: string; events: string[]; description: string | null }[] }>([
       'machines',
     ]);
-    expect(json.module).toBe(join(ROOT, 'machines', 'index.ts'));
+    // The bin runs the built package: its default module is the built reference machines.
+    expect(json.module).toBe(join(ROOT, 'dist', 'machines', 'index.js'));
     expect(json.machines).toContainEqual(
       expect.objectContaining({
         id: 'job-lifecycle',

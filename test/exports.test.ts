@@ -1,6 +1,7 @@
 /**
- * The package's entry points, imported by name as a user's code imports them (a child process
- * under tsx, resolving `spool/...` through package.json `exports`).
+ * The package's entry points, imported by name as a user's code imports them: a child process
+ * under plain node, resolving `spool/...` through package.json `exports` to the built dist/ (the
+ * global setup builds it).
  */
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -16,7 +17,7 @@ describe('package entry points', () => {
       console.log(JSON.stringify(names));`;
     const env = { ...process.env };
     delete env['NODE_OPTIONS'];
-    const out = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: ROOT, env, encoding: 'utf8' });
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: ROOT, env, encoding: 'utf8' });
     const names = JSON.parse(out) as Record<string, string[]>;
     expect(names['spool']).toEqual(expect.arrayContaining(['createRuntime', 'runWorker', 'Runtime', 'SpoolError']));
     expect(names['spool/sqlite']).toContain('SqliteStore');

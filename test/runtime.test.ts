@@ -94,7 +94,7 @@ describe.each<Kind>(['sqlite', 'memory'])('runtime on %s', (kind) => {
       expect(await runtime.history(job.id)).toEqual([
         expect.objectContaining({ revision: 1, eventType: 'xstate.init', outcome: 'started', from: null, to: 'queued', payload: { name: 'resize', items: 0 } }),
       ]);
-      expect(seen).toEqual([{ type: 'job.started', job }]);
+      expect(seen).toEqual([{ type: 'job.started', jobId: job.id, job }]);
     });
 
     it('takes every timestamp from the injected clock', async () => {

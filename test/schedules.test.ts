@@ -403,7 +403,7 @@ describe('catch-up: the clock jumped past several occurrences (downtime)', () =>
     it(`${kind}: skip-missed runs none of them; the next run is the next occurrence`, async () => {
       const { runtime, hours, missed, schedule, clock } = await afterDowntime(kind, 'skip-missed', T0 + 5 * HOUR + 30 * MIN);
       expect(hours).toEqual([[1, 'started']]);
-      expect(missed).toEqual([{ type: 'schedule.missed', scheduleId: 'daily', count: 4, from: T0 + 2 * HOUR, to: T0 + 5 * HOUR }]);
+      expect(missed).toEqual([{ type: 'schedule.missed', jobId: null, scheduleId: 'daily', count: 4, from: T0 + 2 * HOUR, to: T0 + 5 * HOUR }]);
       expect(schedule).toMatchObject({ nextDueAt: T0 + 6 * HOUR, missed: 4, lastDueAt: T0 + HOUR });
       expect(await runtime.nextWakeAt()).toBe(T0 + 6 * HOUR);
       clock.set(T0 + 6 * HOUR);
@@ -527,7 +527,7 @@ describe('a damaged schedule row (SQLite)', () => {
     expect(await occurrences(store, 'bad')).toEqual([]);
     // Reported once (a worker prints it), not on every round.
     await runtime.tick();
-    expect(seen.filter((e) => e.type === 'schedule.damaged')).toEqual([{ type: 'schedule.damaged', scheduleId: 'bad', reason: expect.stringMatching(reason) }]);
+    expect(seen.filter((e) => e.type === 'schedule.damaged')).toEqual([{ type: 'schedule.damaged', jobId: null, scheduleId: 'bad', reason: expect.stringMatching(reason) }]);
 
     const again = await runtime.schedule(spec({ id: 'bad' }));
     expect(again).toMatchObject({ status: 'updated' });

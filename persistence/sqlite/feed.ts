@@ -1,17 +1,18 @@
 import Database from 'better-sqlite3';
 import type { FeedPage, HistoryFeedFilter } from '../../src/ports/store.ts';
 import { toTransitionRecord, type Row } from './records.ts';
+import { statements } from './prepared.ts';
 
 /** The statements of `historySince`: the history's head and a page of it. */
 export function prepareFeed(db: Database.Database) {
-  return {
+  return statements({
     head: db.prepare('SELECT max(seq) AS seq FROM transitions'),
     page: db.prepare(`SELECT t.*, j.machine_id FROM transitions t JOIN jobs j ON j.id = t.job_id
       WHERE t.seq > @after AND t.seq <= @upto
         AND (@all = 1 OR j.owner = @owner) AND (@machine IS NULL OR j.machine_id = @machine) AND (@job IS NULL OR t.job_id = @job)
         AND (@outcomes IS NULL OR t.outcome IN (SELECT value FROM json_each(@outcomes)))
       ORDER BY t.seq LIMIT @limit`),
-  };
+  });
 }
 
 /** One page of the history feed after `after`, scanning at most `scan` seqs; run it in one read transaction (the head and the page agree). */

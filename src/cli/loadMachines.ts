@@ -1,12 +1,14 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { register } from 'node:module';
+import { pathToFileURL } from 'node:url';
 import type { AnyStateMachine } from 'xstate';
 import { isJobDefinition, isStateMachine, type JobDefinition } from '../index.ts';
 import { MachinesModuleError, firstLine } from './errors.ts';
+import { OWN_EXTENSION, ownModule } from '../loader/ownFiles.ts';
 
 /** The project's reference machines: what `spool` loads without `--machines`. */
-export const DEFAULT_MACHINES_MODULE = fileURLToPath(new URL('../../machines/index.ts', import.meta.url));
+export const DEFAULT_MACHINES_MODULE = ownModule('../../machines/index', import.meta.url);
 
 export type Definition = JobDefinition | AnyStateMachine;
 
@@ -43,6 +45,26 @@ export function collectDefinitions(moduleNamespace: Record<string, unknown>): De
   return found.filter((d) => isJobDefinition(d) || !wrapped.has(d));
 }
 
+let loaderReady: 'hooks' | 'typescript' | undefined;
+
+/**
+ * Before the built CLI imports a user's module: the hooks of src/loader (ESM outside a
+ * type:module package, and `xstate`/`zod` from Spool's install when the module has none), and
+ * for a TypeScript module tsx as well, registered only then (it costs a tenth of a second).
+ * Spool run from its sources already runs under a TypeScript loader (tsx, vitest), as before.
+ */
+async function prepareLoader(path: string): Promise<void> {
+  if (OWN_EXTENSION === '.ts' || loaderReady === 'typescript') return;
+  // The order of src/loader/register.mjs: hooks.mjs first, then tsx (tsx's resolve calls hooks.mjs's).
+  if (loaderReady === undefined) register('../loader/hooks.mjs', import.meta.url);
+  loaderReady = 'hooks';
+  if (/\.[mc]?tsx?$/.test(path)) {
+    const { register: registerTsx } = await import('tsx/esm/api');
+    registerTsx();
+    loaderReady = 'typescript';
+  }
+}
+
 /**
  * Import a machines module (`.ts` or `.js`; relative paths are resolved against `cwd`) and
  * collect its machines. Throws {@link MachinesModuleError} when the file is missing, fails to
@@ -55,6 +77,7 @@ export async function loadMachines(modulePath: string, cwd: string): Promise<{ p
   }
   let namespace: Record<string, unknown>;
   try {
+    await prepareLoader(path);
     namespace = (await import(pathToFileURL(path).href)) as Record<string, unknown>;
   } catch (error) {
     // Node 20 also reports an error thrown while loading a CommonJS module that an ES module

@@ -1,7 +1,7 @@
 /**
  * The `spool` command: start jobs, send them events, and look at them, on a SQLite file.
- * A client of the public API only; `bin/spool.js` loads it through tsx, so TypeScript machine
- * modules run without a build step.
+ * A client of the public API only; `bin/spool.js` runs it built (dist/) with plain node, and a
+ * TypeScript machines module is loaded through tsx, registered only then (loadMachines.ts).
  *
  * @example
  * spool start job-lifecycle --input '{"name":"resize","items":2}' --id resize-1

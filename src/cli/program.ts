@@ -2,7 +2,6 @@
  * The `spool` program: its global options and help, and every command group registered in the
  * order `spool --help` lists them.
  */
-import { readFileSync } from 'node:fs';
 import { Command, Option } from 'commander';
 import { MachineRegistry } from '../index.ts';
 import { sensitiveKeys } from '../views/redacted.ts';
@@ -18,6 +17,7 @@ import { globals, write, type CliIO } from './globals.ts';
 import { resolveConfig } from './config.ts';
 import { paintHeading } from './style.ts';
 import { withRuntime } from './withRuntime.ts';
+import { ownPackageJson } from '../loader/ownFiles.ts';
 import { addCancelCommand, addCompleteFailCommands, addPurgeCommand, addResumeCommand, addRetryCommand, addSendCommand, addStartCommand, addSuspendCommand } from './jobs.ts';
 import { addRedeliverCommand, addStartOrSendCommand } from './delivery.ts';
 import { addListCommand, addMachinesCommand, addShowCommand, addStatsCommand } from './reads.ts';
@@ -145,7 +145,7 @@ function applyConfig(program: Command, io: CliIO): void {
 
 function readVersion(): string {
   try {
-    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
+    const pkg = ownPackageJson();
     return typeof pkg.version === 'string' ? pkg.version : '0.0.0';
   } catch {
     return '0.0.0';

@@ -6,9 +6,9 @@
 //    CommonJS, and Node 20 then fails with "Cannot require() ES Module ... in a cycle". It is
 //    loaded as ESM, and so is a `.js` file there that is written as one (import or export
 //    statements, and no require or module.exports).
-// 2. Its `xstate` and `zod` imports resolve to the module's own install when it has one, and
-//    otherwise to Spool's, so a machine file needs no `npm install` of its own (and shares
-//    Spool's XState instance).
+// 2. Its `xstate`, `zod` and `spool` imports (`spool` for `defineJob` and `activity`) resolve to
+//    the module's own install when it has one, and otherwise to Spool's, so a machine file needs
+//    no `npm install` of its own (and shares Spool's XState instance).
 //
 // Both hold for every file the module imports, not only for the entry: a helper it imports
 // (`./helper`, `./helper.ts`, `./helper.js`) is ESM too, and its zod import resolves the same way.
@@ -25,7 +25,7 @@ import { fileURLToPath } from 'node:url';
 
 const SPOOL_PACKAGE = new URL('../../package.json', import.meta.url).href;
 const SPOOL_ROOT = new URL('../../', import.meta.url).href;
-const SHARED = /^(xstate|zod)(\/|$)/;
+const SHARED = /^(xstate|zod|spool)(\/|$)/;
 
 export async function resolve(specifier, context, nextResolve) {
   let resolved;

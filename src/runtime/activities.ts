@@ -4,17 +4,17 @@ import type { JsonValue } from '../ports/store.ts';
 
 /**
  * What a `fromPromise` activity receives when Spool runs it (XState's own `{ input, signal }`
- * plus Spool's fields). Machines stay pure: read these from the argument, no import needed.
+ * plus Spool's fields; XState's `self` and `system` are not given). Write the activity with
+ * {@link activity} (spool's `activity`, in place of `fromPromise`) to have these typed, or read
+ * them from the argument of a plain `fromPromise`.
  *
  * @example
  * actors: {
- *   charge: fromPromise(async ({ input, signal, ...spool }) => {
- *     const { idempotencyKey, attempt } = spool as ActivityArgs;
- *     return provider.charge(input, { idempotencyKey, signal });
- *   }),
+ *   charge: activity<Receipt, Order>(async ({ input, signal, idempotencyKey, attempt }) =>
+ *     provider.charge(input, { idempotencyKey, signal })),
  * }
  */
-export interface ActivityArgs<TInput = unknown> {
+export interface ActivityArgs<TInput = unknown, TOutput = unknown> {
   input: TInput;
   /** Stable across retries and restarts of the same invocation: pass it to the provider. */
   idempotencyKey: string;
@@ -30,9 +30,9 @@ export interface ActivityArgs<TInput = unknown> {
    * output)` or `fail(token, error)` settles the activity once.
    *
    * @example
-   * approve: fromPromise(async ({ defer }) => defer((token) => mailer.send(`/approve?token=${token}`)))
+   * approve: activity<{ approved: boolean }>(async ({ defer }) => defer((token) => mailer.send(`/approve?token=${token}`)))
    */
-  defer: (onToken?: (token: string) => void | Promise<void>) => DeferredCompletion;
+  defer: (onToken?: (token: string) => void | Promise<void>) => DeferredCompletion<TOutput>;
   /**
    * Report progress 0-100 on the job (ignored, with a note, once the job is final). It never lowers
    * the job's progress (an attempt run again reports from its start); the machine sets it lower
@@ -41,6 +41,8 @@ export interface ActivityArgs<TInput = unknown> {
   progress: (percent: number) => Promise<void>;
   /** Link an output to the job; the same key from a retried attempt is attached once. */
   attachAsset: (asset: AssetInput) => Promise<void>;
+  /** XState's `emit`: Spool ignores emitted events of activities. */
+  emit: (emitted: { type: string }) => void;
 }
 
 /** An output to link to a job. `key` defaults to `uri`. */
@@ -53,11 +55,16 @@ export interface AssetInput {
 }
 
 const DEFERRED = Symbol.for('spool.deferred');
+declare const OUTPUT: unique symbol;
 
-/** The marker an activity returns to finish out of band. */
-export interface DeferredCompletion {
+/**
+ * The marker an activity returns to finish out of band; `TOutput` is the output `complete`
+ * will settle it with (a compile-time mark only).
+ */
+export interface DeferredCompletion<TOutput = unknown> {
   readonly [DEFERRED]: true;
   readonly token: string;
+  readonly [OUTPUT]?: TOutput;
 }
 
 export function deferred(token: string): DeferredCompletion {

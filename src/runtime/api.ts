@@ -20,15 +20,22 @@ import type {
   TransitionRecord,
 } from '../ports/store.ts';
 import type { InspectionObserver } from './inspection.ts';
+import type { JobId, MachineCatalog, MachineTypes, UntypedMachine } from './machineTypes.ts';
 import type { JobDefinition } from './registry.ts';
 import type { ScheduleEvent } from './schedules.ts';
 
-/** Options of {@link createRuntime}. */
-export interface RuntimeOptions {
+/** What `machines` takes: job definitions and bare XState machines, in any iterable. */
+export type MachineEntries = Iterable<JobDefinition | AnyStateMachine>;
+
+/**
+ * Options of {@link createRuntime}. `TMachines` is the type of `machines`: a literal array of
+ * definitions types the runtime's calls by them (see machineTypes.ts).
+ */
+export interface RuntimeOptions<TMachines extends MachineEntries = MachineEntries> {
   /** Where jobs live: `SqliteStore` (persistence/sqlite) or `MemoryStore` (persistence/memory). */
   store: JobStore;
   /** Job definitions or bare XState machines. */
-  machines: Iterable<JobDefinition | AnyStateMachine>;
+  machines: TMachines;
   /** Time source for every timestamp. Default: real time. */
   clock?: Clock;
   /** Tenant scope of this runtime: it sees only jobs with this owner. Default: unscoped (`null`). */
@@ -110,19 +117,22 @@ export interface LogEntry {
   [key: string]: unknown;
 }
 
-/** A job as the API returns it. */
-export interface Job {
-  id: string;
-  machineId: string;
+/**
+ * A job as the API returns it. `T` holds its machine's types (machineTypes.ts): a runtime typed
+ * by its machines returns `Job<that machine's types>`, one per machine id (narrow on `machineId`).
+ */
+export interface Job<T extends MachineTypes = UntypedMachine> {
+  id: JobId<T['id']>;
+  machineId: T['id'];
   machineVersion: string;
   revision: number;
   status: JobStatus;
   /** True once the job is in a final state (or errored): it accepts no more events. */
   final: boolean;
-  value: JsonValue;
-  context: JsonValue;
-  input: JsonValue;
-  output: JsonValue | undefined;
+  value: T['value'];
+  context: T['context'];
+  input: T['storedInput'];
+  output: T['output'] | undefined;
   /** 0-100, or null when the job does not report progress. */
   progress: number | null;
   /** A cancel request and whether the machine has reached its cancelled state. */
@@ -138,8 +148,17 @@ export interface Job {
   updatedAt: number;
 }
 
+/** The job of machine `K` in catalog `C` (one per machine id when `K` is a union of them). */
+export type JobOf<C extends MachineCatalog, K extends string> = K extends keyof C ? Job<C[K]> : never;
+
+/** What `send` resolves with for a job of machine `K` in catalog `C`. */
+export type SendResultOf<C extends MachineCatalog, K extends string> = K extends keyof C ? SendResult<C[K]> : never;
+
+/** `details` of a job of machine `K` in catalog `C`. */
+export type JobDetailsOf<C extends MachineCatalog, K extends string> = K extends keyof C ? JobDetails<C[K]> : never;
+
 /** What `send` resolves with: the event's outcome and the job after it. */
-export interface SendResult {
+export interface SendResult<T extends MachineTypes = UntypedMachine> {
   jobId: string;
   eventId: string;
   /** `applied`, `ignored` (no transition in the current state), `failed` (a guard or action threw), `pending` or `rejected`. */
@@ -148,7 +167,7 @@ export interface SendResult {
   error: ErrorInfo | null;
   /** True when this event id had been sent before: this is the first outcome. */
   duplicate: boolean;
-  job: Job;
+  job: Job<T>;
 }
 
 /** Options of `start`. */
@@ -176,8 +195,8 @@ export interface StartOrSendResult extends SendResult {
 }
 
 /** What `list` selects. */
-export interface ListFilter {
-  machineId?: string;
+export interface ListFilter<TMachineId extends string = string> {
+  machineId?: TMachineId;
   state?: string;
   status?: JobStatus;
   quarantined?: boolean;
@@ -196,10 +215,15 @@ export interface ListFilter {
   limit?: number;
 }
 
-/** What the runtime tells its observers. The CLI, the demo and tests listen to these. */
-export type RuntimeEvent =
-  | { type: 'job.started'; job: Job }
-  | { type: 'job.committed'; job: Job; transition: TransitionRecord }
+/**
+ * What the runtime tells its observers. The CLI, the demo and tests listen to these. One union,
+ * discriminated by `type`; every kind carries `jobId`: the job's id, or `null` for the kinds that
+ * are about no job (`storage.fault`, `schedule.missed`, `schedule.damaged`; `schedule.fired` names
+ * the job it started, if any). `job.started` and `job.committed` also carry the whole `job`.
+ */
+export type RuntimeEvent<TJob extends Job<any> = Job> =
+  | { type: 'job.started'; jobId: TJob['id']; job: TJob }
+  | { type: 'job.committed'; jobId: TJob['id']; job: TJob; transition: TransitionRecord }
   | { type: 'event.accepted'; jobId: string; eventId: string; eventType: string }
   | { type: 'event.rejected'; jobId: string; eventId: string; error: ErrorInfo }
   | { type: 'job.quarantined'; jobId: string; reason: string }
@@ -224,6 +248,8 @@ export type RuntimeEvent =
  */
 export interface StorageFaultEvent {
   type: 'storage.fault';
+  /** About no job. */
+  jobId: null;
   /** The error's code, e.g. `SPOOL_STORAGE_FULL`. */
   code: string;
   message: string;
@@ -232,8 +258,8 @@ export interface StorageFaultEvent {
 }
 
 /** Everything `show` needs about one job. */
-export interface JobDetails {
-  job: Job;
+export interface JobDetails<T extends MachineTypes = UntypedMachine> {
+  job: Job<T>;
   history: TransitionRecord[];
   events: InboxRecord[];
   effects: EffectRecord[];

@@ -124,7 +124,7 @@ export class JobCommits {
   async started(record: JobRecord, def: RegisteredMachine, started: Started): Promise<Job> {
     const job = toJob(record, def);
     const { relations } = started;
-    this.#emit({ type: 'job.started', job });
+    this.#emit({ type: 'job.started', jobId: job.id, job });
     this.#logEntry('info', 'job started', { jobId: record.id, machine: def.id, version: def.version, state: job.value });
     this.#afterCommit(record.id, record.revision, started.plan, started.clean);
     relations.touched.delete(record.id);
@@ -480,7 +480,7 @@ export class JobCommits {
     // The job view and the event are built only for someone listening (the hot path has no one).
     if (this.#listeners.size > 0) {
       const job = toJob(updated, def);
-      this.#emit({ type: 'job.committed', job, transition: { ...commit.transition, jobId: record.id, revision: result.revision, runner: this.runnerId, fence: result.fence } });
+      this.#emit({ type: 'job.committed', jobId: job.id, job, transition: { ...commit.transition, jobId: record.id, revision: result.revision, runner: this.runnerId, fence: result.fence } });
     }
     if (TERMINAL.has(updated.status) && !TERMINAL.has(record.status)) {
       this.#logEntry('info', 'job finished', { jobId: record.id, status: updated.status, state: updated.value });

@@ -26,8 +26,9 @@ import type { RuntimeStats } from './operations.ts';
 import * as sched from './schedules.ts';
 import { ActivitySlots, BacklogGauge, DEFAULT_MAX_BACKLOG } from './limits.ts';
 import { checkRuntimeOptions } from './options.ts';
-import type { Job, JobDetails, ListFilter, LogEntry, RuntimeEvent, RuntimeOptions, SendOptions, SendResult, StartOptions, StartOrSendOptions, StartOrSendResult, StorageFaultEvent } from './api.ts';
+import type { Job, JobDetails, JobDetailsOf, JobOf, ListFilter, LogEntry, MachineEntries, RuntimeEvent, RuntimeOptions, SendOptions, SendResult, SendResultOf, StartOptions, StartOrSendOptions, StartOrSendResult, StorageFaultEvent } from './api.ts';
 import type { RedeliverOptions } from './redelivery.ts';
+import type { CatalogOf, JobId, MachineCatalog, MachineIds, StartArgs } from './machineTypes.ts';
 import { RuntimeEvents } from './events.ts';
 import { inspectRuntime } from './inspection.ts';
 import { JobQuarantined } from './quarantine.ts';
@@ -61,28 +62,36 @@ import { ActivityExecutor } from './executor.ts';
 import type { RunningActivity, RuntimeParts } from './parts.ts';
 import { JobEntry } from './entry.ts';
 
-export type { RuntimeOptions, LogEntry, Job, SendResult, StartOptions, SendOptions, StartOrSendOptions, StartOrSendResult, ListFilter, RuntimeEvent, JobDetails } from './api.ts';
+export type { RuntimeOptions, LogEntry, Job, JobOf, SendResult, SendResultOf, StartOptions, SendOptions, StartOrSendOptions, StartOrSendResult, ListFilter, RuntimeEvent, JobDetails, JobDetailsOf, MachineEntries } from './api.ts';
 export type { RedeliverOptions } from './redelivery.ts';
 
 /**
- * Open a runtime: register the machines, recover the store's jobs, and return the API.
+ * Open a runtime: register the machines, recover the store's jobs, and return the API. Given a
+ * literal list of definitions (`machines: [jobLifecycle, exportJob]`), the runtime is typed by
+ * them: `start` takes their machine ids and inputs, `send` their events, and jobs come back with
+ * their contexts (see machineTypes.ts); machines loaded dynamically give the untyped `Runtime`.
  *
  * @example
  * const store = await SqliteStore.open('./spool.db');
  * const runtime = await createRuntime({ store, machines: [jobLifecycle] });
- * const job = await runtime.start('job-lifecycle', { name: 'resize', steps: 3 });
+ * const job = await runtime.start('job-lifecycle', { name: 'resize', items: 3 });
  * await runtime.send(job.id, { type: 'START' });
  * await runtime.close();
  */
-export async function createRuntime(options: RuntimeOptions): Promise<Runtime> {
+export async function createRuntime<const TMachines extends MachineEntries>(options: RuntimeOptions<TMachines>): Promise<Runtime<CatalogOf<TMachines>>> {
   checkRuntimeOptions(options);
-  const runtime = new Runtime(options);
+  const runtime = new Runtime<CatalogOf<TMachines>>(options);
   if (options.recover ?? true) await runtime.recover();
   return runtime;
 }
 
-/** The public API of a running Spool. Create it with {@link createRuntime}. */
-export class Runtime {
+/**
+ * The public API of a running Spool. Create it with {@link createRuntime}. `C` is the catalog of
+ * its machines' types (machineTypes.ts). `Runtime` without it is the untyped API, which every
+ * runtime is assignable to (a variable or parameter of type `Runtime` takes a typed one too):
+ * string machine ids; inputs, events and job contexts not checked at compile time.
+ */
+export class Runtime<C extends MachineCatalog = any> {
   readonly registry: MachineRegistry;
   readonly store: JobStore;
   readonly clock: Clock;
@@ -122,7 +131,7 @@ export class Runtime {
   #closing = false;
   #closed = false;
 
-  constructor(options: RuntimeOptions) {
+  constructor(options: RuntimeOptions<MachineEntries>) {
     this.store = options.store;
     this.registry = new MachineRegistry(options.machines);
     this.clock = options.clock ?? systemClock;
@@ -190,13 +199,13 @@ export class Runtime {
   }
 
   /** Listen to runtime events; returns the unsubscribe function. */
-  subscribe(listener: (event: RuntimeEvent) => void): () => void {
-    return this.#events.subscribe(listener);
+  subscribe(listener: (event: RuntimeEvent<JobOf<C, MachineIds<C>>>) => void): () => void {
+    return this.#events.subscribe(listener as (event: RuntimeEvent) => void);
   }
 
   /** Tell listeners (`storage.fault`) and the log (a warning) of a storage fault a loop rides out: `runWorker` calls it once per fault. */
-  reportFault(fault: Omit<StorageFaultEvent, 'type'>): void {
-    this.#emit({ type: 'storage.fault', ...fault });
+  reportFault(fault: Omit<StorageFaultEvent, 'type' | 'jobId'>): void {
+    this.#emit({ type: 'storage.fault', jobId: null, ...fault });
     this.#logEntry('warn', 'storage fault', { ...fault });
   }
 
@@ -206,7 +215,9 @@ export class Runtime {
    * @example
    * const job = await runtime.start('job-lifecycle', { name: 'thumbnails' }, { idempotencyKey: 'upload-42' });
    */
-  async start(machineId: string, input: unknown = {}, options: StartOptions = {}): Promise<Job> {
+  start<K extends MachineIds<C>>(machineId: K, ...args: StartArgs<C[K]['input'], StartOptions>): Promise<JobOf<C, K>>;
+  // The implementations below the typed signatures are untyped (`Job<any>`): the types are the signatures'.
+  async start(machineId: string, input: unknown = {}, options: StartOptions = {}): Promise<Job<any>> {
     this.#assertOpen();
     return this.#unit(() => this.#entry.start(machineId, input, options));
   }
@@ -219,18 +230,21 @@ export class Runtime {
    * const r = await runtime.send(jobId, { type: 'PROGRESS', percent: 40 }, { eventId: 'webhook-7' });
    * r.status; // 'applied' | 'ignored' | 'failed' | ...
    */
-  async send(jobId: string, event: unknown, options: SendOptions = {}): Promise<SendResult> {
+  send<K extends MachineIds<C> = MachineIds<C>>(jobId: JobId<K>, event: C[K]['event'], options?: SendOptions): Promise<SendResultOf<C, K>>;
+  async send(jobId: string, event: unknown, options: SendOptions = {}): Promise<SendResult<any>> {
     this.#assertOpen();
     return this.#unit(() => this.#entry.send(jobId, event, options));
   }
 
   /**
    * Create job `jobId` of `machineId` if it does not exist (with `event` in its inbox, one commit),
-   * else send `event` to it (entry.ts). Concurrent callers converge: give `eventId`.
+   * else send `event` to it (entry.ts). Concurrent callers converge: give `eventId`. Typed like
+   * `start` and `send`: the machine's id, its input and its events.
    *
    * @example
    * const r = await runtime.startOrSend('order', 'order-42', { sku: 'A1' }, { type: 'ADD' }, { eventId: 'cart-7' }); // r.created
    */
+  startOrSend<K extends MachineIds<C>>(machineId: K, jobId: string, input: C[K]['input'], event: C[K]['event'], options?: StartOrSendOptions): Promise<StartOrSendResult>;
   async startOrSend(machineId: string, jobId: string, input: unknown, event: unknown, options: StartOrSendOptions = {}): Promise<StartOrSendResult> {
     this.#assertOpen();
     return this.#unit(() => this.#entry.startOrSend(machineId, jobId, input, event, options));
@@ -248,14 +262,20 @@ export class Runtime {
     return this.#unit(() => this.#entry.redeliver(jobId, eventId, options));
   }
 
-  /** A job by id. Throws {@link JobNotFoundError} for unknown ids and other owners' jobs. */
-  async get(jobId: string): Promise<Job> {
+  /**
+   * A job by id. Throws {@link JobNotFoundError} for unknown ids and other owners' jobs. Typed by
+   * the machine of `job.id` when the id came from this runtime, else one of its machines' jobs:
+   * narrow on `machineId`.
+   */
+  get<K extends MachineIds<C> = MachineIds<C>>(jobId: JobId<K>): Promise<JobOf<C, K>>;
+  async get(jobId: string): Promise<Job<any>> {
     this.#assertOpen();
     return this.#view(await this.#visible(jobId));
   }
 
-  /** Jobs by machine, state path, status or quarantine, ordered by id. */
-  async list(filter: ListFilter = {}): Promise<Job[]> {
+  /** Jobs by machine, state path, status or quarantine, ordered by id; typed by `machineId` when given. */
+  list<K extends MachineIds<C> = MachineIds<C>>(filter?: ListFilter<K>): Promise<JobOf<C, K>[]>;
+  async list(filter: ListFilter = {}): Promise<Job<any>[]> {
     this.#assertOpen();
     filter = checkListFilter(filter);
     if (filter.stuck) {
@@ -290,7 +310,8 @@ export class Runtime {
    * @example
    * await runtime.waitFor(id, (job) => job.final);
    */
-  async waitFor(jobId: string, predicate: (job: Job) => boolean, options: WaitOptions = {}): Promise<Job> {
+  waitFor<K extends MachineIds<C> = MachineIds<C>>(jobId: JobId<K>, predicate: (job: JobOf<C, K>) => boolean, options?: WaitOptions): Promise<JobOf<C, K>>;
+  async waitFor(jobId: string, predicate: (job: any) => boolean, options: WaitOptions = {}): Promise<Job<any>> {
     this.#assertOpen();
     return this.#waiters.waitFor(jobId, predicate, checkWait(jobId, predicate, options));
   }
@@ -495,7 +516,8 @@ export class Runtime {
   }
 
   /** Everything recorded about one job: what `spool show` prints. */
-  async details(jobId: string): Promise<JobDetails> {
+  details<K extends MachineIds<C> = MachineIds<C>>(jobId: JobId<K>): Promise<JobDetailsOf<C, K>>;
+  async details(jobId: string): Promise<JobDetails<any>> {
     this.#assertOpen();
     const record = await this.#visible(jobId);
     const job = this.#view(record);

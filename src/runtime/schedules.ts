@@ -91,9 +91,9 @@ export type ScheduleEvent =
       jobId: string | null;
       reason: string | null;
     }
-  | { type: 'schedule.missed'; scheduleId: string; count: number; from: number; to: number }
+  | { type: 'schedule.missed'; jobId: null; scheduleId: string; count: number; from: number; to: number }
   /** A stored schedule that cannot be used: it does not fire (reported once per runtime and stored revision). */
-  | { type: 'schedule.damaged'; scheduleId: string; reason: string };
+  | { type: 'schedule.damaged'; jobId: null; scheduleId: string; reason: string };
 
 /** A schedule definition that cannot be used: a bad cron expression, time zone, interval or policy. */
 export class InvalidScheduleError extends SpoolError {
@@ -556,7 +556,7 @@ function reportDamaged(host: SchedulesHost, s: ScheduleRecord): void {
   if (seen.has(key)) return;
   seen.add(key);
   host.log('error', 'schedule damaged: not fired', { scheduleId: s.id, reason: s.damaged });
-  host.emit({ type: 'schedule.damaged', scheduleId: s.id, reason: s.damaged ?? '' });
+  host.emit({ type: 'schedule.damaged', jobId: null, scheduleId: s.id, reason: s.damaged ?? '' });
 }
 
 /** Run the steps of one schedule until nothing is due. */
@@ -613,7 +613,7 @@ async function fireSchedule(host: SchedulesHost, initial: ScheduleRecord, now: n
     }
     s = result.schedule;
     if (step.missed) {
-      host.emit({ type: 'schedule.missed', scheduleId: s.id, ...step.missed });
+      host.emit({ type: 'schedule.missed', jobId: null, scheduleId: s.id, ...step.missed });
       host.log('warn', 'schedule occurrences missed', { scheduleId: s.id, ...step.missed, catchUp: s.catchUp });
     }
     if (step.dueAt !== null && outcome !== null) {

@@ -61,7 +61,7 @@ export async function runWorker(runtime: Runtime, options: WorkerOptions = {}): 
         wait = backoffMs(faults, FAULT_BACKOFF.firstMs, FAULT_BACKOFF.maxMs);
         const fault = { code: error.code, message: error.message, attempt: faults, retryInMs: wait };
         runtime.reportFault(fault);
-        options.onFault?.({ type: 'storage.fault', ...fault });
+        options.onFault?.({ type: 'storage.fault', jobId: null, ...fault });
       }
       await alarm.sleep(wait);
     }

@@ -5,12 +5,12 @@ import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import type { JsonValue, Runtime } from '../index.ts';
 import { closeRuntime, driveStep, openRuntime, restartInProcess, scriptedDefinition, type ActivityScript, type DriverContext, type Hang } from './driver.ts';
 import type { PredictedRecord } from './model.ts';
 import { formatValue, type GeneratedPaths, type PathPlan, type PredictedChild, type PredictedState } from './paths.ts';
 import { VirtualClock } from './VirtualClock.ts';
+import { ownModule } from '../loader/ownFiles.ts';
 
 /** How a path is replayed on the real runtime. */
 export type RunMode =
@@ -57,7 +57,7 @@ export class PathMismatchError extends Error {
 }
 
 /** The file of the child-process fixture. */
-export const CHILD_SCRIPT = fileURLToPath(new URL('./pathChild.ts', import.meta.url));
+export const CHILD_SCRIPT = ownModule('./pathChild', import.meta.url);
 
 /**
  * Replay one generated path on the real runtime (SQLite file, virtual clock, scripted

@@ -14,7 +14,7 @@ import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { approvalFlow } from '../../machines/index.ts';
 import { doctor, SqliteStore } from '../../persistence/sqlite/index.ts';
-import { createRuntime } from '../../src/index.ts';
+import { createRuntime, type Runtime } from '../../src/index.ts';
 import { VirtualClock } from '../../src/testing/index.ts';
 import { flaky, tally, ticker } from '../crash/machines.ts';
 import { describeThrown, isSpoolRefusal } from './refusal.ts';
@@ -58,7 +58,8 @@ async function exercise(path: string): Promise<{ opened: boolean; problems: stri
   } catch (error) {
     refused('doctor')(error);
   }
-  const runtime = await createRuntime({ store, machines: DAMAGE_MACHINES, clock }).catch(refused('createRuntime'));
+  // Untyped: the events come from a table of any machine's (a typed runtime would check each against its job's machine).
+  const runtime: Runtime | undefined = await createRuntime({ store, machines: DAMAGE_MACHINES, clock }).catch(refused('createRuntime'));
   if (!runtime) {
     await store.close();
     return { opened: true, problems };
