@@ -56,7 +56,7 @@ describe('--help', () => {
     for (const { name, command } of commands) {
       const help = helpOf(command, sink);
       if (!/\nExamples?:\n {2}spool /.test(help)) missing.push(`${name}: no example`);
-      for (const flag of ['--db <file>', '--machines <module>', '--json']) if (!help.includes(flag)) missing.push(`${name}: no ${flag}`);
+      for (const flag of ['--db <file|url>', '--machines <module>', '--json']) if (!help.includes(flag)) missing.push(`${name}: no ${flag}`);
     }
     expect(missing).toEqual([]);
   });
@@ -64,7 +64,7 @@ describe('--help', () => {
   it('prints through the real bin, exits 0, and shows the globals under the command', async () => {
     const out = await runSpool(['schedule', 'add', '--help'], process.cwd());
     expect(out.code).toBe(0);
-    expect(out.stdout).toMatch(/Global Options:[\s\S]*--db <file>/);
+    expect(out.stdout).toMatch(/Global Options:[\s\S]*--db <file\|url>/);
     expect(out.stdout).toContain('Examples:\n  spool schedule add nightly');
   });
 });
