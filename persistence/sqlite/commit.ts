@@ -65,7 +65,10 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
   };
   // A job that stays active on its version takes the narrow update (no status index rewritten);
   // one that ends changes its status, so it goes straight to the full one.
-  const updated = ((c.job.status === 'active' ? yield* get('updateState', params) : undefined) ?? (yield* get('updateJob', params))) as { lease_fence: number } | undefined;
+  const updated = (
+    (c.job.status === 'active' ? ((keepsLease(c) ? yield* get('updateKeepingLease', params) : undefined) ?? (yield* get('updateState', params))) : undefined) ??
+    (yield* get('updateJob', params))
+  ) as { lease_fence: number } | undefined;
   if (!updated) {
     const row = (yield* get('revisionOf', c.jobId)) as { revision: number; lease_owner: string | null; lease_until: number | null } | undefined;
     if (c.lease && row?.revision === c.expectedRevision && row.lease_owner !== null && row.lease_until !== null && row.lease_until > params.now) {
@@ -119,6 +122,11 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
   for (const d of c.deliveries ?? []) yield* acceptPending(d);
   if (c.settleParent && (yield* settleChild(c.settleParent, c.job.at))) yield* acceptPending(c.settleParent.event);
   return { ok: true, revision, fence };
+}
+
+/** Whether the commit may keep the job's lease as it is (held here at a known fence, renewed to an expiry it likely has already). */
+function keepsLease(c: TransitionCommit): boolean {
+  return c.lease !== undefined && c.lease.until !== null && c.lease.fence !== null && c.lease.fence !== undefined && !c.lease.force;
 }
 
 /** A child job's end recorded on its parent's invocation (succeeded, or failed with `error`): false when it was no longer waiting. */

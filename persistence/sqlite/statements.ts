@@ -111,6 +111,18 @@ function jobsSql(d: SqlDialect) {
       WHERE id = @id AND revision = @expected AND status = @status AND machine_version = @machine_version
         AND (suspended_at IS NULL OR @settles = 0) AND ${LEASE_OK} AND ${INLINE_OK}
       RETURNING lease_fence`),
+    /**
+     * updateState under a live lease this runner holds at this fence with this very expiry (the
+     * usual commit: expiries are rounded, leases.ts): the lease columns are left out of the SET, so
+     * the lease index is not rewritten (SQLite rewrites the entries of every index on a SET column).
+     */
+    updateKeepingLease: q(`UPDATE jobs SET revision = revision + 1, state_value = @state_value,
+        state_paths = @state_paths, context = @context, snapshot = @snapshot, updated_at = @at,
+        progress = CASE WHEN @set_progress = 1 THEN @progress ELSE progress END
+      WHERE id = @id AND revision = @expected AND status = @status AND machine_version = @machine_version
+        AND (suspended_at IS NULL OR @settles = 0) AND @force = 0
+        AND lease_owner = @runner AND lease_fence = @held AND lease_until = @until AND lease_until > @now AND ${INLINE_OK}
+      RETURNING lease_fence`),
     updateJob: q(`UPDATE jobs SET revision = revision + 1, status = @status, state_value = @state_value,
         state_paths = @state_paths, context = @context, snapshot = @snapshot, machine_version = @machine_version, updated_at = @at,
         progress = CASE WHEN @set_progress = 1 THEN @progress ELSE progress END,
