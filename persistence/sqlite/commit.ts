@@ -6,6 +6,7 @@ import type {
   EffectClaim,
   EffectStart,
   FinishStatus,
+  JobRecord,
   NewEffect,
   NewInboxEvent,
   NewJob,
@@ -144,7 +145,36 @@ export function* createIn(job: NewJob): Program<CreateJobResult> {
   yield* insertJob(job);
   for (const child of job.children ?? []) yield* insertJob(child);
   for (const d of job.relatedDeliveries ?? []) yield* acceptPending(d);
-  return { job: toJobRecord((yield* get('getJob', job.id))!), created: true };
+  return { job: newJobRecord(job), created: true };
+}
+
+/** The row `insertJob` just wrote, as a record: built from what was written, not read back (a row read and three JSON parses per start). */
+function newJobRecord(job: NewJob): JobRecord {
+  const claimedUntil = job.claims?.length ? Math.max(...job.claims.map((c) => c.claimUntil)) : null;
+  return {
+    id: job.id,
+    machineId: job.machineId,
+    machineVersion: job.machineVersion,
+    revision: 1,
+    status: job.status,
+    value: job.value,
+    context: job.context,
+    snapshot: job.snapshot,
+    input: job.input,
+    inputHash: job.inputHash,
+    idempotencyKey: job.idempotencyKey,
+    owner: job.owner === '' ? null : job.owner,
+    quarantine: null,
+    progress: job.progress ?? null,
+    parent: job.parent ?? null,
+    cancelRequestedAt: null,
+    cancelReason: null,
+    suspendedAt: null,
+    suspendReason: null,
+    lease: claimedUntil === null || !job.runner ? null : { owner: job.runner, fence: 1, until: claimedUntil },
+    createdAt: job.at,
+    updatedAt: job.at,
+  };
 }
 
 /** A new job at revision 1 with its first history record and what its initial state asked for. */
