@@ -41,7 +41,8 @@ export function* applyCommit(c: TransitionCommit): Program<CommitResult> {
 
 function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResult> {
   // The attempt whose outcome this is, recorded first; its event is accepted below, applied.
-  if (c.finish && (yield* finishIn(c.finish, false)) !== 'current') throw new Abort({ ok: false, reason: 'outcome-not-current' });
+  const leaving = c.effects?.deactivate.length === 1 ? { actorId: c.effects.deactivate[0]!, at: c.job.at } : undefined;
+  if (c.finish && (yield* finishIn(c.finish, false, leaving)) !== 'current') throw new Abort({ ok: false, reason: 'outcome-not-current' });
   const revision = c.expectedRevision + 1;
   const e = c.event;
   const inline = e?.accept !== undefined && isExternal(e.accept);
@@ -301,19 +302,13 @@ export function* claimIn(c: EffectClaim): Program<ClaimedEffect | undefined> {
   return { ...toEffectRecord(row), leaseFence: lease.lease_fence };
 }
 
-/** `finishAttempt` inside a transaction; `acceptEvent` false: the caller accepts the outcome event itself (a commit's `finish`). */
-export function* finishIn(f: AttemptFinish, acceptEvent = true): Program<FinishStatus> {
+/**
+ * `finishAttempt` inside a transaction; `acceptEvent` false: the caller accepts the outcome event
+ * itself (a commit's `finish`), and `leaving` names the invocation that commit leaves (its
+ * effect is deactivated in the same row write when it is this one).
+ */
+export function* finishIn(f: AttemptFinish, acceptEvent = true, leaving?: { actorId: string; at: number }): Program<FinishStatus> {
   const { id, attempt, result, at, lease } = f;
-  if (lease) {
-    const effect = (yield* get('effectLeaseState', { id, runner: lease.runner, fence: lease.fence })) as { held: number } | undefined;
-    if (effect && effect.held === 0) {
-      // Another runner took the job: this outcome is not recorded, and the attempt's claim ends
-      // now so the lease holder takes the attempt over at once.
-      yield* run('endAttempt', 'stale', at, JSON.stringify(leaseLostError(lease.fence)), id, attempt);
-      yield* run('dropClaim', at, id, attempt);
-      return 'lease-lost';
-    }
-  }
   const params =
     result.kind === 'succeeded'
       ? { status: 'succeeded', output: JSON.stringify(result.output), error: null, next: null, token: null }
@@ -326,7 +321,19 @@ export function* finishIn(f: AttemptFinish, acceptEvent = true): Program<FinishS
             next: result.retryAt,
             token: null,
           };
-  const current = (yield* run('settleEffect', { ...params, id, attempt, at })).changes === 1;
+  const leased = { runner: lease?.runner ?? null, fence: lease?.fence ?? null, deactivate_actor: leaving?.actorId ?? null, deactivated_at: leaving?.at ?? null };
+  // The update checks the lease itself; only a refusal reads why (the lease gone, or the attempt no longer current).
+  const current = (yield* run('settleEffect', { ...params, ...leased, id, attempt, at })).changes === 1;
+  if (!current && lease) {
+    const effect = (yield* get('effectLeaseState', { id, runner: lease.runner, fence: lease.fence })) as { held: number } | undefined;
+    if (effect && effect.held === 0) {
+      // Another runner took the job: this outcome is not recorded, and the attempt's claim ends
+      // now so the lease holder takes the attempt over at once.
+      yield* run('endAttempt', 'stale', at, JSON.stringify(leaseLostError(lease.fence)), id, attempt);
+      yield* run('dropClaim', at, id, attempt);
+      return 'lease-lost';
+    }
+  }
   const error = result.kind === 'failed' ? JSON.stringify(result.error) : null;
   yield* run('endAttempt', current ? result.kind : 'stale', at, error, id, attempt);
   const event = result.kind === 'waiting' ? null : result.event;

@@ -233,9 +233,18 @@ function effectsSql(d: SqlDialect) {
         claimed_by, claim_expires_at, created_revision, created_at, updated_at) VALUES (?, ?, ?, ?, 'activity', ?, 'running', 1, 1, ?, ?, ?, ?, ?, ?, ?)`),
     endAttempt: q(`UPDATE effect_attempts SET outcome = ?, ended_at = ?, error = ?
       WHERE effect_id = ? AND attempt = ? AND outcome IN ('running', 'waiting', 'interrupted')`),
+    /**
+     * An attempt's end on its effect, under the runner's lease at its fence when `@runner` is given
+     * (a refusal is told apart afterwards: effectLeaseState). `@deactivate_actor`: the commit that
+     * applies the outcome also leaves the invocation of that actor, so the effect is deactivated
+     * here too (at `@deactivated_at`), in the same row write (its deactivateEffects finds it done).
+     */
     settleEffect: q(`UPDATE effects SET status = @status, output = @output, error = @error, next_run_at = @next,
-        token = @token, claimed_by = NULL, claim_expires_at = NULL, updated_at = @at
-      WHERE id = @id AND attempt = @attempt AND status = 'running' AND active = 1`),
+        token = @token, claimed_by = NULL, claim_expires_at = NULL,
+        active = CASE WHEN actor_id = @deactivate_actor THEN 0 ELSE active END,
+        updated_at = CASE WHEN actor_id = @deactivate_actor THEN @deactivated_at ELSE @at END
+      WHERE id = @id AND attempt = @attempt AND status = 'running' AND active = 1
+        AND (@runner IS NULL OR EXISTS (SELECT 1 FROM jobs j WHERE j.id = effects.job_id AND j.lease_owner = @runner AND j.lease_fence = @fence))`),
     failEffect: q(`UPDATE effects SET status = 'failed', error = ?, token = NULL, claimed_by = NULL, claim_expires_at = NULL, updated_at = ?
       WHERE id = ? AND active = 1 AND status NOT IN ('succeeded', 'failed', 'cancelled')`),
     effectByToken: q('SELECT * FROM effects WHERE token = ?'),
