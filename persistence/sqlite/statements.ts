@@ -57,6 +57,14 @@ const LEASE_SET = `lease_fence = CASE WHEN @runner IS NULL OR (@force = 0 AND le
 const INLINE_OK = `(@inline_event IS NULL OR (NOT EXISTS (SELECT 1 FROM inbox WHERE job_id = @id AND status = 'pending')
   AND (@at_named = 0 OR NOT EXISTS (SELECT 1 FROM event_keys WHERE job_id = @id AND event_id = @inline_event))))`;
 
+/** The columns every commit's job UPDATE writes (the new state and what it is built from). */
+const STATE_SET = `revision = revision + 1, state_value = @state_value, state_paths = @state_paths, context = @context,
+  snapshot = @snapshot, updated_at = @at, progress = CASE WHEN @set_progress = 1 THEN @progress ELSE progress END`;
+
+/** The job at the expected revision, status and version, not suspended while the commit settles an event. */
+const SAME_STATUS = `id = @id AND revision = @expected AND status = @status AND machine_version = @machine_version
+  AND (suspended_at IS NULL OR @settles = 0)`;
+
 /** A history row of an event applied as it was accepted, read as an event (as the `events` view maps it). */
 const INLINE_EVENT = `SELECT NULL AS seq, job_id, event_id, event_type AS type, payload, payload_hash, outcome AS status,
   'external' AS source_kind, NULL AS source_id, NULL AS attempt, error, revision, at AS accepted_at, at AS processed_at FROM transitions`;
@@ -104,23 +112,16 @@ function jobsSql(d: SqlDialect) {
       VALUES (@id, @machine_id, @machine_version, 1, @status, @state_value, @state_paths, @context,
         @snapshot, @input, @input_hash, @idempotency_key, @owner, NULL, @progress, @parent_job_id, @parent_effect_id, @at, @at)`),
     /** Status and version unchanged (the usual case): their index entries are not rewritten. */
-    updateState: q(`UPDATE jobs SET revision = revision + 1, state_value = @state_value,
-        state_paths = @state_paths, context = @context, snapshot = @snapshot, updated_at = @at,
-        progress = CASE WHEN @set_progress = 1 THEN @progress ELSE progress END,
-        ${LEASE_SET}
-      WHERE id = @id AND revision = @expected AND status = @status AND machine_version = @machine_version
-        AND (suspended_at IS NULL OR @settles = 0) AND ${LEASE_OK} AND ${INLINE_OK}
+    updateState: q(`UPDATE jobs SET ${STATE_SET}, ${LEASE_SET}
+      WHERE ${SAME_STATUS} AND ${LEASE_OK} AND ${INLINE_OK}
       RETURNING lease_fence`),
     /**
      * updateState under a live lease this runner holds at this fence with this very expiry (the
      * usual commit: expiries are rounded, leases.ts): the lease columns are left out of the SET, so
      * the lease index is not rewritten (SQLite rewrites the entries of every index on a SET column).
      */
-    updateKeepingLease: q(`UPDATE jobs SET revision = revision + 1, state_value = @state_value,
-        state_paths = @state_paths, context = @context, snapshot = @snapshot, updated_at = @at,
-        progress = CASE WHEN @set_progress = 1 THEN @progress ELSE progress END
-      WHERE id = @id AND revision = @expected AND status = @status AND machine_version = @machine_version
-        AND (suspended_at IS NULL OR @settles = 0) AND @force = 0
+    updateKeepingLease: q(`UPDATE jobs SET ${STATE_SET}
+      WHERE ${SAME_STATUS} AND @force = 0
         AND lease_owner = @runner AND lease_fence = @held AND lease_until = @until AND lease_until > @now AND ${INLINE_OK}
       RETURNING lease_fence`),
     updateJob: q(`UPDATE jobs SET revision = revision + 1, status = @status, state_value = @state_value,
