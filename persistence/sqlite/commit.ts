@@ -46,6 +46,10 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
   const revision = c.expectedRevision + 1;
   const e = c.event;
   const inline = e?.accept !== undefined && isExternal(e.accept);
+  // An activity's outcome applied with its attempt's end (recorded just above, once): its history
+  // row is its record, as an inline event's is, and it too goes in only while nothing waits before it
+  // (a second record of its id is refused by insertInbox).
+  const outcome = !inline && c.finish !== undefined && e?.accept?.source === 'effect' ? e.accept : undefined;
   const namedAt = inline ? revisionNamedBy(e.accept.eventId) : -1;
   const params = {
     id: c.jobId,
@@ -83,14 +87,16 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
     }
     throw new Abort({ ok: false, reason: 'conflict', currentRevision: row?.revision ?? null });
   }
+  // Events queued before the outcome come first: a conflict, to apply those (nothing is written).
+  if (outcome && (yield* get('hasPending', c.jobId))) throw new Abort({ ok: false, reason: 'conflict', currentRevision: c.expectedRevision });
   const fence = c.lease ? updated.lease_fence : null;
   // Applied as it is accepted: the history row is the event's record, and its key says so (a
   // repeat of the id is a duplicate). An id that names this revision is keyed by the history's
   // primary key: no key row.
   if (inline && namedAt !== revision && !(yield* recordKey(c.jobId, e.accept.eventId, revision))) throw new Abort({ ok: false, reason: 'duplicate-event' });
-  const inlineHash = inline ? e.accept.payloadHash : undefined;
-  yield* insertTransition(json, c.jobId, revision, inline ? inlineDraft(c.transition, e) : c.transition, c.lease?.runner ?? null, fence, inlineHash);
-  if (e && !inline) {
+  const accepted = inline || outcome ? (e as Parameters<typeof inlineDraft>[1]) : undefined;
+  yield* insertTransition(json, c.jobId, revision, accepted ? inlineDraft(c.transition, accepted) : c.transition, c.lease?.runner ?? null, fence, accepted?.accept);
+  if (e && !inline && !outcome) {
     const error = e.error ? JSON.stringify(e.error) : null;
     if (e.accept) {
       // Accept-and-apply only when nothing is queued for the job (events apply in accept order):
@@ -242,7 +248,7 @@ function* writeRequests(effects: NewEffect[] = [], timers: NewTimer[] = [], deli
   for (const d of deliveries) yield* acceptPending(d);
 }
 
-/** Append a history row; `inlineHash` (an event applied as it is accepted: its payload hash) makes it the event's record too. */
+/** Append a history row; `accepted` (an event applied as it is accepted, or an outcome with its attempt's end) makes it the event's record too. */
 function* insertTransition(
   json: CommitJson | undefined,
   jobId: string,
@@ -250,7 +256,7 @@ function* insertTransition(
   t: TransitionCommit['transition'],
   runner: string | null,
   fence: number | null,
-  inlineHash?: string,
+  accepted?: NewInboxEvent,
 ): Program<void> {
   const text = (v: unknown) => (json ? json.of(v) : JSON.stringify(v));
   const args = [
@@ -267,8 +273,9 @@ function* insertTransition(
     runner,
     fence,
   ] as const;
-  if (inlineHash === undefined) yield* run('insertTransition', ...args);
-  else yield* run('insertInlineTransition', ...args, inlineHash);
+  if (accepted === undefined) yield* run('insertTransition', ...args);
+  else if (isExternal(accepted)) yield* run('insertInlineTransition', ...args, accepted.payloadHash, null, null, null);
+  else yield* run('insertInlineTransition', ...args, accepted.payloadHash, accepted.source ?? null, accepted.sourceId ?? null, accepted.attempt ?? null);
 }
 
 /** An inbox row's columns from the event; `payload` its text when another value is stored (a redacted copy). */
@@ -360,10 +367,13 @@ function* recordKey(jobId: string, eventId: string, revision: number | null): Pr
 /**
  * Insert an inbox row. An event a caller could name (source `external`) takes its key first, so
  * that one id is never both queued and in history; the runtime's own events (reserved ids) are
- * kept unique by the inbox's UNIQUE (job_id, event_id). `changes` 0: the id was recorded already.
+ * kept unique by the inbox's UNIQUE (job_id, event_id), and an outcome by its history row too when
+ * the commit that ended its attempt applied it. `changes` 0: the id was recorded already.
  */
 export function* insertInbox(params: ReturnType<typeof inboxParams> & Record<string, unknown>): Program<{ changes: number }> {
   if (params.source_kind === 'external' && !(yield* recordKey(params.job_id, params.event_id, null))) return { changes: 0 };
+  // An outcome its attempt's commit applied is recorded by its history row alone (schema 13).
+  if (params.source_kind === 'effect' && (yield* get('outcomeInHistory', params.job_id, params.event_id))) return { changes: 0 };
   return yield* run('insertEvent', params);
 }
 
@@ -390,5 +400,5 @@ function* inlineEvent(jobId: string, eventId: string): Program<Row | undefined> 
 
 /** An accepted event by id, wherever it is recorded: its inbox row, or its history row. */
 export function* findEvent(jobId: string, eventId: string): Program<Row | undefined> {
-  return (yield* get('getEvent', jobId, eventId)) ?? (yield* inlineEvent(jobId, eventId));
+  return (yield* get('getEvent', jobId, eventId)) ?? (yield* inlineEvent(jobId, eventId)) ?? (yield* get('outcomeInHistory', jobId, eventId));
 }

@@ -67,7 +67,7 @@ const SAME_STATUS = `id = @id AND revision = @expected AND status = @status AND 
 
 /** A history row of an event applied as it was accepted, read as an event (as the `events` view maps it). */
 const INLINE_EVENT = `SELECT NULL AS seq, job_id, event_id, event_type AS type, payload, payload_hash, outcome AS status,
-  'external' AS source_kind, NULL AS source_id, NULL AS attempt, error, revision, at AS accepted_at, at AS processed_at FROM transitions`;
+  coalesce(source_kind, 'external') AS source_kind, source_id, attempt, error, revision, at AS accepted_at, at AS processed_at FROM transitions`;
 
 /** The `@runner, @held, @any_fence, @now, @until, @take_over, @force` parameters of LEASE_OK / LEASE_SET for a lease claim (none: no lease checked). */
 export function leaseParams(lease: (Omit<LeaseClaim, 'fence'> & { fence: number | null | undefined }) | undefined, now: number) {
@@ -137,10 +137,12 @@ function jobsSql(d: SqlDialect) {
     insertTransition: q(`INSERT INTO transitions (job_id, revision, event_id, event_type, payload, from_value, to_value, outcome, error, at, runner, fence,
         seq)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ${d.historySeq})`),
-    /** The history row of an event applied as it is accepted: its only record (no inbox row). */
+    /** The history row of an event applied as it is accepted (or an outcome with its attempt's end): its only record (no inbox row). */
     insertInlineTransition: q(`INSERT INTO transitions (job_id, revision, event_id, event_type, payload, from_value, to_value, outcome, error, at, runner, fence,
-        payload_hash, seq)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ${d.historySeq})`),
+        payload_hash, source_kind, source_id, attempt, seq)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ${d.historySeq})`),
+    /** An outcome recorded by its history row (schema 13), by its event id: a walk of the job's history, for the rare reads by id. */
+    outcomeInHistory: q(`${INLINE_EVENT} WHERE job_id = ? AND event_id = ? AND payload_hash IS NOT NULL AND source_kind IS NOT NULL`),
     /** A (job, event id) recorded once: a second record of it does nothing (changes 0), read as a duplicate. */
     insertKey: q('INSERT INTO event_keys (job_id, event_id, revision) VALUES (?, ?, ?) ON CONFLICT DO NOTHING'),
     keyedEvent: q(`${INLINE_EVENT} WHERE job_id = @job AND revision = (SELECT revision FROM event_keys WHERE job_id = @job AND event_id = @event)`),
@@ -157,6 +159,7 @@ function jobsSql(d: SqlDialect) {
     // Accept order: a job's events apply in accept order, so the revision orders every applied
     // one; pending and rejected events (no revision) follow in seq order.
     listEvents: q('SELECT * FROM events WHERE job_id = ? ORDER BY revision IS NULL, revision, seq'),
+    hasPending: q("SELECT 1 FROM inbox WHERE job_id = ? AND status = 'pending' LIMIT 1"),
     firstPending: q("SELECT * FROM inbox WHERE job_id = ? AND status = 'pending' ORDER BY seq LIMIT 1"),
     pending: q("SELECT * FROM inbox WHERE job_id = ? AND status = 'pending' ORDER BY seq LIMIT ?"),
     pendingJobs: q(`SELECT i.job_id, min(i.seq) AS first FROM inbox i JOIN jobs j ON j.id = i.job_id
