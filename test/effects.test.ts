@@ -264,8 +264,10 @@ describe('an outcome applies once; late and superseded outcomes are stale', () =
     // One commit: the attempt ended and the event was applied at revision 3, never left pending.
     expect(details.events.find((e) => e.type === 'xstate.done.actor.work')).toMatchObject({ status: 'applied', revision: 3, source: 'effect', attempt: 1 });
     expect(summary(details.attempts)).toEqual([{ attempt: 1, outcome: 'succeeded', error: null }]);
-    const row = store.db.prepare("SELECT accepted_at, processed_at FROM inbox WHERE source_kind = 'effect'").get() as { accepted_at: number; processed_at: number };
+    // Its history row is its only record (schema 13): no inbox row was written.
+    const row = store.db.prepare("SELECT accepted_at, processed_at FROM events WHERE source_kind = 'effect'").get() as { accepted_at: number; processed_at: number };
     expect(row.processed_at).toBe(row.accepted_at);
+    expect(store.db.prepare("SELECT count(*) FROM inbox WHERE source_kind = 'effect'").pluck().get()).toBe(0);
   });
 
   /** Two live runtimes on one file: A runs attempt 1, B takes over after A's claim expires. */
@@ -664,6 +666,10 @@ describe('progress, assets and purge', () => {
     const keep = await startWorking(runtime);
     await runtime.idle();
     await expect(runtime.purge(jobId)).rejects.toBeInstanceOf(JobNotFinishedError);
+    // An event queued in the inbox and applied from there (ignored) gives the job an inbox row: its
+    // outcome and its sends are recorded by their history rows alone.
+    await store.acceptEvent({ jobId, eventId: 'queued-noop', type: 'NOOP', payload: { type: 'NOOP' }, payloadHash: 'h', at: 1 });
+    await runtime.processPending();
     await runtime.send(jobId, { type: 'ACCEPT' });
     await runtime.setProgress(jobId, 5); // leaves a note
     const tables = ['jobs', 'transitions', 'inbox', 'effects', 'effect_attempts', 'timers', 'notes', 'assets'];

@@ -6,6 +6,7 @@ import type {
   EffectClaim,
   EffectStart,
   FinishStatus,
+  JobRecord,
   NewEffect,
   NewInboxEvent,
   NewJob,
@@ -40,10 +41,15 @@ export function* applyCommit(c: TransitionCommit): Program<CommitResult> {
 
 function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResult> {
   // The attempt whose outcome this is, recorded first; its event is accepted below, applied.
-  if (c.finish && (yield* finishIn(c.finish, false)) !== 'current') throw new Abort({ ok: false, reason: 'outcome-not-current' });
+  const leaving = c.effects?.deactivate.length === 1 ? { actorId: c.effects.deactivate[0]!, at: c.job.at } : undefined;
+  if (c.finish && (yield* finishIn(c.finish, false, leaving)) !== 'current') throw new Abort({ ok: false, reason: 'outcome-not-current' });
   const revision = c.expectedRevision + 1;
   const e = c.event;
   const inline = e?.accept !== undefined && isExternal(e.accept);
+  // An activity's outcome applied with its attempt's end (recorded just above, once): its history
+  // row is its record, as an inline event's is, and it too goes in only while nothing waits before it
+  // (a second record of its id is refused by insertInbox).
+  const outcome = !inline && c.finish !== undefined && e?.accept?.source === 'effect' ? e.accept : undefined;
   const namedAt = inline ? revisionNamedBy(e.accept.eventId) : -1;
   const params = {
     id: c.jobId,
@@ -65,7 +71,10 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
   };
   // A job that stays active on its version takes the narrow update (no status index rewritten);
   // one that ends changes its status, so it goes straight to the full one.
-  const updated = ((c.job.status === 'active' ? yield* get('updateState', params) : undefined) ?? (yield* get('updateJob', params))) as { lease_fence: number } | undefined;
+  const updated = (
+    (c.job.status === 'active' ? ((keepsLease(c) ? yield* get('updateKeepingLease', params) : undefined) ?? (yield* get('updateState', params))) : undefined) ??
+    (yield* get('updateJob', params))
+  ) as { lease_fence: number } | undefined;
   if (!updated) {
     const row = (yield* get('revisionOf', c.jobId)) as { revision: number; lease_owner: string | null; lease_until: number | null } | undefined;
     if (c.lease && row?.revision === c.expectedRevision && row.lease_owner !== null && row.lease_until !== null && row.lease_until > params.now) {
@@ -78,14 +87,16 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
     }
     throw new Abort({ ok: false, reason: 'conflict', currentRevision: row?.revision ?? null });
   }
+  // Events queued before the outcome come first: a conflict, to apply those (nothing is written).
+  if (outcome && (yield* get('hasPending', c.jobId))) throw new Abort({ ok: false, reason: 'conflict', currentRevision: c.expectedRevision });
   const fence = c.lease ? updated.lease_fence : null;
   // Applied as it is accepted: the history row is the event's record, and its key says so (a
   // repeat of the id is a duplicate). An id that names this revision is keyed by the history's
   // primary key: no key row.
   if (inline && namedAt !== revision && !(yield* recordKey(c.jobId, e.accept.eventId, revision))) throw new Abort({ ok: false, reason: 'duplicate-event' });
-  const inlineHash = inline ? e.accept.payloadHash : undefined;
-  yield* insertTransition(json, c.jobId, revision, inline ? inlineDraft(c.transition, e) : c.transition, c.lease?.runner ?? null, fence, inlineHash);
-  if (e && !inline) {
+  const accepted = inline || outcome ? (e as Parameters<typeof inlineDraft>[1]) : undefined;
+  yield* insertTransition(json, c.jobId, revision, accepted ? inlineDraft(c.transition, accepted) : c.transition, c.lease?.runner ?? null, fence, accepted?.accept);
+  if (e && !inline && !outcome) {
     const error = e.error ? JSON.stringify(e.error) : null;
     if (e.accept) {
       // Accept-and-apply only when nothing is queued for the job (events apply in accept order):
@@ -121,6 +132,11 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
   return { ok: true, revision, fence };
 }
 
+/** Whether the commit may keep the job's lease as it is (held here at a known fence, renewed to an expiry it likely has already). */
+function keepsLease(c: TransitionCommit): boolean {
+  return c.lease !== undefined && c.lease.until !== null && c.lease.fence !== null && c.lease.fence !== undefined && !c.lease.force;
+}
+
 /** A child job's end recorded on its parent's invocation (succeeded, or failed with `error`): false when it was no longer waiting. */
 function* settleChild(settle: NonNullable<TransitionCommit['settleParent']>, at: number): Program<boolean> {
   const settled = settle.error
@@ -136,7 +152,36 @@ export function* createIn(job: NewJob): Program<CreateJobResult> {
   yield* insertJob(job);
   for (const child of job.children ?? []) yield* insertJob(child);
   for (const d of job.relatedDeliveries ?? []) yield* acceptPending(d);
-  return { job: toJobRecord((yield* get('getJob', job.id))!), created: true };
+  return { job: newJobRecord(job), created: true };
+}
+
+/** The row `insertJob` just wrote, as a record: built from what was written, not read back (a row read and three JSON parses per start). */
+function newJobRecord(job: NewJob): JobRecord {
+  const claimedUntil = job.claims?.length ? Math.max(...job.claims.map((c) => c.claimUntil)) : null;
+  return {
+    id: job.id,
+    machineId: job.machineId,
+    machineVersion: job.machineVersion,
+    revision: 1,
+    status: job.status,
+    value: job.value,
+    context: job.context,
+    snapshot: job.snapshot,
+    input: job.input,
+    inputHash: job.inputHash,
+    idempotencyKey: job.idempotencyKey,
+    owner: job.owner === '' ? null : job.owner,
+    quarantine: null,
+    progress: job.progress ?? null,
+    parent: job.parent ?? null,
+    cancelRequestedAt: null,
+    cancelReason: null,
+    suspendedAt: null,
+    suspendReason: null,
+    lease: claimedUntil === null || !job.runner ? null : { owner: job.runner, fence: 1, until: claimedUntil },
+    createdAt: job.at,
+    updatedAt: job.at,
+  };
 }
 
 /** A new job at revision 1 with its first history record and what its initial state asked for. */
@@ -203,7 +248,7 @@ function* writeRequests(effects: NewEffect[] = [], timers: NewTimer[] = [], deli
   for (const d of deliveries) yield* acceptPending(d);
 }
 
-/** Append a history row; `inlineHash` (an event applied as it is accepted: its payload hash) makes it the event's record too. */
+/** Append a history row; `accepted` (an event applied as it is accepted, or an outcome with its attempt's end) makes it the event's record too. */
 function* insertTransition(
   json: CommitJson | undefined,
   jobId: string,
@@ -211,7 +256,7 @@ function* insertTransition(
   t: TransitionCommit['transition'],
   runner: string | null,
   fence: number | null,
-  inlineHash?: string,
+  accepted?: NewInboxEvent,
 ): Program<void> {
   const text = (v: unknown) => (json ? json.of(v) : JSON.stringify(v));
   const args = [
@@ -228,8 +273,9 @@ function* insertTransition(
     runner,
     fence,
   ] as const;
-  if (inlineHash === undefined) yield* run('insertTransition', ...args);
-  else yield* run('insertInlineTransition', ...args, inlineHash);
+  if (accepted === undefined) yield* run('insertTransition', ...args);
+  else if (isExternal(accepted)) yield* run('insertInlineTransition', ...args, accepted.payloadHash, null, null, null);
+  else yield* run('insertInlineTransition', ...args, accepted.payloadHash, accepted.source ?? null, accepted.sourceId ?? null, accepted.attempt ?? null);
 }
 
 /** An inbox row's columns from the event; `payload` its text when another value is stored (a redacted copy). */
@@ -263,19 +309,13 @@ export function* claimIn(c: EffectClaim): Program<ClaimedEffect | undefined> {
   return { ...toEffectRecord(row), leaseFence: lease.lease_fence };
 }
 
-/** `finishAttempt` inside a transaction; `acceptEvent` false: the caller accepts the outcome event itself (a commit's `finish`). */
-export function* finishIn(f: AttemptFinish, acceptEvent = true): Program<FinishStatus> {
+/**
+ * `finishAttempt` inside a transaction; `acceptEvent` false: the caller accepts the outcome event
+ * itself (a commit's `finish`), and `leaving` names the invocation that commit leaves (its
+ * effect is deactivated in the same row write when it is this one).
+ */
+export function* finishIn(f: AttemptFinish, acceptEvent = true, leaving?: { actorId: string; at: number }): Program<FinishStatus> {
   const { id, attempt, result, at, lease } = f;
-  if (lease) {
-    const effect = (yield* get('effectLeaseState', { id, runner: lease.runner, fence: lease.fence })) as { held: number } | undefined;
-    if (effect && effect.held === 0) {
-      // Another runner took the job: this outcome is not recorded, and the attempt's claim ends
-      // now so the lease holder takes the attempt over at once.
-      yield* run('endAttempt', 'stale', at, JSON.stringify(leaseLostError(lease.fence)), id, attempt);
-      yield* run('dropClaim', at, id, attempt);
-      return 'lease-lost';
-    }
-  }
   const params =
     result.kind === 'succeeded'
       ? { status: 'succeeded', output: JSON.stringify(result.output), error: null, next: null, token: null }
@@ -288,7 +328,19 @@ export function* finishIn(f: AttemptFinish, acceptEvent = true): Program<FinishS
             next: result.retryAt,
             token: null,
           };
-  const current = (yield* run('settleEffect', { ...params, id, attempt, at })).changes === 1;
+  const leased = { runner: lease?.runner ?? null, fence: lease?.fence ?? null, deactivate_actor: leaving?.actorId ?? null, deactivated_at: leaving?.at ?? null };
+  // The update checks the lease itself; only a refusal reads why (the lease gone, or the attempt no longer current).
+  const current = (yield* run('settleEffect', { ...params, ...leased, id, attempt, at })).changes === 1;
+  if (!current && lease) {
+    const effect = (yield* get('effectLeaseState', { id, runner: lease.runner, fence: lease.fence })) as { held: number } | undefined;
+    if (effect && effect.held === 0) {
+      // Another runner took the job: this outcome is not recorded, and the attempt's claim ends
+      // now so the lease holder takes the attempt over at once.
+      yield* run('endAttempt', 'stale', at, JSON.stringify(leaseLostError(lease.fence)), id, attempt);
+      yield* run('dropClaim', at, id, attempt);
+      return 'lease-lost';
+    }
+  }
   const error = result.kind === 'failed' ? JSON.stringify(result.error) : null;
   yield* run('endAttempt', current ? result.kind : 'stale', at, error, id, attempt);
   const event = result.kind === 'waiting' ? null : result.event;
@@ -315,10 +367,13 @@ function* recordKey(jobId: string, eventId: string, revision: number | null): Pr
 /**
  * Insert an inbox row. An event a caller could name (source `external`) takes its key first, so
  * that one id is never both queued and in history; the runtime's own events (reserved ids) are
- * kept unique by the inbox's UNIQUE (job_id, event_id). `changes` 0: the id was recorded already.
+ * kept unique by the inbox's UNIQUE (job_id, event_id), and an outcome by its history row too when
+ * the commit that ended its attempt applied it. `changes` 0: the id was recorded already.
  */
 export function* insertInbox(params: ReturnType<typeof inboxParams> & Record<string, unknown>): Program<{ changes: number }> {
   if (params.source_kind === 'external' && !(yield* recordKey(params.job_id, params.event_id, null))) return { changes: 0 };
+  // An outcome its attempt's commit applied is recorded by its history row alone (schema 13).
+  if (params.source_kind === 'effect' && (yield* get('outcomeInHistory', params.job_id, params.event_id))) return { changes: 0 };
   return yield* run('insertEvent', params);
 }
 
@@ -345,5 +400,5 @@ function* inlineEvent(jobId: string, eventId: string): Program<Row | undefined> 
 
 /** An accepted event by id, wherever it is recorded: its inbox row, or its history row. */
 export function* findEvent(jobId: string, eventId: string): Program<Row | undefined> {
-  return (yield* get('getEvent', jobId, eventId)) ?? (yield* inlineEvent(jobId, eventId));
+  return (yield* get('getEvent', jobId, eventId)) ?? (yield* inlineEvent(jobId, eventId)) ?? (yield* get('outcomeInHistory', jobId, eventId));
 }

@@ -57,9 +57,17 @@ const LEASE_SET = `lease_fence = CASE WHEN @runner IS NULL OR (@force = 0 AND le
 const INLINE_OK = `(@inline_event IS NULL OR (NOT EXISTS (SELECT 1 FROM inbox WHERE job_id = @id AND status = 'pending')
   AND (@at_named = 0 OR NOT EXISTS (SELECT 1 FROM event_keys WHERE job_id = @id AND event_id = @inline_event))))`;
 
+/** The columns every commit's job UPDATE writes (the new state and what it is built from). */
+const STATE_SET = `revision = revision + 1, state_value = @state_value, state_paths = @state_paths, context = @context,
+  snapshot = @snapshot, updated_at = @at, progress = CASE WHEN @set_progress = 1 THEN @progress ELSE progress END`;
+
+/** The job at the expected revision, status and version, not suspended while the commit settles an event. */
+const SAME_STATUS = `id = @id AND revision = @expected AND status = @status AND machine_version = @machine_version
+  AND (suspended_at IS NULL OR @settles = 0)`;
+
 /** A history row of an event applied as it was accepted, read as an event (as the `events` view maps it). */
 const INLINE_EVENT = `SELECT NULL AS seq, job_id, event_id, event_type AS type, payload, payload_hash, outcome AS status,
-  'external' AS source_kind, NULL AS source_id, NULL AS attempt, error, revision, at AS accepted_at, at AS processed_at FROM transitions`;
+  coalesce(source_kind, 'external') AS source_kind, source_id, attempt, error, revision, at AS accepted_at, at AS processed_at FROM transitions`;
 
 /** The `@runner, @held, @any_fence, @now, @until, @take_over, @force` parameters of LEASE_OK / LEASE_SET for a lease claim (none: no lease checked). */
 export function leaseParams(lease: (Omit<LeaseClaim, 'fence'> & { fence: number | null | undefined }) | undefined, now: number) {
@@ -104,12 +112,17 @@ function jobsSql(d: SqlDialect) {
       VALUES (@id, @machine_id, @machine_version, 1, @status, @state_value, @state_paths, @context,
         @snapshot, @input, @input_hash, @idempotency_key, @owner, NULL, @progress, @parent_job_id, @parent_effect_id, @at, @at)`),
     /** Status and version unchanged (the usual case): their index entries are not rewritten. */
-    updateState: q(`UPDATE jobs SET revision = revision + 1, state_value = @state_value,
-        state_paths = @state_paths, context = @context, snapshot = @snapshot, updated_at = @at,
-        progress = CASE WHEN @set_progress = 1 THEN @progress ELSE progress END,
-        ${LEASE_SET}
-      WHERE id = @id AND revision = @expected AND status = @status AND machine_version = @machine_version
-        AND (suspended_at IS NULL OR @settles = 0) AND ${LEASE_OK} AND ${INLINE_OK}
+    updateState: q(`UPDATE jobs SET ${STATE_SET}, ${LEASE_SET}
+      WHERE ${SAME_STATUS} AND ${LEASE_OK} AND ${INLINE_OK}
+      RETURNING lease_fence`),
+    /**
+     * updateState under a live lease this runner holds at this fence with this very expiry (the
+     * usual commit: expiries are rounded, leases.ts): the lease columns are left out of the SET, so
+     * the lease index is not rewritten (SQLite rewrites the entries of every index on a SET column).
+     */
+    updateKeepingLease: q(`UPDATE jobs SET ${STATE_SET}
+      WHERE ${SAME_STATUS} AND @force = 0
+        AND lease_owner = @runner AND lease_fence = @held AND lease_until = @until AND lease_until > @now AND ${INLINE_OK}
       RETURNING lease_fence`),
     updateJob: q(`UPDATE jobs SET revision = revision + 1, status = @status, state_value = @state_value,
         state_paths = @state_paths, context = @context, snapshot = @snapshot, machine_version = @machine_version, updated_at = @at,
@@ -124,10 +137,12 @@ function jobsSql(d: SqlDialect) {
     insertTransition: q(`INSERT INTO transitions (job_id, revision, event_id, event_type, payload, from_value, to_value, outcome, error, at, runner, fence,
         seq)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ${d.historySeq})`),
-    /** The history row of an event applied as it is accepted: its only record (no inbox row). */
+    /** The history row of an event applied as it is accepted (or an outcome with its attempt's end): its only record (no inbox row). */
     insertInlineTransition: q(`INSERT INTO transitions (job_id, revision, event_id, event_type, payload, from_value, to_value, outcome, error, at, runner, fence,
-        payload_hash, seq)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ${d.historySeq})`),
+        payload_hash, source_kind, source_id, attempt, seq)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ${d.historySeq})`),
+    /** An outcome recorded by its history row (schema 13), by its event id: a walk of the job's history, for the rare reads by id. */
+    outcomeInHistory: q(`${INLINE_EVENT} WHERE job_id = ? AND event_id = ? AND payload_hash IS NOT NULL AND source_kind IS NOT NULL`),
     /** A (job, event id) recorded once: a second record of it does nothing (changes 0), read as a duplicate. */
     insertKey: q('INSERT INTO event_keys (job_id, event_id, revision) VALUES (?, ?, ?) ON CONFLICT DO NOTHING'),
     keyedEvent: q(`${INLINE_EVENT} WHERE job_id = @job AND revision = (SELECT revision FROM event_keys WHERE job_id = @job AND event_id = @event)`),
@@ -144,6 +159,7 @@ function jobsSql(d: SqlDialect) {
     // Accept order: a job's events apply in accept order, so the revision orders every applied
     // one; pending and rejected events (no revision) follow in seq order.
     listEvents: q('SELECT * FROM events WHERE job_id = ? ORDER BY revision IS NULL, revision, seq'),
+    hasPending: q("SELECT 1 FROM inbox WHERE job_id = ? AND status = 'pending' LIMIT 1"),
     firstPending: q("SELECT * FROM inbox WHERE job_id = ? AND status = 'pending' ORDER BY seq LIMIT 1"),
     pending: q("SELECT * FROM inbox WHERE job_id = ? AND status = 'pending' ORDER BY seq LIMIT ?"),
     pendingJobs: q(`SELECT i.job_id, min(i.seq) AS first FROM inbox i JOIN jobs j ON j.id = i.job_id
@@ -221,9 +237,18 @@ function effectsSql(d: SqlDialect) {
         claimed_by, claim_expires_at, created_revision, created_at, updated_at) VALUES (?, ?, ?, ?, 'activity', ?, 'running', 1, 1, ?, ?, ?, ?, ?, ?, ?)`),
     endAttempt: q(`UPDATE effect_attempts SET outcome = ?, ended_at = ?, error = ?
       WHERE effect_id = ? AND attempt = ? AND outcome IN ('running', 'waiting', 'interrupted')`),
+    /**
+     * An attempt's end on its effect, under the runner's lease at its fence when `@runner` is given
+     * (a refusal is told apart afterwards: effectLeaseState). `@deactivate_actor`: the commit that
+     * applies the outcome also leaves the invocation of that actor, so the effect is deactivated
+     * here too (at `@deactivated_at`), in the same row write (its deactivateEffects finds it done).
+     */
     settleEffect: q(`UPDATE effects SET status = @status, output = @output, error = @error, next_run_at = @next,
-        token = @token, claimed_by = NULL, claim_expires_at = NULL, updated_at = @at
-      WHERE id = @id AND attempt = @attempt AND status = 'running' AND active = 1`),
+        token = @token, claimed_by = NULL, claim_expires_at = NULL,
+        active = CASE WHEN actor_id = @deactivate_actor THEN 0 ELSE active END,
+        updated_at = CASE WHEN actor_id = @deactivate_actor THEN @deactivated_at ELSE @at END
+      WHERE id = @id AND attempt = @attempt AND status = 'running' AND active = 1
+        AND (@runner IS NULL OR EXISTS (SELECT 1 FROM jobs j WHERE j.id = effects.job_id AND j.lease_owner = @runner AND j.lease_fence = @fence))`),
     failEffect: q(`UPDATE effects SET status = 'failed', error = ?, token = NULL, claimed_by = NULL, claim_expires_at = NULL, updated_at = ?
       WHERE id = ? AND active = 1 AND status NOT IN ('succeeded', 'failed', 'cancelled')`),
     effectByToken: q('SELECT * FROM effects WHERE token = ?'),

@@ -219,7 +219,7 @@ export class ActivityExecutor {
       this.#slots.take(effect.src);
       this.#reserved += 1;
       this.#attempting.set(effect.id, effect.jobId); // a commit of the job built meanwhile keeps the lease
-      claims.push({ effectId: effect.id, claimUntil: now + this.#leaseMs });
+      claims.push({ effectId: effect.id, claimUntil: this.#deps.leaseKeeper.until(now) });
     }
     return claims;
   }
@@ -334,7 +334,7 @@ export class ActivityExecutor {
       // job in flight has settled, with the fence that commit left (an asynchronous store may run
       // two writes in flight in either order, and deliver their results in either order).
       claimed = await this.#withLock(effect.jobId, async () => {
-        const claim = await this.#submitClaim({ id: effect.id, runner: this.runnerId, now, claimUntil: now + this.#leaseMs, takeOver, fence: this.#leases.get(effect.jobId) ?? null });
+        const claim = await this.#submitClaim({ id: effect.id, runner: this.runnerId, now, claimUntil: this.#deps.leaseKeeper.until(now), takeOver, fence: this.#leases.get(effect.jobId) ?? null });
         if (claim) this.#leases.set(claim.jobId, claim.leaseFence);
         return claim;
       });
@@ -432,7 +432,7 @@ export class ActivityExecutor {
         this.#claimTimer = undefined;
         return;
       }
-      const until = this.clock.now() + this.#leaseMs;
+      const until = this.#deps.leaseKeeper.until(this.clock.now());
       for (const [effectId, running] of this.#running) void this.store.renewClaim(effectId, running.attempt, this.runnerId, until).catch(() => undefined);
     }, Math.max(1000, Math.floor(this.#leaseMs / 3)));
     this.#claimTimer.unref();

@@ -1,5 +1,6 @@
 /**
- * The long crash run: `npm run crash -- --kills 1000 [--workers N] [--seed N] [--keep] [--dir DIR]`.
+ * The long crash run: `npm run crash -- --kills 1000 [--workers N] [--seed N] [--async-store] [--keep] [--dir DIR]`.
+ * `--async-store`: every worker's store behind the asynchronous boundary (test/helpers/asyncStore.ts).
  *
  * Prints progress, then the tally (kills, events acknowledged, transitions, timers, attempts,
  * violations by kind) and every violation; exits 1 on any violation. The database is kept (and its
@@ -19,6 +20,7 @@ const { values } = parseArgs({
     seed: { type: 'string' },
     dir: { type: 'string' },
     keep: { type: 'boolean', default: false },
+    'async-store': { type: 'boolean', default: false },
     'max-kill-delay': { type: 'string' },
     'commands-per-round': { type: 'string' },
   },
@@ -36,7 +38,8 @@ if (!Number.isInteger(workers) || workers < 1) {
 }
 const seed = values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : Number(values.seed);
 const dir = values.dir ?? join(TMP_ROOT, `crash-${seed}-${randomBytes(4).toString('hex')}`);
-console.log(`crash: ${kills} kills, ${workers} concurrent worker(s), seed ${seed}, database ${join(dir, 'crash.db')}`);
+const asyncStore = values['async-store'] ?? false;
+console.log(`crash: ${kills} kills, ${workers} concurrent worker(s), seed ${seed}${asyncStore ? ', workers\' stores behind the asynchronous boundary' : ''}, database ${join(dir, 'crash.db')}`);
 
 let lastPrint = 0;
 const report = await runCrashHarness({
@@ -44,6 +47,7 @@ const report = await runCrashHarness({
   workers,
   seed,
   dir,
+  asyncStore,
   ...(values['max-kill-delay'] ? { maxKillDelayMs: Number(values['max-kill-delay']) } : {}),
   ...(values['commands-per-round'] ? { commandsPerRound: Number(values['commands-per-round']) } : {}),
   onProgress: (p) => {
@@ -57,7 +61,7 @@ const report = await runCrashHarness({
 const t = report.tally;
 const kinds = byKind(report.violations);
 console.log(`
-tally (seed ${t.seed}, ${(t.durationMs / 1000).toFixed(1)} s, ${t.rounds} rounds)
+tally (seed ${t.seed}, ${(t.durationMs / 1000).toFixed(1)} s, ${t.rounds} rounds${t.asyncStore ? ', asynchronous store boundary in every worker' : ''})
   kills:             ${t.kills} (worker ${t.workerKills}, client ${t.clientKills})
   workers:           ${t.workers} concurrent; at most ${t.maxConcurrentWorkers} running at once, >= 2 running for ${(t.concurrentMs / 1000).toFixed(1)} s
   crash points hit:  ${JSON.stringify(t.crashPoints)}

@@ -64,6 +64,13 @@ export interface CrashOptions {
   commandsPerRound?: number;
   /** Worker poll interval. Default 10 ms. */
   pollMs?: number;
+  /**
+   * Each worker puts its SQLite store behind the asynchronous boundary of the `async-store` test
+   * project (test/helpers/asyncStore.ts): every store call resolves macrotasks later, calls in
+   * flight execute and resolve in either order. Its hops are seeded from `seed` and the worker's
+   * number. Default false.
+   */
+  asyncStore?: boolean;
   /** Safety limit of the final phase (a run that does not settle is reported `stuck`). Default 60000. */
   settleLimitMs?: number;
   /** Called after every round. */
@@ -82,6 +89,8 @@ export interface Progress {
 export interface Tally {
   seed: number;
   workers: number;
+  /** Whether the workers' stores were behind the asynchronous boundary. */
+  asyncStore: boolean;
   /** Most workers past `ready` and not yet dead at one moment, and for how long >= 2 were. */
   maxConcurrentWorkers: number;
   concurrentMs: number;
@@ -341,8 +350,12 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
     },
   );
 
+  let spawned = 0;
   const spawnWorker = (arm: string | null): WorkerProc => {
-    const child = spawn(WORKER_CHILD, [dbPath, pollMs], arm ? { SPOOL_CRASH_AT: arm } : {});
+    spawned += 1;
+    const env: Record<string, string> = arm ? { SPOOL_CRASH_AT: arm } : {};
+    if (options.asyncStore) env['SPOOL_CRASH_ASYNC_SEED'] = String((Math.imul(seed, 31) + spawned) >>> 0);
+    const child = spawn(WORKER_CHILD, [dbPath, pollMs], env);
     const life = { from: Date.now(), to: null as number | null };
     if (child.proc.pid !== undefined) lives.set(child.proc.pid, life);
     let ready = false;
@@ -484,6 +497,7 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
   const tally: Tally = {
     seed,
     workers: workerCount,
+    asyncStore: options.asyncStore ?? false,
     maxConcurrentWorkers,
     concurrentMs: Math.round(concurrentMs),
     rounds: round,

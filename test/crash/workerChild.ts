@@ -15,12 +15,15 @@
  *   {type:'finished', effectId, attempt, outcome}  an attempt's outcome recorded
  *   {type:'commit', jobId, revision, final}        a transition committed
  *   {type:'log', level, msg, error}                the runtime logged an error
- * Crash points are armed by the harness through SPOOL_CRASH_AT.
+ * Crash points are armed by the harness through SPOOL_CRASH_AT. With SPOOL_CRASH_ASYNC_SEED set
+ * (`--async-store`), the worker's store is behind the asynchronous boundary of the `async-store`
+ * test project (test/helpers/asyncStore.ts), its hops drawn from that seed.
  */
 import { createInterface } from 'node:readline';
 import { createRuntime, runWorker, type RuntimeEvent } from '../../src/index.ts';
 import { SqliteStore } from '../../persistence/sqlite/index.ts';
 import { CRASH_MACHINES } from './machines.ts';
+import { asyncStore } from '../helpers/asyncStore.ts';
 
 const [dbPath, pollText] = process.argv.slice(2);
 if (!dbPath) throw new Error('usage: workerChild.ts <db> [pollMs]');
@@ -50,7 +53,9 @@ function summary(e: RuntimeEvent): Record<string, unknown> | undefined {
   }
 }
 
-const store = await SqliteStore.open(dbPath);
+const asyncSeed = process.env['SPOOL_CRASH_ASYNC_SEED'];
+const sqlite = await SqliteStore.open(dbPath);
+const store = asyncSeed === undefined ? sqlite : asyncStore(sqlite, { seed: Number(asyncSeed) });
 const runtime = await createRuntime({
   store,
   machines: CRASH_MACHINES,
