@@ -17,18 +17,18 @@
  */
 import { createInterface } from 'node:readline';
 import { createRuntime, type Runtime } from '../../src/index.ts';
-import { SqliteStore } from '../../persistence/sqlite/index.ts';
+import { openStore } from '../../persistence/openStore.ts';
 import { CRASH_MACHINES } from './machines.ts';
 import type { ClientCommand, Via } from './workload.ts';
 
 const [dbPath] = process.argv.slice(2);
-if (!dbPath) throw new Error('usage: clientChild.ts <db>');
+if (!dbPath) throw new Error('usage: clientChild.ts <db file or postgres:// URL>');
 
 const print = (msg: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(msg)}\n`);
 
 const runtimes: Record<Via, Runtime> = {
-  queue: await createRuntime({ store: await SqliteStore.open(dbPath), machines: CRASH_MACHINES, processEvents: false }),
-  apply: await createRuntime({ store: await SqliteStore.open(dbPath), machines: CRASH_MACHINES, processEvents: true, runEffects: false }),
+  queue: await createRuntime({ store: await openStore(dbPath), machines: CRASH_MACHINES, processEvents: false }),
+  apply: await createRuntime({ store: await openStore(dbPath), machines: CRASH_MACHINES, processEvents: true, runEffects: false }),
 };
 
 async function execute(cmd: ClientCommand): Promise<Record<string, unknown>> {

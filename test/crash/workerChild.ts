@@ -19,11 +19,11 @@
  */
 import { createInterface } from 'node:readline';
 import { createRuntime, runWorker, type RuntimeEvent } from '../../src/index.ts';
-import { SqliteStore } from '../../persistence/sqlite/index.ts';
+import { openStore } from '../../persistence/openStore.ts';
 import { CRASH_MACHINES } from './machines.ts';
 
 const [dbPath, pollText] = process.argv.slice(2);
-if (!dbPath) throw new Error('usage: workerChild.ts <db> [pollMs]');
+if (!dbPath) throw new Error('usage: workerChild.ts <db file or postgres:// URL> [pollMs]');
 
 const print = (msg: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(msg)}\n`);
 
@@ -50,7 +50,7 @@ function summary(e: RuntimeEvent): Record<string, unknown> | undefined {
   }
 }
 
-const store = await SqliteStore.open(dbPath);
+const store = await openStore(dbPath);
 const runtime = await createRuntime({
   store,
   machines: CRASH_MACHINES,
