@@ -1,8 +1,7 @@
 /**
  * The long crash run: `npm run crash -- --kills 1000 [--workers N] [--seed N] [--keep] [--dir DIR]`.
  *
- * On Postgres: `--store postgres` (a throwaway cluster, test/helpers/postgres.ts, and a fresh
- * database on it) or `--db postgres://…` (an empty database); `--server-restarts N` (default 1 on
+ * On Postgres: `--store postgres` (a throwaway cluster of its own, test/helpers/postgres.ts) or `--db postgres://…` (an empty database); `--server-restarts N` (default 1 on
  * Postgres) restarts the server mid-run with `pg_ctl restart -m fast` (a server this machine runs).
  *
  * Prints progress, then the tally (kills, events acknowledged, transitions, timers, attempts,
@@ -16,7 +15,7 @@ import { parseArgs } from 'node:util';
 import { TMP_ROOT } from '../helpers/resources.ts';
 import { byKind, runCrashHarness } from './harness.ts';
 import { restartPostgres } from './postgres.ts';
-import { freshDatabase, startPostgres, type TestPostgres } from '../helpers/postgres.ts';
+import { startPostgres, type TestPostgres } from '../helpers/postgres.ts';
 
 const { values } = parseArgs({
   options: {
@@ -56,9 +55,8 @@ if (!Number.isInteger(serverRestarts) || serverRestarts < 0 || (serverRestarts >
 let server: TestPostgres | undefined;
 let db = values.db;
 if (onPostgres && db === undefined) {
-  server = await startPostgres();
-  process.env['SPOOL_TEST_PG_URL'] = server.url;
-  db = (await freshDatabase()).url;
+  server = await startPostgres(); // its own cluster: its default database is empty
+  db = server.url;
 }
 process.on('exit', () => server?.stop());
 const seed = values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : Number(values.seed);
