@@ -33,7 +33,7 @@ process.stdout.write(`${JSON.stringify({ type: 'ready', pid: process.pid, atMs: 
 let rounds = 0;
 let activitiesStarted = 0;
 await runWorker(runtime, {
-  pollMs: 20,
+  pollMs: Number(process.env['SPOOL_BENCH_POLL_MS'] ?? 20),
   signal: controller.signal,
   onRound: (r) => {
     rounds += 1;
