@@ -1,6 +1,7 @@
 /**
  * Section 5, worker processes: jobs/s with K = 1, 2, 4 `runWorker` processes on one SQLite file
- * (synchronous FULL, WAL).
+ * (synchronous FULL, WAL) or one Postgres database (bench/pgServer.ts; the children open either
+ * through `openStore`, and the parent counts with a read-only connection of its own).
  *
  * Per run: a fresh database; N `bench-work` jobs (bench/workerMachines.ts: one trivial activity,
  * then final `done`) started through a runtime with `runEffects: false`, so every job waits with
