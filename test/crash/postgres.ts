@@ -12,6 +12,7 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { SqliteStore } from '../../persistence/sqlite/index.ts';
 import { PG_BIN } from '../helpers/postgres.ts';
+import { isRetryableFault, pause } from '../../src/runtime/backoff.ts';
 
 /** Spool's tables, parents before children. */
 const TABLES = ['jobs', 'inbox', 'timers', 'notes', 'assets', 'schedules', 'schedule_occurrences', 'event_keys', 'transitions', 'effects', 'effect_attempts'] as const;
@@ -83,4 +84,22 @@ export async function pollPostgres<T>(url: string, read: (query: (sql: string) =
     }
   })();
   return { latest: () => latest, close: async () => ((closed = true), await loop, await client.end().catch(() => undefined)) };
+}
+
+/**
+ * What a careful process does with a retryable fault (the database restarting under it, a
+ * commit whose outcome could not be read back): the same call again (a command with the same
+ * job and event ids, so it lands once), a few times, backing off; then the error stands. The
+ * children use it where the worker loop's own riding-out does not reach: opening, recovery, and
+ * the client's commands.
+ */
+export async function ridingOutFaults<T>(fn: () => Promise<T>, tries = 20): Promise<T> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await fn();
+    } catch (error) {
+      if (!isRetryableFault(error) || attempt >= tries) throw error;
+      await pause(Math.min(1000, 50 * attempt));
+    }
+  }
 }
