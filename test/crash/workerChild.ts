@@ -19,11 +19,12 @@
  */
 import { createInterface } from 'node:readline';
 import { createRuntime, runWorker, type RuntimeEvent } from '../../src/index.ts';
-import { SqliteStore } from '../../persistence/sqlite/index.ts';
+import { openStore } from '../../persistence/openStore.ts';
+import { ridingOutFaults } from './postgres.ts';
 import { CRASH_MACHINES } from './machines.ts';
 
 const [dbPath, pollText] = process.argv.slice(2);
-if (!dbPath) throw new Error('usage: workerChild.ts <db> [pollMs]');
+if (!dbPath) throw new Error('usage: workerChild.ts <db file or postgres:// URL> [pollMs]');
 
 const print = (msg: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(msg)}\n`);
 
@@ -50,7 +51,7 @@ function summary(e: RuntimeEvent): Record<string, unknown> | undefined {
   }
 }
 
-const store = await SqliteStore.open(dbPath);
+const store = await ridingOutFaults(() => openStore(dbPath));
 const runtime = await createRuntime({
   store,
   machines: CRASH_MACHINES,
@@ -66,7 +67,8 @@ runtime.subscribe((e) => {
 const controller = new AbortController();
 process.on('SIGTERM', () => controller.abort());
 print({ type: 'ready', pid: process.pid });
-await runtime.recover();
+// Recovery rides out a retryable fault (the database restarting) as the worker loop does.
+await ridingOutFaults(() => runtime.recover());
 await runWorker(runtime, { signal: controller.signal, pollMs: Number(pollText ?? 10) });
 await runtime.close();
 print({ type: 'stopped' });
