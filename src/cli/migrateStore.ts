@@ -13,7 +13,7 @@ import type { Command } from 'commander';
 import { migrateStore, type MigrateReport } from '../../persistence/migrateStore.ts';
 import { isPostgresUrl } from '../../persistence/openStore.ts';
 import { DatabaseError, UsageError } from './errors.ts';
-import { globals, write, type CliIO } from './globals.ts';
+import { examples, globals, write, type CliIO } from './globals.ts';
 import { table } from './format.ts';
 
 /** Add the `migrate-store` command to `program`. */
@@ -23,6 +23,7 @@ export function addMigrateStoreCommand(program: Command, io: CliIO, setExitCode:
     .description('copy every job (history, inbox, effects, attempts, timers, notes, assets) and the schedules from a SQLite file into a Postgres database; resumable; verifies counts')
     .requiredOption('--from <file>', 'the SQLite database file to copy')
     .requiredOption('--to <url>', 'the Postgres database (postgres://…) to copy into')
+    .addHelpText('after', examples('spool migrate-store --from spool.db --to postgres://spool@127.0.0.1:5432/spool', 'spool --json migrate-store --from spool.db --to "$DATABASE_URL"'))
     .action(async (options: { from: string; to: string }, command: Command) => {
       const g = globals(command);
       if (isPostgresUrl(options.from)) throw new UsageError('--from names a SQLite file; copying from Postgres is not supported. Nothing was changed.');
