@@ -49,6 +49,8 @@ const ASYNC_STORE_FILES = [
  */
 const POSTGRES_FILES = [
   'test/postgres.pg.test.ts',
+  'test/crash/crashPostgres.pg.test.ts',
+  'test/migrateStore.pg.test.ts',
   ...STORE_CONTRACT_FILES,
   'test/runtime.test.ts',
   'test/leases.test.ts',

@@ -10,7 +10,8 @@
  *      of 100 jobs/s at FULL (bench/jobsSection.ts)
  *   3. restart: createRuntime (recover) + first tick and RSS with 10k / 100k (--big: 1M) jobs waiting on timers
  *   4. path testing: generate and replay every path of the reference machines, with and without crash replay
- *   5. workers: jobs/s with 1, 2 and 4 runWorker processes on one SQLite file (FULL), 8 activities at once each (and 1, 2 at 64), vs raw one-transaction-per-job
+ *   5. workers: jobs/s with 1, 2 and 4 runWorker processes on one SQLite file (FULL) and on one Postgres database, 8 activities at
+ *      once each (and 1, 2 at 64), CPU µs/job, vs each store's raw limit (Postgres: 1 per transaction from 1 and 4 connections, and 100 batched)
  *
  * The run ends with issue #14's targets (bench/targets.ts) against the figures it measured.
  *
@@ -19,6 +20,8 @@
  *   npm run bench -- --big        also restart with 1M waiting jobs (adds a few minutes and ~1.3 GB of temp disk)
  *   npm run bench -- --only group,jobs   some sections (sequential, group, jobs, restart, paths, workers): writes results/partial.json
  *   npm run bench -- --profile    where a Spool send spends its time at NORMAL (no results file)
+ *   npm run bench -- --store postgres   the workers section on Postgres only (default: sqlite,postgres); --pg-url URL
+ *                                 (or SPOOL_BENCH_PG_URL) names a server, else a throwaway cluster is started (bench/pgServer.ts)
  *
  * Options: --rounds N, --duration-ms N, --warmup N (sequential section; --rounds also the group
  * section). A ratio below its target is reported, never an exit code: this is a measurement, not a test.
@@ -37,7 +40,9 @@ import { latencySummary, median } from './stats.ts';
 import { WORKLOAD } from './workload.ts';
 import { runProfile } from './profile.ts';
 import { fmtMs, fmtRate, hostLoad, loadNow, printLoadNote, printTable } from './format.ts';
-import { groupCommitSection, pathTestingSection, restartSection, workersSection, type SectionContext } from './sections.ts';
+import { groupCommitSection, pathTestingSection, restartSection, type SectionContext } from './sections.ts';
+import { workersSection } from './workersSection.ts';
+import { benchPostgres } from './pgServer.ts';
 import { jobsSection } from './jobsSection.ts';
 import { check, printTargets, TARGETS, type TargetCheck } from './targets.ts';
 
@@ -50,6 +55,8 @@ const { values: args } = parseArgs({
     warmup: { type: 'string' },
     big: { type: 'boolean', default: false },
     only: { type: 'string' },
+    store: { type: 'string' },
+    'pg-url': { type: 'string' },
   },
   strict: true,
 });
@@ -64,6 +71,15 @@ const only = new Set<Section>((args.only ?? SECTIONS.join(',')).split(',').map((
 for (const s of only) {
   if (!SECTIONS.includes(s)) {
     console.error(`--only takes a comma-separated list of ${SECTIONS.join(', ')}; got "${s}".`);
+    process.exit(2);
+  }
+}
+
+const STORES = ['sqlite', 'postgres'] as const;
+const stores = (args.store ?? 'sqlite,postgres').split(',').map((s) => s.trim()).filter(Boolean) as (typeof STORES)[number][];
+for (const s of stores) {
+  if (!STORES.includes(s)) {
+    console.error(`--store takes sqlite, postgres or both (comma-separated); got "${s}".`);
     process.exit(2);
   }
 }
@@ -85,7 +101,11 @@ async function main(): Promise<void> {
     `node ${machine.node}, SQLite ${machine.sqlite} (better-sqlite3 ${machine.betterSqlite3}), xstate ${machine.xstate}, ` +
       `${machine.cpus} × ${machine.cpuModel}, load ${machine.loadavg.join(' ')}, git ${machine.gitCommit ?? '?'}${machine.gitDirty ? ' (engine files modified)' : ''}`,
   );
-  const ctx: SectionContext = { quick, big: args.big ?? false, rounds, gc };
+  const ctx: SectionContext = { quick, stores, big: args.big ?? false, rounds, gc };
+  if (stores.includes('postgres') && only.has('workers')) {
+    const pg = await benchPostgres(args['pg-url'] ?? process.env['SPOOL_BENCH_PG_URL']);
+    console.log(`Postgres ${pg.settings['server_version']} at ${pg.url.replace(/\/\/[^@]*@/, '//')}${args['pg-url'] ?? process.env['SPOOL_BENCH_PG_URL'] ? '' : ' (a throwaway cluster, bench/pgServer.ts)'}: fsync ${pg.settings['fsync']}, synchronous_commit ${pg.settings['synchronous_commit']}`);
+  }
   const report: Record<string, unknown> = {
     generatedAt: new Date().toISOString(),
     command: `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,

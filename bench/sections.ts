@@ -9,13 +9,14 @@ import { runBareBatched } from './bareLoop.ts';
 import { makeRestartDb, measureRestart, TEMPLATE_JOBS, type ChildReport, type RecoverMode } from './restart.ts';
 import { pathInventory, runPathTesting, type PathConfig, type PathTestingRun } from './pathTesting.ts';
 import { SETTINGS, type Synchronous } from './rawRun.ts';
-import { runRawPerJob, runWorkers, WORKER_COUNTS, WORKER_RUNS, type WorkersRun } from './workers.ts';
 import { latencySummary as latency, median } from './stats.ts';
 import { check, TARGETS } from './targets.ts';
 import { fmtMiB, fmtMs, fmtRate, fmtRatio, hostLoad, loadNow, printLoadNote, printTable, round, type HostLoad } from './format.ts';
 
 export interface SectionContext {
   quick: boolean;
+  /** The stores the workers section runs on (`--store`): SQLite, Postgres, or both. */
+  stores: readonly ('sqlite' | 'postgres')[];
   big: boolean;
   rounds: number;
   gc: () => void;
@@ -378,80 +379,3 @@ export async function pathTestingSection(ctx: SectionContext) {
 }
 
 export type { HostLoad };
-
-// ---------------------------------------------------------------- 5. worker processes
-
-export async function workersSection(ctx: SectionContext) {
-  const load0 = loadNow();
-  const jobs = ctx.quick ? 500 : 2000;
-  console.log(`\n== 5. Worker processes: ${jobs} bench-work jobs (one trivial activity → done) drained by K = ${WORKER_COUNTS.join(', ')} runWorker processes on one SQLite file (FULL), each running 8 activities at once (the default), then K = 1, 2 running 64`);
-  console.log(`   jobs started with runEffects: false; K children (node --import tsx bench/workerChild.ts, pollMs 20) timed from spawn until the parent sees every job final\n`);
-  const runs: WorkersRun[] = [];
-  for (const { workers: k, concurrency } of WORKER_RUNS) {
-    ctx.gc();
-    const r = await runWorkers(k, concurrency, jobs);
-    runs.push(r);
-    process.stdout.write(`  K=${k} x${String(concurrency).padEnd(2)} ${fmtRate(r.perSec).padStart(8)} jobs/s from spawn, ${r.perSecFromReady === null ? '—' : fmtRate(r.perSecFromReady)} from last ready, attempts per runner ${r.attemptsPerRunner.join('/')}, setup ${fmtRate(r.setupJobsPerSec)} starts/s\n`);
-  }
-  const raw = runRawPerJob(jobs);
-  // Speed-up over one worker running as many activities at once.
-  const baseOf = (r: WorkersRun) => runs.find((b) => b.workers === 1 && b.concurrency === r.concurrency) ?? runs[0]!;
-  const rows = runs.map((r) => {
-    const base = baseOf(r);
-    return {
-      workers: r.workers,
-      concurrency: r.concurrency,
-      jobs: r.jobs,
-      seconds: round(r.seconds, 3),
-      jobsPerSec: round(r.perSec),
-      speedup: round(r.perSec / base.perSec, 2),
-      jobsPerSecFromReady: r.perSecFromReady === null ? null : round(r.perSecFromReady),
-      speedupFromReady: r.perSecFromReady === null || base.perSecFromReady === null ? null : round(r.perSecFromReady / base.perSecFromReady, 2),
-      firstReadyMs: round(r.firstReadyMs),
-      lastReadyMs: round(r.lastReadyMs),
-      ratioToRaw: round(r.perSec / raw.perSec, 3),
-      statuses: r.statuses,
-      attemptsPerRunner: r.attemptsPerRunner,
-      childrenStopped: r.childrenStopped,
-      transitionsPerJob: round(r.transitionsPerJob, 2),
-      setupJobsPerSec: round(r.setupJobsPerSec),
-    };
-  });
-  console.log('');
-  printTable(
-    ['K', 'at once', 'jobs', 'spawn→all final', 'jobs/s', 'speed-up', 'last ready', 'jobs/s from ready', 'speed-up', 'raw limit tx/s', 'ratio', 'attempts per runner'],
-    rows.map((r) => [
-      String(r.workers),
-      String(r.concurrency),
-      String(r.jobs),
-      fmtMs(r.seconds * 1000),
-      fmtRate(r.jobsPerSec),
-      fmtRatio(r.speedup),
-      fmtMs(r.lastReadyMs),
-      r.jobsPerSecFromReady === null ? '—' : fmtRate(r.jobsPerSecFromReady),
-      r.speedupFromReady === null ? '—' : fmtRatio(r.speedupFromReady),
-      fmtRate(raw.perSec),
-      r.ratioToRaw.toFixed(3),
-      r.attemptsPerRunner.join('/'),
-    ]),
-  );
-  console.log(`  raw limit: ${jobs} single-process BEGIN IMMEDIATE transactions at FULL, one versioned UPDATE + one INSERT each (one commit per job);`);
-  console.log(`  a Spool job finished by a worker takes more than one commit (claim the activity, then its outcome with the transition to done, each group-committed with other jobs' writes), so the ratio is not like-for-like.`);
-  console.log(`  "from ready" excludes node + tsx start-up and open; jobs some child finished before the last was ready count too (an upper bound).`);
-  const load = hostLoad(load0);
-  printLoadNote(load);
-  return {
-    method: {
-      machine: 'bench-work (bench/workerMachines.ts, activityChain with 1 step): step1 invokes a no-work fromPromise activity, onDone → final done',
-      setup: `${jobs} jobs started by a runtime with runEffects: false (64 starts in flight), then closed; a fresh database per K`,
-      workers: 'K child processes: node --import tsx bench/workerChild.ts: SqliteStore.open (FULL, WAL) + createRuntime (defaults, recover on; maxConcurrentActivities: the "concurrency" of the row, 8 being the default) + runWorker({ pollMs: 20 })',
-      timing: `from the first spawn until a raw read-only better-sqlite3 count of active jobs (polled every ${50} ms) reaches 0; then SIGTERM`,
-      limit: 'better-sqlite3, one process, one BEGIN IMMEDIATE transaction per job: versioned UPDATE jobs … WHERE id=? AND revision=? + one transitions INSERT; WAL, FULL',
-      synchronous: 'FULL',
-    },
-    jobs,
-    limit: { transactionsPerSec: round(raw.perSec), seconds: round(raw.seconds, 3) },
-    results: rows,
-    hostLoad: load,
-  };
-}

@@ -1,6 +1,7 @@
 /**
  * Section 5, worker processes: jobs/s with K = 1, 2, 4 `runWorker` processes on one SQLite file
- * (synchronous FULL, WAL).
+ * (synchronous FULL, WAL) or one Postgres database (bench/pgServer.ts; the children open either
+ * through `openStore`, and the parent counts with a read-only connection of its own).
  *
  * Per run: a fresh database; N `bench-work` jobs (bench/workerMachines.ts: one trivial activity,
  * then final `done`) started through a runtime with `runEffects: false`, so every job waits with
@@ -23,7 +24,9 @@ import { performance } from 'node:perf_hooks';
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createRuntime } from '../src/index.ts';
-import { SqliteStore } from '../persistence/sqlite/index.ts';
+import pg from 'pg';
+import { openStore } from '../persistence/openStore.ts';
+import { freshPgDatabase } from './pgServer.ts';
 import { benchWork } from './workerMachines.ts';
 import { freshDbPath } from './tempDb.ts';
 
@@ -38,9 +41,10 @@ export const WORKER_RUNS: readonly { workers: number; concurrency: number }[] = 
   { workers: 2, concurrency: 64 },
 ];
 const POLL_PARENT_MS = 50;
-const TIMEOUT_MS = 45_000;
+const TIMEOUT_MS = 180_000;
 
 export interface WorkersRun {
+  store: WorkersStore;
   workers: number;
   /** maxConcurrentActivities of each worker. */
   concurrency: number;
@@ -60,14 +64,30 @@ export interface WorkersRun {
   attemptsPerRunner: number[];
   /** Children that printed their `stopped` line after SIGTERM (closed cleanly). */
   childrenStopped: number;
+  /** The worker processes' CPU (user + system) from ready to stop, summed, per job (null if a child did not report). Postgres's server CPU is not in it. */
+  cpuUsPerJob: number | null;
   /** transitions rows per job. */
   transitionsPerJob: number;
   setupJobsPerSec: number;
 }
 
-async function makeDb(jobs: number): Promise<{ path: string; dispose: () => void; setupJobsPerSec: number }> {
-  const tmp = freshDbPath('workers');
-  const store = await SqliteStore.open(tmp.path); // FULL, WAL (the defaults)
+/** Which store the workers share: one SQLite file, or one Postgres database (bench/pgServer.ts). */
+export type WorkersStore = 'sqlite' | 'postgres';
+
+/** The shared database of one run, and the parent's read-only view of it. */
+interface WorkersDb {
+  /** What the children open: a file path or a postgres:// URL. */
+  target: string;
+  setupJobsPerSec: number;
+  /** Runs a read-only SQL query in the parent (the same texts on both stores). */
+  query(sql: string): Promise<Record<string, unknown>[]>;
+  dispose(): Promise<void>;
+}
+
+async function makeDb(kind: WorkersStore, jobs: number): Promise<WorkersDb> {
+  const made = kind === 'sqlite' ? freshDbPath('workers') : await freshPgDatabase();
+  const target = 'path' in made ? made.path : made.url;
+  const store = await openStore(target); // SQLite: FULL, WAL (the defaults); Postgres: the server's settings
   const runtime = await createRuntime({ store, machines: [benchWork], runEffects: false });
   const t0 = performance.now();
   for (let i = 0; i < jobs; i += 64) {
@@ -75,7 +95,23 @@ async function makeDb(jobs: number): Promise<{ path: string; dispose: () => void
   }
   const setupJobsPerSec = jobs / ((performance.now() - t0) / 1000);
   await runtime.close();
-  return { path: tmp.path, dispose: tmp.dispose, setupJobsPerSec };
+  if ('path' in made) {
+    const reader = new Database(made.path, { readonly: true, fileMustExist: true, timeout: 5000 });
+    return {
+      target,
+      setupJobsPerSec,
+      query: async (sql) => reader.prepare(sql).all() as Record<string, unknown>[],
+      dispose: async () => (reader.close(), made.dispose()),
+    };
+  }
+  const reader = new pg.Client({ connectionString: made.url });
+  await reader.connect();
+  return {
+    target,
+    setupJobsPerSec,
+    query: async (sql) => (await reader.query(sql)).rows as Record<string, unknown>[],
+    dispose: async () => (await reader.end(), await made.dispose()),
+  };
 }
 
 function lines(child: ChildProcess, onLine: (obj: Record<string, unknown>) => void): void {
@@ -97,19 +133,19 @@ function lines(child: ChildProcess, onLine: (obj: Record<string, unknown>) => vo
   });
 }
 
-export async function runWorkers(workers: number, concurrency: number, jobs: number): Promise<WorkersRun> {
-  const db = await makeDb(jobs);
+export async function runWorkers(workers: number, concurrency: number, jobs: number, kind: WorkersStore = 'sqlite'): Promise<WorkersRun> {
+  const db = await makeDb(kind, jobs);
   const children: ChildProcess[] = [];
   const stderr: string[] = [];
+  const count = async (sql: string) => Number(Object.values((await db.query(sql))[0] ?? {})[0] ?? 0);
   try {
-    const reader = new Database(db.path, { readonly: true, fileMustExist: true, timeout: 5000 });
-    const countActive = reader.prepare("SELECT count(*) FROM jobs WHERE status = 'active'").pluck();
+    const countActive = () => count("SELECT count(*) AS n FROM jobs WHERE status = 'active'");
     const readyAt: number[] = [];
     const stopped: Record<string, unknown>[] = [];
     const exited: Promise<void>[] = [];
     const t0 = performance.now();
     for (let k = 0; k < workers; k += 1) {
-      const child = spawn(process.execPath, ['--import', TSX, CHILD, db.path, String(concurrency)], { cwd: ROOT, env: process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, ['--import', TSX, CHILD, db.target, String(concurrency)], { cwd: ROOT, env: process.env, stdio: ['ignore', 'pipe', 'pipe'] });
       children.push(child);
       child.stderr!.setEncoding('utf8');
       child.stderr!.on('data', (s: string) => stderr.push(s));
@@ -123,22 +159,22 @@ export async function runWorkers(workers: number, concurrency: number, jobs: num
     for (;;) {
       await new Promise((r) => setTimeout(r, POLL_PARENT_MS));
       elapsed = performance.now() - t0;
-      if ((countActive.get() as number) === 0) break;
-      if (elapsed > TIMEOUT_MS) throw new Error(`workers bench: K=${workers} still ${String(countActive.get())} active jobs after ${TIMEOUT_MS} ms${stderr.length ? `; child stderr: ${stderr.join('').slice(0, 2000)}` : ''}`);
+      const active = await countActive();
+      if (active === 0) break;
+      if (elapsed > TIMEOUT_MS) throw new Error(`workers bench: K=${workers} still ${active} active jobs after ${TIMEOUT_MS} ms${stderr.length ? `; child stderr: ${stderr.join('').slice(0, 2000)}` : ''}`);
       if (children.every((c) => c.exitCode !== null)) throw new Error(`workers bench: every child exited; stderr: ${stderr.join('').slice(0, 2000)}`);
     }
     for (const c of children) c.kill('SIGTERM');
     await Promise.race([Promise.all(exited), new Promise((r) => setTimeout(r, 10_000))]);
-    const statuses = Object.fromEntries(
-      (reader.prepare('SELECT status, count(*) AS n FROM jobs GROUP BY status').all() as { status: string; n: number }[]).map((r) => [r.status, r.n]),
-    );
-    const transitions = reader.prepare('SELECT count(*) FROM transitions').pluck().get() as number;
-    const perRunner = reader.prepare("SELECT count(*) FROM effect_attempts GROUP BY coalesce(runner, '') ORDER BY 1 DESC").pluck().all() as number[];
-    reader.close();
+    const statuses = Object.fromEntries((await db.query('SELECT status, count(*) AS n FROM jobs GROUP BY status')).map((r) => [String(r['status']), Number(r['n'])]));
+    const transitions = await count('SELECT count(*) AS n FROM transitions');
+    const perRunner = (await db.query("SELECT count(*) AS n FROM effect_attempts GROUP BY coalesce(runner, '') ORDER BY 1 DESC")).map((r) => Number(r['n']));
     const seconds = elapsed / 1000;
     const lastReady = readyAt.length === workers ? Math.max(...readyAt) : elapsed;
     const fromReady = lastReady < elapsed ? (elapsed - lastReady) / 1000 : null;
+    const cpuUs = stopped.reduce((sum, o) => sum + Number(o['cpuUs'] ?? 0), 0);
     return {
+      store: kind,
       workers,
       concurrency,
       jobs,
@@ -152,12 +188,13 @@ export async function runWorkers(workers: number, concurrency: number, jobs: num
       statuses,
       attemptsPerRunner: perRunner,
       childrenStopped: stopped.length,
+      cpuUsPerJob: stopped.length === workers ? cpuUs / jobs : null,
       transitionsPerJob: transitions / jobs,
       setupJobsPerSec: db.setupJobsPerSec,
     };
   } finally {
     for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-    db.dispose();
+    await db.dispose();
   }
 }
 

@@ -150,6 +150,10 @@ export class PostgresStore implements JobStore {
     const pool = new pg.Pool({ ...config, max: options.poolSize ?? 10 });
     // An idle connection the server drops (a restart) is an error event on the pool: the pool discards it.
     pool.on('error', () => undefined);
+    // One the server drops while checked out (between a transaction's statements) is an error event
+    // on that client, which the pool does not listen to then: without a listener it would end the
+    // process. The transaction learns of it from its next statement (isConnectionLost).
+    pool.on('connect', (client) => client.on('error', () => undefined));
     try {
       const client = await pool.connect();
       let version: number;

@@ -23,6 +23,7 @@ import { addRedeliverCommand, addStartOrSendCommand } from './delivery.ts';
 import { addListCommand, addMachinesCommand, addShowCommand, addStatsCommand } from './reads.ts';
 import { addDemoCommand, addWorkerCommand } from './worker.ts';
 import { addTestCommand } from './pathTests.ts';
+import { addMigrateStoreCommand } from './migrateStore.ts';
 
 /** `setExitCode`: a command that finished its output but failed (a test run with gaps) reports it here. */
 export function buildProgram(io: CliIO, setExitCode: (code: number) => void): Command {
@@ -88,6 +89,7 @@ Examples:
   addWorkerCommand(program, io);
   addTestCommand(program, io, setExitCode);
   addDemoCommand(program, io);
+  addMigrateStoreCommand(program, io, setExitCode);
   addModuleCommands(program, io, setExitCode);
   return program;
 }

@@ -2,6 +2,9 @@
  * The long crash run: `npm run crash -- --kills 1000 [--workers N] [--seed N] [--async-store] [--keep] [--dir DIR]`.
  * `--async-store`: every worker's store behind the asynchronous boundary (test/helpers/asyncStore.ts).
  *
+ * On Postgres: `--store postgres` (a throwaway cluster of its own, test/helpers/postgres.ts) or `--db postgres://…` (an empty database); `--server-restarts N` (default 1 on
+ * Postgres) restarts the server mid-run with `pg_ctl restart -m fast` (a server this machine runs).
+ *
  * Prints progress, then the tally (kills, events acknowledged, transitions, timers, attempts,
  * violations by kind) and every violation; exits 1 on any violation. The database is kept (and its
  * path printed) when something failed or with --keep; otherwise it is deleted.
@@ -12,6 +15,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { TMP_ROOT } from '../helpers/resources.ts';
 import { byKind, runCrashHarness } from './harness.ts';
+import { restartPostgres } from './postgres.ts';
+import { startPostgres, type TestPostgres } from '../helpers/postgres.ts';
 
 const { values } = parseArgs({
   options: {
@@ -23,6 +28,9 @@ const { values } = parseArgs({
     'async-store': { type: 'boolean', default: false },
     'max-kill-delay': { type: 'string' },
     'commands-per-round': { type: 'string' },
+    store: { type: 'string', default: 'sqlite' },
+    db: { type: 'string' },
+    'server-restarts': { type: 'string' },
   },
 });
 
@@ -36,10 +44,27 @@ if (!Number.isInteger(workers) || workers < 1) {
   console.error('crash: --workers must be a positive integer');
   process.exit(2);
 }
+if (values.store !== 'sqlite' && values.store !== 'postgres') {
+  console.error('crash: --store takes sqlite or postgres');
+  process.exit(2);
+}
+const onPostgres = values.store === 'postgres' || values.db !== undefined;
+const serverRestarts = Number(values['server-restarts'] ?? (onPostgres ? 1 : 0));
+if (!Number.isInteger(serverRestarts) || serverRestarts < 0 || (serverRestarts > 0 && !onPostgres)) {
+  console.error('crash: --server-restarts takes a whole number, on Postgres only');
+  process.exit(2);
+}
+let server: TestPostgres | undefined;
+let db = values.db;
+if (onPostgres && db === undefined) {
+  server = await startPostgres(); // its own cluster: its default database is empty
+  db = server.url;
+}
+process.on('exit', () => server?.stop());
 const seed = values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : Number(values.seed);
 const dir = values.dir ?? join(TMP_ROOT, `crash-${seed}-${randomBytes(4).toString('hex')}`);
 const asyncStore = values['async-store'] ?? false;
-console.log(`crash: ${kills} kills, ${workers} concurrent worker(s), seed ${seed}${asyncStore ? ', workers\' stores behind the asynchronous boundary' : ''}, database ${join(dir, 'crash.db')}`);
+console.log(`crash: ${kills} kills, ${workers} concurrent worker(s), seed ${seed}${asyncStore ? ', workers\' stores behind the asynchronous boundary' : ''}, database ${db ? `${db.replace(/\/\/[^@]*@/, '//')}, ${serverRestarts} server restart(s), checked on a copy in ${join(dir, 'crash.db')}` : join(dir, 'crash.db')}`);
 
 let lastPrint = 0;
 const report = await runCrashHarness({
@@ -48,6 +73,7 @@ const report = await runCrashHarness({
   seed,
   dir,
   asyncStore,
+  ...(db ? { db, serverRestarts, restartServer: () => restartPostgres(db) } : {}),
   ...(values['max-kill-delay'] ? { maxKillDelayMs: Number(values['max-kill-delay']) } : {}),
   ...(values['commands-per-round'] ? { commandsPerRound: Number(values['commands-per-round']) } : {}),
   onProgress: (p) => {
@@ -62,7 +88,7 @@ const t = report.tally;
 const kinds = byKind(report.violations);
 console.log(`
 tally (seed ${t.seed}, ${(t.durationMs / 1000).toFixed(1)} s, ${t.rounds} rounds${t.asyncStore ? ', asynchronous store boundary in every worker' : ''})
-  kills:             ${t.kills} (worker ${t.workerKills}, client ${t.clientKills})
+  kills:             ${t.kills} (worker ${t.workerKills}, client ${t.clientKills}); server restarts ${t.serverRestarts}
   workers:           ${t.workers} concurrent; at most ${t.maxConcurrentWorkers} running at once, >= 2 running for ${(t.concurrentMs / 1000).toFixed(1)} s
   crash points hit:  ${JSON.stringify(t.crashPoints)}
   commands:          ${t.commands} sent, ${t.acked} acknowledged, ${t.resent} re-sent after a client crash

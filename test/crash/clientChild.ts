@@ -17,18 +17,19 @@
  */
 import { createInterface } from 'node:readline';
 import { createRuntime, type Runtime } from '../../src/index.ts';
-import { SqliteStore } from '../../persistence/sqlite/index.ts';
+import { openStore } from '../../persistence/openStore.ts';
+import { ridingOutFaults } from './postgres.ts';
 import { CRASH_MACHINES } from './machines.ts';
 import type { ClientCommand, Via } from './workload.ts';
 
 const [dbPath] = process.argv.slice(2);
-if (!dbPath) throw new Error('usage: clientChild.ts <db>');
+if (!dbPath) throw new Error('usage: clientChild.ts <db file or postgres:// URL>');
 
 const print = (msg: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(msg)}\n`);
 
 const runtimes: Record<Via, Runtime> = {
-  queue: await createRuntime({ store: await SqliteStore.open(dbPath), machines: CRASH_MACHINES, processEvents: false }),
-  apply: await createRuntime({ store: await SqliteStore.open(dbPath), machines: CRASH_MACHINES, processEvents: true, runEffects: false }),
+  queue: await ridingOutFaults(async () => createRuntime({ store: await openStore(dbPath), machines: CRASH_MACHINES, processEvents: false })),
+  apply: await ridingOutFaults(async () => createRuntime({ store: await openStore(dbPath), machines: CRASH_MACHINES, processEvents: true, runEffects: false })),
 };
 
 async function execute(cmd: ClientCommand): Promise<Record<string, unknown>> {
@@ -66,7 +67,7 @@ async function run(): Promise<void> {
       process.exit(0);
     }
     try {
-      print({ type: 'ack', id: cmd.id, ...(await execute(cmd)) });
+      print({ type: 'ack', id: cmd.id, ...(await ridingOutFaults(() => execute(cmd))) });
     } catch (error) {
       const e = error as { code?: unknown; name?: unknown; message?: unknown };
       print({ type: 'err', id: cmd.id, code: typeof e?.code === 'string' ? e.code : null, name: String(e?.name ?? 'Error'), message: String(e?.message ?? error) });

@@ -29,6 +29,7 @@ import Database from 'better-sqlite3';
 import { ChildScript, type Line } from '../helpers/proc.ts';
 import { checkInvariants, type AckEntry, type Answer, type DatabaseTally, type Violation, type WorkerLog } from './invariants.ts';
 import { rng, Workload, type Command } from './workload.ts';
+import { copyPostgresToSqlite, pollPostgres } from './postgres.ts';
 
 const WORKER_CHILD = fileURLToPath(new URL('./workerChild.ts', import.meta.url));
 const CLIENT_CHILD = fileURLToPath(new URL('./clientChild.ts', import.meta.url));
@@ -48,8 +49,17 @@ export interface CrashOptions {
   workers?: number;
   /** Seed of the workload and of the harness's random choices (which also depend on timing). Default: random. */
   seed?: number;
-  /** Directory for the database file (created if missing). */
+  /** Directory for the database file (created if missing); on Postgres, for the copy the checks read. */
   dir: string;
+  /** A `postgres://` URL: run on that (empty) Postgres database instead of a SQLite file in `dir`. */
+  db?: string;
+  /**
+   * Restart the database server this many times, spread evenly over the kills (every connection
+   * dropped mid-run), with `restartServer`. Default 0.
+   */
+  serverRestarts?: number;
+  /** How to restart the server (e.g. {@link restartPostgres}); needed when `serverRestarts` > 0. */
+  restartServer?: () => Promise<void>;
   /** Upper bound of the random delay between a worker's `ready` and its SIGKILL, in ms. Default 40 (800 with several workers). */
   maxKillDelayMs?: number;
   /** How long an armed worker gets to reach its crash point before it is killed anyway. Default 300 (1000 with several workers). */
@@ -112,6 +122,8 @@ export interface Tally {
   timersFiredLines: number;
   attemptsClaimedLines: number;
   db: DatabaseTally;
+  /** Times the database server was restarted mid-run. */
+  serverRestarts: number;
   durationMs: number;
 }
 
@@ -266,12 +278,15 @@ class Client {
 function until(children: readonly ChildScript[], predicate: () => boolean, limitMs: number): Promise<void> {
   return new Promise((resolve, reject) => {
     const safety = setTimeout(() => finish(new Error(`not settled within ${limitMs} ms`)), limitMs);
+    // Also between lines: a probe that polls (Postgres) learns of the end after the last line.
+    const recheck = setInterval(() => predicate() && finish(), 100);
     let done = false;
     const finish = (error?: Error) => {
       if (done) return;
       done = true;
       for (const off of offs) off();
       clearTimeout(safety);
+      clearInterval(recheck);
       if (error) reject(error);
       else resolve();
     };
@@ -307,6 +322,11 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
   const pollMs = String(options.pollMs ?? 10);
   mkdirSync(options.dir, { recursive: true });
   const dbPath = join(options.dir, 'crash.db');
+  // What the children open: the SQLite file, or the Postgres database (copied to dbPath for the checks).
+  const target = options.db ?? dbPath;
+  const restarts = options.serverRestarts ?? 0;
+  if (restarts > 0 && !options.restartServer) throw new Error('crash harness: serverRestarts needs restartServer');
+  let serverRestarts = 0;
 
   const violations: Violation[] = [];
   const acks: AckEntry[] = [];
@@ -332,7 +352,7 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
   const workload = new Workload(seed, (id) => acked.has(id));
 
   const client = new Client(
-    dbPath,
+    target,
     random,
     options.armClient ?? 0.3,
     (cmd, answer) => {
@@ -355,7 +375,7 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
     spawned += 1;
     const env: Record<string, string> = arm ? { SPOOL_CRASH_AT: arm } : {};
     if (options.asyncStore) env['SPOOL_CRASH_ASYNC_SEED'] = String((Math.imul(seed, 31) + spawned) >>> 0);
-    const child = spawn(WORKER_CHILD, [dbPath, pollMs], env);
+    const child = spawn(WORKER_CHILD, [target, pollMs], env);
     const life = { from: Date.now(), to: null as number | null };
     if (child.proc.pid !== undefined) lives.set(child.proc.pid, life);
     let ready = false;
@@ -407,6 +427,11 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
     }
     buried(w, await w.child.exited);
     if (random() < killClient) await client.kill();
+    // The server restarts while other workers and the client are mid-commit.
+    if (serverRestarts < restarts && workerKills + clientKills >= ((serverRestarts + 1) * options.kills) / (restarts + 1)) {
+      serverRestarts += 1;
+      await options.restartServer!();
+    }
     options.onProgress?.({ round, kills: workerKills + clientKills, target: options.kills, acked: acked.size, jobs: workload.jobs, elapsedMs: performance.now() - began });
   };
   /** A worker slot: lives one after another (the next spawned as a standby while the current runs) until the kills are done. */
@@ -442,24 +467,15 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
       }
     }
     for (const w of last) w.child.proc.stdin.write('go\n');
-    const probe = new Database(dbPath, { readonly: true, fileMustExist: true });
-    const settled = probe.prepare(`SELECT
-        (SELECT count(*) FROM jobs WHERE status = 'active') AS active,
-        (SELECT count(*) FROM inbox WHERE status = 'pending') AS pending`);
-    // Every command is answered, so a live job that has nothing pending, nothing scheduled and no
-    // live activity can never move again: stuck. (Each commit moves a job from one of these to the
-    // next atomically, so a snapshot never shows a job "between" them.)
-    const stuck = probe.prepare(`SELECT j.id, j.state_value AS value, j.quarantine FROM jobs j WHERE j.status = 'active'
-        AND NOT EXISTS (SELECT 1 FROM inbox i WHERE i.job_id = j.id AND i.status = 'pending')
-        AND NOT EXISTS (SELECT 1 FROM timers t WHERE t.job_id = j.id AND t.status = 'scheduled')
-        AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.job_id = j.id AND e.active = 1 AND e.status IN ('pending', 'running', 'backoff', 'waiting'))`);
+    const probe = await settleProbe(options.db, dbPath);
     try {
       await until(
         last.map((w) => w.child),
         () => {
-          const r = settled.get() as { active: number; pending: number };
+          const r = probe.settled();
+          if (r === undefined) return false;
           if (r.active === 0 && r.pending === 0) return true;
-          const dead = stuck.all() as { id: string; value: string; quarantine: string | null }[];
+          const dead = probe.stuck();
           if (dead.length === 0) return false;
           for (const j of dead) violations.push({ kind: 'stuck', jobId: j.id, detail: `active in ${j.value} with nothing pending, scheduled or running${j.quarantine ? `; quarantined: ${j.quarantine}` : ''}` });
           return true;
@@ -469,7 +485,7 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
     } catch (error) {
       violations.push({ kind: 'stuck', detail: (error as Error).message });
     } finally {
-      probe.close();
+      await probe.close();
     }
     // A final worker may still be loading when the others finished the work: its SIGTERM handler
     // is installed before it prints `ready`, so wait for that line before stopping it.
@@ -490,6 +506,7 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
     await killAll();
   }
 
+  if (options.db) await copyPostgresToSqlite(options.db, dbPath);
   const checked = checkInvariants(dbPath, acks, workers);
   violations.push(...checked.violations);
   const sends = acks.filter((a) => a.answer.type === 'ack' && a.cmd.op === 'send');
@@ -501,6 +518,7 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
     maxConcurrentWorkers,
     concurrentMs: Math.round(concurrentMs),
     rounds: round,
+    serverRestarts,
     kills: workerKills + clientKills,
     workerKills,
     clientKills,
@@ -518,6 +536,34 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
     durationMs: Math.round(performance.now() - began),
   };
   return { dbPath, tally, violations, acks, workers };
+}
+
+const SETTLED = `SELECT
+    (SELECT count(*) FROM jobs WHERE status = 'active') AS active,
+    (SELECT count(*) FROM inbox WHERE status = 'pending') AS pending`;
+// Every command is answered, so a live job that has nothing pending, nothing scheduled and no
+// live activity can never move again: stuck. (Each commit moves a job from one of these to the
+// next atomically, so a snapshot never shows a job "between" them.)
+const STUCK = `SELECT j.id, j.state_value AS value, j.quarantine FROM jobs j WHERE j.status = 'active'
+    AND NOT EXISTS (SELECT 1 FROM inbox i WHERE i.job_id = j.id AND i.status = 'pending')
+    AND NOT EXISTS (SELECT 1 FROM timers t WHERE t.job_id = j.id AND t.status = 'scheduled')
+    AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.job_id = j.id AND e.active = 1 AND e.status IN ('pending', 'running', 'backoff', 'waiting'))`;
+
+type StuckRow = { id: string; value: string; quarantine: string | null };
+
+/** The final phase's view of the database: the SQLite file read directly, or Postgres polled (postgres.ts). */
+async function settleProbe(url: string | undefined, dbPath: string): Promise<{ settled: () => { active: number; pending: number } | undefined; stuck: () => StuckRow[]; close: () => Promise<void> }> {
+  if (url) {
+    const poll = await pollPostgres(url, async (q) => {
+      const r = (await q(SETTLED))[0]!;
+      return { active: Number(r['active']), pending: Number(r['pending']), stuck: (await q(STUCK)) as StuckRow[] };
+    });
+    return { settled: () => poll.latest(), stuck: () => poll.latest()?.stuck ?? [], close: poll.close };
+  }
+  const probe = new Database(dbPath, { readonly: true, fileMustExist: true });
+  const settled = probe.prepare(SETTLED);
+  const stuck = probe.prepare(STUCK);
+  return { settled: () => settled.get() as { active: number; pending: number }, stuck: () => stuck.all() as StuckRow[], close: async () => void probe.close() };
 }
 
 /** `promise`, or a rejection after `ms` (a safety limit, not a wait). */

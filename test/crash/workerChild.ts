@@ -21,12 +21,13 @@
  */
 import { createInterface } from 'node:readline';
 import { createRuntime, runWorker, type RuntimeEvent } from '../../src/index.ts';
-import { SqliteStore } from '../../persistence/sqlite/index.ts';
+import { openStore } from '../../persistence/openStore.ts';
+import { ridingOutFaults } from './postgres.ts';
 import { CRASH_MACHINES } from './machines.ts';
 import { asyncStore } from '../helpers/asyncStore.ts';
 
 const [dbPath, pollText] = process.argv.slice(2);
-if (!dbPath) throw new Error('usage: workerChild.ts <db> [pollMs]');
+if (!dbPath) throw new Error('usage: workerChild.ts <db file or postgres:// URL> [pollMs]');
 
 const print = (msg: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(msg)}\n`);
 
@@ -54,8 +55,8 @@ function summary(e: RuntimeEvent): Record<string, unknown> | undefined {
 }
 
 const asyncSeed = process.env['SPOOL_CRASH_ASYNC_SEED'];
-const sqlite = await SqliteStore.open(dbPath);
-const store = asyncSeed === undefined ? sqlite : asyncStore(sqlite, { seed: Number(asyncSeed) });
+const opened = await ridingOutFaults(() => openStore(dbPath));
+const store = asyncSeed === undefined ? opened : asyncStore(opened, { seed: Number(asyncSeed) });
 const runtime = await createRuntime({
   store,
   machines: CRASH_MACHINES,
@@ -71,7 +72,8 @@ runtime.subscribe((e) => {
 const controller = new AbortController();
 process.on('SIGTERM', () => controller.abort());
 print({ type: 'ready', pid: process.pid });
-await runtime.recover();
+// Recovery rides out a retryable fault (the database restarting) as the worker loop does.
+await ridingOutFaults(() => runtime.recover());
 await runWorker(runtime, { signal: controller.signal, pollMs: Number(pollText ?? 10) });
 await runtime.close();
 print({ type: 'stopped' });
