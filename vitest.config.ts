@@ -60,6 +60,7 @@ const POSTGRES_FILES = [
   'test/activityLimits.test.ts',
   'test/sendPath.test.ts',
   'test/boundedRounds.test.ts',
+  'test/historyFeed.test.ts',
 ];
 
 export default defineConfig({
