@@ -49,6 +49,7 @@ const ASYNC_STORE_FILES = [
  */
 const POSTGRES_FILES = [
   'test/postgres.pg.test.ts',
+  'test/historyFeed.pg.test.ts',
   ...STORE_CONTRACT_FILES,
   'test/runtime.test.ts',
   'test/leases.test.ts',
