@@ -62,6 +62,7 @@ const POSTGRES_FILES = [
   'test/sendPath.test.ts',
   'test/boundedRounds.test.ts',
   'test/historyFeed.test.ts',
+  'test/cli-tail.test.ts',
 ];
 
 export default defineConfig({
