@@ -63,6 +63,7 @@ const POSTGRES_FILES = [
   'test/boundedRounds.test.ts',
   'test/historyFeed.test.ts',
   'test/cli-tail.test.ts',
+  'test/server.streams.test.ts',
 ];
 
 export default defineConfig({

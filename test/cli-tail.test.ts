@@ -9,15 +9,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { jobLifecycle } from '../machines/index.ts';
 import { Resources } from './helpers/resources.ts';
 import { SPOOL_BIN } from './helpers/spoolCli.ts';
-import { databaseFor, ON_POSTGRES } from './helpers/stores.ts';
+import { dbArgFor } from './helpers/stores.ts';
 
 const res = new Resources();
 afterEach(() => res.dispose());
-
-/** What `--db` names for the store a test opened at SQLite path `path`: the file, or its Postgres database's URL. */
-async function dbArg(path: string): Promise<string> {
-  return ON_POSTGRES ? (await databaseFor(path)).url : path;
-}
 
 /** Start `spool --db <db> --json tail ...args`; `lines(n)` resolves with its first n JSON lines. */
 function tail(db: string, cwd: string, args: readonly string[]) {
@@ -60,8 +55,8 @@ describe('spool tail', () => {
     const db = `${dir}/spool.db`;
     const runtime = await res.runtime({ store: await res.sqlite(db), machines: [jobLifecycle] });
     await runtime.start('job-lifecycle', { name: 'before' }, { jobId: 'before' });
-    const now = tail(await dbArg(db), dir, ['--machine', 'job-lifecycle']);
-    const all = tail(await dbArg(db), dir, ['--from-start', '--kind', 'started']);
+    const now = tail(await dbArgFor(db), dir, ['--machine', 'job-lifecycle']);
+    const all = tail(await dbArgFor(db), dir, ['--from-start', '--kind', 'started']);
     expect((await all.lines(1)).map((l) => l.jobId)).toEqual(['before']);
     // The "from now" tail has found the newest commit (before's): it shows none of what came before.
     await now.ready();
@@ -85,7 +80,7 @@ describe('spool tail', () => {
     const runtime = await res.runtime({ store: await res.sqlite(db), machines: [jobLifecycle] });
     await runtime.start('job-lifecycle', { name: 'a' }, { jobId: 'a' });
     await runtime.start('job-lifecycle', { name: 'b' }, { jobId: 'b' });
-    const url = await dbArg(db);
+    const url = await dbArgFor(db);
     const both = tail(url, dir, ['--from-start', '--job', 'a', '--machine', 'job-lifecycle']);
     const byJob = tail(url, dir, ['--from-start', '--job', 'b']);
     const wrongMachine = tail(url, dir, ['--from-start', '--job', 'a', '--machine', 'approval-flow']);
