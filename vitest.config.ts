@@ -50,6 +50,7 @@ const ASYNC_STORE_FILES = [
 const POSTGRES_FILES = [
   'test/postgres.pg.test.ts',
   'test/historyFeed.pg.test.ts',
+  'test/pathTests.pg.test.ts',
   ...STORE_CONTRACT_FILES,
   'test/runtime.test.ts',
   'test/leases.test.ts',
