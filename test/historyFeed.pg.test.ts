@@ -7,29 +7,26 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { setup } from 'xstate';
-import { createRuntime, type FeedRecord, type Runtime } from '../src/index.ts';
-import { PostgresStore } from '../persistence/postgres/index.ts';
-import { freshDatabase } from './helpers/postgres.ts';
+import type { FeedRecord, Runtime } from '../src/index.ts';
+import { Resources } from './helpers/resources.ts';
+import { dbArgFor } from './helpers/stores.ts';
 
 const ping = setup({}).createMachine({ id: 'ping', initial: 'on', states: { on: { on: { PING: { actions: () => undefined } } } } });
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const res = new Resources();
+afterEach(() => res.dispose());
 
-async function database(): Promise<string> {
-  const db = await freshDatabase();
-  cleanups.push(db.drop);
-  return db.url;
+/** A runtime on its own PostgresStore (its own pool) on the database standing for `path`. */
+async function runtimeOn(path: string): Promise<Runtime> {
+  return res.runtime({ store: await res.sqlite(path), machines: [ping], recover: false });
 }
 
-async function runtimeOn(url: string): Promise<{ store: PostgresStore; runtime: Runtime }> {
-  const store = await PostgresStore.open(url);
-  cleanups.push(() => store.close());
-  const runtime = await createRuntime({ store, machines: [ping], recover: false });
-  cleanups.push(() => runtime.close());
-  return { store, runtime };
+/** A raw connection to the database standing for `path`, closed after the test. */
+async function rawClient(path: string): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: await dbArgFor(path) });
+  await client.connect();
+  res.track({ close: () => client.end() });
+  return client;
 }
 
 /** Read the feed from `after` until a page moves the cursor no further. */
@@ -44,15 +41,13 @@ async function drain(runtime: Runtime, after: number, into: FeedRecord[]): Promi
 
 describe('PostgresStore: the history feed under concurrent writers', () => {
   it('sees a row committed after rows whose seq is higher, after them (a reader never moves past it)', async () => {
-    const url = await database();
-    const { runtime } = await runtimeOn(url);
+    const path = res.dbPath();
+    const runtime = await runtimeOn(path);
     const job = await runtime.start('ping', {});
     const seen: FeedRecord[] = [];
     let cursor = await drain(runtime, 0, seen);
     // A writer takes its seq first and commits last (as a slow transaction of another host would).
-    const slow = new pg.Client({ connectionString: url });
-    await slow.connect();
-    cleanups.push(() => slow.end());
+    const slow = await rawClient(path);
     await slow.query('BEGIN');
     const taken = await slow.query<{ seq: string }>(
       `INSERT INTO transitions (seq, job_id, revision, event_type, payload, to_value, outcome, at)
@@ -74,9 +69,9 @@ describe('PostgresStore: the history feed under concurrent writers', () => {
   });
 
   it('two stores committing at once while a third follows: every row seen exactly once, in growing positions', async () => {
-    const url = await database();
-    const writers = [await runtimeOn(url), await runtimeOn(url)];
-    const { runtime: reader } = await runtimeOn(url);
+    const path = res.dbPath();
+    const writers = [await runtimeOn(path), await runtimeOn(path)];
+    const reader = await runtimeOn(path);
     const seen: FeedRecord[] = [];
     let cursor = 0;
     let writing = true;
@@ -85,7 +80,7 @@ describe('PostgresStore: the history feed under concurrent writers', () => {
       cursor = await drain(reader, cursor, seen);
     })();
     const jobsOf = await Promise.all(
-      writers.map(async ({ runtime }) => {
+      writers.map(async (runtime) => {
         const ids: string[] = [];
         await Promise.all(
           Array.from({ length: 6 }, async () => {
