@@ -51,6 +51,8 @@ const POSTGRES_FILES = [
   'test/postgres.pg.test.ts',
   'test/crash/crashPostgres.pg.test.ts',
   'test/migrateStore.pg.test.ts',
+  'test/historyFeed.pg.test.ts',
+  'test/pathTests.pg.test.ts',
   ...STORE_CONTRACT_FILES,
   'test/runtime.test.ts',
   'test/leases.test.ts',
@@ -62,6 +64,9 @@ const POSTGRES_FILES = [
   'test/activityLimits.test.ts',
   'test/sendPath.test.ts',
   'test/boundedRounds.test.ts',
+  'test/historyFeed.test.ts',
+  'test/cli-tail.test.ts',
+  'test/server.streams.test.ts',
 ];
 
 export default defineConfig({

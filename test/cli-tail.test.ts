@@ -1,13 +1,15 @@
 /**
  * `spool tail`: a child process follows the commits other processes make to the file, from now
  * (or `--from-start`), filtered, one JSON line each, and stops on SIGINT with exit 0. Every wait
- * is on the child's output or exit.
+ * is on the child's output or exit. On the postgres project the same, on a Postgres database
+ * (`spool --db postgres://... tail`).
  */
 import { spawn } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { jobLifecycle } from '../machines/index.ts';
 import { Resources } from './helpers/resources.ts';
 import { SPOOL_BIN } from './helpers/spoolCli.ts';
+import { dbArgFor } from './helpers/stores.ts';
 
 const res = new Resources();
 afterEach(() => res.dispose());
@@ -53,8 +55,8 @@ describe('spool tail', () => {
     const db = `${dir}/spool.db`;
     const runtime = await res.runtime({ store: await res.sqlite(db), machines: [jobLifecycle] });
     await runtime.start('job-lifecycle', { name: 'before' }, { jobId: 'before' });
-    const now = tail(db, dir, ['--machine', 'job-lifecycle']);
-    const all = tail(db, dir, ['--from-start', '--kind', 'started']);
+    const now = tail(await dbArgFor(db), dir, ['--machine', 'job-lifecycle']);
+    const all = tail(await dbArgFor(db), dir, ['--from-start', '--kind', 'started']);
     expect((await all.lines(1)).map((l) => l.jobId)).toEqual(['before']);
     // The "from now" tail has found the newest commit (before's): it shows none of what came before.
     await now.ready();
@@ -78,10 +80,11 @@ describe('spool tail', () => {
     const runtime = await res.runtime({ store: await res.sqlite(db), machines: [jobLifecycle] });
     await runtime.start('job-lifecycle', { name: 'a' }, { jobId: 'a' });
     await runtime.start('job-lifecycle', { name: 'b' }, { jobId: 'b' });
-    const both = tail(db, dir, ['--from-start', '--job', 'a', '--machine', 'job-lifecycle']);
-    const byJob = tail(db, dir, ['--from-start', '--job', 'b']);
-    const wrongMachine = tail(db, dir, ['--from-start', '--job', 'a', '--machine', 'approval-flow']);
-    const allOfMachine = tail(db, dir, ['--from-start', '--machine', 'job-lifecycle']);
+    const url = await dbArgFor(db);
+    const both = tail(url, dir, ['--from-start', '--job', 'a', '--machine', 'job-lifecycle']);
+    const byJob = tail(url, dir, ['--from-start', '--job', 'b']);
+    const wrongMachine = tail(url, dir, ['--from-start', '--job', 'a', '--machine', 'approval-flow']);
+    const allOfMachine = tail(url, dir, ['--from-start', '--machine', 'job-lifecycle']);
     await Promise.all([both.ready(), wrongMachine.ready()]);
     // b moves first, then a: a leak of b into a's tail would come before a's second line.
     await runtime.send('b', { type: 'START' });

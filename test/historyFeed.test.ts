@@ -10,6 +10,7 @@ import { setup } from 'xstate';
 import { MemoryStore } from '../persistence/memory/index.ts';
 import { ValidationError, type FeedRecord, type Runtime } from '../src/index.ts';
 import { Resources } from './helpers/resources.ts';
+import { ON_POSTGRES } from './helpers/stores.ts';
 
 const ping = setup({}).createMachine({
   id: 'ping',
@@ -32,7 +33,8 @@ async function readAll(runtime: Runtime, filter: Parameters<Runtime['historySinc
   }
 }
 
-describe.each(['sqlite', 'memory'] as const)('historySince (%s)', (kind) => {
+// On the postgres project the 'sqlite' store opened at a path is a PostgresStore (helpers/stores.ts).
+describe.each(['sqlite', 'memory'] as const)(`historySince (%s${ON_POSTGRES ? ' path: postgres' : ''})`, (kind) => {
   async function open(path: string | undefined, owner: string | null = null): Promise<Runtime> {
     const store = kind === 'sqlite' ? await res.sqlite(path!) : new MemoryStore();
     return res.runtime({ store, machines: [ping, pong], owner });

@@ -6,6 +6,7 @@
  * disconnected and resumes with Last-Event-ID; heartbeats on idle streams; and a reconnect with
  * Last-Event-ID across a restart of the server process (a child) gets exactly what it missed,
  * checked against the history. No sleeps: every wait is on an event, a stream or a predicate.
+ * The postgres project runs it all on a Postgres database (`spool serve --db postgres://...`).
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { setup } from 'xstate';
@@ -14,6 +15,7 @@ import type { FeedRecord, Runtime, TransitionRecord } from '../src/index.ts';
 import { createServer, type ServerOptions, type SpoolServer } from '../src/server/index.ts';
 import { PROJECT_ROOT, Resources } from './helpers/resources.ts';
 import { SseClient, spawnServe, type SseEvent, type ServeChild } from './helpers/sse.ts';
+import { dbArgFor } from './helpers/stores.ts';
 
 const TOKEN = 'stream-token-0123456789abcdef';
 
@@ -159,7 +161,7 @@ describe('Last-Event-ID across a restart of the server process', () => {
   it('gets exactly the events it missed, then the live ones: no gap, no repeat, as in the history', async () => {
     const dir = res.tempDir();
     const db = `${dir}/spool.db`;
-    const first = await spawnServe(db, PROJECT_ROOT, TOKEN);
+    const first = await spawnServe(await dbArgFor(db), PROJECT_ROOT, TOKEN);
     children.push(first);
     const post = (url: string, route: string, body: unknown) =>
       fetch(`${url}${route}`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` }, body: JSON.stringify(body) }).then((r) => r.json() as Promise<any>);
@@ -179,7 +181,7 @@ describe('Last-Event-ID across a restart of the server process', () => {
     const writer = await res.runtime({ store: await res.sqlite(db), machines: [jobLifecycle], recover: false });
     await writer.send('r1', { type: 'PROGRESS', percent: 30 });
     await writer.start('job-lifecycle', { name: 'other' }, { jobId: 'r2' });
-    const second = await spawnServe(db, PROJECT_ROOT, TOKEN);
+    const second = await spawnServe(await dbArgFor(db), PROJECT_ROOT, TOKEN);
     children.push(second);
     const jobResumed = res.track(await SseClient.open(`${second.url}/api/jobs/r1/stream`, jobSeen.at(-1)!.id));
     const allResumed = res.track(await SseClient.open(`${second.url}/api/stream`, allSeen.at(-1)!.id));
@@ -210,7 +212,7 @@ describe('Last-Event-ID across a restart of the server process', () => {
 describe('spool worker --serve', () => {
   it('serves the API from inside a worker, which runs what the API starts, and stops on SIGTERM', async () => {
     const db = `${res.tempDir()}/spool.db`;
-    const worker = await spawnServe(db, PROJECT_ROOT, TOKEN, ['worker', '--poll-ms', '20', '--serve', '--port', '0']);
+    const worker = await spawnServe(await dbArgFor(db), PROJECT_ROOT, TOKEN, ['worker', '--poll-ms', '20', '--serve', '--port', '0']);
     children.push(worker);
     const post = (route: string, body: unknown) =>
       fetch(`${worker.url}${route}`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` }, body: JSON.stringify(body) });

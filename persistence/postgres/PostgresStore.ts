@@ -10,7 +10,9 @@ import type {
   CreateJobResult,
   EffectRecord,
   ErrorInfo,
+  FeedPage,
   FinishStatus,
+  HistoryFeedFilter,
   InboxRecord,
   JobFilter,
   JobRecord,
@@ -60,6 +62,7 @@ import {
   requestCancelIn,
 } from '../sqlite/writes.ts';
 import { ChangeListener, CHANNEL } from './changes.ts';
+import { readFeedPage } from './feed.ts';
 import { isConnectionLost, isPgFault, isRetryable, pgFault, sqlState } from './faults.ts';
 import { migrate } from './open.ts';
 import { bind, pgStatements, toPostgres, type PgStatement } from './sql.ts';
@@ -479,6 +482,11 @@ export class PostgresStore implements JobStore {
   async pendingBacklog(): Promise<number> {
     const r = await this.#query({ key: 'backlog', text: "SELECT count(*) AS n FROM inbox WHERE status = 'pending'", names: null }, []);
     return r.rows[0]!['n'] as number;
+  }
+
+  /** Every job's history in the order the feed gives it (feed.ts: positions numbered by the reader, never out of commit order). */
+  async historySince(after: number, limit: number, scan: number, filter: HistoryFeedFilter): Promise<FeedPage> {
+    return readFeedPage(this.pool, after, limit, scan, filter);
   }
 
   /** Commits of other stores seen through LISTEN/NOTIFY (see changes.ts); the first call starts listening. */

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { MachineRegistry } from '../index.ts';
+import { isPostgresUrl } from '../../persistence/openStore.ts';
 import { UsageError } from './errors.ts';
 import { oneLine, table } from './format.ts';
 import { DEFAULT_MACHINES_MODULE, loadMachines } from './loadMachines.ts';
@@ -17,7 +18,7 @@ export function addTestCommand(program: Command, io: CliIO, setExitCode: (code: 
   program
     .command('test')
     .description("walk each machine's graph: cover every transition, replay every path through the runtime, with a restart between every two steps")
-    .addHelpText('after', examples('spool test', 'spool --machines ./my-machines.ts test --machine checkout --no-crash'))
+    .addHelpText('after', examples('spool test', 'spool --machines ./my-machines.ts test --machine checkout --no-crash', 'spool --db postgres://spool@db.internal/spool test   # each run in a new database there, dropped after'))
     .option('--machine <id>', 'only this machine')
     .option('--no-crash', 'skip the replay with a restart between every two steps')
     .option('--child-crash <n>', 'paths per machine also replayed in a child process SIGKILLed between steps', '1')
@@ -39,6 +40,8 @@ export function addTestCommand(program: Command, io: CliIO, setExitCode: (code: 
           sampleChildCrash: childCrash,
           module: path,
           dir,
+          // On Postgres, each run in a database of its own on the named server; otherwise a temporary SQLite file.
+          ...(isPostgresUrl(g.db) ? { db: g.db } : {}),
           onProgress: (event) => {
             const line = g.json ? undefined : describeProgress(event);
             if (line !== undefined) io.stderr(`${line}\n`);

@@ -249,7 +249,8 @@ export interface JobStore {
    * match `filter`, at most `limit`, looking at most `scan` seqs past `after` (a filter that
    * matches little costs a bounded read, and `next` moves past what it looked at). Rows become
    * visible in seq order, so a reader that passes `next` back misses none and sees none twice.
-   * SQLite: the `seq` column of schema 11 (rows written before it have none).
+   * SQLite: the `seq` column of schema 11 (rows written before it have none). Postgres: a
+   * position the reader gives committed rows in seq order (persistence/postgres/feed.ts).
    */
   historySince?(after: number, limit: number, scan: number, filter: HistoryFeedFilter): Promise<FeedPage>;
 

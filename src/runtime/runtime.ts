@@ -739,7 +739,7 @@ export class Runtime<C extends MachineCatalog = any> {
    * This owner's commits of every job in one growing order, after the cursor `after` (a record's
    * `seq`; 0 from the start), at most `limit` (1-1000, default 100): what the all-jobs event
    * stream of `spool serve` pages through. Pass the page's `next` back to read on. Needs a store
-   * with `historySince` (SQLite, memory).
+   * with `historySince` (SQLite, memory, Postgres).
    */
   async historySince(after: number, filter: HistoryFeedOptions = {}): Promise<FeedPage> {
     this.#assertOpen();

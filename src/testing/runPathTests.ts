@@ -120,6 +120,8 @@ export interface RunPathTestsOptions {
   module?: string;
   /** Where the temporary SQLite files go (a fresh directory per run, removed after it). Default: the OS temp directory. */
   dir?: string;
+  /** A `postgres://` URL: run every path on that server instead, each run in a new database dropped after it (needs CREATEDB). */
+  db?: string;
 }
 
 /** One failed run of one path. */
@@ -263,6 +265,7 @@ async function runOne(subject: PathTestSubject, options: RunPathTestsOptions): P
 
   const runOptions = {
     ...(options.dir !== undefined ? { dir: options.dir } : {}),
+    ...(options.db !== undefined ? { db: options.db } : {}),
     ...(subject.options.compareContext !== undefined ? { compareContext: subject.options.compareContext } : {}),
     ...(subject.options.synchronous !== undefined ? { synchronous: subject.options.synchronous } : {}),
   };

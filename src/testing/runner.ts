@@ -11,6 +11,7 @@ import type { PredictedRecord } from './model.ts';
 import { formatValue, type GeneratedPaths, type PathPlan, type PredictedChild, type PredictedState } from './paths.ts';
 import { VirtualClock } from './VirtualClock.ts';
 import { ownModule } from '../loader/ownFiles.ts';
+import { scratchDatabase } from '../../persistence/postgres/scratch.ts';
 
 /** How a path is replayed on the real runtime. */
 export type RunMode =
@@ -25,6 +26,8 @@ export interface RunPathOptions {
   mode?: RunMode;
   /** Directory for the SQLite file (a fresh subdirectory is made and removed). Default: the OS temp directory. */
   dir?: string;
+  /** A `postgres://` URL: each run uses a new database on that server, dropped after (instead of a SQLite file in `dir`). */
+  db?: string;
   /** `NORMAL` (default: survives process crashes, which is what these tests do) or `FULL`. */
   synchronous?: 'FULL' | 'NORMAL';
   /** Compare the context at every step (default), never, or through a projection (for fields the model cannot predict). */
@@ -74,19 +77,25 @@ export async function runPath(generated: GeneratedPaths, path: PathPlan, options
   const dir = join(resolve(options.dir ?? tmpdir()), `spool-path-${randomBytes(6).toString('hex')}`);
   mkdirSync(dir, { recursive: true });
   try {
-    const record = mode === 'child' ? await runInChildren(generated, path, dir, options) : await runInProcess(generated, path, dir, mode, options);
-    checkInvariants(generated, path, mode, record);
-    return record;
+    const scratch = options.db === undefined ? undefined : await scratchDatabase(options.db, 'spool_path');
+    const file = scratch?.url ?? join(dir, 'spool.db');
+    try {
+      const record = mode === 'child' ? await runInChildren(generated, path, file, options) : await runInProcess(generated, path, file, mode, options);
+      checkInvariants(generated, path, mode, record);
+      return record;
+    } finally {
+      await scratch?.drop();
+    }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
-async function runInProcess(generated: GeneratedPaths, path: PathPlan, dir: string, mode: 'plain' | 'restart', options: RunPathOptions): Promise<RunRecord> {
+async function runInProcess(generated: GeneratedPaths, path: PathPlan, file: string, mode: 'plain' | 'restart', options: RunPathOptions): Promise<RunRecord> {
   const script: ActivityScript = { failAttempts: generated.failAttempts, childFailAttempts: generated.childFailAttempts, hang: null, onHang: () => undefined };
   const clock = new VirtualClock();
   const ctx: DriverContext = {
-    file: join(dir, 'spool.db'),
+    file,
     clock,
     t0: clock.now(),
     jobId: generated.jobId,
@@ -343,7 +352,7 @@ export type ChildMessage =
   | { type: 'inflight'; index: number; now: number }
   | { type: 'error'; index: number; message: string };
 
-async function runInChildren(generated: GeneratedPaths, path: PathPlan, dir: string, options: RunPathOptions): Promise<RunRecord> {
+async function runInChildren(generated: GeneratedPaths, path: PathPlan, file: string, options: RunPathOptions): Promise<RunRecord> {
   if (!options.module) throw new PathMismatchError('A child-process run needs `module`: the module that exports the definition, for the child to import.');
   const t0 = new VirtualClock().now();
   let now = t0;
@@ -353,7 +362,7 @@ async function runInChildren(generated: GeneratedPaths, path: PathPlan, dir: str
   const checks = withChildContexts(generated, options);
   for (const [index, action] of actions.entries()) {
     const config: ChildConfig = {
-      file: join(dir, 'spool.db'),
+      file,
       module: resolve(options.module),
       machineId: generated.machineId,
       version: generated.version,

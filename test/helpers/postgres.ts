@@ -10,7 +10,7 @@ import { chownSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
+import { scratchDatabase } from '../../persistence/postgres/scratch.ts';
 
 /** Where Debian's `postgresql` package puts the server binaries. */
 export const PG_BIN = process.env['SPOOL_PG_BIN'] ?? '/usr/lib/postgresql/15/bin';
@@ -80,34 +80,10 @@ export function testPostgresUrl(): string {
   return url;
 }
 
-let databases = 0;
-
 /**
  * A new, empty database on the test server, and its URL: each test (or each store a test opens)
  * gets its own, so tests never see each other's rows. `drop()` removes it.
  */
 export async function freshDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
-  const base = new URL(testPostgresUrl());
-  const name = `t_${process.pid}_${Date.now().toString(36)}_${(databases++).toString(36)}`;
-  const admin = new pg.Client({ connectionString: base.toString() });
-  await admin.connect();
-  try {
-    await admin.query(`CREATE DATABASE ${name}`);
-  } finally {
-    await admin.end();
-  }
-  const url = new URL(base.toString());
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const c = new pg.Client({ connectionString: base.toString() });
-      await c.connect();
-      try {
-        await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      } finally {
-        await c.end();
-      }
-    },
-  };
+  return scratchDatabase(testPostgresUrl(), `t_${process.pid}`);
 }

@@ -33,6 +33,11 @@ export async function dropDatabaseFor(path: string): Promise<void> {
   await db?.drop();
 }
 
+/** What `--db` names for the store a test opened at SQLite path `path`: the file, or (postgres project) its database's URL. */
+export async function dbArgFor(path: string): Promise<string> {
+  return ON_POSTGRES ? (await databaseFor(path)).url : path;
+}
+
 /** A PostgresStore on the database standing for `path`, with the SQLite options that have a meaning there (the clock). */
 export async function postgresAt(path: string, options: SqliteStoreOptions = {}): Promise<PostgresStore> {
   const { url } = await databaseFor(path);
