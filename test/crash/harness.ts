@@ -29,7 +29,7 @@ import Database from 'better-sqlite3';
 import { ChildScript, type Line } from '../helpers/proc.ts';
 import { checkInvariants, type AckEntry, type Answer, type DatabaseTally, type Violation, type WorkerLog } from './invariants.ts';
 import { rng, Workload, type Command } from './workload.ts';
-import { copyPostgresToSqlite, pollPostgres } from './postgres.ts';
+import { copyPostgresToSqlite, watchPostgres } from './postgres.ts';
 
 const WORKER_CHILD = fileURLToPath(new URL('./workerChild.ts', import.meta.url));
 const CLIENT_CHILD = fileURLToPath(new URL('./clientChild.ts', import.meta.url));
@@ -275,18 +275,18 @@ class Client {
 }
 
 /** Resolve when `predicate()` holds: checked now and on every line any of `children` prints; rejects at `limitMs` or if one exits. */
-function until(children: readonly ChildScript[], predicate: () => boolean, limitMs: number): Promise<void> {
+function until(children: readonly ChildScript[], predicate: () => boolean, limitMs: number, onChange?: (listener: () => void) => () => void): Promise<void> {
   return new Promise((resolve, reject) => {
     const safety = setTimeout(() => finish(new Error(`not settled within ${limitMs} ms`)), limitMs);
-    // Also between lines: a probe that polls (Postgres) learns of the end after the last line.
-    const recheck = setInterval(() => predicate() && finish(), 100);
+    // Also between lines: a probe that reads asynchronously (Postgres) tells when a new read lands.
+    const offChange = onChange?.(() => predicate() && finish());
     let done = false;
     const finish = (error?: Error) => {
       if (done) return;
       done = true;
       for (const off of offs) off();
+      offChange?.();
       clearTimeout(safety);
-      clearInterval(recheck);
       if (error) reject(error);
       else resolve();
     };
@@ -481,6 +481,7 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
           return true;
         },
         options.settleLimitMs ?? 60_000,
+        probe.onChange,
       );
     } catch (error) {
       violations.push({ kind: 'stuck', detail: (error as Error).message });
@@ -551,14 +552,14 @@ const STUCK = `SELECT j.id, j.state_value AS value, j.quarantine FROM jobs j WHE
 
 type StuckRow = { id: string; value: string; quarantine: string | null };
 
-/** The final phase's view of the database: the SQLite file read directly, or Postgres polled (postgres.ts). */
-async function settleProbe(url: string | undefined, dbPath: string): Promise<{ settled: () => { active: number; pending: number } | undefined; stuck: () => StuckRow[]; close: () => Promise<void> }> {
+/** The final phase's view of the database: the SQLite file read directly, or Postgres read again after each commit (postgres.ts). */
+async function settleProbe(url: string | undefined, dbPath: string): Promise<{ settled: () => { active: number; pending: number } | undefined; stuck: () => StuckRow[]; onChange?: (listener: () => void) => () => void; close: () => Promise<void> }> {
   if (url) {
-    const poll = await pollPostgres(url, async (q) => {
+    const watch = await watchPostgres(url, async (q) => {
       const r = (await q(SETTLED))[0]!;
       return { active: Number(r['active']), pending: Number(r['pending']), stuck: (await q(STUCK)) as StuckRow[] };
     });
-    return { settled: () => poll.latest(), stuck: () => poll.latest()?.stuck ?? [], close: poll.close };
+    return { settled: () => watch.latest(), stuck: () => watch.latest()?.stuck ?? [], onChange: watch.onRead, close: watch.close };
   }
   const probe = new Database(dbPath, { readonly: true, fileMustExist: true });
   const settled = probe.prepare(SETTLED);

@@ -12,6 +12,7 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { SqliteStore } from '../../persistence/sqlite/index.ts';
 import { PG_BIN } from '../helpers/postgres.ts';
+import { CHANNEL } from '../../persistence/postgres/changes.ts';
 import { isRetryableFault, pause } from '../../src/runtime/backoff.ts';
 
 /** Spool's tables, parents before children. */
@@ -67,23 +68,46 @@ export async function restartPostgres(url: string): Promise<void> {
 
 /**
  * The harness's probe of a Postgres database during the final phase: the same two queries as on
- * SQLite (harness.ts), run every `everyMs` on one connection; `latest` is the last answer, read
- * synchronously by the settle predicate.
+ * SQLite (harness.ts), run once at start and again after every commit any store makes (each write
+ * transaction sends NOTIFY on the stores' channel, changes.ts), on one connection; `latest` is the
+ * last answer, read synchronously by the settle predicate, and `onRead` tells when a new one lands.
  */
-export async function pollPostgres<T>(url: string, read: (query: (sql: string) => Promise<Record<string, unknown>[]>) => Promise<T>, everyMs = 100): Promise<{ latest: () => T | undefined; close: () => Promise<void> }> {
+export async function watchPostgres<T>(url: string, read: (query: (sql: string) => Promise<Record<string, unknown>[]>) => Promise<T>): Promise<{ latest: () => T | undefined; onRead: (listener: () => void) => () => void; close: () => Promise<void> }> {
   const client = new pg.Client({ connectionString: url, types: TYPES });
   await client.connect();
   client.on('error', () => undefined);
+  const listeners = new Set<() => void>();
   let latest: T | undefined;
-  let closed = false;
+  let reading: Promise<void> | undefined;
+  let again = false;
   const query = async (sql: string) => (await client.query(sql)).rows as Record<string, unknown>[];
-  const loop = (async () => {
-    while (!closed) {
-      latest = await read(query).catch(() => latest);
-      await new Promise((r) => setTimeout(r, everyMs));
+  // One read at a time; commits that land during a read cost one more read, not one each.
+  const refresh = (): void => {
+    if (reading) {
+      again = true;
+      return;
     }
-  })();
-  return { latest: () => latest, close: async () => ((closed = true), await loop, await client.end().catch(() => undefined)) };
+    reading = (async () => {
+      do {
+        again = false;
+        latest = await read(query).catch(() => latest);
+        for (const listener of listeners) listener();
+      } while (again);
+      reading = undefined;
+    })();
+  };
+  client.on('notification', refresh);
+  await client.query(`LISTEN ${CHANNEL}`);
+  refresh();
+  return {
+    latest: () => latest,
+    onRead: (listener) => (listeners.add(listener), () => void listeners.delete(listener)),
+    close: async () => {
+      client.removeListener('notification', refresh);
+      await reading;
+      await client.end().catch(() => undefined);
+    },
+  };
 }
 
 /**
