@@ -271,6 +271,44 @@ export function retryKey(jobId: string): string {
   return key.length <= 200 ? key : `retry-of:${hashJson(jobId)}`;
 }
 
+/**
+ * `Runtime.retryAsNew`: the job started again with `record`'s input by `start` (under
+ * `retryKey`, so retrying again finds it), linked to the old one by a note on each. Returns the
+ * new job's id, and whether this call created it.
+ */
+export async function retryAsNew(
+  host: OperationsHost,
+  record: JobRecord,
+  start: (machineId: string, input: JsonValue, idempotencyKey: string) => Promise<{ id: string; machineId: string; machineVersion: string }>,
+): Promise<{ jobId: string; created: boolean }> {
+  const input = inputForNewJob(record, host.definition(record));
+  const idempotencyKey = retryKey(record.id);
+  const existing = await host.store.findByIdempotencyKey(host.owner, idempotencyKey);
+  if (existing) return { jobId: existing.id, created: false };
+  const job = await start(record.machineId, input, idempotencyKey);
+  const at = host.clock.now();
+  await host.store.addNote({ jobId: record.id, kind: 'retried-as-new', message: `retried as new job ${job.id} (${job.machineId}@${job.machineVersion}) with the same input`, at });
+  await host.store.addNote({ jobId: job.id, kind: 'retry-of', message: `started as a retry of job ${record.id} with its input`, at });
+  host.log('info', 'job retried as new', { jobId: record.id, newJobId: job.id });
+  return { jobId: job.id, created: true };
+}
+
+/** `Runtime.details`' records of one job beside it: history, inbox, effects, attempts, timers, notes, assets, what it waits for, and whether it is stuck. */
+export async function jobRecords(host: OperationsHost, record: JobRecord) {
+  const jobId = record.id;
+  const [history, events, effects, attempts, timers, notes, assets] = await Promise.all([
+    host.store.history(jobId),
+    host.store.listEvents(jobId),
+    host.store.listEffects(jobId),
+    host.store.listAttempts(jobId),
+    host.store.listTimers(jobId),
+    host.store.listNotes(jobId),
+    host.store.listAssets(jobId),
+  ]);
+  const stuck = isStuckJob(host, record, { events, effects, timers });
+  return { history, events, effects, attempts, timers, notes, assets, waitingFor: waitingFor(host, record), stuck };
+}
+
 /** Delete finished jobs last updated before `now - olderThanMs` (see `Runtime.purgeFinished`). */
 export async function purgeFinished(host: OperationsHost, options: { olderThanMs: number; status?: JobStatus }): Promise<string[]> {
   const { olderThanMs, status } = options;

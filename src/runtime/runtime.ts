@@ -520,20 +520,9 @@ export class Runtime<C extends MachineCatalog = any> {
   async details(jobId: string): Promise<JobDetails<any>> {
     this.#assertOpen();
     const record = await this.#visible(jobId);
-    const job = this.#view(record);
-    const [history, events, effects, attempts, timers, notes, assets] = await Promise.all([
-      this.store.history(jobId),
-      this.store.listEvents(jobId),
-      this.store.listEffects(jobId),
-      this.store.listAttempts(jobId),
-      this.store.listTimers(jobId),
-      this.store.listNotes(jobId),
-      this.store.listAssets(jobId),
-    ]);
-    const waitingFor = ops.waitingFor(this.#ops, record);
-    const stuck = ops.isStuckJob(this.#ops, record, { events, effects, timers });
-    return { job, history, events, effects, attempts, timers, notes, assets, waitingFor, stuck };
+    return { job: this.#view(record), ...(await ops.jobRecords(this.#ops, record)) };
   }
+
 
   // ---------------------------------------------------------------- operations (operations.ts)
 
@@ -604,18 +593,12 @@ export class Runtime<C extends MachineCatalog = any> {
    */
   async retryAsNew(jobId: string, options: { jobId?: string } = {}): Promise<{ job: Job; created: boolean }> {
     this.#assertOpen();
-    const record = await this.#visible(jobId);
-    const input = ops.inputForNewJob(record, this.registry.get(record.machineId, record.machineVersion));
-    const idempotencyKey = ops.retryKey(jobId);
-    const existing = await this.store.findByIdempotencyKey(this.#owner, idempotencyKey);
-    if (existing) return { job: this.#view(existing), created: false };
-    const job = await this.start(record.machineId, input, { idempotencyKey, ...(options.jobId !== undefined ? { jobId: options.jobId } : {}) });
-    const at = this.clock.now();
-    await this.store.addNote({ jobId, kind: 'retried-as-new', message: `retried as new job ${job.id} (${job.machineId}@${job.machineVersion}) with the same input`, at });
-    await this.store.addNote({ jobId: job.id, kind: 'retry-of', message: `started as a retry of job ${jobId} with its input`, at });
-    this.#logEntry('info', 'job retried as new', { jobId, newJobId: job.id });
-    return { job: await this.get(job.id), created: true };
+    const { jobId: newId, created } = await ops.retryAsNew(this.#ops, await this.#visible(jobId), (machineId, input, idempotencyKey) =>
+      this.start(machineId, input, { idempotencyKey, ...(options.jobId !== undefined ? { jobId: options.jobId } : {}) }),
+    );
+    return { job: await this.get(newId), created };
   }
+
 
   /**
    * Retention: delete this owner's finished jobs (every final status, or `status`) last updated
