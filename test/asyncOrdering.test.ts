@@ -304,9 +304,9 @@ describe('the heartbeat renewing a lease that a commit of the job in flight lets
           };
         }
         if (key === 'renewLeases') {
-          return (runner: string, jobIds: readonly string[], until: number) => {
+          return (runner: string, jobIds: readonly string[], until: number, now: number) => {
             renewing ||= jobIds.includes('a');
-            return target.renewLeases(runner, jobIds, until);
+            return target.renewLeases(runner, jobIds, until, now);
           };
         }
         const value: unknown = Reflect.get(target, key, target);

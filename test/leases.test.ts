@@ -100,10 +100,10 @@ describe.each(stores)('lease rules: %s', (_name, open) => {
     await store.commit([{ ...commitOf('A', 1), effects: { create: [effect], deactivate: [] } }]);
     const claimed = await store.claimEffect(effect.id, 'w1', T0, T0 + 1000, undefined, null);
     expect(claimed?.leaseFence).toBe(1);
-    expect(await store.renewClaim(effect.id, 1, 'w1', T0 + 1500)).toBe(true);
+    expect(await store.renewClaim(effect.id, 1, 'w1', T0 + 1500, T0 + 500)).toBe(true);
     // w2 takes the job at expiry (a commit), with a fresh fence.
     expect(await store.commit([under(commitOf('A', 2), lease('w2', null, T0 + 1000, T0 + 5000))])).toMatchObject([{ ok: true, fence: 2 }]);
-    expect(await store.renewClaim(effect.id, 1, 'w1', T0 + 2500)).toBe(false);
+    expect(await store.renewClaim(effect.id, 1, 'w1', T0 + 2500, T0 + 1500)).toBe(false);
     const event = { jobId: 'A', eventId: `${effect.id}#1`, type: 'xstate.done.actor.act', payload: { type: 'xstate.done.actor.act' }, payloadHash: 'h', at: T0 + 1100, source: 'effect' as const, sourceId: effect.id, attempt: 1 };
     expect(await store.finishAttempt(effect.id, 1, { kind: 'succeeded', output: 1, event }, T0 + 1100, { runner: 'w1', fence: 1 })).toBe('lease-lost');
     expect(await store.listEvents('A')).toEqual([]);
@@ -130,7 +130,7 @@ describe.each(stores)('lease rules: %s', (_name, open) => {
     await store.commit([under(commitOf('A', 1), lease('w1', null, T0, T0 + 1000))]);
     await store.commit([under(commitOf('B', 1), lease('w1', null, T0, T0 + 500))]);
     await store.commit([under(commitOf('C', 1), lease('w2', null, T0, T0 + 800))]);
-    expect(await store.renewLeases('w1', ['A', 'B', 'C'], T0 + 3000)).toEqual(new Map([['A', 1], ['B', 1]]));
+    expect(await store.renewLeases('w1', ['A', 'B', 'C'], T0 + 3000, T0 + 100)).toEqual(new Map([['A', 1], ['B', 1]]));
     expect(await store.leaseHolders(T0 + 900)).toEqual(['w1']); // w2's lease on C expired at T0 + 800
     expect(await store.stats({ now: T0 + 100 })).toMatchObject({ leases: [{ runner: 'w1', jobs: 2, earliestUntil: T0 + 3000 }, { runner: 'w2', jobs: 1, earliestUntil: T0 + 800 }] });
     expect(await store.nextWakeAt()).toBe(T0 + 800);

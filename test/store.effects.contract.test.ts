@@ -400,14 +400,14 @@ function effectsContract(name: string, factory: StoreFactory): void {
       it('renewClaim extends the claim of the current attempt only', async () => {
         const [e] = await createEffects('upload');
         const c = await claimed(e!, 'w1', T0 + 100, T0 + 1000);
-        expect(await store.renewClaim(e!.id, 1, 'w1', T0 + 4000)).toBe(true);
+        expect(await store.renewClaim(e!.id, 1, 'w1', T0 + 4000, T0 + 150)).toBe(true);
         expect(await store.getEffect(e!.id)).toEqual({ ...c, claimExpiresAt: T0 + 4000 });
-        expect(await store.renewClaim(e!.id, 1, 'w2', T0 + 9000)).toBe(false);
-        expect(await store.renewClaim(e!.id, 2, 'w1', T0 + 9000)).toBe(false);
-        expect(await store.renewClaim('nope', 1, 'w1', T0 + 9000)).toBe(false);
+        expect(await store.renewClaim(e!.id, 1, 'w2', T0 + 9000, T0 + 150)).toBe(false);
+        expect(await store.renewClaim(e!.id, 2, 'w1', T0 + 9000, T0 + 150)).toBe(false);
+        expect(await store.renewClaim('nope', 1, 'w1', T0 + 9000, T0 + 150)).toBe(false);
         expect((await store.getEffect(e!.id))!.claimExpiresAt).toBe(T0 + 4000);
         await store.finishAttempt(e!.id, 1, succeeded(e!, 1), T0 + 200);
-        expect(await store.renewClaim(e!.id, 1, 'w1', T0 + 9000)).toBe(false);
+        expect(await store.renewClaim(e!.id, 1, 'w1', T0 + 9000, T0 + 150)).toBe(false);
         expect((await store.getEffect(e!.id))!.claimExpiresAt).toBeNull();
       });
 

@@ -41,7 +41,7 @@ import { systemClock, type Clock } from '../../src/ports/clock.ts';
 import { ValidationError } from '../../src/runtime/errors.ts';
 import { applyCommit, claimIn, commitOutcomeUnknown, createIn, findEvent, finishIn } from '../sqlite/commit.ts';
 import { failure, LeaseHeld } from '../sqlite/outcomes.ts';
-import { POSTGRES } from '../sqlite/predicates.ts';
+import { POSTGRES, POSTGRES_CALLER_LEASES } from '../sqlite/predicates.ts';
 import { run, runAsync, type Call, type Program } from '../sqlite/program.ts';
 import { toAssetRecord, toAttemptRecord, toEffectRecord, toInboxRecord, toJobRecord, toTimerRecord, toTransitionRecord, type Row } from '../sqlite/records.ts';
 import { fireScheduleIn, putScheduleIn, Refused, toOccurrenceRecord, toScheduleRecord } from '../sqlite/schedules.ts';
@@ -75,9 +75,17 @@ export interface PostgresStoreOptions {
   lockTimeoutMs?: number;
   /** Clock for the store's own bookkeeping (when a migration was applied). Default: real time. */
   clock?: Clock;
+  /**
+   * The clock leases and activity claims are judged by (src/ports/store.ts, "Lease clocks").
+   * `'database'` (the default): the server's, so runtimes on hosts whose clocks disagree never
+   * both hold a job. `'caller'`: each call's own `now`, as SQLite judges them; for tests that
+   * expire leases by moving an injected clock (the server's clock does not follow it). Never in
+   * production with more than one host: a host whose clock runs ahead takes live leases over.
+   */
+  leaseClock?: 'database' | 'caller';
 }
 
-const OPEN_OPTIONS = ['poolSize', 'lockTimeoutMs', 'clock'] as const;
+const OPEN_OPTIONS = ['poolSize', 'lockTimeoutMs', 'clock', 'leaseClock'] as const;
 
 /** What a write transaction locks first: the rows of these jobs, found directly or through their effects, tokens, timers or events. */
 interface Locks {
@@ -130,11 +138,12 @@ export class PostgresStore implements JobStore {
   /** This store's id in its NOTIFY payloads (its own notifications wake nobody here). */
   readonly #id = randomUUID();
   readonly #changes: ChangeListener;
-  readonly #statements = pgStatements();
+  readonly #statements: Record<StatementName, PgStatement>;
   readonly #lists = new Map<string, PgStatement>();
   #closed = false;
 
-  private constructor(pool: pg.Pool, description: string, schemaVersion: number, listener: ChangeListener) {
+  private constructor(pool: pg.Pool, description: string, schemaVersion: number, listener: ChangeListener, leaseClock: 'database' | 'caller') {
+    this.#statements = pgStatements(leaseClock === 'caller' ? POSTGRES_CALLER_LEASES : POSTGRES);
     this.pool = pool;
     this.description = description;
     this.schemaVersion = schemaVersion;
@@ -165,7 +174,7 @@ export class PostgresStore implements JobStore {
       } finally {
         client.release();
       }
-      return new PostgresStore(pool, description, version, new ChangeListener({ connectionString: url, types: TYPES }, ''));
+      return new PostgresStore(pool, description, version, new ChangeListener({ connectionString: url, types: TYPES }, ''), options.leaseClock ?? 'database');
     } catch (error) {
       await pool.end().catch(() => undefined);
       throw pgFault(error, description, 'open');
@@ -308,8 +317,8 @@ export class PostgresStore implements JobStore {
     }
   }
 
-  async renewClaim(id: string, attempt: number, runner: string, claimUntil: number): Promise<boolean> {
-    return this.#changed({}, 'renewClaim', { until: claimUntil, id, attempt, runner });
+  async renewClaim(id: string, attempt: number, runner: string, claimUntil: number, now: number): Promise<boolean> {
+    return this.#changed({}, 'renewClaim', { until: claimUntil, now, id, attempt, runner });
   }
 
   async releaseAttempt(id: string, attempt: number, runner: string, at: number): Promise<boolean> {
@@ -363,9 +372,9 @@ export class PostgresStore implements JobStore {
 
   // Leases
 
-  async renewLeases(runner: string, jobIds: readonly string[], until: number): Promise<Map<string, number>> {
+  async renewLeases(runner: string, jobIds: readonly string[], until: number, now: number): Promise<Map<string, number>> {
     if (jobIds.length === 0) return new Map();
-    const rows = await this.#write({}, (t) => t.run(allOf('renewLeases', { runner, until, ids: JSON.stringify(jobIds) })));
+    const rows = await this.#write({}, (t) => t.run(allOf('renewLeases', { runner, until, now, ids: JSON.stringify(jobIds) })));
     return new Map(rows.map((r) => [r['id'] as string, r['lease_fence'] as number]));
   }
 
@@ -376,12 +385,12 @@ export class PostgresStore implements JobStore {
   }
 
   async leaseHolders(now: number): Promise<string[]> {
-    return (await this.#all('leaseHolders', now)).map((r) => r['lease_owner'] as string);
+    return (await this.#all('leaseHolders', { now })).map((r) => r['lease_owner'] as string);
   }
 
   async expireLeases(filter: { owner: string } | { expiredBy: number }): Promise<{ jobId: string; owner: string; fence: number }[]> {
     // Called every worker round: look first, and write only when something expired.
-    if ('expiredBy' in filter && (await this.#all('expireLeases', filter.expiredBy)).length === 0) return [];
+    if ('expiredBy' in filter && (await this.#all('expireLeases', { now: filter.expiredBy })).length === 0) return [];
     return this.#write({}, (t) => t.run(expireLeasesIn(filter)));
   }
 
@@ -691,6 +700,7 @@ function checkOptions(url: unknown, options: unknown): void {
     if (v !== undefined && !(typeof v === 'number' && Number.isSafeInteger(v) && v >= (name === 'poolSize' ? 1 : 0))) refuse(`${name} must be a whole number${name === 'poolSize' ? ', 1 or more' : ' of ms'}`, name);
   }
   if (o['clock'] !== undefined && typeof (o['clock'] as { now?: unknown } | null)?.now !== 'function') refuse('clock must be a Clock: { now(): number }', 'clock');
+  if (o['leaseClock'] !== undefined && o['leaseClock'] !== 'database' && o['leaseClock'] !== 'caller') refuse("leaseClock must be 'database' or 'caller'", 'leaseClock');
 }
 
 // Every entry point: driver errors as Spool's typed storage faults (faults.ts).

@@ -4,7 +4,7 @@
  * parameter whose type Postgres cannot infer from where it stands (`@runner IS NULL`, a value in a
  * SELECT list) is cast to its type, from {@link PARAM_TYPES}. The texts themselves are not copied.
  */
-import { POSTGRES } from '../sqlite/predicates.ts';
+import type { SqlDialect } from '../sqlite/predicates.ts';
 import { statementsSql, type StatementName } from '../sqlite/statements.ts';
 
 /** The SQL type of each named parameter the statements use (one meaning per name across them). */
@@ -62,14 +62,16 @@ function value(v: unknown): unknown {
   return v === undefined ? null : v;
 }
 
-let statements: Record<StatementName, PgStatement> | undefined;
+const made = new Map<SqlDialect, Record<StatementName, PgStatement>>();
 
-/** Every statement of the store in Postgres's form, made once. */
-export function pgStatements(): Record<StatementName, PgStatement> {
+/** Every statement of the store in Postgres's form, in a Postgres dialect (its lease clock: POSTGRES or POSTGRES_CALLER_LEASES), made once. */
+export function pgStatements(d: SqlDialect): Record<StatementName, PgStatement> {
+  let statements = made.get(d);
   if (!statements) {
-    const texts = statementsSql(POSTGRES);
+    const texts = statementsSql(d);
     statements = {} as Record<StatementName, PgStatement>;
     for (const name of Object.keys(texts) as StatementName[]) statements[name] = toPostgres(texts[name], name);
+    made.set(d, statements);
   }
   return statements;
 }

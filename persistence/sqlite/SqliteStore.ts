@@ -335,17 +335,17 @@ export class SqliteStore implements JobStore {
     return unlessLeaseHeld(() => this.#write(() => this.#run(claimIn({ id, runner, now, claimUntil, takeOver, fence }))));
   }
 
-  async renewClaim(id: string, attempt: number, runner: string, claimUntil: number): Promise<boolean> {
-    return this.#write(() => this.#stmts.renewClaim.run({ until: claimUntil, id, attempt, runner }).changes === 1);
+  async renewClaim(id: string, attempt: number, runner: string, claimUntil: number, now: number): Promise<boolean> {
+    return this.#write(() => this.#stmts.renewClaim.run({ until: claimUntil, now, id, attempt, runner }).changes === 1);
   }
 
   async releaseAttempt(id: string, attempt: number, runner: string, at: number): Promise<boolean> {
     return this.#write(() => this.#run(releaseAttemptIn(id, attempt, runner, at)));
   }
 
-  async renewLeases(runner: string, jobIds: readonly string[], until: number): Promise<Map<string, number>> {
+  async renewLeases(runner: string, jobIds: readonly string[], until: number, now: number): Promise<Map<string, number>> {
     if (jobIds.length === 0) return new Map();
-    const rows = this.#write(() => this.#stmts.renewLeases.all({ runner, until, ids: JSON.stringify(jobIds) }) as Row[]);
+    const rows = this.#write(() => this.#stmts.renewLeases.all({ runner, until, now, ids: JSON.stringify(jobIds) }) as Row[]);
     return new Map(rows.map((r) => [r['id'] as string, r['lease_fence'] as number]));
   }
 
@@ -356,13 +356,13 @@ export class SqliteStore implements JobStore {
   }
 
   async leaseHolders(now: number): Promise<string[]> {
-    return (this.#stmts.leaseHolders.all(now) as Row[]).map((r) => r['lease_owner'] as string);
+    return (this.#stmts.leaseHolders.all({ now }) as Row[]).map((r) => r['lease_owner'] as string);
   }
 
   async expireLeases(filter: { owner: string } | { expiredBy: number }): Promise<{ jobId: string; owner: string; fence: number }[]> {
     const s = this.#stmts;
     // Called every worker round: look first, and take the write lock only when something expired.
-    if ('expiredBy' in filter && s.expireLeases.all(filter.expiredBy).length === 0) return [];
+    if ('expiredBy' in filter && s.expireLeases.all({ now: filter.expiredBy }).length === 0) return [];
     return this.#write(() => this.#run(expireLeasesIn(filter)));
   }
 

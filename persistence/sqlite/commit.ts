@@ -76,8 +76,10 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
     (yield* get('updateJob', params))
   ) as { lease_fence: number } | undefined;
   if (!updated) {
-    const row = (yield* get('revisionOf', c.jobId)) as { revision: number; lease_owner: string | null; lease_until: number | null } | undefined;
-    if (c.lease && row?.revision === c.expectedRevision && row.lease_owner !== null && row.lease_until !== null && row.lease_until > params.now) {
+    const row = (yield* get('revisionOf', { id: c.jobId, now: params.now })) as
+      | { revision: number; lease_owner: string | null; lease_until: number | null; lease_live: number | boolean }
+      | undefined;
+    if (c.lease && row?.revision === c.expectedRevision && row.lease_owner !== null && row.lease_until !== null && Number(row.lease_live) === 1) {
       throw new Abort({ ok: false, reason: 'leased', owner: row.lease_owner, until: row.lease_until });
     }
     // The revision held, so the inline event's own checks refused it: its id is recorded already
@@ -207,7 +209,7 @@ export function* insertJob(job: NewJob): Program<void> {
   yield* insertTransition(undefined, job.id, 1, job.transition, job.runner ?? null, 0);
   if (job.claims?.length) {
     if (!job.runner) throw new Error('A new job claims its effects only for the runner that creates it.');
-    yield* run('takeNewLease', { id: job.id, runner: job.runner, until: Math.max(...job.claims.map((c) => c.claimUntil)) });
+    yield* run('takeNewLease', { id: job.id, runner: job.runner, until: Math.max(...job.claims.map((c) => c.claimUntil)), now: job.at });
   }
   yield* writeRequests(job.effects, job.timers, job.deliveries, claimsBy(job.claims, job.runner ?? undefined, job.at));
 }
@@ -237,7 +239,10 @@ function* writeRequests(effects: NewEffect[] = [], timers: NewTimer[] = [], deli
       yield* run('insertEffect', e.id, e.jobId, e.actorId, e.src, child ? 'child' : 'activity', JSON.stringify(e.input), child ? 'waiting' : 'pending', child ? 1 : 0, e.maxAttempts, e.unsafe ? 1 : 0, e.createdRevision, e.at, e.at);
       continue;
     }
-    yield* run('insertClaimedEffect', e.id, e.jobId, e.actorId, e.src, JSON.stringify(e.input), e.maxAttempts, e.unsafe ? 1 : 0, claims!.runner, until, e.createdRevision, e.at, e.at);
+    yield* run('insertClaimedEffect', {
+      id: e.id, job_id: e.jobId, actor: e.actorId, src: e.src, input: JSON.stringify(e.input), max_attempts: e.maxAttempts, unsafe: e.unsafe ? 1 : 0,
+      runner: claims!.runner, until, now: claims!.at, revision: e.createdRevision, at: e.at,
+    });
     yield* run('insertAttempt', e.id, 1, claims!.runner, claims!.at);
     claimed += 1;
   }
@@ -337,7 +342,7 @@ export function* finishIn(f: AttemptFinish, acceptEvent = true, leaving?: { acto
       // Another runner took the job: this outcome is not recorded, and the attempt's claim ends
       // now so the lease holder takes the attempt over at once.
       yield* run('endAttempt', 'stale', at, JSON.stringify(leaseLostError(lease.fence)), id, attempt);
-      yield* run('dropClaim', at, id, attempt);
+      yield* run('dropClaim', { now: at, id, attempt });
       return 'lease-lost';
     }
   }

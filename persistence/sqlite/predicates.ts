@@ -37,7 +37,25 @@ export interface SqlDialect {
    * the next value of a sequence (unique, growing; concurrent writers make it visible out of order).
    */
   historySeq: string;
+  /**
+   * The time leases and activity claims are judged by, in ms: a lease or claim whose expiry is at
+   * or before it has expired (`LEASE_OK`, the claim-expiry tests, `leaseHolders`, `expireLeases`).
+   * With the caller's clock (SQLite; Postgres with `leaseClock: 'caller'`): its `@now`. With the
+   * database's (Postgres): the server's clock, so hosts whose clocks disagree still agree on it.
+   * `@now` itself keeps meaning the caller's time for everything else (retries, timers, records).
+   */
+  leaseNow: string;
+  /** The expiry written for a lease or claim the caller asks to last until `@until` from its `@now`: `@until`, or `leaseNow + (@until - @now)`. */
+  leaseUntil: string;
+  /** Whether {@link leaseNow} is the caller's `@now` (an expiry written is then the caller's `@until`, and a commit may find it unchanged). */
+  callerLeaseClock: boolean;
 }
+
+/** Leases judged by the caller's clock: its `@now`, its `@until` (one host, one clock). */
+const CALLER_LEASE_CLOCK = { leaseNow: '@now', leaseUntil: '@until', callerLeaseClock: true } as const;
+
+/** The Postgres server's clock in ms: the start of the statement (STABLE, so an index can seek by it; a statement never waits past it to decide). */
+const PG_SERVER_MS = '(extract(epoch FROM statement_timestamp()) * 1000)::bigint';
 
 /** SQLite's spelling. */
 export const SQLITE: SqlDialect = {
@@ -51,6 +69,7 @@ export const SQLITE: SqlDialect = {
   contains: (column, needle) => `instr(${column}, ${needle}) > 0`,
   historySeq: `(SELECT max(coalesce((SELECT max(seq) FROM transitions), 0),
   coalesce((SELECT seq FROM history_seq_floor WHERE id = 1), 0)) + 1)`,
+  ...CALLER_LEASE_CLOCK,
 };
 
 /** PostgreSQL's spelling (persistence/postgres: JSON columns are text, parsed where a predicate reads a field). */
@@ -64,7 +83,13 @@ export const POSTGRES: SqlDialect = {
   least: (a, b) => `least(${a}, ${b})`,
   contains: (column, needle) => `strpos(${column}, ${needle}) > 0`,
   historySeq: "nextval('transitions_seq')",
+  leaseNow: PG_SERVER_MS,
+  leaseUntil: `(${PG_SERVER_MS} + (@until - @now))`,
+  callerLeaseClock: false,
 };
+
+/** PostgreSQL with leases judged by the caller's clock, as SQLite judges them (`leaseClock: 'caller'`: tests that move an injected clock). */
+export const POSTGRES_CALLER_LEASES: SqlDialect = { ...POSTGRES, ...CALLER_LEASE_CLOCK };
 
 /** A list of fixed identifiers as SQL string literals: `'A', 'B'`. */
 function literals(values: readonly string[]): string {

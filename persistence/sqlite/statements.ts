@@ -37,15 +37,16 @@ const NOT_HELD = (jobIdColumn: string) =>
 
 /**
  * A write under a lease (`@runner` null: no lease given, nothing checked or changed). Allowed when
- * the lease is free, expired, held by a dead runner named in `@take_over`, held by `@runner` with
- * the fence `@held`, or forced. The fence grows unless `@runner` renews its own live lease.
+ * the lease is free, expired (by the dialect's lease clock), held by a dead runner named in
+ * `@take_over`, held by `@runner` with the fence `@held`, or forced. The fence grows unless
+ * `@runner` renews its own live lease.
  */
-const LEASE_OK = `(@runner IS NULL OR @force = 1 OR lease_owner IS NULL OR lease_until <= @now OR lease_owner = @take_over
+const LEASE_OK = (d: SqlDialect) => `(@runner IS NULL OR @force = 1 OR lease_owner IS NULL OR lease_until <= ${d.leaseNow} OR lease_owner = @take_over
   OR (lease_owner = @runner AND (lease_fence = @held OR @any_fence = 1)))`;
-const LEASE_SET = `lease_fence = CASE WHEN @runner IS NULL OR (@force = 0 AND lease_owner = @runner AND (lease_fence = @held OR @any_fence = 1) AND lease_until > @now)
+const LEASE_SET = (d: SqlDialect) => `lease_fence = CASE WHEN @runner IS NULL OR (@force = 0 AND lease_owner = @runner AND (lease_fence = @held OR @any_fence = 1) AND lease_until > ${d.leaseNow})
     THEN lease_fence ELSE lease_fence + 1 END,
   lease_owner = CASE WHEN @runner IS NULL THEN lease_owner WHEN @until IS NULL THEN NULL ELSE @runner END,
-  lease_until = CASE WHEN @runner IS NULL THEN lease_until ELSE @until END`;
+  lease_until = CASE WHEN @runner IS NULL THEN lease_until ELSE ${d.leaseUntil} END`;
 
 /**
  * An event accepted and applied in one commit (`@inline_event`, its id) goes in only when no
@@ -85,9 +86,9 @@ export function leaseParams(lease: (Omit<LeaseClaim, 'fence'> & { fence: number 
 
 
 /** An effect a round may start: its job is not held (suspended, quarantined), and no other live runner holds the job's lease. */
-const DUE_FILTER = `${NOT_HELD('effects.job_id')}
+const DUE_FILTER = (d: SqlDialect) => `${NOT_HELD('effects.job_id')}
   AND (@runner IS NULL OR NOT EXISTS (SELECT 1 FROM jobs lj WHERE lj.id = effects.job_id
-    AND lj.lease_owner IS NOT NULL AND lj.lease_owner <> @runner AND lj.lease_until > @now))`;
+    AND lj.lease_owner IS NOT NULL AND lj.lease_owner <> @runner AND lj.lease_until > ${d.leaseNow}))`;
 
 /** A statement's text (the groups below name them; `prepare` prepares them for SQLite). */
 const q = (text: string): string => text;
@@ -112,25 +113,29 @@ function jobsSql(d: SqlDialect) {
       VALUES (@id, @machine_id, @machine_version, 1, @status, @state_value, @state_paths, @context,
         @snapshot, @input, @input_hash, @idempotency_key, @owner, NULL, @progress, @parent_job_id, @parent_effect_id, @at, @at)`),
     /** Status and version unchanged (the usual case): their index entries are not rewritten. */
-    updateState: q(`UPDATE jobs SET ${STATE_SET}, ${LEASE_SET}
-      WHERE ${SAME_STATUS} AND ${LEASE_OK} AND ${INLINE_OK}
+    updateState: q(`UPDATE jobs SET ${STATE_SET}, ${LEASE_SET(d)}
+      WHERE ${SAME_STATUS} AND ${LEASE_OK(d)} AND ${INLINE_OK}
       RETURNING lease_fence`),
     /**
-     * updateState under a live lease this runner holds at this fence with this very expiry (the
-     * usual commit: expiries are rounded, leases.ts): the lease columns are left out of the SET, so
-     * the lease index is not rewritten (SQLite rewrites the entries of every index on a SET column).
+     * updateState under a live lease this runner holds at this fence (the usual commit). By the
+     * caller's lease clock, with this very expiry (expiries are rounded, leases.ts): the lease
+     * columns are left out of the SET, so the lease index is not rewritten (SQLite rewrites the
+     * entries of every index on a SET column). By the database's, an expiry written is never the
+     * caller's, so the expiry is renewed here (the fence kept), still one statement.
      */
-    updateKeepingLease: q(`UPDATE jobs SET ${STATE_SET}
+    updateKeepingLease: q(`UPDATE jobs SET ${STATE_SET}${d.callerLeaseClock ? '' : `, lease_until = ${d.leaseUntil}`}
       WHERE ${SAME_STATUS} AND @force = 0
-        AND lease_owner = @runner AND lease_fence = @held AND lease_until = @until AND lease_until > @now AND ${INLINE_OK}
+        AND lease_owner = @runner AND lease_fence = @held${d.callerLeaseClock ? ' AND lease_until = @until' : ''} AND lease_until > ${d.leaseNow} AND ${INLINE_OK}
       RETURNING lease_fence`),
     updateJob: q(`UPDATE jobs SET revision = revision + 1, status = @status, state_value = @state_value,
         state_paths = @state_paths, context = @context, snapshot = @snapshot, machine_version = @machine_version, updated_at = @at,
         progress = CASE WHEN @set_progress = 1 THEN @progress ELSE progress END,
-        ${LEASE_SET}
-      WHERE id = @id AND revision = @expected AND (suspended_at IS NULL OR @settles = 0) AND ${LEASE_OK} AND ${INLINE_OK}
+        ${LEASE_SET(d)}
+      WHERE id = @id AND revision = @expected AND (suspended_at IS NULL OR @settles = 0) AND ${LEASE_OK(d)} AND ${INLINE_OK}
       RETURNING lease_fence`),
-    revisionOf: q('SELECT revision, lease_owner, lease_until FROM jobs WHERE id = ?'),
+    /** A refused commit's job: its revision, and its lease while live by the lease clock (`lease_live` 1). */
+    revisionOf: q(`SELECT revision, lease_owner, lease_until, CASE WHEN lease_until > ${d.leaseNow} THEN 1 ELSE 0 END AS lease_live
+      FROM jobs WHERE id = @id`),
     /** A job's revision and the columns written without a commit (getJob with a known record). */
     uncommittedOf: q(`SELECT revision, quarantine, progress, cancel_requested_at, cancel_reason, suspended_at, suspend_reason,
         lease_owner, lease_fence, lease_until, updated_at, created_at FROM jobs WHERE id = ?`),
@@ -164,7 +169,7 @@ function jobsSql(d: SqlDialect) {
     pending: q("SELECT * FROM inbox WHERE job_id = ? AND status = 'pending' ORDER BY seq LIMIT ?"),
     pendingJobs: q(`SELECT i.job_id, min(i.seq) AS first FROM inbox i JOIN jobs j ON j.id = i.job_id
       WHERE i.status = 'pending' AND j.quarantine IS NULL AND j.suspended_at IS NULL
-        AND (@runner IS NULL OR j.lease_owner IS NULL OR j.lease_owner = @runner OR j.lease_until <= @now)
+        AND (@runner IS NULL OR j.lease_owner IS NULL OR j.lease_owner = @runner OR j.lease_until <= ${d.leaseNow})
       GROUP BY i.job_id ORDER BY first LIMIT @limit`),
     quarantine: q('UPDATE jobs SET quarantine = ?, updated_at = ? WHERE id = ?'),
     /** A damaged row's quarantine, recorded once and never over another reason (no clock here: updated_at is kept). */
@@ -203,13 +208,13 @@ function effectsSql(d: SqlDialect) {
     // Three index-ordered reads (pending by age, backoff by due time, running by claim expiry),
     // each stopping at @limit rows it may start, merged in the order the round starts them.
     dueEffects: q(`SELECT * FROM (
-        SELECT * FROM (SELECT *, rowid AS r FROM effects${d.indexedBy('effects_pending')} WHERE active = 1 AND status = 'pending' AND ${DUE_FILTER}
+        SELECT * FROM (SELECT *, rowid AS r FROM effects${d.indexedBy('effects_pending')} WHERE active = 1 AND status = 'pending' AND ${DUE_FILTER(d)}
           ORDER BY created_at, rowid LIMIT @limit) AS pending
         UNION ALL
-        SELECT * FROM (SELECT *, rowid AS r FROM effects WHERE active = 1 AND status = 'backoff' AND next_run_at <= @now AND ${DUE_FILTER}
+        SELECT * FROM (SELECT *, rowid AS r FROM effects WHERE active = 1 AND status = 'backoff' AND next_run_at <= @now AND ${DUE_FILTER(d)}
           ORDER BY next_run_at, rowid LIMIT @limit) AS backoff
         UNION ALL
-        SELECT * FROM (SELECT *, rowid AS r FROM effects WHERE active = 1 AND status = 'running' AND claim_expires_at <= @now AND ${DUE_FILTER}
+        SELECT * FROM (SELECT *, rowid AS r FROM effects WHERE active = 1 AND status = 'running' AND claim_expires_at <= ${d.leaseNow} AND ${DUE_FILTER(d)}
           ORDER BY claim_expires_at, rowid LIMIT @limit) AS expired) AS due
       ORDER BY coalesce(next_run_at, created_at), r LIMIT @limit`),
     runningEffects: q(`SELECT * FROM effects WHERE active = 1 AND status = 'running' LIMIT ?`),
@@ -217,9 +222,9 @@ function effectsSql(d: SqlDialect) {
     orphanedChildren: q(`SELECT j.id FROM jobs j${d.indexedBy('jobs_active_children')} JOIN effects e ON e.id = j.id
       WHERE j.status = 'active' AND j.parent_job_id IS NOT NULL AND e.active = 0 ORDER BY j.id LIMIT ?`),
     claimEffect: q(`UPDATE effects SET status = 'running', attempt = attempt + 1, claimed_by = @runner,
-        claim_expires_at = @until, next_run_at = NULL, updated_at = @now
+        claim_expires_at = ${d.leaseUntil}, next_run_at = NULL, updated_at = @now
       WHERE id = @id AND active = 1 AND (status = 'pending' OR (status = 'backoff' AND next_run_at <= @now)
-        OR (status = 'running' AND (claim_expires_at <= @now OR claimed_by = @takeOver)))
+        OR (status = 'running' AND (claim_expires_at <= ${d.leaseNow} OR claimed_by = @takeOver)))
         AND ${attemptsLeft('effects')}
         AND ${NOT_HELD('effects.job_id')}
       RETURNING *`),
@@ -230,11 +235,12 @@ function effectsSql(d: SqlDialect) {
     interruptAttempt: q(`UPDATE effect_attempts SET outcome = 'interrupted', ended_at = ?
       WHERE effect_id = ? AND attempt = ? AND outcome = 'running'`),
     insertAttempt: q(`INSERT INTO effect_attempts (effect_id, attempt, runner, started_at, outcome) VALUES (?, ?, ?, ?, 'running')`),
-    renewClaim: q(`UPDATE effects SET claim_expires_at = @until WHERE id = @id AND attempt = @attempt AND claimed_by = @runner AND status = 'running'
+    renewClaim: q(`UPDATE effects SET claim_expires_at = ${d.leaseUntil} WHERE id = @id AND attempt = @attempt AND claimed_by = @runner AND status = 'running'
         AND EXISTS (SELECT 1 FROM jobs lj WHERE lj.id = effects.job_id AND lj.lease_owner = @runner)`),
     /** An activity its creating commit claims (EffectStart): written running, at its first attempt. */
     insertClaimedEffect: q(`INSERT INTO effects (id, job_id, actor_id, src, kind, input, status, active, attempt, max_attempts, unsafe,
-        claimed_by, claim_expires_at, created_revision, created_at, updated_at) VALUES (?, ?, ?, ?, 'activity', ?, 'running', 1, 1, ?, ?, ?, ?, ?, ?, ?)`),
+        claimed_by, claim_expires_at, created_revision, created_at, updated_at)
+      VALUES (@id, @job_id, @actor, @src, 'activity', @input, 'running', 1, 1, @max_attempts, @unsafe, @runner, ${d.leaseUntil}, @revision, @at, @at)`),
     endAttempt: q(`UPDATE effect_attempts SET outcome = ?, ended_at = ?, error = ?
       WHERE effect_id = ? AND attempt = ? AND outcome IN ('running', 'waiting', 'interrupted')`),
     /**
@@ -261,19 +267,20 @@ function effectsSql(d: SqlDialect) {
 function leasesSql(d: SqlDialect) {
   return {
     /** A new job whose create claims its first activities: this runner's lease, fence 1. */
-    takeNewLease: q('UPDATE jobs SET lease_owner = @runner, lease_fence = 1, lease_until = @until WHERE id = @id AND lease_owner IS NULL'),
-    claimJobLease: q(`UPDATE jobs SET ${LEASE_SET}
-      WHERE id = @id AND ${LEASE_OK} RETURNING lease_fence`),
+    takeNewLease: q(`UPDATE jobs SET lease_owner = @runner, lease_fence = 1, lease_until = ${d.leaseUntil} WHERE id = @id AND lease_owner IS NULL`),
+    claimJobLease: q(`UPDATE jobs SET ${LEASE_SET(d)}
+      WHERE id = @id AND ${LEASE_OK(d)} RETURNING lease_fence`),
     holdsLease: q('SELECT 1 FROM jobs WHERE id = ? AND lease_owner = ? AND lease_fence = ?'),
-    dropClaim: q(`UPDATE effects SET claim_expires_at = ? WHERE id = ? AND attempt = ? AND status = 'running'`),
-    renewLeases: q(`UPDATE jobs SET lease_until = @until WHERE lease_owner = @runner AND id IN (${d.jsonValues('@ids')})
+    /** A claim ended now (by the lease clock): the job's lease holder may take the attempt over at once. */
+    dropClaim: q(`UPDATE effects SET claim_expires_at = ${d.leaseNow} WHERE id = @id AND attempt = @attempt AND status = 'running'`),
+    renewLeases: q(`UPDATE jobs SET lease_until = ${d.leaseUntil} WHERE lease_owner = @runner AND id IN (${d.jsonValues('@ids')})
       RETURNING id, lease_fence`),
     releaseLeases: q(`UPDATE jobs SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = @runner
       AND (@all = 1 OR id IN (${d.jsonValues('@ids')}))`),
-    leaseHolders: q('SELECT DISTINCT lease_owner FROM jobs WHERE lease_owner IS NOT NULL AND lease_until > ? ORDER BY lease_owner'),
+    leaseHolders: q(`SELECT DISTINCT lease_owner FROM jobs WHERE lease_owner IS NOT NULL AND lease_until > ${d.leaseNow} ORDER BY lease_owner`),
     expireOwnerLeases: q(`UPDATE jobs SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ?
       RETURNING id, lease_fence, ? AS owner`),
-    expireLeases: q(`SELECT id, lease_owner AS owner, lease_fence FROM jobs WHERE lease_owner IS NOT NULL AND lease_until <= ?`),
+    expireLeases: q(`SELECT id, lease_owner AS owner, lease_fence FROM jobs WHERE lease_owner IS NOT NULL AND lease_until <= ${d.leaseNow}`),
     freeLease: q('UPDATE jobs SET lease_owner = NULL, lease_until = NULL WHERE id = ? AND lease_owner = ? AND lease_fence = ?'),
     nextLeaseExpiry: q('SELECT min(lease_until) AS t FROM jobs WHERE lease_owner IS NOT NULL AND suspended_at IS NULL'),
   };

@@ -36,7 +36,7 @@ export function statsSql(d: SqlDialect) {
     statsAttempts: q(`SELECT e.src, a.outcome, count(*) AS n
       FROM effect_attempts a JOIN effects e ON e.id = a.effect_id JOIN jobs ON jobs.id = e.job_id WHERE ${scope} GROUP BY e.src, a.outcome`),
     statsLeases: q(`SELECT lease_owner, count(*) AS n, min(lease_until) AS until FROM jobs
-      WHERE lease_owner IS NOT NULL AND lease_until > @now AND ${scope} GROUP BY lease_owner ORDER BY lease_owner`),
+      WHERE lease_owner IS NOT NULL AND lease_until > ${d.leaseNow} AND ${scope} GROUP BY lease_owner ORDER BY lease_owner`),
     statsRunning: q(`SELECT e.id, e.job_id, e.src, e.attempt, e.claimed_by, e.claim_expires_at
       FROM effects e JOIN jobs ON jobs.id = e.job_id WHERE e.active = 1 AND e.status = 'running' AND ${scope} ORDER BY e.id`),
   };

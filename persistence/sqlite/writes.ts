@@ -28,7 +28,7 @@ export function* expireLeasesIn(filter: { owner: string } | { expiredBy: number 
   let rows;
   if ('owner' in filter) rows = yield* all('expireOwnerLeases', filter.owner, filter.owner);
   else {
-    rows = yield* all('expireLeases', filter.expiredBy);
+    rows = yield* all('expireLeases', { now: filter.expiredBy });
     for (const r of rows) yield* run('freeLease', r['id'], r['owner'], r['lease_fence']);
   }
   return rows.map((r) => ({ jobId: r['id'] as string, owner: r['owner'] as string, fence: r['lease_fence'] as number }));

@@ -4,7 +4,22 @@
  * of commits so that transitions of many jobs can share one database transaction (and one
  * disk sync) while each commit is still checked, and succeeds or fails, on its own.
  *
- * No driver type crosses this file. Every `now`/`at` is a parameter: stores never read a clock.
+ * No driver type crosses this file. Every `now`/`at` is a parameter: stores never read a clock
+ * for retries, timers, schedules or the times they record.
+ *
+ * Lease clocks. Leases and activity claims are the one exception a store may make, to judge them
+ * by a clock of its own (a server database's), so that hosts whose clocks disagree never both hold
+ * a job. Every lease time the runtime passes is its `now` plus a duration: `until`/`claimUntil`
+ * come with the `now` they were taken at (`LeaseClaim.now`, `claimEffect`'s `now`, the trailing
+ * `now` of `renewLeases` and `renewClaim`, a commit's and a create's `at` for the claims it
+ * writes). A store with a clock of its own writes the expiry `its now + (until - now)`, and judges
+ * every lease and claim expiry (a write under a lease, `claimEffect`, `dueEffects`' expired claims,
+ * `jobsWithPendingEvents`, `leaseHolders`, `expireLeases`, a commit's `leased` refusal, `stats`'
+ * leases) by its own now instead of the caller's; the lease expiries it records and returns
+ * (`JobRecord.lease.until`, `claimExpiresAt`, `nextWakeAt`'s lease and claim expiries) are then its
+ * own clock's times. A store judging by the caller's clock (SQLite: one host, one clock) writes
+ * `until` as given and compares with `now`. The Postgres store uses the server's clock (option
+ * `leaseClock: 'caller'` makes it judge by the caller's, for tests that move an injected clock).
  *
  * Storage faults. Besides its results, any call may throw only Spool's typed storage faults
  * (src/runtime/errors.ts), never a driver's error: `StorageFullError` and `StorageIoError`
@@ -115,8 +130,12 @@ export interface JobStore {
    * omitted, in tools and tests: the runner's own live lease is renewed whatever its fence.)
    */
   claimEffect(id: string, runner: string, now: number, claimUntil: number, takeOver?: string, fence?: number | null): Promise<ClaimedEffect | undefined>;
-  /** Extend the claim of a running attempt. False if the attempt, or its job's lease, is no longer this runner's. */
-  renewClaim(id: string, attempt: number, runner: string, claimUntil: number): Promise<boolean>;
+  /**
+   * Extend the claim of a running attempt to `claimUntil`, taken at `now` (see "Lease clocks"
+   * above; `claimUntil` = `now` ends the claim). False if the attempt, or its job's lease, is no
+   * longer this runner's.
+   */
+  renewClaim(id: string, attempt: number, runner: string, claimUntil: number, now: number): Promise<boolean>;
   /**
    * A graceful stop gives back an attempt it aborted: the attempt is recorded `interrupted` with
    * the error {@link RELEASED_ATTEMPT}, and the effect is pending again with one more attempt
@@ -149,8 +168,8 @@ export interface JobStore {
   nextWakeAt(): Promise<number | null>;
 
   // Leases
-  /** Extend this runner's leases on these jobs; returns the ones it still holds, with their fences. */
-  renewLeases(runner: string, jobIds: readonly string[], until: number): Promise<Map<string, number>>;
+  /** Extend this runner's leases on these jobs to `until`, taken at `now` (see "Lease clocks" above); returns the ones it still holds, with their fences. */
+  renewLeases(runner: string, jobIds: readonly string[], until: number, now: number): Promise<Map<string, number>>;
   /** Free this runner's leases (on these jobs, or all of them); fences are kept. Returns how many. */
   releaseLeases(runner: string, jobIds: readonly string[] | 'all'): Promise<number>;
   /** Runners holding a lease that has not expired by `now`. */

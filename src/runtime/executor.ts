@@ -432,8 +432,9 @@ export class ActivityExecutor {
         this.#claimTimer = undefined;
         return;
       }
-      const until = this.#deps.leaseKeeper.until(this.clock.now());
-      for (const [effectId, running] of this.#running) void this.store.renewClaim(effectId, running.attempt, this.runnerId, until).catch(() => undefined);
+      const now = this.clock.now();
+      const until = this.#deps.leaseKeeper.until(now);
+      for (const [effectId, running] of this.#running) void this.store.renewClaim(effectId, running.attempt, this.runnerId, until, now).catch(() => undefined);
     }, Math.max(1000, Math.floor(this.#leaseMs / 3)));
     this.#claimTimer.unref();
   }

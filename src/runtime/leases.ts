@@ -72,7 +72,8 @@ export class LeaseKeeper {
     const idle: [string, number][] = [];
     for (const entry of held) (busy.has(entry[0]) ? keep : idle).push(entry);
     if (keep.length > 0) {
-      const renewed = await this.#store.renewLeases(this.#runner, keep.map(([id]) => id), this.until(this.#clock.now()));
+      const now = this.#clock.now();
+      const renewed = await this.#store.renewLeases(this.#runner, keep.map(([id]) => id), this.until(now), now);
       // A lease not renewed at its fence is judged under its job's lock: the job's own commit in
       // flight may have let it go (executed, its result not yet kept in `held`, as when it records
       // the last outcome); once that commit has settled, `lost` sees the fence it left.
@@ -133,9 +134,10 @@ export class LeaseKeeper {
 
   /** Renew the claims of this runtime's running activities (the heartbeat, done by `tick()` in host-driven mode). */
   async renewClaims(): Promise<void> {
-    const until = this.until(this.#clock.now());
+    const now = this.#clock.now();
+    const until = this.until(now);
     for (const effect of await this.#store.runningEffects(10_000)) {
-      if (effect.claimedBy === this.#runner && this.#state.running.has(effect.id)) await this.#store.renewClaim(effect.id, effect.attempt, this.#runner, until);
+      if (effect.claimedBy === this.#runner && this.#state.running.has(effect.id)) await this.#store.renewClaim(effect.id, effect.attempt, this.#runner, until, now);
     }
   }
 

@@ -29,6 +29,6 @@ export async function giveBackAttempts(store: JobStore, runner: string, effectId
     if (effect?.claimedBy !== runner) continue;
     const released = giveBack && store.releaseAttempt ? await store.releaseAttempt(effectId, effect.attempt, runner, now).catch(() => false) : false;
     if (released) tell.log('info', 'activity attempt released', { jobId: effect.jobId, effectId, attempt: effect.attempt });
-    else await store.renewClaim(effectId, effect.attempt, runner, now).catch(() => false);
+    else await store.renewClaim(effectId, effect.attempt, runner, now, now).catch(() => false);
   }
 }

@@ -38,10 +38,15 @@ export async function dbArgFor(path: string): Promise<string> {
   return ON_POSTGRES ? (await databaseFor(path)).url : path;
 }
 
-/** A PostgresStore on the database standing for `path`, with the SQLite options that have a meaning there (the clock). */
+/**
+ * A PostgresStore on the database standing for `path`, with the SQLite options that have a meaning
+ * there (the clock). A test that injects a clock expires leases by moving it, which the server's
+ * clock does not follow: its store judges leases by the caller's clock (`leaseClock: 'caller'`),
+ * as SQLite does. Without one, by the server's (production's path).
+ */
 export async function postgresAt(path: string, options: SqliteStoreOptions = {}): Promise<PostgresStore> {
   const { url } = await databaseFor(path);
-  return PostgresStore.open(url, options.clock ? { clock: options.clock } : {});
+  return PostgresStore.open(url, options.clock ? { clock: options.clock, leaseClock: 'caller' } : {});
 }
 
 /**
@@ -53,10 +58,14 @@ export async function openUnderTest(path: string, options: SqliteStoreOptions, s
   return (await postgresAt(path, options)) as unknown as SqliteStore;
 }
 
-/** A contract suite's factory on Postgres: a fresh database; disposing checks the suite closed the store, then drops it. */
+/**
+ * A contract suite's factory on Postgres: a fresh database; disposing checks the suite closed the
+ * store, then drops it. The suites pass every time themselves (expiring a lease by naming a later
+ * `now`), so leases are judged by the caller's clock; test/leaseClock.pg.test.ts checks the server's.
+ */
 export async function postgresContractStore(): Promise<{ store: PostgresStore; dispose: () => Promise<void> }> {
   const db = await freshDatabase();
-  const store = await PostgresStore.open(db.url);
+  const store = await PostgresStore.open(db.url, { leaseClock: 'caller' });
   return {
     store,
     dispose: async () => {
