@@ -361,10 +361,10 @@ export class PostgresStore implements JobStore {
     return this.#write({ timers: [id], jobs: [event.jobId] }, (t) => t.run(fireTimerIn(id, event)));
   }
 
-  async nextWakeAt(): Promise<number | null> {
+  async nextWakeAt(now?: number): Promise<number | null> {
     const times: number[] = [];
     for (const name of ['nextTimer', 'nextRetry', 'nextClaimExpiry', 'nextLeaseExpiry'] as const) {
-      const t = (await this.#get(name))?.['t'];
+      const t = (await this.#get(name, { now: now ?? null }))?.['t'];
       if (typeof t === 'number') times.push(t);
     }
     return times.length ? Math.min(...times) : null;

@@ -48,7 +48,8 @@ export function toPostgres(sql: string, key: string): PgStatement {
     } else out += c;
   }
   if (positional > 0 && names.length > 0) throw new Error(`statement ${key} mixes named and positional parameters`);
-  return { key, text: out, names: names.length > 0 ? names : null };
+  // No parameter at all (a Postgres lease expression may stand where SQLite has `@now`): bound as named, to nothing.
+  return { key, text: out, names: positional > 0 ? null : names };
 }
 
 /** The values of a call's arguments in `$n` order (a named statement takes one object). */

@@ -400,6 +400,7 @@ export class SqliteStore implements JobStore {
     return this.#write(() => this.#run(fireTimerIn(id, event)));
   }
 
+  /** Leases are judged by the caller's clock here: every time is as stored, whatever `now`. */
   async nextWakeAt(): Promise<number | null> {
     const s = this.#stmts;
     const times = [s.nextTimer.get(), s.nextRetry.get(), s.nextClaimExpiry.get(), s.nextLeaseExpiry.get()]

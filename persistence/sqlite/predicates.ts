@@ -51,6 +51,15 @@ export interface SqlDialect {
   callerLeaseClock: boolean;
 }
 
+/**
+ * A lease or claim expiry (`column`, in the lease clock) in the caller's clock: `column + (@now -
+ * leaseNow)`, `@now` null meaning "as stored" (`nextWakeAt` without a time). The column itself by
+ * the caller's lease clock.
+ */
+export function inCallerTime(d: SqlDialect, column: string): string {
+  return d.callerLeaseClock ? column : `(${column} + (coalesce(@now, ${d.leaseNow}) - ${d.leaseNow}))`;
+}
+
 /** Leases judged by the caller's clock: its `@now`, its `@until` (one host, one clock). */
 const CALLER_LEASE_CLOCK = { leaseNow: '@now', leaseUntil: '@until', callerLeaseClock: true } as const;
 

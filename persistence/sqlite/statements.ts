@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import type { JobFilter, LeaseClaim } from '../../src/ports/store.ts';
-import { attemptsLeft, exhausted, releasesLeft, SQLITE, stuck, type SqlDialect } from './predicates.ts';
+import { attemptsLeft, exhausted, inCallerTime, releasesLeft, SQLITE, stuck, type SqlDialect } from './predicates.ts';
 import { statsSql } from './stats.ts';
 import { schedulesSql } from './schedules.ts';
 import type { Row } from './records.ts';
@@ -282,7 +282,7 @@ function leasesSql(d: SqlDialect) {
       RETURNING id, lease_fence, ? AS owner`),
     expireLeases: q(`SELECT id, lease_owner AS owner, lease_fence FROM jobs WHERE lease_owner IS NOT NULL AND lease_until <= ${d.leaseNow}`),
     freeLease: q('UPDATE jobs SET lease_owner = NULL, lease_until = NULL WHERE id = ? AND lease_owner = ? AND lease_fence = ?'),
-    nextLeaseExpiry: q('SELECT min(lease_until) AS t FROM jobs WHERE lease_owner IS NOT NULL AND suspended_at IS NULL'),
+    nextLeaseExpiry: q(`SELECT ${inCallerTime(d, 'min(lease_until)')} AS t FROM jobs WHERE lease_owner IS NOT NULL AND suspended_at IS NULL`),
   };
 }
 
@@ -304,7 +304,7 @@ function timersSql(d: SqlDialect) {
     nextTimer: q(`SELECT due_at AS t FROM timers WHERE status = 'scheduled' AND ${NOT_SUSPENDED('timers.job_id')} ORDER BY due_at LIMIT 1`),
     nextRetry: q(`SELECT next_run_at AS t FROM effects WHERE active = 1 AND status = 'backoff' AND ${NOT_HELD('effects.job_id')}
       ORDER BY next_run_at LIMIT 1`),
-    nextClaimExpiry: q(`SELECT claim_expires_at AS t FROM effects WHERE active = 1 AND status = 'running' AND ${NOT_HELD('effects.job_id')}
+    nextClaimExpiry: q(`SELECT ${inCallerTime(d, 'claim_expires_at')} AS t FROM effects WHERE active = 1 AND status = 'running' AND ${NOT_HELD('effects.job_id')}
       ORDER BY claim_expires_at LIMIT 1`),
   };
 }

@@ -164,8 +164,13 @@ export interface JobStore {
   dueTimers(now: number, limit: number): Promise<TimerRecord[]>;
   /** Move a due timer into its job's inbox, once. */
   fireTimer(id: string, event: NewInboxEvent): Promise<boolean>;
-  /** The earliest scheduled timer, effect retry, claim or lease expiry, for sleeping until it (held jobs' effects wake nobody). */
-  nextWakeAt(): Promise<number | null>;
+  /**
+   * The earliest scheduled timer, effect retry, claim or lease expiry, for sleeping until it (held
+   * jobs' effects wake nobody). With `now` (the caller's time), a store with a lease clock of its
+   * own gives its lease and claim expiries in the caller's clock (`now + (expiry - its now)`), so a
+   * host whose clock runs ahead does not wake at once for every live lease; without it, as stored.
+   */
+  nextWakeAt(now?: number): Promise<number | null>;
 
   // Leases
   /** Extend this runner's leases on these jobs to `until`, taken at `now` (see "Lease clocks" above); returns the ones it still holds, with their fences. */

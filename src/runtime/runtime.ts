@@ -418,7 +418,7 @@ export class Runtime<C extends MachineCatalog = any> {
   /** When the next timer, retry or schedule occurrence is due (clock time), or null: a worker sleeps until then. */
   async nextWakeAt(): Promise<number | null> {
     this.#assertOpen();
-    return sched.earliest(await this.store.nextWakeAt(), await sched.nextScheduleWake(this.#schedules));
+    return sched.earliest(await this.store.nextWakeAt(this.clock.now()), await sched.nextScheduleWake(this.#schedules));
   }
 
   /**
