@@ -53,6 +53,7 @@ const POSTGRES_FILES = [
   'test/migrateStore.pg.test.ts',
   'test/historyFeed.pg.test.ts',
   'test/pathTests.pg.test.ts',
+  'test/leaseClock.pg.test.ts',
   ...STORE_CONTRACT_FILES,
   'test/runtime.test.ts',
   'test/leases.test.ts',
