@@ -413,7 +413,7 @@ function operationsContract(name: string, factory: StoreFactory): void {
             { src: 'src.other', effects: 1, effectsFailed: 0, attempts: 1, succeeded: 1, failed: 0, interrupted: 0, stale: 0, running: 0, waiting: 0 },
             { src: 'src.run', effects: 1, effectsFailed: 0, attempts: 1, succeeded: 0, failed: 0, interrupted: 0, stale: 0, running: 1, waiting: 0 },
           ],
-          running: [{ effectId: running!.id, jobId: 'A', src: 'src.run', attempt: 1, runner: 'runner-7', claimExpiresAt: T0 + 400 }],
+          running: [{ effectId: running!.id, jobId: 'A', src: 'src.run', attempt: 1, runner: 'runner-7', claimExpiresAt: T0 + 400, expired: false }],
           leases: [{ runner: 'runner-7', jobs: 1, earliestUntil: T0 + 400 }],
         });
         // The other owner sees only its own job; `undefined` means every owner.

@@ -37,7 +37,9 @@ export function statsSql(d: SqlDialect) {
       FROM effect_attempts a JOIN effects e ON e.id = a.effect_id JOIN jobs ON jobs.id = e.job_id WHERE ${scope} GROUP BY e.src, a.outcome`),
     statsLeases: q(`SELECT lease_owner, count(*) AS n, min(lease_until) AS until FROM jobs
       WHERE lease_owner IS NOT NULL AND lease_until > ${d.leaseNow} AND ${scope} GROUP BY lease_owner ORDER BY lease_owner`),
-    statsRunning: q(`SELECT e.id, e.job_id, e.src, e.attempt, e.claimed_by, e.claim_expires_at
+    // `expired`: by the store's lease clock (the claim's own clock), at the caller's `@now` when that is it.
+    statsRunning: q(`SELECT e.id, e.job_id, e.src, e.attempt, e.claimed_by, e.claim_expires_at,
+        CASE WHEN e.claim_expires_at <= ${d.leaseNow} THEN 1 ELSE 0 END AS expired
       FROM effects e JOIN jobs ON jobs.id = e.job_id WHERE e.active = 1 AND e.status = 'running' AND ${scope} ORDER BY e.id`),
   };
 }
@@ -103,6 +105,7 @@ export function* statsIn(p: { all: number; owner: string; now: number }, damaged
         attempt: r['attempt'] as number,
         runner: (r['claimed_by'] as string | null) ?? null,
         claimExpiresAt: (r['claim_expires_at'] as number | null) ?? null,
+        expired: Number(r['expired']) === 1,
       })),
       leases: leases.map((r) => ({ runner: r['lease_owner'] as string, jobs: r['n'] as number, earliestUntil: r['until'] as number })),
     };

@@ -115,8 +115,8 @@ export interface StoreStats {
     running: number;
     waiting: number;
   }[];
-  /** Active effects claimed as running, by effect id: the claims held and their runners. */
-  running: { effectId: string; jobId: string; src: string; attempt: number; runner: string | null; claimExpiresAt: number | null }[];
+  /** Active effects claimed as running, by effect id: the claims held and their runners; `expired`: the claim has expired by `now` (the store's lease clock, src/ports/store.ts). */
+  running: { effectId: string; jobId: string; src: string; attempt: number; runner: string | null; claimExpiresAt: number | null; expired: boolean }[];
   /** Job leases held (not expired by `now`), by runner: how many jobs and the earliest expiry. */
   leases: { runner: string; jobs: number; earliestUntil: number }[];
 }

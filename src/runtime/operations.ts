@@ -348,7 +348,7 @@ export async function collectStats(host: OperationsHost): Promise<RuntimeStats> 
     backlog: { ...s.backlog, oldestAgeMs: s.backlog.oldestAcceptedAt === null ? null : at - s.backlog.oldestAcceptedAt },
     timers: { ...s.timers, lagMs: s.timers.oldestDueAt === null ? null : at - s.timers.oldestDueAt },
     activities: s.activities,
-    running: s.running.map((r) => ({ ...r, expired: r.claimExpiresAt !== null && r.claimExpiresAt <= at })),
+    running: s.running,
     leases: s.leases,
   };
 }
