@@ -151,15 +151,17 @@ function* settleChild(settle: NonNullable<TransitionCommit['settleParent']>, at:
 export function* createIn(job: NewJob): Program<CreateJobResult> {
   const existing = (yield* get('getJob', job.id)) ?? (job.idempotencyKey === null ? undefined : yield* get('byKey', job.owner ?? '', job.idempotencyKey));
   if (existing) return { job: toJobRecord(existing), created: false };
-  yield* insertJob(job);
+  const leaseUntil = yield* insertJob(job);
   for (const child of job.children ?? []) yield* insertJob(child);
   for (const d of job.relatedDeliveries ?? []) yield* acceptPending(d);
-  return { job: newJobRecord(job), created: true };
+  return { job: newJobRecord(job, leaseUntil), created: true };
 }
 
-/** The row `insertJob` just wrote, as a record: built from what was written, not read back (a row read and three JSON parses per start). */
-function newJobRecord(job: NewJob): JobRecord {
-  const claimedUntil = job.claims?.length ? Math.max(...job.claims.map((c) => c.claimUntil)) : null;
+/**
+ * The row `insertJob` just wrote, as a record: built from what was written, not read back (a row
+ * read and three JSON parses per start); `leaseUntil`, the expiry its claims' lease was written with.
+ */
+function newJobRecord(job: NewJob, leaseUntil: number | null): JobRecord {
   return {
     id: job.id,
     machineId: job.machineId,
@@ -180,14 +182,17 @@ function newJobRecord(job: NewJob): JobRecord {
     cancelReason: null,
     suspendedAt: null,
     suspendReason: null,
-    lease: claimedUntil === null || !job.runner ? null : { owner: job.runner, fence: 1, until: claimedUntil },
+    lease: leaseUntil === null || !job.runner ? null : { owner: job.runner, fence: 1, until: leaseUntil },
     createdAt: job.at,
     updatedAt: job.at,
   };
 }
 
-/** A new job at revision 1 with its first history record and what its initial state asked for. */
-export function* insertJob(job: NewJob): Program<void> {
+/**
+ * A new job at revision 1 with its first history record and what its initial state asked for.
+ * Returns the expiry of the lease its claims took (in the store's lease clock), or null.
+ */
+export function* insertJob(job: NewJob): Program<number | null> {
   yield* run('insertJob', {
     id: job.id,
     machine_id: job.machineId,
@@ -207,11 +212,14 @@ export function* insertJob(job: NewJob): Program<void> {
     at: job.at,
   });
   yield* insertTransition(undefined, job.id, 1, job.transition, job.runner ?? null, 0);
+  let leaseUntil: number | null = null;
   if (job.claims?.length) {
     if (!job.runner) throw new Error('A new job claims its effects only for the runner that creates it.');
-    yield* run('takeNewLease', { id: job.id, runner: job.runner, until: Math.max(...job.claims.map((c) => c.claimUntil)), now: job.at });
+    const taken = yield* get('takeNewLease', { id: job.id, runner: job.runner, until: Math.max(...job.claims.map((c) => c.claimUntil)), now: job.at });
+    leaseUntil = (taken?.['lease_until'] as number | undefined) ?? null;
   }
   yield* writeRequests(job.effects, job.timers, job.deliveries, claimsBy(job.claims, job.runner ?? undefined, job.at));
+  return leaseUntil;
 }
 
 /** A commit's claims of the effects it writes (EffectStart), by effect id: written running for `runner`. */

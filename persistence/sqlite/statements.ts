@@ -267,7 +267,8 @@ function effectsSql(d: SqlDialect) {
 function leasesSql(d: SqlDialect) {
   return {
     /** A new job whose create claims its first activities: this runner's lease, fence 1. */
-    takeNewLease: q(`UPDATE jobs SET lease_owner = @runner, lease_fence = 1, lease_until = ${d.leaseUntil} WHERE id = @id AND lease_owner IS NULL`),
+    takeNewLease: q(`UPDATE jobs SET lease_owner = @runner, lease_fence = 1, lease_until = ${d.leaseUntil} WHERE id = @id AND lease_owner IS NULL
+      RETURNING lease_until`),
     claimJobLease: q(`UPDATE jobs SET ${LEASE_SET(d)}
       WHERE id = @id AND ${LEASE_OK(d)} RETURNING lease_fence`),
     holdsLease: q('SELECT 1 FROM jobs WHERE id = ? AND lease_owner = ? AND lease_fence = ?'),
