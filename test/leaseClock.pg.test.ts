@@ -16,12 +16,12 @@
  * leases over, and the audit shows the overlap. Waits are on the children's lines and on database
  * predicates polled with a deadline, never a sleep for its own sake.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { fileURLToPath } from 'node:url';
 import { createRuntime } from '../src/index.ts';
 import { PostgresStore } from '../persistence/postgres/index.ts';
 import type { LeaseClaim, TransitionCommit } from '../src/ports/store.ts';
-import { freshDatabase } from './helpers/postgres.ts';
+import { perTestPostgres } from './helpers/pgTest.ts';
 import { ChildScript } from './helpers/proc.ts';
 import { commitOf, newJob } from './store.contract.ts';
 import { AUDIT_TABLE, AUDITED, DB_MS, HOLD_MS, LEASE_MS } from './fixtures/leaseAudit.ts';
@@ -29,22 +29,7 @@ import { AUDIT_TABLE, AUDITED, DB_MS, HOLD_MS, LEASE_MS } from './fixtures/lease
 const HOST = fileURLToPath(new URL('./fixtures/leaseHostChild.ts', import.meta.url));
 const SKEW_MS = 10 * 60_000;
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-
-async function database(): Promise<string> {
-  const db = await freshDatabase();
-  cleanups.push(db.drop);
-  return db.url;
-}
-
-async function open(url: string, leaseClock: 'database' | 'caller' = 'database'): Promise<PostgresStore> {
-  const store = await PostgresStore.open(url, { leaseClock });
-  cleanups.push(() => store.close());
-  return store;
-}
+const { cleanups, database, open } = perTestPostgres();
 
 /** The server's clock, in ms. */
 async function dbNow(store: PostgresStore): Promise<number> {
@@ -119,7 +104,7 @@ describe('lease rules by the database clock (callers 10 minutes behind and ahead
   });
 
   it("by the caller's clock (leaseClock: 'caller', the old rule) the host ahead takes the live lease: the rule above is the database clock's doing", async () => {
-    const store = await open(await database(), 'caller');
+    const store = await open(await database(), { leaseClock: 'caller' });
     const { ahead, effect } = await leasedByBehind(store);
     expect(await store.leaseHolders(ahead)).toEqual([]);
     expect((await store.claimEffect(effect.id, 'ahead', ahead, ahead + 60_000, undefined, null))?.leaseFence).toBe(2);

@@ -4,7 +4,7 @@
  * dropped during COMMIT, LISTEN/NOTIFY wake-ups, and `--db postgres://…` on the CLI. (The port's
  * contract itself is the store contract suite, run on Postgres by the `postgres` project.)
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { setup } from 'xstate';
 import { createRuntime, runWorker } from '../src/index.ts';
@@ -13,29 +13,13 @@ import { pgMigrations } from '../persistence/postgres/open.ts';
 import { NotASpoolDatabaseError } from '../persistence/sqlite/index.ts';
 import { CommitOutcomeUnknown, type NewInboxEvent } from '../src/ports/store.ts';
 import { SchemaTooNewError } from '../src/runtime/errors.ts';
-import { freshDatabase } from './helpers/postgres.ts';
+import { perTestPostgres } from './helpers/pgTest.ts';
 import { runSpool } from './helpers/spoolCli.ts';
 import { PROJECT_ROOT } from './helpers/resources.ts';
 import { newJob } from './store.contract.ts';
 
 const T0 = 1_700_000_000_000;
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-
-/** A fresh database, dropped after the test. */
-async function database(): Promise<string> {
-  const db = await freshDatabase();
-  cleanups.push(db.drop);
-  return db.url;
-}
-
-async function open(url: string): Promise<PostgresStore> {
-  const store = await PostgresStore.open(url);
-  cleanups.push(() => store.close());
-  return store;
-}
+const { cleanups, database, open } = perTestPostgres();
 
 /** A raw connection to `url`, closed after the test. */
 async function raw(url: string): Promise<pg.Client> {
