@@ -20,6 +20,8 @@ export interface OpenStoreOptions {
   synchronous?: 'FULL' | 'NORMAL';
   /** Postgres only: connections in the pool. Default 10. */
   poolSize?: number;
+  /** Postgres only: the clock leases are judged by (`PostgresStore` option; SQLite always judges by the caller's). Default: the database's. */
+  leaseClock?: 'database' | 'caller';
 }
 
 /** Whether `db` names a Postgres database (a `postgres://` or `postgresql://` URL). */
@@ -34,7 +36,10 @@ export function storeExists(db: string, cwd = process.cwd()): boolean {
 
 /** Open (creating and migrating as needed) the store `db` names. */
 export async function openStore(db: string, options: OpenStoreOptions = {}): Promise<OpenedStore> {
-  if (isPostgresUrl(db)) return PostgresStore.open(db, options.poolSize !== undefined ? { poolSize: options.poolSize } : {});
+  if (isPostgresUrl(db)) {
+    const { poolSize, leaseClock } = options;
+    return PostgresStore.open(db, { ...(poolSize !== undefined ? { poolSize } : {}), ...(leaseClock ? { leaseClock } : {}) });
+  }
   const path = db === ':memory:' ? db : resolve(options.cwd ?? process.cwd(), db);
   return SqliteStore.open(path, options.synchronous ? { synchronous: options.synchronous } : {});
 }

@@ -110,9 +110,10 @@ describe.each<Mode>(['landed', 'lost'])('an unknown outcome that %s', (mode) => 
 
   it.each<UnresolvedOperation['kind']>(['commit', 'finish', 'claim'])('an activity job whose %s write is dropped: finishes, each outcome applied once', async (kind) => {
     calls = 0;
-    const inner = await res.sqlite(res.dbPath());
-    const { store, dropped } = droppingStore(inner, mode, kind);
+    // The claim that landed expires by this clock (on Postgres: the store judges leases by it too).
     const clock = new VirtualClock();
+    const inner = await res.sqlite(res.dbPath(), { clock });
+    const { store, dropped } = droppingStore(inner, mode, kind);
     const runtime = await res.runtime({ store, machines: [{ machine: flaky, ...flakyPolicy }], clock, leaseMs: 1000 });
     const job = await runtime.start('flaky', {}, { jobId: 'f' });
     await runtime.idle(); // attempt 1 failed: its retry is due in 100 ms

@@ -126,7 +126,8 @@ export interface DriverContext {
 }
 
 export async function openRuntime(ctx: DriverContext): Promise<Runtime> {
-  const store = await openStore(ctx.file, { synchronous: ctx.synchronous });
+  // One simulated host on a virtual clock: leases expire as that clock moves (on Postgres, not by the server's).
+  const store = await openStore(ctx.file, { synchronous: ctx.synchronous, leaseClock: 'caller' });
   try {
     ctx.runtime = await createRuntime({ store, machines: [ctx.definition], clock: ctx.clock });
   } catch (error) {
