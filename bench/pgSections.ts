@@ -24,7 +24,7 @@ import { performance } from 'node:perf_hooks';
 import { benchPostgres } from './pgServer.ts';
 import { scratchDatabase } from '../persistence/postgres/scratch.ts';
 import { latencySummary as latency, median, Samples } from './stats.ts';
-import { fmtMs, fmtRate, fmtRatio, hostLoad, loadNow, printLoadNote, printTable, round } from './format.ts';
+import { fmtMs, fmtRate, fmtRatio, hostLoad, loadNow, printLoadNote, printTable, round, type HostLoad } from './format.ts';
 import { restartSection, type SectionContext } from './sections.ts';
 
 /** The most connections a "1/tx ×N" limit opens (the cases' 200-job waves are capped to it). */
@@ -32,6 +32,14 @@ const MAX_RAW_CONNECTIONS = 64;
 /** What Spool's store is opened with on Postgres: the runners' `synchronous` is SQLite's only. */
 const PG = { store: 'postgres', synchronous: 'FULL' } as const;
 
+/** The notes under every Postgres table, and the section's host load. */
+function endNotes(load0: number): HostLoad {
+  console.log(NOTE_CPU);
+  console.log(NOTE_NO_TARGETS);
+  const load = hostLoad(load0);
+  printLoadNote(load);
+  return load;
+}
 const NOTE_CPU = '  CPU µs = this process (process.cpuUsage) + the Postgres server (postmaster and backends, /proc), per unit; "?" = the server is not on this host.';
 const NOTE_NO_TARGETS = '  Postgres has no speed targets in this section: ratios, no verdicts (bench/targets.ts is SQLite\'s).';
 
@@ -139,10 +147,7 @@ export async function sequentialPg(ctx: SectionContext, o: { durationMs: number;
   );
   printLimits(limits);
   console.log(`  store-only = Spool's store.commit alone (no engine, no read), as in the SQLite half. The bare loop is not run on Postgres: it is a SQLite-only reference (better-sqlite3's synchronous writes).`);
-  console.log(NOTE_CPU);
-  console.log(NOTE_NO_TARGETS);
-  const load = hostLoad(load0);
-  printLoadNote(load);
+  const load = endNotes(load0);
   return {
     method: {
       spool: 'the SQLite half\'s runner (bench/spoolRun.ts) on a fresh Postgres database (PostgresStore.open, pool 10), the server\'s durable settings',
@@ -223,10 +228,7 @@ export async function groupCommitPg(ctx: SectionContext) {
   console.log('  commits/tx = transaction ids Postgres assigned (write transactions) per transition; WAL B/tx = pg_current_wal_lsn() moved, over the timed part.');
   console.log('  SQLite\'s WAL pages/tx (its -wal file\'s frames) and µs in commit/engine splits have no Postgres counterpart here: the store\'s calls wait on the network, not only on the disk.');
   console.log(`  The bare loop is SQLite-only. The waves' ${GROUP_JOBS} senders are compared with ${STEADY_IN_FLIGHT} raw connections (the cap of this limit).`);
-  console.log(NOTE_CPU);
-  console.log(NOTE_NO_TARGETS);
-  const load = hostLoad(load0);
-  printLoadNote(load);
+  const load = endNotes(load0);
   return {
     method: {
       spool: 'the SQLite half\'s runner (bench/groupCommit.ts) on a fresh Postgres database (PostgresStore.open, pool 10), the server\'s durable settings',

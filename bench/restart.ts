@@ -65,7 +65,7 @@ export interface RestartDb {
   /** Jobs copied with SQL, per second (cumulative). */
   copiedPerSec: number;
   copySeconds: number;
-  grow: (target: number) => void | Promise<void>;
+  grow: (target: number) => Promise<void>;
   /** SQLite: the file's size; Postgres: pg_database_size. */
   fileBytes: () => number | Promise<number>;
   dispose: () => void | Promise<void>;
@@ -124,38 +124,61 @@ export async function makeRestartDb(kind: StoreKind = 'sqlite'): Promise<Restart
     copyTransitions.run({ c });
     copyTimers.run({ c });
   });
+  return growingDb({
+    path: tmp.path,
+    templateStartsPerSec,
+    copy: (from, to) => {
+      for (let c = from; c <= to; c += 1) copyOnce(c);
+      db.pragma('wal_checkpoint(TRUNCATE)');
+    },
+    count: async (sql) => db.prepare(sql).pluck().get() as number,
+    fileBytes: () => statSync(tmp.path).size,
+    dispose: () => {
+      db.close();
+      tmp.dispose();
+    },
+  });
+}
+
+/** A restart database's bookkeeping on either store: `grow` copies the template (copies `from`..`to`) and checks the counts. */
+function growingDb(o: {
+  path: string;
+  templateStartsPerSec: number;
+  copy: (from: number, to: number) => void | Promise<void>;
+  count: (sql: string) => Promise<number>;
+  fileBytes: RestartDb['fileBytes'];
+  dispose: RestartDb['dispose'];
+}): RestartDb {
   let jobs = TEMPLATE_JOBS;
   let copySeconds = 0;
   let copied = 0;
   return {
-    path: tmp.path,
+    path: o.path,
     get jobs() {
       return jobs;
     },
-    templateStartsPerSec,
+    templateStartsPerSec: o.templateStartsPerSec,
     get copiedPerSec() {
       return copySeconds > 0 ? copied / copySeconds : Number.NaN;
     },
     get copySeconds() {
       return copySeconds;
     },
-    grow(target: number) {
+    async grow(target: number) {
       const t = performance.now();
-      for (let c = jobs / TEMPLATE_JOBS; c * TEMPLATE_JOBS < target; c += 1) copyOnce(c);
-      const n = Math.max(jobs, Math.ceil(target / TEMPLATE_JOBS) * TEMPLATE_JOBS);
+      const from = jobs / TEMPLATE_JOBS;
+      const to = Math.ceil(target / TEMPLATE_JOBS) - 1;
+      if (to >= from) await o.copy(from, to);
+      const n = Math.max(jobs, (to + 1) * TEMPLATE_JOBS);
       copied += n - jobs;
       jobs = n;
-      db.pragma('wal_checkpoint(TRUNCATE)');
       copySeconds += (performance.now() - t) / 1000;
-      const count = db.prepare("SELECT count(*) FROM jobs WHERE status = 'active'").pluck().get() as number;
-      const timers = db.prepare("SELECT count(*) FROM timers WHERE status = 'scheduled'").pluck().get() as number;
-      if (count !== jobs || timers !== 2 * jobs) throw new Error(`restart bench: expected ${jobs} jobs and ${2 * jobs} timers, found ${count} and ${timers}`);
+      const active = Number(await o.count("SELECT count(*) AS n FROM jobs WHERE status = 'active'"));
+      const timers = Number(await o.count("SELECT count(*) AS n FROM timers WHERE status = 'scheduled'"));
+      if (active !== jobs || timers !== 2 * jobs) throw new Error(`restart bench: expected ${jobs} jobs and ${2 * jobs} timers, found ${active} and ${timers}`);
     },
-    fileBytes: () => statSync(tmp.path).size,
-    dispose: () => {
-      db.close();
-      tmp.dispose();
-    },
+    fileBytes: o.fileBytes,
+    dispose: o.dispose,
   };
 }
 
@@ -183,46 +206,23 @@ async function makePgRestartDb(): Promise<RestartDb> {
   const copyTransitions = await copy('transitions', (c) => (c === 'job_id' ? newId('job_id') : c === 'seq' ? "nextval('transitions_seq')" : c === 'feed_pos' ? 'NULL' : c));
   const copyTimers = await copy('timers', (c) =>
     c === 'id' ? `${newId('job_id')} || substr(id, length(job_id) + 1)` : c === 'job_id' ? newId('job_id') : c === 'due_at' ? 'due_at + c' : c);
-  let jobs = TEMPLATE_JOBS;
-  let copySeconds = 0;
-  let copied = 0;
   const count = async (sql: string) => Number((await conn.query<{ n: string }>(sql)).rows[0]!.n);
-  return {
+  return growingDb({
     path: db.target,
-    get jobs() {
-      return jobs;
-    },
     templateStartsPerSec,
-    get copiedPerSec() {
-      return copySeconds > 0 ? copied / copySeconds : Number.NaN;
+    copy: async (from, to) => {
+      await conn.query('BEGIN');
+      for (const step of [copyJobs, copyTransitions, copyTimers]) await step(from, to);
+      await conn.query('COMMIT');
+      await conn.query('VACUUM ANALYZE');
     },
-    get copySeconds() {
-      return copySeconds;
-    },
-    async grow(target: number) {
-      const t = performance.now();
-      const from = jobs / TEMPLATE_JOBS;
-      const to = Math.ceil(target / TEMPLATE_JOBS) - 1;
-      if (to >= from) {
-        await conn.query('BEGIN');
-        for (const step of [copyJobs, copyTransitions, copyTimers]) await step(from, to);
-        await conn.query('COMMIT');
-        await conn.query('VACUUM ANALYZE');
-      }
-      const n = Math.max(jobs, (to + 1) * TEMPLATE_JOBS);
-      copied += n - jobs;
-      jobs = n;
-      copySeconds += (performance.now() - t) / 1000;
-      const active = await count("SELECT count(*) AS n FROM jobs WHERE status = 'active'");
-      const timers = await count("SELECT count(*) AS n FROM timers WHERE status = 'scheduled'");
-      if (active !== jobs || timers !== 2 * jobs) throw new Error(`restart bench: expected ${jobs} jobs and ${2 * jobs} timers, found ${active} and ${timers}`);
-    },
+    count,
     fileBytes: () => count('SELECT pg_database_size(current_database()) AS n'),
     dispose: async () => {
       await conn.end();
       await db.dispose();
     },
-  };
+  });
 }
 
 /** Open the database in a fresh child process and measure the restart. */
