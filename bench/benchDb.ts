@@ -6,10 +6,12 @@
  * `meter()` measures what a run cost the database between its start and `stop()`:
  *   SQLite    write transactions committed, from the wal-index change counter (bench/walCommits.ts);
  *             no server (SQLite's work is in this process's CPU)
- *   Postgres  write transactions = transaction ids assigned (the next xid, `pg_current_snapshot()`'s
- *             xmax: read-only transactions take none), WAL bytes (`pg_current_wal_lsn()`), and the
- *             server's CPU: the postmaster and every backend it forked, from /proc (bench/pgServer.ts);
- *             all three are cluster-wide, so they count only the bench on a server nothing else uses.
+ *   Postgres  write transactions = COMMIT records in the WAL between the two positions
+ *             (`pg_get_wal_stats`, the pg_walinspect extension, installed in the run's database; a
+ *             read-only transaction writes none, a savepoint none of its own), WAL bytes
+ *             (`pg_current_wal_lsn()`), and the server's CPU: the postmaster and every process it
+ *             forked, from /proc (bench/pgServer.ts); all three are cluster-wide, so they count only
+ *             the bench on a server nothing else uses.
  */
 import Database from 'better-sqlite3';
 import pg from 'pg';
@@ -97,10 +99,18 @@ async function postgresDb(): Promise<BenchDb> {
     const rows = (await (await conn()).query({ text: sql.replace(/\?/g, () => `$${++n}`), values: params, rowMode: 'array' })).rows as unknown[][];
     return rows[0]?.[0];
   };
-  const counters = async () => {
-    const [lsn, xid] = (await (await conn()).query({ text: "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn, pg_snapshot_xmax(pg_current_snapshot())::text::bigint", rowMode: 'array' })).rows[0] as [string, string];
-    return { wal: Number(lsn), xid: Number(xid) };
+  const lsn = async () => String((await (await conn()).query({ text: 'SELECT pg_current_wal_lsn()', rowMode: 'array' })).rows[0]![0]);
+  // Commits = COMMIT records in the WAL between two positions (pg_walinspect, PostgreSQL 15+): null when it cannot be installed.
+  let walinspect: boolean | null = null;
+  const installWalinspect = async () => (walinspect ??= await (await conn()).query('CREATE EXTENSION IF NOT EXISTS pg_walinspect').then(() => true, () => false));
+  const commitsBetween = async (from: string, to: string): Promise<number | null> => {
+    const c = await conn();
+    if (!(await installWalinspect())) return null;
+    if (from === to) return 0;
+    const rows = (await c.query({ text: `SELECT count FROM pg_get_wal_stats($1, $2, true) WHERE "resource_manager/record_type" = 'Transaction/COMMIT'`, values: [from, to], rowMode: 'array' })).rows;
+    return Number(rows[0]?.[0] ?? 0);
   };
+  const bytesBetween = async (from: string, to: string) => Number((await (await conn()).query({ text: 'SELECT $2::pg_lsn - $1::pg_lsn', values: [from, to], rowMode: 'array' })).rows[0]![0]);
   return {
     kind: 'postgres',
     target: db.url,
@@ -108,13 +118,18 @@ async function postgresDb(): Promise<BenchDb> {
     scalar,
     meter: async () => {
       const cpu = await serverCpuReader(db.url);
+      await installWalinspect(); // before the start, not in the measured part
       const cpu0 = cpu?.();
-      const c0 = await counters();
+      const lsn0 = await lsn();
       return {
         stop: async () => {
-          const c1 = await counters();
           const cpu1 = cpu?.();
-          return { commits: c1.xid - c0.xid, walBytes: c1.wal - c0.wal, serverCpuUs: cpu0 === undefined || cpu1 === undefined ? null : cpu1 - cpu0 };
+          const lsn1 = await lsn();
+          return {
+            commits: await commitsBetween(lsn0, lsn1),
+            walBytes: await bytesBetween(lsn0, lsn1),
+            serverCpuUs: cpu0 === undefined || cpu1 === undefined ? null : cpu1 - cpu0,
+          };
         },
       };
     },

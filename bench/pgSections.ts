@@ -225,7 +225,7 @@ export async function groupCommitPg(ctx: SectionContext) {
     ]),
   );
   printLimits(limits);
-  console.log('  commits/tx = transaction ids Postgres assigned (write transactions) per transition; WAL B/tx = pg_current_wal_lsn() moved, over the timed part.');
+  console.log('  commits/tx = COMMIT records Postgres wrote to its WAL (pg_walinspect; write transactions, a savepoint is not one) per transition; WAL B/tx = pg_current_wal_lsn() moved, over the timed part.');
   console.log('  SQLite\'s WAL pages/tx (its -wal file\'s frames) and µs in commit/engine splits have no Postgres counterpart here: the store\'s calls wait on the network, not only on the disk.');
   console.log(`  The bare loop is SQLite-only. The waves' ${GROUP_JOBS} senders are compared with ${STEADY_IN_FLIGHT} raw connections (the cap of this limit).`);
   const load = endNotes(load0);
@@ -318,7 +318,7 @@ export async function jobsPg(ctx: SectionContext) {
       spool: 'the SQLite half\'s runner (bench/jobsRun.ts) on a fresh Postgres database (PostgresStore.open, pool 10), the server\'s durable settings',
       baseline: 'bench/baseline.ts on Postgres: autocommit INSERT / versioned UPDATE per snapshot change, pool min(N, 10), each job\'s writes chained',
       limits: `bench/pgRaw.ts in transitions/s ÷ (steps + 1): 1/tx from 1 connection (beside 1 at once) and from ${Math.max(...AT_ONCE)} (beside ${Math.max(...AT_ONCE)} at once), ${RAW_BATCH}/tx from 1`,
-      commits: 'transaction ids assigned per job (write transactions), pg_current_snapshot()\'s xmax, over the timed part',
+      commits: 'COMMIT records in the WAL over the timed part (pg_get_wal_stats, pg_walinspect), per job',
       rounds,
       durationMs: ms,
     },
@@ -352,7 +352,7 @@ function printJobs(rows: readonly { job: string; steps: number; atOnce: number; 
     ]),
   );
   console.log('  raw 1/tx ×N = one transaction per write from N connections, N = the jobs at once; raw jobs/s = its transitions/s ÷ (steps + 1).');
-  console.log('  commits/job = transaction ids Postgres assigned per job (write transactions, whoever made them; the baseline\'s autocommit writes each take one).');
+  console.log('  commits/job = COMMIT records in Postgres\'s WAL per job (pg_walinspect: write transactions, whoever made them; the baseline\'s autocommit writes are one each; "?" = no pg_walinspect).');
   console.log(NOTE_CPU);
   console.log('');
   printTable(

@@ -248,14 +248,15 @@ export async function restartSection(ctx: SectionContext, kind: StoreKind = 'sql
   const verify = of('verify');
   const noVerify = of('no-verify');
   const slope = (vs: typeof view) => (vs.length < 2 ? Number.NaN : (vs.at(-1)!.createRuntimeMs - vs[0]!.createRuntimeMs) / (vs.at(-1)!.jobs - vs[0]!.jobs));
+  const perExtra = (vs: typeof view) => (vs.length < 2 ? '— (one size)' : (slope(vs) * 1000).toFixed(2));
   const vLast = verify.at(-1)!;
   const nLast = noVerify.at(-1)!;
   console.log(
     `  What grows with job count: with the defaults (verifySnapshots 'auto'), open-time recovery hydrates every active job up to 10,000 of them,`,
   );
   console.log(
-    `  then checks machine versions only: ${(slope(verify) * 1000).toFixed(2)} µs per extra job; at ${fmtRate(vLast.jobs)} jobs ${fmtMs(vLast.createRuntimeMs)}, ` +
-      `${fmtMs(vLast.recovery.storeMs)} of it in store reads. With verifySnapshots: false it is ${(slope(noVerify) * 1000).toFixed(2)} µs per extra job ` +
+    `  then checks machine versions only: ${perExtra(verify)} µs per extra job; at ${fmtRate(vLast.jobs)} jobs ${fmtMs(vLast.createRuntimeMs)}, ` +
+      `${fmtMs(vLast.recovery.storeMs)} of it in store reads. With verifySnapshots: false it is ${perExtra(noVerify)} µs per extra job ` +
       `(${fmtMs(nLast.createRuntimeMs)} at ${fmtRate(nLast.jobs)}: the machine versions come from an index, one probe per version, counted up to 10,001).`,
   );
   console.log(`  Opening the store and the first tick (nothing due) stay flat: ${fmtMs(vLast.openStoreMs)}, ${fmtMs(vLast.firstTickMs)}.`);
