@@ -174,7 +174,16 @@ async function main(): Promise<void> {
  */
 async function onStores(sqlite: () => Promise<Record<string, unknown>>, postgres: () => Promise<Record<string, unknown>>): Promise<Record<string, unknown>> {
   const report = stores.includes('sqlite') ? await sqlite() : {};
-  if (stores.includes('postgres')) report['postgres'] = await postgres();
+  if (!stores.includes('postgres')) return report;
+  // A Postgres half that throws is reported and recorded without losing the SQLite half's figures.
+  try {
+    report['postgres'] = await postgres();
+  } catch (error) {
+    if (!stores.includes('sqlite')) throw error;
+    console.error(`\nThe Postgres half failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    report['postgres'] = { error: error instanceof Error ? error.message : String(error) };
+    process.exitCode = 1;
+  }
   return report;
 }
 
