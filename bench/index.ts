@@ -22,8 +22,8 @@
  *
  * The run ends with issue #14's targets (bench/targets.ts) against the figures it measured.
  *
- *   npm run bench                 full, both stores (~12 min on a busy 2-core host; SQLite alone ~6)
- *   npm run bench -- --quick      shorter runs, one round (~4 min, both stores)
+ *   npm run bench                 full, both stores (27 min on the shared 2-core host at load 8-17; SQLite alone ~4 min quiet)
+ *   npm run bench -- --quick      shorter runs, one round (8 min there, both stores; SQLite alone ~1 min quiet)
  *   npm run bench -- --big        also restart with 1M waiting jobs (adds a few minutes and ~1.3 GB of temp disk)
  *   npm run bench -- --only group,jobs   some sections (sequential, group, jobs, restart, paths, workers): writes results/partial.json
  *   npm run bench -- --profile    where a Spool send spends its time at NORMAL (no results file)

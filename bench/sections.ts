@@ -16,7 +16,7 @@ import { fmtMiB, fmtMs, fmtRate, fmtRatio, hostLoad, loadNow, printLoadNote, pri
 
 export interface SectionContext {
   quick: boolean;
-  /** The stores the workers section runs on (`--store`): SQLite, Postgres, or both. */
+  /** The stores every section runs on (`--store`): SQLite, Postgres, or both. */
   stores: readonly ('sqlite' | 'postgres')[];
   big: boolean;
   rounds: number;

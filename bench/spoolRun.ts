@@ -17,9 +17,9 @@ export interface SpoolRunOptions extends RunOptions {
 /**
  * Durable transitions through the Spool runtime: `await runtime.send(jobId, event)` one after
  * another on one job, each a single commit, on a fresh database (bench/benchDb.ts: a SQLite file
- * in os.tmpdir(), or a Postgres database).
+ * in os.tmpdir(), or a Postgres database); with this process's CPU per send and (Postgres, on
+ * this host) the server's.
  */
-/** This process's CPU per send, and (Postgres, on this host) the server's (bench/benchDb.ts). */
 export async function runSpool(options: SpoolRunOptions): Promise<RunResult & { snapshotBytes: number; cpuUsPerOp: number; serverCpuUsPerOp: number | null }> {
   const db = await freshBenchDb(options.store ?? 'sqlite', `spool-${options.synchronous.toLowerCase()}`);
   const store = await db.openStore(options.synchronous);
