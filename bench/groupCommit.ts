@@ -10,12 +10,11 @@
 import { statSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { createRuntime } from '../src/index.ts';
-import { SqliteStore } from '../persistence/sqlite/index.ts';
 import { jobLifecycle } from '../machines/index.ts';
 import { countingStore, StoreCounter, type BatchSummary } from './countingStore.ts';
 import type { Synchronous } from './rawRun.ts';
 import { Samples } from './stats.ts';
-import { freshDbPath } from './tempDb.ts';
+import { freshBenchDb, type StoreKind } from './benchDb.ts';
 import { JOB_INPUT, MACHINE_ID, persistedSnapshotTemplate, progressEvent } from './workload.ts';
 
 export const GROUP_JOBS = 200;
@@ -38,15 +37,17 @@ export interface GroupRunResult {
   commitUsPerOp: number;
   /** Store calls per send, by method. */
   storeCallsPerOp: Record<string, { calls: number; us: number }>;
-  /** WAL frames (4 KiB pages) written per transition, measured after the timed part (see walFrames). */
-  walFramesPerOp: number;
+  /** SQLite: WAL frames (4 KiB pages) written per transition, measured after the timed part (see walFrames); Postgres: null. */
+  walFramesPerOp: number | null;
   /** This process's CPU time (user + system) per transition: steadier than wall time on a busy host. */
   cpuUsPerOp: number;
+  /** Postgres: over the timed part, WAL bytes, write transactions and the server's CPU (null: not on this host) per transition (bench/benchDb.ts). */
+  server: { walBytesPerOp: number | null; commitsPerOp: number | null; cpuUsPerOp: number | null } | null;
 }
 
-export async function runSpoolGroup(options: { synchronous: Synchronous; durationMs: number; mode: GroupMode; warmupWaves?: number }): Promise<GroupRunResult> {
-  const tmp = freshDbPath(`group-${options.mode}-${options.synchronous.toLowerCase()}`);
-  const store = await SqliteStore.open(tmp.path, { synchronous: options.synchronous });
+export async function runSpoolGroup(options: { synchronous: Synchronous; durationMs: number; mode: GroupMode; warmupWaves?: number; store?: StoreKind }): Promise<GroupRunResult> {
+  const db = await freshBenchDb(options.store ?? 'sqlite', `group-${options.mode}-${options.synchronous.toLowerCase()}`);
+  const store = await db.openStore(options.synchronous);
   const counter = new StoreCounter();
   const runtime = await createRuntime({ store: countingStore(store, counter), machines: [jobLifecycle] });
   try {
@@ -64,6 +65,7 @@ export async function runSpoolGroup(options: { synchronous: Synchronous; duratio
     counter.reset();
     const latencies = new Samples();
     let ops = 0;
+    const meter = db.kind === 'postgres' ? await db.meter() : null;
     const cpu0 = process.cpuUsage();
     const start = performance.now();
     const end = start + options.durationMs;
@@ -97,6 +99,7 @@ export async function runSpoolGroup(options: { synchronous: Synchronous; duratio
     const wallMs = last - start;
     const seconds = wallMs / 1000;
     const cpu = process.cpuUsage(cpu0);
+    const metered = await meter?.stop();
     const commitMs = counter.ms('commit');
     const storeMs = counter.totalMs();
     const batches = counter.batchSummary();
@@ -110,9 +113,25 @@ export async function runSpoolGroup(options: { synchronous: Synchronous; duratio
       throw new Error(`group bench: ${notApplied} events not applied; revisions ${revisions}, expected ${expected}`);
     }
 
-    // WAL frames per transition, after the timed part: checkpoint, stop auto-checkpoints, send
+    const result = {
+      perSec: ops / seconds,
+      ops,
+      seconds,
+      latencies,
+      batches,
+      commitShare: commitMs / wallMs,
+      engineUsPerOp: ((wallMs - storeMs) * 1000) / ops,
+      commitUsPerOp: (commitMs * 1000) / ops,
+      storeCallsPerOp,
+      cpuUsPerOp: (cpu.user + cpu.system) / ops,
+    };
+    if (!('db' in store)) {
+      const per = (n: number | null | undefined) => (n === null || n === undefined ? null : n / ops);
+      return { ...result, walFramesPerOp: null, server: { walBytesPerOp: per(metered?.walBytes), commitsPerOp: per(metered?.commits), cpuUsPerOp: per(metered?.serverCpuUs) } };
+    }
+    // SQLite: WAL frames per transition, after the timed part: checkpoint, stop auto-checkpoints, send
     // the same way for a few batches, and read the WAL's size.
-    const wal = walFrames(store.db, tmp.path);
+    const wal = walFrames(store.db, db.target);
     wal.start();
     let walOps = 0;
     if (options.mode === 'waves') {
@@ -128,23 +147,10 @@ export async function runSpoolGroup(options: { synchronous: Synchronous; duratio
         }),
       );
     }
-    const walFramesPerOp = wal.frames() / walOps;
-    return {
-      perSec: ops / seconds,
-      ops,
-      seconds,
-      latencies,
-      batches,
-      commitShare: commitMs / wallMs,
-      engineUsPerOp: ((wallMs - storeMs) * 1000) / ops,
-      commitUsPerOp: (commitMs * 1000) / ops,
-      storeCallsPerOp,
-      walFramesPerOp,
-      cpuUsPerOp: (cpu.user + cpu.system) / ops,
-    };
+    return { ...result, walFramesPerOp: wal.frames() / walOps, server: null };
   } finally {
     await runtime.close();
-    tmp.dispose();
+    await db.dispose();
   }
 }
 

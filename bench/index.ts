@@ -13,15 +13,22 @@
  *   5. workers: jobs/s with 1, 2 and 4 runWorker processes on one SQLite file (FULL) and on one Postgres database, 8 activities at
  *      once each (and 1, 2 at 64), CPU µs/job, vs each store's raw limit (Postgres: 1 per transaction from 1 and 4 connections, and 100 batched)
  *
+ * Every section runs on SQLite and on Postgres (bench/pgSections.ts; issue #16): the same runners with
+ * the store as a parameter (bench/benchDb.ts), each Postgres figure beside Postgres's raw limit
+ * measured in the same run (bench/pgRaw.ts: the versioned UPDATE + history INSERT, one per
+ * transaction from 1 connection and from the case's in-flight count, and 100 per transaction),
+ * with CPU µs this process + the server (/proc). A section's report keeps its SQLite fields and
+ * gains `postgres`. Postgres has no speed targets but the workers' scaling ones: ratios only.
+ *
  * The run ends with issue #14's targets (bench/targets.ts) against the figures it measured.
  *
- *   npm run bench                 full (~4 min on 2 cores)
- *   npm run bench -- --quick      shorter runs, one round (~1 min)
+ *   npm run bench                 full, both stores (27 min on the shared 2-core host at load 8-17; SQLite alone ~4 min quiet)
+ *   npm run bench -- --quick      shorter runs, one round (8 min there, both stores; SQLite alone ~1 min quiet)
  *   npm run bench -- --big        also restart with 1M waiting jobs (adds a few minutes and ~1.3 GB of temp disk)
  *   npm run bench -- --only group,jobs   some sections (sequential, group, jobs, restart, paths, workers): writes results/partial.json
  *   npm run bench -- --profile    where a Spool send spends its time at NORMAL (no results file)
- *   npm run bench -- --store postgres   the workers section on Postgres only (default: sqlite,postgres); --pg-url URL
- *                                 (or SPOOL_BENCH_PG_URL) names a server, else a throwaway cluster is started (bench/pgServer.ts)
+ *   npm run bench -- --store sqlite|postgres|both   the stores (default both); --pg-url URL (or
+ *                                 SPOOL_BENCH_PG_URL) names a server, else a throwaway cluster is started (bench/pgServer.ts)
  *
  * Options: --rounds N, --duration-ms N, --warmup N (sequential section; --rounds also the group
  * section). A ratio below its target is reported, never an exit code: this is a measurement, not a test.
@@ -43,6 +50,8 @@ import { fmtMs, fmtRate, hostLoad, loadNow, printLoadNote, printTable } from './
 import { groupCommitSection, pathTestingSection, restartSection, type SectionContext } from './sections.ts';
 import { workersSection } from './workersSection.ts';
 import { benchPostgres } from './pgServer.ts';
+import { STORE_KINDS, type StoreKind } from './benchDb.ts';
+import { groupCommitPg, jobsPg, pathTestingPg, restartPg, sequentialPg } from './pgSections.ts';
 import { jobsSection } from './jobsSection.ts';
 import { check, printTargets, TARGETS, type TargetCheck } from './targets.ts';
 
@@ -75,11 +84,11 @@ for (const s of only) {
   }
 }
 
-const STORES = ['sqlite', 'postgres'] as const;
-const stores = (args.store ?? 'sqlite,postgres').split(',').map((s) => s.trim()).filter(Boolean) as (typeof STORES)[number][];
+const storeArg = args.store ?? 'both';
+const stores = (storeArg === 'both' ? STORE_KINDS.join(',') : storeArg).split(',').map((s) => s.trim()).filter(Boolean) as StoreKind[];
 for (const s of stores) {
-  if (!STORES.includes(s)) {
-    console.error(`--store takes sqlite, postgres or both (comma-separated); got "${s}".`);
+  if (!STORE_KINDS.includes(s)) {
+    console.error(`--store takes sqlite, postgres or both; got "${storeArg}".`);
     process.exit(2);
   }
 }
@@ -102,7 +111,7 @@ async function main(): Promise<void> {
       `${machine.cpus} × ${machine.cpuModel}, load ${machine.loadavg.join(' ')}, git ${machine.gitCommit ?? '?'}${machine.gitDirty ? ' (engine files modified)' : ''}`,
   );
   const ctx: SectionContext = { quick, stores, big: args.big ?? false, rounds, gc };
-  if (stores.includes('postgres') && only.has('workers')) {
+  if (stores.includes('postgres')) {
     const pg = await benchPostgres(args['pg-url'] ?? process.env['SPOOL_BENCH_PG_URL']);
     console.log(`Postgres ${pg.settings['server_version']} at ${pg.url.replace(/\/\/[^@]*@/, '//')}${args['pg-url'] ?? process.env['SPOOL_BENCH_PG_URL'] ? '' : ' (a throwaway cluster, bench/pgServer.ts)'}: fsync ${pg.settings['fsync']}, synchronous_commit ${pg.settings['synchronous_commit']}`);
   }
@@ -128,11 +137,11 @@ async function main(): Promise<void> {
     }
     loads.push(loadNow());
   };
-  await run('sequential', null, () => sequentialSection(machine));
-  await run('group', 'groupCommit', () => groupCommitSection(ctx));
-  await run('jobs', 'jobs', () => jobsSection(ctx));
-  await run('restart', 'restart', () => restartSection(ctx));
-  await run('paths', 'pathTesting', () => pathTestingSection(ctx));
+  await run('sequential', null, () => onStores(() => sequentialSection(machine), () => sequentialPg(ctx, { durationMs, warmupOps })));
+  await run('group', 'groupCommit', () => onStores(() => groupCommitSection(ctx), () => groupCommitPg(ctx)));
+  await run('jobs', 'jobs', () => onStores(() => jobsSection(ctx), () => jobsPg(ctx)));
+  await run('restart', 'restart', () => onStores(() => restartSection(ctx), () => restartPg(ctx)));
+  await run('paths', 'pathTesting', () => onStores(() => pathTestingSection(ctx), () => pathTestingPg(ctx)));
   await run('workers', 'workers', () => workersSection(ctx));
 
   // Every target a section checked, in one table at the end (bench/targets.ts).
@@ -157,6 +166,25 @@ async function main(): Promise<void> {
   mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
   writeFileSync(new URL(`./results/${file}`, import.meta.url), `${JSON.stringify(report, null, 2)}\n`);
   console.log(`wrote bench/results/${file} (${report['elapsedSeconds']} s)`);
+}
+
+/**
+ * A section on the stores `--store` names: its SQLite half's report as it always was, and the
+ * Postgres half's (bench/pgSections.ts) under `postgres`.
+ */
+async function onStores(sqlite: () => Promise<Record<string, unknown>>, postgres: () => Promise<Record<string, unknown>>): Promise<Record<string, unknown>> {
+  const report = stores.includes('sqlite') ? await sqlite() : {};
+  if (!stores.includes('postgres')) return report;
+  // A Postgres half that throws is reported and recorded without losing the SQLite half's figures.
+  try {
+    report['postgres'] = await postgres();
+  } catch (error) {
+    if (!stores.includes('sqlite')) throw error;
+    console.error(`\nThe Postgres half failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    report['postgres'] = { error: error instanceof Error ? error.message : String(error) };
+    process.exitCode = 1;
+  }
+  return report;
 }
 
 /** Section 0 (the original bench): sequential `await runtime.send` vs one raw transaction per step. */

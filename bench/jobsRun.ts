@@ -4,7 +4,7 @@
  *
  * The job: an activity chain (bench/workerMachines.ts) of 1 or 3 steps, each a `fromPromise`
  * that does no work. One runtime per run (SqliteStore.open(tmp, { synchronous }), defaults but
- * `maxConcurrentActivities`), `runWorker(runtime)` with its default poll interval, and N loops
+ * `maxConcurrentActivities`; or a Postgres database, bench/benchDb.ts), `runWorker(runtime)` with its default poll interval, and N loops
  * each starting a job and awaiting its final state before starting the next. A job's end is
  * seen through `runtime.subscribe` (the `job.committed` event of the commit that made it final):
  * nothing polls the store for it.
@@ -16,11 +16,9 @@
 import { performance } from 'node:perf_hooks';
 import { createActor } from 'xstate';
 import { createRuntime, runWorker, type Job, type Runtime } from '../src/index.ts';
-import { SqliteStore } from '../persistence/sqlite/index.ts';
 import type { Synchronous } from './rawRun.ts';
 import { Samples, timedLoops } from './stats.ts';
-import { freshDbPath } from './tempDb.ts';
-import { commitsBetween, walCommitCounter } from './walCommits.ts';
+import { freshBenchDb, type BenchDb, type StoreKind } from './benchDb.ts';
 import { activityChain, type ChainDefinition } from './workerMachines.ts';
 
 /** The grid's "N at once": N jobs in flight (N loops) and `maxConcurrentActivities: N`. */
@@ -54,33 +52,31 @@ export interface JobsRunResult {
   cpuUsPerJob: number;
   /** Write transactions committed to the database over the timed part, per job (null: no counter). */
   commitsPerJob: number | null;
+  /** Postgres: the server's CPU over the timed part, per job (null: SQLite, whose work is in cpuUsPerJob, or a server not on this host). */
+  serverCpuUsPerJob: number | null;
   /** start → final state, per job (ms). */
   latencies: Samples;
 }
 
 /**
- * Time `run` (which runs jobs on the database at `dbPath` and says how many it finished and in
- * how long) and add this process's CPU and SQLite's commit count over it.
+ * Time `run` (which runs jobs on `db` and says how many it finished and in how long) and add this
+ * process's CPU and the database's commits (and Postgres's server CPU) over it (bench/benchDb.ts).
  */
-export async function measured(dbPath: string, run: () => Promise<{ jobs: number; seconds: number; latencies: Samples }>): Promise<JobsRunResult> {
-  const counter = walCommitCounter(dbPath);
-  try {
-    const commits0 = counter.read();
-    const cpu0 = process.cpuUsage();
-    const r = await run();
-    const cpu = process.cpuUsage(cpu0);
-    const commits = commitsBetween(commits0, counter.read());
-    return {
-      jobsPerSec: r.jobs / r.seconds,
-      jobs: r.jobs,
-      seconds: r.seconds,
-      cpuUsPerJob: (cpu.user + cpu.system) / r.jobs,
-      commitsPerJob: commits === null ? null : commits / r.jobs,
-      latencies: r.latencies,
-    };
-  } finally {
-    counter.close();
-  }
+export async function measured(db: BenchDb, run: () => Promise<{ jobs: number; seconds: number; latencies: Samples }>): Promise<JobsRunResult> {
+  const meter = await db.meter();
+  const cpu0 = process.cpuUsage();
+  const r = await run();
+  const cpu = process.cpuUsage(cpu0);
+  const { commits, serverCpuUs } = await meter.stop();
+  return {
+    jobsPerSec: r.jobs / r.seconds,
+    jobs: r.jobs,
+    seconds: r.seconds,
+    cpuUsPerJob: (cpu.user + cpu.system) / r.jobs,
+    commitsPerJob: commits === null ? null : commits / r.jobs,
+    serverCpuUsPerJob: serverCpuUs === null ? null : serverCpuUs / r.jobs,
+    latencies: r.latencies,
+  };
 }
 
 /** A job not final this long after its start fails the run (an engine change that loses a job must not hang the bench). */
@@ -129,9 +125,9 @@ function watchFinals(runtime: Runtime) {
 }
 
 /** One runtime + its worker on a fresh database; `job(n)` starts a job and resolves with its start → final latency. */
-async function openSpool(options: { synchronous: Synchronous; shape: JobShape; maxConcurrentActivities?: number }) {
-  const tmp = freshDbPath(`jobs-${options.shape.name}-${options.synchronous.toLowerCase()}`);
-  const store = await SqliteStore.open(tmp.path, { synchronous: options.synchronous });
+async function openSpool(options: { synchronous: Synchronous; shape: JobShape; maxConcurrentActivities?: number; store?: StoreKind }) {
+  const db = await freshBenchDb(options.store ?? 'sqlite', `jobs-${options.shape.name}-${options.synchronous.toLowerCase()}`);
+  const store = await db.openStore(options.synchronous);
   const runtime = await createRuntime({
     store,
     machines: [options.shape.def],
@@ -143,7 +139,7 @@ async function openSpool(options: { synchronous: Synchronous; shape: JobShape; m
   const machineId = options.shape.def.machine.id;
   let n = 0;
   return {
-    path: tmp.path,
+    db,
     async job(): Promise<number> {
       const t0 = performance.now();
       const job = await runtime.start(machineId, { n: n++ });
@@ -156,21 +152,21 @@ async function openSpool(options: { synchronous: Synchronous; shape: JobShape; m
         await worker;
         await runtime.close();
       } finally {
-        tmp.dispose();
+        await db.dispose();
       }
     },
   };
 }
 
 /** The grid: `atOnce` loops and `maxConcurrentActivities: atOnce`, for `durationMs` after a warm-up. */
-export async function runSpoolJobs(options: { synchronous: Synchronous; shape: JobShape; atOnce: number; durationMs: number; warmupJobs?: number }): Promise<JobsRunResult> {
+export async function runSpoolJobs(options: { synchronous: Synchronous; shape: JobShape; atOnce: number; durationMs: number; warmupJobs?: number; store?: StoreKind }): Promise<JobsRunResult> {
   const spool = await openSpool({ ...options, maxConcurrentActivities: options.atOnce });
   try {
     const warm = options.warmupJobs ?? Math.max(50, options.atOnce * 3);
     await Promise.all(Array.from({ length: options.atOnce }, async () => {
       for (let k = 0; k < Math.ceil(warm / options.atOnce); k += 1) await spool.job();
     }));
-    return await measured(spool.path, () => timedLoops(options.atOnce, options.durationMs, () => spool.job()));
+    return await measured(spool.db, () => timedLoops(options.atOnce, options.durationMs, () => spool.job()));
   } finally {
     await spool.close();
   }
@@ -182,12 +178,12 @@ export async function runSpoolJobs(options: { synchronous: Synchronous; shape: J
  * activities at once). `lagMs` is how late the starts were against their slots (timer jitter:
  * the latency is measured from the actual call).
  */
-export async function runLightLoad(options: { synchronous: Synchronous; shape: JobShape; perSec: number; durationMs: number }): Promise<JobsRunResult & { lagMs: { p99: number; max: number } }> {
+export async function runLightLoad(options: { synchronous: Synchronous; shape: JobShape; perSec: number; durationMs: number; store?: StoreKind }): Promise<JobsRunResult & { lagMs: { p99: number; max: number } }> {
   const spool = await openSpool(options);
   const lag = new Samples();
   try {
     for (let k = 0; k < 20; k += 1) await spool.job(); // warm-up, one at a time
-    const result = await measured(spool.path, async () => {
+    const result = await measured(spool.db, async () => {
       const latencies = new Samples();
       const interval = 1000 / options.perSec;
       const count = Math.round((options.durationMs / 1000) * options.perSec);

@@ -58,7 +58,8 @@ export async function pathInventory(): Promise<{ machines: number; paths: number
   return { machines: items.length, paths, steps, childProcesses };
 }
 
-export async function runPathTesting(config: PathConfig, steps: number): Promise<PathTestingRun> {
+/** `db`: a postgres:// URL runs every path there (a new database per path run), else SQLite files. */
+export async function runPathTesting(config: PathConfig, steps: number, db?: string): Promise<PathTestingRun> {
   const items = collectPathTests((await import('../machines/index.ts')) as Record<string, unknown>);
   const dir = mkdtempSync(join(tmpdir(), 'spool-bench-paths-'));
   const replayMs: Record<RunMode, number> = { plain: 0, restart: 0, child: 0 };
@@ -72,6 +73,7 @@ export async function runPathTesting(config: PathConfig, steps: number): Promise
       sampleChildCrash: config === 'child' ? 1 : 0,
       module: MODULE,
       dir,
+      ...(db === undefined ? {} : { db }),
       onProgress: (e) => {
         if (e.type === 'machine.started') machineStart = performance.now();
         else if (e.type === 'machine.generated') generateMs += performance.now() - machineStart;

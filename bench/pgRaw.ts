@@ -9,7 +9,7 @@
  */
 import pg from 'pg';
 import { performance } from 'node:perf_hooks';
-import { freshPgDatabase } from './pgServer.ts';
+import { freshBenchDb } from './benchDb.ts';
 
 /** What one raw run measured. */
 export interface PgRawResult {
@@ -17,8 +17,12 @@ export interface PgRawResult {
   perSec: number;
   ops: number;
   seconds: number;
-  /** This process's CPU (user + system) per transition: the client side only. */
+  /** This process's CPU (user + system) per transition: the client side. */
   cpuUsPerOp: number;
+  /** The server's CPU per transition (null: the server is not on this host), bench/benchDb.ts's meter. */
+  serverCpuUsPerOp: number | null;
+  /** WAL bytes per transition. */
+  walBytesPerOp: number | null;
   batch: number;
   clients: number;
 }
@@ -33,11 +37,11 @@ const SCHEMA = `
  */
 export async function runPgRaw(options: { batch: number; clients?: number; durationMs?: number; totalOps?: number; snapshot: (i: number) => string; jobsPerClient?: number }): Promise<PgRawResult> {
   const clients = options.clients ?? 1;
-  const db = await freshPgDatabase();
+  const db = await freshBenchDb('postgres', 'raw');
   const conns: pg.Client[] = [];
   try {
     for (let c = 0; c < clients; c += 1) {
-      const conn = new pg.Client({ connectionString: db.url });
+      const conn = new pg.Client({ connectionString: db.target });
       await conn.connect();
       conns.push(conn);
     }
@@ -46,6 +50,7 @@ export async function runPgRaw(options: { batch: number; clients?: number; durat
     const ids = conns.map((_, c) => Array.from({ length: perClient }, (_, j) => `raw-${c}-${j}`));
     await conns[0]!.query(`INSERT INTO jobs SELECT id, 1, $1, $2 FROM unnest($3::text[]) AS id`, [options.snapshot(0), Date.now(), ids.flat()]);
     let ops = 0;
+    const meter = await db.meter();
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
     const deadline = options.durationMs === undefined ? Infinity : t0 + options.durationMs;
@@ -53,7 +58,17 @@ export async function runPgRaw(options: { batch: number; clients?: number; durat
     await Promise.all(conns.map((conn, c) => clientLoop(conn, ids[c]!, options, () => performance.now() < deadline && ops < budget, (n) => (ops += n))));
     const seconds = (performance.now() - t0) / 1000;
     const cpu = process.cpuUsage(cpu0);
-    return { perSec: ops / seconds, ops, seconds, cpuUsPerOp: (cpu.user + cpu.system) / ops, batch: options.batch, clients };
+    const server = await meter.stop();
+    return {
+      perSec: ops / seconds,
+      ops,
+      seconds,
+      cpuUsPerOp: (cpu.user + cpu.system) / ops,
+      serverCpuUsPerOp: server.serverCpuUs === null ? null : server.serverCpuUs / ops,
+      walBytesPerOp: server.walBytes === null ? null : server.walBytes / ops,
+      batch: options.batch,
+      clients,
+    };
   } finally {
     await Promise.all(conns.map((c) => c.end().catch(() => {})));
     await db.dispose();

@@ -14,6 +14,7 @@
  * false. Sizes grow one database: 10k, then 100k, then (--big) 1M.
  */
 import Database from 'better-sqlite3';
+import pg from 'pg';
 import { spawn } from 'node:child_process';
 import { statSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -21,6 +22,8 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createRuntime } from '../src/index.ts';
 import { SqliteStore } from '../persistence/sqlite/index.ts';
+import type { JobStore } from '../src/index.ts';
+import { freshBenchDb, type StoreKind } from './benchDb.ts';
 import { approvalFlow } from '../machines/index.ts';
 import { freshDbPath } from './tempDb.ts';
 
@@ -54,6 +57,7 @@ export interface ChildReport {
 }
 
 export interface RestartDb {
+  /** What the child opens: a SQLite file path or a postgres:// URL. */
   path: string;
   jobs: number;
   /** Template jobs started through the runtime, per second. */
@@ -61,17 +65,16 @@ export interface RestartDb {
   /** Jobs copied with SQL, per second (cumulative). */
   copiedPerSec: number;
   copySeconds: number;
-  grow: (target: number) => void;
-  fileBytes: () => number;
-  dispose: () => void;
+  grow: (target: number) => Promise<void>;
+  /** SQLite: the file's size; Postgres: pg_database_size. */
+  fileBytes: () => number | Promise<number>;
+  dispose: () => void | Promise<void>;
 }
 
 const id = (n: number) => `job-${String(n).padStart(8, '0')}`;
 
-/** Create the database with TEMPLATE_JOBS jobs started through the runtime; `grow` copies them with SQL. */
-export async function makeRestartDb(): Promise<RestartDb> {
-  const tmp = freshDbPath('restart');
-  const store = await SqliteStore.open(tmp.path, { synchronous: 'NORMAL' });
+/** TEMPLATE_JOBS approval-flow jobs started through the runtime on `store` (closed after); their rate. */
+async function startTemplate(store: JobStore): Promise<number> {
   const runtime = await createRuntime({ store, machines: [approvalFlow] });
   const t0 = performance.now();
   try {
@@ -85,7 +88,14 @@ export async function makeRestartDb(): Promise<RestartDb> {
   } finally {
     await runtime.close();
   }
-  const templateStartsPerSec = TEMPLATE_JOBS / ((performance.now() - t0) / 1000);
+  return TEMPLATE_JOBS / ((performance.now() - t0) / 1000);
+}
+
+/** Create the database with TEMPLATE_JOBS jobs started through the runtime; `grow` copies them with SQL. */
+export async function makeRestartDb(kind: StoreKind = 'sqlite'): Promise<RestartDb> {
+  if (kind === 'postgres') return makePgRestartDb();
+  const tmp = freshDbPath('restart');
+  const templateStartsPerSec = await startTemplate(await SqliteStore.open(tmp.path, { synchronous: 'NORMAL' }));
 
   const db = new Database(tmp.path);
   db.pragma('journal_mode = WAL');
@@ -114,39 +124,105 @@ export async function makeRestartDb(): Promise<RestartDb> {
     copyTransitions.run({ c });
     copyTimers.run({ c });
   });
+  return growingDb({
+    path: tmp.path,
+    templateStartsPerSec,
+    copy: (from, to) => {
+      for (let c = from; c <= to; c += 1) copyOnce(c);
+      db.pragma('wal_checkpoint(TRUNCATE)');
+    },
+    count: async (sql) => db.prepare(sql).pluck().get() as number,
+    fileBytes: () => statSync(tmp.path).size,
+    dispose: () => {
+      db.close();
+      tmp.dispose();
+    },
+  });
+}
+
+/** A restart database's bookkeeping on either store: `grow` copies the template (copies `from`..`to`) and checks the counts. */
+function growingDb(o: {
+  path: string;
+  templateStartsPerSec: number;
+  copy: (from: number, to: number) => void | Promise<void>;
+  count: (sql: string) => Promise<number>;
+  fileBytes: RestartDb['fileBytes'];
+  dispose: RestartDb['dispose'];
+}): RestartDb {
   let jobs = TEMPLATE_JOBS;
   let copySeconds = 0;
   let copied = 0;
   return {
-    path: tmp.path,
+    path: o.path,
     get jobs() {
       return jobs;
     },
-    templateStartsPerSec,
+    templateStartsPerSec: o.templateStartsPerSec,
     get copiedPerSec() {
       return copySeconds > 0 ? copied / copySeconds : Number.NaN;
     },
     get copySeconds() {
       return copySeconds;
     },
-    grow(target: number) {
+    async grow(target: number) {
       const t = performance.now();
-      for (let c = jobs / TEMPLATE_JOBS; c * TEMPLATE_JOBS < target; c += 1) copyOnce(c);
-      const n = Math.max(jobs, Math.ceil(target / TEMPLATE_JOBS) * TEMPLATE_JOBS);
+      const from = jobs / TEMPLATE_JOBS;
+      const to = Math.ceil(target / TEMPLATE_JOBS) - 1;
+      if (to >= from) await o.copy(from, to);
+      const n = Math.max(jobs, (to + 1) * TEMPLATE_JOBS);
       copied += n - jobs;
       jobs = n;
-      db.pragma('wal_checkpoint(TRUNCATE)');
       copySeconds += (performance.now() - t) / 1000;
-      const count = db.prepare("SELECT count(*) FROM jobs WHERE status = 'active'").pluck().get() as number;
-      const timers = db.prepare("SELECT count(*) FROM timers WHERE status = 'scheduled'").pluck().get() as number;
-      if (count !== jobs || timers !== 2 * jobs) throw new Error(`restart bench: expected ${jobs} jobs and ${2 * jobs} timers, found ${count} and ${timers}`);
+      const active = Number(await o.count("SELECT count(*) AS n FROM jobs WHERE status = 'active'"));
+      const timers = Number(await o.count("SELECT count(*) AS n FROM timers WHERE status = 'scheduled'"));
+      if (active !== jobs || timers !== 2 * jobs) throw new Error(`restart bench: expected ${jobs} jobs and ${2 * jobs} timers, found ${active} and ${timers}`);
     },
-    fileBytes: () => statSync(tmp.path).size,
-    dispose: () => {
-      db.close();
-      tmp.dispose();
-    },
+    fileBytes: o.fileBytes,
+    dispose: o.dispose,
   };
+}
+
+/**
+ * The same on a fresh Postgres database (the server's settings): the template through the
+ * runtime, then each copy in one statement per table over generate_series (new ids as on SQLite;
+ * history rows take new seqs and no feed position), then VACUUM ANALYZE (Postgres's "checkpoint":
+ * the restart reads settled tables).
+ */
+async function makePgRestartDb(): Promise<RestartDb> {
+  const db = await freshBenchDb('postgres', 'restart');
+  const templateStartsPerSec = await startTemplate(await db.openStore('FULL'));
+  const conn = new pg.Client({ connectionString: db.target });
+  await conn.connect();
+  const columns = async (table: string) =>
+    (await conn.query<{ c: string }>('SELECT column_name AS c FROM information_schema.columns WHERE table_name = $1 ORDER BY ordinal_position', [table])).rows.map((r) => r.c);
+  const newId = (col: string) => `substr(${col}, 1, 4) || lpad(((c * ${TEMPLATE_JOBS}) + substr(${col}, 5, 8)::int)::text, 8, '0')`;
+  const copy = async (table: string, expr: (c: string) => string) => {
+    const cols = await columns(table);
+    return (from: number, to: number) =>
+      conn.query(`INSERT INTO ${table} (${cols.join(', ')}) SELECT ${cols.map((c) => `${expr(c)}`).join(', ')}
+        FROM ${table}, generate_series(${from}, ${to}) AS c WHERE job_id_of < '${id(TEMPLATE_JOBS)}'`.replace('job_id_of', table === 'jobs' ? 'id' : 'job_id'));
+  };
+  const copyJobs = await copy('jobs', (c) => (c === 'id' ? newId('id') : c));
+  const copyTransitions = await copy('transitions', (c) => (c === 'job_id' ? newId('job_id') : c === 'seq' ? "nextval('transitions_seq')" : c === 'feed_pos' ? 'NULL' : c));
+  const copyTimers = await copy('timers', (c) =>
+    c === 'id' ? `${newId('job_id')} || substr(id, length(job_id) + 1)` : c === 'job_id' ? newId('job_id') : c === 'due_at' ? 'due_at + c' : c);
+  const count = async (sql: string) => Number((await conn.query<{ n: string }>(sql)).rows[0]!.n);
+  return growingDb({
+    path: db.target,
+    templateStartsPerSec,
+    copy: async (from, to) => {
+      await conn.query('BEGIN');
+      for (const step of [copyJobs, copyTransitions, copyTimers]) await step(from, to);
+      await conn.query('COMMIT');
+      await conn.query('VACUUM ANALYZE');
+    },
+    count,
+    fileBytes: () => count('SELECT pg_database_size(current_database()) AS n'),
+    dispose: async () => {
+      await conn.end();
+      await db.dispose();
+    },
+  });
 }
 
 /** Open the database in a fresh child process and measure the restart. */

@@ -1,6 +1,6 @@
 /**
  * Section 3's child process: open an existing Spool database of N jobs waiting on timers, time
- * `SqliteStore.open` + `createRuntime` (with recover, the default) + the first `tick()`, and
+ * `SqliteStore.open` (or `PostgresStore.open` for a URL) + `createRuntime` (with recover, the default) + the first `tick()`, and
  * report resident memory. Prints one JSON line. Run by bench/restart.ts in a fresh process so
  * nothing (page cache aside) is warm.
  *
@@ -14,6 +14,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { createRuntime } from '../src/index.ts';
 import { SqliteStore } from '../persistence/sqlite/index.ts';
+import type { PostgresStore } from '../persistence/postgres/index.ts';
 import { approvalFlow, exportJob, jobLifecycle, retryingJob } from '../machines/index.ts';
 import { countingStore, StoreCounter } from './countingStore.ts';
 
@@ -24,9 +25,11 @@ const gc = runInNewContext('gc') as () => void;
 const path = process.argv[2];
 const mode = process.argv[3] ?? 'verify';
 if (!path || (mode !== 'verify' && mode !== 'no-verify')) {
-  console.error('usage: restartChild.ts <db path> [verify|no-verify]');
+  console.error('usage: restartChild.ts <db path or postgres:// URL> [verify|no-verify]');
   process.exit(2);
 }
+// Postgres's module is loaded before the clock starts, and only for a URL (SQLite's RSS stays as it was).
+const Postgres = /^postgres(ql)?:\/\//i.test(path) ? (await import('../persistence/postgres/index.ts')).PostgresStore : null;
 
 const mem = () => {
   const m = process.memoryUsage();
@@ -37,7 +40,7 @@ gc();
 const before = mem();
 const counter = new StoreCounter();
 const t0 = performance.now();
-const store = await SqliteStore.open(path); // the defaults: synchronous FULL, WAL
+const store: SqliteStore | PostgresStore = Postgres ? await Postgres.open(path) : await SqliteStore.open(path); // SQLite's defaults: synchronous FULL, WAL
 const t1 = performance.now();
 const runtime = await createRuntime({
   store: countingStore(store, counter),
@@ -56,8 +59,9 @@ const afterTick = mem();
 const peakRss = process.resourceUsage().maxRSS * 1024;
 gc();
 const afterGc = mem();
-const activeJobs = (store.db.prepare("SELECT count(*) FROM jobs WHERE status = 'active'").pluck().get() as number) ?? 0;
-const scheduledTimers = (store.db.prepare("SELECT count(*) FROM timers WHERE status = 'scheduled'").pluck().get() as number) ?? 0;
+const count = async (sql: string) => Number('db' in store ? store.db.prepare(sql).pluck().get() : Object.values((await store.pool.query(sql)).rows[0] as object)[0]) || 0;
+const activeJobs = await count("SELECT count(*) FROM jobs WHERE status = 'active'");
+const scheduledTimers = await count("SELECT count(*) FROM timers WHERE status = 'scheduled'");
 await runtime.close();
 
 process.stdout.write(

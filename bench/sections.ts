@@ -9,13 +9,14 @@ import { runBareBatched } from './bareLoop.ts';
 import { makeRestartDb, measureRestart, TEMPLATE_JOBS, type ChildReport, type RecoverMode } from './restart.ts';
 import { pathInventory, runPathTesting, type PathConfig, type PathTestingRun } from './pathTesting.ts';
 import { SETTINGS, type Synchronous } from './rawRun.ts';
+import type { StoreKind } from './benchDb.ts';
 import { latencySummary as latency, median } from './stats.ts';
 import { check, TARGETS } from './targets.ts';
 import { fmtMiB, fmtMs, fmtRate, fmtRatio, hostLoad, loadNow, printLoadNote, printTable, round, type HostLoad } from './format.ts';
 
 export interface SectionContext {
   quick: boolean;
-  /** The stores the workers section runs on (`--store`): SQLite, Postgres, or both. */
+  /** The stores every section runs on (`--store`): SQLite, Postgres, or both. */
   stores: readonly ('sqlite' | 'postgres')[];
   big: boolean;
   rounds: number;
@@ -80,7 +81,7 @@ export async function groupCommitSection(ctx: SectionContext) {
           commitUsPerTransition: round(mid.commitUsPerOp),
           engineUsPerTransition: round(mid.engineUsPerOp),
           storeCallsPerSend: mid.storeCallsPerOp,
-          walFramesPerTransition: round(mid.walFramesPerOp, 2),
+          walFramesPerTransition: round(mid.walFramesPerOp ?? Number.NaN, 2),
           cpuUsPerTransition: round(median(runs.map((r) => r.cpuUsPerOp))),
         },
         limit: {
@@ -153,36 +154,40 @@ export async function groupCommitSection(ctx: SectionContext) {
 
 const RSS_TARGET_BYTES = TARGETS.restartRssBytesAt1M;
 
-export async function restartSection(ctx: SectionContext) {
+/** On Postgres (bench/restart.ts makePgRestartDb) the same section, but the RSS target (SQLite's) is not checked. */
+export async function restartSection(ctx: SectionContext, kind: StoreKind = 'sqlite') {
   const load0 = loadNow();
-  const sizes = ctx.big ? [10_000, 100_000, 1_000_000] : [10_000, 100_000];
+  const pg = kind === 'postgres';
+  // Postgres --quick: 10k only (its template and copies take a minute on a busy host).
+  const sizes = pg && ctx.quick ? [10_000] : ctx.big ? [10_000, 100_000, 1_000_000] : [10_000, 100_000];
   const modes: RecoverMode[] = ['verify', 'no-verify'];
   const repeats = (n: number) => (ctx.quick || n >= 1_000_000 ? 1 : n >= 100_000 ? 2 : 3);
-  console.log(`\n== 3. Restart with many jobs waiting on timers: SqliteStore.open + createRuntime (recover on open) + first tick(), in a fresh child process`);
+  if (pg) console.log(`\n== 3. Restart on Postgres with many jobs waiting on timers: PostgresStore.open + createRuntime (recover on open) + first tick(), in a fresh child process`);
+  else console.log(`\n== 3. Restart with many jobs waiting on timers: SqliteStore.open + createRuntime (recover on open) + first tick(), in a fresh child process`);
   console.log(`   ${TEMPLATE_JOBS} approval-flow jobs (each pending with 2 durable timers, days away) started through the runtime, then copied with SQL to each size`);
   console.log(`   recover: "verify" = createRuntime's defaults (verifySnapshots: 'auto': every snapshot up to 10,000 active jobs, versions only above); "no-verify" = verifySnapshots: false\n`);
-  const db = await makeRestartDb();
+  const db = await makeRestartDb(kind);
   const rows: { jobs: number; mode: RecoverMode; fileBytes: number; runs: ChildReport[]; median: ChildReport }[] = [];
   let templateStartsPerSec = Number.NaN;
   let copiedPerSec = Number.NaN;
   try {
     templateStartsPerSec = db.templateStartsPerSec;
-    console.log(`  template: ${TEMPLATE_JOBS} jobs via runtime.start (64 at a time, NORMAL) at ${fmtRate(db.templateStartsPerSec)} jobs/s`);
+    console.log(`  template: ${TEMPLATE_JOBS} jobs via runtime.start (64 at a time, ${pg ? 'the server\'s settings' : 'NORMAL'}) at ${fmtRate(db.templateStartsPerSec)} jobs/s`);
     for (const size of sizes) {
-      db.grow(size);
+      await db.grow(size);
       copiedPerSec = db.copiedPerSec;
       for (const mode of modes) {
         const runs: ChildReport[] = [];
         for (let k = 0; k < repeats(size); k += 1) runs.push(await measureRestart(db.path, mode));
         const total = median(runs.map((r) => r.totalMs));
         const mid = runs.find((r) => r.totalMs === total) ?? runs[0]!;
-        rows.push({ jobs: size, mode, fileBytes: db.fileBytes(), runs, median: mid });
+        rows.push({ jobs: size, mode, fileBytes: await db.fileBytes(), runs, median: mid });
         process.stdout.write(`  ${fmtRate(size).padStart(6)} jobs ${mode.padEnd(9)}: restart ${runs.map((r) => fmtMs(r.totalMs)).join(' / ')}\n`);
       }
       process.stdout.write(`  ${fmtRate(size).padStart(6)} jobs: copied with SQL at ${fmtRate(db.copiedPerSec)} jobs/s so far\n`);
     }
   } finally {
-    db.dispose();
+    await db.dispose();
   }
   const view = rows.map((r) => {
     const m = r.median;
@@ -216,12 +221,12 @@ export async function restartSection(ctx: SectionContext) {
         heapUsedAfterGc: m.memory.afterGc.heapUsed,
         rssAfterGc: m.memory.afterGc.rss,
       },
-      rssTarget: r.jobs >= 1_000_000 ? { bytes: RSS_TARGET_BYTES, verdict: m.memory.peakRss < RSS_TARGET_BYTES ? 'PASS' : 'ABOVE' } : null,
+      rssTarget: r.jobs >= 1_000_000 && !pg ? { bytes: RSS_TARGET_BYTES, verdict: m.memory.peakRss < RSS_TARGET_BYTES ? 'PASS' : 'ABOVE' } : null,
     };
   });
   console.log('');
   printTable(
-    ['jobs', 'recover', 'timers', 'db file', 'open store', 'createRuntime', 'first tick', 'total', 'µs/job', 'store reads in recover', 'RSS before', 'RSS after', 'RSS peak', 'heap after gc'],
+    ['jobs', 'recover', 'timers', pg ? 'database' : 'db file', 'open store', 'createRuntime', 'first tick', 'total', 'µs/job', 'store reads in recover', 'RSS before', 'RSS after', 'RSS peak', 'heap after gc'],
     view.map((v) => [
       fmtRate(v.jobs),
       v.recover,
@@ -243,14 +248,15 @@ export async function restartSection(ctx: SectionContext) {
   const verify = of('verify');
   const noVerify = of('no-verify');
   const slope = (vs: typeof view) => (vs.length < 2 ? Number.NaN : (vs.at(-1)!.createRuntimeMs - vs[0]!.createRuntimeMs) / (vs.at(-1)!.jobs - vs[0]!.jobs));
+  const perExtra = (vs: typeof view) => (vs.length < 2 ? '— (one size)' : (slope(vs) * 1000).toFixed(2));
   const vLast = verify.at(-1)!;
   const nLast = noVerify.at(-1)!;
   console.log(
     `  What grows with job count: with the defaults (verifySnapshots 'auto'), open-time recovery hydrates every active job up to 10,000 of them,`,
   );
   console.log(
-    `  then checks machine versions only: ${(slope(verify) * 1000).toFixed(2)} µs per extra job; at ${fmtRate(vLast.jobs)} jobs ${fmtMs(vLast.createRuntimeMs)}, ` +
-      `${fmtMs(vLast.recovery.storeMs)} of it in store reads. With verifySnapshots: false it is ${(slope(noVerify) * 1000).toFixed(2)} µs per extra job ` +
+    `  then checks machine versions only: ${perExtra(verify)} µs per extra job; at ${fmtRate(vLast.jobs)} jobs ${fmtMs(vLast.createRuntimeMs)}, ` +
+      `${fmtMs(vLast.recovery.storeMs)} of it in store reads. With verifySnapshots: false it is ${perExtra(noVerify)} µs per extra job ` +
       `(${fmtMs(nLast.createRuntimeMs)} at ${fmtRate(nLast.jobs)}: the machine versions come from an index, one probe per version, counted up to 10,001).`,
   );
   console.log(`  Opening the store and the first tick (nothing due) stay flat: ${fmtMs(vLast.openStoreMs)}, ${fmtMs(vLast.firstTickMs)}.`);
@@ -259,6 +265,7 @@ export async function restartSection(ctx: SectionContext) {
       `no-verify: ${noVerify.map((v) => `${fmtRate(v.jobs)} +${fmtMiB(v.memory.rssPeak - v.memory.rssBeforeOpen)}`).join(', ')}.`,
   );
   console.log(`  Heap after gc stays ${fmtMiB(Math.max(...view.map((v) => v.memory.heapUsedAfterGc)))} at most: the growth is garbage made during recovery, not retained per job.`);
+  if (pg) console.log('  Postgres: store reads are round trips to the server (not in this process\'s RSS); no RSS target (bench/targets.ts is SQLite\'s): figures only.');
   if (!ctx.big) console.log('  1M jobs: run with --big (the target is RSS < 200 MB at 1M waiting jobs).');
   else {
     for (const v of view.filter((x) => x.rssTarget)) {
@@ -273,9 +280,12 @@ export async function restartSection(ctx: SectionContext) {
   return {
     method: {
       jobs: `approval-flow jobs pending with 2 scheduled timers each (reminder +1 day, deadline +3 days: none due at the first tick)`,
-      creation: `${TEMPLATE_JOBS} jobs started through the runtime (runtime.start, 64 concurrent, NORMAL), then copied with SQL (INSERT … SELECT of jobs, transitions and timers rows with new ids) to each size; WAL checkpointed (TRUNCATE) before each restart; OS page cache left warm`,
+      store: kind,
+      creation: pg
+        ? `${TEMPLATE_JOBS} jobs started through the runtime (PostgresStore, 64 concurrent), then copied with SQL (INSERT … SELECT over generate_series of jobs, transitions and timers rows with new ids), VACUUM ANALYZE before each restart`
+        : `${TEMPLATE_JOBS} jobs started through the runtime (runtime.start, 64 concurrent, NORMAL), then copied with SQL (INSERT … SELECT of jobs, transitions and timers rows with new ids) to each size; WAL checkpointed (TRUNCATE) before each restart; OS page cache left warm`,
       restart:
-        'fresh child process (node --import tsx bench/restartChild.ts): SqliteStore.open (FULL, the default), createRuntime({ the 4 reference machines; recover: true by default; verify: defaults, no-verify: verifySnapshots: false }), runtime.tick(); ' +
+        `fresh child process (node --import tsx bench/restartChild.ts): ${pg ? 'PostgresStore.open (pool 10)' : 'SqliteStore.open (FULL, the default)'}, createRuntime({ the 4 reference machines; recover: true by default; verify: defaults, no-verify: verifySnapshots: false }), runtime.tick(); ` +
         'store wrapped to count calls; memory from process.memoryUsage() and resourceUsage().maxRSS',
       repeats: Object.fromEntries(sizes.map((n) => [n, repeats(n)])),
       templateStartsPerSec: round(templateStartsPerSec),

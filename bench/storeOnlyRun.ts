@@ -1,8 +1,7 @@
 import { createRuntime, type TransitionCommit } from '../src/index.ts';
-import { SqliteStore } from '../persistence/sqlite/index.ts';
 import { jobLifecycle } from '../machines/index.ts';
 import { timedSteps } from './stats.ts';
-import { freshDbPath } from './tempDb.ts';
+import { freshBenchDb, type StoreKind } from './benchDb.ts';
 import { JOB_INPUT, MACHINE_ID, persistedSnapshotTemplate, progressEvent } from './workload.ts';
 import type { RunOptions, RunResult } from './rawRun.ts';
 
@@ -12,9 +11,9 @@ import type { RunOptions, RunResult } from './rawRun.ts';
  * PROGRESS event (the job row `WHERE id = ? AND revision = ?` with its lease, the history row, the
  * inbox row accepted and settled), built from the workload's snapshot JSON as the raw limit's is.
  */
-export async function runStoreOnly(options: RunOptions): Promise<RunResult> {
-  const tmp = freshDbPath(`store-${options.synchronous.toLowerCase()}`);
-  const store = await SqliteStore.open(tmp.path, { synchronous: options.synchronous });
+export async function runStoreOnly(options: RunOptions & { store?: StoreKind }): Promise<RunResult> {
+  const db = await freshBenchDb(options.store ?? 'sqlite', `store-${options.synchronous.toLowerCase()}`);
+  const store = await db.openStore(options.synchronous);
   try {
     const runtime = await createRuntime({ store, machines: [jobLifecycle] });
     const job = await runtime.start(MACHINE_ID, JOB_INPUT);
@@ -45,6 +44,6 @@ export async function runStoreOnly(options: RunOptions): Promise<RunResult> {
     return run;
   } finally {
     await store.close();
-    tmp.dispose();
+    await db.dispose();
   }
 }
