@@ -50,6 +50,7 @@ const POSTGRES_FILES = [
   'test/migrateStore.pg.test.ts',
   'test/historyFeed.pg.test.ts',
   'test/pathTests.pg.test.ts',
+  'test/unseenMachines.pg.test.ts',
   ...STORE_CONTRACT_FILES,
   'test/runtime.test.ts',
   'test/effects.test.ts',
