@@ -118,15 +118,18 @@ export const shopOrderDefinition = {
 
 type Line = Record<string, unknown>;
 
-/** A `spool worker --json` on the database: its lines parsed; `until(p)` waits for one (from its start), never on time. */
+/** A `spool worker --json` on the database (SHOP_HANG set when `hang`): its lines parsed; `until(p)` waits on its output, never on time. */
 function startWorker(db: string, hang: boolean) {
   const proc = spawnSpool(['--db', db, '--machines', MODULE, 'worker', '--poll-ms', '50', '--lease-ms', '2000', '--concurrency', '16', '--json'], TMP, { SHOP_HANG: hang ? '1' : '0' });
-  const lines = (): Line[] =>
-    proc
-      .output()
-      .stdout.split('\n')
+  /** The complete lines printed so far (a chunk may end inside one). */
+  const lines = (): Line[] => {
+    const { stdout } = proc.output();
+    return stdout
+      .slice(0, stdout.lastIndexOf('\n') + 1)
+      .split('\n')
       .filter((l) => l.startsWith('{'))
       .map((l) => JSON.parse(l) as Line);
+  };
   let closed = false;
   const waiting: (() => void)[] = [];
   const wake = () => {

@@ -12,9 +12,9 @@ import { dumpDatabase, type Resources } from './resources.ts';
 import { ON_POSTGRES, postgresAt } from './stores.ts';
 
 /** What raw SQL runs on: a SQLite store or connection (`db`), or a PostgresStore (`pool`; typed as a SQLite store in the tests). */
-type Opened = { readonly db: Database.Database } | { readonly pool: PostgresStore['pool'] };
+type RawTarget = { readonly db: Database.Database } | { readonly pool: PostgresStore['pool'] };
 
-function pgPool(store: Opened): PostgresStore['pool'] | null {
+function pgPool(store: RawTarget): PostgresStore['pool'] | null {
   return 'pool' in store ? store.pool : null;
 }
 
@@ -23,25 +23,25 @@ function pgPool(store: Opened): PostgresStore['pool'] | null {
  * the file, or a PostgresStore on the database standing for it (its pool reads numbers as numbers).
  * Closed by `res.dispose()`.
  */
-export async function rawAt(res: Resources, path: string, options: Database.Options = {}): Promise<Opened> {
+export async function rawAt(res: Resources, path: string, options: Database.Options = {}): Promise<RawTarget> {
   if (!ON_POSTGRES) return { db: res.raw(path, options) };
   return res.track(await postgresAt(path));
 }
 
 /** Every row `sql` returns. */
-export async function rawAll<T = Record<string, unknown>>(store: Opened, sql: string, ...params: unknown[]): Promise<T[]> {
+export async function rawAll<T = Record<string, unknown>>(store: RawTarget, sql: string, ...params: unknown[]): Promise<T[]> {
   const pool = pgPool(store);
   if (!pool) return (store as { db: Database.Database }).db.prepare(sql).all(...params) as T[];
   return (await pool.query(toPostgres(sql, 'test').text, params)).rows as T[];
 }
 
 /** The first row `sql` returns, or undefined. */
-export async function rawGet<T = Record<string, unknown>>(store: Opened, sql: string, ...params: unknown[]): Promise<T | undefined> {
+export async function rawGet<T = Record<string, unknown>>(store: RawTarget, sql: string, ...params: unknown[]): Promise<T | undefined> {
   return (await rawAll<T>(store, sql, ...params))[0];
 }
 
 /** Run a write; the number of rows it changed. */
-export async function rawRun(store: Opened, sql: string, ...params: unknown[]): Promise<number> {
+export async function rawRun(store: RawTarget, sql: string, ...params: unknown[]): Promise<number> {
   const pool = pgPool(store);
   if (!pool) return (store as { db: Database.Database }).db.prepare(sql).run(...params).changes;
   return (await pool.query(toPostgres(sql, 'test').text, params)).rowCount ?? 0;
@@ -52,7 +52,7 @@ export async function rawRun(store: Opened, sql: string, ...params: unknown[]): 
  * On SQLite, `sqlite_sequence` too (see dumpDatabase); Postgres's sequences are no table and are
  * left out (they move on an insert that rolls back, by design).
  */
-export async function dumpRows(store: Opened): Promise<Record<string, string[]>> {
+export async function dumpRows(store: RawTarget): Promise<Record<string, string[]>> {
   const pool = pgPool(store);
   if (!pool) return dumpDatabase((store as { db: Database.Database }).db);
   const tables = await pool.query<{ name: string }>(
