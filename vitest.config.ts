@@ -40,12 +40,9 @@ const ASYNC_STORE_FILES = [
 /**
  * The files run a third time on a PostgresStore (test/helpers/stores.ts), a database per store,
  * on the server `.ci/run` starts (or the globalSetup, when SPOOL_TEST_PG_URL is unset): the
- * Postgres-only tests, the store contracts, and the runtime files whose every test reaches the
- * store through the port only. The other ASYNC_STORE_FILES (effects, timers, children, cancel,
- * groupCommit, recovery, operations, backpressure, schedules) each have tests that read or edit
- * the SQLite file itself (`store.db`, a raw connection, `dumpDatabase`): they stay in the SQLite
- * projects (all their other tests passed on Postgres when last run by hand with
- * `SPOOL_TEST_STORE=postgres`).
+ * Postgres-only tests, the store contracts, and every runtime file of ASYNC_STORE_FILES. A test
+ * that must arrange or check a row the port cannot write or read runs raw SQL through
+ * test/helpers/rawSql.ts, which speaks to either store (the schemas have the same tables).
  */
 const POSTGRES_FILES = [
   'test/postgres.pg.test.ts',
@@ -54,8 +51,18 @@ const POSTGRES_FILES = [
   'test/historyFeed.pg.test.ts',
   'test/pathTests.pg.test.ts',
   'test/leaseClock.pg.test.ts',
+  'test/unseenMachines.pg.test.ts',
   ...STORE_CONTRACT_FILES,
   'test/runtime.test.ts',
+  'test/effects.test.ts',
+  'test/timers.test.ts',
+  'test/children.test.ts',
+  'test/cancel.test.ts',
+  'test/groupCommit.test.ts',
+  'test/recovery.test.ts',
+  'test/operations.test.ts',
+  'test/backpressure.test.ts',
+  'test/schedules.test.ts',
   'test/leases.test.ts',
   'test/poison.test.ts',
   'test/outcomeUnknown.test.ts',

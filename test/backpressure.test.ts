@@ -14,7 +14,8 @@ import type { JobStore } from '../src/ports/store.ts';
 import { BacklogGauge } from '../src/runtime/limits.ts';
 import { VirtualClock } from '../src/testing/index.ts';
 import { T0, runToEnd } from './helpers/durable.ts';
-import { dumpDatabase, dumpStore, Resources } from './helpers/resources.ts';
+import { dumpRows } from './helpers/rawSql.ts';
+import { dumpStore, Resources } from './helpers/resources.ts';
 
 const counter = setup({ types: { context: {} as { n: number } } }).createMachine({
   id: 'counter',
@@ -52,15 +53,15 @@ interface Stores {
   dump: () => Promise<unknown>;
 }
 
-async function stores(kind: 'sqlite' | 'memory', clock: VirtualClock): Promise<Stores> {
+/** `database`: the store under test (a SQLite file; a Postgres database in the postgres project); `memory`: a MemoryStore. */
+async function stores(kind: 'database' | 'memory', clock: VirtualClock): Promise<Stores> {
   if (kind === 'memory') {
     const store = new MemoryStore();
     return { store, another: async () => store, dump: () => dumpStore(store) };
   }
   const path = res.dbPath();
   const store = await res.sqlite(path, { clock });
-  const raw = res.raw(path, { readonly: true });
-  return { store, another: () => res.sqlite(path, { clock }), dump: async () => dumpDatabase(raw) };
+  return { store, another: () => res.sqlite(path, { clock }), dump: () => dumpRows(store) };
 }
 
 async function refusal(work: Promise<unknown>): Promise<BackpressureError> {
@@ -72,7 +73,7 @@ async function refusal(work: Promise<unknown>): Promise<BackpressureError> {
   return error as BackpressureError;
 }
 
-describe.each(['sqlite', 'memory'] as const)('maxBacklog (%s store)', (kind) => {
+describe.each(['database', 'memory'] as const)('maxBacklog (%s store)', (kind) => {
   it('refuses send and start past the limit, writing nothing; repeats get their first outcome; a drained backlog lets them through', async () => {
     const clock = new VirtualClock(T0);
     const { store, another, dump } = await stores(kind, clock);

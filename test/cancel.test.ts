@@ -6,7 +6,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { retryingJob } from '../machines/index.ts';
 import { JobTerminalError, ValidationError } from '../src/index.ts';
-import { dumpDatabase, Resources } from './helpers/resources.ts';
+import { dumpRows } from './helpers/rawSql.ts';
+import { Resources } from './helpers/resources.ts';
 import { T0, gate, releaseGates, nextEvent, openRuntime, untilAborted, type Opened } from './helpers/durable.ts';
 import { work, workHooks } from './fixtures/workMachine.ts';
 import { timing } from './fixtures/timingMachine.ts';
@@ -145,19 +146,19 @@ describe('cancel', () => {
     await runtime.idle();
     await runtime.send(job.id, { type: 'ACCEPT' });
     expect((await runtime.get(job.id)).final).toBe(true);
-    const before = dumpDatabase(store.db);
+    const before = await dumpRows(store);
     await expect(runtime.cancel(job.id, 'too late')).rejects.toBeInstanceOf(JobTerminalError);
-    expect(dumpDatabase(store.db)).toEqual(before);
+    expect(await dumpRows(store)).toEqual(before);
     expect((await runtime.get(job.id)).cancel).toBeNull();
   });
 
   it('of a job whose machine has no CANCEL event is a ValidationError that says what to add', async () => {
     const { runtime, store } = await open();
     const job = await runtime.start('timing', {});
-    const before = dumpDatabase(store.db);
+    const before = await dumpRows(store);
     await expect(runtime.cancel(job.id)).rejects.toThrow(ValidationError);
     await expect(runtime.cancel(job.id)).rejects.toThrow(/no "CANCEL" event.*cancel: \{ event \}/);
-    expect(dumpDatabase(store.db)).toEqual(before);
+    expect(await dumpRows(store)).toEqual(before);
   });
 
   // Regression: attempts that started after a cancel request used to get an already-aborted

@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { assign, createMachine, fromPromise, sendParent, sendTo, setup } from 'xstate';
 import { MachineDefinitionError, MachineRegistry } from '../src/index.ts';
 import { VirtualClock } from '../src/testing/index.ts';
+import { rawAt, rawRun } from './helpers/rawSql.ts';
 import { Resources } from './helpers/resources.ts';
 
 const reviewer = setup({
@@ -130,7 +131,7 @@ describe('child machines', () => {
     await first.idle();
     await first.close();
     // What the parent's WITHDRAW commit writes before its process stops the child: the invocation ends.
-    resources.raw(path).prepare("UPDATE effects SET active = 0, status = 'cancelled' WHERE id = 'o~review~r2'").run();
+    expect(await rawRun(await rawAt(resources, path), "UPDATE effects SET active = 0, status = 'cancelled' WHERE id = 'o~review~r2'")).toBe(1);
     const logs: string[] = [];
     const second = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [publish], clock, log: (e) => logs.push(e.msg) });
     const child = await second.get('o~review~r2');

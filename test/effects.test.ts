@@ -23,7 +23,8 @@ import {
   type Runtime,
   type RuntimeEvent,
 } from '../src/index.ts';
-import { dumpDatabase, Resources } from './helpers/resources.ts';
+import { dumpRows, rawGet } from './helpers/rawSql.ts';
+import { Resources } from './helpers/resources.ts';
 import { RELEASED_ATTEMPT } from '../src/ports/store.ts';
 import { T0, gate, releaseGates, nextEvent, openRuntime, rowsOf, runToEnd, untilAborted, type Opened } from './helpers/durable.ts';
 import { WORK_POLICY, WORK_TIMEOUT_MS, work, workHooks } from './fixtures/workMachine.ts';
@@ -265,9 +266,9 @@ describe('an outcome applies once; late and superseded outcomes are stale', () =
     expect(details.events.find((e) => e.type === 'xstate.done.actor.work')).toMatchObject({ status: 'applied', revision: 3, source: 'effect', attempt: 1 });
     expect(summary(details.attempts)).toEqual([{ attempt: 1, outcome: 'succeeded', error: null }]);
     // Its history row is its only record (schema 13): no inbox row was written.
-    const row = store.db.prepare("SELECT accepted_at, processed_at FROM events WHERE source_kind = 'effect'").get() as { accepted_at: number; processed_at: number };
-    expect(row.processed_at).toBe(row.accepted_at);
-    expect(store.db.prepare("SELECT count(*) FROM inbox WHERE source_kind = 'effect'").pluck().get()).toBe(0);
+    const row = await rawGet<{ accepted_at: number; processed_at: number }>(store, "SELECT accepted_at, processed_at FROM events WHERE source_kind = 'effect'");
+    expect(row!.processed_at).toBe(row!.accepted_at);
+    expect(await rawGet(store, "SELECT count(*) AS n FROM inbox WHERE source_kind = 'effect'")).toEqual({ n: 0 });
   });
 
   /** Two live runtimes on one file: A runs attempt 1, B takes over after A's claim expires. */
@@ -338,7 +339,7 @@ describe('an outcome applies once; late and superseded outcomes are stale', () =
     await runtime.idle();
     const done = (await runtime.events(jobId)).find((e) => e.type === 'xstate.done.actor.work')!;
     expect(done.status).toBe('applied');
-    const before = dumpDatabase(store.db);
+    const before = await dumpRows(store);
     const again = await store.acceptEvent({
       jobId,
       eventId: done.eventId,
@@ -354,7 +355,7 @@ describe('an outcome applies once; late and superseded outcomes are stale', () =
     expect(await runtime.processPending()).toBe(0);
     // Rows are unchanged (SQLite's AUTOINCREMENT counter may move on a conflicting insert: not a row).
     const { sqlite_sequence: _a, ...rowsBefore } = before;
-    const { sqlite_sequence: _b, ...rowsAfter } = dumpDatabase(store.db);
+    const { sqlite_sequence: _b, ...rowsAfter } = await dumpRows(store);
     expect(rowsAfter).toEqual(rowsBefore);
   });
 });
@@ -515,10 +516,10 @@ describe('out-of-band completion tokens', () => {
 
     const job = await runtime.complete(token, { approvedBy: 'ann' });
     expect(job).toMatchObject({ value: 'review', context: { output: { approvedBy: 'ann' } } });
-    const before = dumpDatabase(store.db);
+    const before = await dumpRows(store);
     await expect(runtime.complete(token, { approvedBy: 'bob' })).rejects.toBeInstanceOf(TokenError);
     await expect(runtime.fail(token, { name: 'Late', message: 'too late' })).rejects.toBeInstanceOf(TokenError); // late failure after success
-    expect(dumpDatabase(store.db)).toEqual(before);
+    expect(await dumpRows(store)).toEqual(before);
     const details = await runtime.details(jobId);
     expect(details.history.filter((h) => h.eventType === 'xstate.done.actor.work').map((h) => h.outcome)).toEqual(['applied']);
     expect(summary(details.attempts)).toEqual([{ attempt: 1, outcome: 'succeeded', error: null }]);
@@ -541,7 +542,7 @@ describe('out-of-band completion tokens', () => {
     const o = await open({ maxPayloadBytes: 1024 });
     const { runtime, store } = o;
     const { jobId, token } = await deferred(o);
-    const before = dumpDatabase(store.db);
+    const before = await dumpRows(store);
     for (const bad of ['', 'short', `${token} `, 'x'.repeat(200), `${token.slice(0, -1)}!`, 42 as unknown as string]) {
       await expect(runtime.complete(bad, 'x')).rejects.toBeInstanceOf(TokenError);
     }
@@ -551,7 +552,7 @@ describe('out-of-band completion tokens', () => {
     circular['self'] = circular;
     await expect(runtime.complete(token, circular)).rejects.toBeInstanceOf(ValidationError);
     await expect(runtime.fail(token, { message: 'y'.repeat(2000) })).rejects.toBeInstanceOf(PayloadTooLargeError);
-    expect(dumpDatabase(store.db)).toEqual(before);
+    expect(await dumpRows(store)).toEqual(before);
 
     const job = await runtime.complete(token, { small: true });
     expect(job).toMatchObject({ value: 'review', context: { output: { small: true } } });
@@ -603,10 +604,10 @@ describe('out-of-band completion tokens', () => {
     await runtime.tick();
     await runtime.idle();
     expect((await runtime.get(jobId)).value).toBe('timedOut');
-    const before = dumpDatabase(store.db);
+    const before = await dumpRows(store);
     await expect(runtime.complete(token, { tooLate: true })).rejects.toBeInstanceOf(TokenError);
     await expect(runtime.fail(token, 'too late')).rejects.toBeInstanceOf(TokenError);
-    expect(dumpDatabase(store.db)).toEqual(before);
+    expect(await dumpRows(store)).toEqual(before);
     expect(await runtime.get(jobId)).toMatchObject({ value: 'timedOut', context: { output: null } });
   });
 });
@@ -673,11 +674,12 @@ describe('progress, assets and purge', () => {
     await runtime.send(jobId, { type: 'ACCEPT' });
     await runtime.setProgress(jobId, 5); // leaves a note
     const tables = ['jobs', 'transitions', 'inbox', 'effects', 'effect_attempts', 'timers', 'notes', 'assets'];
-    for (const table of tables) expect(rowsOf(store, table, jobId).length, table).toBeGreaterThan(0);
-    const otherBefore = tables.map((t) => rowsOf(store, t, keep).length);
+    for (const table of tables) expect((await rowsOf(store, table, jobId)).length, table).toBeGreaterThan(0);
+    const rowCounts = async (id: string) => Promise.all(tables.map(async (t) => (await rowsOf(store, t, id)).length));
+    const otherBefore = await rowCounts(keep);
     await runtime.purge(jobId);
-    for (const table of tables) expect(rowsOf(store, table, jobId), table).toEqual([]);
-    expect(tables.map((t) => rowsOf(store, t, keep).length)).toEqual(otherBefore);
+    for (const table of tables) expect(await rowsOf(store, table, jobId), table).toEqual([]);
+    expect(await rowCounts(keep)).toEqual(otherBefore);
     await expect(runtime.get(jobId)).rejects.toBeInstanceOf(JobNotFoundError);
   });
 });

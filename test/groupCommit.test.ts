@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { assign, fromPromise, setup } from 'xstate';
 import type { CommitResult, JobStore, TransitionCommit, WriteBatch } from '../src/index.ts';
 import { VirtualClock } from '../src/testing/index.ts';
+import { rawAll, rawAt, rawGet } from './helpers/rawSql.ts';
 import { Resources } from './helpers/resources.ts';
 
 const counter = setup({ types: { context: {} as { n: number } } }).createMachine({
@@ -92,10 +93,9 @@ describe('group commit', () => {
     expect(creates.reduce((a, b) => a + b, 0)).toBe(30);
     expect(Math.max(...creates)).toBeGreaterThan(1);
     expect(creates.length).toBeLessThan(30);
-    const raw = resources.raw(path, { readonly: true });
-    expect(raw.prepare("SELECT id FROM jobs WHERE id LIKE 'j%' ORDER BY CAST(substr(id, 2) AS INTEGER)").pluck().all()).toEqual(ids.filter((id) => id !== 'j7'));
-    expect(raw.prepare("SELECT count(*) FROM transitions WHERE job_id = 'j7'").pluck().get()).toBe(0);
-    raw.close();
+    const raw = await rawAt(resources, path, { readonly: true });
+    expect((await rawAll<{ id: string }>(raw, "SELECT id FROM jobs WHERE id LIKE 'j%' ORDER BY CAST(substr(id, 2) AS INTEGER)")).map((r) => r.id)).toEqual(ids.filter((id) => id !== 'j7'));
+    expect(await rawGet(raw, "SELECT count(*) AS n FROM transitions WHERE job_id = 'j7'")).toEqual({ n: 0 });
   });
 
   it('batches concurrent sends to different jobs into shared transactions, acknowledging each after its commit', async () => {
@@ -188,13 +188,12 @@ describe('group commit', () => {
     expect(Math.max(...calls.map((c) => c.claims))).toBeGreaterThan(1);
     expect(Math.max(...calls.map((c) => c.claims))).toBeLessThanOrEqual(8);
     expect(Math.max(...calls.map((c) => c.finishes))).toBeGreaterThan(1);
-    const raw = resources.raw(path, { readonly: true });
-    expect(raw.prepare("SELECT count(*) FROM effect_attempts WHERE outcome = 'succeeded'").pluck().get()).toBe(24);
-    expect(raw.prepare("SELECT count(*) FROM effect_attempts WHERE outcome <> 'succeeded'").pluck().get()).toBe(0);
+    const raw = await rawAt(resources, path, { readonly: true });
+    expect(await rawGet(raw, "SELECT count(*) AS n FROM effect_attempts WHERE outcome = 'succeeded'")).toEqual({ n: 24 });
+    expect(await rawGet(raw, "SELECT count(*) AS n FROM effect_attempts WHERE outcome <> 'succeeded'")).toEqual({ n: 0 });
     // Nothing waited before them: each outcome was recorded in the commit that applied it, its event settled there
     // (recorded by its history row alone, schema 13: no inbox row).
-    expect(raw.prepare("SELECT count(*) FROM events WHERE source_kind = 'effect' AND status = 'applied' AND revision = 2").pluck().get()).toBe(24);
-    expect(raw.prepare("SELECT count(*) FROM inbox WHERE source_kind = 'effect'").pluck().get()).toBe(0);
-    raw.close();
+    expect(await rawGet(raw, "SELECT count(*) AS n FROM events WHERE source_kind = 'effect' AND status = 'applied' AND revision = 2")).toEqual({ n: 24 });
+    expect(await rawGet(raw, "SELECT count(*) AS n FROM inbox WHERE source_kind = 'effect'")).toEqual({ n: 0 });
   });
 });

@@ -20,6 +20,7 @@ import {
 import { MemoryStore } from '../persistence/memory/index.ts';
 import type { JobStore } from '../src/ports/store.ts';
 import { VirtualClock } from '../src/testing/index.ts';
+import { rawAll, rawGet, rawRun } from './helpers/rawSql.ts';
 import { Resources } from './helpers/resources.ts';
 import { gate, nextEvent, openRuntime, releaseGates, T0, type Opened } from './helpers/durable.ts';
 import { deadEndMachine, fragile, FRAGILE_POLICY, mended, opsHooks, resetOpsHooks, unsafeCharge, type ChargeInput } from './fixtures/opsMachines.ts';
@@ -164,7 +165,7 @@ describe('list({ stuck: true }) and details().waitingFor', () => {
     await runtime.send('kept', { type: 'START' });
     expect((await runtime.list({ stuck: true })).map((j) => j.id)).toEqual(['holding', 'limbo']);
 
-    store.db.prepare('DELETE FROM effects WHERE job_id = ?').run('gone');
+    expect(await rawRun(store, 'DELETE FROM effects WHERE job_id = ?', 'gone')).toBe(1);
     expect((await runtime.list({ stuck: true })).map((j) => [j.id, j.value])).toEqual([
       ['gone', 'processing'],
       ['holding', 'holding'],
@@ -477,7 +478,7 @@ describe('purgeFinished: retention', () => {
     expect((await acme.runtime.list()).map((j) => j.id)).toEqual(['acme-old']);
     for (const table of ['jobs', 'inbox', 'transitions', 'effects', 'timers', 'notes', 'assets']) {
       const column = table === 'jobs' ? 'id' : 'job_id';
-      expect(store.db.prepare(`SELECT count(*) AS n FROM ${table} WHERE ${column} IN ('old-done', 'old-failed')`).get(), table).toEqual({ n: 0 });
+      expect(await rawGet(store, `SELECT count(*) AS n FROM ${table} WHERE ${column} IN ('old-done', 'old-failed')`), table).toEqual({ n: 0 });
     }
     expect(await acme.runtime.purgeFinished({ olderThanMs: 30 * DAY })).toEqual({ purged: 1 });
     await acme.runtime.close();
@@ -533,8 +534,7 @@ describe('stats', () => {
 
     const stats = await runtime.stats();
     const now = clock.now();
-    const raw = res.raw(path, { readonly: true });
-    const rows = <T>(sql: string) => raw.prepare(sql).all() as T[];
+    const rows = <T>(sql: string) => rawAll<T>(o.store, sql);
     type JobRow = {
       id: string;
       machine_id: string;
@@ -548,14 +548,14 @@ describe('stats', () => {
       lease_owner: string | null;
       lease_until: number | null;
     };
-    const jobs = rows<JobRow>('SELECT * FROM jobs').filter((j) => j.owner === '');
+    const jobs = (await rows<JobRow>('SELECT * FROM jobs')).filter((j) => j.owner === '');
     const mine = new Set(jobs.map((j) => j.id));
     const byId = new Map(jobs.map((j) => [j.id, j]));
-    const inbox = rows<{ job_id: string; status: string; accepted_at: number }>('SELECT * FROM inbox').filter((e) => mine.has(e.job_id));
-    const timers = rows<{ job_id: string; status: string; due_at: number }>('SELECT * FROM timers').filter((t) => mine.has(t.job_id));
+    const inbox = (await rows<{ job_id: string; status: string; accepted_at: number }>('SELECT * FROM inbox')).filter((e) => mine.has(e.job_id));
+    const timers = (await rows<{ job_id: string; status: string; due_at: number }>('SELECT * FROM timers')).filter((t) => mine.has(t.job_id));
     type EffectRow = { id: string; job_id: string; src: string; status: string; active: number; attempt: number; max_attempts: number; error: string | null; claimed_by: string | null; claim_expires_at: number | null };
-    const effects = rows<EffectRow>('SELECT * FROM effects').filter((e) => mine.has(e.job_id));
-    const attempts = rows<{ effect_id: string; outcome: string }>('SELECT * FROM effect_attempts');
+    const effects = (await rows<EffectRow>('SELECT * FROM effects')).filter((e) => mine.has(e.job_id));
+    const attempts = await rows<{ effect_id: string; outcome: string }>('SELECT * FROM effect_attempts');
     const live = new Set(['pending', 'running', 'waiting', 'backoff']);
     const held = (id: string) => byId.get(id)!.suspended_at !== null || byId.get(id)!.quarantine !== null;
     const suspended = (id: string) => byId.get(id)!.suspended_at !== null;

@@ -5,6 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { assign, createMachine, fromPromise, setup } from 'xstate';
 import { VirtualClock } from '../src/testing/index.ts';
+import { rawAt, rawGet, rawRun } from './helpers/rawSql.ts';
 import { Resources } from './helpers/resources.ts';
 
 const v1 = setup({ types: { context: {} as { n: number } } }).createMachine({
@@ -48,10 +49,9 @@ describe('recovery with verifySnapshots: false', () => {
     await first.start('waiter', {}, { jobId: 'bad' });
     await first.start('waiter', {}, { jobId: 'good' });
     await first.close();
-    const raw = resources.raw(path);
-    const snapshot = JSON.parse((raw.prepare("SELECT snapshot FROM jobs WHERE id = 'bad'").get() as { snapshot: string }).snapshot) as Record<string, unknown>;
-    raw.prepare("UPDATE jobs SET snapshot = ? WHERE id = 'bad'").run(JSON.stringify({ ...snapshot, value: 'vanished' }));
-    raw.close();
+    const raw = await rawAt(resources, path);
+    const snapshot = JSON.parse((await rawGet<{ snapshot: string }>(raw, "SELECT snapshot FROM jobs WHERE id = 'bad'"))!.snapshot) as Record<string, unknown>;
+    expect(await rawRun(raw, "UPDATE jobs SET snapshot = ? WHERE id = 'bad'", JSON.stringify({ ...snapshot, value: 'vanished' }))).toBe(1);
 
     const second = await resources.runtime({ store: await resources.sqlite(path, { clock }), machines: [v1], clock, verifySnapshots: false });
     expect((await second.get('bad')).quarantine).toBeNull(); // not read at open

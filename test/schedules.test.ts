@@ -21,7 +21,8 @@ import type { JobStore, OccurrenceRecord, ScheduleFire } from '../src/ports/stor
 import { VirtualClock } from '../src/testing/index.ts';
 import { counter } from './fixtures/machines.ts';
 import { report, reportV2 } from './fixtures/scheduleMachines.ts';
-import { dumpDatabase, dumpStore, Resources } from './helpers/resources.ts';
+import { dumpRows, rawRun } from './helpers/rawSql.ts';
+import { dumpStore, Resources } from './helpers/resources.ts';
 
 const res = new Resources();
 afterEach(() => res.dispose());
@@ -32,7 +33,8 @@ const MIN = 60 * SEC;
 const HOUR = 60 * MIN;
 const MACHINES = [report, counter];
 
-type Kind = 'sqlite' | 'memory';
+/** `database`: the store under test (a SQLite file; a Postgres database in the postgres project); `memory`: a MemoryStore. */
+type Kind = 'database' | 'memory';
 
 interface Opened {
   runtime: Runtime;
@@ -43,7 +45,7 @@ interface Opened {
 
 async function open(kind: Kind, o: { clock?: VirtualClock; store?: JobStore; path?: string; machines?: typeof MACHINES | unknown[] } = {}): Promise<Opened & { path: string | undefined }> {
   const clock = o.clock ?? new VirtualClock(T0);
-  const path = kind === 'sqlite' ? (o.path ?? res.dbPath()) : undefined;
+  const path = kind === 'database' ? (o.path ?? res.dbPath()) : undefined;
   const store = o.store ?? (path ? await res.sqlite(path, { clock }) : new MemoryStore());
   const runtime = await res.runtime({ store, machines: (o.machines ?? MACHINES) as typeof MACHINES, clock });
   const seen: RuntimeEvent[] = [];
@@ -51,9 +53,9 @@ async function open(kind: Kind, o: { clock?: VirtualClock; store?: JobStore; pat
   return { runtime, store, clock, seen, path };
 }
 
-/** Every row for SQLite, every record through the port otherwise (schedules included). */
+/** Every row for the database stores (SQLite or Postgres), every record through the port for memory (schedules included). */
 async function dump(store: JobStore): Promise<unknown> {
-  if ('db' in store) return dumpDatabase((store as SqliteStore).db);
+  if (!(store instanceof MemoryStore)) return dumpRows(store as SqliteStore);
   return { jobs: await dumpStore(store), schedules: await store.listSchedules({}) };
 }
 
@@ -99,7 +101,7 @@ async function runs(runtime: Runtime): Promise<[string, string, unknown][]> {
 const idAt = (minutes: number, id = 'daily') => occurrenceJobId(id, T0 + minutes * MIN);
 
 describe('schedule(): validation first, nothing stored on error', () => {
-  for (const kind of ['sqlite', 'memory'] as const) {
+  for (const kind of ['database', 'memory'] as const) {
     it(`${kind}: a bad cron expression, time zone, interval or policy is an InvalidScheduleError; an unknown machine or invalid input their own typed errors`, async () => {
       const { runtime, store } = await open(kind);
       const before = await dump(store);
@@ -139,7 +141,7 @@ describe('schedule(): validation first, nothing stored on error', () => {
   }
 
   it('refuses an input with a sensitive field, which it could only replay as [redacted]', async () => {
-    const { runtime, store } = await open('sqlite', { machines: [{ ...report, sensitive: ['day'] }, counter] });
+    const { runtime, store } = await open('database', { machines: [{ ...report, sensitive: ['day'] }, counter] });
     const before = await dump(store);
     const error = await runtime.schedule(spec({ input: { day: 'monday' } })).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(InvalidScheduleError);
@@ -163,7 +165,7 @@ describe('schedule(): validation first, nothing stored on error', () => {
 
 describe('schedule(): an upsert by id', () => {
   it('the same definition again changes nothing; new input or policy keeps its place; a new time rule counts from now', async () => {
-    const { runtime, clock } = await open('sqlite');
+    const { runtime, clock } = await open('database');
     const first = await runtime.schedule(spec({ everyMs: 10 * MIN, startAt: undefined }));
     expect(first).toMatchObject({ status: 'created', schedule: { id: 'daily', revision: 1, nextDueAt: T0, startAt: null, graceMs: 60_000 } });
     clock.advance(MIN);
@@ -198,7 +200,7 @@ describe('schedule(): an upsert by id', () => {
 });
 
 describe('firing: tick() starts the job of each due occurrence, once', () => {
-  for (const kind of ['sqlite', 'memory'] as const) {
+  for (const kind of ['database', 'memory'] as const) {
     it(`${kind}: not a millisecond early; the job id comes from the schedule id and the due time; nextWakeAt includes the next occurrence`, async () => {
       const { runtime, store, clock, seen } = await open(kind);
       clock.advance(SEC); // T0 itself matches */5: start just after it
@@ -225,7 +227,7 @@ describe('firing: tick() starts the job of each due occurrence, once', () => {
   it('a runtime that does not run effects (a CLI command) fires nothing; one without the machine leaves the schedule to one that has it', async () => {
     const path = res.dbPath();
     const clock = new VirtualClock(T0);
-    const full = await open('sqlite', { path, clock });
+    const full = await open('database', { path, clock });
     await full.runtime.schedule(spec());
     const client = await res.runtime({ store: await res.sqlite(path, { clock }), machines: MACHINES, clock, runEffects: false });
     const other = await res.runtime({ store: await res.sqlite(path, { clock }), machines: [counter], clock });
@@ -241,10 +243,10 @@ describe('firing: tick() starts the job of each due occurrence, once', () => {
   it('an occurrence whose job can no longer start (the machine changed) is recorded as failed, and the schedule goes on', async () => {
     const path = res.dbPath();
     const clock = new VirtualClock(T0);
-    const v1 = await open('sqlite', { path, clock });
+    const v1 = await open('database', { path, clock });
     await v1.runtime.schedule(spec());
     await v1.runtime.close();
-    const v2 = await open('sqlite', { path, clock, machines: [report, reportV2] });
+    const v2 = await open('database', { path, clock, machines: [report, reportV2] });
     clock.set(T0 + MIN);
     await v2.runtime.tick();
     const [row] = await v2.store.listOccurrences('daily', 10);
@@ -255,7 +257,7 @@ describe('firing: tick() starts the job of each due occurrence, once', () => {
   });
 
   it('re-creating a schedule under the same id never fires an occurrence twice', async () => {
-    const { runtime, store, clock } = await open('sqlite');
+    const { runtime, store, clock } = await open('database');
     await runtime.schedule(spec({ startAt: undefined })); // epoch-aligned minutes: T0 is an occurrence
     await runtime.tick();
     expect(await occurrences(store)).toEqual([[0, 'started']]);
@@ -288,7 +290,7 @@ describe('overlap: an occurrence whose previous run has not finished', () => {
     expect((await runtime.schedules()).filter((s) => s.bufferedDueAt === T0 + 2 * MIN)).toHaveLength(120);
   });
 
-  for (const kind of ['sqlite', 'memory'] as const) {
+  for (const kind of ['database', 'memory'] as const) {
     it(`${kind}: skip records it as skipped; the next one after the run ends starts`, async () => {
       const { runtime, store, clock, seen } = await open(kind);
       await runtime.schedule(spec({ overlap: 'skip' }));
@@ -366,7 +368,7 @@ describe('overlap: an occurrence whose previous run has not finished', () => {
   it('cancel-previous in one transaction: the request and its event are stored with the new job, for a processing runtime to apply', async () => {
     const path = res.dbPath();
     const clock = new VirtualClock(T0);
-    const worker = await open('sqlite', { path, clock });
+    const worker = await open('database', { path, clock });
     await worker.runtime.schedule(spec({ overlap: 'cancel-previous' }));
     clock.set(T0 + MIN);
     await worker.runtime.tick();
@@ -399,7 +401,7 @@ describe('catch-up: the clock jumped past several occurrences (downtime)', () =>
     return { ...o, hours, missed, schedule: (await o.runtime.schedules())[0]! };
   }
 
-  for (const kind of ['sqlite', 'memory'] as const) {
+  for (const kind of ['database', 'memory'] as const) {
     it(`${kind}: skip-missed runs none of them; the next run is the next occurrence`, async () => {
       const { runtime, hours, missed, schedule, clock } = await afterDowntime(kind, 'skip-missed', T0 + 5 * HOUR + 30 * MIN);
       expect(hours).toEqual([[1, 'started']]);
@@ -443,7 +445,7 @@ describe('catch-up: the clock jumped past several occurrences (downtime)', () =>
   }
 
   it('a very long downtime of a per-second schedule is passed over in bounded steps', async () => {
-    const { runtime, store, clock, seen } = await open('sqlite');
+    const { runtime, store, clock, seen } = await open('database');
     await runtime.schedule(spec({ everyMs: SEC, startAt: T0 + SEC, catchUp: { runEach: 2 } }));
     clock.set(T0 + 3 * HOUR);
     await runtime.tick();
@@ -457,7 +459,7 @@ describe('catch-up: the clock jumped past several occurrences (downtime)', () =>
 describe('many runtimes on one database, ticking at the same moments', () => {
   async function race(kind: Kind, overlap: ScheduleSpec['overlap']) {
     const clock = new VirtualClock(T0);
-    const path = kind === 'sqlite' ? res.dbPath() : undefined;
+    const path = kind === 'database' ? res.dbPath() : undefined;
     const shared = kind === 'memory' ? new MemoryStore() : undefined;
     const opened: Opened[] = [];
     const refused = { count: 0 };
@@ -478,7 +480,7 @@ describe('many runtimes on one database, ticking at the same moments', () => {
     return { opened, store: opened[0]!.store, refused: refused.count };
   }
 
-  for (const kind of ['sqlite', 'memory'] as const) {
+  for (const kind of ['database', 'memory'] as const) {
     for (const overlap of ['allow-all', 'buffer-one', 'cancel-previous'] as const) {
       it(`${kind}, ${overlap}: three runtimes, no occurrence fired twice, every job from exactly one occurrence`, async () => {
         const { opened, store, refused } = await race(kind, overlap);
@@ -503,17 +505,17 @@ describe('many runtimes on one database, ticking at the same moments', () => {
   }
 });
 
-describe('a damaged schedule row (SQLite)', () => {
+describe('a damaged schedule row (a database store: SQLite or Postgres)', () => {
   it.each([
     ['input', "'{bad'", /its input is not JSON/],
     ['catch_up', "'garbage'", /its catch-up policy is unreadable/],
     ['every_ms', "NULL, cron = '61 * * * *', timezone = 'UTC'", /its time rule cannot be read/],
     ['every_ms', "NULL, cron = '0 3 * * *', timezone = 'Mars/Olympus'", /its time rule cannot be read/],
   ])('with an unreadable %s column is listed with the reason and never fired; the others fire; adding it again rewrites it', async (column, value, reason) => {
-    const { runtime, store, clock, path, seen } = await open('sqlite');
+    const { runtime, store, clock, seen } = await open('database');
     await runtime.schedule(spec({ id: 'bad' }));
     await runtime.schedule(spec({ id: 'good' }));
-    res.raw(path!).prepare(`UPDATE schedules SET ${column} = ${value} WHERE id = 'bad'`).run();
+    expect(await rawRun(store as SqliteStore, `UPDATE schedules SET ${column} = ${value} WHERE id = 'bad'`)).toBe(1);
 
     const listed = await runtime.schedules();
     expect(listed.find((s) => s.id === 'good')?.damaged).toBeUndefined();

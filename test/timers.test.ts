@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { raise, setup } from 'xstate';
 import { approvalFlow } from '../machines/index.ts';
 import type { Runtime, TimerRecord } from '../src/index.ts';
+import { rawGet } from './helpers/rawSql.ts';
 import { Resources } from './helpers/resources.ts';
 import { T0, openRuntime, runToEnd, type Opened } from './helpers/durable.ts';
 import { AFTER_EVENT, EXPIRE_MS, PING_MS, REMIND_MS, timing } from './fixtures/timingMachine.ts';
@@ -38,10 +39,10 @@ async function timerHistory(runtime: Runtime, jobId: string): Promise<string[]> 
 describe('timers are stored with absolute deadlines in the same commit', () => {
   it('after, delayed raise and delayed sendTo self: one row each, due at now + delay, created by the scheduling revision', async () => {
     const { runtime, store, clock } = await open();
-    let timersAtCommit: unknown;
+    let timersAtCommit: Promise<unknown> | undefined;
     runtime.subscribe((e) => {
-      // The commit is already durable when its event is emitted: read the rows synchronously here.
-        if (e.type === 'job.committed' && e.job.revision === 3) timersAtCommit = store.db.prepare('SELECT count(*) AS n FROM timers WHERE created_revision = 3').get();
+      // The commit is already durable when its event is emitted: the read is issued here (on SQLite it runs here).
+      if (e.type === 'job.committed' && e.job.revision === 3) timersAtCommit = rawGet(store, 'SELECT count(*) AS n FROM timers WHERE created_revision = 3');
     });
     const job = await runtime.start('timing', {});
     expect(timerView((await runtime.details(job.id)).timers)).toEqual([
@@ -54,7 +55,7 @@ describe('timers are stored with absolute deadlines in the same commit', () => {
     expect((await runtime.send(job.id, { type: 'LEAVE' })).revision).toBe(2);
     const r = await runtime.send(job.id, { type: 'BACK' });
     expect(r).toMatchObject({ status: 'applied', revision: 3 });
-    expect(timersAtCommit).toEqual({ n: 3 });
+    expect(await timersAtCommit).toEqual({ n: 3 });
     const timers = (await runtime.details(job.id)).timers;
     expect(timerView(timers)).toEqual([
       { key: 'remind', kind: 'raise', dueAt: REMIND_MS, status: 'cancelled', rev: 1 },

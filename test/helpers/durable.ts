@@ -6,6 +6,7 @@
 import type { SqliteStore } from '../../persistence/sqlite/index.ts';
 import type { Job, Runtime, RuntimeEvent, RuntimeOptions } from '../../src/index.ts';
 import { VirtualClock } from '../../src/testing/index.ts';
+import { rawAll } from './rawSql.ts';
 import type { Resources } from './resources.ts';
 
 export const T0 = Date.parse('2026-01-01T00:00:00Z');
@@ -111,10 +112,10 @@ export async function runToEnd(runtime: Runtime, clock: VirtualClock, jobId: str
   throw new Error(`job ${jobId} did not finish within ${maxRounds} rounds`);
 }
 
-/** Every row of a table that belongs to a job (through the raw connection of the store). */
-export function rowsOf(store: SqliteStore, table: string, jobId: string): unknown[] {
+/** Every row of a table that belongs to a job (raw SQL on the store's tables: rawSql.ts). */
+export async function rowsOf(store: SqliteStore, table: string, jobId: string): Promise<unknown[]> {
   // Effect ids (and so attempt rows) start with the job id: found even if the effect row is gone.
-  if (table === 'effect_attempts') return store.db.prepare("SELECT * FROM effect_attempts WHERE effect_id LIKE ? || '~%'").all(jobId);
+  if (table === 'effect_attempts') return rawAll(store, "SELECT * FROM effect_attempts WHERE effect_id LIKE CAST(? AS TEXT) || '~%'", jobId);
   const column = table === 'jobs' ? 'id' : 'job_id';
-  return store.db.prepare(`SELECT * FROM "${table}" WHERE ${column} = ?`).all(jobId);
+  return rawAll(store, `SELECT * FROM "${table}" WHERE ${column} = ?`, jobId);
 }

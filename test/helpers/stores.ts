@@ -3,8 +3,8 @@
  * - unset: the SQLite store (the `sync` project);
  * - `async`: the SQLite store behind an asynchronous boundary (asyncStore.ts; the `async-store` project);
  * - `postgres`: a PostgresStore, each on a database of its own on the run's server
- *   (postgres.ts; the `postgres` project). Files that read SQLite internals (`store.db`) stay in
- *   the SQLite projects.
+ *   (postgres.ts; the `postgres` project). A test that reads or edits rows the port does not
+ *   reach does it through rawSql.ts, on either store, never through `store.db`.
  */
 import { PostgresStore } from '../../persistence/postgres/index.ts';
 import type { SqliteStore, SqliteStoreOptions } from '../../persistence/sqlite/index.ts';
@@ -51,7 +51,7 @@ export async function postgresAt(path: string, options: SqliteStoreOptions = {})
 
 /**
  * With `SPOOL_TEST_STORE=postgres`, the store a test opens at a SQLite path is a PostgresStore
- * (typed as the SQLite store the test expects: only files that use the port alone run so).
+ * (typed as the SQLite store the test expects: such a test uses the port, and rawSql.ts for raw rows).
  */
 export async function openUnderTest(path: string, options: SqliteStoreOptions, sqlite: () => Promise<SqliteStore>): Promise<SqliteStore> {
   if (!ON_POSTGRES) return sqlite();
