@@ -186,6 +186,9 @@ function newJobRecord(job: NewJob): JobRecord {
 
 /** A new job at revision 1 with its first history record and what its initial state asked for. */
 export function* insertJob(job: NewJob): Program<void> {
+  const claims = job.claims?.length ? job.claims : undefined;
+  if (claims && !job.runner) throw new Error('A new job claims its effects only for the runner that creates it.');
+  // Claiming its first activities, the job is leased to its runner at fence 1 in its own INSERT.
   yield* run('insertJob', {
     id: job.id,
     machine_id: job.machineId,
@@ -203,12 +206,11 @@ export function* insertJob(job: NewJob): Program<void> {
     parent_job_id: job.parent?.jobId ?? null,
     parent_effect_id: job.parent?.effectId ?? null,
     at: job.at,
+    lease_owner: claims ? job.runner : null,
+    lease_fence: claims ? 1 : 0,
+    lease_until: claims ? Math.max(...claims.map((c) => c.claimUntil)) : null,
   });
   yield* insertTransition(undefined, job.id, 1, job.transition, job.runner ?? null, 0);
-  if (job.claims?.length) {
-    if (!job.runner) throw new Error('A new job claims its effects only for the runner that creates it.');
-    yield* run('takeNewLease', { id: job.id, runner: job.runner, until: Math.max(...job.claims.map((c) => c.claimUntil)) });
-  }
   yield* writeRequests(job.effects, job.timers, job.deliveries, claimsBy(job.claims, job.runner ?? undefined, job.at));
 }
 
