@@ -1,11 +1,12 @@
 /**
  * Parts of the runtime on their own, with the few dependencies each is constructed with: the
- * group-commit batcher against a recording store, and the per-job lock.
+ * group-commit batcher against a recording store, the per-job lock, and an attempt's abort.
  */
 import { describe, expect, it } from 'vitest';
 import type { AttemptFinish, CommitResult, JobStore, TransitionCommit, WriteBatch, WriteBatchResult } from '../src/ports/store.ts';
 import { CommitBatcher } from '../src/runtime/commits.ts';
 import { JobLocks } from '../src/runtime/jobLocks.ts';
+import { AttemptAbort } from '../src/runtime/activities.ts';
 
 /** A store that records each batch it is handed and answers every write ok. */
 function recordingStore() {
@@ -95,5 +96,34 @@ describe('JobLocks', () => {
     const next = locks.run('a', async () => 'ran');
     await expect(failed).rejects.toThrow('boom');
     await expect(next).resolves.toBe('ran');
+  });
+});
+
+describe('AttemptAbort: the abort of one attempt, its signal made on first read', () => {
+  it('a signal read before the abort is aborted with its reason, after the runtime listener is told', () => {
+    const abort = new AttemptAbort();
+    const told: unknown[] = [];
+    abort.onAbort((reason) => told.push(['runtime', reason, abort.signal.aborted]));
+    const signal = abort.signal;
+    signal.addEventListener('abort', () => told.push(['activity', signal.reason]));
+    expect(signal.aborted).toBe(false);
+    const reason = new Error('state left');
+    abort.abort(reason);
+    abort.abort(new Error('again')); // once: a second abort changes nothing
+    expect(signal.aborted).toBe(true);
+    expect(signal.reason).toBe(reason);
+    expect(told).toEqual([['activity', reason], ['runtime', reason, true]]);
+    expect(abort.signal).toBe(signal);
+  });
+
+  it('a signal first read after the abort is already aborted, with the first reason', () => {
+    const abort = new AttemptAbort();
+    const reason = new Error('runtime shutting down');
+    abort.abort(reason);
+    abort.abort(new Error('later'));
+    expect(abort.aborted).toBe(true);
+    expect(abort.reason).toBe(reason);
+    expect(abort.signal.aborted).toBe(true);
+    expect(abort.signal.reason).toBe(reason);
   });
 });

@@ -193,7 +193,10 @@ function newJobRecord(job: NewJob, leaseUntil: number | null): JobRecord {
  * Returns the expiry of the lease its claims took (in the store's lease clock), or null.
  */
 export function* insertJob(job: NewJob): Program<number | null> {
-  yield* run('insertJob', {
+  const claims = job.claims?.length ? job.claims : undefined;
+  if (claims && !job.runner) throw new Error('A new job claims its effects only for the runner that creates it.');
+  // Claiming its first activities, the job is leased to its runner at fence 1 in its own INSERT.
+  const inserted = yield* get('insertJob', {
     id: job.id,
     machine_id: job.machineId,
     machine_version: job.machineVersion,
@@ -210,16 +213,14 @@ export function* insertJob(job: NewJob): Program<number | null> {
     parent_job_id: job.parent?.jobId ?? null,
     parent_effect_id: job.parent?.effectId ?? null,
     at: job.at,
+    lease_owner: claims ? job.runner : null,
+    lease_fence: claims ? 1 : 0,
+    until: claims ? Math.max(...claims.map((c) => c.claimUntil)) : null,
+    now: job.at,
   });
   yield* insertTransition(undefined, job.id, 1, job.transition, job.runner ?? null, 0);
-  let leaseUntil: number | null = null;
-  if (job.claims?.length) {
-    if (!job.runner) throw new Error('A new job claims its effects only for the runner that creates it.');
-    const taken = yield* get('takeNewLease', { id: job.id, runner: job.runner, until: Math.max(...job.claims.map((c) => c.claimUntil)), now: job.at });
-    leaseUntil = (taken?.['lease_until'] as number | undefined) ?? null;
-  }
   yield* writeRequests(job.effects, job.timers, job.deliveries, claimsBy(job.claims, job.runner ?? undefined, job.at));
-  return leaseUntil;
+  return claims ? ((inserted?.['lease_until'] as number | null | undefined) ?? null) : null;
 }
 
 /** A commit's claims of the effects it writes (EffectStart), by effect id: written running for `runner`. */

@@ -108,10 +108,14 @@ function jobsSql(d: SqlDialect) {
     countActiveVersion: q(`SELECT count(*) AS n FROM (SELECT 1 FROM jobs${d.indexedBy('jobs_active_versions')}
       WHERE status = 'active' AND owner = @owner AND machine_id = @m AND machine_version = @v LIMIT @limit) AS counted`),
     byKey: q('SELECT * FROM jobs WHERE owner = ? AND idempotency_key = ?'),
+    /** A new job, leased (fence 1, until `@until` from `@now` by the lease clock) to the runner that creates it when it claims its first activities (`lease_owner` set), else free. */
     insertJob: q(`INSERT INTO jobs (id, machine_id, machine_version, revision, status, state_value, state_paths, context,
-        snapshot, input, input_hash, idempotency_key, owner, quarantine, progress, parent_job_id, parent_effect_id, created_at, updated_at)
+        snapshot, input, input_hash, idempotency_key, owner, quarantine, progress, parent_job_id, parent_effect_id, created_at, updated_at,
+        lease_owner, lease_fence, lease_until)
       VALUES (@id, @machine_id, @machine_version, 1, @status, @state_value, @state_paths, @context,
-        @snapshot, @input, @input_hash, @idempotency_key, @owner, NULL, @progress, @parent_job_id, @parent_effect_id, @at, @at)`),
+        @snapshot, @input, @input_hash, @idempotency_key, @owner, NULL, @progress, @parent_job_id, @parent_effect_id, @at, @at,
+        @lease_owner, @lease_fence, CASE WHEN @lease_owner IS NULL THEN NULL ELSE ${d.leaseUntil} END)
+      RETURNING lease_until`),
     /** Status and version unchanged (the usual case): their index entries are not rewritten. */
     updateState: q(`UPDATE jobs SET ${STATE_SET}, ${LEASE_SET(d)}
       WHERE ${SAME_STATUS} AND ${LEASE_OK(d)} AND ${INLINE_OK}
@@ -267,8 +271,6 @@ function effectsSql(d: SqlDialect) {
 function leasesSql(d: SqlDialect) {
   return {
     /** A new job whose create claims its first activities: this runner's lease, fence 1. */
-    takeNewLease: q(`UPDATE jobs SET lease_owner = @runner, lease_fence = 1, lease_until = ${d.leaseUntil} WHERE id = @id AND lease_owner IS NULL
-      RETURNING lease_until`),
     claimJobLease: q(`UPDATE jobs SET ${LEASE_SET(d)}
       WHERE id = @id AND ${LEASE_OK(d)} RETURNING lease_fence`),
     holdsLease: q('SELECT 1 FROM jobs WHERE id = ? AND lease_owner = ? AND lease_fence = ?'),

@@ -107,3 +107,45 @@ export function runnerIsGone(id: string): boolean {
     return (error as NodeJS.ErrnoException).code === 'ESRCH';
   }
 }
+
+/**
+ * The abort of one running attempt. Its `AbortSignal` is made only when the activity reads
+ * `signal` (an AbortController and its EventTarget cost more than a short attempt's own work);
+ * an abort before that is kept, and the signal is made aborted with its reason. `onAbort`: one
+ * listener of the runtime's own (the executor's, to stop waiting on shutdown), told after the signal.
+ */
+export class AttemptAbort {
+  #controller: AbortController | undefined;
+  #aborted = false;
+  #reason: unknown = undefined;
+  #listener: ((reason: unknown) => void) | undefined;
+
+  get aborted(): boolean {
+    return this.#aborted;
+  }
+
+  get reason(): unknown {
+    return this.#reason;
+  }
+
+  get signal(): AbortSignal {
+    if (!this.#controller) {
+      this.#controller = new AbortController();
+      if (this.#aborted) this.#controller.abort(this.#reason);
+    }
+    return this.#controller.signal;
+  }
+
+  onAbort(listener: (reason: unknown) => void): void {
+    this.#listener = listener;
+  }
+
+  /** Abort once: later calls change nothing (as AbortController's). */
+  abort(reason: unknown): void {
+    if (this.#aborted) return;
+    this.#aborted = true;
+    this.#reason = reason;
+    this.#controller?.abort(reason);
+    this.#listener?.(reason);
+  }
+}

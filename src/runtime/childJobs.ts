@@ -11,6 +11,7 @@ import type { Tell } from './events.ts';
 import type { JobLocks } from './jobLocks.ts';
 import { TERMINAL } from './jobView.ts';
 import type { LeaseKeeper } from './leases.ts';
+import type { AttemptAbort } from './activities.ts';
 
 const MAX_CONFLICT_RETRIES = 100;
 
@@ -24,7 +25,7 @@ export interface ChildJobsDeps {
   /** The snapshot cache and leases held here (the stopped job leaves both); attempts running here (aborted). */
   snapshots: { delete(jobId: string): boolean };
   leases: Map<string, number>;
-  running: ReadonlyMap<string, { jobId: string; controller: AbortController }>;
+  running: ReadonlyMap<string, { jobId: string; controller: Pick<AttemptAbort, 'abort'> }>;
 }
 
 /** Stop a child job whose invoking state was left: status `stopped`, its effects and timers cancelled, its own children stopped. */

@@ -12,7 +12,7 @@ import { redactText } from './redaction.ts';
 import type { MachineRegistry, RegisteredMachine } from './registry.ts';
 import { crashPoint } from './crashPoints.ts';
 import { afterFailedAttempt, interruptedError, outcomeEvent } from '../step/attempts.ts';
-import { deferred, isDeferred, runnerIsGone, type ActivityArgs, type AssetInput } from './activities.ts';
+import { AttemptAbort, deferred, isDeferred, runnerIsGone, type ActivityArgs, type AssetInput } from './activities.ts';
 import { classify } from './retry.ts';
 import { widerScan, type ActivitySlots } from './limits.ts';
 import { checkPercent, storedJson } from './intake.ts';
@@ -234,18 +234,26 @@ export class ActivityExecutor {
         this.#attempting.delete(created.id);
         continue;
       }
+      // Every field named (no spread of the new effect, which has others): one shape for every claimed attempt.
       const effect: ClaimedEffect = {
-        ...created,
+        id: created.id,
+        jobId: created.jobId,
+        actorId: created.actorId,
+        src: created.src,
         kind: 'activity',
+        input: created.input,
         status: 'running',
         active: true,
         attempt: 1,
+        maxAttempts: created.maxAttempts,
+        unsafe: created.unsafe,
         nextRunAt: null,
         claimedBy: this.runnerId,
         claimExpiresAt: claim.claimUntil,
         token: null,
         output: null,
         error: null,
+        createdRevision: created.createdRevision,
         createdAt: created.at,
         updatedAt: created.at,
         leaseFence: fence,
@@ -352,7 +360,7 @@ export class ActivityExecutor {
   /** Run an attempt claimed for this runner (its slot taken, counted in `#attempting`) in the background. */
   #launch(claimed: ClaimedEffect, def: RegisteredMachine | undefined): void {
     crashPoint('after-claim');
-    const controller = new AbortController();
+    const controller = new AttemptAbort();
     this.#running.set(claimed.id, { jobId: claimed.jobId, actorId: claimed.actorId, attempt: claimed.attempt, controller });
     this.#renewRunningClaims();
     this.#emit({ type: 'activity.started', jobId: claimed.jobId, effectId: claimed.id, src: claimed.src, attempt: claimed.attempt });
@@ -360,7 +368,7 @@ export class ActivityExecutor {
     this.#track(this.#runAttempt(claimed, def, controller).finally(() => this.#attempting.delete(claimed.id)));
   }
 
-  async #runAttempt(effect: EffectRecord, def: RegisteredMachine | undefined, controller: AbortController): Promise<void> {
+  async #runAttempt(effect: EffectRecord, def: RegisteredMachine | undefined, controller: AttemptAbort): Promise<void> {
     const attempt = effect.attempt;
     let outcome: { ok: true; value: unknown } | { ok: false; error: unknown };
     try {
@@ -372,7 +380,10 @@ export class ActivityExecutor {
         input: structuredClone(effect.input),
         idempotencyKey: effect.id,
         attempt,
-        signal: controller.signal,
+        // Made when the activity reads it (AttemptAbort): most attempts never do.
+        get signal() {
+          return controller.signal;
+        },
         jobId: effect.jobId,
         defer: (onToken) => {
           const token = tokenFor();
@@ -395,10 +406,11 @@ export class ActivityExecutor {
       let pendingToken: { token: string; onToken: ((token: string) => void | Promise<void>) | undefined } | undefined;
       // Shutdown aborts the attempt and stops waiting for it, whether or not the activity heeds
       // its signal: the attempt is taken over by the next runtime, and close() must not hang.
-      const abandoned = new Promise<never>((_, reject) => {
-        controller.signal.addEventListener('abort', () => this.#closing && reject(controller.signal.reason as Error), { once: true });
+      const running = logic.config(args);
+      const value = await new Promise<unknown>((resolve, reject) => {
+        controller.onAbort((reason) => this.#closing && reject(reason as Error));
+        Promise.resolve(running).then(resolve, reject);
       });
-      const value = await Promise.race([logic.config(args), abandoned]);
       if (isDeferred(value) && pendingToken && pendingToken.token === value.token) {
         const status = await this.#submitFinish({ id: effect.id, attempt, result: { kind: 'waiting', token: value.token }, at: this.clock.now(), lease: this.#attemptLease(effect.jobId) });
         this.#attempting.delete(effect.id);
@@ -415,7 +427,7 @@ export class ActivityExecutor {
       this.#running.delete(effect.id);
       this.#slots.release(effect.src);
     }
-    if (this.#closing && controller.signal.aborted) return; // shutdown: the next runtime takes the attempt over
+    if (this.#closing && controller.aborted) return; // shutdown: the next runtime takes the attempt over
     crashPoint('before-outcome');
     await this.#recordOutcome(effect, def, outcome);
   }

@@ -6,7 +6,7 @@
  */
 import type { Clock } from '../ports/clock.ts';
 import type { JobStore, LeaseClaim } from '../ports/store.ts';
-import { runnerIsGone } from './activities.ts';
+import { runnerIsGone, type AttemptAbort } from './activities.ts';
 import type { Tell } from './events.ts';
 
 /** What the lease keeper reads and updates of the runtime's state. */
@@ -16,7 +16,7 @@ export interface LeaseState {
   /** Attempts claimed here whose outcome is not recorded yet (effect id -> job id): their leases are kept. */
   attempting: ReadonlyMap<string, string>;
   /** Attempts running here, by effect id. */
-  running: ReadonlyMap<string, { jobId: string; controller: AbortController }>;
+  running: ReadonlyMap<string, { jobId: string; controller: Pick<AttemptAbort, 'abort'> }>;
   /** The snapshot cache, by job id: a lost job's entry is dropped. */
   cache: { delete(jobId: string): boolean };
   /** Whether the runtime has closed: the heartbeat stops. */

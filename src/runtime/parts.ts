@@ -11,13 +11,14 @@ import type { CommitBatcher } from './commits.ts';
 import type { JobLocks } from './jobLocks.ts';
 import type { BackgroundWork } from './background.ts';
 import type { LeaseKeeper } from './leases.ts';
+import type { AttemptAbort } from './activities.ts';
 
 /** An attempt running here. */
 export interface RunningActivity {
   jobId: string;
   actorId: string;
   attempt: number;
-  controller: AbortController;
+  controller: AttemptAbort;
 }
 
 /** The runtime's shared parts and state (see the file's comment). */

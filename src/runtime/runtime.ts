@@ -1,26 +1,11 @@
 import { uuidv7 } from './ids.ts';
 import { readHistoryFeed, type HistoryFeedOptions } from './historyFeed.ts';
 import { systemClock, type Clock } from '../ports/clock.ts';
-import type {
-  FeedPage,
-  EffectRecord,
-  InboxRecord,
-  JobFilter,
-  JobRecord,
-  JobStatus,
-  JobStore,
-  TransitionRecord,
-} from '../ports/store.ts';
-import {
-  ClosedError,
-  JobNotFinishedError,
-  JobNotFoundError,
-  JobTerminalError,
-  toErrorInfo,
-} from './errors.ts';
+import type { FeedPage, EffectRecord, InboxRecord, JobFilter, JobRecord, JobStatus, JobStore, TransitionRecord } from '../ports/store.ts';
+import { ClosedError, JobNotFinishedError, JobNotFoundError, JobTerminalError, toErrorInfo } from './errors.ts';
 import { MachineRegistry } from './registry.ts';
 import { outcomeEvent } from '../step/attempts.ts';
-import { newRunnerId, retireRunner, type ActivityArgs, type AssetInput } from './activities.ts';
+import { newRunnerId, type ActivityArgs, type AssetInput } from './activities.ts';
 import * as ops from './operations.ts';
 import type { RuntimeStats } from './operations.ts';
 import * as sched from './schedules.ts';
@@ -33,30 +18,18 @@ import { RuntimeEvents } from './events.ts';
 import { inspectRuntime } from './inspection.ts';
 import { JobQuarantined } from './quarantine.ts';
 import { JobReader, TERMINAL } from './jobView.ts';
-import {
-  checkAsset,
-  checkClose,
-  checkListFilter,
-  checkPercent,
-  checkWait,
-  DEFAULT_MAX_PAYLOAD,
-  Intake,
-  requireOptions,
-  requireText,
-  type CloseOptions,
-  type WaitOptions,
-} from './intake.ts';
+import { checkAsset, checkClose, checkListFilter, checkPercent, checkWait, DEFAULT_MAX_PAYLOAD, Intake, requireOptions, requireText, type CloseOptions, type WaitOptions } from './intake.ts';
 import { CommitBatcher } from './commits.ts';
 import { JobLocks } from './jobLocks.ts';
 import { BackgroundWork } from './background.ts';
 import { LeaseKeeper } from './leases.ts';
 import { Waiters } from './waiters.ts';
 import { drainAll, processPending, recoverStore, type RecoveryHost, type RecoveryReport } from './recovery.ts';
-import { fireDueTimers } from './timers.ts';
+import { tickRound, type TickHost } from './timers.ts';
 import { failureInfo, settleToken, type TokenResult } from './tokens.ts';
 import { cancelEvent, checkCancelReason, requestCancel } from './cancel.ts';
 import { recordAsset, recordProgress, type WriteLease } from './reports.ts';
-import { giveBackAttempts, letRunningFinish } from './shutdown.ts';
+import { closeRuntime } from './shutdown.ts';
 import { JobCommits, type SnapshotCache } from './jobCommits.ts';
 import { ActivityExecutor } from './executor.ts';
 import type { RunningActivity, RuntimeParts } from './parts.ts';
@@ -370,20 +343,9 @@ export class Runtime<C extends MachineCatalog = any> {
   async close(options: CloseOptions = {}): Promise<void> {
     options = checkClose(options);
     if (this.#closed) return;
-    this.#closing = true; // no new attempts are claimed from here on
     const graceMs = typeof options.graceMs === 'number' && options.graceMs > 0 ? options.graceMs : 0;
-    if (graceMs > 0 && this.#running.size > 0) await letRunningFinish(() => this.#running.size, () => this.#background.pending(), graceMs);
-    const aborted = [...this.#running.entries()];
-    for (const [, running] of aborted) running.controller.abort(new Error('runtime shutting down'));
-    await giveBackAttempts(this.store, this.runnerId, aborted.map(([effectId]) => effectId), options.releaseAttempts !== false, this.clock.now(), this.#events);
-    await this.idle();
-    this.#executor.stop();
-    await this.#leaseKeeper.releaseAll();
-    this.#closed = true;
-    retireRunner(this.runnerId);
-    this.#waiters.endAll(new ClosedError('The runtime closed before the awaited condition held.'));
-    this.#events.listeners.clear();
-    await this.store.close();
+    const parts = { store: this.store, clock: this.clock, runnerId: this.runnerId, events: this.#events, running: this.#running, background: this.#background, executor: this.#executor, leaseKeeper: this.#leaseKeeper, waiters: this.#waiters };
+    await closeRuntime(parts, { beginClosing: () => (this.#closing = true), idle: () => this.idle(), markClosed: () => (this.#closed = true) }, graceMs, options.releaseAttempts !== false);
   }
 
   /**
@@ -394,26 +356,18 @@ export class Runtime<C extends MachineCatalog = any> {
    */
   async tick(): Promise<{ timersFired: number; activitiesStarted: number }> {
     this.#assertOpen();
-    if (this.#hostDriven && this.#waiters.watching) await this.#waiters.poll();
-    let timersFired = 0;
-    if (this.#runEffects) {
-      const { fired, jobs } = await fireDueTimers(this.store, this.#events, this.clock.now());
-      timersFired = fired;
-      if (this.#process) await this.#drainAll(jobs);
-      await sched.fireDueSchedules(this.#schedules); // due occurrences start their jobs (schedules.ts)
-    }
-    if (this.#hostDriven) await this.#leaseKeeper.renewClaims();
-    // This process is alive: renew its own leases before freeing expired ones (host-driven mode has
-    // no other heartbeat; otherwise the clock may have moved past the interval's last beat).
-    if (this.#hostDriven || this.#leaseKeeper.heartbeatDue()) await this.#leaseKeeper.heartbeat();
-    const freed = await this.#leaseKeeper.expire();
-    if (this.#process && freed.length > 0) await this.#drainAll(freed);
-    // A round already under way (started by a commit of this tick) finishes first: its claims wait
-    // for their jobs' commits in flight, and what it starts is started when tick() returns.
-    while (this.#executor.pumping) await new Promise<void>((resolve) => setImmediate(resolve));
-    const activitiesStarted = await this.#executor.pump(true);
-    return { timersFired, activitiesStarted };
+    this.#tickHost ??= {
+      store: this.store, clock: this.clock, tell: this.#events, process: this.#process, runEffects: this.#runEffects, hostDriven: this.#hostDriven,
+      leaseKeeper: this.#leaseKeeper, executor: this.#executor, drainAll: this.#drainAll,
+      pollWaiters: async () => {
+        if (this.#waiters.watching) await this.#waiters.poll();
+      },
+      fireSchedules: () => sched.fireDueSchedules(this.#schedules),
+    };
+    return tickRound(this.#tickHost);
   }
+
+  #tickHost: TickHost | undefined;
 
   /** When the next timer, retry or schedule occurrence is due (clock time), or null: a worker sleeps until then. */
   async nextWakeAt(): Promise<number | null> {

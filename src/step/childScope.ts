@@ -36,9 +36,21 @@ export function transitionAsChild(machine: AnyStateMachine, json: unknown, event
   return [next, actions, snapshot];
 }
 
+/**
+ * A never-started actor of the machine that only lends its scope (to the initial transition and
+ * the job's later ones), made with its input. XState's constructor computes an actor's initial
+ * state, which the step computes again in a collecting scope: restored from an empty snapshot
+ * instead, it runs no context factory, no entry actions and spawns nothing. Its own snapshot is
+ * never read.
+ */
+function scopeActor(machine: AnyStateMachine, input: unknown, parent?: unknown): unknown {
+  const empty = { status: 'active', value: {}, context: undefined, children: {}, historyValue: {} };
+  return createActor(machine, { input, snapshot: empty, ...(parent ? { parent } : {}) } as never);
+}
+
 /** `initialTransition()` for a child job, with `sendParent` pointing at {@link PARENT_REF}; also returns the actor that lent its scope. */
 export function initialAsChild(machine: AnyStateMachine, input: unknown): [AnyMachineSnapshot, unknown[], unknown] {
-  const actor = createActor(machine, { input, parent: PARENT_REF } as never);
+  const actor = scopeActor(machine, input, PARENT_REF);
   return [...initialWithScope(machine, actor, input), actor];
 }
 
@@ -52,11 +64,11 @@ export function initialWithScope(machine: AnyStateMachine, actor: unknown, input
 /**
  * `initialTransition()` without XState's throwaway actor, whose construction runs the context
  * factory with no input (it throws in most machines, and XState builds the error's stack only to
- * drop it): the job's own never-started actor, made with its input, lends its scope, and is
+ * drop it): the job's own never-started actor ({@link scopeActor}) lends its scope, and is
  * returned so the job's next event can transition in it too. Pure: actions are collected.
  */
 export function initialInScope(machine: AnyStateMachine, input: unknown): [AnyMachineSnapshot, unknown[], unknown] {
-  const actor = createActor(machine, { input } as never);
+  const actor = scopeActor(machine, input);
   return [...initialWithScope(machine, actor, input), actor];
 }
 
