@@ -61,7 +61,7 @@ import {
   releaseAttemptIn,
   requestCancelIn,
 } from '../sqlite/writes.ts';
-import { ChangeListener, CHANNEL } from './changes.ts';
+import { ChangeListener, CHANNEL, Notifier } from './changes.ts';
 import { readFeedPage } from './feed.ts';
 import { isConnectionLost, isPgFault, isRetryable, pgFault, sqlState } from './faults.ts';
 import { migrate } from './open.ts';
@@ -138,6 +138,8 @@ export class PostgresStore implements JobStore {
   /** This store's id in its NOTIFY payloads (its own notifications wake nobody here). */
   readonly #id = randomUUID();
   readonly #changes: ChangeListener;
+  /** This store's NOTIFY after its commits (changes.ts). */
+  readonly #notifier = new Notifier(() => this.pool.query(`NOTIFY ${CHANNEL}, '${this.#id}'`));
   readonly #statements: Record<StatementName, PgStatement>;
   readonly #lists = new Map<string, PgStatement>();
   #closed = false;
@@ -513,6 +515,7 @@ export class PostgresStore implements JobStore {
     if (this.#closed) return;
     this.#closed = true;
     await this.#changes.close();
+    await this.#notifier.flush();
     await this.pool.end();
   }
 
@@ -540,8 +543,9 @@ export class PostgresStore implements JobStore {
         }
         const result = await fn(t);
         committing = true;
-        // The notification goes with the COMMIT, in one round trip; Postgres delivers it after the commit.
-        await client.query(notify ? `NOTIFY ${CHANNEL}, '${this.#id}'; COMMIT` : 'COMMIT');
+        await client.query('COMMIT');
+        // After the commit, on its own: see changes.ts (a NOTIFY in the transaction would serialise commits' WAL flushes).
+        if (notify) this.#notifier.committed();
         return result;
       } catch (error) {
         if (isConnectionLost(error)) broken = error;

@@ -1,7 +1,11 @@
 /**
- * Wake-ups across processes: every write transaction of a PostgresStore sends `NOTIFY
- * spool_changes, '<store id>'` with its COMMIT (Postgres delivers it after the commit, to connected
- * listeners only). One listening connection per store, opened on first use, counts the
+ * Wake-ups across processes: after its write transactions commit, a PostgresStore sends `NOTIFY
+ * spool_changes, '<store id>'` on its own ({@link Notifier}: one at a time, so the commits that
+ * land while one is in flight share the next; Postgres delivers it to connected listeners only).
+ * Not with the COMMIT: a transaction that notifies holds the database's one notification-queue
+ * lock from its commit until it ends, its WAL flush included, so commits that notified could
+ * never share a flush (measured: docs/ARCHITECTURE.md, "Postgres"). A process that dies between
+ * a commit and its notification leaves the wake-up to polling. One listening connection per store, opened on first use, counts the
  * notifications of other stores (`externalChanges`) and calls the watchers (`watchChanges`): an
  * idle worker wakes at once instead of at its next poll. A listener that reconnects calls the
  * watchers too (it may have missed notifications); polling stays the fallback either way.
@@ -84,5 +88,41 @@ export class ChangeListener {
   #changed(): void {
     this.changes += 1;
     for (const w of this.#watchers) w();
+  }
+}
+
+/**
+ * The NOTIFY a store sends after its commits: at once when none is in flight, else once more when
+ * the one in flight is done (however many commits landed meanwhile). A failed one is dropped:
+ * polling covers it.
+ */
+export class Notifier {
+  readonly #send: () => Promise<unknown>;
+  #inFlight: Promise<void> | undefined;
+  #again = false;
+
+  /** `send`: the NOTIFY, on a connection of its own (outside any write transaction). */
+  constructor(send: () => Promise<unknown>) {
+    this.#send = send;
+  }
+
+  /** A write transaction committed. */
+  committed(): void {
+    if (this.#inFlight) {
+      this.#again = true;
+      return;
+    }
+    this.#inFlight = (async () => {
+      do {
+        this.#again = false;
+        await this.#send().catch(() => undefined);
+      } while (this.#again);
+      this.#inFlight = undefined;
+    })();
+  }
+
+  /** The notifications still to send, sent (before the pool closes). */
+  async flush(): Promise<void> {
+    await this.#inFlight;
   }
 }
