@@ -37,6 +37,10 @@ async function fill(runtime: Runtime): Promise<void> {
       }),
     );
   }
+  // An event accepted and still waiting (its job suspended): an inbox row whatever the timing of
+  // the sends above (an event applied in the commit that accepts it is recorded by history alone).
+  await runtime.suspend('a-0', 'held for the copy');
+  await runtime.send('a-0', { type: 'CANCEL', reason: 'waits while suspended' });
   await runtime.schedule({ id: 'nightly', machineId: 'export-job', input: { dataset: 'nightly', rows: 1 }, cron: '0 3 * * *', overlap: 'allow-all', catchUp: 'skip-missed' });
 }
 
