@@ -37,8 +37,7 @@ import type {
   WriteBatchResult,
 } from '../../src/ports/store.ts';
 import { CommitOutcomeUnknown, operationsOf } from '../../src/ports/store.ts';
-import { systemClock, type Clock } from '../../src/ports/clock.ts';
-import { ValidationError } from '../../src/runtime/errors.ts';
+import { systemClock } from '../../src/ports/clock.ts';
 import { applyCommit, claimIn, commitOutcomeUnknown, createIn, findEvent, finishIn } from '../sqlite/commit.ts';
 import { failure, LeaseHeld } from '../sqlite/outcomes.ts';
 import { POSTGRES, POSTGRES_CALLER_LEASES } from '../sqlite/predicates.ts';
@@ -65,27 +64,9 @@ import { ChangeListener, CHANNEL, Notifier } from './changes.ts';
 import { readFeedPage } from './feed.ts';
 import { isConnectionLost, isPgFault, isRetryable, pgFault, sqlState } from './faults.ts';
 import { migrate } from './open.ts';
+import { checkOptions, redact, type PostgresStoreOptions } from './options.ts';
 import { bind, pgStatements, toPostgres, type PgStatement } from './sql.ts';
 
-/** Options of {@link PostgresStore.open}. */
-export interface PostgresStoreOptions {
-  /** Connections in the pool (each in-flight transaction takes one). Default 10. */
-  poolSize?: number;
-  /** How long a statement may wait for a row lock before it fails as busy, in ms. Default 5000. */
-  lockTimeoutMs?: number;
-  /** Clock for the store's own bookkeeping (when a migration was applied). Default: real time. */
-  clock?: Clock;
-  /**
-   * The clock leases and activity claims are judged by (src/ports/store.ts, "Lease clocks").
-   * `'database'` (the default): the server's, so runtimes on hosts whose clocks disagree never
-   * both hold a job. `'caller'`: each call's own `now`, as SQLite judges them; for tests that
-   * expire leases by moving an injected clock (the server's clock does not follow it). Never in
-   * production with more than one host: a host whose clock runs ahead takes live leases over.
-   */
-  leaseClock?: 'database' | 'caller';
-}
-
-const OPEN_OPTIONS = ['poolSize', 'lockTimeoutMs', 'clock', 'leaseClock'] as const;
 
 /** What a write transaction locks first: the rows of these jobs, found directly or through their effects, tokens, timers or events. */
 interface Locks {
@@ -677,34 +658,6 @@ async function unlessLeaseHeld<T>(claim: Promise<T>): Promise<T | undefined> {
     if (error instanceof LeaseHeld) return undefined;
     throw error;
   }
-}
-
-/** The URL without its password, for messages. */
-function redact(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return url;
-  }
-}
-
-function checkOptions(url: unknown, options: unknown): void {
-  const refuse = (message: string, option?: string): never => {
-    throw new ValidationError(`PostgresStore.open: ${message}.`, option ? { option } : {});
-  };
-  if (typeof url !== 'string' || !/^postgres(ql)?:\/\//.test(url)) refuse('the URL must be a postgres:// or postgresql:// URL');
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) refuse('options must be an object');
-  const o = options as Record<string, unknown>;
-  const unknown = Object.keys(o).filter((k) => !(OPEN_OPTIONS as readonly string[]).includes(k));
-  if (unknown.length > 0) refuse(`unknown option${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} (known: ${OPEN_OPTIONS.join(', ')})`, unknown[0]);
-  for (const name of ['poolSize', 'lockTimeoutMs'] as const) {
-    const v = o[name];
-    if (v !== undefined && !(typeof v === 'number' && Number.isSafeInteger(v) && v >= (name === 'poolSize' ? 1 : 0))) refuse(`${name} must be a whole number${name === 'poolSize' ? ', 1 or more' : ' of ms'}`, name);
-  }
-  if (o['clock'] !== undefined && typeof (o['clock'] as { now?: unknown } | null)?.now !== 'function') refuse('clock must be a Clock: { now(): number }', 'clock');
-  if (o['leaseClock'] !== undefined && o['leaseClock'] !== 'database' && o['leaseClock'] !== 'caller') refuse("leaseClock must be 'database' or 'caller'", 'leaseClock');
 }
 
 // Every entry point: driver errors as Spool's typed storage faults (faults.ts).
