@@ -36,15 +36,39 @@ async function dbNow(store: PostgresStore): Promise<number> {
   return (await store.pool.query<{ t: number }>(`SELECT ${DB_MS} AS t`)).rows[0]!.t;
 }
 
-/** Poll `check` (a database read) until it gives a value, failing after `timeoutMs` with `what`. */
-async function until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+/**
+ * Read `check` (a database read) again after each change another process commits (the store's
+ * LISTEN/NOTIFY wake-ups; the audited activity notifies its own writes too) until it gives a
+ * value, failing after `timeoutMs` with `what`.
+ */
+function until<T>(store: PostgresStore, what: string, check: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let reading = false;
+    let again = false;
+    const finish = (fn: () => void) => {
+      clearTimeout(limit);
+      stop();
+      fn();
+    };
+    const read = async (): Promise<void> => {
+      if (reading) return void (again = true);
+      reading = true;
+      try {
+        do {
+          again = false;
+          const value = await check();
+          if (value !== undefined && value !== false) return finish(() => resolve(value));
+        } while (again);
+      } catch (error) {
+        finish(() => reject(error as Error));
+      } finally {
+        reading = false;
+      }
+    };
+    const stop = store.watchChanges(() => void read());
+    const limit = setTimeout(() => finish(() => reject(new Error(`timed out waiting for ${what}`))), timeoutMs);
+    void read();
+  });
 }
 
 const lease = (runner: string, fence: number | null, now: number, until: number | null): LeaseClaim => ({ runner, fence, now, until });
@@ -161,7 +185,8 @@ async function skewedHosts(leaseClock: 'database' | 'caller') {
   await makeJobs('one-');
   const behind = host(-SKEW_MS, 6);
   const behindRunner = (await behind.waitFor((l) => l.type === 'ready'))['runner'] as string;
-  await until('the host behind to claim batch 1', async () => behind.lines.filter((l) => l.type === 'attempt').length >= 6);
+  let claimed = 0;
+  await behind.waitFor((l) => l.type === 'attempt' && ++claimed >= 6);
   const ahead = host(SKEW_MS, 12);
   const aheadRunner = (await ahead.waitFor((l) => l.type === 'ready'))['runner'] as string;
   await store.pool.query(`INSERT INTO lease_hold (since) VALUES (${DB_MS})`);
@@ -179,7 +204,7 @@ async function skewedHosts(leaseClock: 'database' | 'caller') {
 describe('two hosts with clocks 20 minutes apart on one database', () => {
   it("by the database's clock: no two owners' runs of a job overlap, no attempt is stale, every job finishes once", async () => {
     const h = await skewedHosts('database');
-    await until('every job to end', async () => {
+    await until(h.store, 'every job to end', async () => {
       const { rows } = await h.store.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM jobs WHERE status <> 'active'");
       return rows[0]!.n === 12;
     });
@@ -223,7 +248,7 @@ describe('two hosts with clocks 20 minutes apart on one database', () => {
 
   it("negative control, by the callers' clocks (the old rule): the host ahead takes live leases over and two owners' runs of a job overlap", async () => {
     const h = await skewedHosts('caller');
-    const overlaps = await until('an overlap in the audit', async () => {
+    const overlaps = await until(h.store, 'an overlap in the audit', async () => {
       const found = await h.overlaps();
       return found.length > 0 ? found : undefined;
     });
