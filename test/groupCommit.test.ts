@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { assign, fromPromise, setup } from 'xstate';
-import type { CommitResult, JobStore, TransitionCommit, WriteBatch } from '../src/index.ts';
+import type { CommitResult, DueClaim, JobStore, TransitionCommit, WriteBatch } from '../src/index.ts';
 import { VirtualClock } from '../src/testing/index.ts';
 import { rawAll, rawAt, rawGet } from './helpers/rawSql.ts';
 import { Resources } from './helpers/resources.ts';
@@ -166,6 +166,14 @@ describe('group commit', () => {
           return (commits: readonly TransitionCommit[]) => {
             calls.push({ claims: 0, finishes: outcomes(commits) });
             return target.commit(commits);
+          };
+        }
+        // A pump round's claims: one write of their own.
+        if (prop === 'claimDueEffects') {
+          return async (c: DueClaim) => {
+            const r = await target.claimDueEffects(c);
+            calls.push({ claims: r.claimed.length, finishes: 0 });
+            return r;
           };
         }
         const value = Reflect.get(target, prop, receiver) as unknown;

@@ -549,18 +549,20 @@ describe.each<Kind>(['sqlite', 'memory'])('runtime on %s', (kind) => {
     it('runs custom actions only after the commit: the action already sees the new revision stored', async () => {
       const { runtime, store } = await fresh(kind);
       const seen: unknown[] = [];
+      const reads: Promise<unknown>[] = [];
       probeHooks.observe = (ref) => {
         // Synchronous read of the store's own state from inside the action.
         if ('db' in store) {
           seen.push((store as SqliteStore).db.prepare('SELECT revision, state_value FROM jobs WHERE id = ?').get(ref));
         } else {
-          void store.getJob(ref).then((j) => seen.push({ revision: j?.revision, state_value: JSON.stringify(j?.value) }));
+          // A read the action starts (what it sees is decided by when the read reaches the store).
+          reads.push(store.getJob(ref).then((j) => seen.push({ revision: j?.revision, state_value: JSON.stringify(j?.value) })));
         }
       };
       const job = await runtime.start('probe', { ref: 'obs' }, { jobId: 'obs' });
       expect(probeHooks.idleEntered).toBe(1);
       await runtime.send(job.id, { type: 'GO' });
-      await runtime.get(job.id); // lets the memory store's read settle
+      await Promise.all(reads);
       expect(seen).toEqual([{ revision: 2, state_value: '"running"' }]);
       expect(probeHooks.runningEntered).toBe(1);
     });

@@ -6,6 +6,9 @@ import type {
   AttemptRecord,
   AttemptResult,
   ClaimedEffect,
+  DueClaim,
+  DueClaimed,
+  DueClaimResult,
   CommitResult,
   CreateJobResult,
   EffectRecord,
@@ -61,6 +64,8 @@ import {
   requestCancelIn,
 } from '../sqlite/writes.ts';
 import { ChangeListener, CHANNEL, Notifier } from './changes.ts';
+import { claimDueStatement } from './claimDue.ts';
+import { dueClaimCounts, dueClaimParams } from '../sqlite/dueClaims.ts';
 import { readFeedPage } from './feed.ts';
 import { isConnectionLost, isPgFault, isRetryable, pgFault, sqlState } from './faults.ts';
 import { migrate } from './open.ts';
@@ -122,11 +127,15 @@ export class PostgresStore implements JobStore {
   /** This store's NOTIFY after its commits (changes.ts). */
   readonly #notifier = new Notifier(() => this.pool.query(`NOTIFY ${CHANNEL}, '${this.#id}'`));
   readonly #statements: Record<StatementName, PgStatement>;
+  /** `claimDueEffects`' one statement (claimDue.ts). */
+  readonly #claimDue: PgStatement;
   readonly #lists = new Map<string, PgStatement>();
   #closed = false;
 
   private constructor(pool: pg.Pool, description: string, schemaVersion: number, listener: ChangeListener, leaseClock: 'database' | 'caller') {
-    this.#statements = pgStatements(leaseClock === 'caller' ? POSTGRES_CALLER_LEASES : POSTGRES);
+    const dialect = leaseClock === 'caller' ? POSTGRES_CALLER_LEASES : POSTGRES;
+    this.#statements = pgStatements(dialect);
+    this.#claimDue = claimDueStatement(dialect);
     this.pool = pool;
     this.description = description;
     this.schemaVersion = schemaVersion;
@@ -298,6 +307,27 @@ export class PostgresStore implements JobStore {
       if (error instanceof LeaseHeld) return undefined;
       throw error;
     }
+  }
+
+  /** One statement (claimDue.ts), on its own: atomic without a transaction around it. */
+  async claimDueEffects(c: DueClaim): Promise<DueClaimResult> {
+    // A lease taken afresh (free or expired): LEASE_SET's other parameters name no fence, no take-over, no force.
+    let rows: Row[];
+    try {
+      rows = (await this.#query(this.#claimDue, [{ ...dueClaimParams(c), held: null, any_fence: 0, take_over: null, force: 0 }])).rows;
+    } catch (error) {
+      // The statement commits itself: a connection lost on the way leaves it unknown.
+      if (isConnectionLost(error)) throw commitOutcomeUnknown(this.description, error, [{ kind: 'due-claims', runner: c.runner }]);
+      throw error;
+    }
+    const claimed: DueClaimed[] = [];
+    const held: EffectRecord[] = [];
+    for (const row of rows) {
+      if (row['kind'] === 'claim') {
+        claimed.push({ ...toEffectRecord(row), leaseFence: row['lease_fence'] as number, machineId: row['machine_id'] as string, machineVersion: row['machine_version'] as string });
+      } else if (row['kind'] === 'held') held.push(toEffectRecord(row));
+    }
+    return { claimed, held, ...dueClaimCounts(rows[0], claimed.length, c.limit) };
   }
 
   async renewClaim(id: string, attempt: number, runner: string, claimUntil: number, now: number): Promise<boolean> {

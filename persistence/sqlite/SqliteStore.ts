@@ -13,6 +13,9 @@ import type {
   CreateJobResult,
   AttemptFinish,
   ClaimedEffect,
+  DueClaim,
+  DueClaimed,
+  DueClaimResult,
   EffectClaim,
   FinishStatus,
   WriteBatch,
@@ -55,6 +58,7 @@ import { statsIn } from './stats.ts';
 import { feedPage, prepareFeed } from './feed.ts';
 import { failure, outcomeOf, unlessLeaseHeld } from './outcomes.ts';
 import { byteOrder } from './values.ts';
+import { dueClaimCounts, dueClaimParams } from './dueClaims.ts';
 import { applyCommit, createIn, claimIn, finishIn, findEvent, commitOutcomeUnknown } from './commit.ts';
 
 export { DatabaseBusyError };
@@ -333,6 +337,25 @@ export class SqliteStore implements JobStore {
 
   async claimEffect(id: string, runner: string, now: number, claimUntil: number, takeOver?: string, fence?: number | null): Promise<ClaimedEffect | undefined> {
     return unlessLeaseHeld(() => this.#write(() => this.#run(claimIn({ id, runner, now, claimUntil, takeOver, fence }))));
+  }
+
+  async claimDueEffects(c: DueClaim): Promise<DueClaimResult> {
+    return this.#write(() => {
+      // One writer: the pick reads what nobody else changes before its claims (no rows to skip).
+      const rows = this.#stmts.dueClaimPick.all(dueClaimParams(c)) as Row[];
+      const claimed: DueClaimed[] = [];
+      const held: EffectRecord[] = [];
+      for (const row of rows) {
+        if (row['kind'] === 'held') {
+          const effect = this.#stmts.getEffect.get(row['id']) as Row | undefined;
+          if (effect) held.push(toEffectRecord(effect));
+        } else if (row['kind'] === 'claim') {
+          const effect = unlessLeaseHeld(() => this.#claimSavepoint({ id: row['id'] as string, runner: c.runner, now: c.now, claimUntil: c.claimUntil, fence: null }));
+          if (effect) claimed.push({ ...effect, machineId: row['machine_id'] as string, machineVersion: row['machine_version'] as string });
+        }
+      }
+      return { claimed, held, ...dueClaimCounts(rows[0], claimed.length, c.limit) };
+    }, () => [{ kind: 'due-claims', runner: c.runner }]);
   }
 
   async renewClaim(id: string, attempt: number, runner: string, claimUntil: number, now: number): Promise<boolean> {

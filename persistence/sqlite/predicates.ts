@@ -22,6 +22,8 @@ export interface SqlDialect {
   indexedBy(index: string): string;
   /** The values of the JSON array of text in `param`, as a subquery's single column `value`. */
   jsonValues(param: string): string;
+  /** The entries of the JSON object of numbers in `param`, as a parenthesised subquery with columns `key` and `n`. */
+  jsonEntries(param: string): string;
   /** `a` equals `b`, NULL equal to NULL. */
   same(a: string, b: string): string;
   /** The larger of two values (a scalar function, not the aggregate). */
@@ -72,6 +74,7 @@ export const SQLITE: SqlDialect = {
   jsonValid: (column) => `json_valid(${column})`,
   indexedBy: (index) => ` INDEXED BY ${index}`,
   jsonValues: (param) => `SELECT value FROM json_each(${param})`,
+  jsonEntries: (param) => `(SELECT key, value AS n FROM json_each(${param}))`,
   same: (a, b) => `${a} IS ${b}`,
   greatest: (a, b) => `max(${a}, ${b})`,
   least: (a, b) => `min(${a}, ${b})`,
@@ -87,6 +90,7 @@ export const POSTGRES: SqlDialect = {
   jsonValid: () => 'TRUE',
   indexedBy: () => '',
   jsonValues: (param) => `SELECT value FROM jsonb_array_elements_text(CAST(${param} AS jsonb))`,
+  jsonEntries: (param) => `(SELECT key, value::bigint AS n FROM jsonb_each_text(CAST(${param} AS jsonb)))`,
   same: (a, b) => `${a} IS NOT DISTINCT FROM ${b}`,
   greatest: (a, b) => `greatest(${a}, ${b})`,
   least: (a, b) => `least(${a}, ${b})`,

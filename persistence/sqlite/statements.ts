@@ -43,7 +43,7 @@ const NOT_HELD = (jobIdColumn: string) =>
  */
 const LEASE_OK = (d: SqlDialect) => `(@runner IS NULL OR @force = 1 OR lease_owner IS NULL OR lease_until <= ${d.leaseNow} OR lease_owner = @take_over
   OR (lease_owner = @runner AND (lease_fence = @held OR @any_fence = 1)))`;
-const LEASE_SET = (d: SqlDialect) => `lease_fence = CASE WHEN @runner IS NULL OR (@force = 0 AND lease_owner = @runner AND (lease_fence = @held OR @any_fence = 1) AND lease_until > ${d.leaseNow})
+export const LEASE_SET = (d: SqlDialect) => `lease_fence = CASE WHEN @runner IS NULL OR (@force = 0 AND lease_owner = @runner AND (lease_fence = @held OR @any_fence = 1) AND lease_until > ${d.leaseNow})
     THEN lease_fence ELSE lease_fence + 1 END,
   lease_owner = CASE WHEN @runner IS NULL THEN lease_owner WHEN @until IS NULL THEN NULL ELSE @runner END,
   lease_until = CASE WHEN @runner IS NULL THEN lease_until ELSE ${d.leaseUntil} END`;
@@ -89,6 +89,65 @@ export function leaseParams(lease: (Omit<LeaseClaim, 'fence'> & { fence: number 
 const DUE_FILTER = (d: SqlDialect) => `${NOT_HELD('effects.job_id')}
   AND (@runner IS NULL OR NOT EXISTS (SELECT 1 FROM jobs lj WHERE lj.id = effects.job_id
     AND lj.lease_owner IS NOT NULL AND lj.lease_owner <> @runner AND lj.lease_until > ${d.leaseNow}))`;
+
+/**
+ * The due effects (`dueEffects`), as three index-ordered reads (pending by age, backoff by due
+ * time, running by claim expiry), each stopping at @limit rows, with a further condition `also`
+ * on `effects` when given. Columns: the effect's, and `r` (its rowid).
+ */
+const DUE_READS = (d: SqlDialect, also?: string) => {
+  const where = `${DUE_FILTER(d)}${also ? ` AND ${also}` : ''}`;
+  return `SELECT * FROM (SELECT *, rowid AS r FROM effects${d.indexedBy('effects_pending')} WHERE active = 1 AND status = 'pending' AND ${where}
+          ORDER BY created_at, rowid LIMIT @limit) AS pending
+        UNION ALL
+        SELECT * FROM (SELECT *, rowid AS r FROM effects WHERE active = 1 AND status = 'backoff' AND next_run_at <= @now AND ${where}
+          ORDER BY next_run_at, rowid LIMIT @limit) AS backoff
+        UNION ALL
+        SELECT * FROM (SELECT *, rowid AS r FROM effects WHERE active = 1 AND status = 'running' AND claim_expires_at <= ${d.leaseNow} AND ${where}
+          ORDER BY claim_expires_at, rowid LIMIT @limit) AS expired`;
+};
+
+/** An attempt claimed: running, the next attempt, claimed by `@runner` until `@until` (by the lease clock). One text for `claimEffect` and the batch claim. */
+export const CLAIM_SET = (d: SqlDialect) => `status = 'running', attempt = effects.attempt + 1, claimed_by = @runner,
+        claim_expires_at = ${d.leaseUntil}, next_run_at = NULL, updated_at = @now`;
+
+/**
+ * Of the due rows, the ones a batch claim may take: an attempt left; not a running attempt unsafe
+ * to repeat (the executor recovers its expired claim first); of an active job of a machine
+ * version in `@machines` (`id@version` texts); of a src not out of slots in `@budgets`.
+ */
+const CLAIMABLE = (d: SqlDialect) => `${attemptsLeft('effects')} AND NOT (effects.status = 'running' AND effects.unsafe = 1)
+  AND NOT EXISTS (SELECT 1 FROM ${d.jsonEntries('@budgets')} AS b WHERE b.key = effects.src AND b.n <= 0)
+  AND EXISTS (SELECT 1 FROM jobs mj WHERE mj.id = effects.job_id AND mj.status = 'active'
+    AND (mj.machine_id || '@' || mj.machine_version) IN (${d.jsonValues('@machines')}))`;
+
+/**
+ * The parts of a batch claim (`claimDueEffects`), one text for both stores:
+ * - `cand`: the oldest @limit claimable due rows, with their order (`t`, `r`), their job's machine
+ *   version, and whether the job's lease is free or expired (`lease_free` 1) or @runner's, live
+ *   (0: left to `claimEffect`, with the fence the runner knows);
+ * - `pick(source)`: from the rows of CTE `source` (SQLite: the free rows of `cand`; Postgres: the
+ *   ones it locked, skipping rows a concurrent claim holds), `firsts` the oldest row of each job (a
+ *   second claim of a job needs the fence the first returns), `within` those inside their src's
+ *   budget, and `picked` the oldest @limit of them;
+ * - `counts(source)`: how many rows each step kept, and whether a src out of slots has rows due
+ *   (`starved`): `DueClaimResult.more` and `limited`.
+ */
+export function dueClaimParts(d: SqlDialect) {
+  return {
+    cand: `cand AS (SELECT c.id, c.job_id, c.src, c.status, c.attempt, coalesce(c.next_run_at, c.created_at) AS t, c.r,
+        j.machine_id, j.machine_version, CASE WHEN j.lease_owner IS NULL OR j.lease_until <= ${d.leaseNow} THEN 1 ELSE 0 END AS lease_free
+      FROM (${DUE_READS(d, CLAIMABLE(d))}) AS c JOIN jobs j ON j.id = c.job_id ORDER BY t, c.r LIMIT @limit)`,
+    pick: (source: string) => `firsts AS (SELECT * FROM (SELECT s.*, row_number() OVER (PARTITION BY s.job_id ORDER BY s.t, s.r) AS nth_of_job
+        FROM ${source} AS s) AS f WHERE f.nth_of_job = 1),
+      ranked AS (SELECT f.*, row_number() OVER (PARTITION BY f.src ORDER BY f.t, f.r) AS nth_of_src FROM firsts AS f),
+      within AS (SELECT * FROM ranked WHERE nth_of_src <= coalesce((SELECT b.n FROM ${d.jsonEntries('@budgets')} AS b WHERE b.key = ranked.src), @limit)),
+      picked AS (SELECT * FROM within ORDER BY t, r LIMIT @limit)`,
+    counts: (source: string) => `(SELECT count(*) FROM ${source}) AS lockable, (SELECT count(*) FROM firsts) AS firsts, (SELECT count(*) FROM within) AS within,
+      CASE WHEN EXISTS (SELECT 1 FROM effects WHERE active = 1 AND (status = 'pending' OR (status = 'backoff' AND next_run_at <= @now))
+        AND src IN (SELECT b.key FROM ${d.jsonEntries('@budgets')} AS b WHERE b.n <= 0)) THEN 1 ELSE 0 END AS starved`,
+  };
+}
 
 /** A statement's text (the groups below name them; `prepare` prepares them for SQLite). */
 const q = (text: string): string => text;
@@ -209,24 +268,18 @@ function effectsSql(d: SqlDialect) {
     listEffects: q('SELECT * FROM effects WHERE job_id = ? ORDER BY created_revision, id'),
     listAttempts: q(`SELECT a.* FROM effect_attempts a JOIN effects e ON e.id = a.effect_id
       WHERE e.job_id = ? ORDER BY e.created_revision, a.effect_id, a.attempt`),
-    // Three index-ordered reads (pending by age, backoff by due time, running by claim expiry),
-    // each stopping at @limit rows it may start, merged in the order the round starts them.
-    dueEffects: q(`SELECT * FROM (
-        SELECT * FROM (SELECT *, rowid AS r FROM effects${d.indexedBy('effects_pending')} WHERE active = 1 AND status = 'pending' AND ${DUE_FILTER(d)}
-          ORDER BY created_at, rowid LIMIT @limit) AS pending
-        UNION ALL
-        SELECT * FROM (SELECT *, rowid AS r FROM effects WHERE active = 1 AND status = 'backoff' AND next_run_at <= @now AND ${DUE_FILTER(d)}
-          ORDER BY next_run_at, rowid LIMIT @limit) AS backoff
-        UNION ALL
-        SELECT * FROM (SELECT *, rowid AS r FROM effects WHERE active = 1 AND status = 'running' AND claim_expires_at <= ${d.leaseNow} AND ${DUE_FILTER(d)}
-          ORDER BY claim_expires_at, rowid LIMIT @limit) AS expired) AS due
-      ORDER BY coalesce(next_run_at, created_at), r LIMIT @limit`),
+    dueEffects: q(`SELECT * FROM (${DUE_READS(d)}) AS due ORDER BY coalesce(next_run_at, created_at), r LIMIT @limit`),
+    /** `claimDueEffects` on SQLite: the rows a batch claim takes (then claimed one by one, as `claimEffect`), the held ones, and the counts (see {@link dueClaimParts}). */
+    dueClaimPick: q(`WITH ${dueClaimParts(d).cand}, claimable AS (SELECT * FROM cand WHERE lease_free = 1), ${dueClaimParts(d).pick('claimable')}
+      SELECT x.kind, x.id, x.job_id, x.machine_id, x.machine_version, n.* FROM (SELECT ${dueClaimParts(d).counts('claimable')}) AS n
+      LEFT JOIN (SELECT 'claim' AS kind, id, job_id, machine_id, machine_version, t, r FROM picked
+        UNION ALL SELECT 'held', id, job_id, NULL, NULL, t, r FROM cand WHERE lease_free = 0) AS x ON 1 = 1
+      ORDER BY x.t, x.r`),
     runningEffects: q(`SELECT * FROM effects WHERE active = 1 AND status = 'running' LIMIT ?`),
     // A child job's id is its invocation's effect id.
     orphanedChildren: q(`SELECT j.id FROM jobs j${d.indexedBy('jobs_active_children')} JOIN effects e ON e.id = j.id
       WHERE j.status = 'active' AND j.parent_job_id IS NOT NULL AND e.active = 0 ORDER BY j.id LIMIT ?`),
-    claimEffect: q(`UPDATE effects SET status = 'running', attempt = attempt + 1, claimed_by = @runner,
-        claim_expires_at = ${d.leaseUntil}, next_run_at = NULL, updated_at = @now
+    claimEffect: q(`UPDATE effects SET ${CLAIM_SET(d)}
       WHERE id = @id AND active = 1 AND (status = 'pending' OR (status = 'backoff' AND next_run_at <= @now)
         OR (status = 'running' AND (claim_expires_at <= ${d.leaseNow} OR claimed_by = @takeOver)))
         AND ${attemptsLeft('effects')}

@@ -74,6 +74,39 @@ export interface EffectClaim {
   fence?: number | null | undefined;
 }
 
+/**
+ * What `claimDueEffects` asks for: attempts of due activities for `runner`, taken at `now` and
+ * claimed until `claimUntil` (with their jobs' leases), at most `limit` of them.
+ */
+export interface DueClaim {
+  runner: string;
+  now: number;
+  claimUntil: number;
+  limit: number;
+  /** The machine versions the runner can run, each as `machineId@machineVersion`: activities of other jobs are left unclaimed. */
+  machines: readonly string[];
+  /** Activity srcs with a concurrency limit here, and how many more attempts of each may start (0: none). Other srcs: up to `limit`. */
+  budgets?: Readonly<Record<string, number>> | undefined;
+}
+
+/** An attempt a batch claim took, with the machine version of its job (to run it). */
+export type DueClaimed = ClaimedEffect & { machineId: string; machineVersion: string };
+
+/** What `claimDueEffects` took, and what it saw and left. */
+export interface DueClaimResult {
+  /** The attempts claimed, oldest first, at most one per job. */
+  claimed: DueClaimed[];
+  /**
+   * Due effects of jobs whose lease `runner` holds, live: not claimed here, since a claim of such a
+   * job goes with the lease fence the runner knows (`claimEffect`, under the job's lock).
+   */
+  held: EffectRecord[];
+  /** More may be due than this call took: the window was full, or a job had a second due effect. */
+  more: boolean;
+  /** Rows were left because their src had no slot left (`budgets`). */
+  limited: boolean;
+}
+
 /** One attempt outcome of a write batch: the arguments of `finishAttempt`. */
 export interface AttemptFinish {
   id: string;

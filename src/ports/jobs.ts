@@ -353,7 +353,9 @@ export type UnresolvedOperation =
   /** An attempt's outcome: it landed if `getEffect(effectId)` is past `attempt`'s running state. */
   | { kind: 'finish'; effectId: string; attempt: number }
   /** An activity claim: treat it as not claimed; a landed claim expires at its `claimUntil`. */
-  | { kind: 'claim'; effectId: string };
+  | { kind: 'claim'; effectId: string }
+  /** A batch claim (`claimDueEffects`) of `runner`: as a claim, each attempt it may have taken expires at its `claimUntil`. */
+  | { kind: 'due-claims'; runner: string };
 
 /**
  * A write (`writeBatch`, `commit`) whose transaction's outcome the store cannot know: the

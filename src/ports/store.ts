@@ -35,7 +35,7 @@ export * from './effects.ts';
 export * from './queries.ts';
 export * from './schedules.ts';
 import type { AcceptResult, CommitOutcomeUnknown, CommitResult, CreateJobResult, ErrorInfo, InboxRecord, JobRecord, JsonValue, NewInboxEvent, NewJob, Outcome, QueuedEvent, TransitionCommit, TransitionRecord } from './jobs.ts';
-import type { AssetRecord, AttemptRecord, AttemptResult, ClaimedEffect, EffectRecord, FinishStatus, NoteRecord, TimerRecord, WriteBatch, WriteBatchResult } from './effects.ts';
+import type { AssetRecord, AttemptRecord, AttemptResult, ClaimedEffect, DueClaim, DueClaimResult, EffectRecord, FinishStatus, NoteRecord, TimerRecord, WriteBatch, WriteBatchResult } from './effects.ts';
 import type { FeedPage, HistoryFeedFilter, JobFilter, PurgeFilter, StoreStats } from './queries.ts';
 import type { NewSchedule, OccurrenceRecord, ScheduleFire, ScheduleFireResult, ScheduleRecord } from './schedules.ts';
 
@@ -130,6 +130,16 @@ export interface JobStore {
    * omitted, in tools and tests: the runner's own live lease is renewed whatever its fence.)
    */
   claimEffect(id: string, runner: string, now: number, claimUntil: number, takeOver?: string, fence?: number | null): Promise<ClaimedEffect | undefined>;
+  /**
+   * Claim due activities in ONE atomic write, as `claimEffect` would claim each: the oldest due
+   * effects (in `dueEffects`' order) of active jobs of `machines` whose lease is free or expired,
+   * at most one per job and `limit` in all, within each src's `budget`; each job's lease is taken
+   * for `runner` until `claimUntil` (its fence grows) and each attempt recorded as started. Never
+   * a running attempt unsafe to repeat or out of attempts (the caller recovers those), never a row
+   * a concurrent claim holds: two runners claiming at once take disjoint rows and neither waits on
+   * the other (Postgres: `FOR NO KEY UPDATE … SKIP LOCKED` in one statement).
+   */
+  claimDueEffects(claim: DueClaim): Promise<DueClaimResult>;
   /**
    * Extend the claim of a running attempt to `claimUntil`, taken at `now` (see "Lease clocks"
    * above; `claimUntil` = `now` ends the claim). False if the attempt, or its job's lease, is no

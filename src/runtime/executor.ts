@@ -6,7 +6,8 @@
  * works on any more.
  */
 import type { Clock } from '../ports/clock.ts';
-import type { AttemptFinish, ClaimedEffect, EffectClaim, EffectRecord, EffectStart, ErrorInfo, FinishStatus, JobRecord, JobStore, JsonValue, NewEffect, NewInboxEvent } from '../ports/store.ts';
+import type { AttemptFinish, ClaimedEffect, DueClaimResult, EffectClaim, EffectRecord, EffectStart, ErrorInfo, FinishStatus, JobRecord, JobStore, JsonValue, NewEffect, NewInboxEvent } from '../ports/store.ts';
+import { CommitOutcomeUnknown } from '../ports/store.ts';
 import { toErrorInfo } from './errors.ts';
 import { redactText } from './redaction.ts';
 import type { MachineRegistry, RegisteredMachine } from './registry.ts';
@@ -143,7 +144,8 @@ export class ActivityExecutor {
 
   /**
    * Start due activities up to the concurrency limit. Returns how many attempts it started.
-   * `orphans`: also take over attempts of runners that are gone (the poll's round, `tick()`).
+   * `orphans`: the poll's round (`tick()`): also take over attempts of runners that are gone, and
+   * read what a batch claim leaves (`#startDue`).
    */
   async pump(orphans = false): Promise<number> {
     if (!this.#runEffects || this.#closing) return 0;
@@ -152,46 +154,121 @@ export class ActivityExecutor {
       return 0;
     }
     this.#pumping = true;
+    const pollRound = orphans;
     let started = 0;
     try {
       do {
         this.#pumpAgain = false;
         if (orphans) started += await this.#takeOverOrphans();
-        orphans = false;
         const free = this.#maxActivities - this.#busySlots();
         if (free <= 0) {
           this.#unclaimed = true; // no slot to look with: the next freed slot pumps
           break;
         }
         this.#unclaimed = false;
-        for (let window: number | undefined = free + this.#running.size; window !== undefined; window = widerScan(window)) {
-          const due = await this.store.dueEffects(this.clock.now(), window, this.runnerId);
-          let held = 0;
-          // The round's claims go out together and share one group-commit transaction. One claim
-          // per job: a second claim of the same job needs the lease fence the first one returns.
-          const starts: Promise<boolean>[] = [];
-          const jobs = new Set<string>();
-          // A full window, or rows held by their limits: more may be due than this round takes.
-          if (due.length >= window) this.#unclaimed = true;
-          for (const effect of due) {
-            if (this.#busySlots() + starts.length >= this.#maxActivities || this.#closing) break;
-            if (this.#running.has(effect.id)) continue;
-            if (!this.#slots.has(effect.src)) {
-              held += 1; // over its activityConcurrency: stays pending in the store
-              this.#unclaimed = true;
-            } else if (jobs.has(effect.jobId)) this.#pumpAgain = true; // next round, with the fence
-            else {
-              jobs.add(effect.jobId);
-              starts.push(this.#startAttempt(effect));
-            }
-          }
-          for (const ok of await Promise.all(starts)) if (ok) started += 1;
-          // Held rows may hide startable ones behind them: read further, up to a bound (limits.ts).
-          if (held === 0 || due.length < window || this.#busySlots() >= this.#maxActivities || this.#closing) break;
-        }
-      } while (this.#pumpAgain && !this.#closing);
+        started += await this.#claimDue(free);
+        if (orphans) started += await this.#startDue();
+        orphans = false;
+        // The poll's round ends with its own claims: pumps asked for meanwhile go on in the background.
+      } while (this.#pumpAgain && !this.#closing && !pollRound);
     } finally {
       this.#pumping = false;
+    }
+    if (this.#pumpAgain && !this.#closing) {
+      this.#pumpAgain = false;
+      this.#track(this.pump());
+    }
+    return started;
+  }
+
+  /**
+   * Claim due attempts for the `free` slots in one store call (`claimDueEffects`) and run them;
+   * then the due effects of jobs whose lease this runtime holds, each claimed with its fence.
+   */
+  async #claimDue(free: number): Promise<number> {
+    const now = this.clock.now();
+    // The slots are held while the claim is in flight: a commit meanwhile claims none of them.
+    this.#reserved += free;
+    let due: DueClaimResult;
+    try {
+      due = await this.store.claimDueEffects({
+        runner: this.runnerId,
+        now,
+        claimUntil: this.#deps.leaseKeeper.until(now),
+        limit: free,
+        machines: this.registry.keys(),
+        budgets: this.#slots.remaining(),
+      });
+    } catch (error) {
+      if (!(error instanceof CommitOutcomeUnknown)) throw error;
+      // Taken as nothing claimed: an attempt that landed expires at its claimUntil and is taken over.
+      this.#logEntry('warn', 'a batch claim of due activities may or may not have landed', { error: toErrorInfo(error) });
+      this.#unclaimed = true;
+      return 0;
+    } finally {
+      this.#reserved -= free;
+    }
+    for (const effect of due.claimed) {
+      this.#slots.take(effect.src);
+      this.#attempting.set(effect.id, effect.jobId);
+      this.#leases.set(effect.jobId, effect.leaseFence);
+      this.#launch(effect, this.registry.get(effect.machineId, effect.machineVersion));
+    }
+    const started = due.claimed.length + (await this.#startRound(due.held)).started;
+    if (due.limited) this.#unclaimed = true; // rows over their src's limit: the next freed slot pumps
+    if (due.more) {
+      if (started > 0 && this.#busySlots() < this.#maxActivities) this.#pumpAgain = true;
+      else this.#unclaimed = true;
+    }
+    return started;
+  }
+
+  /**
+   * Start attempts of these due effects while slots are free, one per job (a second claim of a
+   * job needs the fence the first returns: the next round); how many started, and how many rows
+   * were held by their src's limit. The round's claims go out together and share one
+   * group-commit transaction.
+   */
+  async #startRound(due: readonly EffectRecord[]): Promise<{ started: number; held: number }> {
+    const starts: Promise<boolean>[] = [];
+    const jobs = new Set<string>();
+    let held = 0;
+    for (const effect of due) {
+      if (this.#busySlots() + starts.length >= this.#maxActivities || this.#closing) {
+        this.#unclaimed = true;
+        break;
+      }
+      if (this.#running.has(effect.id)) continue;
+      if (!this.#slots.has(effect.src)) {
+        held += 1; // over its activityConcurrency: stays pending in the store
+        this.#unclaimed = true;
+      } else if (jobs.has(effect.jobId)) this.#pumpAgain = true; // next round, with the fence
+      else {
+        jobs.add(effect.jobId);
+        starts.push(this.#startAttempt(effect));
+      }
+    }
+    let started = 0;
+    for (const ok of await Promise.all(starts)) if (ok) started += 1;
+    return { started, held };
+  }
+
+  /**
+   * The poll's read of due effects (`dueEffects`), for what a batch claim leaves: expired attempts
+   * to recover (unsafe to repeat, or out of attempts), and jobs of machine versions this runtime
+   * lacks (checked: migrated or quarantined, visibly).
+   */
+  async #startDue(): Promise<number> {
+    let started = 0;
+    for (let window: number | undefined = this.#maxActivities; window !== undefined; window = widerScan(window)) {
+      if (this.#busySlots() >= this.#maxActivities || this.#closing) break;
+      const due = await this.store.dueEffects(this.clock.now(), window, this.runnerId);
+      // A full window: more may be due than this round takes.
+      if (due.length >= window) this.#unclaimed = true;
+      const round = await this.#startRound(due);
+      started += round.started;
+      // Held rows may hide startable ones behind them: read further, up to a bound (limits.ts).
+      if (round.held === 0 || due.length < window) break;
     }
     return started;
   }

@@ -160,6 +160,13 @@ export class ActivitySlots {
     return limit === undefined || (this.#running.get(src) ?? 0) < limit;
   }
 
+  /** How many more attempts of each limited src may start now (`DueClaim.budgets`). */
+  remaining(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const [src, limit] of this.#limits) out[src] = Math.max(0, limit - (this.#running.get(src) ?? 0));
+    return out;
+  }
+
   take(src: string): void {
     if (this.#limits.has(src)) this.#running.set(src, (this.#running.get(src) ?? 0) + 1);
   }

@@ -125,6 +125,8 @@ export function eventSchemaFor(def: Pick<RegisteredMachine, 'events'>, type: str
 /** The machines a runtime knows, by id and version. */
 export class MachineRegistry {
   readonly #byId = new Map<string, Map<string, RegisteredMachine>>();
+  /** `keys()`, made on first use after a registration. */
+  #keys: readonly string[] | undefined;
 
   constructor(definitions: Iterable<JobDefinition | AnyStateMachine> = []) {
     for (const def of definitions) this.register(def);
@@ -195,6 +197,7 @@ export class MachineRegistry {
     };
     versions.set(version, registered);
     this.#byId.set(id, versions);
+    this.#keys = undefined;
     // Child machines it can invoke run as child jobs: registered under `<parent id>.<src>`, same version.
     for (const [src, logic] of Object.entries(machine.implementations.actors ?? {})) {
       if (activityKind(logic) !== 'machine') continue;
@@ -245,6 +248,11 @@ export class MachineRegistry {
     }
     const target = chain.at(-1) ?? versions.get(version);
     return target ? { target, chain } : undefined;
+  }
+
+  /** Every registered machine version as `id@version` (ids and versions never hold an `@`): what a batch claim may take (`DueClaim.machines`). */
+  keys(): readonly string[] {
+    return (this.#keys ??= this.all().map((m) => `${m.id}@${m.version}`));
   }
 
   all(): RegisteredMachine[] {

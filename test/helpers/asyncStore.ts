@@ -34,7 +34,7 @@ const PORT_METHODS: Record<PortMethod, true> = {
   orphanedChildren: true, activeMachineVersions: true, acceptEvent: true, getEvent: true,
   listEvents: true, pendingEvents: true, jobsWithPendingEvents: true, commit: true, rejectEvent: true,
   setQuarantine: true, history: true, getEffect: true, listEffects: true, listAttempts: true,
-  dueEffects: true, runningEffects: true, claimEffect: true, renewClaim: true, releaseAttempt: true,
+  dueEffects: true, claimDueEffects: true, runningEffects: true, claimEffect: true, renewClaim: true, releaseAttempt: true,
   finishAttempt: true, failEffect: true, effectByToken: true, completeByToken: true, listTimers: true,
   dueTimers: true, fireTimer: true, nextWakeAt: true, renewLeases: true, releaseLeases: true,
   leaseHolders: true, expireLeases: true, requestCancel: true, setProgress: true, addNote: true,

@@ -1,0 +1,220 @@
+/**
+ * The JobStore contract for `claimDueEffects`, the batch claim of due activities: which rows it
+ * takes and leaves, what it records, and (Postgres) that runners claiming at once take disjoint
+ * rows without waiting on each other. Records are built by hand (no runtime).
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { PostgresStore } from '../persistence/postgres/index.ts';
+import { SqliteStore } from '../persistence/sqlite/index.ts';
+import type { DueClaim, JobStore, NewEffect, NoteRecord } from '../src/ports/store.ts';
+import { commitOf, newJob } from './store.contract.ts';
+import { storeUnderTest } from './helpers/asyncStore.ts';
+import { freshDatabase } from './helpers/postgres.ts';
+import { ON_POSTGRES } from './helpers/stores.ts';
+
+const TMP_ROOT = fileURLToPath(new URL('../.vitest-tmp/', import.meta.url));
+const T0 = 1_700_000_000_000;
+const NOW = T0 + 1_000;
+const UNTIL = NOW + 30_000;
+
+function effectOf(jobId: string, actorId: string, o: { at?: number; src?: string; unsafe?: boolean; maxAttempts?: number } = {}): NewEffect {
+  return {
+    id: `${jobId}~${actorId}`,
+    jobId,
+    actorId,
+    src: o.src ?? 'work',
+    input: { actorId },
+    maxAttempts: o.maxAttempts ?? 3,
+    unsafe: o.unsafe ?? false,
+    createdRevision: 1,
+    at: o.at ?? T0,
+  };
+}
+
+const claim = (o: Partial<DueClaim> = {}): DueClaim => ({ runner: 'w1', now: NOW, claimUntil: UNTIL, limit: 10, machines: ['m@1'], ...o });
+
+interface Opened {
+  store: JobStore;
+  /** A second store on the same database (another process's), or null where there is none to open. */
+  other: () => Promise<JobStore | null>;
+  dispose: () => Promise<void>;
+}
+
+async function open(): Promise<Opened> {
+  if (ON_POSTGRES) {
+    const db = await freshDatabase();
+    const opened: PostgresStore[] = [];
+    const openOne = async () => {
+      const s = await PostgresStore.open(db.url, { leaseClock: 'caller' });
+      opened.push(s);
+      return s;
+    };
+    return {
+      store: await openOne(),
+      other: openOne,
+      dispose: async () => {
+        for (const s of opened) await s.close();
+        await db.drop();
+      },
+    };
+  }
+  const dir = join(TMP_ROOT, randomBytes(8).toString('hex'));
+  mkdirSync(dir, { recursive: true });
+  const store = storeUnderTest(await SqliteStore.open(join(dir, 'claims.db')));
+  return {
+    store,
+    other: async () => null,
+    dispose: async () => {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+describe(`JobStore batch claim contract: ${ON_POSTGRES ? 'PostgresStore' : 'SqliteStore (file)'}`, () => {
+  let opened: Opened;
+  let store: JobStore;
+  beforeEach(async () => {
+    opened = await open();
+    store = opened.store;
+  });
+  afterEach(async () => {
+    await opened.dispose();
+  });
+
+  /** A job of machine `m@1` (or `machine`) whose create writes these pending effects. */
+  async function jobWith(id: string, effects: NewEffect[], machine = { machineId: 'm', machineVersion: '1' }): Promise<void> {
+    expect((await store.createJob({ ...newJob(id, machine), effects })).created).toBe(true);
+  }
+
+  it('claims the oldest due effects, one per job, takes each job lease and records each attempt started', async () => {
+    await jobWith('A', [effectOf('A', 'a1', { at: T0 + 1 }), effectOf('A', 'a2', { at: T0 + 2 })]);
+    await jobWith('B', [effectOf('B', 'b1', { at: T0 })]);
+    const r = await store.claimDueEffects(claim());
+    expect(r.claimed.map((e) => e.id)).toEqual(['B~b1', 'A~a1']);
+    expect(r.claimed[0]).toMatchObject({ status: 'running', attempt: 1, claimedBy: 'w1', machineId: 'm', machineVersion: '1', jobId: 'B' });
+    expect(r.held).toEqual([]);
+    // A's second effect was left for a claim with the fence this one returned.
+    expect(r.more).toBe(true);
+    expect(r.limited).toBe(false);
+    for (const e of r.claimed) {
+      const job = await store.getJob(e.jobId);
+      expect(job!.lease).toMatchObject({ owner: 'w1', fence: e.leaseFence });
+      expect(await store.listAttempts(e.jobId)).toMatchObject([{ effectId: e.id, attempt: 1, runner: 'w1', outcome: 'running' }]);
+    }
+    // The next call sees A's second effect under w1's live lease: held, not claimed.
+    const again = await store.claimDueEffects(claim());
+    expect(again.claimed).toEqual([]);
+    expect(again.held.map((e) => e.id)).toEqual(['A~a2']);
+    expect(again.held[0]).toMatchObject({ status: 'pending', attempt: 0 });
+    const fence = r.claimed.find((e) => e.jobId === 'A')!.leaseFence;
+    expect(await store.claimEffect('A~a2', 'w1', NOW, UNTIL, undefined, fence)).toMatchObject({ id: 'A~a2', leaseFence: fence });
+  });
+
+  it('leaves what it may not take: other machine versions, held jobs, live leases of others, backoff not yet due, unsafe expired attempts', async () => {
+    await jobWith('other-version', [effectOf('other-version', 'x')], { machineId: 'm', machineVersion: '2' });
+    await jobWith('suspended', [effectOf('suspended', 'x')]);
+    const note: NoteRecord = { jobId: 'suspended', kind: 'suspended', message: 'hold', at: T0 };
+    expect(await store.suspendJob('suspended', 'hold', T0, note)).toBe(true);
+    await jobWith('quarantined', [effectOf('quarantined', 'x')]);
+    await store.setQuarantine('quarantined', 'bad', T0);
+    await jobWith('leased', [effectOf('leased', 'x'), effectOf('leased', 'y', { at: T0 + 5 })]);
+    expect(await store.claimEffect('leased~x', 'w2', NOW, UNTIL)).toBeDefined();
+    await jobWith('unsafe', [effectOf('unsafe', 'x', { unsafe: true })]);
+    expect(await store.claimEffect('unsafe~x', 'w2', T0, T0 + 10)).toBeDefined(); // its claim expires at T0 + 10
+    await jobWith('ok', [effectOf('ok', 'x', { at: T0 + 9 })]);
+    const r = await store.claimDueEffects(claim());
+    expect(r.claimed.map((e) => e.id)).toEqual(['ok~x']);
+    expect(r.held).toEqual([]);
+    expect(r.more).toBe(false);
+    expect((await store.getEffect('other-version~x'))!.status).toBe('pending');
+    expect((await store.getEffect('unsafe~x'))!).toMatchObject({ status: 'running', claimedBy: 'w2', attempt: 1 });
+    // The version it can run: claimed.
+    expect((await store.claimDueEffects(claim({ machines: ['m@2'] }))).claimed.map((e) => e.id)).toEqual(['other-version~x']);
+  });
+
+  it('takes over an expired claim of an effect safe to repeat, recording the attempt left as interrupted, and never past max attempts', async () => {
+    await jobWith('A', [effectOf('A', 'x', { maxAttempts: 2 })]);
+    expect(await store.claimEffect('A~x', 'gone', T0, T0 + 10)).toBeDefined();
+    const r = await store.claimDueEffects(claim());
+    expect(r.claimed).toMatchObject([{ id: 'A~x', attempt: 2, claimedBy: 'w1' }]);
+    expect(await store.listAttempts('A')).toMatchObject([
+      { attempt: 1, runner: 'gone', outcome: 'interrupted' },
+      { attempt: 2, runner: 'w1', outcome: 'running' },
+    ]);
+    // Its claim expired again at its last attempt: nothing left to claim (the executor records it exhausted).
+    expect((await store.claimDueEffects(claim({ now: UNTIL + 1, claimUntil: UNTIL + 100 }))).claimed).toEqual([]);
+  });
+
+  it('claims a backoff when it is due, not before', async () => {
+    await jobWith('A', [effectOf('A', 'x')]);
+    const first = await store.claimEffect('A~x', 'w1', T0, T0 + 100);
+    const fin = await store.finishAttempt('A~x', 1, { kind: 'failed', error: { name: 'Error', message: 'boom' }, retryAt: NOW + 500, event: null }, T0 + 1, { runner: 'w1', fence: first!.leaseFence });
+    expect(fin).toBe('current');
+    await store.releaseLeases('w1', 'all');
+    expect((await store.claimDueEffects(claim())).claimed).toEqual([]);
+    expect((await store.claimDueEffects(claim({ now: NOW + 500 }))).claimed).toMatchObject([{ id: 'A~x', attempt: 2 }]);
+  });
+
+  it('keeps to its limit and to each src budget, and says what it left', async () => {
+    for (let i = 0; i < 4; i++) await jobWith(`J${i}`, [effectOf(`J${i}`, 'x', { at: T0 + i, src: i % 2 === 0 ? 'charge' : 'work' })]);
+    const r = await store.claimDueEffects(claim({ limit: 3, budgets: { charge: 1 } }));
+    // The window of 3 (J0, J1, J2): J2 is over charge's one slot, left, and the window was full.
+    expect(r.claimed.map((e) => e.id)).toEqual(['J0~x', 'J1~x']);
+    expect(r).toMatchObject({ limited: true, more: true });
+    // A src out of slots is not read at all: the window passes to the rows behind it.
+    const rest = await store.claimDueEffects(claim({ budgets: { charge: 0 } }));
+    expect(rest.claimed.map((e) => e.id)).toEqual(['J3~x']);
+    expect(rest).toMatchObject({ limited: true, more: false }); // J2 waits for a charge slot
+    expect((await store.claimDueEffects(claim({ limit: 1 }))).claimed.map((e) => e.id)).toEqual(['J2~x']);
+    // Limit reached with more due: `more`.
+    for (let i = 4; i < 7; i++) await jobWith(`J${i}`, [effectOf(`J${i}`, 'x', { at: T0 + i })]);
+    const window = await store.claimDueEffects(claim({ limit: 2 }));
+    expect(window.claimed.map((e) => e.id)).toEqual(['J4~x', 'J5~x']);
+    expect(window.more).toBe(true);
+  });
+
+  it('changes nothing when nothing is due', async () => {
+    await jobWith('A', []);
+    const before = await store.getJob('A');
+    expect(await store.claimDueEffects(claim())).toEqual({ claimed: [], held: [], more: false, limited: false });
+    expect(await store.getJob('A')).toEqual(before);
+    expect((await store.commit([commitOf('A', 1)]))[0]).toMatchObject({ ok: true });
+  });
+
+  it.runIf(ON_POSTGRES)('two runners claiming at once take disjoint rows, and a row another transaction holds is skipped without waiting', async () => {
+    const jobs = 40;
+    for (let i = 0; i < jobs; i++) await jobWith(`J${String(i).padStart(2, '0')}`, [effectOf(`J${String(i).padStart(2, '0')}`, 'x', { at: T0 + i })]);
+    const other = (await opened.other()) as PostgresStore;
+    // Another transaction holds J00's effect row: the claims pass it by, neither waits (a wait would
+    // end in the store's lock_timeout error, not a result).
+    const holder = await other.pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query("SELECT 1 FROM effects WHERE id = 'J00~x' FOR UPDATE");
+      const seen = new Map<string, string>();
+      for (let round = 0; round < 5; round++) {
+        const [a, b] = await Promise.all([store.claimDueEffects(claim({ limit: 8 })), other.claimDueEffects(claim({ runner: 'w2', limit: 8 }))]);
+        for (const [runner, r] of [['w1', a], ['w2', b]] as const) {
+          for (const e of r.claimed) {
+            expect(seen.has(e.id), `${e.id} claimed twice`).toBe(false);
+            seen.set(e.id, runner);
+          }
+        }
+      }
+      expect(seen.has('J00~x')).toBe(false);
+      expect(seen.size).toBe(jobs - 1);
+      await holder.query('ROLLBACK');
+    } finally {
+      holder.release();
+    }
+    // Each claimed attempt is recorded once, under the runner that claimed it.
+    const rows = (await other.pool.query("SELECT effect_id, runner FROM effect_attempts WHERE outcome = 'running' ORDER BY effect_id")).rows;
+    expect(rows).toHaveLength(jobs - 1);
+    expect((await store.claimDueEffects(claim())).claimed.map((e) => e.id)).toEqual(['J00~x']);
+  });
+});
