@@ -122,6 +122,34 @@ describe('PostgresStore: two stores (two hosts) on one database', () => {
     expect(told).toBeGreaterThanOrEqual(1);
     expect(await a.externalChanges()).toBeGreaterThanOrEqual(1);
   });
+
+  it("wakes a 'work' watcher for work another store leaves, not for a write that leaves none", async () => {
+    const url = await database();
+    const [a, b] = [await open(url), await open(url)];
+    await a.externalChanges(); // listening
+    const work: string[] = [];
+    const all: string[] = [];
+    let step = '';
+    a.watchChanges(() => work.push(step), 'work');
+    const allHeard = () => new Promise<void>((resolve) => { const stop = a.watchChanges(() => (all.push(step), stop(), resolve())); });
+    // A new job: work (a worker may claim its activity).
+    step = 'create';
+    let heard = allHeard();
+    await b.createJob({ ...newJob('j'), effects: [{ id: 'j~x', jobId: 'j', actorId: 'x', src: 'x', input: null, maxAttempts: 3, unsafe: false, createdRevision: 1, at: 1 }] });
+    await heard;
+    // A claim and a heartbeat leave nothing: told to an 'all' watcher only.
+    step = 'claim';
+    heard = allHeard();
+    const claimed = await b.claimEffect('j~x', 'w', 10, 1_000_000_000_000_000);
+    expect(claimed).toBeDefined();
+    await heard;
+    step = 'progress';
+    heard = allHeard();
+    await b.setProgress('j', 50, 20);
+    await heard;
+    expect(all).toEqual(['create', 'claim', 'progress']);
+    expect(work).toEqual(['create']);
+  });
 });
 
 /** A door: OPEN ends it. */

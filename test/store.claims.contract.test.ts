@@ -163,19 +163,22 @@ describe(`JobStore batch claim contract: ${ON_POSTGRES ? 'PostgresStore' : 'Sqli
   it('keeps to its limit and to each src budget, and says what it left', async () => {
     for (let i = 0; i < 4; i++) await jobWith(`J${i}`, [effectOf(`J${i}`, 'x', { at: T0 + i, src: i % 2 === 0 ? 'charge' : 'work' })]);
     const r = await store.claimDueEffects(claim({ limit: 3, budgets: { charge: 1 } }));
-    // The window of 3 (J0, J1, J2): J2 is over charge's one slot, left, and the window was full.
-    expect(r.claimed.map((e) => e.id)).toEqual(['J0~x', 'J1~x']);
-    expect(r).toMatchObject({ limited: true, more: true });
-    // A src out of slots is not read at all: the window passes to the rows behind it.
-    const rest = await store.claimDueEffects(claim({ budgets: { charge: 0 } }));
-    expect(rest.claimed.map((e) => e.id)).toEqual(['J3~x']);
-    expect(rest).toMatchObject({ limited: true, more: false }); // J2 waits for a charge slot
+    // J0 (charge), J1 (work), J3 (work): J2 is over charge's one slot, left.
+    expect(r.claimed.map((e) => e.id)).toEqual(['J0~x', 'J1~x', 'J3~x']);
+    expect(r).toMatchObject({ limited: true, more: false });
+    // A src out of slots is not read at all, and its rows waiting are told (`limited`).
+    const none = await store.claimDueEffects(claim({ budgets: { charge: 0 } }));
+    expect(none).toMatchObject({ claimed: [], limited: true, more: false });
     expect((await store.claimDueEffects(claim({ limit: 1 }))).claimed.map((e) => e.id)).toEqual(['J2~x']);
     // Limit reached with more due: `more`.
     for (let i = 4; i < 7; i++) await jobWith(`J${i}`, [effectOf(`J${i}`, 'x', { at: T0 + i })]);
     const window = await store.claimDueEffects(claim({ limit: 2 }));
     expect(window.claimed.map((e) => e.id)).toEqual(['J4~x', 'J5~x']);
     expect(window.more).toBe(true);
+    // Exactly as many due as the limit: nothing more (the pick reads one row past it to know).
+    const last = await store.claimDueEffects(claim({ limit: 1 }));
+    expect(last.claimed.map((e) => e.id)).toEqual(['J6~x']);
+    expect(last.more).toBe(false);
   });
 
   it('changes nothing when nothing is due', async () => {

@@ -63,7 +63,7 @@ import {
   releaseAttemptIn,
   requestCancelIn,
 } from '../sqlite/writes.ts';
-import { ChangeListener, CHANNEL, Notifier } from './changes.ts';
+import { ChangeListener, CHANNEL, notice, Notifier, wakesOthers } from './changes.ts';
 import { claimDueStatement } from './claimDue.ts';
 import { dueClaimCounts, dueClaimParams } from '../sqlite/dueClaims.ts';
 import { readFeedPage } from './feed.ts';
@@ -125,7 +125,7 @@ export class PostgresStore implements JobStore {
   readonly #id = randomUUID();
   readonly #changes: ChangeListener;
   /** This store's NOTIFY after its commits (changes.ts). */
-  readonly #notifier = new Notifier(() => this.pool.query(`NOTIFY ${CHANNEL}, '${this.#id}'`));
+  readonly #notifier = new Notifier((wake) => this.pool.query(`NOTIFY ${CHANNEL}, '${notice(this.#id, wake)}'`));
   readonly #statements: Record<StatementName, PgStatement>;
   /** `claimDueEffects`' one statement (claimDue.ts). */
   readonly #claimDue: PgStatement;
@@ -194,21 +194,23 @@ export class PostgresStore implements JobStore {
         claims: await each(claims, (c) => unlessLeaseHeld(savepoint(t, () => t.run(claimIn(c))))),
       }),
       () => operationsOf(batch),
+      wakesOthers(batch),
     );
   }
 
   async commit(commits: readonly TransitionCommit[]): Promise<CommitResult[]> {
     const locks = { jobs: commits.flatMap(jobsOfCommit) };
     const ops = () => operationsOf({ commits });
+    const wake = wakesOthers({ commits });
     if (commits.length === 1) {
       // One commit: no savepoint; a refused one rolls the whole transaction back.
       try {
-        return [await this.#write(locks, (t) => t.run(applyCommit(commits[0]!)), ops)];
+        return [await this.#write(locks, (t) => t.run(applyCommit(commits[0]!)), ops, wake)];
       } catch (error) {
         return [failure(error, isPgFault)];
       }
     }
-    return this.#write(locks, (t) => eachCommit(commits, (c) => savepoint(t, () => t.run(applyCommit(c)))), ops);
+    return this.#write(locks, (t) => eachCommit(commits, (c) => savepoint(t, () => t.run(applyCommit(c)))), ops, wake);
   }
 
   async getJob(id: string): Promise<JobRecord | undefined> {
@@ -302,7 +304,7 @@ export class PostgresStore implements JobStore {
 
   async claimEffect(id: string, runner: string, now: number, claimUntil: number, takeOver?: string, fence?: number | null): Promise<ClaimedEffect | undefined> {
     try {
-      return await this.#write({ effects: [id] }, (t) => t.run(claimIn({ id, runner, now, claimUntil, takeOver, fence })));
+      return await this.#quiet({ effects: [id] }, (t) => t.run(claimIn({ id, runner, now, claimUntil, takeOver, fence })));
     } catch (error) {
       if (error instanceof LeaseHeld) return undefined;
       throw error;
@@ -327,11 +329,11 @@ export class PostgresStore implements JobStore {
         claimed.push({ ...toEffectRecord(row), leaseFence: row['lease_fence'] as number, machineId: row['machine_id'] as string, machineVersion: row['machine_version'] as string });
       } else if (row['kind'] === 'held') held.push(toEffectRecord(row));
     }
-    return { claimed, held, ...dueClaimCounts(rows[0], claimed.length, c.limit) };
+    return { claimed, held, ...dueClaimCounts(rows[0], claimed.length) };
   }
 
   async renewClaim(id: string, attempt: number, runner: string, claimUntil: number, now: number): Promise<boolean> {
-    return this.#changed({}, 'renewClaim', { until: claimUntil, now, id, attempt, runner });
+    return this.#quietly({}, 'renewClaim', { until: claimUntil, now, id, attempt, runner });
   }
 
   async releaseAttempt(id: string, attempt: number, runner: string, at: number): Promise<boolean> {
@@ -387,7 +389,7 @@ export class PostgresStore implements JobStore {
 
   async renewLeases(runner: string, jobIds: readonly string[], until: number, now: number): Promise<Map<string, number>> {
     if (jobIds.length === 0) return new Map();
-    const rows = await this.#write({}, (t) => t.run(allOf('renewLeases', { runner, until, now, ids: JSON.stringify(jobIds) })));
+    const rows = await this.#quiet({}, (t) => t.run(allOf('renewLeases', { runner, until, now, ids: JSON.stringify(jobIds) })));
     return new Map(rows.map((r) => [r['id'] as string, r['lease_fence'] as number]));
   }
 
@@ -414,11 +416,11 @@ export class PostgresStore implements JobStore {
   }
 
   async setProgress(jobId: string, progress: number, _at: number, lease?: { runner: string; fence: number }): Promise<boolean> {
-    return this.#changed({}, 'setProgress', { progress, id: jobId, runner: lease?.runner ?? null, fence: lease?.fence ?? null });
+    return this.#quietly({}, 'setProgress', { progress, id: jobId, runner: lease?.runner ?? null, fence: lease?.fence ?? null });
   }
 
   async addNote(note: NoteRecord): Promise<void> {
-    await this.#changed({}, 'addNote', note.jobId, note.kind, note.message, note.at);
+    await this.#quietly({}, 'addNote', note.jobId, note.kind, note.message, note.at);
   }
 
   async listNotes(jobId: string): Promise<NoteRecord[]> {
@@ -426,7 +428,7 @@ export class PostgresStore implements JobStore {
   }
 
   async attachAsset(asset: AssetRecord, lease?: { runner: string; fence: number }): Promise<boolean> {
-    return this.#write({ jobs: [asset.jobId] }, (t) => t.run(attachAssetIn(asset, lease)));
+    return this.#quiet({ jobs: [asset.jobId] }, (t) => t.run(attachAssetIn(asset, lease)));
   }
 
   async listAssets(jobId: string): Promise<AssetRecord[]> {
@@ -517,9 +519,9 @@ export class PostgresStore implements JobStore {
     return this.#changes.changes;
   }
 
-  /** Call `onChange` when another process commits to this database (LISTEN/NOTIFY); returns the unsubscribe. */
-  watchChanges(onChange: () => void): () => void {
-    return this.#changes.watch(onChange);
+  /** Call `onChange` when another process commits to this database (LISTEN/NOTIFY), or (`'work'`) commits work for workers; returns the unsubscribe. */
+  watchChanges(onChange: () => void, what: 'work' | 'all' = 'all'): () => void {
+    return this.#changes.watch(onChange, what);
   }
 
   async close(): Promise<void> {
@@ -532,31 +534,49 @@ export class PostgresStore implements JobStore {
 
   // The transaction machinery
 
-  /** A write in one transaction that first locks the rows of the jobs it touches (see {@link LOCK_JOBS}); `ops`: a commit's operations, for an unknown outcome. */
-  #write<T>(locks: Locks, fn: (t: Tx) => Promise<T>, ops?: () => UnresolvedOperation[]): Promise<T> {
-    return this.#transaction('BEGIN', locks, fn, true, ops);
+  /**
+   * A write in one transaction that first locks the rows of the jobs it touches (see {@link LOCK_JOBS}); `ops`: a commit's operations, for an unknown outcome;
+   * `wake`: whether it leaves work other processes' workers should wake for (changes.ts).
+   */
+  #write<T>(locks: Locks, fn: (t: Tx) => Promise<T>, ops?: () => UnresolvedOperation[], wake = true): Promise<T> {
+    return this.#transaction('BEGIN', locks, fn, wake ? 'wake' : 'changed', ops);
   }
 
-  async #transaction<T>(begin: string, locks: Locks | undefined, fn: (t: Tx) => Promise<T>, notify: boolean, ops?: () => UnresolvedOperation[]): Promise<T> {
+  /** A write that leaves no work for another process: its notification wakes no worker (changes.ts). */
+  #quiet<T>(locks: Locks, fn: (t: Tx) => Promise<T>): Promise<T> {
+    return this.#transaction('BEGIN', locks, fn, 'changed');
+  }
+
+  async #transaction<T>(begin: string, locks: Locks | undefined, fn: (t: Tx) => Promise<T>, notify: 'wake' | 'changed' | false, ops?: () => UnresolvedOperation[]): Promise<T> {
     for (let runs = 1; ; runs++) {
       const client = await this.pool.connect();
       let broken: unknown;
       let committing = false;
       try {
+        // Statements without parameters wait and go with the next one (a simple query): BEGIN, the
+        // row locks and the first savepoint are one round trip, RELEASE and COMMIT another.
+        const queued: string[] = [begin];
+        if (locks && hasLocks(locks)) queued.push(lockJobsSql(client, locks));
+        const flush = async () => {
+          if (queued.length === 0) return;
+          const text = queued.join('; ');
+          queued.length = 0;
+          await client.query(text);
+        };
         const t: Tx = {
-          run: (program) => runAsync(program, (call) => this.#call(client, call)),
-          sql: async (text) => void (await client.query(text)),
+          run: async (program) => {
+            await flush();
+            return runAsync(program, (call) => this.#call(client, call));
+          },
+          sql: (text) => void queued.push(text),
           runs,
         };
-        await client.query(begin);
-        if (locks && hasLocks(locks)) {
-          await client.query({ name: 'lock_jobs', text: LOCK_JOBS, values: [locks.jobs ?? [], [...(locks.effects ?? [])], locks.tokens ?? [], locks.timers ?? [], locks.seqs ?? []] });
-        }
         const result = await fn(t);
+        queued.push('COMMIT');
         committing = true;
-        await client.query('COMMIT');
+        await flush();
         // After the commit, on its own: see changes.ts (a NOTIFY in the transaction would serialise commits' WAL flushes).
-        if (notify) this.#notifier.committed();
+        if (notify) this.#notifier.committed(notify === 'wake');
         return result;
       } catch (error) {
         if (isConnectionLost(error)) broken = error;
@@ -585,6 +605,11 @@ export class PostgresStore implements JobStore {
     return this.#write(locks, async (t) => (await t.run(run(name, ...args))).changes === 1);
   }
 
+  /** {@link #changed}, for a write that leaves no work for another process (no NOTIFY). */
+  async #quietly(locks: Locks, name: StatementName, ...args: unknown[]): Promise<boolean> {
+    return this.#quiet(locks, async (t) => (await t.run(run(name, ...args))).changes === 1);
+  }
+
   /** A read program outside a transaction (each statement sees the latest commits). */
   #read<R>(program: Program<R>): Promise<R> {
     return runAsync(program, async (call) => {
@@ -606,10 +631,10 @@ export class PostgresStore implements JobStore {
   }
 }
 
-/** A write transaction: run a program (program.ts) or a statement of its own on its connection. */
+/** A write transaction: run a program (program.ts) on its connection, or queue a statement without parameters to go with the next round trip. */
 interface Tx {
   run<R>(program: Program<R>): Promise<R>;
-  sql(text: string): Promise<void>;
+  sql(text: string): void;
   /** Which run of the transaction this is (1: the first; a {@link RunAgain} makes another). */
   runs: number;
 }
@@ -620,14 +645,14 @@ interface Tx {
  * again once, where the write then finds what was created; a lost connection fails it all.
  */
 async function savepoint<T>(t: Tx, fn: () => Promise<T>): Promise<T> {
-  await t.sql('SAVEPOINT w');
+  t.sql('SAVEPOINT w');
   try {
     const result = await fn();
-    await t.sql('RELEASE SAVEPOINT w');
+    t.sql('RELEASE SAVEPOINT w');
     return result;
   } catch (error) {
     if (isConnectionLost(error)) throw error;
-    await t.sql('ROLLBACK TO SAVEPOINT w');
+    t.sql('ROLLBACK TO SAVEPOINT w');
     // Once: a key taken again on the second run is this write's own collision (refused alone).
     if (sqlState(error) === '23505' && t.runs === 1) throw new RunAgain(error);
     throw error;
@@ -636,6 +661,17 @@ async function savepoint<T>(t: Tx, fn: () => Promise<T>): Promise<T> {
 
 function* allOf(name: StatementName, ...args: unknown[]): Program<Row[]> {
   return (yield { name, method: 'all', args }) as Row[];
+}
+
+/** {@link LOCK_JOBS} with its arrays written out as literals (escaped by the driver), to go in a simple query with BEGIN. */
+function lockJobsSql(client: pg.PoolClient, l: Locks): string {
+  const texts = (values: readonly string[] = []) => `ARRAY[${values.map((v) => client.escapeLiteral(v)).join(', ')}]::text[]`;
+  const numbers = (values: readonly number[] = []) => `ARRAY[${values.map((v) => String(Math.trunc(Number(v)))).join(', ')}]::bigint[]`;
+  return LOCK_JOBS.replace('$1::text[]', texts(l.jobs))
+    .replace('$2::text[]', texts(l.effects))
+    .replace('$3::text[]', texts(l.tokens))
+    .replace('$4::text[]', texts(l.timers))
+    .replace('$5::bigint[]', numbers(l.seqs));
 }
 
 function hasLocks(l: Locks): boolean {

@@ -1,6 +1,8 @@
 /**
  * Wake-ups across processes: after its write transactions commit, a PostgresStore sends `NOTIFY
- * spool_changes, '<store id>'` on its own ({@link Notifier}: one at a time, so the commits that
+ * spool_changes, '<store id> work|changed'` ({@link notice}: `work` when the write left work for
+ * other processes' workers, {@link wakesOthers}; `changed` when it only changed what waiters and
+ * streams read) on its own ({@link Notifier}: one at a time, so the commits that
  * land while one is in flight share the next; Postgres delivers it to connected listeners only).
  * Not with the COMMIT: a transaction that notifies holds the database's one notification-queue
  * lock from its commit until it ends, its WAL flush included, so commits that notified could
@@ -11,6 +13,7 @@
  * watchers too (it may have missed notifications); polling stays the fallback either way.
  */
 import pg from 'pg';
+import type { WriteBatch } from '../../src/ports/store.ts';
 
 /** The channel every Spool store on a database notifies. */
 export const CHANNEL = 'spool_changes';
@@ -18,7 +21,8 @@ export const CHANNEL = 'spool_changes';
 export class ChangeListener {
   readonly #config: pg.ClientConfig;
   readonly #self: string;
-  readonly #watchers = new Set<() => void>();
+  /** Each watcher, and whether it is told of every change or of work only. */
+  readonly #watchers = new Map<() => void, 'work' | 'all'>();
   #client: pg.Client | undefined;
   #starting: Promise<void> | undefined;
   #closed = false;
@@ -38,9 +42,9 @@ export class ChangeListener {
     return this.#starting;
   }
 
-  /** Call `onChange` after each commit of another store (and after a reconnection); returns the unsubscribe. */
-  watch(onChange: () => void): () => void {
-    this.#watchers.add(onChange);
+  /** Call `onChange` after each commit of another store (`'work'`: each that woke workers) and after a reconnection; returns the unsubscribe. */
+  watch(onChange: () => void, what: 'work' | 'all'): () => void {
+    this.#watchers.set(onChange, what);
     void this.start();
     return () => this.#watchers.delete(onChange);
   }
@@ -57,7 +61,8 @@ export class ChangeListener {
     if (this.#closed) return;
     const client = new pg.Client(this.#config);
     client.on('notification', (n) => {
-      if (n.payload !== this.#self) this.#changed();
+      const { store, wake } = readNotice(n.payload ?? '');
+      if (store !== this.#self) this.#changed(wake);
     });
     client.on('error', () => this.#lost(client));
     client.on('end', () => this.#lost(client));
@@ -68,7 +73,7 @@ export class ChangeListener {
       const reconnected = this.#everConnected;
       this.#client = client;
       this.#everConnected = true;
-      if (reconnected) this.#changed();
+      if (reconnected) this.#changed(true);
     } catch {
       this.#lost(client);
     }
@@ -85,9 +90,10 @@ export class ChangeListener {
     this.#retry.unref?.();
   }
 
-  #changed(): void {
+  /** Another store committed (`wake`: work for workers), or the listener reconnected (it may have missed both). */
+  #changed(wake: boolean): void {
     this.changes += 1;
-    for (const w of this.#watchers) w();
+    for (const [w, what] of this.#watchers) if (wake || what === 'all') w();
   }
 }
 
@@ -97,26 +103,26 @@ export class ChangeListener {
  * polling covers it.
  */
 export class Notifier {
-  readonly #send: () => Promise<unknown>;
+  readonly #send: (wake: boolean) => Promise<unknown>;
   #inFlight: Promise<void> | undefined;
-  #again = false;
+  /** Commits since the last NOTIFY went out: none (undefined), changes only (false), or work (true). */
+  #next: boolean | undefined;
 
-  /** `send`: the NOTIFY, on a connection of its own (outside any write transaction). */
-  constructor(send: () => Promise<unknown>) {
+  /** `send`: the NOTIFY (waking workers or not), on a connection of its own (outside any write transaction). */
+  constructor(send: (wake: boolean) => Promise<unknown>) {
     this.#send = send;
   }
 
-  /** A write transaction committed. */
-  committed(): void {
-    if (this.#inFlight) {
-      this.#again = true;
-      return;
-    }
+  /** A write transaction committed; `wake`: it left work for other processes' workers. */
+  committed(wake: boolean): void {
+    this.#next = (this.#next ?? false) || wake;
+    if (this.#inFlight) return;
     this.#inFlight = (async () => {
-      do {
-        this.#again = false;
-        await this.#send().catch(() => undefined);
-      } while (this.#again);
+      while (this.#next !== undefined) {
+        const next = this.#next;
+        this.#next = undefined;
+        await this.#send(next).catch(() => undefined);
+      }
       this.#inFlight = undefined;
     })();
   }
@@ -125,4 +131,39 @@ export class Notifier {
   async flush(): Promise<void> {
     await this.#inFlight;
   }
+}
+
+/**
+ * Whether a write batch leaves work another process may take, so that its notification wakes
+ * other processes' workers (a wake-up costs each of them a round of reads; a write that leaves
+ * them nothing notifies as `changed`, for waiters and streams alone; polling covers anything this
+ * misses): a new job; an attempt's outcome recorded on its
+ * own (its event waits in the inbox); a transition that creates effects it does not claim
+ * itself, schedules timers, sends to other jobs, starts children, settles a parent, or gives back
+ * the lease of a job still active. A claim, or an outcome applied with the transition that claims
+ * the next step, leaves nothing.
+ */
+export function wakesOthers(batch: WriteBatch): boolean {
+  if (batch.creates?.length || batch.finishes?.length) return true;
+  return (batch.commits ?? []).some(
+    (c) =>
+      (c.effects?.create.length ?? 0) > (c.claims?.length ?? 0) ||
+      (c.timers?.schedule.length ?? 0) > 0 ||
+      (c.deliveries?.length ?? 0) > 0 ||
+      (c.children?.length ?? 0) > 0 ||
+      c.settleParent !== undefined ||
+      (c.job.status === 'active' && c.lease !== undefined && c.lease.until === null),
+  );
+}
+
+/** A notification's payload: the notifying store's id, and `work` when workers should wake for it (else `changed`: waiters and streams only). */
+export function notice(store: string, wake: boolean): string {
+  return `${store} ${wake ? 'work' : 'changed'}`;
+}
+
+/** {@link notice} read back; a payload of another form wakes (polling's fallback meaning). */
+function readNotice(payload: string): { store: string; wake: boolean } {
+  const space = payload.indexOf(' ');
+  if (space < 0) return { store: payload, wake: true };
+  return { store: payload.slice(0, space), wake: payload.slice(space + 1) !== 'changed' };
 }

@@ -10,7 +10,7 @@ import { statementsSql, type StatementName } from '../sqlite/statements.ts';
 /** The SQL type of each named parameter the statements use (one meaning per name across them). */
 const PARAM_TYPES: Record<string, string> = {
   runner: 'text', held: 'bigint', any_fence: 'int', now: 'bigint', until: 'bigint', lease_owner: 'text', lease_fence: 'bigint', take_over: 'text', takeOver: 'text',
-  force: 'int', inline_event: 'text', at_named: 'int', settles: 'int', set_progress: 'int', progress: 'float8', all: 'int',
+  force: 'int', inline_event: 'text', first_in_line: 'int', at_named: 'int', settles: 'int', set_progress: 'int', progress: 'float8', all: 'int',
   owner: 'text', limit: 'bigint', ids: 'text', statuses: 'text', outcomes: 'text', machine: 'text', job: 'text', event: 'text',
   revision: 'bigint', accepted_at: 'bigint', processed_at: 'bigint', attempt: 'bigint', job_id: 'text', event_id: 'text',
   type: 'text', payload: 'text', payload_hash: 'text', status: 'text', error: 'text', source_kind: 'text', source_id: 'text',

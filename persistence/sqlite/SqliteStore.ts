@@ -354,7 +354,7 @@ export class SqliteStore implements JobStore {
           if (effect) claimed.push({ ...effect, machineId: row['machine_id'] as string, machineVersion: row['machine_version'] as string });
         }
       }
-      return { claimed, held, ...dueClaimCounts(rows[0], claimed.length, c.limit) };
+      return { claimed, held, ...dueClaimCounts(rows[0], claimed.length) };
     }, () => [{ kind: 'due-claims', runner: c.runner }]);
   }
 

@@ -67,6 +67,8 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
     progress: c.job.progress ?? null,
     ...leaseParams(c.lease, c.job.at),
     inline_event: inline ? e.accept.eventId : null,
+    // An outcome, too, goes in only while no event waits before it (INLINE_OK).
+    first_in_line: outcome ? 1 : 0,
     at_named: namedAt === revision ? 1 : 0,
   };
   // A job that stays active on its version takes the narrow update (no status index rewritten);
@@ -77,20 +79,21 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
   ) as { lease_fence: number } | undefined;
   if (!updated) {
     const row = (yield* get('revisionOf', { id: c.jobId, now: params.now })) as
-      | { revision: number; lease_owner: string | null; lease_until: number | null; lease_live: number | boolean }
+      | { revision: number; lease_owner: string | null; lease_fence: number; lease_until: number | null; lease_live: number | boolean }
       | undefined;
-    if (c.lease && row?.revision === c.expectedRevision && row.lease_owner !== null && row.lease_until !== null && Number(row.lease_live) === 1) {
+    // Another live lease refused it (this runner's own, at the fence it holds, did not).
+    const mine = c.lease !== undefined && row?.lease_owner === c.lease.runner && (c.lease.fence === undefined || Number(row.lease_fence) === c.lease.fence);
+    if (c.lease && !mine && row?.revision === c.expectedRevision && row.lease_owner !== null && row.lease_until !== null && Number(row.lease_live) === 1) {
       throw new Abort({ ok: false, reason: 'leased', owner: row.lease_owner, until: row.lease_until });
     }
     // The revision held, so the inline event's own checks refused it: its id is recorded already
-    // (a duplicate), or events wait before it (they come first: a conflict, to apply those).
+    // (a duplicate), or events wait before it or before an outcome (they come first: a conflict,
+    // to apply those; nothing is written).
     if (inline && row?.revision === c.expectedRevision && (yield* findEvent(c.jobId, e.accept.eventId))) {
       throw new Abort({ ok: false, reason: 'duplicate-event' });
     }
     throw new Abort({ ok: false, reason: 'conflict', currentRevision: row?.revision ?? null });
   }
-  // Events queued before the outcome come first: a conflict, to apply those (nothing is written).
-  if (outcome && (yield* get('hasPending', c.jobId))) throw new Abort({ ok: false, reason: 'conflict', currentRevision: c.expectedRevision });
   const fence = c.lease ? updated.lease_fence : null;
   // Applied as it is accepted: the history row is the event's record, and its key says so (a
   // repeat of the id is a duplicate). An id that names this revision is keyed by the history's

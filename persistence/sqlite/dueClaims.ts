@@ -21,13 +21,13 @@ export function dueClaimParams(c: DueClaim) {
 
 /**
  * `more` and `limited` from a batch claim's counts (on each of its rows; no row: nothing was
- * claimable): the window was full, a job had a second claimable row, or rows inside their
- * budgets were not claimed (the limit, or a claim refused); rows were left over their budgets, or
- * a src out of slots has rows due.
+ * claimable): a job had a second claimable row, or rows inside their budgets were not claimed
+ * (past the limit: the pick reads one row more than it may claim; or a claim refused); rows were
+ * left over their budgets, or a src out of slots has rows due.
  */
-export function dueClaimCounts(row: Row | undefined, claimed: number, limit: number): Pick<DueClaimResult, 'more' | 'limited'> {
+export function dueClaimCounts(row: Row | undefined, claimed: number): Pick<DueClaimResult, 'more' | 'limited'> {
   const lockable = Number(row?.['lockable'] ?? 0);
   const firsts = Number(row?.['firsts'] ?? 0);
   const within = Number(row?.['within'] ?? 0);
-  return { more: lockable >= limit || lockable > firsts || within > claimed, limited: firsts > within || Number(row?.['starved'] ?? 0) === 1 };
+  return { more: lockable > firsts || within > claimed, limited: firsts > within || Number(row?.['starved'] ?? 0) === 1 };
 }

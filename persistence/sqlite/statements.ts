@@ -49,13 +49,15 @@ export const LEASE_SET = (d: SqlDialect) => `lease_fence = CASE WHEN @runner IS 
   lease_until = CASE WHEN @runner IS NULL THEN lease_until ELSE ${d.leaseUntil} END`;
 
 /**
- * An event accepted and applied in one commit (`@inline_event`, its id) goes in only when no
- * event waits before it (events apply in accept order). Its id's uniqueness is a key, written
- * after this UPDATE (`recordKey`), except for a made-up id applied at the revision it names
- * (`@at_named` = 1): the history's primary key holds that one, and this probe makes sure the id
- * was not recorded under a key before (a caller that sent such an id itself, earlier).
+ * An event accepted and applied in one commit (`@inline_event`, its id), or an activity's outcome
+ * applied with its attempt's end (`@first_in_line` 1), goes in only when no event waits before it
+ * (events apply in accept order): otherwise the UPDATE matches nothing, and the refusal reads as a
+ * conflict (those events first). An inline id's uniqueness is a key, written after this UPDATE
+ * (`recordKey`), except for a made-up id applied at the revision it names (`@at_named` = 1): the
+ * history's primary key holds that one, and this probe makes sure the id was not recorded under a
+ * key before (a caller that sent such an id itself, earlier).
  */
-const INLINE_OK = `(@inline_event IS NULL OR (NOT EXISTS (SELECT 1 FROM inbox WHERE job_id = @id AND status = 'pending')
+const INLINE_OK = `((@inline_event IS NULL AND @first_in_line = 0) OR (NOT EXISTS (SELECT 1 FROM inbox WHERE job_id = @id AND status = 'pending')
   AND (@at_named = 0 OR NOT EXISTS (SELECT 1 FROM event_keys WHERE job_id = @id AND event_id = @inline_event))))`;
 
 /** The columns every commit's job UPDATE writes (the new state and what it is built from). */
@@ -92,19 +94,19 @@ const DUE_FILTER = (d: SqlDialect) => `${NOT_HELD('effects.job_id')}
 
 /**
  * The due effects (`dueEffects`), as three index-ordered reads (pending by age, backoff by due
- * time, running by claim expiry), each stopping at @limit rows, with a further condition `also`
- * on `effects` when given. Columns: the effect's, and `r` (its rowid).
+ * time, running by claim expiry), each stopping at `limit` rows (default @limit), with a further
+ * condition `also` on `effects` when given. Columns: the effect's, and `r` (its rowid).
  */
-const DUE_READS = (d: SqlDialect, also?: string) => {
+const DUE_READS = (d: SqlDialect, also?: string, limit = '@limit') => {
   const where = `${DUE_FILTER(d)}${also ? ` AND ${also}` : ''}`;
   return `SELECT * FROM (SELECT *, rowid AS r FROM effects${d.indexedBy('effects_pending')} WHERE active = 1 AND status = 'pending' AND ${where}
-          ORDER BY created_at, rowid LIMIT @limit) AS pending
+          ORDER BY created_at, rowid LIMIT ${limit}) AS pending
         UNION ALL
         SELECT * FROM (SELECT *, rowid AS r FROM effects WHERE active = 1 AND status = 'backoff' AND next_run_at <= @now AND ${where}
-          ORDER BY next_run_at, rowid LIMIT @limit) AS backoff
+          ORDER BY next_run_at, rowid LIMIT ${limit}) AS backoff
         UNION ALL
         SELECT * FROM (SELECT *, rowid AS r FROM effects WHERE active = 1 AND status = 'running' AND claim_expires_at <= ${d.leaseNow} AND ${where}
-          ORDER BY claim_expires_at, rowid LIMIT @limit) AS expired`;
+          ORDER BY claim_expires_at, rowid LIMIT ${limit}) AS expired`;
 };
 
 /** An attempt claimed: running, the next attempt, claimed by `@runner` until `@until` (by the lease clock). One text for `claimEffect` and the batch claim. */
@@ -123,7 +125,8 @@ const CLAIMABLE = (d: SqlDialect) => `${attemptsLeft('effects')} AND NOT (effect
 
 /**
  * The parts of a batch claim (`claimDueEffects`), one text for both stores:
- * - `cand`: the oldest @limit claimable due rows, with their order (`t`, `r`), their job's machine
+ * - `cand`: the oldest @limit + 1 claimable due rows (one more than it claims: whether more are
+ *   due is then known, not guessed from a full window), with their order (`t`, `r`), their job's machine
  *   version, and whether the job's lease is free or expired (`lease_free` 1) or @runner's, live
  *   (0: left to `claimEffect`, with the fence the runner knows);
  * - `pick(source)`: from the rows of CTE `source` (SQLite: the free rows of `cand`; Postgres: the
@@ -137,11 +140,11 @@ export function dueClaimParts(d: SqlDialect) {
   return {
     cand: `cand AS (SELECT c.id, c.job_id, c.src, c.status, c.attempt, coalesce(c.next_run_at, c.created_at) AS t, c.r,
         j.machine_id, j.machine_version, CASE WHEN j.lease_owner IS NULL OR j.lease_until <= ${d.leaseNow} THEN 1 ELSE 0 END AS lease_free
-      FROM (${DUE_READS(d, CLAIMABLE(d))}) AS c JOIN jobs j ON j.id = c.job_id ORDER BY t, c.r LIMIT @limit)`,
+      FROM (${DUE_READS(d, CLAIMABLE(d), '@limit + 1')}) AS c JOIN jobs j ON j.id = c.job_id ORDER BY t, c.r LIMIT @limit + 1)`,
     pick: (source: string) => `firsts AS (SELECT * FROM (SELECT s.*, row_number() OVER (PARTITION BY s.job_id ORDER BY s.t, s.r) AS nth_of_job
         FROM ${source} AS s) AS f WHERE f.nth_of_job = 1),
       ranked AS (SELECT f.*, row_number() OVER (PARTITION BY f.src ORDER BY f.t, f.r) AS nth_of_src FROM firsts AS f),
-      within AS (SELECT * FROM ranked WHERE nth_of_src <= coalesce((SELECT b.n FROM ${d.jsonEntries('@budgets')} AS b WHERE b.key = ranked.src), @limit)),
+      within AS (SELECT * FROM ranked WHERE nth_of_src <= coalesce((SELECT b.n FROM ${d.jsonEntries('@budgets')} AS b WHERE b.key = ranked.src), @limit + 1)),
       picked AS (SELECT * FROM within ORDER BY t, r LIMIT @limit)`,
     counts: (source: string) => `(SELECT count(*) FROM ${source}) AS lockable, (SELECT count(*) FROM firsts) AS firsts, (SELECT count(*) FROM within) AS within,
       CASE WHEN EXISTS (SELECT 1 FROM effects WHERE active = 1 AND (status = 'pending' OR (status = 'backoff' AND next_run_at <= @now))
@@ -197,7 +200,7 @@ function jobsSql(d: SqlDialect) {
       WHERE id = @id AND revision = @expected AND (suspended_at IS NULL OR @settles = 0) AND ${LEASE_OK(d)} AND ${INLINE_OK}
       RETURNING lease_fence`),
     /** A refused commit's job: its revision, and its lease while live by the lease clock (`lease_live` 1). */
-    revisionOf: q(`SELECT revision, lease_owner, lease_until, CASE WHEN lease_until > ${d.leaseNow} THEN 1 ELSE 0 END AS lease_live
+    revisionOf: q(`SELECT revision, lease_owner, lease_fence, lease_until, CASE WHEN lease_until > ${d.leaseNow} THEN 1 ELSE 0 END AS lease_live
       FROM jobs WHERE id = @id`),
     /** A job's revision and the columns written without a commit (getJob with a known record). */
     uncommittedOf: q(`SELECT revision, quarantine, progress, cancel_requested_at, cancel_reason, suspended_at, suspend_reason,
@@ -227,7 +230,6 @@ function jobsSql(d: SqlDialect) {
     // Accept order: a job's events apply in accept order, so the revision orders every applied
     // one; pending and rejected events (no revision) follow in seq order.
     listEvents: q('SELECT * FROM events WHERE job_id = ? ORDER BY revision IS NULL, revision, seq'),
-    hasPending: q("SELECT 1 FROM inbox WHERE job_id = ? AND status = 'pending' LIMIT 1"),
     firstPending: q("SELECT * FROM inbox WHERE job_id = ? AND status = 'pending' ORDER BY seq LIMIT 1"),
     pending: q("SELECT * FROM inbox WHERE job_id = ? AND status = 'pending' ORDER BY seq LIMIT ?"),
     pendingJobs: q(`SELECT i.job_id, min(i.seq) AS first FROM inbox i JOIN jobs j ON j.id = i.job_id

@@ -271,12 +271,15 @@ export interface JobStore {
 
   /**
    * Optional: call `onChange` soon after another connection (another process) commits to the
-   * store, not for this store's own commits, until the returned function is called. An idle
-   * worker wakes at once instead of at its next poll; polling stays the fallback (a change may be
-   * told late, twice, or, while the store reconnects, not at all). Postgres: LISTEN/NOTIFY.
-   * SQLite has none (its worker polls `nextWakeAt`).
+   * store, not for this store's own commits, until the returned function is called. `what`:
+   * `'all'` (default) every such commit; `'work'` only those that leave work a worker may take
+   * (a new job, an event, an activity or timer to run, a lease given back: not a claim, a
+   * heartbeat, progress, or a commit that ends a job). An idle worker wakes at once for `'work'`
+   * instead of at its next poll; polling stays the fallback (a change may be told late, twice,
+   * or, while the store reconnects, not at all). Postgres: LISTEN/NOTIFY. SQLite has none (its
+   * worker polls `nextWakeAt`).
    */
-  watchChanges?(onChange: () => void): () => void;
+  watchChanges?(onChange: () => void, what?: 'work' | 'all'): () => void;
 
   /**
    * Optional: history rows of every job in commit order, those with a `seq` above `after` that

@@ -47,7 +47,7 @@ export async function runWorker(runtime: Runtime, options: WorkerOptions = {}): 
     if (event.type === 'timers.scheduled') for (const at of event.dueAt) alarm.wakeAt(at);
   });
   // Another process committed (an event, a job, a freed lease): look now, not at the next poll.
-  const unwatch = runtime.store.watchChanges?.(() => alarm.wakeAt(runtime.clock.now()));
+  const unwatch = runtime.store.watchChanges?.(() => alarm.wakeAt(runtime.clock.now()), 'work');
   let faults = 0;
   try {
     while (!signal?.aborted) {
