@@ -221,10 +221,12 @@ describe('wake-ups', () => {
     // before its outcome is recorded and `activity.finished` told (behind an asynchronous store,
     // another job's step may start in between, as the limit allows).
     inWork.most = 0;
-    startWorker(runtime);
     const ids = ['j1', 'j2', 'j3'];
     const done = Promise.all(ids.map((id) => finished(runtime, id)));
+    // Started before the worker: no pump round holds the one slot while the creates are built,
+    // so the first of them claims its first step itself.
     await Promise.all(ids.map((id) => runtime.start('three-steps', {}, { jobId: id })));
+    startWorker(runtime);
     await done;
     await runtime.idle();
     expect(inWork.most).toBe(1);

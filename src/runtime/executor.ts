@@ -87,12 +87,6 @@ export class ActivityExecutor {
   readonly #assertOpen: () => void;
   /** Slots taken for first attempts that a commit in flight claims (`claimsFor`), not yet in `#running`. */
   #reserved = 0;
-  /**
-   * Attempts that ended and whose outcome is being recorded: each keeps its slot until then, so
-   * the commit that applies the outcome can claim the job's next step with it (`claimsFor`'s
-   * `handoff`) rather than lose it to a pump in flight.
-   */
-  readonly #handoffs = new Set<string>();
   /** Renews the claims of running attempts (`#renewRunningClaims`). */
   #claimTimer: ReturnType<typeof setInterval> | undefined;
   /** Attempts a durable commit claimed, by effect id, for the commit's after-steps to start (`startClaimed`). */
@@ -281,7 +275,7 @@ export class ActivityExecutor {
 
   /** Attempts running here, plus slots taken for first attempts that commits in flight claim. */
   #busySlots(): number {
-    return this.#running.size + this.#reserved + this.#handoffs.size;
+    return this.#running.size + this.#reserved;
   }
 
   /**
@@ -289,19 +283,16 @@ export class ActivityExecutor {
    * its new activities, each while a slot is free (`maxConcurrentActivities`, `activityConcurrency`)
    * and no older due work waits here unclaimed (that goes first, by the pump). Slots are taken
    * now, before the commit; `claimsCommitted` gives them back if the commit does not hold.
-   * `handoff`: the attempt whose outcome this commit applies; its kept slot goes to the first.
    */
-  claimsFor(effects: readonly NewEffect[], now: number, handoff?: string): EffectStart[] {
+  claimsFor(effects: readonly NewEffect[], now: number): EffectStart[] {
     if (!this.#runEffects || this.#closing || this.#unclaimed) return [];
     const claims: EffectStart[] = [];
     for (const effect of effects) {
       if (effect.kind === 'child') continue;
-      const handed = handoff !== undefined && this.#handoffs.has(handoff) && this.#slots.has(effect.src);
-      if (!handed && (this.#busySlots() >= this.#maxActivities || !this.#slots.has(effect.src))) {
+      if (this.#busySlots() >= this.#maxActivities || !this.#slots.has(effect.src)) {
         this.#unclaimed = true; // left pending in the store: the next freed slot pumps
         continue;
       }
-      if (handed) this.#handoffs.delete(handoff); // the kept slot, now this claim's
       this.#slots.take(effect.src);
       this.#reserved += 1;
       this.#attempting.set(effect.id, effect.jobId); // a commit of the job built meanwhile keeps the lease
@@ -512,15 +503,10 @@ export class ActivityExecutor {
     } finally {
       this.#running.delete(effect.id);
       this.#slots.release(effect.src);
-      this.#handoffs.add(effect.id); // its slot, kept for the commit that applies its outcome
     }
-    try {
-      if (this.#closing && controller.aborted) return; // shutdown: the next runtime takes the attempt over
-      crashPoint('before-outcome');
-      await this.#recordOutcome(effect, def, outcome);
-    } finally {
-      this.#handoffs.delete(effect.id);
-    }
+    if (this.#closing && controller.aborted) return; // shutdown: the next runtime takes the attempt over
+    crashPoint('before-outcome');
+    await this.#recordOutcome(effect, def, outcome);
   }
 
   /**
@@ -601,7 +587,6 @@ export class ActivityExecutor {
     if (reported === 'retrying') this.#emit({ type: 'timers.scheduled', jobId: effect.jobId, dueAt: [retryAt] }); // a worker wakes then
     await this.releaseIdle(effect.jobId);
     // The freed slot: a next step of this job was claimed by its commit; other due work here is pumped.
-    this.#handoffs.delete(effect.id);
     if (this.#unclaimed) this.#track(this.pump());
   }
 
