@@ -53,6 +53,7 @@ const POSTGRES_FILES = [
   'test/pathTests.pg.test.ts',
   'test/leaseClock.pg.test.ts',
   'test/unseenMachines.pg.test.ts',
+  'test/claimDue.pg.test.ts',
   ...STORE_CONTRACT_FILES,
   'test/runtime.test.ts',
   'test/effects.test.ts',

@@ -1,7 +1,7 @@
 /**
  * The JobStore contract for `claimDueEffects`, the batch claim of due activities: which rows it
- * takes and leaves, what it records, and (Postgres) that runners claiming at once take disjoint
- * rows without waiting on each other. Records are built by hand (no runtime).
+ * takes and leaves, and what it records. Records are built by hand (no runtime). Runners claiming
+ * at once on one server: test/claimDue.pg.test.ts.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, rmSync } from 'node:fs';
@@ -10,54 +10,27 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { PostgresStore } from '../persistence/postgres/index.ts';
 import { SqliteStore } from '../persistence/sqlite/index.ts';
-import type { DueClaim, JobStore, NewEffect, NoteRecord } from '../src/ports/store.ts';
+import type { JobStore, NewEffect, NoteRecord } from '../src/ports/store.ts';
+import { claim, effectOf, NOW, T0, UNTIL } from './helpers/dueClaims.ts';
 import { commitOf, newJob } from './store.contract.ts';
 import { storeUnderTest } from './helpers/asyncStore.ts';
 import { freshDatabase } from './helpers/postgres.ts';
 import { ON_POSTGRES } from './helpers/stores.ts';
 
 const TMP_ROOT = fileURLToPath(new URL('../.vitest-tmp/', import.meta.url));
-const T0 = 1_700_000_000_000;
-const NOW = T0 + 1_000;
-const UNTIL = NOW + 30_000;
-
-function effectOf(jobId: string, actorId: string, o: { at?: number; src?: string; unsafe?: boolean; maxAttempts?: number } = {}): NewEffect {
-  return {
-    id: `${jobId}~${actorId}`,
-    jobId,
-    actorId,
-    src: o.src ?? 'work',
-    input: { actorId },
-    maxAttempts: o.maxAttempts ?? 3,
-    unsafe: o.unsafe ?? false,
-    createdRevision: 1,
-    at: o.at ?? T0,
-  };
-}
-
-const claim = (o: Partial<DueClaim> = {}): DueClaim => ({ runner: 'w1', now: NOW, claimUntil: UNTIL, limit: 10, machines: ['m@1'], ...o });
-
 interface Opened {
   store: JobStore;
-  /** A second store on the same database (another process's), or null where there is none to open. */
-  other: () => Promise<JobStore | null>;
   dispose: () => Promise<void>;
 }
 
 async function open(): Promise<Opened> {
   if (ON_POSTGRES) {
     const db = await freshDatabase();
-    const opened: PostgresStore[] = [];
-    const openOne = async () => {
-      const s = await PostgresStore.open(db.url, { leaseClock: 'caller' });
-      opened.push(s);
-      return s;
-    };
+    const store = await PostgresStore.open(db.url, { leaseClock: 'caller' });
     return {
-      store: await openOne(),
-      other: openOne,
+      store,
       dispose: async () => {
-        for (const s of opened) await s.close();
+        await store.close();
         await db.drop();
       },
     };
@@ -67,7 +40,6 @@ async function open(): Promise<Opened> {
   const store = storeUnderTest(await SqliteStore.open(join(dir, 'claims.db')));
   return {
     store,
-    other: async () => null,
     dispose: async () => {
       await store.close();
       rmSync(dir, { recursive: true, force: true });
@@ -187,37 +159,5 @@ describe(`JobStore batch claim contract: ${ON_POSTGRES ? 'PostgresStore' : 'Sqli
     expect(await store.claimDueEffects(claim())).toEqual({ claimed: [], held: [], more: false, limited: false });
     expect(await store.getJob('A')).toEqual(before);
     expect((await store.commit([commitOf('A', 1)]))[0]).toMatchObject({ ok: true });
-  });
-
-  it.runIf(ON_POSTGRES)('two runners claiming at once take disjoint rows, and a row another transaction holds is skipped without waiting', async () => {
-    const jobs = 40;
-    for (let i = 0; i < jobs; i++) await jobWith(`J${String(i).padStart(2, '0')}`, [effectOf(`J${String(i).padStart(2, '0')}`, 'x', { at: T0 + i })]);
-    const other = (await opened.other()) as PostgresStore;
-    // Another transaction holds J00's effect row: the claims pass it by, neither waits (a wait would
-    // end in the store's lock_timeout error, not a result).
-    const holder = await other.pool.connect();
-    try {
-      await holder.query('BEGIN');
-      await holder.query("SELECT 1 FROM effects WHERE id = 'J00~x' FOR UPDATE");
-      const seen = new Map<string, string>();
-      for (let round = 0; round < 5; round++) {
-        const [a, b] = await Promise.all([store.claimDueEffects(claim({ limit: 8 })), other.claimDueEffects(claim({ runner: 'w2', limit: 8 }))]);
-        for (const [runner, r] of [['w1', a], ['w2', b]] as const) {
-          for (const e of r.claimed) {
-            expect(seen.has(e.id), `${e.id} claimed twice`).toBe(false);
-            seen.set(e.id, runner);
-          }
-        }
-      }
-      expect(seen.has('J00~x')).toBe(false);
-      expect(seen.size).toBe(jobs - 1);
-      await holder.query('ROLLBACK');
-    } finally {
-      holder.release();
-    }
-    // Each claimed attempt is recorded once, under the runner that claimed it.
-    const rows = (await other.pool.query("SELECT effect_id, runner FROM effect_attempts WHERE outcome = 'running' ORDER BY effect_id")).rows;
-    expect(rows).toHaveLength(jobs - 1);
-    expect((await store.claimDueEffects(claim())).claimed.map((e) => e.id)).toEqual(['J00~x']);
   });
 });

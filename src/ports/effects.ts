@@ -101,7 +101,7 @@ export interface DueClaimResult {
    * job goes with the lease fence the runner knows (`claimEffect`, under the job's lock).
    */
   held: EffectRecord[];
-  /** More may be due than this call took: the window was full, or a job had a second due effect. */
+  /** More is due than this call took: past its limit, or a second due effect of a job it claimed (which needs the fence the first returns). */
   more: boolean;
   /** Rows were left because their src had no slot left (`budgets`). */
   limited: boolean;
