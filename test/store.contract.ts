@@ -224,6 +224,19 @@ export function storeContract(name: string, factory: StoreFactory): void {
         expect(ids(await store.listJobs({ owner: null }))).toEqual(['j-empty']);
       });
 
+      it('getJob with the record the caller knows gives it back with what moved without a commit, and reads the whole row once a commit moved it', async () => {
+        const known = (await store.createJob(newJob('k'))).job;
+        await store.setProgress('k', 40, T0 + 5);
+        await store.setQuarantine('k', 'held for a test', T0 + 6);
+        const refreshed = await store.getJob('k', known);
+        expect(refreshed).toEqual(await store.getJob('k'));
+        expect(refreshed).toMatchObject({ revision: 1, progress: 40, quarantine: 'held for a test' });
+        await store.setQuarantine('k', null, T0 + 7);
+        expect((await store.commit([commitOf('k', 1, { value: 'moved' })]))[0]).toMatchObject({ ok: true });
+        // Another revision: the record the caller knew is not the job's any more.
+        expect(await store.getJob('k', known)).toMatchObject({ revision: 2, value: 'moved', quarantine: null });
+      });
+
       it('getJob of an unknown id is undefined, and its history is empty', async () => {
         expect(await store.getJob('nope')).toBeUndefined();
         expect(await store.history('nope')).toEqual([]);

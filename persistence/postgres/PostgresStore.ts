@@ -45,7 +45,7 @@ import { applyCommit, claimIn, commitOutcomeUnknown, createIn, findEvent, finish
 import { failure, LeaseHeld } from '../sqlite/outcomes.ts';
 import { POSTGRES, POSTGRES_CALLER_LEASES } from '../sqlite/predicates.ts';
 import { run, runAsync, type Call, type Program } from '../sqlite/program.ts';
-import { toAssetRecord, toAttemptRecord, toEffectRecord, toInboxRecord, toJobRecord, toTimerRecord, toTransitionRecord, type Row } from '../sqlite/records.ts';
+import { toAssetRecord, toAttemptRecord, toEffectRecord, toInboxRecord, toJobRecord, withUncommitted, toTimerRecord, toTransitionRecord, type Row } from '../sqlite/records.ts';
 import { fireScheduleIn, putScheduleIn, Refused, toOccurrenceRecord, toScheduleRecord } from '../sqlite/schedules.ts';
 import { jobListSql, type StatementName } from '../sqlite/statements.ts';
 import { guardEntryPoints } from '../sqlite/storageFault.ts';
@@ -213,7 +213,14 @@ export class PostgresStore implements JobStore {
     return this.#write(locks, (t) => eachCommit(commits, (c) => savepoint(t, () => t.run(applyCommit(c)))), ops, wake);
   }
 
-  async getJob(id: string): Promise<JobRecord | undefined> {
+  async getJob(id: string, known?: JobRecord): Promise<JobRecord | undefined> {
+    if (known?.id === id) {
+      // What moves without a commit (records.ts, withUncommitted): the snapshot and context are not sent again.
+      const stmt = this.#statements.uncommittedOf;
+      const r = await this.pool.query<unknown[]>({ name: `s_${stmt.key}`, text: stmt.text, values: bind(stmt, [id]), rowMode: 'array' });
+      const current = withUncommitted(known, r.rows[0]);
+      if (current) return current;
+    }
     const row = await this.#get('getJob', id);
     return row ? toJobRecord(row) : undefined;
   }

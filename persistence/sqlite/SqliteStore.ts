@@ -48,7 +48,7 @@ import { CHECK, guardEntryPoints, outcomeUnknownAtCommit, storageFault } from '.
 import type {
   Row,
 } from './records.ts';
-import { damageReason, toAssetRecord, toAttemptRecord, toEffectRecord, toInboxRecord, toJobRecord, toTimerRecord, toTransitionRecord } from './records.ts';
+import { damageReason, withUncommitted, toAssetRecord, toAttemptRecord, toEffectRecord, toInboxRecord, toJobRecord, toTimerRecord, toTransitionRecord } from './records.ts';
 import { OpenBusy, checkOpenOptions, openDatabase, refuseForeignDatabase, refuseNewerSchema, migrate } from './open.ts';
 import { type RawRows, jobListSql, rawRows, prepare } from './statements.ts';
 import { SQLITE } from './predicates.ts';
@@ -204,22 +204,9 @@ export class SqliteStore implements JobStore {
 
   async getJob(id: string, known?: JobRecord): Promise<JobRecord | undefined> {
     if (known?.id === id) {
-      // What moves without a commit, read as an array: no JSON to parse, no snapshot text to copy.
-      const v = this.#stmts.uncommittedOf.get(id) as unknown[] | undefined;
-      // The same revision of the same job (a job purged and made again under its id has another birth time).
-      if (v && v[0] === known.revision && v[11] === known.createdAt) {
-        return {
-          ...known,
-          quarantine: v[1] as string | null,
-          progress: v[2] as number | null,
-          cancelRequestedAt: v[3] as number | null,
-          cancelReason: v[4] as string | null,
-          suspendedAt: v[5] as number | null,
-          suspendReason: v[6] as string | null,
-          lease: typeof v[7] === 'string' ? { owner: v[7], fence: v[8] as number, until: v[9] as number } : null,
-          updatedAt: v[10] as number,
-        };
-      }
+      // What moves without a commit, read as an array.
+      const current = withUncommitted(known, this.#stmts.uncommittedOf.get(id) as unknown[] | undefined);
+      if (current) return current;
     }
     const values = this.#jobById.stmt.get(id) as unknown[] | undefined;
     return values ? this.#recordDamage([toJobRecord(this.#jobById.named(values))])[0] : undefined;

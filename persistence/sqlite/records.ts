@@ -34,6 +34,27 @@ export function column(row: Row, name: string, problems: string[]): JsonValue {
   }
 }
 
+/**
+ * `known` brought up to date from its `uncommittedOf` row (the columns that move without a
+ * commit, as an array in that statement's order), or undefined when the row is another revision
+ * or another job under the same id (a job purged and made again has another birth time): then
+ * read the whole row. No JSON to parse, no snapshot text to copy.
+ */
+export function withUncommitted(known: JobRecord, v: readonly unknown[] | undefined): JobRecord | undefined {
+  if (!v || Number(v[0]) !== known.revision || Number(v[11]) !== known.createdAt) return undefined;
+  return {
+    ...known,
+    quarantine: v[1] as string | null,
+    progress: v[2] === null ? null : Number(v[2]),
+    cancelRequestedAt: v[3] === null ? null : Number(v[3]),
+    cancelReason: v[4] as string | null,
+    suspendedAt: v[5] === null ? null : Number(v[5]),
+    suspendReason: v[6] as string | null,
+    lease: typeof v[7] === 'string' ? { owner: v[7], fence: Number(v[8]), until: Number(v[9]) } : null,
+    updatedAt: Number(v[10]),
+  };
+}
+
 export function toJobRecord(row: Row): JobRecord {
   const problems: string[] = [];
   const value = column(row, 'state_value', problems);
