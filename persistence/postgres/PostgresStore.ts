@@ -124,8 +124,15 @@ export class PostgresStore implements JobStore {
   /** This store's id in its NOTIFY payloads (its own notifications wake nobody here). */
   readonly #id = randomUUID();
   readonly #changes: ChangeListener;
-  /** This store's NOTIFY after its commits (changes.ts). */
-  readonly #notifier = new Notifier((wake) => this.pool.query(`NOTIFY ${CHANNEL}, '${notice(this.#id, wake)}'`));
+  /**
+   * This store's NOTIFY after its commits (changes.ts). A NOTIFY takes a transaction id, so its
+   * transaction writes a commit record: committed without waiting for the WAL flush (a wake-up
+   * lost to a server crash is covered by polling, and listeners re-scan when they reconnect), so
+   * it costs the server no disk sync of its own.
+   */
+  readonly #notifier = new Notifier((wake) =>
+    this.pool.query(`BEGIN; SET LOCAL synchronous_commit TO OFF; NOTIFY ${CHANNEL}, '${notice(this.#id, wake)}'; COMMIT`),
+  );
   readonly #statements: Record<StatementName, PgStatement>;
   /** `claimDueEffects`' one statement (claimDue.ts). */
   readonly #claimDue: PgStatement;
