@@ -360,7 +360,7 @@ export class Runtime<C extends MachineCatalog = any> {
       store: this.store, clock: this.clock, tell: this.#events, process: this.#process, runEffects: this.#runEffects, hostDriven: this.#hostDriven,
       leaseKeeper: this.#leaseKeeper, executor: this.#executor, drainAll: this.#drainAll,
       pollWaiters: async () => {
-        if (this.#waiters.watching) await this.#waiters.poll();
+        if (this.#waiters.watching) await this.#waiters.poll(this.#hostDriven);
       },
       fireSchedules: () => sched.fireDueSchedules(this.#schedules),
     };

@@ -114,13 +114,17 @@ export class Waiters {
     };
   }
 
-  /** Test the waited jobs again if another process committed since the last look. */
-  async poll(): Promise<void> {
+  /**
+   * Test the waited jobs again if another process committed since the last look; `always`: even
+   * if the counter has not moved (a host's `tick()`: a store may count a commit only some time
+   * after it, as Postgres does when its NOTIFY arrives, and the host's next tick must see it).
+   */
+  async poll(always = false): Promise<void> {
     if (this.#polling || this.#host.closed()) return;
     this.#polling = true;
     try {
       const version = await this.#host.store.externalChanges!();
-      if (version === this.#externalSeen) return;
+      if (version === this.#externalSeen && !always) return;
       this.#externalSeen = version;
       for (const [jobId, tests] of [...this.#watched]) {
         const job = await this.#host.get(jobId).catch(() => undefined);
