@@ -1,0 +1,134 @@
+/**
+ * The Postgres store's write transactions, apart from the store: the rows a write locks first
+ * (LOCK_JOBS, in one statement with BEGIN), a savepoint per write of a batch, each write's
+ * outcome, and the run-again signal of a write that met a concurrent one.
+ */
+import type pg from 'pg';
+import type { CommitResult, NewJob, TransitionCommit } from '../../src/ports/store.ts';
+import { CommitOutcomeUnknown } from '../../src/ports/store.ts';
+import { failure, LeaseHeld } from '../sqlite/outcomes.ts';
+import type { Program } from '../sqlite/program.ts';
+import type { Row } from '../sqlite/records.ts';
+import type { StatementName } from '../sqlite/statements.ts';
+import { isConnectionLost, isPgFault, sqlState } from './faults.ts';
+
+/** What a write transaction locks first: the rows of these jobs, found directly or through their effects, tokens, timers or events. */
+export interface Locks {
+  jobs?: readonly string[];
+  effects?: readonly string[];
+  tokens?: readonly string[];
+  timers?: readonly string[];
+  seqs?: readonly number[];
+}
+
+/**
+ * Per-job row locks: one statement, in id order (so two transactions never wait on each other in
+ * a cycle), `FOR NO KEY UPDATE` (the inbox's and history's foreign-key checks, FOR KEY SHARE, do not wait on it).
+ */
+export const LOCK_JOBS = `SELECT id FROM jobs WHERE id = ANY($1::text[])
+    OR id IN (SELECT job_id FROM effects WHERE id = ANY($2::text[]) OR token = ANY($3::text[]))
+    OR id IN (SELECT job_id FROM timers WHERE id = ANY($4::text[]))
+    OR id IN (SELECT job_id FROM inbox WHERE seq = ANY($5::bigint[]))
+  ORDER BY id FOR NO KEY UPDATE OF jobs`;
+
+/** A write met a concurrent one (a unique key taken meanwhile, a deadlock): the transaction runs again. */
+export class RunAgain {
+  constructor(readonly cause: unknown) {}
+}
+
+export const MAX_RUNS = 8;
+
+/** A write transaction: run a program (program.ts) on its connection, or queue a statement without parameters to go with the next round trip. */
+export interface Tx {
+  run<R>(program: Program<R>): Promise<R>;
+  sql(text: string): void;
+  /** Which run of the transaction this is (1: the first; a {@link RunAgain} makes another). */
+  runs: number;
+}
+
+/**
+ * One write of a batch in its own savepoint: a refused one rolls back alone. A key another
+ * transaction took meanwhile (a concurrent create of the same job) runs the whole transaction
+ * again once, where the write then finds what was created; a lost connection fails it all.
+ */
+export async function savepoint<T>(t: Tx, fn: () => Promise<T>): Promise<T> {
+  t.sql('SAVEPOINT w');
+  try {
+    const result = await fn();
+    t.sql('RELEASE SAVEPOINT w');
+    return result;
+  } catch (error) {
+    if (isConnectionLost(error)) throw error;
+    t.sql('ROLLBACK TO SAVEPOINT w');
+    // Once: a key taken again on the second run is this write's own collision (refused alone).
+    if (sqlState(error) === '23505' && t.runs === 1) throw new RunAgain(error);
+    throw error;
+  }
+}
+
+export function* allOf(name: StatementName, ...args: unknown[]): Program<Row[]> {
+  return (yield { name, method: 'all', args }) as Row[];
+}
+
+/** {@link LOCK_JOBS} with its arrays written out as literals (escaped by the driver), to go in a simple query with BEGIN. */
+export function lockJobsSql(client: pg.PoolClient, l: Locks): string {
+  const texts = (values: readonly string[] = []) => `ARRAY[${values.map((v) => client.escapeLiteral(v)).join(', ')}]::text[]`;
+  const numbers = (values: readonly number[] = []) => `ARRAY[${values.map((v) => String(Math.trunc(Number(v)))).join(', ')}]::bigint[]`;
+  return LOCK_JOBS.replace('$1::text[]', texts(l.jobs))
+    .replace('$2::text[]', texts(l.effects))
+    .replace('$3::text[]', texts(l.tokens))
+    .replace('$4::text[]', texts(l.timers))
+    .replace('$5::bigint[]', numbers(l.seqs));
+}
+
+export function hasLocks(l: Locks): boolean {
+  return Boolean(l.jobs?.length || l.effects?.length || l.tokens?.length || l.timers?.length || l.seqs?.length);
+}
+
+/** The jobs a new job's create writes: itself, its children, the jobs its related deliveries go to. */
+export function locksOfCreate(job: NewJob): Locks {
+  return { jobs: [job.id, ...(job.children ?? []).map((c) => c.id), ...(job.relatedDeliveries ?? []).map((d) => d.jobId)] };
+}
+
+/** The jobs a commit writes: its own, the ones it delivers to, its parent (a child settling its invocation). */
+export function jobsOfCommit(c: TransitionCommit): string[] {
+  return [c.jobId, ...(c.deliveries ?? []).map((d) => d.jobId), ...(c.settleParent ? [c.settleParent.event.jobId] : []), ...(c.children ?? []).map((j) => j.id)];
+}
+
+/** Each write of a batch in turn (they share the transaction's connection), as `Outcome`s. */
+export async function each<I, T>(items: readonly I[], write: (item: I) => Promise<T>): Promise<({ ok: true; result: T } | { ok: false; error: unknown })[]> {
+  const out: ({ ok: true; result: T } | { ok: false; error: unknown })[] = [];
+  for (const item of items) {
+    try {
+      out.push({ ok: true, result: await write(item) });
+    } catch (error) {
+      if (isPgFault(error) || error instanceof RunAgain || error instanceof CommitOutcomeUnknown) throw error;
+      out.push({ ok: false, error });
+    }
+  }
+  return out;
+}
+
+/** Each commit in turn; a refused one reports why (`failure`), a fault fails them all. */
+export async function eachCommit(commits: readonly TransitionCommit[], write: (c: TransitionCommit) => Promise<CommitResult>): Promise<CommitResult[]> {
+  const out: CommitResult[] = [];
+  for (const c of commits) {
+    try {
+      out.push(await write(c));
+    } catch (error) {
+      if (error instanceof RunAgain) throw error;
+      out.push(failure(error, isPgFault));
+    }
+  }
+  return out;
+}
+
+/** A claim while another live runner holds the job's lease claims nothing (its savepoint rolled back). */
+export async function unlessLeaseHeld<T>(claim: Promise<T>): Promise<T | undefined> {
+  try {
+    return await claim;
+  } catch (error) {
+    if (error instanceof LeaseHeld) return undefined;
+    throw error;
+  }
+}
