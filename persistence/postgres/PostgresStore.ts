@@ -525,7 +525,7 @@ export class PostgresStore implements JobStore {
   // The transaction machinery
 
   /**
-   * A write in one transaction that first locks the rows of the jobs it touches (see {@link LOCK_JOBS}); `ops`: a commit's operations, for an unknown outcome;
+   * A write in one transaction that first locks the rows of the jobs it touches (see {@link lockJobsSql}); `ops`: a commit's operations, for an unknown outcome;
    * `wake`: whether it leaves work other processes' workers should wake for (changes.ts).
    */
   #write<T>(locks: Locks, fn: (t: Tx) => Promise<T>, ops?: () => UnresolvedOperation[], wake = true): Promise<T> {
