@@ -133,7 +133,11 @@ export class PostgresStore implements JobStore {
     checkOptions(url, options);
     const description = `postgres:${redact(url)}`;
     const lockTimeout = options.lockTimeoutMs ?? 5000;
-    const config: pg.PoolConfig = { connectionString: url, types: TYPES, options: `-c lock_timeout=${lockTimeout} -c TimeZone=UTC` };
+    // Generic plans: each connection plans a statement once (its first run), not at every run. The
+    // store's statements are its own, named, and found by key or by index order, so one plan
+    // serves every value; the batch claim's custom plan cost more (1.5-6 ms) than running it.
+    const settings = `-c lock_timeout=${lockTimeout} -c TimeZone=UTC -c plan_cache_mode=force_generic_plan`;
+    const config: pg.PoolConfig = { connectionString: url, types: TYPES, options: settings };
     const pool = new pg.Pool({ ...config, max: options.poolSize ?? 10 });
     // An idle connection the server drops (a restart) is an error event on the pool: the pool discards it.
     pool.on('error', () => undefined);

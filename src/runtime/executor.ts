@@ -93,7 +93,8 @@ export class ActivityExecutor {
   readonly #claimedInCommit = new Map<string, { effect: ClaimedEffect; def: RegisteredMachine }>();
   /** Due activities may wait in the store that this runtime has not claimed: a freed slot pumps, and commits claim nothing (older work first). */
   #unclaimed = false;
-  #pumping = false;
+  /** The pump round under way, settled when it ends (`pumped()` waits on it). */
+  #pumping: Promise<void> | undefined;
   #pumpAgain = false;
 
   constructor(deps: ExecutorDeps) {
@@ -134,7 +135,12 @@ export class ActivityExecutor {
 
   /** Whether a pump round is under way (`idle()` waits for it). */
   get pumping(): boolean {
-    return this.#pumping;
+    return this.#pumping !== undefined;
+  }
+
+  /** Resolves once no pump round is under way (each round a commit starts meanwhile waited out too). */
+  async pumped(): Promise<void> {
+    while (this.#pumping) await this.#pumping;
   }
 
   /** Stop renewing running attempts' claims (`close()`). */
@@ -153,7 +159,8 @@ export class ActivityExecutor {
       this.#pumpAgain = true;
       return 0;
     }
-    this.#pumping = true;
+    let ended!: () => void;
+    this.#pumping = new Promise<void>((resolve) => (ended = resolve));
     const pollRound = orphans;
     let started = 0;
     try {
@@ -172,7 +179,8 @@ export class ActivityExecutor {
         // The poll's round ends with its own claims: pumps asked for meanwhile go on in the background.
       } while (this.#pumpAgain && !this.#closing && !pollRound);
     } finally {
-      this.#pumping = false;
+      this.#pumping = undefined;
+      ended();
     }
     if (this.#pumpAgain && !this.#closing) {
       this.#pumpAgain = false;

@@ -382,7 +382,7 @@ export class Runtime<C extends MachineCatalog = any> {
   async idle(): Promise<void> {
     while (this.#background.size > 0 || this.#jobLocks.busy || this.#executor.pumping) {
       await Promise.allSettled([...this.#background.pending(), ...this.#jobLocks.pending()]);
-      if (this.#executor.pumping) await new Promise<void>((resolve) => setImmediate(resolve));
+      await this.#executor.pumped();
     }
   }
 

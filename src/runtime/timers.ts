@@ -21,7 +21,7 @@ export interface TickHost {
   runEffects: boolean;
   hostDriven: boolean;
   leaseKeeper: Pick<LeaseKeeper, 'renewClaims' | 'heartbeatDue' | 'heartbeat' | 'expire'>;
-  executor: Pick<ActivityExecutor, 'pumping' | 'pump'>;
+  executor: Pick<ActivityExecutor, 'pumped' | 'pump'>;
   /** Host-driven mode: read other processes' commits for those waiting (waiters.ts), when anyone waits. */
   pollWaiters: () => Promise<void>;
   /** Drain many jobs at once, so their commits share transactions (recovery.ts). */
@@ -53,7 +53,7 @@ export async function tickRound(host: TickHost): Promise<{ timersFired: number; 
   if (host.process && freed.length > 0) await host.drainAll(freed);
   // A round already under way (started by a commit of this tick) finishes first: its claims wait
   // for their jobs' commits in flight, and what it starts is started when tick() returns.
-  while (executor.pumping) await new Promise<void>((resolve) => setImmediate(resolve));
+  await executor.pumped();
   const activitiesStarted = await executor.pump(true);
   return { timersFired, activitiesStarted };
 }
