@@ -150,6 +150,39 @@ describe('PostgresStore: two stores (two hosts) on one database', () => {
     expect(all).toEqual(['create', 'claim', 'progress']);
     expect(work).toEqual(['create']);
   });
+
+  it('a store that watches only for work is not sent the changes that leave none (it LISTENs on the work channel alone)', async () => {
+    const url = await database();
+    const [a, b] = [await open(url), await open(url)];
+    const effect = (id: string) => ({ id: `${id}~x`, jobId: id, actorId: 'x', src: 'x', input: null, maxAttempts: 3, unsafe: false, createdRevision: 1, at: 1 });
+    await b.createJob({ ...newJob('k'), effects: [effect('k')] });
+    let workCalls = 0;
+    let onWork: (() => void) | undefined;
+    const stop = a.watchChanges(() => ((workCalls += 1), onWork?.()), 'work');
+    const nextWork = () => new Promise<void>((resolve) => (onWork = resolve));
+    // Wait until a's listener has run its LISTEN (the server shows an idle session's last statement).
+    const server = await raw(url);
+    const listening = "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %'";
+    while ((await server.query<{ n: number }>(listening)).rows[0]!.n === 0);
+    expect((await server.query<{ query: string }>("SELECT query FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %'")).rows.map((r) => r.query)).toEqual(['LISTEN spool_work']);
+    // A claim leaves no work: not sent to `a` at all. The next job's notification comes after it.
+    expect(await b.claimEffect('k~x', 'w', 10, 1_000_000_000_000_000)).toBeDefined();
+    const heard = nextWork();
+    await b.createJob(newJob('after'));
+    await heard;
+    // Every notification `a` received was work: the claim's never reached it.
+    expect(await a.externalChanges()).toBe(workCalls);
+    // Asked for every change, it LISTENs on both: the next claim is heard and counted.
+    const seen = new Promise<void>((resolve) => { const s = a.watchChanges(() => (s(), resolve())); });
+    await b.createJob({ ...newJob('m'), effects: [effect('m')] });
+    await seen;
+    const counted = await a.externalChanges();
+    const claimSeen = new Promise<void>((resolve) => { const s = a.watchChanges(() => (s(), resolve())); });
+    expect(await b.claimEffect('m~x', 'w', 10, 1_000_000_000_000_000)).toBeDefined();
+    await claimSeen;
+    expect(await a.externalChanges()).toBe(counted + 1);
+    stop();
+  });
 });
 
 /** A door: OPEN ends it. */

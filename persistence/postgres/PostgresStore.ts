@@ -63,7 +63,7 @@ import {
   releaseAttemptIn,
   requestCancelIn,
 } from '../sqlite/writes.ts';
-import { ChangeListener, CHANNEL, notice, Notifier, wakesOthers } from './changes.ts';
+import { ChangeListener, notifySql, Notifier, wakesOthers } from './changes.ts';
 import { claimDueStatement } from './claimDue.ts';
 import { dueClaimCounts, dueClaimParams } from '../sqlite/dueClaims.ts';
 import { readFeedPage } from './feed.ts';
@@ -107,7 +107,7 @@ export class PostgresStore implements JobStore {
    * it costs the server no disk sync of its own.
    */
   readonly #notifier = new Notifier((wake) =>
-    this.pool.query(`BEGIN; SET LOCAL synchronous_commit TO OFF; NOTIFY ${CHANNEL}, '${notice(this.#id, wake)}'; COMMIT`),
+    this.pool.query(`BEGIN; SET LOCAL synchronous_commit TO OFF; ${notifySql(this.#id, wake)}; COMMIT`),
   );
   readonly #statements: Record<StatementName, PgStatement>;
   /** `claimDueEffects`' one statement (claimDue.ts). */
@@ -509,7 +509,7 @@ export class PostgresStore implements JobStore {
 
   /** Commits of other stores seen through LISTEN/NOTIFY (see changes.ts); the first call starts listening. */
   async externalChanges(): Promise<number> {
-    await this.#changes.start();
+    await this.#changes.start('all');
     return this.#changes.changes;
   }
 

@@ -1,30 +1,41 @@
 /**
- * Wake-ups across processes: after its write transactions commit, a PostgresStore sends `NOTIFY
- * spool_changes, '<store id> work|changed'` ({@link notice}: `work` when the write left work for
- * other processes' workers, {@link wakesOthers}; `changed` when it only changed what waiters and
- * streams read) on its own ({@link Notifier}: one at a time, so the commits that
- * land while one is in flight share the next; Postgres delivers it to connected listeners only).
- * Not with the COMMIT: a transaction that notifies holds the database's one notification-queue
- * lock from its commit until it ends, its WAL flush included, so commits that notified could
- * never share a flush (measured: docs/ARCHITECTURE.md, "Postgres"). A process that dies between
- * a commit and its notification leaves the wake-up to polling. One listening connection per store, opened on first use, counts the
- * notifications of other stores (`externalChanges`) and calls the watchers (`watchChanges`): an
- * idle worker wakes at once instead of at its next poll. A listener that reconnects calls the
- * watchers too (it may have missed notifications); polling stays the fallback either way.
+ * Wake-ups across processes: after its write transactions commit, a PostgresStore sends a NOTIFY
+ * whose payload is its id, on one of two channels ({@link CHANNELS}): `spool_work` when the write
+ * left work for other processes' workers ({@link wakesOthers}), `spool_changes` when it only
+ * changed what waiters and streams read. It sends on its own ({@link Notifier}: one at a time, so
+ * the commits that land while one is in flight share the next; Postgres delivers it to connected
+ * listeners only). Not with the COMMIT: a transaction that notifies holds the database's one
+ * notification-queue lock from its commit until it ends, its WAL flush included, so commits that
+ * notified could never share a flush (measured: docs/ARCHITECTURE.md, "Postgres"). A process that
+ * dies between a commit and its notification leaves the wake-up to polling.
+ *
+ * One listening connection per store, opened on first use, LISTENs on `spool_work` for its
+ * watchers of work (a worker), and on `spool_changes` as well only once something wants every
+ * change (`externalChanges`, a watcher of `'all'`): a worker is not signalled, nor reads a
+ * message, for the commits that give it nothing to do. It counts the notifications of other
+ * stores (`externalChanges`) and calls the watchers (`watchChanges`): an idle worker wakes at once
+ * instead of at its next poll. A listener that reconnects calls the watchers too (it may have
+ * missed notifications); polling stays the fallback either way.
  */
 import pg from 'pg';
 import type { WriteBatch } from '../../src/ports/store.ts';
 
-/** The channel every Spool store on a database notifies. */
-export const CHANNEL = 'spool_changes';
+/** The channels every Spool store on a database notifies: work for workers, and every other change. */
+export const CHANNELS = { work: 'spool_work', changed: 'spool_changes' } as const;
+
+/** What a listener hears: the work channel only, or both. */
+type Hearing = 'work' | 'all';
 
 export class ChangeListener {
   readonly #config: pg.ClientConfig;
   readonly #self: string;
   /** Each watcher, and whether it is told of every change or of work only. */
-  readonly #watchers = new Map<() => void, 'work' | 'all'>();
+  readonly #watchers = new Map<() => void, Hearing>();
   #client: pg.Client | undefined;
   #starting: Promise<void> | undefined;
+  /** Whether the listener LISTENs on `spool_changes` too (asked for once, kept). */
+  #all = false;
+  #listeningAll: Promise<void> | undefined;
   #closed = false;
   #everConnected = false;
   #retry: ReturnType<typeof setTimeout> | undefined;
@@ -36,16 +47,26 @@ export class ChangeListener {
     this.#self = self;
   }
 
-  /** Listen (once); resolves when the LISTEN is in place, or at once when the server cannot be reached (polling covers it). */
-  start(): Promise<void> {
+  /**
+   * Listen (once) on the channels `hearing` needs; resolves when the LISTENs are in place, or at
+   * once when the server cannot be reached (polling covers it).
+   */
+  async start(hearing: Hearing): Promise<void> {
+    if (hearing === 'all' && !this.#all) {
+      this.#all = true;
+      const client = this.#client;
+      // Already connected on the work channel alone: add the other (a reconnection LISTENs on both).
+      if (client) this.#listeningAll = client.query(`LISTEN ${CHANNELS.changed}`).then(() => undefined, () => this.#lost(client));
+    }
     this.#starting ??= this.#connect();
-    return this.#starting;
+    await this.#starting;
+    await this.#listeningAll;
   }
 
   /** Call `onChange` after each commit of another store (`'work'`: each that woke workers) and after a reconnection; returns the unsubscribe. */
-  watch(onChange: () => void, what: 'work' | 'all'): () => void {
+  watch(onChange: () => void, what: Hearing): () => void {
     this.#watchers.set(onChange, what);
-    void this.start();
+    void this.start(what);
     return () => this.#watchers.delete(onChange);
   }
 
@@ -61,14 +82,13 @@ export class ChangeListener {
     if (this.#closed) return;
     const client = new pg.Client(this.#config);
     client.on('notification', (n) => {
-      const { store, wake } = readNotice(n.payload ?? '');
-      if (store !== this.#self) this.#changed(wake);
+      if (n.payload !== this.#self) this.#changed(n.channel !== CHANNELS.changed);
     });
     client.on('error', () => this.#lost(client));
     client.on('end', () => this.#lost(client));
     try {
       await client.connect();
-      await client.query(`LISTEN ${CHANNEL}`);
+      await client.query(this.#all ? `LISTEN ${CHANNELS.work}; LISTEN ${CHANNELS.changed}` : `LISTEN ${CHANNELS.work}`);
       if (this.#closed) return void (await client.end());
       const reconnected = this.#everConnected;
       this.#client = client;
@@ -156,14 +176,7 @@ export function wakesOthers(batch: WriteBatch): boolean {
   );
 }
 
-/** A notification's payload: the notifying store's id, and `work` when workers should wake for it (else `changed`: waiters and streams only). */
-export function notice(store: string, wake: boolean): string {
-  return `${store} ${wake ? 'work' : 'changed'}`;
-}
-
-/** {@link notice} read back; a payload of another form wakes (polling's fallback meaning). */
-function readNotice(payload: string): { store: string; wake: boolean } {
-  const space = payload.indexOf(' ');
-  if (space < 0) return { store: payload, wake: true };
-  return { store: payload.slice(0, space), wake: payload.slice(space + 1) !== 'changed' };
+/** The NOTIFY of a store (`store`: its id, the payload) after commits that left work for workers (`wake`) or only changed what others read. */
+export function notifySql(store: string, wake: boolean): string {
+  return `NOTIFY ${wake ? CHANNELS.work : CHANNELS.changed}, '${store}'`;
 }

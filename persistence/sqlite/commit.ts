@@ -130,7 +130,8 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
   yield* writeRequests(c.effects?.create, c.timers?.schedule, [], claimsBy(c.claims, c.lease?.runner, c.job.at));
   // A job that ends cancels its delayed events still to come, as XState does when a machine stops
   // (after delivering the one this commit consumed; a fired one's pending event is rejected later).
-  if (c.job.status !== 'active') yield* run('cancelScheduledTimers', c.jobId);
+  // Done already when the commit stopped everything and scheduled nothing since.
+  if (c.job.status !== 'active' && !(c.stopAll && !c.timers?.schedule.length)) yield* run('cancelScheduledTimers', c.jobId);
   for (const child of c.children ?? []) yield* insertJob(child);
   for (const d of c.deliveries ?? []) yield* acceptPending(d);
   if (c.settleParent && (yield* settleChild(c.settleParent, c.job.at))) yield* acceptPending(c.settleParent.event);

@@ -12,7 +12,7 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { SqliteStore } from '../../persistence/sqlite/index.ts';
 import { PG_BIN } from '../helpers/postgres.ts';
-import { CHANNEL } from '../../persistence/postgres/changes.ts';
+import { CHANNELS } from '../../persistence/postgres/changes.ts';
 import { isRetryableFault, pause } from '../../src/runtime/backoff.ts';
 
 /** Spool's tables, parents before children. */
@@ -97,7 +97,7 @@ export async function watchPostgres<T>(url: string, read: (query: (sql: string) 
     })();
   };
   client.on('notification', refresh);
-  await client.query(`LISTEN ${CHANNEL}`);
+  await client.query(`LISTEN ${CHANNELS.work}; LISTEN ${CHANNELS.changed}`);
   refresh();
   return {
     latest: () => latest,
