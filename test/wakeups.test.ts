@@ -89,8 +89,11 @@ interface Writes {
  * test runs on (behind the asynchronous boundary too, when the run asks for it): it counts the
  * calls the runtime makes, whatever layer carries them out.
  */
-function countWrites<T extends JobStore>(store: T): { store: T; writes: Writes } {
+function countWrites<T extends JobStore>(store: T): { store: T; writes: Writes; wakeRead: () => Promise<void> } {
   const writes: Writes = { creates: 0, commits: 0, finishes: 0, claims: 0, claimedInCommit: 0 };
+  // `wakeRead()`: resolves when the next read of the next wake-up (a worker round's last step) has returned.
+  let wakeReaders: (() => void)[] = [];
+  const wakeRead = () => new Promise<void>((resolve) => wakeReaders.push(resolve));
   const claimed = (items: readonly { claims?: readonly unknown[] }[] = []) => items.reduce((k, c) => k + (c.claims?.length ?? 0), 0);
   const counted = new Proxy(store, {
     get(target, key) {
@@ -118,11 +121,20 @@ function countWrites<T extends JobStore>(store: T): { store: T; writes: Writes }
           return r;
         };
       }
+      if (key === 'nextWakeAt') {
+        return async (now: number) => {
+          const at = await target.nextWakeAt(now);
+          const readers = wakeReaders;
+          wakeReaders = [];
+          for (const r of readers) r();
+          return at;
+        };
+      }
       const value: unknown = Reflect.get(target, key, target);
       return typeof value === 'function' ? value.bind(target) : value;
     },
   });
-  return { store: counted, writes };
+  return { store: counted, writes, wakeRead };
 }
 
 /**
@@ -161,13 +173,16 @@ function finished(runtime: Runtime, jobId: string): Promise<void> {
 describe('wake-ups', () => {
   it('a 3-step job run by a worker completes without a poll: one create and three outcome commits, each claiming the next step', async () => {
     const clock = new VirtualClock(T0);
-    const { store, writes } = countWrites(await res.sqlite(res.dbPath(), { clock, synchronous: 'NORMAL' }));
+    const { store, writes, wakeRead } = countWrites(await res.sqlite(res.dbPath(), { clock, synchronous: 'NORMAL' }));
     const runtime = await res.runtime({ store, machines: [threeSteps], clock });
     const done = finished(runtime, 'j1');
-    await runtime.start('three-steps', {}, { jobId: 'j1' });
-    // The worker's first round after the start: a round's batch claim holds the free slots while
-    // it is in flight, so a create meanwhile would leave its first step to that round.
+    // The worker's first round over before the start (it ends reading the next wake-up): a
+    // round's batch claim holds the free slots while it is in flight, so a commit meanwhile would
+    // leave its next step to that round.
+    const firstRound = wakeRead();
     const worker = startWorker(runtime);
+    await firstRound;
+    await runtime.start('three-steps', {}, { jobId: 'j1' });
     await done;
     await runtime.idle();
     expect(await runtime.get('j1')).toMatchObject({ value: 'done', context: { n: 3 }, revision: 4, lease: null });

@@ -44,7 +44,7 @@ import { systemClock } from '../../src/ports/clock.ts';
 import { applyCommit, claimIn, commitOutcomeUnknown, createIn, findEvent, finishIn } from '../sqlite/commit.ts';
 import { failure, LeaseHeld } from '../sqlite/outcomes.ts';
 import { POSTGRES, POSTGRES_CALLER_LEASES } from '../sqlite/predicates.ts';
-import { run, runAsync, type Call, type Program } from '../sqlite/program.ts';
+import { run, runAsync, type Program } from '../sqlite/program.ts';
 import { toAssetRecord, toAttemptRecord, toEffectRecord, toInboxRecord, toJobRecord, withUncommitted, toTimerRecord, toTransitionRecord, type Row } from '../sqlite/records.ts';
 import { fireScheduleIn, putScheduleIn, Refused, toOccurrenceRecord, toScheduleRecord } from '../sqlite/schedules.ts';
 import { jobListSql, type StatementName } from '../sqlite/statements.ts';
@@ -65,6 +65,7 @@ import {
 } from '../sqlite/writes.ts';
 import { ChangeListener, notifySql, Notifier, wakesOthers } from './changes.ts';
 import { claimDueStatement } from './claimDue.ts';
+import { DeferredWrites } from './deferred.ts';
 import { dueClaimCounts, dueClaimParams } from '../sqlite/dueClaims.ts';
 import { readFeedPage } from './feed.ts';
 import { isConnectionLost, isPgFault, isRetryable, pgFault, sqlState } from './faults.ts';
@@ -560,7 +561,10 @@ export class PostgresStore implements JobStore {
         const t: Tx = {
           run: async (program) => {
             await flush();
-            return runAsync(program, (call) => this.#call(client, call));
+            const writes = new DeferredWrites(client, this.#statements);
+            const result = await runAsync(program, (call) => writes.call(call));
+            await writes.flush();
+            return result;
           },
           sql: (text) => void queued.push(text),
           runs,
@@ -585,13 +589,6 @@ export class PostgresStore implements JobStore {
         client.release(broken instanceof Error ? broken : broken === undefined ? undefined : true);
       }
     }
-  }
-
-  /** Run one statement of a program on a transaction's connection. */
-  async #call(client: pg.PoolClient, call: Call): Promise<unknown> {
-    const stmt = this.#statements[call.name];
-    const r = await client.query({ name: `s_${stmt.key}`, text: stmt.text, values: bind(stmt, call.args) });
-    return call.method === 'run' ? { changes: r.rowCount ?? 0 } : call.method === 'get' ? r.rows[0] : r.rows;
   }
 
   /** A single-statement write: true when it changed one row. */

@@ -19,7 +19,7 @@ import { toEffectRecord, toJobRecord, type Row } from './records.ts';
 import { CommitJson } from './commitJson.ts';
 import { leaseParams } from './statements.ts';
 import { Abort, LeaseHeld } from './outcomes.ts';
-import { get, run, type Program } from './program.ts';
+import { get, run, write, type Program } from './program.ts';
 
 /**
  * The store's writes as programs (program.ts): each yields the statements it runs, so the SQLite
@@ -118,20 +118,20 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
     }
   }
   if (c.stopAll) {
-    yield* run('deactivateAll', c.job.at, c.jobId);
-    yield* run('cancelAllTimers', c.jobId);
+    yield* write('deactivateAll', c.job.at, c.jobId);
+    yield* write('cancelAllTimers', c.jobId);
   }
-  for (const actorId of c.effects?.deactivate ?? []) yield* run('deactivateEffects', c.job.at, c.jobId, actorId);
+  for (const actorId of c.effects?.deactivate ?? []) yield* write('deactivateEffects', c.job.at, c.jobId, actorId);
   // Deliver the consumed timer before this transition's cancellations: an `after` transition that
   // leaves its state also cancels its own key, which must not turn the delivered timer into a cancelled one.
-  if (c.consumedTimer !== undefined) yield* run('deliverTimer', c.consumedTimer);
-  if (c.timers?.cancel.length) yield* run('cancelTimers', c.jobId, JSON.stringify(c.timers.cancel));
+  if (c.consumedTimer !== undefined) yield* write('deliverTimer', c.consumedTimer);
+  if (c.timers?.cancel.length) yield* write('cancelTimers', c.jobId, JSON.stringify(c.timers.cancel));
   if (c.claims?.length && (!c.lease || c.lease.until === null)) throw new Error('A commit claims new effects only under a lease it keeps.');
   yield* writeRequests(c.effects?.create, c.timers?.schedule, [], claimsBy(c.claims, c.lease?.runner, c.job.at));
   // A job that ends cancels its delayed events still to come, as XState does when a machine stops
   // (after delivering the one this commit consumed; a fired one's pending event is rejected later).
   // Done already when the commit stopped everything and scheduled nothing since.
-  if (c.job.status !== 'active' && !(c.stopAll && !c.timers?.schedule.length)) yield* run('cancelScheduledTimers', c.jobId);
+  if (c.job.status !== 'active' && !(c.stopAll && !c.timers?.schedule.length)) yield* write('cancelScheduledTimers', c.jobId);
   for (const child of c.children ?? []) yield* insertJob(child);
   for (const d of c.deliveries ?? []) yield* acceptPending(d);
   if (c.settleParent && (yield* settleChild(c.settleParent, c.job.at))) yield* acceptPending(c.settleParent.event);
@@ -249,19 +249,19 @@ function* writeRequests(effects: NewEffect[] = [], timers: NewTimer[] = [], deli
     const child = e.kind === 'child';
     const until = child ? undefined : claims?.until.get(e.id);
     if (until === undefined) {
-      yield* run('insertEffect', e.id, e.jobId, e.actorId, e.src, child ? 'child' : 'activity', JSON.stringify(e.input), child ? 'waiting' : 'pending', child ? 1 : 0, e.maxAttempts, e.unsafe ? 1 : 0, e.createdRevision, e.at, e.at);
+      yield* write('insertEffect', e.id, e.jobId, e.actorId, e.src, child ? 'child' : 'activity', JSON.stringify(e.input), child ? 'waiting' : 'pending', child ? 1 : 0, e.maxAttempts, e.unsafe ? 1 : 0, e.createdRevision, e.at, e.at);
       continue;
     }
-    yield* run('insertClaimedEffect', {
+    yield* write('insertClaimedEffect', {
       id: e.id, job_id: e.jobId, actor: e.actorId, src: e.src, input: JSON.stringify(e.input), max_attempts: e.maxAttempts, unsafe: e.unsafe ? 1 : 0,
       runner: claims!.runner, until, now: claims!.at, revision: e.createdRevision, at: e.at,
     });
-    yield* run('insertAttempt', e.id, 1, claims!.runner, claims!.at);
+    yield* write('insertAttempt', e.id, 1, claims!.runner, claims!.at);
     claimed += 1;
   }
   if (claims && claimed !== claims.until.size) throw new Error('A commit claims an effect it does not create as an activity.');
   for (const t of timers) {
-    yield* run('insertTimer', t.id, t.jobId, t.key, t.kind, JSON.stringify(t.event), t.dueAt, t.createdRevision, t.createdAt);
+    yield* write('insertTimer', t.id, t.jobId, t.key, t.kind, JSON.stringify(t.event), t.dueAt, t.createdRevision, t.createdAt);
   }
   for (const d of deliveries) yield* acceptPending(d);
 }
@@ -291,9 +291,9 @@ function* insertTransition(
     runner,
     fence,
   ] as const;
-  if (accepted === undefined) yield* run('insertTransition', ...args);
-  else if (isExternal(accepted)) yield* run('insertInlineTransition', ...args, accepted.payloadHash, null, null, null);
-  else yield* run('insertInlineTransition', ...args, accepted.payloadHash, accepted.source ?? null, accepted.sourceId ?? null, accepted.attempt ?? null);
+  if (accepted === undefined) yield* write('insertTransition', ...args);
+  else if (isExternal(accepted)) yield* write('insertInlineTransition', ...args, accepted.payloadHash, null, null, null);
+  else yield* write('insertInlineTransition', ...args, accepted.payloadHash, accepted.source ?? null, accepted.sourceId ?? null, accepted.attempt ?? null);
 }
 
 /** An inbox row's columns from the event; `payload` its text when another value is stored (a redacted copy). */
@@ -323,7 +323,7 @@ export function* claimIn(c: EffectClaim): Program<ClaimedEffect | undefined> {
   const lease = (yield* get('claimJobLease', { id: before['job_id'], ...leaseParams({ runner, fence: c.fence, now, until: claimUntil, takeOver }, now) })) as { lease_fence: number } | undefined;
   if (!lease) throw new LeaseHeld();
   if (before['status'] === 'running') yield* run('interruptAttempt', now, id, before['attempt']);
-  yield* run('insertAttempt', id, row['attempt'], runner, now);
+  yield* write('insertAttempt', id, row['attempt'], runner, now);
   return { ...toEffectRecord(row), leaseFence: lease.lease_fence };
 }
 
@@ -360,7 +360,7 @@ export function* finishIn(f: AttemptFinish, acceptEvent = true, leaving?: { acto
     }
   }
   const error = result.kind === 'failed' ? JSON.stringify(result.error) : null;
-  yield* run('endAttempt', current ? result.kind : 'stale', at, error, id, attempt);
+  yield* write('endAttempt', current ? result.kind : 'stale', at, error, id, attempt);
   const event = result.kind === 'waiting' ? null : result.event;
   if (event && acceptEvent) yield* acceptPending(event);
   return current ? 'current' : 'stale';

@@ -9,10 +9,14 @@ import type Database from 'better-sqlite3';
 import type { StatementName } from './statements.ts';
 import type { Row } from './records.ts';
 
-/** One statement to run: better-sqlite3's `run` (changes), `get` (the first row) or `all` (every row). */
+/**
+ * One statement to run: better-sqlite3's `run` (changes), `get` (the first row) or `all` (every
+ * row); `write`: a write whose result the program does not read (Postgres may send it with the
+ * next statement: persistence/postgres/deferred.ts).
+ */
 export interface Call {
   name: StatementName;
-  method: 'run' | 'get' | 'all';
+  method: 'run' | 'get' | 'all' | 'write';
   args: unknown[];
 }
 
@@ -22,6 +26,11 @@ export type Program<R> = Generator<Call, R, unknown>;
 /** Run a statement that writes: how many rows it changed. */
 export function* run(name: StatementName, ...args: unknown[]): Generator<Call, { changes: number }, unknown> {
   return (yield { name, method: 'run', args }) as { changes: number };
+}
+
+/** Run a statement that writes, its result unread: it fails the write if it fails, later perhaps (deferred.ts). */
+export function* write(name: StatementName, ...args: unknown[]): Generator<Call, void, unknown> {
+  yield { name, method: 'write', args };
 }
 
 /** Run a statement: its first row, if any. */
@@ -42,7 +51,7 @@ export function runSync<R>(program: Program<R>, s: Record<StatementName, Databas
     let value: unknown;
     try {
       const stmt = s[c.name];
-      value = c.method === 'run' ? stmt.run(...c.args) : c.method === 'get' ? stmt.get(...c.args) : stmt.all(...c.args);
+      value = c.method === 'run' || c.method === 'write' ? stmt.run(...c.args) : c.method === 'get' ? stmt.get(...c.args) : stmt.all(...c.args);
     } catch (error) {
       step = program.throw(error);
       continue;

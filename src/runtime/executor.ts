@@ -93,6 +93,8 @@ export class ActivityExecutor {
   readonly #claimedInCommit = new Map<string, { effect: ClaimedEffect; def: RegisteredMachine }>();
   /** Due activities may wait in the store that this runtime has not claimed: a freed slot pumps, and commits claim nothing (older work first). */
   #unclaimed = false;
+  /** The last batch claim passed over rows another runner's claim held (`DueClaimResult.contended`). */
+  #contended = false;
   /** The pump round under way, settled when it ends (`pumped()` waits on it). */
   #pumping: Promise<void> | undefined;
   #pumpAgain = false;
@@ -174,7 +176,9 @@ export class ActivityExecutor {
         }
         this.#unclaimed = false;
         started += await this.#claimDue(free);
-        if (orphans) started += await this.#startDue();
+        // Not while another runner's claim held due rows: it is taking them, and a claim of each
+        // here would wait on its locks to claim nothing.
+        if (orphans && !this.#contended) started += await this.#startDue();
         orphans = false;
         // The poll's round ends with its own claims: pumps asked for meanwhile go on in the background.
       } while (this.#pumpAgain && !this.#closing && !pollRound);
@@ -216,6 +220,7 @@ export class ActivityExecutor {
     } finally {
       this.#reserved -= free;
     }
+    this.#contended = due.contended;
     for (const effect of due.claimed) {
       this.#slots.take(effect.src);
       this.#attempting.set(effect.id, effect.jobId);

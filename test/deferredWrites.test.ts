@@ -1,0 +1,82 @@
+/**
+ * The Postgres store's deferred writes (persistence/postgres/deferred.ts), on a client that records
+ * what it is sent: a result-less write goes with the next statement as a CTE part only where
+ * neither writes what the other names, two writes of one table never share a statement, and what
+ * waits is sent when the program ends. (The store suites run every program through it on a real
+ * server: test/store.*.contract.test.ts in the postgres project.)
+ */
+import { describe, expect, it } from 'vitest';
+import type pg from 'pg';
+import { DeferredWrites } from '../persistence/postgres/deferred.ts';
+import type { StatementName } from '../persistence/sqlite/statements.ts';
+import type { PgStatement } from '../persistence/postgres/sql.ts';
+
+const statements = {
+  endAttempt: { key: 'endAttempt', text: 'UPDATE effect_attempts SET outcome = $1 WHERE effect_id = $2', names: null },
+  updateJob: { key: 'updateJob', text: 'UPDATE jobs SET revision = revision + 1 WHERE id = $1 RETURNING lease_fence', names: null },
+  insertTransition: { key: 'insertTransition', text: 'INSERT INTO transitions (job_id, revision) VALUES ($1, $2)', names: null },
+  cancelAllTimers: { key: 'cancelAllTimers', text: "UPDATE timers SET status = 'cancelled' WHERE job_id = $1", names: null },
+  cancelScheduledTimers: { key: 'cancelScheduledTimers', text: "UPDATE timers SET status = 'cancelled' WHERE job_id = $1 AND status = 'scheduled'", names: null },
+  effectLeaseState: { key: 'effectLeaseState', text: 'SELECT 1 AS held FROM effect_attempts WHERE effect_id = $1', names: null },
+  claimDue: { key: 'claimDue', text: 'WITH cand AS (SELECT id FROM effects WHERE status = $1) SELECT * FROM cand', names: null },
+} satisfies Record<string, PgStatement>;
+
+function recording() {
+  const sent: { text: string; values: unknown[] }[] = [];
+  const client = {
+    query: async (q: { text: string; values: unknown[] }) => {
+      sent.push({ text: q.text, values: q.values });
+      return { rowCount: 1, rows: [{ lease_fence: 7 }] };
+    },
+  } as unknown as pg.PoolClient;
+  const writes = new DeferredWrites(client, statements as unknown as Record<StatementName, PgStatement>);
+  const call = (name: keyof typeof statements, method: 'run' | 'get' | 'write', ...args: unknown[]) => writes.call({ name: name as StatementName, method, args });
+  return { sent, writes, call };
+}
+
+describe('deferred writes on Postgres', () => {
+  it('go with the next statement that is read, as CTE parts, their parameters renumbered after each other', async () => {
+    const { sent, call, writes } = recording();
+    expect(await call('endAttempt', 'write', 'succeeded', 'e1')).toBeUndefined();
+    expect(sent).toEqual([]); // waiting
+    expect(await call('updateJob', 'get', 'j1')).toEqual({ lease_fence: 7 });
+    expect(sent).toEqual([
+      {
+        text: 'WITH spool_w1 AS (UPDATE effect_attempts SET outcome = $1 WHERE effect_id = $2) UPDATE jobs SET revision = revision + 1 WHERE id = $3 RETURNING lease_fence',
+        values: ['succeeded', 'e1', 'j1'],
+      },
+    ]);
+    await call('insertTransition', 'write', 'j1', 2);
+    await call('cancelAllTimers', 'write', 'j1');
+    await writes.flush();
+    expect(sent[1]).toEqual({
+      text: "WITH spool_w1 AS (INSERT INTO transitions (job_id, revision) VALUES ($1, $2)) UPDATE timers SET status = 'cancelled' WHERE job_id = $3",
+      values: ['j1', 2, 'j1'],
+    });
+    await writes.flush();
+    expect(sent).toHaveLength(2); // nothing left to send
+  });
+
+  it('a read of a table a waiting write changes goes after it, on its own; so does a second write of one table', async () => {
+    const { sent, call, writes } = recording();
+    await call('endAttempt', 'write', 'stale', 'e1');
+    await call('effectLeaseState', 'get', 'e1'); // names effect_attempts: the write is sent first
+    expect(sent.map((s) => s.text)).toEqual([statements.endAttempt.text, statements.effectLeaseState.text]);
+    await call('cancelAllTimers', 'write', 'j1');
+    await call('cancelScheduledTimers', 'write', 'j1'); // the same table: never one statement
+    await writes.flush();
+    expect(sent.slice(2).map((s) => s.text)).toEqual([statements.cancelAllTimers.text, statements.cancelScheduledTimers.text]);
+  });
+
+  it('a statement with a WITH of its own takes the parts before its own CTEs', async () => {
+    const { sent, call } = recording();
+    await call('insertTransition', 'write', 'j1', 2);
+    await call('claimDue', 'get', 'pending');
+    expect(sent).toEqual([
+      {
+        text: 'WITH spool_w1 AS (INSERT INTO transitions (job_id, revision) VALUES ($1, $2)), cand AS (SELECT id FROM effects WHERE status = $3) SELECT * FROM cand',
+        values: ['j1', 2, 'pending'],
+      },
+    ]);
+  });
+});
