@@ -156,7 +156,7 @@ describe(`JobStore batch claim contract: ${ON_POSTGRES ? 'PostgresStore' : 'Sqli
   it('changes nothing when nothing is due', async () => {
     await jobWith('A', []);
     const before = await store.getJob('A');
-    expect(await store.claimDueEffects(claim())).toEqual({ claimed: [], held: [], more: false, limited: false, contended: false });
+    expect(await store.claimDueEffects(claim())).toEqual({ claimed: [], held: [], more: false, limited: false });
     expect(await store.getJob('A')).toEqual(before);
     expect((await store.commit([commitOf('A', 1)]))[0]).toMatchObject({ ok: true });
   });

@@ -784,6 +784,21 @@ function effectsContract(name: string, factory: StoreFactory): void {
         expect((await store.runningEffects(10)).map((e) => e.actorId)).toEqual(['e2']);
         expect(await store.runningEffects(0)).toEqual([]);
       });
+
+      it('dueEffects unclaimableBy: only the due rows a batch claim with those machine versions would never take', async () => {
+        const create = [effectOf('A', 'p', 2, { at: T0 + 1 }), effectOf('A', 'u', 2, { at: T0 + 2, unsafe: true }), effectOf('A', 'x', 2, { at: T0 + 3, maxAttempts: 1 })];
+        expect(await store.commit([commitOf('A', 1, { effects: { create, deactivate: [] } })])).toEqual([{ ok: true, revision: 2, fence: null }]);
+        // u (unsafe to repeat) and x (its one attempt used) are running, their claims expiring at T0+500.
+        expect(await store.claimEffect('A~u~r2', 'w1', T0 + 50, T0 + 500)).toBeDefined();
+        expect(await store.claimEffect('A~x~r2', 'w1', T0 + 50, T0 + 500)).toBeDefined();
+        // C is of machine version 2.
+        expect((await store.createJob({ ...newJob('C', { effects: [effectOf('C', 'q', 1, { at: T0 + 4 })] }), machineVersion: '2' })).created).toBe(true);
+        const due = async (machines?: string[]) => (await store.dueEffects(T0 + 600, 10, 'w2', machines)).map((e) => e.id).sort();
+        expect(await due()).toEqual(['A~p~r2', 'A~u~r2', 'A~x~r2', 'C~q~r1']);
+        expect(await due(['m@1'])).toEqual(['A~u~r2', 'A~x~r2', 'C~q~r1']);
+        expect(await due(['m@1', 'm@2'])).toEqual(['A~u~r2', 'A~x~r2']);
+        expect(await due([])).toEqual(['A~p~r2', 'A~u~r2', 'A~x~r2', 'C~q~r1']);
+      });
     });
 
     describe('timers', () => {

@@ -289,8 +289,11 @@ export class PostgresStore implements JobStore {
     return (await this.#all('listAttempts', jobId)).map(toAttemptRecord);
   }
 
-  async dueEffects(now: number, limit: number, runner?: string): Promise<EffectRecord[]> {
-    return (await this.#all('dueEffects', { now, limit, runner: runner ?? null })).map(toEffectRecord);
+  async dueEffects(now: number, limit: number, runner?: string, unclaimableBy?: readonly string[]): Promise<EffectRecord[]> {
+    const rows = unclaimableBy
+      ? await this.#all('dueUnclaimable', { now, limit, runner: runner ?? null, machines: JSON.stringify(unclaimableBy), budgets: '{}' })
+      : await this.#all('dueEffects', { now, limit, runner: runner ?? null });
+    return rows.map(toEffectRecord);
   }
 
   async runningEffects(limit: number): Promise<EffectRecord[]> {

@@ -314,8 +314,11 @@ export class SqliteStore implements JobStore {
     return this.#jobDamage(jobId, (this.#stmts.listAttempts.all(jobId) as Row[]).map(toAttemptRecord));
   }
 
-  async dueEffects(now: number, limit: number, runner?: string): Promise<EffectRecord[]> {
-    return (this.#stmts.dueEffects.all({ now, limit, runner: runner ?? null }) as Row[]).map(toEffectRecord);
+  async dueEffects(now: number, limit: number, runner?: string, unclaimableBy?: readonly string[]): Promise<EffectRecord[]> {
+    const rows = unclaimableBy
+      ? this.#stmts.dueUnclaimable.all({ now, limit, runner: runner ?? null, machines: JSON.stringify(unclaimableBy), budgets: '{}' })
+      : this.#stmts.dueEffects.all({ now, limit, runner: runner ?? null });
+    return (rows as Row[]).map(toEffectRecord);
   }
 
   async runningEffects(limit: number): Promise<EffectRecord[]> {

@@ -20,19 +20,14 @@ export function dueClaimParams(c: DueClaim) {
 }
 
 /**
- * `more`, `limited` and `contended` from a batch claim's counts (on each of its rows; no row: nothing was
+ * `more` and `limited` from a batch claim's counts (on each of its rows; no row: nothing was
  * claimable): a job had a second claimable row, or rows inside their budgets were not claimed
  * (past the limit: the pick reads one row more than it may claim; or a claim refused); rows were
- * left over their budgets, or a src out of slots has rows due; `contended`: free rows the claim
- * could not lock (another claim held them).
+ * left over their budgets, or a src out of slots has rows due.
  */
-export function dueClaimCounts(row: Row | undefined, claimed: number): Pick<DueClaimResult, 'more' | 'limited' | 'contended'> {
+export function dueClaimCounts(row: Row | undefined, claimed: number): Pick<DueClaimResult, 'more' | 'limited'> {
   const lockable = Number(row?.['lockable'] ?? 0);
   const firsts = Number(row?.['firsts'] ?? 0);
   const within = Number(row?.['within'] ?? 0);
-  return {
-    more: lockable > firsts || within > claimed,
-    limited: firsts > within || Number(row?.['starved'] ?? 0) === 1,
-    contended: Number(row?.['free'] ?? 0) > lockable,
-  };
+  return { more: lockable > firsts || within > claimed, limited: firsts > within || Number(row?.['starved'] ?? 0) === 1 };
 }

@@ -133,8 +133,7 @@ const CLAIMABLE = (d: SqlDialect) => `${attemptsLeft('effects')} AND NOT (effect
  *   ones it locked, skipping rows a concurrent claim holds), `firsts` the oldest row of each job (a
  *   second claim of a job needs the fence the first returns), `within` those inside their src's
  *   budget, and `picked` the oldest @limit of them;
- * - `counts(source)`: how many rows each step kept (`free` of cand, `lockable` of them in `source`,
- *   fewer when a concurrent claim held some), and whether a src out of slots has rows due
+ * - `counts(source)`: how many rows each step kept, and whether a src out of slots has rows due
  *   (`starved`): `DueClaimResult.more` and `limited`. `starved` looks from each src out of slots
  *   (none, usually) for one due row of it (`OFFSET 0` keeps Postgres from turning the lookup into
  *   a join over every due row, which it did: a scan of the whole backlog at every claim).
@@ -149,8 +148,7 @@ export function dueClaimParts(d: SqlDialect) {
       ranked AS (SELECT f.*, row_number() OVER (PARTITION BY f.src ORDER BY f.t, f.r) AS nth_of_src FROM firsts AS f),
       within AS (SELECT * FROM ranked WHERE nth_of_src <= coalesce((SELECT b.n FROM ${d.jsonEntries('@budgets')} AS b WHERE b.key = ranked.src), @limit + 1)),
       picked AS (SELECT * FROM within ORDER BY t, r LIMIT @limit)`,
-    counts: (source: string) => `(SELECT count(*) FROM cand WHERE lease_free = 1) AS free, (SELECT count(*) FROM ${source}) AS lockable,
-      (SELECT count(*) FROM firsts) AS firsts, (SELECT count(*) FROM within) AS within,
+    counts: (source: string) => `(SELECT count(*) FROM ${source}) AS lockable, (SELECT count(*) FROM firsts) AS firsts, (SELECT count(*) FROM within) AS within,
       CASE WHEN EXISTS (SELECT 1 FROM ${d.jsonEntries('@budgets')} AS b WHERE b.n <= 0
         AND EXISTS (SELECT 1 FROM effects WHERE active = 1 AND effects.src = b.key AND (status = 'pending' OR (status = 'backoff' AND next_run_at <= @now)) LIMIT 1 OFFSET 0))
         THEN 1 ELSE 0 END AS starved`,
@@ -276,6 +274,8 @@ function effectsSql(d: SqlDialect) {
     listAttempts: q(`SELECT a.* FROM effect_attempts a JOIN effects e ON e.id = a.effect_id
       WHERE e.job_id = ? ORDER BY e.created_revision, a.effect_id, a.attempt`),
     dueEffects: q(`SELECT * FROM (${DUE_READS(d)}) AS due ORDER BY coalesce(next_run_at, created_at), r LIMIT @limit`),
+    /** dueEffects' rows no batch claim with `@machines` would take (CLAIMABLE's rows left out, every src in budget). */
+    dueUnclaimable: q(`SELECT * FROM (${DUE_READS(d, `NOT (${CLAIMABLE(d)})`)}) AS due ORDER BY coalesce(next_run_at, created_at), r LIMIT @limit`),
     /** `claimDueEffects` on SQLite: the rows a batch claim takes (then claimed one by one, as `claimEffect`), the held ones, and the counts (see {@link dueClaimParts}). */
     dueClaimPick: q(`WITH ${dueClaimParts(d).cand}, claimable AS (SELECT * FROM cand WHERE lease_free = 1), ${dueClaimParts(d).pick('claimable')}
       SELECT x.kind, x.id, x.job_id, x.machine_id, x.machine_version, n.* FROM (SELECT ${dueClaimParts(d).counts('claimable')}) AS n

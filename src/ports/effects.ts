@@ -105,12 +105,6 @@ export interface DueClaimResult {
   more: boolean;
   /** Rows were left because their src had no slot left (`budgets`). */
   limited: boolean;
-  /**
-   * Due rows were passed over because another runner's claim held them at that moment
-   * (Postgres's `SKIP LOCKED`; never on SQLite, whose writes are serial): that runner is claiming
-   * them, so this one does not go after them one by one.
-   */
-  contended: boolean;
 }
 
 /** One attempt outcome of a write batch: the arguments of `finishAttempt`. */

@@ -115,8 +115,12 @@ export interface JobStore {
   /**
    * Active effects ready to run: pending, backoff due by `now`, or running with a claim expired by
    * `now`, of jobs that are neither suspended nor quarantined (a held job's activities wait, unclaimed).
+   * `unclaimableBy`: only those a batch claim (`claimDueEffects`) with these `machines` would never
+   * take: out of attempts, a running attempt unsafe to repeat, of a job not active or of a machine
+   * version not among them. A runtime's poll reads these for what the batch claim leaves to it
+   * (recovery, migration, quarantine), never the rows another runner's batch claim is taking.
    */
-  dueEffects(now: number, limit: number, runner?: string): Promise<EffectRecord[]>;
+  dueEffects(now: number, limit: number, runner?: string, unclaimableBy?: readonly string[]): Promise<EffectRecord[]>;
   /** Active effects claimed as running (to check their runners after a restart). */
   runningEffects(limit: number): Promise<EffectRecord[]>;
   /**

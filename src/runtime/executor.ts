@@ -93,8 +93,6 @@ export class ActivityExecutor {
   readonly #claimedInCommit = new Map<string, { effect: ClaimedEffect; def: RegisteredMachine }>();
   /** Due activities may wait in the store that this runtime has not claimed: a freed slot pumps, and commits claim nothing (older work first). */
   #unclaimed = false;
-  /** The last batch claim passed over rows another runner's claim held (`DueClaimResult.contended`). */
-  #contended = false;
   /** The pump round under way, settled when it ends (`pumped()` waits on it). */
   #pumping: Promise<void> | undefined;
   #pumpAgain = false;
@@ -176,9 +174,7 @@ export class ActivityExecutor {
         }
         this.#unclaimed = false;
         started += await this.#claimDue(free);
-        // Not while another runner's claim held due rows: it is taking them, and a claim of each
-        // here would wait on its locks to claim nothing.
-        if (orphans && !this.#contended) started += await this.#startDue();
+        if (orphans) started += await this.#startDue();
         orphans = false;
         // The poll's round ends with its own claims: pumps asked for meanwhile go on in the background.
       } while (this.#pumpAgain && !this.#closing && !pollRound);
@@ -220,7 +216,6 @@ export class ActivityExecutor {
     } finally {
       this.#reserved -= free;
     }
-    this.#contended = due.contended;
     for (const effect of due.claimed) {
       this.#slots.take(effect.src);
       this.#attempting.set(effect.id, effect.jobId);
@@ -269,13 +264,14 @@ export class ActivityExecutor {
   /**
    * The poll's read of due effects (`dueEffects`), for what a batch claim leaves: expired attempts
    * to recover (unsafe to repeat, or out of attempts), and jobs of machine versions this runtime
-   * lacks (checked: migrated or quarantined, visibly).
+   * lacks (checked: migrated or quarantined, visibly). Only those (`unclaimableBy`): a row a batch
+   * claim may take is the batch claim's, here or in another runner that is taking it right now.
    */
   async #startDue(): Promise<number> {
     let started = 0;
     for (let window: number | undefined = this.#maxActivities; window !== undefined; window = widerScan(window)) {
       if (this.#busySlots() >= this.#maxActivities || this.#closing) break;
-      const due = await this.store.dueEffects(this.clock.now(), window, this.runnerId);
+      const due = await this.store.dueEffects(this.clock.now(), window, this.runnerId, this.registry.keys());
       // A full window: more may be due than this round takes.
       if (due.length >= window) this.#unclaimed = true;
       const round = await this.#startRound(due);
