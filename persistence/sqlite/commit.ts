@@ -77,23 +77,7 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
     (c.job.status === 'active' ? ((keepsLease(c) ? yield* get('updateKeepingLease', params) : undefined) ?? (yield* get('updateState', params))) : undefined) ??
     (yield* get('updateJob', params))
   ) as { lease_fence: number } | undefined;
-  if (!updated) {
-    const row = (yield* get('revisionOf', { id: c.jobId, now: params.now })) as
-      | { revision: number; lease_owner: string | null; lease_fence: number; lease_until: number | null; lease_live: number | boolean }
-      | undefined;
-    // Another live lease refused it (this runner's own, at the fence it holds, did not).
-    const mine = c.lease !== undefined && row?.lease_owner === c.lease.runner && (c.lease.fence === undefined || Number(row.lease_fence) === c.lease.fence);
-    if (c.lease && !mine && row?.revision === c.expectedRevision && row.lease_owner !== null && row.lease_until !== null && Number(row.lease_live) === 1) {
-      throw new Abort({ ok: false, reason: 'leased', owner: row.lease_owner, until: row.lease_until });
-    }
-    // The revision held, so the inline event's own checks refused it: its id is recorded already
-    // (a duplicate), or events wait before it or before an outcome (they come first: a conflict,
-    // to apply those; nothing is written).
-    if (inline && row?.revision === c.expectedRevision && (yield* findEvent(c.jobId, e.accept.eventId))) {
-      throw new Abort({ ok: false, reason: 'duplicate-event' });
-    }
-    throw new Abort({ ok: false, reason: 'conflict', currentRevision: row?.revision ?? null });
-  }
+  if (!updated) return yield* refusal(c, inline);
   const fence = c.lease ? updated.lease_fence : null;
   // Applied as it is accepted: the history row is the event's record, and its key says so (a
   // repeat of the id is a duplicate). An id that names this revision is keyed by the history's
@@ -101,22 +85,52 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
   if (inline && namedAt !== revision && !(yield* recordKey(c.jobId, e.accept.eventId, revision))) throw new Abort({ ok: false, reason: 'duplicate-event' });
   const accepted = inline || outcome ? (e as Parameters<typeof inlineDraft>[1]) : undefined;
   yield* insertTransition(json, c.jobId, revision, accepted ? inlineDraft(c.transition, accepted) : c.transition, c.lease?.runner ?? null, fence, accepted?.accept);
-  if (e && !inline && !outcome) {
-    const error = e.error ? JSON.stringify(e.error) : null;
-    if (e.accept) {
-      // Accept-and-apply only when nothing is queued for the job (events apply in accept order):
-      // the INSERT itself checks, and a refusal is read back as a duplicate or that conflict.
-      const params = { ...inboxParams(e.accept, json.of(e.payload)), status: e.status, error, revision, processed_at: c.job.at };
-      if (params.source_kind === 'external' && !(yield* recordKey(c.jobId, e.accept.eventId, null))) throw new Abort({ ok: false, reason: 'duplicate-event' });
-      if ((yield* run('insertAppliedEvent', params)).changes !== 1) {
-        if (yield* get('getEvent', c.jobId, e.accept.eventId)) throw new Abort({ ok: false, reason: 'duplicate-event' });
-        throw new Abort({ ok: false, reason: 'conflict', currentRevision: c.expectedRevision });
-      }
-    } else {
-      const info = yield* run('settleEvent', { seq: e.seq, job_id: c.jobId, status: e.status, error, revision, at: c.job.at, payload: json.of(e.payload) });
-      if (info.changes !== 1) throw new Abort({ ok: false, reason: 'event-settled' });
-    }
+  if (e && !inline && !outcome) yield* settleEventOf(c, json, revision);
+  yield* writeConsequences(c);
+  return { ok: true, revision, fence };
+}
+
+/** Why a commit's job update changed no row: the lease another runner holds, a duplicate inline event, or a conflict (always thrown). */
+function* refusal(c: TransitionCommit, inline: boolean): Program<never> {
+  const e = c.event;
+  const row = (yield* get('revisionOf', { id: c.jobId, now: leaseParams(c.lease, c.job.at).now })) as
+    | { revision: number; lease_owner: string | null; lease_fence: number; lease_until: number | null; lease_live: number | boolean }
+    | undefined;
+  // Another live lease refused it (this runner's own, at the fence it holds, did not).
+  const mine = c.lease !== undefined && row?.lease_owner === c.lease.runner && (c.lease.fence === undefined || Number(row.lease_fence) === c.lease.fence);
+  if (c.lease && !mine && row?.revision === c.expectedRevision && row.lease_owner !== null && row.lease_until !== null && Number(row.lease_live) === 1) {
+    throw new Abort({ ok: false, reason: 'leased', owner: row.lease_owner, until: row.lease_until });
   }
+  // The revision held, so the inline event's own checks refused it: its id is recorded already
+  // (a duplicate), or events wait before it or before an outcome (they come first: a conflict,
+  // to apply those; nothing is written).
+  if (inline && row?.revision === c.expectedRevision && (yield* findEvent(c.jobId, e!.accept!.eventId))) {
+    throw new Abort({ ok: false, reason: 'duplicate-event' });
+  }
+  throw new Abort({ ok: false, reason: 'conflict', currentRevision: row?.revision ?? null });
+}
+
+/** The event a commit applies, when it is neither inline nor an outcome: accepted and applied at once, or its queued inbox row settled. */
+function* settleEventOf(c: TransitionCommit, json: CommitJson, revision: number): Program<void> {
+  const e = c.event!;
+  const error = e.error ? JSON.stringify(e.error) : null;
+  if (e.accept) {
+    // Accept-and-apply only when nothing is queued for the job (events apply in accept order):
+    // the INSERT itself checks, and a refusal is read back as a duplicate or that conflict.
+    const params = { ...inboxParams(e.accept, json.of(e.payload)), status: e.status, error, revision, processed_at: c.job.at };
+    if (params.source_kind === 'external' && !(yield* recordKey(c.jobId, e.accept.eventId, null))) throw new Abort({ ok: false, reason: 'duplicate-event' });
+    if ((yield* run('insertAppliedEvent', params)).changes !== 1) {
+      if (yield* get('getEvent', c.jobId, e.accept.eventId)) throw new Abort({ ok: false, reason: 'duplicate-event' });
+      throw new Abort({ ok: false, reason: 'conflict', currentRevision: c.expectedRevision });
+    }
+  } else {
+    const info = yield* run('settleEvent', { seq: e.seq, job_id: c.jobId, status: e.status, error, revision, at: c.job.at, payload: json.of(e.payload) });
+    if (info.changes !== 1) throw new Abort({ ok: false, reason: 'event-settled' });
+  }
+}
+
+/** What a committed transition changes beyond the job and its history: effects and timers stopped, delivered and created, child jobs, deliveries, the parent settled. */
+function* writeConsequences(c: TransitionCommit): Program<void> {
   if (c.stopAll) {
     yield* write('deactivateAll', c.job.at, c.jobId);
     yield* write('cancelAllTimers', c.jobId);
@@ -135,7 +149,6 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
   for (const child of c.children ?? []) yield* insertJob(child);
   for (const d of c.deliveries ?? []) yield* acceptPending(d);
   if (c.settleParent && (yield* settleChild(c.settleParent, c.job.at))) yield* acceptPending(c.settleParent.event);
-  return { ok: true, revision, fence };
 }
 
 /** Whether the commit may keep the job's lease as it is (held here at a known fence, renewed to an expiry it likely has already). */
