@@ -2,7 +2,7 @@
  * The `workers` section's child process: open the bench database (a SQLite file at synchronous
  * FULL, the default, or a Postgres URL, through the CLI's opener), createRuntime with the
  * bench-work machine (and the given maxConcurrentActivities), print one `ready` JSON line, then
- * `runWorker` with pollMs 20 until SIGTERM; close and print one `stopped` JSON line with this
+ * `runWorker` with its default poll (250 ms, as `spool worker`; `SPOOL_BENCH_POLL_MS` sets another) until SIGTERM; close and print one `stopped` JSON line with this
  * process's CPU time from ready to stop.
  *
  *   node --import tsx bench/workerChild.ts <db path or postgres:// URL> [maxConcurrentActivities]
@@ -33,7 +33,7 @@ process.stdout.write(`${JSON.stringify({ type: 'ready', pid: process.pid, atMs: 
 let rounds = 0;
 let activitiesStarted = 0;
 await runWorker(runtime, {
-  pollMs: Number(process.env['SPOOL_BENCH_POLL_MS'] ?? 20),
+  ...(process.env['SPOOL_BENCH_POLL_MS'] === undefined ? {} : { pollMs: Number(process.env['SPOOL_BENCH_POLL_MS']) }),
   signal: controller.signal,
   onRound: (r) => {
     rounds += 1;

@@ -38,7 +38,7 @@ export async function workersSection(ctx: SectionContext) {
   const load0 = loadNow();
   const jobs = ctx.quick ? 500 : 2000;
   console.log(`\n== 5. Worker processes: ${jobs} bench-work jobs (one trivial activity → done) drained by K = ${WORKER_COUNTS.join(', ')} runWorker processes on one ${ctx.stores.join(' / one ')} database, each running 8 activities at once (the default), then K = 1, 2 running 64`);
-  console.log(`   jobs started with runEffects: false; K children (node --import tsx bench/workerChild.ts, pollMs 20) timed from spawn until the parent sees every job final\n`);
+  console.log(`   jobs started with runEffects: false; K children (node --import tsx bench/workerChild.ts, the default 250 ms poll) timed from spawn until the parent sees every job final\n`);
   const runs: WorkersRun[] = [];
   const limits = new Map<WorkersStore, Limits>();
   for (const store of ctx.stores) {
@@ -112,7 +112,7 @@ export async function workersSection(ctx: SectionContext) {
     method: {
       machine: 'bench-work (bench/workerMachines.ts, activityChain with 1 step): step1 invokes a no-work fromPromise activity, onDone → final done',
       setup: `${jobs} jobs started by a runtime with runEffects: false (64 starts in flight), then closed; a fresh database per run`,
-      workers: 'K child processes: node --import tsx bench/workerChild.ts: openStore(db) (SQLite FULL, WAL; Postgres pool 10) + createRuntime (defaults, recover on; maxConcurrentActivities: the "concurrency" of the row) + runWorker({ pollMs: 20 })',
+      workers: 'K child processes: node --import tsx bench/workerChild.ts: openStore(db) (SQLite FULL, WAL; Postgres pool 10) + createRuntime (defaults, recover on; maxConcurrentActivities: the "concurrency" of the row) + runWorker() (its default poll, 250 ms, as `spool worker`)',
       timing: `from the first spawn until a read-only count of active jobs (polled every 50 ms) reaches 0; then SIGTERM`,
       limits: 'SQLite: better-sqlite3, one process, one BEGIN IMMEDIATE per job (versioned UPDATE + INSERT), WAL, FULL. Postgres: node-postgres, the same two statements one transaction per job (1 and 4 connections) and 100 to a transaction',
       synchronous: 'SQLite FULL; Postgres fsync on, synchronous_commit on',
