@@ -242,7 +242,8 @@ export class ActivityExecutor {
     const jobs = new Set<string>();
     let held = 0;
     for (const effect of due) {
-      if (this.#busySlots() + starts.length >= this.#maxActivities || this.#closing) {
+      // Each start below counts its slot as it is called (#startAttempt).
+      if (this.#busySlots() >= this.#maxActivities || this.#closing) {
         this.#unclaimed = true;
         break;
       }
@@ -404,9 +405,11 @@ export class ActivityExecutor {
       }
     }
     const now = this.clock.now();
-    // Slot and attempt are counted before anything is awaited: other claims of the round see the
-    // slot taken, and a commit of the job built meanwhile keeps the lease the claim is taking.
+    // Slot and attempt are counted before anything is awaited: other claims (of the round, a
+    // commit's, a batch claim's free slots) see the slot taken while this claim is in flight, and
+    // a commit of the job built meanwhile keeps the lease the claim is taking.
     this.#slots.take(effect.src);
+    this.#reserved += 1;
     this.#attempting.set(effect.id, effect.jobId);
     let claimed: ClaimedEffect | undefined;
     let def: RegisteredMachine | undefined;
@@ -433,6 +436,7 @@ export class ActivityExecutor {
         return claim;
       });
     } finally {
+      this.#reserved -= 1; // claimed: counted as running by #launch, in this same turn
       if (!claimed) {
         this.#slots.release(effect.src);
         this.#attempting.delete(effect.id);
