@@ -66,12 +66,12 @@ import {
 import { ChangeListener, notifySql, Notifier, wakesOthers } from './changes.ts';
 import { claimDueStatement } from './claimDue.ts';
 import { DeferredWrites } from './deferred.ts';
-import { dueClaimCounts, dueClaimParams } from '../sqlite/dueClaims.ts';
+import { dueClaimCounts, dueClaimParams, dueRead } from '../sqlite/dueClaims.ts';
 import { readFeedPage } from './feed.ts';
 import { isConnectionLost, isPgFault, isRetryable, pgFault, sqlState } from './faults.ts';
 import { migrate } from './open.ts';
 import { checkOptions, redact, type PostgresStoreOptions } from './options.ts';
-import { bind, pgStatements, toPostgres, type PgStatement } from './sql.ts';
+import { bind, pgStatements, prepared, toPostgres, type PgStatement } from './sql.ts';
 import { allOf, each, eachCommit, hasLocks, jobsOfCommit, lockJobsSql, locksOfCreate, MAX_RUNS, RunAgain, savepoint, unlessLeaseHeld, type Locks, type Tx } from './transactions.ts';
 
 
@@ -205,7 +205,7 @@ export class PostgresStore implements JobStore {
     if (known?.id === id) {
       // What moves without a commit (records.ts, withUncommitted): the snapshot and context are not sent again.
       const stmt = this.#statements.uncommittedOf;
-      const r = await this.pool.query<unknown[]>({ name: `s_${stmt.key}`, text: stmt.text, values: bind(stmt, [id]), rowMode: 'array' });
+      const r = await this.pool.query<unknown[]>({ ...prepared(stmt, bind(stmt, [id])), rowMode: 'array' });
       const current = withUncommitted(known, r.rows[0]);
       if (current) return current;
     }
@@ -290,10 +290,8 @@ export class PostgresStore implements JobStore {
   }
 
   async dueEffects(now: number, limit: number, runner?: string, unclaimableBy?: readonly string[]): Promise<EffectRecord[]> {
-    const rows = unclaimableBy
-      ? await this.#all('dueUnclaimable', { now, limit, runner: runner ?? null, machines: JSON.stringify(unclaimableBy), budgets: '{}' })
-      : await this.#all('dueEffects', { now, limit, runner: runner ?? null });
-    return rows.map(toEffectRecord);
+    const read = dueRead(now, limit, runner, unclaimableBy);
+    return (await this.#all(read.name, read.params)).map(toEffectRecord);
   }
 
   async runningEffects(limit: number): Promise<EffectRecord[]> {
@@ -621,7 +619,7 @@ export class PostgresStore implements JobStore {
   }
 
   #query(stmt: PgStatement, args: readonly unknown[]): Promise<pg.QueryResult<Row>> {
-    return this.pool.query<Row>({ name: `s_${stmt.key}`, text: stmt.text, values: bind(stmt, args) });
+    return this.pool.query<Row>(prepared(stmt, bind(stmt, args)));
   }
 }
 

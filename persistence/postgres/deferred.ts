@@ -13,7 +13,7 @@ import type pg from 'pg';
 import type { Call } from '../sqlite/program.ts';
 import type { StatementName } from '../sqlite/statements.ts';
 import { pgMigrations } from './open.ts';
-import { bind, type PgStatement } from './sql.ts';
+import { bind, prepared, type PgStatement } from './sql.ts';
 
 /** Spool's tables (the names statements may mention): those its migrations create. */
 const TABLES = [...new Set(pgMigrations().flatMap((m) => [...m.sql.matchAll(/CREATE TABLE (?:IF NOT EXISTS )?(\w+)/gi)].map((x) => x[1]!)))];
@@ -34,22 +34,22 @@ function shapeOf(stmt: PgStatement): Shape {
   let shape = shapes.get(stmt);
   if (!shape) {
     const text = stmt.text;
-    const plain = !/^\s*WITH\s/i.test(text) && !text.includes("'$");
+    const renumberable = !text.includes("'$");
     shape = {
-      writes: plain ? (/^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)/i.exec(text)?.[1] ?? null) : null,
+      writes: renumberable && !/^\s*WITH\s/i.test(text) ? (/^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)/i.exec(text)?.[1] ?? null) : null,
       names: new Set(TABLES.filter((t) => new RegExp(`\\b${t}\\b`).test(text))),
-      leads: !/^\s*WITH\s+RECURSIVE\s/i.test(text) && !text.includes("'$"),
+      leads: renumberable && !/^\s*WITH\s+RECURSIVE\s/i.test(text),
     };
     shapes.set(stmt, shape);
   }
   return shape;
 }
 
+/** A write waiting: its statement, values, and shape (what it writes, never null here). */
 interface Part {
   stmt: PgStatement;
   values: unknown[];
-  writes: string;
-  names: Set<string>;
+  shape: Shape & { writes: string };
 }
 
 /** Shift a statement's `$n` parameters by `by` (the texts hold no `$` in their literals: checked where the parts are made). */
@@ -96,22 +96,21 @@ export class DeferredWrites {
     if (call.method === 'write') {
       if (shape.writes === null) {
         await this.flush();
-        await this.#client.query({ name: `s_${stmt.key}`, text: stmt.text, values });
+        await this.#client.query(prepared(stmt, values));
         return undefined;
       }
-      const part: Part = { stmt, values, writes: shape.writes, names: shape.names };
-      if (!this.#joins(part.writes, part.names)) await this.flush();
-      this.#waiting.push(part);
+      if (!this.#joins(shape.writes, shape.names)) await this.flush();
+      this.#waiting.push({ stmt, values, shape: shape as Part['shape'] });
       return undefined;
     }
     let r: pg.QueryResult;
     if (this.#waiting.length > 0 && shape.leads && this.#joins(null, shape.names)) {
       const parts = this.#take();
       const c = combine(parts, stmt);
-      r = await this.#client.query({ name: c.name, text: c.text, values: [...parts.flatMap((p) => p.values), ...values] });
+      r = await this.#client.query({ ...c, values: [...parts.flatMap((p) => p.values), ...values] });
     } else {
       await this.flush();
-      r = await this.#client.query({ name: `s_${stmt.key}`, text: stmt.text, values });
+      r = await this.#client.query(prepared(stmt, values));
     }
     return call.method === 'run' ? { changes: r.rowCount ?? 0 } : call.method === 'get' ? r.rows[0] : r.rows;
   }
@@ -120,18 +119,15 @@ export class DeferredWrites {
   async flush(): Promise<void> {
     if (this.#waiting.length === 0) return;
     const parts = this.#take();
-    if (parts.length === 1) {
-      const [p] = parts;
-      await this.#client.query({ name: `s_${p!.stmt.key}`, text: p!.stmt.text, values: p!.values });
-      return;
-    }
+    const [only] = parts;
+    if (parts.length === 1) return void (await this.#client.query(prepared(only!.stmt, only!.values)));
     const c = combine(parts, undefined);
-    await this.#client.query({ name: c.name, text: c.text, values: parts.flatMap((p) => p.values) });
+    await this.#client.query({ ...c, values: parts.flatMap((p) => p.values) });
   }
 
   /** Whether a statement that writes `writes` (null: reads only) and names `names` may share a statement with what waits. */
   #joins(writes: string | null, names: Set<string>): boolean {
-    return this.#waiting.every((w) => !names.has(w.writes) && (writes === null || !w.names.has(writes)));
+    return this.#waiting.every((w) => !names.has(w.shape.writes) && (writes === null || !w.shape.names.has(writes)));
   }
 
   #take(): Part[] {

@@ -52,6 +52,11 @@ export function toPostgres(sql: string, key: string): PgStatement {
   return { key, text: out, names: positional > 0 ? null : names };
 }
 
+/** A statement as node-postgres prepares it: named once per connection (`s_<key>`), with its values. */
+export function prepared(stmt: PgStatement, values: unknown[]): { name: string; text: string; values: unknown[] } {
+  return { name: `s_${stmt.key}`, text: stmt.text, values };
+}
+
 /** The values of a call's arguments in `$n` order (a named statement takes one object). */
 export function bind(stmt: PgStatement, args: readonly unknown[]): unknown[] {
   if (stmt.names === null) return args.map(value);

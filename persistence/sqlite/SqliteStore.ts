@@ -58,7 +58,7 @@ import { statsIn } from './stats.ts';
 import { feedPage, prepareFeed } from './feed.ts';
 import { failure, outcomeOf, unlessLeaseHeld } from './outcomes.ts';
 import { byteOrder } from './values.ts';
-import { dueClaimCounts, dueClaimParams } from './dueClaims.ts';
+import { dueClaimCounts, dueClaimParams, dueRead } from './dueClaims.ts';
 import { applyCommit, createIn, claimIn, finishIn, findEvent, commitOutcomeUnknown } from './commit.ts';
 
 export { DatabaseBusyError };
@@ -315,10 +315,8 @@ export class SqliteStore implements JobStore {
   }
 
   async dueEffects(now: number, limit: number, runner?: string, unclaimableBy?: readonly string[]): Promise<EffectRecord[]> {
-    const rows = unclaimableBy
-      ? this.#stmts.dueUnclaimable.all({ now, limit, runner: runner ?? null, machines: JSON.stringify(unclaimableBy), budgets: '{}' })
-      : this.#stmts.dueEffects.all({ now, limit, runner: runner ?? null });
-    return (rows as Row[]).map(toEffectRecord);
+    const read = dueRead(now, limit, runner, unclaimableBy);
+    return (this.#stmts[read.name].all(read.params) as Row[]).map(toEffectRecord);
   }
 
   async runningEffects(limit: number): Promise<EffectRecord[]> {

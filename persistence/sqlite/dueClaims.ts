@@ -19,6 +19,14 @@ export function dueClaimParams(c: DueClaim) {
   };
 }
 
+/** `dueEffects`' statement and parameters: every due row, or (`unclaimableBy`) only those no batch claim with these machine versions takes (every src in budget). */
+export function dueRead(now: number, limit: number, runner: string | undefined, unclaimableBy: readonly string[] | undefined) {
+  const params = { now, limit, runner: runner ?? null };
+  return unclaimableBy
+    ? { name: 'dueUnclaimable' as const, params: { ...params, machines: JSON.stringify(unclaimableBy), budgets: '{}' } }
+    : { name: 'dueEffects' as const, params };
+}
+
 /**
  * `more` and `limited` from a batch claim's counts (on each of its rows; no row: nothing was
  * claimable): a job had a second claimable row, or rows inside their budgets were not claimed
