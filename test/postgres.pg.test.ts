@@ -225,6 +225,50 @@ describe('PostgresStore: wake-ups', () => {
   });
 });
 
+describe('PostgresStore: a write batch', () => {
+  it('runs without savepoints while every write lands; after a refusal it runs again with one per write, the refused write alone rolled back', async () => {
+    const url = await database();
+    const store = await open(url);
+    await store.createJob(newJob('A'));
+    await store.createJob(newJob('B'));
+    // What the store's connections send (its pool's clients share this prototype).
+    const texts: string[] = [];
+    const query = pg.Client.prototype.query;
+    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+      const q = args[0];
+      texts.push(typeof q === 'string' ? q : String((q as { text?: unknown } | undefined)?.text ?? ''));
+      return (query as (...a: unknown[]) => unknown).apply(this, args);
+    } as typeof query;
+    cleanups.push(() => void (pg.Client.prototype.query = query));
+    const landed = await store.writeBatch({ commits: [commitOf('A', 1, 'a2'), commitOf('B', 1, 'b2')] });
+    expect(landed.commits).toEqual([
+      { ok: true, revision: 2, fence: null },
+      { ok: true, revision: 2, fence: null },
+    ]);
+    expect(texts.filter((t) => t.includes('SAVEPOINT'))).toEqual([]);
+    texts.length = 0;
+    const mixed = await store.writeBatch({ commits: [commitOf('A', 2, 'a3'), commitOf('B', 1, 'stale'), commitOf('B', 2, 'b3')] });
+    expect(mixed.commits).toEqual([
+      { ok: true, revision: 3, fence: null },
+      { ok: false, reason: 'conflict', currentRevision: 2 },
+      { ok: true, revision: 3, fence: null },
+    ]);
+    // The first run, without savepoints, was rolled back whole; the second isolated each write.
+    expect(texts.filter((t) => t === 'ROLLBACK')).toHaveLength(1);
+    expect(texts.filter((t) => t.includes('ROLLBACK TO SAVEPOINT w'))).toHaveLength(1);
+    expect((await store.history('A')).map((h) => [h.revision, h.to])).toEqual([
+      [1, 'idle'],
+      [2, 'a2'],
+      [3, 'a3'],
+    ]);
+    expect((await store.history('B')).map((h) => [h.revision, h.to])).toEqual([
+      [1, 'idle'],
+      [2, 'b2'],
+      [3, 'b3'],
+    ]);
+  });
+});
+
 describe('PostgresStore: a connection lost during COMMIT', () => {
   it('is CommitOutcomeUnknown, and the read-back says the commit did not land', async () => {
     const url = await database();

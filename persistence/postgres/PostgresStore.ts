@@ -72,7 +72,7 @@ import { isConnectionLost, isPgFault, isRetryable, pgFault, sqlState } from './f
 import { migrate } from './open.ts';
 import { checkOptions, redact, type PostgresStoreOptions } from './options.ts';
 import { bind, pgStatements, prepared, toPostgres, type PgStatement } from './sql.ts';
-import { allOf, each, eachCommit, hasLocks, jobsOfCommit, lockJobsSql, locksOfCreate, MAX_RUNS, RunAgain, savepoint, unlessLeaseHeld, type Locks, type Tx } from './transactions.ts';
+import { allOf, each, eachCommit, hasLocks, Isolate, jobsOfCommit, lockJobsSql, locksOfCreate, MAX_RUNS, RunAgain, savepoint, unlessLeaseHeld, type Locks, type Tx } from './transactions.ts';
 
 
 
@@ -544,13 +544,15 @@ export class PostgresStore implements JobStore {
   }
 
   async #transaction<T>(begin: string, locks: Locks | undefined, fn: (t: Tx) => Promise<T>, notify: 'wake' | 'changed' | false, ops?: () => UnresolvedOperation[]): Promise<T> {
+    let isolated = false;
+    let keyRetried = false;
     for (let runs = 1; ; runs++) {
       const client = await this.pool.connect();
       let broken: unknown;
       let committing = false;
       try {
         // Statements without parameters wait and go with the next one (a simple query): BEGIN, the
-        // row locks and the first savepoint are one round trip, RELEASE and COMMIT another.
+        // row locks (and, in an isolated run, the first savepoint) are one round trip, COMMIT another.
         const queued: string[] = [begin];
         if (locks && hasLocks(locks)) queued.push(lockJobsSql(client, locks));
         const flush = async () => {
@@ -569,6 +571,8 @@ export class PostgresStore implements JobStore {
           },
           sql: (text) => void queued.push(text),
           runs,
+          isolated,
+          keyRetried,
         };
         const result = await fn(t);
         queued.push('COMMIT');
@@ -584,6 +588,8 @@ export class PostgresStore implements JobStore {
         if (committing && broken !== undefined && ops) throw commitOutcomeUnknown(this.description, cause, ops());
         // A key another transaction took meanwhile (a concurrent create): once more, where the write finds it.
         const raced = error instanceof RunAgain || (sqlState(error) === '23505' && runs === 1);
+        if (error instanceof Isolate) isolated = true;
+        if (raced && sqlState(cause) === '23505') keyRetried = true;
         if ((raced || isRetryable(error)) && runs < MAX_RUNS && broken === undefined) continue;
         throw cause;
       } finally {

@@ -40,6 +40,9 @@ export class RunAgain {
   constructor(readonly cause: unknown) {}
 }
 
+/** A write of a batch run without savepoints failed: the transaction runs again with one per write ({@link Tx.isolated}). */
+export class Isolate extends RunAgain {}
+
 export const MAX_RUNS = 8;
 
 /** A write transaction: run a program (program.ts) on its connection, or queue a statement without parameters to go with the next round trip. */
@@ -48,14 +51,33 @@ export interface Tx {
   sql(text: string): void;
   /** Which run of the transaction this is (1: the first; a {@link RunAgain} makes another). */
   runs: number;
+  /**
+   * Each write of a batch in a savepoint of its own. Not on a first run: there a write that fails
+   * runs the whole transaction again with savepoints ({@link Isolate}), where it fails alone. A
+   * batch whose writes all succeed (the usual case) then costs no SAVEPOINT round trips between
+   * its writes and no subtransactions on the server.
+   */
+  isolated: boolean;
+  /** A run was already repeated for a key another transaction took meanwhile (23505): a second one is the write's own collision. */
+  keyRetried: boolean;
 }
 
 /**
  * One write of a batch in its own savepoint: a refused one rolls back alone. A key another
  * transaction took meanwhile (a concurrent create of the same job) runs the whole transaction
  * again once, where the write then finds what was created; a lost connection fails it all.
+ * Before any write of the transaction has failed ({@link Tx.isolated} false), no savepoint: a
+ * failure runs the transaction again with them.
  */
 export async function savepoint<T>(t: Tx, fn: () => Promise<T>): Promise<T> {
+  if (!t.isolated) {
+    try {
+      return await fn();
+    } catch (error) {
+      if (isConnectionLost(error)) throw error;
+      throw new Isolate(error);
+    }
+  }
   t.sql('SAVEPOINT w');
   try {
     const result = await fn();
@@ -65,7 +87,7 @@ export async function savepoint<T>(t: Tx, fn: () => Promise<T>): Promise<T> {
     if (isConnectionLost(error)) throw error;
     t.sql('ROLLBACK TO SAVEPOINT w');
     // Once: a key taken again on the second run is this write's own collision (refused alone).
-    if (sqlState(error) === '23505' && t.runs === 1) throw new RunAgain(error);
+    if (sqlState(error) === '23505' && !t.keyRetried) throw new RunAgain(error);
     throw error;
   }
 }
