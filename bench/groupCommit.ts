@@ -9,7 +9,7 @@
  */
 import { statSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { createRuntime } from '../src/index.ts';
+import { createRuntime, type Runtime } from '../src/index.ts';
 import { jobLifecycle } from '../machines/index.ts';
 import { countingStore, StoreCounter, type BatchSummary } from './countingStore.ts';
 import type { Synchronous } from './rawRun.ts';
@@ -54,48 +54,19 @@ export async function runSpoolGroup(options: { synchronous: Synchronous; duratio
     const ids: string[] = [];
     for (let i = 0; i < GROUP_JOBS; i += 1) ids.push((await runtime.start(MACHINE_ID, JOB_INPUT)).id);
     await Promise.all(ids.map((id) => runtime.send(id, { type: 'START' })));
-    let i = 0;
-    let notApplied = 0;
+    const sends: GroupSends = { next: 0, notApplied: 0 };
     for (let w = 0; w < (options.warmupWaves ?? 3); w += 1) {
-      const results = await Promise.all(ids.map((id) => runtime.send(id, progressEvent(i++))));
-      notApplied += results.filter((r) => r.status !== 'applied').length;
+      const results = await Promise.all(ids.map((id) => runtime.send(id, progressEvent(sends.next++))));
+      sends.notApplied += results.filter((r) => r.status !== 'applied').length;
     }
-    const warmOps = i;
+    const warmOps = sends.next;
 
     counter.reset();
     const latencies = new Samples();
-    let ops = 0;
     const meter = db.kind === 'postgres' ? await db.meter() : null;
     const cpu0 = process.cpuUsage();
     const start = performance.now();
-    const end = start + options.durationMs;
-    let last = start;
-    if (options.mode === 'waves') {
-      while (last < end) {
-        const t0 = performance.now();
-        const results = await Promise.all(ids.map((id) => runtime.send(id, progressEvent(i++))));
-        last = performance.now();
-        for (const r of results) if (r.status !== 'applied') notApplied += 1;
-        // Every send of a wave is acknowledged when the wave resolves at the latest; count each from the wave's start.
-        for (let k = 0; k < results.length; k += 1) latencies.push(last - t0);
-        ops += results.length;
-      }
-    } else {
-      const sender = async (w: number) => {
-        const mine = ids.filter((_, k) => k % STEADY_IN_FLIGHT === w);
-        let n = 0;
-        while (performance.now() < end) {
-          const t0 = performance.now();
-          const r = await runtime.send(mine[n++ % mine.length]!, progressEvent(i++));
-          const t1 = performance.now();
-          latencies.push(t1 - t0);
-          if (r.status !== 'applied') notApplied += 1;
-          ops += 1;
-          if (t1 > last) last = t1;
-        }
-      };
-      await Promise.all(Array.from({ length: STEADY_IN_FLIGHT }, (_, w) => sender(w)));
-    }
+    const { ops, last } = await sendUntil(runtime, ids, options.mode, start, start + options.durationMs, latencies, sends);
     const wallMs = last - start;
     const seconds = wallMs / 1000;
     const cpu = process.cpuUsage(cpu0);
@@ -109,8 +80,8 @@ export async function runSpoolGroup(options: { synchronous: Synchronous; duratio
     const jobs = await runtime.list({ machineId: MACHINE_ID, limit: GROUP_JOBS + 1 });
     const revisions = jobs.reduce((n, j) => n + j.revision, 0);
     const expected = GROUP_JOBS * 2 + warmOps + ops;
-    if (notApplied > 0 || revisions !== expected) {
-      throw new Error(`group bench: ${notApplied} events not applied; revisions ${revisions}, expected ${expected}`);
+    if (sends.notApplied > 0 || revisions !== expected) {
+      throw new Error(`group bench: ${sends.notApplied} events not applied; revisions ${revisions}, expected ${expected}`);
     }
 
     const result = {
@@ -129,29 +100,77 @@ export async function runSpoolGroup(options: { synchronous: Synchronous; duratio
       const per = (n: number | null | undefined) => (n === null || n === undefined ? null : n / ops);
       return { ...result, walFramesPerOp: null, server: { walBytesPerOp: per(metered?.walBytes), commitsPerOp: per(metered?.commits), cpuUsPerOp: per(metered?.serverCpuUs) } };
     }
-    // SQLite: WAL frames per transition, after the timed part: checkpoint, stop auto-checkpoints, send
-    // the same way for a few batches, and read the WAL's size.
-    const wal = walFrames(store.db, db.target);
-    wal.start();
-    let walOps = 0;
-    if (options.mode === 'waves') {
-      for (let w = 0; w < 5; w += 1) walOps += (await Promise.all(ids.map((id) => runtime.send(id, progressEvent(i++))))).length;
-    } else {
-      await Promise.all(
-        Array.from({ length: STEADY_IN_FLIGHT }, async (_, w) => {
-          const mine = ids.filter((_, k) => k % STEADY_IN_FLIGHT === w);
-          for (let n = 0; n < 15; n += 1) {
-            await runtime.send(mine[n % mine.length]!, progressEvent(i++));
-            walOps += 1;
-          }
-        }),
-      );
-    }
-    return { ...result, walFramesPerOp: wal.frames() / walOps, server: null };
+    return { ...result, walFramesPerOp: await walFramesPerSend(runtime, ids, options.mode, walFrames(store.db, db.target), sends), server: null };
   } finally {
     await runtime.close();
     await db.dispose();
   }
+}
+
+/** The PROGRESS events of one run: the next event's number, and how many sends were not applied. */
+interface GroupSends {
+  next: number;
+  notApplied: number;
+}
+
+/**
+ * The timed part: send in `mode` until `end` (waves: one send per job at once; steady:
+ * STEADY_IN_FLIGHT senders), each send's latency into `latencies`: the sends made, and when the
+ * last one returned.
+ */
+async function sendUntil(runtime: Runtime, ids: string[], mode: GroupMode, start: number, end: number, latencies: Samples, sends: GroupSends): Promise<{ ops: number; last: number }> {
+  let ops = 0;
+  let last = start;
+  if (mode === 'waves') {
+    while (last < end) {
+      const t0 = performance.now();
+      const results = await Promise.all(ids.map((id) => runtime.send(id, progressEvent(sends.next++))));
+      last = performance.now();
+      for (const r of results) if (r.status !== 'applied') sends.notApplied += 1;
+      // Every send of a wave is acknowledged when the wave resolves at the latest; count each from the wave's start.
+      for (let k = 0; k < results.length; k += 1) latencies.push(last - t0);
+      ops += results.length;
+    }
+  } else {
+    const sender = async (w: number) => {
+      const mine = ids.filter((_, k) => k % STEADY_IN_FLIGHT === w);
+      let n = 0;
+      while (performance.now() < end) {
+        const t0 = performance.now();
+        const r = await runtime.send(mine[n++ % mine.length]!, progressEvent(sends.next++));
+        const t1 = performance.now();
+        latencies.push(t1 - t0);
+        if (r.status !== 'applied') sends.notApplied += 1;
+        ops += 1;
+        if (t1 > last) last = t1;
+      }
+    };
+    await Promise.all(Array.from({ length: STEADY_IN_FLIGHT }, (_, w) => sender(w)));
+  }
+  return { ops, last };
+}
+
+/**
+ * SQLite: WAL frames per transition, after the timed part: checkpoint, stop auto-checkpoints, send
+ * the same way for a few batches, and read the WAL's size.
+ */
+async function walFramesPerSend(runtime: Runtime, ids: string[], mode: GroupMode, wal: ReturnType<typeof walFrames>, sends: GroupSends): Promise<number> {
+  wal.start();
+  let walOps = 0;
+  if (mode === 'waves') {
+    for (let w = 0; w < 5; w += 1) walOps += (await Promise.all(ids.map((id) => runtime.send(id, progressEvent(sends.next++))))).length;
+  } else {
+    await Promise.all(
+      Array.from({ length: STEADY_IN_FLIGHT }, async (_, w) => {
+        const mine = ids.filter((_, k) => k % STEADY_IN_FLIGHT === w);
+        for (let n = 0; n < 15; n += 1) {
+          await runtime.send(mine[n % mine.length]!, progressEvent(sends.next++));
+          walOps += 1;
+        }
+      }),
+    );
+  }
+  return wal.frames() / walOps;
 }
 
 /**

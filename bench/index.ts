@@ -197,8 +197,45 @@ async function sequentialSection(machine: ReturnType<typeof machineInfo>) {
   runRaw({ synchronous: 'NORMAL', durationMs: 300, warmupOps: 50 });
   await runSpool({ synchronous: 'NORMAL', durationMs: quick ? 300 : 600, warmupOps: 50 });
 
-  type Collected = { raw: RunResult[]; spool: RunResult[]; store: RunResult[]; bare: RunResult[]; snapshotBytes: number };
-  const collected = new Map<Synchronous, Collected>(SETTINGS.map((s) => [s, { raw: [], spool: [], store: [], bare: [], snapshotBytes: 0 }]));
+  const collected = await collectSequentialRuns();
+  const results = sequentialResults(collected);
+
+  const load = hostLoad(load0);
+  const loadAfter = load.after;
+  const busiest = Math.max(machine.loadavg[0]!, loadAfter);
+  const hostBusy = busiest > machine.cpus;
+
+  printSequentialResults(results);
+  printLoadNote({ ...load, before: Math.max(load.before, machine.loadavg[0]!), busy: hostBusy });
+
+  // The original report's fields, unchanged, at the top level of latest.json.
+  return {
+    method: {
+      workload: WORKLOAD,
+      spool: 'await runtime.send(jobId, event) one after another; SqliteStore.open(tmp, { synchronous }); one event = one commit (revision checked)',
+      limit:
+        'better-sqlite3 directly: per step one BEGIN IMMEDIATE transaction with a versioned UPDATE jobs … WHERE id=? AND revision=? ' +
+        'of the same snapshot JSON plus one transitions INSERT; WAL, same synchronous, busy_timeout 5000',
+      rounds,
+      durationMsPerRun: durationMs,
+      warmupOps,
+      order: 'per round and setting, raw and Spool alternate which goes first; figures are medians over rounds; latencies pooled over rounds',
+      tmpdir: machine.tmpdir,
+    },
+    target: TARGETS.sequentialVsRaw,
+    targets: results.map((r) => check(`sequential send, ${r.synchronous}: Spool / raw`, r.ratio, { min: r.target })),
+    hostBusy,
+    loadAfter: Math.round(loadAfter * 100) / 100,
+    results,
+  };
+}
+
+/** The runs of one synchronous setting: raw, Spool, Spool's commit statements alone, the bare loop; the snapshot's size. */
+type SequentialCollected = { raw: RunResult[]; spool: RunResult[]; store: RunResult[]; bare: RunResult[]; snapshotBytes: number };
+
+/** Every round of every setting: raw and Spool (alternating which goes first), then the store alone and the bare loop. */
+async function collectSequentialRuns(): Promise<Map<Synchronous, SequentialCollected>> {
+  const collected = new Map<Synchronous, SequentialCollected>(SETTINGS.map((s) => [s, { raw: [], spool: [], store: [], bare: [], snapshotBytes: 0 }]));
   for (let round = 0; round < rounds; round += 1) {
     for (const synchronous of SETTINGS) {
       const c = collected.get(synchronous)!;
@@ -225,8 +262,12 @@ async function sequentialSection(machine: ReturnType<typeof machineInfo>) {
       process.stdout.write(`  round ${round + 1} ${synchronous.padEnd(6)} bare  ${fmtRate(c.bare.at(-1)!.perSec).padStart(8)}/s (validate, transition, serialise, write: nothing else)\n`);
     }
   }
+  return collected;
+}
 
-  const results = SETTINGS.map((synchronous) => {
+/** Per setting: Spool's figures beside the limit's, the store alone's and the bare loop's, medians over rounds. */
+function sequentialResults(collected: Map<Synchronous, SequentialCollected>) {
+  return SETTINGS.map((synchronous) => {
     const c = collected.get(synchronous)!;
     const spoolPerSec = median(c.spool.map((r) => r.perSec));
     const rawPerSec = median(c.raw.map((r) => r.perSec));
@@ -266,12 +307,10 @@ async function sequentialSection(machine: ReturnType<typeof machineInfo>) {
       snapshotBytes: c.snapshotBytes,
     };
   });
+}
 
-  const load = hostLoad(load0);
-  const loadAfter = load.after;
-  const busiest = Math.max(machine.loadavg[0]!, loadAfter);
-  const hostBusy = busiest > machine.cpus;
-
+/** The sequential-send table and, per setting, its rounds, the store alone and the bare loop. */
+function printSequentialResults(results: ReturnType<typeof sequentialResults>): void {
   console.log('');
   const header = ['sync', 'Spool tx/s', 'raw limit tx/s', 'ratio', 'target', 'send p50', 'send p99', 'raw p50', 'raw p99'];
   const rows = results.map((r) => [
@@ -291,28 +330,6 @@ async function sequentialSection(machine: ReturnType<typeof machineInfo>) {
     console.log(`  ${r.synchronous}: Spool's commit statements alone (no engine, no read) ${fmtRate(r.storeOnly.transitionsPerSec)}/s = ${r.storeOnly.ratio.toFixed(2)} of the limit: the ceiling of its storage layout`);
     console.log(`  ${r.synchronous}: the bare loop (zod validation, XState transition, snapshot JSON, the limit's writes with state and context; nothing else) ${fmtRate(r.bareLoop.transitionsPerSec)}/s = ${r.bareLoop.ratio.toFixed(2)} of the limit`);
   }
-  printLoadNote({ ...load, before: Math.max(load.before, machine.loadavg[0]!), busy: hostBusy });
-
-  // The original report's fields, unchanged, at the top level of latest.json.
-  return {
-    method: {
-      workload: WORKLOAD,
-      spool: 'await runtime.send(jobId, event) one after another; SqliteStore.open(tmp, { synchronous }); one event = one commit (revision checked)',
-      limit:
-        'better-sqlite3 directly: per step one BEGIN IMMEDIATE transaction with a versioned UPDATE jobs … WHERE id=? AND revision=? ' +
-        'of the same snapshot JSON plus one transitions INSERT; WAL, same synchronous, busy_timeout 5000',
-      rounds,
-      durationMsPerRun: durationMs,
-      warmupOps,
-      order: 'per round and setting, raw and Spool alternate which goes first; figures are medians over rounds; latencies pooled over rounds',
-      tmpdir: machine.tmpdir,
-    },
-    target: TARGETS.sequentialVsRaw,
-    targets: results.map((r) => check(`sequential send, ${r.synchronous}: Spool / raw`, r.ratio, { min: r.target })),
-    hostBusy,
-    loadAfter: Math.round(loadAfter * 100) / 100,
-    results,
-  };
 }
 
 function positiveInt(text: string | undefined, fallback: number, name: string): number {

@@ -15,12 +15,12 @@ import { hashJson, toJson } from '../src/runtime/json.ts';
 import { randomUUID } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { createActor, transition, type AnyStateMachine } from 'xstate';
+import { createActor, transition, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
 import { hydrate, parseSnapshot } from '../src/runtime/hydrate.ts';
 import { transitionInScope } from '../src/step/childScope.ts';
 import { jobColumns, persistedJson } from '../src/step/columns.ts';
 import { step, type StepInput } from '../src/step/step.ts';
-import { createRuntime, type JobStore, type TransitionCommit } from '../src/index.ts';
+import { createRuntime, type JobRecord, type JobStore, type RegisteredMachine, type TransitionCommit } from '../src/index.ts';
 import { SqliteStore } from '../persistence/sqlite/index.ts';
 import { jobLifecycle } from '../machines/index.ts';
 import { runRaw, type Synchronous } from './rawRun.ts';
@@ -105,13 +105,14 @@ async function usPerOpAsync(iterations: number, fn: (i: number) => Promise<unkno
 }
 
 
+/** B: each step of a send timed on its own, on a job with ~2k events of history. */
 async function stepCosts(): Promise<void> {
   console.log('B. Steps of one send, each timed alone (µs/op, NORMAL, job with ~2k events of history)');
   const tmp = freshDbPath('profile-steps');
   const store = await SqliteStore.open(tmp.path, { synchronous: 'NORMAL' });
   const runtime = await createRuntime({ store, machines: [jobLifecycle] });
   const rows: [string, number, string][] = [];
-  const add = (name: string, us: number, note = '') => {
+  const add: AddStep = (name, us, note = '') => {
     rows.push([name, us, note]);
     console.log(`    ${name.padEnd(58)} ${us.toFixed(2).padStart(7)} µs  ${note}`);
   };
@@ -124,16 +125,8 @@ async function stepCosts(): Promise<void> {
     const record = (await store.getJob(job.id))!;
     const snapshotText = record.snapshot;
     const event = progressEvent(42);
-    const schema = jobLifecycle.events.PROGRESS;
 
-    console.log('  send() before the transaction:');
-    add('randomUUID() event id', usPerOp(20000, () => randomUUID()));
-    add('#jsonPayload: JSON.stringify + byteLength + JSON.parse', usPerOp(20000, () => JSON.parse(JSON.stringify(event))));
-    add('zod safeParse(PROGRESS) + toJson', usPerOp(20000, () => toJson(schema.safeParse(event).data)));
-    add('hashJson(payload) (sortKeys + sha256)', usPerOp(20000, () => hashJson(event)));
-    add('store.getJob (SELECT * + 3 JSON.parse) — ×3 per send', await usPerOpAsync(5000, () => store.getJob(job.id)));
-    add('store.pendingEvents(jobId, 1) — empty', await usPerOpAsync(5000, () => store.pendingEvents(job.id, 1)));
-    add('store.getEvent(jobId, eventId) — #outcome', await usPerOpAsync(5000, () => store.getEvent(job.id, 'missing')));
+    await timeBeforeTransaction(add, store, job.id, event);
 
     console.log('  hydrate and transition:');
     const def = runtime.registry.latest(MACHINE_ID);
@@ -165,47 +158,73 @@ async function stepCosts(): Promise<void> {
     add('step(): transition + plan + snapshot JSON + commit draft', usPerOp(5000, (i) => step(stepInput(i))), '← the whole pure step');
     const next = transition(machine, hydrated, event)[0];
 
-    console.log('  building the commit and the result:');
-    add('persistedJson: getPersistedSnapshot + JSON.stringify', usPerOp(20000, () => persistedJson(def, next)));
-    add('jobColumns: toJson(value, context) + statePaths + progress', usPerOp(20000, () => jobColumns(record, def, next, snapshotText, 0)));
-    add('toJob(): JSON.parse(snapshot) for `output` — ×2 per send', usPerOp(20000, () => JSON.parse(snapshotText)));
+    timeCommitBuilding(add, def, record, next, snapshotText);
 
-    console.log('  the write transaction:');
-    let revision = (await store.getJob(job.id))!.revision;
-    // The commit the step builds, under a new event id and the current revision each time.
-    const prepared = step(stepInput(0)).commit;
-    const settled = prepared.event!;
-    const commitFor = (i: number): TransitionCommit => {
-      const eventId = `bench-${i}-${revision}`;
-      const accept = { ...settled.accept!, eventId };
-      return { ...prepared, expectedRevision: revision, transition: { ...prepared.transition, eventId }, event: { accept, status: settled.status, error: settled.error, payload: settled.payload } };
-    };
-    add('store.commit([one]) (UPDATE + transitions INSERT + inbox INSERT)', await usPerOpAsync(3000, async (i) => {
-      const [r] = await store.commit([commitFor(i)]);
-      if (!r?.ok) throw new Error(`profile: commit failed ${JSON.stringify(r)}`);
-      revision = r.revision;
-    }));
-    const db = store.db;
-    add('  of which db.transaction(fn) wrapper creation (2 per commit)', usPerOp(20000, () => db.transaction(() => 0)));
-    const begin = db.prepare('BEGIN IMMEDIATE');
-    const commit = db.prepare('COMMIT');
-    const savepoint = db.prepare('SAVEPOINT s');
-    const release = db.prepare('RELEASE s');
-    add('  of which SAVEPOINT + RELEASE (nested transaction)', usPerOp(20000, () => {
-      begin.run();
-      savepoint.run();
-      release.run();
-      commit.run();
-    }) - usPerOp(20000, () => {
-      begin.run();
-      commit.run();
-    }));
-    add('raw limit step (UPDATE + INSERT, one IMMEDIATE tx)', rawStepUs('NORMAL'));
+    await timeWriteTransaction(add, store, job.id, stepInput);
   } finally {
     await runtime.close();
     tmp.dispose();
   }
   console.log('');
+}
+
+/** Record and print one step's µs/op, with an optional note. */
+type AddStep = (name: string, us: number, note?: string) => void;
+
+/** The part of send() before the transaction: the event id, the payload copy, validation, hashing, the reads. */
+async function timeBeforeTransaction(add: AddStep, store: SqliteStore, jobId: string, event: ReturnType<typeof progressEvent>): Promise<void> {
+  const schema = jobLifecycle.events.PROGRESS;
+  console.log('  send() before the transaction:');
+  add('randomUUID() event id', usPerOp(20000, () => randomUUID()));
+  add('#jsonPayload: JSON.stringify + byteLength + JSON.parse', usPerOp(20000, () => JSON.parse(JSON.stringify(event))));
+  add('zod safeParse(PROGRESS) + toJson', usPerOp(20000, () => toJson(schema.safeParse(event).data)));
+  add('hashJson(payload) (sortKeys + sha256)', usPerOp(20000, () => hashJson(event)));
+  add('store.getJob (SELECT * + 3 JSON.parse) — ×3 per send', await usPerOpAsync(5000, () => store.getJob(jobId)));
+  add('store.pendingEvents(jobId, 1) — empty', await usPerOpAsync(5000, () => store.pendingEvents(jobId, 1)));
+  add('store.getEvent(jobId, eventId) — #outcome', await usPerOpAsync(5000, () => store.getEvent(jobId, 'missing')));
+}
+
+/** Building the commit and the result from the transition's next snapshot. */
+function timeCommitBuilding(add: AddStep, def: RegisteredMachine, record: JobRecord, next: AnyMachineSnapshot, snapshotText: string): void {
+  console.log('  building the commit and the result:');
+  add('persistedJson: getPersistedSnapshot + JSON.stringify', usPerOp(20000, () => persistedJson(def, next)));
+  add('jobColumns: toJson(value, context) + statePaths + progress', usPerOp(20000, () => jobColumns(record, def, next, snapshotText, 0)));
+  add('toJob(): JSON.parse(snapshot) for `output` — ×2 per send', usPerOp(20000, () => JSON.parse(snapshotText)));
+}
+
+/** The write transaction: store.commit of the step's commit, its transaction wrappers and savepoint, beside the raw limit's step. */
+async function timeWriteTransaction(add: AddStep, store: SqliteStore, jobId: string, stepInput: (i: number) => StepInput): Promise<void> {
+  console.log('  the write transaction:');
+  let revision = (await store.getJob(jobId))!.revision;
+  // The commit the step builds, under a new event id and the current revision each time.
+  const prepared = step(stepInput(0)).commit;
+  const settled = prepared.event!;
+  const commitFor = (i: number): TransitionCommit => {
+    const eventId = `bench-${i}-${revision}`;
+    const accept = { ...settled.accept!, eventId };
+    return { ...prepared, expectedRevision: revision, transition: { ...prepared.transition, eventId }, event: { accept, status: settled.status, error: settled.error, payload: settled.payload } };
+  };
+  add('store.commit([one]) (UPDATE + transitions INSERT + inbox INSERT)', await usPerOpAsync(3000, async (i) => {
+    const [r] = await store.commit([commitFor(i)]);
+    if (!r?.ok) throw new Error(`profile: commit failed ${JSON.stringify(r)}`);
+    revision = r.revision;
+  }));
+  const db = store.db;
+  add('  of which db.transaction(fn) wrapper creation (2 per commit)', usPerOp(20000, () => db.transaction(() => 0)));
+  const begin = db.prepare('BEGIN IMMEDIATE');
+  const commit = db.prepare('COMMIT');
+  const savepoint = db.prepare('SAVEPOINT s');
+  const release = db.prepare('RELEASE s');
+  add('  of which SAVEPOINT + RELEASE (nested transaction)', usPerOp(20000, () => {
+    begin.run();
+    savepoint.run();
+    release.run();
+    commit.run();
+  }) - usPerOp(20000, () => {
+    begin.run();
+    commit.run();
+  }));
+  add('raw limit step (UPDATE + INSERT, one IMMEDIATE tx)', rawStepUs('NORMAL'));
 }
 
 function rawStepUs(synchronous: Synchronous): number {

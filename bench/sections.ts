@@ -35,8 +35,35 @@ export async function groupCommitSection(ctx: SectionContext) {
   console.log(`   steady = ${STEADY_IN_FLIGHT} sends in flight; waves = Promise.all of one send per job (${GROUP_JOBS}); ${ctx.rounds} round(s), ${durationMs} ms per run\n`);
   const snapshot = workloadSnapshot();
   await runSpoolGroup({ synchronous: 'NORMAL', durationMs: 300, mode: 'steady', warmupWaves: 2 }); // JIT warm-up
-  type Collected = { raw: RawBatchResult[]; bare: ReturnType<typeof runBareBatched>[]; spool: Record<GroupMode, GroupRunResult[]> };
-  const collected = new Map<Synchronous, Collected>(SETTINGS.map((s) => [s, { raw: [], bare: [], spool: { steady: [], waves: [] } }]));
+  const collected = await collectGroupRuns(ctx, durationMs, modes, snapshot);
+  const results = groupResults(collected, modes);
+  printGroupResults(results);
+  const load = hostLoad(load0);
+  printLoadNote(load);
+  return {
+    method: {
+      spool:
+        `${GROUP_JOBS} job-lifecycle jobs in processing, one runtime, SqliteStore.open(tmp, { synchronous }); PROGRESS events; steady: ${STEADY_IN_FLIGHT} senders each awaiting ` +
+        `its send before the next (each sender owns every ${STEADY_IN_FLIGHT}th job); waves: await Promise.all(one send per job) repeatedly. Store wrapped to count commits per store.commit call.`,
+      limit: `better-sqlite3 directly: ${GROUP_JOBS} jobs, per transition a versioned UPDATE jobs … WHERE id=? AND revision=? of the same snapshot JSON + one transitions INSERT, ${RAW_BATCH} transitions per BEGIN IMMEDIATE transaction; WAL, same synchronous`,
+      rounds: ctx.rounds,
+      durationMsPerRun: durationMs,
+      figures: 'medians over rounds; batch figures and µs splits from the median round',
+    },
+    target: { ratio: GROUP_TARGET, at: 'FULL' },
+    targets: results.filter((r) => r.target !== null).map((r) => check(`group commit, FULL, ${r.mode} ${r.inFlight}: Spool / raw ${RAW_BATCH}/tx`, r.ratio, { min: GROUP_TARGET })),
+    results,
+    hostLoad: load,
+  };
+}
+
+
+/** The runs of one synchronous setting: raw batched, the bare loop, Spool in each mode. */
+type GroupCollected = { raw: RawBatchResult[]; bare: ReturnType<typeof runBareBatched>[]; spool: Record<GroupMode, GroupRunResult[]> };
+
+/** Every round of every setting: raw and the Spool modes (alternating which goes first), then the bare loop. */
+async function collectGroupRuns(ctx: SectionContext, durationMs: number, modes: GroupMode[], snapshot: (i: number) => string): Promise<Map<Synchronous, GroupCollected>> {
+  const collected = new Map<Synchronous, GroupCollected>(SETTINGS.map((s) => [s, { raw: [], bare: [], spool: { steady: [], waves: [] } }]));
   for (let round = 0; round < ctx.rounds; round += 1) {
     for (const synchronous of SETTINGS) {
       const c = collected.get(synchronous)!;
@@ -59,7 +86,12 @@ export async function groupCommitSection(ctx: SectionContext) {
       process.stdout.write(`  round ${round + 1} ${synchronous.padEnd(6)} bare   ${fmtRate(c.bare.at(-1)!.perSec).padStart(8)}/s  (validate, transition, serialise, write: nothing else)\n`);
     }
   }
-  const results = SETTINGS.flatMap((synchronous) => {
+  return collected;
+}
+
+/** Per setting and mode: Spool's figures beside the limit's and the bare loop's, medians over rounds. */
+function groupResults(collected: Map<Synchronous, GroupCollected>, modes: GroupMode[]) {
+  return SETTINGS.flatMap((synchronous) => {
     const c = collected.get(synchronous)!;
     const rawPerSec = median(c.raw.map((r) => r.perSec));
     return modes.map((mode) => {
@@ -104,6 +136,10 @@ export async function groupCommitSection(ctx: SectionContext) {
       };
     });
   });
+}
+
+/** The group-commit table and its notes. */
+function printGroupResults(results: ReturnType<typeof groupResults>): void {
   console.log('');
   printTable(
     ['sync', 'senders', 'Spool tx/s', `raw ${RAW_BATCH}/tx tx/s`, 'ratio', `target ${GROUP_TARGET}`, 'batch mean/p50/max', 'commits', 'send p50', 'send p99', 'µs/tx in commit', 'µs/tx engine', 'CPU µs/tx Spool/raw', 'WAL pages/tx Spool/raw'],
@@ -131,23 +167,6 @@ export async function groupCommitSection(ctx: SectionContext) {
   for (const r of results.filter((x) => x.mode === 'steady')) {
     console.log(`  ${r.synchronous}: the bare loop, ${RAW_BATCH} per transaction with a savepoint each (zod validation, XState transition, snapshot JSON, the limit's writes with state and context; nothing else): ${fmtRate(r.bareLoop.transitionsPerSec)}/s = ${fmtRatio(r.bareLoop.ratio)} of the limit, ${r.bareLoop.cpuUsPerTransition.toFixed(0)} µs CPU/tx`);
   }
-  const load = hostLoad(load0);
-  printLoadNote(load);
-  return {
-    method: {
-      spool:
-        `${GROUP_JOBS} job-lifecycle jobs in processing, one runtime, SqliteStore.open(tmp, { synchronous }); PROGRESS events; steady: ${STEADY_IN_FLIGHT} senders each awaiting ` +
-        `its send before the next (each sender owns every ${STEADY_IN_FLIGHT}th job); waves: await Promise.all(one send per job) repeatedly. Store wrapped to count commits per store.commit call.`,
-      limit: `better-sqlite3 directly: ${GROUP_JOBS} jobs, per transition a versioned UPDATE jobs … WHERE id=? AND revision=? of the same snapshot JSON + one transitions INSERT, ${RAW_BATCH} transitions per BEGIN IMMEDIATE transaction; WAL, same synchronous`,
-      rounds: ctx.rounds,
-      durationMsPerRun: durationMs,
-      figures: 'medians over rounds; batch figures and µs splits from the median round',
-    },
-    target: { ratio: GROUP_TARGET, at: 'FULL' },
-    targets: results.filter((r) => r.target !== null).map((r) => check(`group commit, FULL, ${r.mode} ${r.inFlight}: Spool / raw ${RAW_BATCH}/tx`, r.ratio, { min: GROUP_TARGET })),
-    results,
-    hostLoad: load,
-  };
 }
 
 // ---------------------------------------------------------------- 3. restart and memory
@@ -166,8 +185,48 @@ export async function restartSection(ctx: SectionContext, kind: StoreKind = 'sql
   else console.log(`\n== 3. Restart with many jobs waiting on timers: SqliteStore.open + createRuntime (recover on open) + first tick(), in a fresh child process`);
   console.log(`   ${TEMPLATE_JOBS} approval-flow jobs (each pending with 2 durable timers, days away) started through the runtime, then copied with SQL to each size`);
   console.log(`   recover: "verify" = createRuntime's defaults (verifySnapshots: 'auto': every snapshot up to 10,000 active jobs, versions only above); "no-verify" = verifySnapshots: false\n`);
+  const { rows, templateStartsPerSec, copiedPerSec } = await measureRestarts(kind, sizes, modes, repeats);
+  const view = restartView(rows, pg);
+  printRestartTable(view, pg);
+  const of = (mode: RecoverMode) => view.filter((v) => v.recover === mode);
+  const verify = of('verify');
+  const noVerify = of('no-verify');
+  printRestartNotes(view, verify, noVerify, ctx.big, pg);
+  const load = hostLoad(load0);
+  printLoadNote(load, 'times');
+  return {
+    method: {
+      jobs: `approval-flow jobs pending with 2 scheduled timers each (reminder +1 day, deadline +3 days: none due at the first tick)`,
+      store: kind,
+      creation: pg
+        ? `${TEMPLATE_JOBS} jobs started through the runtime (PostgresStore, 64 concurrent), then copied with SQL (INSERT … SELECT over generate_series of jobs, transitions and timers rows with new ids), VACUUM ANALYZE before each restart`
+        : `${TEMPLATE_JOBS} jobs started through the runtime (runtime.start, 64 concurrent, NORMAL), then copied with SQL (INSERT … SELECT of jobs, transitions and timers rows with new ids) to each size; WAL checkpointed (TRUNCATE) before each restart; OS page cache left warm`,
+      restart:
+        `fresh child process (node --import tsx bench/restartChild.ts): ${pg ? 'PostgresStore.open (pool 10)' : 'SqliteStore.open (FULL, the default)'}, createRuntime({ the 4 reference machines; recover: true by default; verify: defaults, no-verify: verifySnapshots: false }), runtime.tick(); ` +
+        'store wrapped to count calls; memory from process.memoryUsage() and resourceUsage().maxRSS',
+      repeats: Object.fromEntries(sizes.map((n) => [n, repeats(n)])),
+      templateStartsPerSec: round(templateStartsPerSec),
+      copiedPerSec: round(copiedPerSec),
+    },
+    rssTargetBytesAt1M: RSS_TARGET_BYTES,
+    targets: view.filter((v) => v.rssTarget).map((v) => check(`restart, 1M waiting jobs, ${v.recover}: peak RSS, MB`, v.memory.rssPeak / 1e6, { max: RSS_TARGET_BYTES / 1e6 })),
+    results: view,
+    recoverUsPerExtraJob: { verify: round(restartSlope(verify) * 1000, 2), noVerify: round(restartSlope(noVerify) * 1000, 3) },
+    hostLoad: load,
+  };
+}
+
+/** The restarts at one size and recover mode: every run, and the median one. */
+type RestartRow = { jobs: number; mode: RecoverMode; fileBytes: number; runs: ChildReport[]; median: ChildReport };
+
+/** The figures of every size and mode, as latest.json records them. */
+type RestartView = ReturnType<typeof restartView>;
+
+/** Make the template database, grow it to each size and restart it `repeats(size)` times in each mode. */
+async function measureRestarts(kind: StoreKind, sizes: number[], modes: RecoverMode[], repeats: (n: number) => number): Promise<{ rows: RestartRow[]; templateStartsPerSec: number; copiedPerSec: number }> {
+  const pg = kind === 'postgres';
   const db = await makeRestartDb(kind);
-  const rows: { jobs: number; mode: RecoverMode; fileBytes: number; runs: ChildReport[]; median: ChildReport }[] = [];
+  const rows: RestartRow[] = [];
   let templateStartsPerSec = Number.NaN;
   let copiedPerSec = Number.NaN;
   try {
@@ -189,7 +248,12 @@ export async function restartSection(ctx: SectionContext, kind: StoreKind = 'sql
   } finally {
     await db.dispose();
   }
-  const view = rows.map((r) => {
+  return { rows, templateStartsPerSec, copiedPerSec };
+}
+
+/** Each size and mode's median restart: its times, store calls and memory, and the RSS target at 1M (SQLite). */
+function restartView(rows: RestartRow[], pg: boolean) {
+  return rows.map((r) => {
     const m = r.median;
     const perJob = (name: string) => (m.recoverCalls[name]?.calls ?? 0) / r.jobs;
     return {
@@ -224,6 +288,10 @@ export async function restartSection(ctx: SectionContext, kind: StoreKind = 'sql
       rssTarget: r.jobs >= 1_000_000 && !pg ? { bytes: RSS_TARGET_BYTES, verdict: m.memory.peakRss < RSS_TARGET_BYTES ? 'PASS' : 'ABOVE' } : null,
     };
   });
+}
+
+/** The restart table. */
+function printRestartTable(view: RestartView, pg: boolean): void {
   console.log('');
   printTable(
     ['jobs', 'recover', 'timers', pg ? 'database' : 'db file', 'open store', 'createRuntime', 'first tick', 'total', 'µs/job', 'store reads in recover', 'RSS before', 'RSS after', 'RSS peak', 'heap after gc'],
@@ -244,11 +312,16 @@ export async function restartSection(ctx: SectionContext, kind: StoreKind = 'sql
       fmtMiB(v.memory.heapUsedAfterGc),
     ]),
   );
-  const of = (mode: RecoverMode) => view.filter((v) => v.recover === mode);
-  const verify = of('verify');
-  const noVerify = of('no-verify');
-  const slope = (vs: typeof view) => (vs.length < 2 ? Number.NaN : (vs.at(-1)!.createRuntimeMs - vs[0]!.createRuntimeMs) / (vs.at(-1)!.jobs - vs[0]!.jobs));
-  const perExtra = (vs: typeof view) => (vs.length < 2 ? '— (one size)' : (slope(vs) * 1000).toFixed(2));
+}
+
+/** createRuntime's ms per extra job from the smallest size to the largest (NaN with one size). */
+function restartSlope(vs: RestartView): number {
+  return vs.length < 2 ? Number.NaN : (vs.at(-1)!.createRuntimeMs - vs[0]!.createRuntimeMs) / (vs.at(-1)!.jobs - vs[0]!.jobs);
+}
+
+/** What grows with the job count and what stays flat, in both modes; the RSS target at 1M (with --big). */
+function printRestartNotes(view: RestartView, verify: RestartView, noVerify: RestartView, big: boolean, pg: boolean): void {
+  const perExtra = (vs: RestartView) => (vs.length < 2 ? '— (one size)' : (restartSlope(vs) * 1000).toFixed(2));
   const vLast = verify.at(-1)!;
   const nLast = noVerify.at(-1)!;
   console.log(
@@ -266,7 +339,7 @@ export async function restartSection(ctx: SectionContext, kind: StoreKind = 'sql
   );
   console.log(`  Heap after gc stays ${fmtMiB(Math.max(...view.map((v) => v.memory.heapUsedAfterGc)))} at most: the growth is garbage made during recovery, not retained per job.`);
   if (pg) console.log('  Postgres: store reads are round trips to the server (not in this process\'s RSS); no RSS target (bench/targets.ts is SQLite\'s): figures only.');
-  if (!ctx.big) console.log('  1M jobs: run with --big (the target is RSS < 200 MB at 1M waiting jobs).');
+  if (!big) console.log('  1M jobs: run with --big (the target is RSS < 200 MB at 1M waiting jobs).');
   else {
     for (const v of view.filter((x) => x.rssTarget)) {
       console.log(
@@ -275,28 +348,6 @@ export async function restartSection(ctx: SectionContext, kind: StoreKind = 'sql
       );
     }
   }
-  const load = hostLoad(load0);
-  printLoadNote(load, 'times');
-  return {
-    method: {
-      jobs: `approval-flow jobs pending with 2 scheduled timers each (reminder +1 day, deadline +3 days: none due at the first tick)`,
-      store: kind,
-      creation: pg
-        ? `${TEMPLATE_JOBS} jobs started through the runtime (PostgresStore, 64 concurrent), then copied with SQL (INSERT … SELECT over generate_series of jobs, transitions and timers rows with new ids), VACUUM ANALYZE before each restart`
-        : `${TEMPLATE_JOBS} jobs started through the runtime (runtime.start, 64 concurrent, NORMAL), then copied with SQL (INSERT … SELECT of jobs, transitions and timers rows with new ids) to each size; WAL checkpointed (TRUNCATE) before each restart; OS page cache left warm`,
-      restart:
-        `fresh child process (node --import tsx bench/restartChild.ts): ${pg ? 'PostgresStore.open (pool 10)' : 'SqliteStore.open (FULL, the default)'}, createRuntime({ the 4 reference machines; recover: true by default; verify: defaults, no-verify: verifySnapshots: false }), runtime.tick(); ` +
-        'store wrapped to count calls; memory from process.memoryUsage() and resourceUsage().maxRSS',
-      repeats: Object.fromEntries(sizes.map((n) => [n, repeats(n)])),
-      templateStartsPerSec: round(templateStartsPerSec),
-      copiedPerSec: round(copiedPerSec),
-    },
-    rssTargetBytesAt1M: RSS_TARGET_BYTES,
-    targets: view.filter((v) => v.rssTarget).map((v) => check(`restart, 1M waiting jobs, ${v.recover}: peak RSS, MB`, v.memory.rssPeak / 1e6, { max: RSS_TARGET_BYTES / 1e6 })),
-    results: view,
-    recoverUsPerExtraJob: { verify: round(slope(verify) * 1000, 2), noVerify: round(slope(noVerify) * 1000, 3) },
-    hostLoad: load,
-  };
 }
 
 // ---------------------------------------------------------------- 4. path testing
@@ -319,7 +370,34 @@ export async function pathTestingSection(ctx: SectionContext) {
     process.stdout.write(`  ${config.padEnd(8)} ${fmtMs(r.wallMs)} wall, ${r.runs.plain + r.runs.restart + r.runs.child} path runs, ok ${r.ok}\n`);
     for (const f of r.failures.slice(0, 5)) console.log(`    failure: ${f}`);
   }
-  const rows = runs.map((r) => {
+  const rows = pathTestingRows(runs, inventory);
+  printPathTestingResults(rows, inventory);
+  const load = hostLoad(load0);
+  printLoadNote(load, 'times');
+  return {
+    method: {
+      subjects: 'collectPathTests(await import("machines/index.ts")) with the module\'s pathTests options',
+      configs: {
+        plain: 'runPathTests({ crash: false, sampleChildCrash: 0 })',
+        restart: 'runPathTests({ crash: true, sampleChildCrash: 0 }): every path again with the runtime closed and reopened between every two steps',
+        child: 'runPathTests({ crash: false, sampleChildCrash: 1, module }): one path per machine replayed in child processes SIGKILLed between steps',
+      },
+      warmup: 'one untimed plain run first (module loading, JIT)',
+      configsRun: configs,
+      synchronous: 'NORMAL',
+    },
+    inventory,
+    results: rows,
+    hostLoad: load,
+  };
+}
+
+/** The reference machines' path inventory: machines, paths, steps, child processes of the child-crash sample. */
+type PathInventory = Awaited<ReturnType<typeof pathInventory>>;
+
+/** Each configuration's figures: generation, the plain replay and the extra (crash) replay, per step and per machine. */
+function pathTestingRows(runs: PathTestingRun[], inventory: PathInventory) {
+  return runs.map((r) => {
     const extra = r.config === 'plain' ? 'plain' : r.config;
     const extraRuns = r.runs[extra];
     const extraMs = r.replayMs[extra];
@@ -345,6 +423,10 @@ export async function pathTestingSection(ctx: SectionContext) {
       failures: r.failures,
     };
   });
+}
+
+/** The path-testing table and its notes. */
+function printPathTestingResults(rows: ReturnType<typeof pathTestingRows>, inventory: PathInventory): void {
   console.log('');
   printTable(
     ['config', 'machines', 'paths', 'generate', 'plain replay', 'paths/s plain', 'crash replay runs', 'crash replay', 'crash paths/s', 'wall', 'all path runs/s', 'ok'],
@@ -368,24 +450,6 @@ export async function pathTestingSection(ctx: SectionContext) {
   console.log(`  replay times are summed from runPathTests' path.finished events; generation from machine.started → machine.generated.`);
   if (restart) console.log(`  restart replay: ${restart.msPerStep.restart?.toFixed(1)} ms per step (close + reopen + step) vs ${restart.msPerStep.plain.toFixed(1)} ms per step plain.`);
   if (child) console.log(`  child-crash replay: every step in a new child process (node + tsx boot, open, step, SIGKILL): ${child.msPerStep.childProcess?.toFixed(0)} ms per child process, ${inventory.childProcesses} processes.`);
-  const load = hostLoad(load0);
-  printLoadNote(load, 'times');
-  return {
-    method: {
-      subjects: 'collectPathTests(await import("machines/index.ts")) with the module\'s pathTests options',
-      configs: {
-        plain: 'runPathTests({ crash: false, sampleChildCrash: 0 })',
-        restart: 'runPathTests({ crash: true, sampleChildCrash: 0 }): every path again with the runtime closed and reopened between every two steps',
-        child: 'runPathTests({ crash: false, sampleChildCrash: 1, module }): one path per machine replayed in child processes SIGKILLed between steps',
-      },
-      warmup: 'one untimed plain run first (module loading, JIT)',
-      configsRun: configs,
-      synchronous: 'NORMAL',
-    },
-    inventory,
-    results: rows,
-    hostLoad: load,
-  };
 }
 
 export type { HostLoad };

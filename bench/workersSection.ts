@@ -39,6 +39,36 @@ export async function workersSection(ctx: SectionContext) {
   const jobs = ctx.quick ? 500 : 2000;
   console.log(`\n== 5. Worker processes: ${jobs} bench-work jobs (one trivial activity → done) drained by K = ${WORKER_COUNTS.join(', ')} runWorker processes on one ${ctx.stores.join(' / one ')} database, each running 8 activities at once (the default), then K = 1, 2 running 64`);
   console.log(`   jobs started with runEffects: false; K children (node --import tsx bench/workerChild.ts, the default 250 ms poll) timed from spawn until the parent sees every job final\n`);
+  const { runs, limits } = await runAllWorkers(ctx, jobs);
+  const rows = workersRows(runs, limits);
+  printWorkersResults(rows, limits, jobs);
+  const load = hostLoad(load0);
+  printLoadNote(load);
+  const targets: TargetCheck[] = [];
+  for (const store of ctx.stores.filter((s) => s === 'postgres')) {
+    const of = (k: number) => rows.find((r) => r.store === store && r.workers === k && r.concurrency === 8);
+    targets.push(check(`workers on Postgres: 2 processes / 1 (jobs/s)`, of(2)?.speedup ?? null, { min: WORKERS_TARGETS.twoVsOne }));
+    targets.push(check(`workers on Postgres: 4 processes / 1 (jobs/s)`, of(4)?.speedup ?? null, { min: WORKERS_TARGETS.moreVsOne }));
+  }
+  return {
+    method: {
+      machine: 'bench-work (bench/workerMachines.ts, activityChain with 1 step): step1 invokes a no-work fromPromise activity, onDone → final done',
+      setup: `${jobs} jobs started by a runtime with runEffects: false (64 starts in flight), then closed; a fresh database per run`,
+      workers: 'K child processes: node --import tsx bench/workerChild.ts: openStore(db) (SQLite FULL, WAL; Postgres pool 10) + createRuntime (defaults, recover on; maxConcurrentActivities: the "concurrency" of the row) + runWorker() (its default poll, 250 ms, as `spool worker`)',
+      timing: `from the first spawn until a read-only count of active jobs (polled every 50 ms) reaches 0; then SIGTERM`,
+      limits: 'SQLite: better-sqlite3, one process, one BEGIN IMMEDIATE per job (versioned UPDATE + INSERT), WAL, FULL. Postgres: node-postgres, the same two statements one transaction per job (1 and 4 connections) and 100 to a transaction',
+      synchronous: 'SQLite FULL; Postgres fsync on, synchronous_commit on',
+    },
+    jobs,
+    limits: Object.fromEntries([...limits].map(([k, v]) => [k, Object.fromEntries(Object.entries(v).map(([n, x]) => [n, round(x as number)]))])),
+    results: rows,
+    targets,
+    hostLoad: load,
+  };
+}
+
+/** Every worker run on every store, then that store's raw limits. */
+async function runAllWorkers(ctx: SectionContext, jobs: number): Promise<{ runs: WorkersRun[]; limits: Map<WorkersStore, Limits> }> {
   const runs: WorkersRun[] = [];
   const limits = new Map<WorkersStore, Limits>();
   for (const store of ctx.stores) {
@@ -50,9 +80,14 @@ export async function workersSection(ctx: SectionContext) {
     }
     limits.set(store, await limitsOf(store, jobs));
   }
+  return { runs, limits };
+}
+
+/** Each run's figures, with its speed-up over one worker and its ratio to its store's raw limit. */
+function workersRows(runs: WorkersRun[], limits: Map<WorkersStore, Limits>) {
   // Speed-up over one worker on the same store running as many activities at once.
   const baseOf = (r: WorkersRun) => runs.find((b) => b.store === r.store && b.workers === 1 && b.concurrency === r.concurrency) ?? r;
-  const rows = runs.map((r) => {
+  return runs.map((r) => {
     const base = baseOf(r);
     const limit = limits.get(r.store)!;
     return {
@@ -76,6 +111,10 @@ export async function workersSection(ctx: SectionContext) {
       setupJobsPerSec: round(r.setupJobsPerSec),
     };
   });
+}
+
+/** The workers table and the notes on the raw limits and CPU. */
+function printWorkersResults(rows: ReturnType<typeof workersRows>, limits: Map<WorkersStore, Limits>, jobs: number): void {
   console.log('');
   printTable(
     ['store', 'K', 'at once', 'jobs', 'spawn→all final', 'jobs/s', 'speed-up', 'jobs/s from ready', 'speed-up', 'CPU µs/job', 'raw 1/tx', 'ratio', 'attempts per runner'],
@@ -100,27 +139,4 @@ export async function workersSection(ctx: SectionContext) {
   if (pg) console.log(`  Postgres raw limit: versioned UPDATE + history INSERT, one per transaction ${fmtRate(pg.perJob)}/s from 1 connection, ${fmtRate(pg.perJob4!)}/s from 4; 100 to a transaction (one round trip) ${fmtRate(pg.batched100!)}/s.`);
   console.log(`  A Spool job finished by a worker takes more than one commit (claim the activity, then its outcome with the transition to done), so the ratio to raw is not like-for-like.`);
   console.log(`  CPU µs/job = the worker processes' user+system CPU from ready to stop, summed, over jobs (Postgres's own server processes are not in it).`);
-  const load = hostLoad(load0);
-  printLoadNote(load);
-  const targets: TargetCheck[] = [];
-  for (const store of ctx.stores.filter((s) => s === 'postgres')) {
-    const of = (k: number) => rows.find((r) => r.store === store && r.workers === k && r.concurrency === 8);
-    targets.push(check(`workers on Postgres: 2 processes / 1 (jobs/s)`, of(2)?.speedup ?? null, { min: WORKERS_TARGETS.twoVsOne }));
-    targets.push(check(`workers on Postgres: 4 processes / 1 (jobs/s)`, of(4)?.speedup ?? null, { min: WORKERS_TARGETS.moreVsOne }));
-  }
-  return {
-    method: {
-      machine: 'bench-work (bench/workerMachines.ts, activityChain with 1 step): step1 invokes a no-work fromPromise activity, onDone → final done',
-      setup: `${jobs} jobs started by a runtime with runEffects: false (64 starts in flight), then closed; a fresh database per run`,
-      workers: 'K child processes: node --import tsx bench/workerChild.ts: openStore(db) (SQLite FULL, WAL; Postgres pool 10) + createRuntime (defaults, recover on; maxConcurrentActivities: the "concurrency" of the row) + runWorker() (its default poll, 250 ms, as `spool worker`)',
-      timing: `from the first spawn until a read-only count of active jobs (polled every 50 ms) reaches 0; then SIGTERM`,
-      limits: 'SQLite: better-sqlite3, one process, one BEGIN IMMEDIATE per job (versioned UPDATE + INSERT), WAL, FULL. Postgres: node-postgres, the same two statements one transaction per job (1 and 4 connections) and 100 to a transaction',
-      synchronous: 'SQLite FULL; Postgres fsync on, synchronous_commit on',
-    },
-    jobs,
-    limits: Object.fromEntries([...limits].map(([k, v]) => [k, Object.fromEntries(Object.entries(v).map(([n, x]) => [n, round(x as number)]))])),
-    results: rows,
-    targets,
-    hostLoad: load,
-  };
 }

@@ -54,6 +54,13 @@ Examples:
   spool schedule remove nightly`,
     );
 
+  addScheduleAddCommand(schedule, host);
+  addScheduleListCommand(schedule, host);
+  addScheduleRemoveCommand(schedule, host);
+}
+
+/** `spool schedule add <id> <machine>`: create or update a schedule. */
+function addScheduleAddCommand(schedule: Command, host: ScheduleCommandsHost): void {
   schedule
     .command('add')
     .description('create or update (by id) a schedule; the same definition again changes nothing')
@@ -100,7 +107,10 @@ Examples:
         );
       });
     });
+}
 
+/** `spool schedule list`: the schedules as a table. */
+function addScheduleListCommand(schedule: Command, host: ScheduleCommandsHost): void {
   schedule
     .command('list')
     .description('the schedules: when they fire, their policies, the next occurrence, the last job')
@@ -128,7 +138,10 @@ Examples:
         );
       });
     });
+}
 
+/** `spool schedule remove <id>`: remove a schedule. */
+function addScheduleRemoveCommand(schedule: Command, host: ScheduleCommandsHost): void {
   schedule
     .command('remove')
     .description('remove a schedule; the jobs it started carry on')

@@ -44,6 +44,18 @@ export function createApp(options: AppOptions): Hono {
   app.use(requireTokenForWrites(options.token));
   app.use(bodyLimit({ maxSize: options.bodyLimitBytes, onError: () => errorResponse(new BodyTooLargeError(`The request body is larger than ${options.bodyLimitBytes} bytes, this server's limit. Nothing was changed.`, { limit: options.bodyLimitBytes })) }));
 
+  addMachineRoutes(app, runtime);
+  addJobReadRoutes(app, runtime, streams);
+  addJobWriteRoutes(app, runtime);
+  addTokenRoutes(app, runtime);
+  app.get('/api/stats', async (c) => c.json(await runtime.stats()));
+  addDiagramRoutes(app, runtime);
+  addDashboardRoutes(app);
+  return app;
+}
+
+/** The machines (`GET /api/machines`, `/api/machines/:machine`) and the writes named by machine: start, start-or-send. */
+function addMachineRoutes(app: Hono, runtime: Runtime): void {
   app.get('/api/machines', (c) => c.json({ machines: runtime.registry.all().map(describeMachine) }));
   app.get('/api/machines/:machine', (c) => {
     const versions = runtime.registry.all().filter((m) => m.id === c.req.param('machine'));
@@ -76,7 +88,10 @@ export function createApp(options: AppOptions): Hono {
     const sent = await runtime.startOrSend(machineId, c.req.param('id'), body['input'] ?? {}, body['event'], eventId !== undefined ? { eventId } : {});
     return c.json({ ...sent, job: redactJob(runtime, sent.job) }, sent.created ? 201 : sent.status === 'pending' ? 202 : 200);
   });
+}
 
+/** The reads of jobs: the list, a job and each part of its record, and the event streams. */
+function addJobReadRoutes(app: Hono, runtime: Runtime, streams: StreamHub): void {
   app.get('/api/jobs', async (c) => {
     const filter = listFilter(c);
     const jobs = await runtime.list(filter);
@@ -92,7 +107,10 @@ export function createApp(options: AppOptions): Hono {
   }
   app.get('/api/jobs/:id/stream', (c) => streams.job(c, c.req.param('id')));
   app.get('/api/stream', (c) => streams.all(c));
+}
 
+/** The writes to a job: send, redeliver, cancel, retry, retry as new, suspend, resume. */
+function addJobWriteRoutes(app: Hono, runtime: Runtime): void {
   app.post('/api/jobs/:id/events', async (c) => {
     const event = await readBody(c);
     const jobId = c.req.param('id');
@@ -137,6 +155,10 @@ export function createApp(options: AppOptions): Hono {
     await requireMachineOf(runtime, c.req.param('id'));
     return c.json({ job: redactJob(runtime, await runtime.resume(c.req.param('id'))) });
   });
+}
+
+/** Settling a token: complete or fail the activity waiting on it. */
+function addTokenRoutes(app: Hono, runtime: Runtime): void {
   app.post('/api/tokens/:token/complete', async (c) => {
     const body = await readBody(c, ['output']);
     return c.json({ job: redactJob(runtime, await runtime.complete(c.req.param('token'), body['output'] ?? null)) });
@@ -145,10 +167,6 @@ export function createApp(options: AppOptions): Hono {
     const body = await readBody(c, ['error']);
     return c.json({ job: redactJob(runtime, await runtime.fail(c.req.param('token'), body['error'] ?? { message: 'failed' })) });
   });
-  app.get('/api/stats', async (c) => c.json(await runtime.stats()));
-  addDiagramRoutes(app, runtime);
-  addDashboardRoutes(app);
-  return app;
 }
 
 /** The body as a JSON object (an empty body is `{}`); with `keys`, no other property is allowed. */

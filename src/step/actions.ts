@@ -50,101 +50,125 @@ export function planActions(
     parentSends: [],
     problems: [],
   };
-  actions.forEach((raw, index) => {
-    const action = raw as XStateAction;
-    const params = (action.params ?? {}) as Record<string, unknown>;
-    switch (action.type) {
-      case 'xstate.spawnChild': {
-        const actorId = String(params['id'] ?? '');
-        const src = params['src'];
-        if (typeof src !== 'string' || !(src in (def.machine.implementations.actors ?? {}))) {
-          plan.problems.push(`actor "${actorId}" uses inline logic; declare it in setup({ actors: { name: logic } }) and invoke it by name`);
-          break;
-        }
-        if (/^x:\d+$/.test(actorId)) {
-          plan.problems.push(`actor of "${src}" has a generated id (${actorId}); give every invoked or spawned actor an explicit id`);
-          break;
-        }
-        const kind = activityKind(def.machine.implementations.actors[src]);
-        if (kind === 'machine') {
-          plan.spawnMachines.push({ actorId, src, input: toJson(params['input'] ?? null) });
-          break;
-        }
-        if (kind !== 'promise') {
-          plan.problems.push(`actor "${actorId}" (${src}) is not a fromPromise activity or a machine; Spool cannot persist it`);
-          break;
-        }
-        const policy = def.activities[src] ?? {};
-        plan.effects.create.push({
-          id: `${jobId}~${actorId}~r${revision}`,
-          jobId,
-          actorId,
-          src,
-          input: toJson(params['input'] ?? null),
-          maxAttempts: maxAttemptsOf(policy),
-          unsafe: policy.unsafeToRepeat === true,
-          createdRevision: revision,
-          at: now,
-        });
-        break;
-      }
-      case 'xstate.stopChild': {
-        const ref = (params['actorRef'] ?? params) as { id?: unknown };
-        if (typeof ref.id === 'string') plan.effects.deactivate.push(ref.id);
-        break;
-      }
-      case 'xstate.raise': {
-        const event = toJson(params['event']) as { type: string };
-        const delay = params['delay'];
-        if (typeof delay !== 'number') break; // non-delayed raises are already applied by transition()
-        const key = typeof params['id'] === 'string' ? params['id'] : `anon~r${revision}~${index}`;
-        plan.timers.schedule.push(timer(jobId, key, event.type.startsWith('xstate.after.') ? 'after' : 'raise', event, now + delay, revision, now));
-        break;
-      }
-      case 'xstate.sendTo': {
-        const to = params['to'] as { id?: unknown } | undefined;
-        const self = action.info?.self;
-        const event = toJson(params['event']) as { type: string };
-        const delay = params['delay'];
-        if (to !== undefined && parentRef !== undefined && to === parentRef) {
-          if (typeof delay === 'number') plan.problems.push('a delayed sendParent is not durable; delay in the parent instead');
-          else plan.parentSends.push(event);
-          break;
-        }
-        if (to && to !== self && to.id !== self?.id && typeof to.id === 'string') {
-          if (typeof delay === 'number') plan.problems.push(`a delayed sendTo ${to.id} is not durable; delay with after/raise and send on arrival`);
-          else plan.childSends.push({ actorId: to.id, event });
-          break;
-        }
-        if (!to) {
-          plan.problems.push(`sendTo ${String(params['targetId'] ?? '?')}: no such actor`);
-          break;
-        }
-        if (typeof delay === 'number') {
-          const key = typeof params['id'] === 'string' ? params['id'] : `anon~r${revision}~${index}`;
-          plan.timers.schedule.push(timer(jobId, key, 'sendTo', event, now + delay, revision, now));
-        } else {
-          plan.deliveries.push({
-            jobId,
-            eventId: `self~r${revision}~${index}`,
-            type: event.type,
-            payload: event,
-            payloadHash: UNCOMPARED_HASH,
-            at: now,
-            source: 'self',
-          });
-        }
-        break;
-      }
-      case 'xstate.cancel': {
-        if (typeof params['sendId'] === 'string') plan.timers.cancel.push(params['sendId']);
-        break;
-      }
-      default:
-        if (action.type === 'xstate.emit' || typeof action.exec === 'function') plan.afterCommit.push(action);
-    }
-  });
+  const context: PlanContext = { def, jobId, revision, now, parentRef };
+  actions.forEach((raw, index) => planAction(plan, context, raw as XStateAction, index));
   return plan;
+}
+
+/** What every action of one transition is planned against: the machine, the job, its revision, the time, the parent. */
+interface PlanContext {
+  def: RegisteredMachine;
+  jobId: string;
+  revision: number;
+  now: number;
+  parentRef: unknown;
+}
+
+/** Add one action (the `index`th of the transition) to the plan, by its kind. */
+function planAction(plan: ActionPlan, context: PlanContext, action: XStateAction, index: number): void {
+  const params = (action.params ?? {}) as Record<string, unknown>;
+  switch (action.type) {
+    case 'xstate.spawnChild':
+      planSpawn(plan, context, params);
+      break;
+    case 'xstate.stopChild': {
+      const ref = (params['actorRef'] ?? params) as { id?: unknown };
+      if (typeof ref.id === 'string') plan.effects.deactivate.push(ref.id);
+      break;
+    }
+    case 'xstate.raise':
+      planRaise(plan, context, params, index);
+      break;
+    case 'xstate.sendTo':
+      planSendTo(plan, context, action, params, index);
+      break;
+    case 'xstate.cancel': {
+      if (typeof params['sendId'] === 'string') plan.timers.cancel.push(params['sendId']);
+      break;
+    }
+    default:
+      if (action.type === 'xstate.emit' || typeof action.exec === 'function') plan.afterCommit.push(action);
+  }
+}
+
+/** An invoked or spawned actor: a child job for a machine, an effect for a fromPromise activity, else a problem. */
+function planSpawn(plan: ActionPlan, { def, jobId, revision, now }: PlanContext, params: Record<string, unknown>): void {
+  const actorId = String(params['id'] ?? '');
+  const src = params['src'];
+  if (typeof src !== 'string' || !(src in (def.machine.implementations.actors ?? {}))) {
+    plan.problems.push(`actor "${actorId}" uses inline logic; declare it in setup({ actors: { name: logic } }) and invoke it by name`);
+    return;
+  }
+  if (/^x:\d+$/.test(actorId)) {
+    plan.problems.push(`actor of "${src}" has a generated id (${actorId}); give every invoked or spawned actor an explicit id`);
+    return;
+  }
+  const kind = activityKind(def.machine.implementations.actors[src]);
+  if (kind === 'machine') {
+    plan.spawnMachines.push({ actorId, src, input: toJson(params['input'] ?? null) });
+    return;
+  }
+  if (kind !== 'promise') {
+    plan.problems.push(`actor "${actorId}" (${src}) is not a fromPromise activity or a machine; Spool cannot persist it`);
+    return;
+  }
+  const policy = def.activities[src] ?? {};
+  plan.effects.create.push({
+    id: `${jobId}~${actorId}~r${revision}`,
+    jobId,
+    actorId,
+    src,
+    input: toJson(params['input'] ?? null),
+    maxAttempts: maxAttemptsOf(policy),
+    unsafe: policy.unsafeToRepeat === true,
+    createdRevision: revision,
+    at: now,
+  });
+}
+
+/** A raise: a delayed one becomes a timer (`after` for XState's delayed transitions); a non-delayed one is already applied. */
+function planRaise(plan: ActionPlan, { jobId, revision, now }: PlanContext, params: Record<string, unknown>, index: number): void {
+  const event = toJson(params['event']) as { type: string };
+  const delay = params['delay'];
+  if (typeof delay !== 'number') return; // non-delayed raises are already applied by transition()
+  const key = typeof params['id'] === 'string' ? params['id'] : `anon~r${revision}~${index}`;
+  plan.timers.schedule.push(timer(jobId, key, event.type.startsWith('xstate.after.') ? 'after' : 'raise', event, now + delay, revision, now));
+}
+
+/** A sendTo: to the parent, to a child job, or to the job itself (a delivery, or a timer when delayed). */
+function planSendTo(plan: ActionPlan, { jobId, revision, now, parentRef }: PlanContext, action: XStateAction, params: Record<string, unknown>, index: number): void {
+  const to = params['to'] as { id?: unknown } | undefined;
+  const self = action.info?.self;
+  const event = toJson(params['event']) as { type: string };
+  const delay = params['delay'];
+  if (to !== undefined && parentRef !== undefined && to === parentRef) {
+    if (typeof delay === 'number') plan.problems.push('a delayed sendParent is not durable; delay in the parent instead');
+    else plan.parentSends.push(event);
+    return;
+  }
+  if (to && to !== self && to.id !== self?.id && typeof to.id === 'string') {
+    if (typeof delay === 'number') plan.problems.push(`a delayed sendTo ${to.id} is not durable; delay with after/raise and send on arrival`);
+    else plan.childSends.push({ actorId: to.id, event });
+    return;
+  }
+  if (!to) {
+    plan.problems.push(`sendTo ${String(params['targetId'] ?? '?')}: no such actor`);
+    return;
+  }
+  if (typeof delay === 'number') {
+    const key = typeof params['id'] === 'string' ? params['id'] : `anon~r${revision}~${index}`;
+    plan.timers.schedule.push(timer(jobId, key, 'sendTo', event, now + delay, revision, now));
+  } else {
+    plan.deliveries.push({
+      jobId,
+      eventId: `self~r${revision}~${index}`,
+      type: event.type,
+      payload: event,
+      payloadHash: UNCOMPARED_HASH,
+      at: now,
+      source: 'self',
+    });
+  }
 }
 
 function timer(jobId: string, key: string, kind: NewTimer['kind'], event: JsonValue, dueAt: number, revision: number, now: number): NewTimer {

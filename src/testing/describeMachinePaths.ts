@@ -73,68 +73,80 @@ export function describeMachinePaths(
       });
       return;
     }
-    const g = generated;
-    const runOptions: RunPathOptions = {
-      ...(opts.dir !== undefined ? { dir: opts.dir } : {}),
-      ...(opts.compareContext !== undefined ? { compareContext: opts.compareContext } : {}),
-      ...(opts.synchronous !== undefined ? { synchronous: opts.synchronous } : {}),
-    };
-    const plainRuns = new Map<number, Promise<RunRecord>>();
-    const plain = (path: PathPlan): Promise<RunRecord> => {
-      let run = plainRuns.get(path.id);
-      if (!run) {
-        run = runPath(g, path, { ...runOptions, mode: 'plain' });
-        run.catch(() => undefined);
-        plainRuns.set(path.id, run);
-      }
-      return run;
-    };
-    const uninterrupted = async (path: PathPlan): Promise<RunRecord> => {
-      try {
-        return await plain(path);
-      } catch (error) {
-        throw new Error(`The uninterrupted run of path ${path.id} failed, so there is nothing to compare with: ${(error as Error).message}`);
-      }
-    };
-
-    const childCounts = g.children.map((c) => `; ${c.machineId} ${c.coverage.covered}/${c.transitions.length}${c.coverage.waived ? ` (+${c.coverage.waived} waived)` : ''}`).join('');
-    test(`covers every transition (${g.coverage.covered}/${g.transitions.length} covered, ${g.coverage.waived} waived, ${g.states} states${childCounts})`, () => {
-      // The machine's own transitions, then each child machine's: one error naming every gap.
-      const errors: CoverageError[] = [];
-      for (const report of [g.coverage, ...g.children.map((c) => c.coverage)]) {
-        try {
-          assertCoverage(report);
-        } catch (error) {
-          if (!(error instanceof CoverageError)) throw error;
-          errors.push(error);
-        }
-      }
-      if (errors.length === 1) throw errors[0];
-      if (errors.length > 1) throw new Error(errors.map((e) => e.message).join('\n'));
-    });
-    for (const path of g.paths) {
-      test(`path ${path.id}: ${path.name}`, async () => {
-        await plain(path);
-      });
-      if (opts.crash ?? true) {
-        test(`path ${path.id}, restart between steps: ${path.name}`, async () => {
-          const before = await uninterrupted(path);
-          compareRuns(path, 'restart', before, await runPath(g, path, { ...runOptions, mode: 'restart' }));
-        });
-      }
-    }
-    const sample = childSample(g.paths, opts.childCrash ?? 0);
-    for (const path of sample) {
-      test(
-        `path ${path.id}, child process SIGKILLed between steps: ${path.name}`,
-        async () => {
-          if (!opts.module) throw new Error('childCrash needs `module`: the module that exports this definition, for the child processes to import.');
-          const before = await uninterrupted(path);
-          compareRuns(path, 'child', before, await runPath(g, path, { ...runOptions, mode: 'child', module: opts.module }));
-        },
-        opts.childTimeoutMs ?? 60_000,
-      );
-    }
+    testCoverage(test, generated);
+    testPaths(test, generated, opts);
   });
   return generated;
+}
+
+/** The coverage test, named by its counts (the child machines' too): it fails with every gap. */
+function testCoverage(test: VitestApi['test'], g: GeneratedPaths): void {
+  const childCounts = g.children.map((c) => `; ${c.machineId} ${c.coverage.covered}/${c.transitions.length}${c.coverage.waived ? ` (+${c.coverage.waived} waived)` : ''}`).join('');
+  test(`covers every transition (${g.coverage.covered}/${g.transitions.length} covered, ${g.coverage.waived} waived, ${g.states} states${childCounts})`, () => {
+    // The machine's own transitions, then each child machine's: one error naming every gap.
+    const errors: CoverageError[] = [];
+    for (const report of [g.coverage, ...g.children.map((c) => c.coverage)]) {
+      try {
+        assertCoverage(report);
+      } catch (error) {
+        if (!(error instanceof CoverageError)) throw error;
+        errors.push(error);
+      }
+    }
+    if (errors.length === 1) throw errors[0];
+    if (errors.length > 1) throw new Error(errors.map((e) => e.message).join('\n'));
+  });
+}
+
+/**
+ * A test per path, the same path with a restart between steps (unless `crash: false`), and the
+ * child-crash sample; a crash run compares with the path's uninterrupted run, made once.
+ */
+function testPaths(test: VitestApi['test'], g: GeneratedPaths, opts: DescribeMachinePathsOptions): void {
+  const runOptions: RunPathOptions = {
+    ...(opts.dir !== undefined ? { dir: opts.dir } : {}),
+    ...(opts.compareContext !== undefined ? { compareContext: opts.compareContext } : {}),
+    ...(opts.synchronous !== undefined ? { synchronous: opts.synchronous } : {}),
+  };
+  const plainRuns = new Map<number, Promise<RunRecord>>();
+  const plain = (path: PathPlan): Promise<RunRecord> => {
+    let run = plainRuns.get(path.id);
+    if (!run) {
+      run = runPath(g, path, { ...runOptions, mode: 'plain' });
+      run.catch(() => undefined);
+      plainRuns.set(path.id, run);
+    }
+    return run;
+  };
+  const uninterrupted = async (path: PathPlan): Promise<RunRecord> => {
+    try {
+      return await plain(path);
+    } catch (error) {
+      throw new Error(`The uninterrupted run of path ${path.id} failed, so there is nothing to compare with: ${(error as Error).message}`);
+    }
+  };
+
+  for (const path of g.paths) {
+    test(`path ${path.id}: ${path.name}`, async () => {
+      await plain(path);
+    });
+    if (opts.crash ?? true) {
+      test(`path ${path.id}, restart between steps: ${path.name}`, async () => {
+        const before = await uninterrupted(path);
+        compareRuns(path, 'restart', before, await runPath(g, path, { ...runOptions, mode: 'restart' }));
+      });
+    }
+  }
+  const sample = childSample(g.paths, opts.childCrash ?? 0);
+  for (const path of sample) {
+    test(
+      `path ${path.id}, child process SIGKILLed between steps: ${path.name}`,
+      async () => {
+        if (!opts.module) throw new Error('childCrash needs `module`: the module that exports this definition, for the child processes to import.');
+        const before = await uninterrupted(path);
+        compareRuns(path, 'child', before, await runPath(g, path, { ...runOptions, mode: 'child', module: opts.module }));
+      },
+      opts.childTimeoutMs ?? 60_000,
+    );
+  }
 }

@@ -189,6 +189,12 @@ const CANDIDATES_PER_TRANSITION = 8;
 
 type Edge = { from: string; step: PathStep; to: string; result: ModelState; order: number };
 
+/** A transition to cover: of the machine under test, or of one of its child machines. */
+type Target = { machineId: string; t: StaticTransition };
+
+/** A path chosen to cover transitions: the input it starts from, its steps, the transitions it was chosen for. */
+type ChosenPath = { inputIndex: number; steps: PathStep[]; covers: Set<string> };
+
 /** A child machine of the definition, as registered, with its options. */
 interface ChildMachine {
   def: RegisteredMachine;
@@ -209,18 +215,6 @@ function takenKeys(rootId: string, state: ModelState): string[] {
   return allJobs(state).flatMap((job) => job.taken.map((t) => coverKey(rootId, job.machineId, t.id)));
 }
 
-/**
- * Compute paths that cover every transition of a machine (and of its child machines), on a
- * model of the Spool runtime (timers in due order, activities with retries, snapshots through
- * JSON, child machines as child jobs), with `xstate/graph`.
- *
- * @example
- * const { paths, coverage } = generatePaths(approvalFlow, {
- *   input: { subject: 'deploy', remindAfterMs: 1000, deadlineMs: 5000 },
- *   events: { APPROVE: { by: 'ann' }, REJECT: { by: 'bob', reason: 'no' }, CANCEL: {} },
- * });
- * coverage.gaps; // [] when every transition is taken
- */
 /** Option names of a machine's path tests (PathOptions, plus how runs are checked) and of its child machines'. */
 const MACHINE_OPTIONS: readonly string[] = [
   'input', 'inputs', 'events', 'outputs', 'errors', 'failAttempts', 'interrupts', 'stateKey', 'children', 'limit', 'jobId', 'waive',
@@ -247,6 +241,18 @@ export function checkPathOptions(options: unknown, where: string, known: readonl
   }
 }
 
+/**
+ * Compute paths that cover every transition of a machine (and of its child machines), on a
+ * model of the Spool runtime (timers in due order, activities with retries, snapshots through
+ * JSON, child machines as child jobs), with `xstate/graph`.
+ *
+ * @example
+ * const { paths, coverage } = generatePaths(approvalFlow, {
+ *   input: { subject: 'deploy', remindAfterMs: 1000, deadlineMs: 5000 },
+ *   events: { APPROVE: { by: 'ann' }, REJECT: { by: 'bob', reason: 'no' }, CANCEL: {} },
+ * });
+ * coverage.gaps; // [] when every transition is taken
+ */
 export function generatePaths(definition: JobDefinition | AnyStateMachine, options: PathOptions = {}): GeneratedPaths {
   const def: JobDefinition = isStateMachine(definition) ? { machine: definition } : definition;
   checkPathOptions(options, def.id ?? def.machine.id);
@@ -254,24 +260,11 @@ export function generatePaths(definition: JobDefinition | AnyStateMachine, optio
   const jobId = options.jobId ?? 'path-test';
   const failAttempts = { ...(options.failAttempts ?? {}) };
   const childFailAttempts = Object.fromEntries(children.map((c) => [c.def.id, { ...(c.options.failAttempts ?? {}) }]));
-  const jobOptions = (o: PathOptions | ChildPathOptions): JobOptions => ({
-    events: o.events ?? {},
-    outputs: o.outputs ?? {},
-    errors: o.errors ?? {},
-    failAttempts: { ...(o.failAttempts ?? {}) },
-    stateKey: o.stateKey,
-  });
-  const model = new JobModel({
-    def: registered,
-    jobId,
-    ...jobOptions(options),
-    interrupts: options.interrupts ?? 'unsafe',
-    children: Object.fromEntries(children.map((c) => [c.def.id, { def: c.def, ...jobOptions(c.options) }])),
-  });
+  const model = modelOf(registered, children, jobId, options);
   checkOptionKeys(registered, options, '');
   for (const c of children) checkOptionKeys(c.def, c.options, c.optionPath);
   const transitions = listTransitions(registered.machine);
-  const targets = [
+  const targets: Target[] = [
     ...transitions.map((t) => ({ machineId: registered.id, t })),
     ...children.flatMap((c) => c.transitions.map((t) => ({ machineId: c.def.id, t }))),
   ];
@@ -279,7 +272,59 @@ export function generatePaths(definition: JobDefinition | AnyStateMachine, optio
   if (inputs.length === 0) throw new PathGenerationError('`inputs` is empty: give at least one input.');
   const limit = options.limit ?? DEFAULT_LIMIT;
 
-  const chosen: Array<{ inputIndex: number; steps: PathStep[]; covers: Set<string> }> = [];
+  const { chosen, explored, states, edges } = choosePaths(model, registered.id, children, targets, inputs, limit);
+
+  const merged = mergePrefixes(chosen);
+  const paths = merged.map((p, i) => plan(model, inputs, p, i + 1, inputs.length));
+  const finalCovered = new Set(paths.flatMap((p) => [...p.start.taken, ...p.steps.flatMap((s) => s.expect.taken)]));
+  const coverage = coverageReport(registered.id, transitions, finalCovered, options.waive ?? [], explored.notes(registered.id, transitions, finalCovered));
+  return {
+    machineId: registered.id,
+    version: registered.version,
+    definition: def,
+    states,
+    edges,
+    transitions,
+    paths,
+    coverage,
+    children: childCoverage(children, paths, explored),
+    jobId,
+    failAttempts,
+    childFailAttempts,
+  };
+}
+
+/** The model of the job under test and of its child machines' jobs, with their samples. */
+function modelOf(registered: RegisteredMachine, children: readonly ChildMachine[], jobId: string, options: PathOptions): JobModel {
+  const jobOptions = (o: PathOptions | ChildPathOptions): JobOptions => ({
+    events: o.events ?? {},
+    outputs: o.outputs ?? {},
+    errors: o.errors ?? {},
+    failAttempts: { ...(o.failAttempts ?? {}) },
+    stateKey: o.stateKey,
+  });
+  return new JobModel({
+    def: registered,
+    jobId,
+    ...jobOptions(options),
+    interrupts: options.interrupts ?? 'unsafe',
+    children: Object.fromEntries(children.map((c) => [c.def.id, { def: c.def, ...jobOptions(c.options) }])),
+  });
+}
+
+/**
+ * Explore the graph of every input and choose, for each target transition not yet covered, the
+ * shortest replayable path that takes it: the chosen paths, the explored edges, and their counts.
+ */
+function choosePaths(
+  model: JobModel,
+  rootId: string,
+  children: readonly ChildMachine[],
+  targets: readonly Target[],
+  inputs: readonly unknown[],
+  limit: number,
+): { chosen: ChosenPath[]; explored: Exploration; states: number; edges: number } {
+  const chosen: ChosenPath[] = [];
   const covered = new Set<string>();
   const explored = new Exploration();
   let states = 0;
@@ -287,17 +332,17 @@ export function generatePaths(definition: JobDefinition | AnyStateMachine, optio
 
   inputs.forEach((input, inputIndex) => {
     const start = model.initial(input);
-    const graph = explore(model, start, limit, registered.id, inputIndex, inputs.length, children.map((c) => c.optionPath));
+    const graph = explore(model, start, limit, rootId, inputIndex, inputs.length, children.map((c) => c.optionPath));
     states += graph.keys.length;
     edges += graph.edges.length;
     explored.add(graph.edges, graph.stateOf);
-    const startTaken = takenKeys(registered.id, start);
+    const startTaken = takenKeys(rootId, start);
     startTaken.forEach((k) => covered.add(k));
     if (startTaken.length > 0) chosen.push({ inputIndex, steps: [], covers: new Set(startTaken) });
-    const edgeTaken = new Map(graph.edges.map((e) => [e, new Set(takenKeys(registered.id, e.result))] as const));
+    const edgeTaken = new Map(graph.edges.map((e) => [e, new Set(takenKeys(rootId, e.result))] as const));
 
     for (const { machineId, t } of targets) {
-      const key = coverKey(registered.id, machineId, t.id);
+      const key = coverKey(rootId, machineId, t.id);
       if (covered.has(key)) continue;
       const candidates = graph.edges
         .filter((e) => graph.depth.has(e.from) && edgeTaken.get(e)!.has(key))
@@ -307,7 +352,7 @@ export function generatePaths(definition: JobDefinition | AnyStateMachine, optio
         const steps = [...graph.prefix(edge.from), edge.step];
         const replayed = tryReplay(model, input, steps);
         if (!replayed) continue;
-        const taken = new Set([replayed.start, ...replayed.states].flatMap((s) => takenKeys(registered.id, s)));
+        const taken = new Set([replayed.start, ...replayed.states].flatMap((s) => takenKeys(rootId, s)));
         if (!taken.has(key)) continue;
         taken.forEach((id) => covered.add(id));
         chosen.push({ inputIndex, steps, covers: new Set([key]) });
@@ -315,12 +360,12 @@ export function generatePaths(definition: JobDefinition | AnyStateMachine, optio
       }
     }
   });
+  return { chosen, explored, states, edges };
+}
 
-  const merged = mergePrefixes(chosen);
-  const paths = merged.map((p, i) => plan(model, inputs, p, i + 1, inputs.length));
-  const finalCovered = new Set(paths.flatMap((p) => [...p.start.taken, ...p.steps.flatMap((s) => s.expect.taken)]));
-  const coverage = coverageReport(registered.id, transitions, finalCovered, options.waive ?? [], explored.notes(registered.id, transitions, finalCovered));
-  const childCoverage: ChildMachinePaths[] = children.map((c) => {
+/** Each child machine's coverage by the paths: the transitions its child jobs take in them. */
+function childCoverage(children: readonly ChildMachine[], paths: readonly PathPlan[], explored: Exploration): ChildMachinePaths[] {
+  return children.map((c) => {
     const ids = new Set(
       paths.flatMap((p) => [p.start, ...p.steps.map((s) => s.expect)].flatMap((e) => e.children.filter((j) => j.machineId === c.def.id).flatMap((j) => j.taken))),
     );
@@ -333,20 +378,6 @@ export function generatePaths(definition: JobDefinition | AnyStateMachine, optio
       compareContext: c.options.compareContext ?? true,
     };
   });
-  return {
-    machineId: registered.id,
-    version: registered.version,
-    definition: def,
-    states,
-    edges,
-    transitions,
-    paths,
-    coverage,
-    children: childCoverage,
-    jobId,
-    failAttempts,
-    childFailAttempts,
-  };
 }
 
 /** A sample for an event or activity the machine does not have is a typo: say so instead of ignoring it. */

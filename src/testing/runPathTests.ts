@@ -211,6 +211,7 @@ function idOf(item: JobDefinition | AnyStateMachine): string {
   }
 }
 
+/** Generate the paths of one machine, check their coverage and replay them: its row of the result. */
 async function runOne(subject: PathTestSubject, options: RunPathTestsOptions): Promise<MachinePathResult> {
   const started = Date.now();
   const emit = (event: PathTestProgress) => options.onProgress?.(event);
@@ -218,7 +219,28 @@ async function runOne(subject: PathTestSubject, options: RunPathTestsOptions): P
   const machineId = idOf(def);
   const version = String(def.version ?? def.machine.version ?? 1);
   emit({ type: 'machine.started', machineId, version });
-  const result: MachinePathResult = {
+  const result = emptyResult(machineId, version);
+  let generated: GeneratedPaths;
+  try {
+    generated = generatePaths(def, subject.options);
+  } catch (error) {
+    result.error = error instanceof Error ? error.message : String(error);
+    result.durationMs = Date.now() - started;
+    emit({ type: 'machine.finished', result });
+    return result;
+  }
+  Object.assign(result, generatedCounts(generated));
+  emit({ type: 'machine.generated', machineId, states: result.states, transitions: result.transitions, covered: result.covered, paths: result.paths });
+  await replayPaths(generated, subject, options, result, emit);
+  result.ok = result.error === null && result.gaps.length === 0 && result.unusedWaivers.length === 0 && result.failures.length === 0;
+  result.durationMs = Date.now() - started;
+  emit({ type: 'machine.finished', result });
+  return result;
+}
+
+/** A machine's result before anything is generated: nothing counted, nothing run, not ok. */
+function emptyResult(machineId: string, version: string): MachinePathResult {
+  return {
     machineId,
     version,
     states: 0,
@@ -235,16 +257,11 @@ async function runOne(subject: PathTestSubject, options: RunPathTestsOptions): P
     ok: false,
     durationMs: 0,
   };
-  let generated: GeneratedPaths;
-  try {
-    generated = generatePaths(def, subject.options);
-  } catch (error) {
-    result.error = error instanceof Error ? error.message : String(error);
-    result.durationMs = Date.now() - started;
-    emit({ type: 'machine.finished', result });
-    return result;
-  }
-  Object.assign(result, {
+}
+
+/** What generation tells the result: states, transitions and coverage (its child machines' gaps and waivers included), paths. */
+function generatedCounts(generated: GeneratedPaths): Pick<MachinePathResult, 'states' | 'transitions' | 'covered' | 'waived' | 'gaps' | 'unusedWaivers' | 'children' | 'paths'> {
+  return {
     states: generated.states,
     transitions: generated.transitions.length,
     covered: generated.coverage.covered,
@@ -260,9 +277,21 @@ async function runOne(subject: PathTestSubject, options: RunPathTestsOptions): P
       unusedWaivers: c.coverage.unusedWaivers,
     })),
     paths: generated.paths.length,
-  });
-  emit({ type: 'machine.generated', machineId, states: result.states, transitions: result.transitions, covered: result.covered, paths: result.paths });
+  };
+}
 
+/**
+ * Replay every path plainly (and with restarts, with `crash`), then the child-crash sample of the
+ * ones that passed: each run counted in `result.runs`, each failure in `result.failures`.
+ */
+async function replayPaths(
+  generated: GeneratedPaths,
+  subject: PathTestSubject,
+  options: RunPathTestsOptions,
+  result: MachinePathResult,
+  emit: (event: PathTestProgress) => void,
+): Promise<void> {
+  const { machineId } = result;
   const runOptions = {
     ...(options.dir !== undefined ? { dir: options.dir } : {}),
     ...(options.db !== undefined ? { db: options.db } : {}),
@@ -308,10 +337,6 @@ async function runOne(subject: PathTestSubject, options: RunPathTestsOptions): P
       });
     }
   }
-  result.ok = result.error === null && result.gaps.length === 0 && result.unusedWaivers.length === 0 && result.failures.length === 0;
-  result.durationMs = Date.now() - started;
-  emit({ type: 'machine.finished', result });
-  return result;
 }
 
 /** The `n` paths most worth a child-process replay: interrupted attempts first, then timers and retries, then most steps, then id. */
