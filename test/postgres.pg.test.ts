@@ -239,7 +239,9 @@ describe('PostgresStore: a write batch', () => {
       texts.push(typeof q === 'string' ? q : String((q as { text?: unknown } | undefined)?.text ?? ''));
       return (query as (...a: unknown[]) => unknown).apply(this, args);
     } as typeof query;
-    cleanups.push(() => void (pg.Client.prototype.query = query));
+    cleanups.push(async () => {
+      pg.Client.prototype.query = query;
+    });
     const landed = await store.writeBatch({ commits: [commitOf('A', 1, 'a2'), commitOf('B', 1, 'b2')] });
     expect(landed.commits).toEqual([
       { ok: true, revision: 2, fence: null },
