@@ -20,7 +20,7 @@ import { hydrate, parseSnapshot } from '../src/runtime/hydrate.ts';
 import { transitionInScope } from '../src/step/childScope.ts';
 import { jobColumns, persistedJson } from '../src/step/columns.ts';
 import { step, type StepInput } from '../src/step/step.ts';
-import { createRuntime, type JobRecord, type JobStore, type RegisteredMachine, type TransitionCommit } from '../src/index.ts';
+import { createRuntime, type JobRecord, type RegisteredMachine, type TransitionCommit } from '../src/index.ts';
 import { SqliteStore } from '../persistence/sqlite/index.ts';
 import { jobLifecycle } from '../machines/index.ts';
 import { runRaw, type Synchronous } from './rawRun.ts';
@@ -111,9 +111,7 @@ async function stepCosts(): Promise<void> {
   const tmp = freshDbPath('profile-steps');
   const store = await SqliteStore.open(tmp.path, { synchronous: 'NORMAL' });
   const runtime = await createRuntime({ store, machines: [jobLifecycle] });
-  const rows: [string, number, string][] = [];
   const add: AddStep = (name, us, note = '') => {
-    rows.push([name, us, note]);
     console.log(`    ${name.padEnd(58)} ${us.toFixed(2).padStart(7)} µs  ${note}`);
   };
   try {
