@@ -158,7 +158,7 @@ export function dueClaimParts(d: SqlDialect) {
 /** A statement's text (the groups below name them; `prepare` prepares them for SQLite). */
 const q = (text: string): string => text;
 
-/** Jobs, their history rows and their inbox. */
+/** Job rows: read, created, updated, quarantined. */
 function jobsSql(d: SqlDialect) {
   return {
     getJob: q('SELECT * FROM jobs WHERE id = ?'),
@@ -208,6 +208,16 @@ function jobsSql(d: SqlDialect) {
     /** A job's revision and the columns written without a commit (getJob with a known record). */
     uncommittedOf: q(`SELECT revision, quarantine, progress, cancel_requested_at, cancel_reason, suspended_at, suspend_reason,
         lease_owner, lease_fence, lease_until, updated_at, created_at FROM jobs WHERE id = ?`),
+    quarantine: q('UPDATE jobs SET quarantine = ?, updated_at = ? WHERE id = ?'),
+    /** A damaged row's quarantine, recorded once and never over another reason (no clock here: updated_at is kept). */
+    jobsWithState: q('SELECT id FROM jobs WHERE state_value = ? AND quarantine IS NULL'),
+    quarantineDamaged: q('UPDATE jobs SET quarantine = ? WHERE id = ? AND quarantine IS NULL'),
+  };
+}
+
+/** History rows, event keys and the inbox. */
+function historySql(d: SqlDialect) {
+  return {
     insertTransition: q(`INSERT INTO transitions (job_id, revision, event_id, event_type, payload, from_value, to_value, outcome, error, at, runner, fence,
         seq)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ${d.historySeq})`),
@@ -239,10 +249,6 @@ function jobsSql(d: SqlDialect) {
       WHERE i.status = 'pending' AND j.quarantine IS NULL AND j.suspended_at IS NULL
         AND (@runner IS NULL OR j.lease_owner IS NULL OR j.lease_owner = @runner OR j.lease_until <= ${d.leaseNow})
       GROUP BY i.job_id ORDER BY first LIMIT @limit`),
-    quarantine: q('UPDATE jobs SET quarantine = ?, updated_at = ? WHERE id = ?'),
-    /** A damaged row's quarantine, recorded once and never over another reason (no clock here: updated_at is kept). */
-    jobsWithState: q('SELECT id FROM jobs WHERE state_value = ? AND quarantine IS NULL'),
-    quarantineDamaged: q('UPDATE jobs SET quarantine = ? WHERE id = ? AND quarantine IS NULL'),
     /** `commitLanded`: the history row of that revision, recorded for that event (null-safe). */
     landed: q(`SELECT 1 FROM transitions WHERE job_id = @job AND revision = @revision AND ${d.same('event_id', '@event')}`),
     history: q('SELECT * FROM transitions WHERE job_id = ? ORDER BY revision'),
@@ -401,6 +407,7 @@ function operationsSql(d: SqlDialect) {
 export function statementsSql(d: SqlDialect) {
   return {
     ...jobsSql(d),
+    ...historySql(d),
     ...effectsSql(d),
     ...leasesSql(d),
     ...timersSql(d),
