@@ -586,7 +586,8 @@ export class PostgresStore implements JobStore {
         else await client.query('ROLLBACK').catch((e: unknown) => (broken = e));
         const cause = error instanceof RunAgain ? error.cause : error;
         if (committing && broken !== undefined && ops) throw commitOutcomeUnknown(this.description, cause, ops());
-        // A key another transaction took meanwhile (a concurrent create): once more, where the write finds it.
+        // A key another transaction took meanwhile (a concurrent create): once more, where the write
+        // finds it. A batch write refused on a run without savepoints: once more, isolated (Isolate).
         const raced = error instanceof RunAgain || (sqlState(error) === '23505' && runs === 1);
         if (error instanceof Isolate) isolated = true;
         if (raced && sqlState(cause) === '23505') keyRetried = true;

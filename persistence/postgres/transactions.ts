@@ -74,7 +74,9 @@ export async function savepoint<T>(t: Tx, fn: () => Promise<T>): Promise<T> {
     try {
       return await fn();
     } catch (error) {
-      if (isConnectionLost(error)) throw error;
+      // A fault of the server or connection fails the whole call, as in an isolated run; only a
+      // write's own refusal (an Abort, a constraint) runs the transaction again isolated.
+      if (isPgFault(error)) throw error;
       throw new Isolate(error);
     }
   }

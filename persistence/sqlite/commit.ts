@@ -77,7 +77,7 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
     (c.job.status === 'active' ? ((keepsLease(c) ? yield* get('updateKeepingLease', params) : undefined) ?? (yield* get('updateState', params))) : undefined) ??
     (yield* get('updateJob', params))
   ) as { lease_fence: number } | undefined;
-  if (!updated) return yield* refusal(c, inline);
+  if (!updated) return yield* refusal(c, inline, params.now);
   const fence = c.lease ? updated.lease_fence : null;
   // Applied as it is accepted: the history row is the event's record, and its key says so (a
   // repeat of the id is a duplicate). An id that names this revision is keyed by the history's
@@ -91,9 +91,9 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
 }
 
 /** Why a commit's job update changed no row: the lease another runner holds, a duplicate inline event, or a conflict (always thrown). */
-function* refusal(c: TransitionCommit, inline: boolean): Program<never> {
+function* refusal(c: TransitionCommit, inline: boolean, now: number): Program<never> {
   const e = c.event;
-  const row = (yield* get('revisionOf', { id: c.jobId, now: leaseParams(c.lease, c.job.at).now })) as
+  const row = (yield* get('revisionOf', { id: c.jobId, now })) as
     | { revision: number; lease_owner: string | null; lease_fence: number; lease_until: number | null; lease_live: number | boolean }
     | undefined;
   // Another live lease refused it (this runner's own, at the fence it holds, did not).
