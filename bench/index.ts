@@ -37,7 +37,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { runInNewContext } from 'node:vm';
 import { setFlagsFromString } from 'node:v8';
 import os from 'node:os';
-import { parseArgs } from 'node:util';
+import { scriptArgs } from './cliArgs.ts';
 import { machineInfo } from './machineInfo.ts';
 import { runRaw, SETTINGS, type RunResult, type Synchronous } from './rawRun.ts';
 import { runSpool } from './spoolRun.ts';
@@ -55,19 +55,30 @@ import { groupCommitPg, jobsPg, pathTestingPg, restartPg, sequentialPg } from '.
 import { jobsSection } from './jobsSection.ts';
 import { check, printTargets, TARGETS, type TargetCheck } from './targets.ts';
 
-const { values: args } = parseArgs({
-  options: {
-    quick: { type: 'boolean', default: false },
-    profile: { type: 'boolean', default: false },
-    rounds: { type: 'string' },
-    'duration-ms': { type: 'string' },
-    warmup: { type: 'string' },
-    big: { type: 'boolean', default: false },
-    only: { type: 'string' },
-    store: { type: 'string' },
-    'pg-url': { type: 'string' },
-  },
-  strict: true,
+const USAGE = `npm run bench -- [options]: Spool's performance, each figure beside a limit measured in the same run
+
+  --quick                 shorter runs, one round
+  --only LIST             some sections: sequential, group, jobs, restart, paths, workers (comma-separated)
+  --store KIND            sqlite, postgres or both (default both)
+  --pg-url URL            a Postgres server to use (or SPOOL_BENCH_PG_URL); otherwise a throwaway cluster is started
+  --big                   also restart with 1M waiting jobs (a few minutes, ~1.3 GB of temp disk)
+  --profile               where one send spends its time at NORMAL (no results file)
+  --rounds N              rounds of the sequential and group sections (default 3; --quick 1)
+  --duration-ms N         each sequential run's length (default 2500; --quick 800)
+  --warmup N              sends before each timed sequential run (default 300; --quick 100)
+
+Writes bench/results/latest.json (partial.json with --only). A ratio below its target is reported, never an exit code.`;
+
+const args = scriptArgs('bench', USAGE, {
+  quick: { type: 'boolean', default: false },
+  profile: { type: 'boolean', default: false },
+  rounds: { type: 'string' },
+  'duration-ms': { type: 'string' },
+  warmup: { type: 'string' },
+  big: { type: 'boolean', default: false },
+  only: { type: 'string' },
+  store: { type: 'string' },
+  'pg-url': { type: 'string' },
 });
 
 const quick = args.quick ?? false;

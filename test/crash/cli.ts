@@ -12,26 +12,40 @@
 import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { scriptArgs } from '../../bench/cliArgs.ts';
 import { TMP_ROOT } from '../helpers/resources.ts';
 import { byKind, runCrashHarness } from './harness.ts';
 import { restartPostgres } from './postgres.ts';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.ts';
 
-const { values } = parseArgs({
-  options: {
-    kills: { type: 'string', default: '1000' },
-    workers: { type: 'string', default: '1' },
-    seed: { type: 'string' },
-    dir: { type: 'string' },
-    keep: { type: 'boolean', default: false },
-    'async-store': { type: 'boolean', default: false },
-    'max-kill-delay': { type: 'string' },
-    'commands-per-round': { type: 'string' },
-    store: { type: 'string', default: 'sqlite' },
-    db: { type: 'string' },
-    'server-restarts': { type: 'string' },
-  },
+const USAGE = `npm run crash -- [options]: worker processes SIGKILLed at random; every guarantee checked after
+
+  --kills N               kills before the run ends (default 1000)
+  --workers N             worker processes at once (default 1)
+  --seed N                the random seed (printed; rerun with it to repeat a run)
+  --async-store           every worker's store behind the asynchronous boundary
+  --store KIND            sqlite (default) or postgres (a throwaway cluster of its own)
+  --db URL                an empty Postgres database to run on instead
+  --server-restarts N     Postgres only: restart the server mid-run N times (default 1)
+  --max-kill-delay MS     a worker is killed 0 to MS ms after it is ready (default 40; 800 with several workers)
+  --commands-per-round N  client commands per round (default 12)
+  --dir DIR               where the SQLite file goes
+  --keep                  keep the database even when nothing failed
+
+Exits 1 on any violation, and keeps the database then.`;
+
+const values = scriptArgs('crash', USAGE, {
+  kills: { type: 'string', default: '1000' },
+  workers: { type: 'string', default: '1' },
+  seed: { type: 'string' },
+  dir: { type: 'string' },
+  keep: { type: 'boolean', default: false },
+  'async-store': { type: 'boolean', default: false },
+  'max-kill-delay': { type: 'string' },
+  'commands-per-round': { type: 'string' },
+  store: { type: 'string', default: 'sqlite' },
+  db: { type: 'string' },
+  'server-restarts': { type: 'string' },
 });
 
 const kills = Number(values.kills);
