@@ -730,11 +730,6 @@ describe('registration refuses machines Spool cannot run durably', () => {
   const promise = fromPromise(async () => 1);
   const cases: Array<[string, () => unknown, RegExp]> = [
     [
-      'an invoke without an id',
-      () => setup({ actors: { upload: promise } }).createMachine({ id: 'no-id', initial: 'a', states: { a: { invoke: { src: 'upload' } } } }),
-      /no id\. Give it one, e\.g\. invoke: \{ id: 'upload', src: 'upload' \}/,
-    ],
-    [
       'an inline actor',
       () => createMachine({ id: 'inline', initial: 'a', states: { a: { invoke: { id: 'upload', src: fromPromise(async () => 1) } } } }),
       /inline logic.*Declare it by name: setup\(\{ actors: \{ upload: fromPromise/,
@@ -773,5 +768,45 @@ describe('registration refuses machines Spool cannot run durably', () => {
       states: { a: { invoke: { id: 'upload', src: 'upload', onDone: { actions: assign({ n: 1 }) } } } },
     });
     expect(new MachineRegistry([ok]).latest('fine').id).toBe('fine');
+  });
+
+  it("runs an invoke without an id under XState's own id, the same after a restart", async () => {
+    let hang = true; // the first runtime's attempt is still running when it closes
+    const started = gate();
+    // A fresh machine object per runtime, as a new process would build it from its module.
+    const build = () =>
+      setup({
+        actors: {
+          upload: fromPromise(async ({ input, signal }: { input: { n: number }; signal: AbortSignal }) => {
+            started.resolve();
+            return hang ? untilAborted(signal) : input.n + 1;
+          }),
+        },
+      }).createMachine({
+        id: 'no-id',
+        initial: 'a',
+        context: { n: 0 },
+        states: {
+          a: { invoke: { src: 'upload', input: ({ context }) => ({ n: context.n }), onDone: { target: 'b', actions: assign({ n: ({ event }) => event.output }) } } },
+          b: { invoke: { src: 'upload', input: ({ context }) => ({ n: context.n }), onDone: { target: 'done', actions: assign({ n: ({ event }) => event.output }) } } },
+          done: { type: 'final' },
+        },
+      });
+    const first = await openRuntime(res, [build()]);
+    const job = await first.runtime.start('no-id', {});
+    await started.promise;
+    expect((await first.runtime.details(job.id)).effects.map((e) => [e.id, e.actorId])).toEqual([[`${job.id}~0.no-id.a~r1`, '0.no-id.a']]);
+    await first.runtime.close();
+
+    hang = false;
+    const second = await openRuntime(res, [build()], { path: first.path, clock: first.clock });
+    const end = await runToEnd(second.runtime, second.clock, job.id);
+    expect(end).toMatchObject({ value: 'done', status: 'done', context: { n: 2 } });
+    const after = await second.runtime.details(job.id);
+    expect(after.effects.map((e) => [e.actorId, e.status, e.attempt])).toEqual([
+      ['0.no-id.a', 'succeeded', 2],
+      ['0.no-id.b', 'succeeded', 1],
+    ]);
+    expect(after.history.map((h) => h.eventType)).toEqual(['xstate.init', 'xstate.done.actor.0.no-id.a', 'xstate.done.actor.0.no-id.b']);
   });
 });

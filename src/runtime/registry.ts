@@ -284,17 +284,19 @@ function limitMicrosteps(machine: AnyStateMachine): void {
 }
 
 /**
- * Refuse machines whose children Spool could not persist and restore: invoked actors need an
- * explicit id and a named src (a key of `setup({ actors })`), and must be fromPromise activities.
+ * Refuse machines whose children Spool could not persist and restore: invoked actors need a named
+ * src (a key of `setup({ actors })`) and must be fromPromise activities or child machines. An
+ * invoke without an id keeps XState's own, `<index>.<state id>` (e.g. `0.order.charging`): it is
+ * derived from the machine's definition, not from a counter, so it is the same in every process
+ * and after every restart, and Spool keys the invocation's effect and events by it as by any id.
+ * (A spawned child's generated id, `x:N`, is a process-wide counter: a transition that spawns one
+ * is refused, src/step/actions.ts.)
  */
 function checkChildren(machineId: string, machine: AnyStateMachine): void {
   const actors = (machine.implementations.actors ?? {}) as Record<string, unknown>;
   const visit = (node: StateNodeLike): void => {
-    node.invoke.forEach((inv, index) => {
+    node.invoke.forEach((inv) => {
       const where = `Machine "${machineId}", state "${node.id}"`;
-      if (inv.id === `${index}.${node.id}`) {
-        throw new MachineDefinitionError(`${where}: an invoke has no id. Give it one, e.g. invoke: { id: 'upload', src: 'upload' }, so it can be persisted and restored.`);
-      }
       if (typeof inv.src !== 'string' || !(inv.src in actors)) {
         throw new MachineDefinitionError(
           `${where}: invoke "${inv.id}" uses inline logic, which cannot be persisted. Declare it by name: setup({ actors: { ${inv.id}: fromPromise(...) } }) and invoke: { id: '${inv.id}', src: '${inv.id}' }.`,

@@ -100,7 +100,7 @@ function planSpawn(plan: ActionPlan, { def, jobId, revision, now }: PlanContext,
     return;
   }
   if (/^x:\d+$/.test(actorId)) {
-    plan.problems.push(`actor of "${src}" has a generated id (${actorId}); give every invoked or spawned actor an explicit id`);
+    plan.problems.push(`actor of "${src}" has a generated id (${actorId}); give every spawned actor an explicit id (spawnChild(src, { id }))`);
     return;
   }
   const kind = activityKind(def.machine.implementations.actors[src]);
