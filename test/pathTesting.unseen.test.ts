@@ -6,6 +6,8 @@
  * SIGKILLed child processes.
  */
 import { afterAll, describe, expect, test } from 'vitest';
+import { assign, setup } from 'xstate';
+import { z } from 'zod';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -55,6 +57,31 @@ describe('what the generated paths exercise', () => {
     }
     expect(generated.syncExhausted!.coverage.gaps).toEqual([]);
     expect(generated.syncExhausted!.coverage.waived).toBe(4);
+  });
+
+  test('an event schema that names no type (z.object strips it) is sampled, predicted and replayed as an event of its type', async () => {
+    const machine = setup({ types: {} as { context: { by: string | null }; events: { type: 'APPROVE'; by: string } | { type: 'REOPEN' } } }).createMachine({
+      id: 'untyped-schemas',
+      initial: 'open',
+      context: { by: null },
+      states: {
+        open: { on: { APPROVE: { target: 'approved', actions: assign({ by: ({ event }) => event.by }) } } },
+        approved: { on: { REOPEN: 'open' } },
+      },
+    });
+    const g = generatePaths(
+      { machine, version: '1', events: { APPROVE: z.object({ by: z.string() }), REOPEN: z.object({}) } },
+      { events: { APPROVE: { by: 'ann' } }, stateKey: ({ value }) => value },
+    );
+    expect(g.coverage.gaps).toEqual([]);
+    const sent = g.paths.flatMap((p) => p.steps.flatMap(({ step }) => (step.via === 'send' ? [step.event] : [])));
+    expect(sent).toContainEqual({ type: 'APPROVE', by: 'ann' });
+    expect(sent).toContainEqual({ type: 'REOPEN' });
+    const reopened = g.paths.find((p) => p.name.endsWith('⇒ open'))!;
+    // The runtime agrees with the model at every step (runPath throws on a mismatch), across restarts.
+    const record = await runPath(g, reopened, { mode: 'restart', dir });
+    expect(record.history.map((h) => `${h.eventType} ${String(h.to)}`)).toEqual(['xstate.init open', 'APPROVE approved', 'REOPEN open']);
+    expect(record.job.context).toEqual({ by: 'ann' });
   });
 
   test('parallel regions and nested states: predicted values are the full parallel value, and the done.state transition is covered', () => {

@@ -22,7 +22,7 @@ afterEach(async () => {
   await res.dispose();
 });
 
-const counter = setup({ types: { context: {} as { n: number; last: unknown }, events: {} as { type: 'PING' } | { type: 'INC' } | { type: 'AT'; at: string } | { type: 'ANY' } } }).createMachine({
+const counter = setup({ types: { context: {} as { n: number; last: unknown }, events: {} as { type: 'PING' } | { type: 'INC' } | { type: 'AT'; at: string } | { type: 'ANY' } | { type: 'BY'; by: string } | { type: 'RETYPE' } | { type: 'NOTOBJ' } } }).createMachine({
   id: 'counter',
   initial: 'on',
   context: { n: 0, last: null },
@@ -33,6 +33,9 @@ const counter = setup({ types: { context: {} as { n: number; last: unknown }, ev
         PING: { actions: assign({ last: ({ event }) => event }) },
         AT: { actions: assign({ last: ({ event }) => event.at }) },
         ANY: { actions: assign({ last: ({ event }) => event }) },
+        BY: { actions: assign({ last: ({ event }) => event }) },
+        RETYPE: { actions: assign({ last: ({ event }) => event }) },
+        NOTOBJ: { actions: assign({ last: ({ event }) => event }) },
       },
     },
   },
@@ -46,6 +49,10 @@ const counterDef = {
     AT: z.object({ type: z.literal('AT'), at: z.string().datetime() }),
     // A schema whose transform makes values JSON cannot hold as they are.
     ANY: z.object({ type: z.literal('ANY'), when: z.string().optional(), fn: z.boolean().optional() }).transform((e) => ({ ...e, ...(e.when ? { when: new Date(e.when) } : {}), ...(e.fn ? { fn: () => 1 } : {}) })),
+    // Schemas as people write them without `type`, and ones that give no event back.
+    BY: z.object({ by: z.string() }),
+    RETYPE: z.object({ type: z.string() }).transform(() => ({ type: 'PING' })),
+    NOTOBJ: z.object({}).transform(() => 'text'),
   },
 };
 
@@ -149,6 +156,21 @@ describe('the decided cases', () => {
     await runtime.send(jobId, { type: 'ANY', when: '2026-01-01T00:00:00Z' }, { eventId: 't1' });
     expect((await runtime.get(jobId)).context).toMatchObject({ last: { type: 'ANY', when: '2026-01-01T00:00:00.000Z' } });
     await refusedWith(raw, () => runtime.send(jobId, { type: 'ANY', fn: true }), "ANY event (as counter's schema gave it).fn is a function");
+  });
+
+  it('a schema that names no type (z.object strips what it does not name) keeps the type the event was sent as', async () => {
+    const { runtime, jobId } = await open();
+    const sent = await runtime.send(jobId, { type: 'BY', by: 'ann', extra: 1 }, { eventId: 'b1' });
+    expect(sent.status).toBe('applied');
+    expect((await runtime.get(jobId)).context).toMatchObject({ last: { type: 'BY', by: 'ann' } });
+    const [inbox] = (await runtime.events(jobId)).filter((e) => e.eventId === 'b1');
+    expect(inbox).toMatchObject({ type: 'BY', payload: { type: 'BY', by: 'ann' } });
+  });
+
+  it('a schema that gives another type, or no object, is refused as the definition\'s mistake, and nothing is written', async () => {
+    const { runtime, raw, jobId } = await open();
+    await refusedWith(raw, () => runtime.send(jobId, { type: 'RETYPE' }), `counter's schema for RETYPE events changed the event's type to "PING"`);
+    await refusedWith(raw, () => runtime.send(jobId, { type: 'NOTOBJ' }), "counter's schema for NOTOBJ events gave a string, not an event object");
   });
 
   it('-0 is stored (and validated) as 0, as JSON writes it', () => {

@@ -64,13 +64,11 @@ export class Intake {
       const known = [...def.eventTypes].filter((t) => !t.startsWith('xstate.')).sort().join(', ');
       throw new UnknownEventError(`Machine ${def.id}@${def.version} has no event "${type}" (known: ${known}).`, { eventType: type, machineId: def.id });
     }
-    const schema = eventSchemaFor(def, type);
-    if (!schema) return json;
-    const result = schema.safeParse(json);
-    if (!result.success) {
+    const result = eventThroughSchema(def, type, json);
+    if (!result.ok) {
       throw new ValidationError(`Invalid ${type} event for ${def.id}: ${redactText(formatIssues(result.error), json, def.sensitive)}`, { eventType: type, machineId: def.id });
     }
-    return schemaOutput(`${type} event (as ${def.id}'s schema gave it)`, result.data, json);
+    return result.event;
   }
 
   /**
@@ -120,6 +118,36 @@ export class Intake {
       );
     }
   }
+}
+
+/**
+ * An event (a JSON object of `type`) through its type's schema, as the runtime stores and applies
+ * it and the path model (src/testing/model.ts) predicts it: the schema's output as JSON, still of
+ * `type` ({@link withType}); `error` when the schema refuses it. No schema: the event as it is.
+ */
+export function eventThroughSchema(def: RegisteredMachine, type: string, json: JsonValue): { ok: true; event: JsonValue } | { ok: false; error: unknown } {
+  const schema = eventSchemaFor(def, type);
+  if (!schema) return { ok: true, event: json };
+  const result = schema.safeParse(json);
+  if (!result.success) return { ok: false, error: result.error };
+  return { ok: true, event: withType(def, type, schemaOutput(`${type} event (as ${def.id}'s schema gave it)`, result.data, json)) };
+}
+
+/**
+ * An event as its schema gave it, still of the type it was sent as: the type routes it (history,
+ * the machine's transition), so a schema that leaves `type` out (`z.object({ by: z.string() })`
+ * strips keys it does not name) keeps the sent one, and one that gives another type or no object
+ * is refused as the definition's mistake.
+ */
+function withType(def: RegisteredMachine, type: string, event: JsonValue): JsonValue {
+  if (event === null || typeof event !== 'object' || Array.isArray(event)) {
+    throw new ValidationError(`${def.id}'s schema for ${type} events gave ${event === null ? 'null' : Array.isArray(event) ? 'an array' : `a ${typeof event}`}, not an event object; an event schema must give an object.`, { eventType: type, machineId: def.id });
+  }
+  if (event['type'] === type) return event;
+  if (event['type'] !== undefined) {
+    throw new ValidationError(`${def.id}'s schema for ${type} events changed the event's type to ${JSON.stringify(event['type'])}; an event schema must keep its type.`, { eventType: type, machineId: def.id });
+  }
+  return { type, ...event };
 }
 
 /**

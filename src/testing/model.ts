@@ -1,5 +1,6 @@
 import { createActor, getNextTransitions, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
-import { eventSchemaFor, ValidationError, type ErrorInfo, type JsonValue, type NewEffect, type NewInboxEvent, type NewJob, type NewTimer, type RegisteredMachine } from '../index.ts';
+import { ValidationError, type ErrorInfo, type JsonValue, type NewEffect, type NewInboxEvent, type NewJob, type NewTimer, type RegisteredMachine } from '../index.ts';
+import { eventThroughSchema, formatIssues } from '../runtime/intake.ts';
 import { afterFailedAttempt, interruptedError, outcomePayload } from '../step/attempts.ts';
 import type { Relations } from '../step/children.ts';
 import { PARENT_REF } from '../step/childScope.ts';
@@ -259,16 +260,13 @@ export class JobModel {
     if (s['type'] !== undefined && s['type'] !== type) {
       throw new SampleError(`Sample ${n} of event ${type} for ${where} has type "${String(s['type'])}".`);
     }
-    const event = { ...s, type };
-    const schema = eventSchemaFor(info.def, type);
-    if (!schema) return toJson(event) as { type: string; [key: string]: JsonValue };
-    const result = schema.safeParse(event);
-    if (!result.success) {
+    const result = eventThroughSchema(info.def, type, toJson({ ...s, type }));
+    if (!result.ok) {
       throw new SampleError(
-        `Sample ${n} of event ${type} for ${where} is rejected by its schema (${issues(result.error)}): give a valid one in \`events: { ${type}: { … } }\`.`,
+        `Sample ${n} of event ${type} for ${where} is rejected by its schema (${formatIssues(result.error)}): give a valid one in \`events: { ${type}: { … } }\`.`,
       );
     }
-    return toJson(result.data) as { type: string; [key: string]: JsonValue };
+    return result.event as { type: string; [key: string]: JsonValue };
   }
 
   #parseInput(input: unknown): JsonValue {
@@ -278,7 +276,7 @@ export class JobModel {
     const result = schema.safeParse(json);
     if (!result.success) {
       throw new SampleError(
-        `Input ${JSON.stringify(json)} is rejected by the input schema of ${this.config.def.id} (${issues(result.error)}): ` +
+        `Input ${JSON.stringify(json)} is rejected by the input schema of ${this.config.def.id} (${formatIssues(result.error)}): ` +
           `give a valid one as \`input\` in the path-test options (for \`spool test\`: export \`pathTests = { '${this.config.def.id}': { input: … } }\` from the machines module).`,
       );
     }
@@ -649,15 +647,6 @@ export function toJson(value: unknown): JsonValue {
 /** A snapshot as the runtime sees it on the next event: its stored JSON, restored. */
 function rehydrate(machine: AnyStateMachine, text: string): AnyMachineSnapshot {
   return createActor(machine, { snapshot: JSON.parse(text) }).getSnapshot() as AnyMachineSnapshot;
-}
-
-function issues(error: unknown): string {
-  const list = (error as { issues?: Array<{ path: PropertyKey[]; message: string }> }).issues ?? [];
-  if (list.length === 0) return String(error);
-  return list
-    .slice(0, 3)
-    .map((i) => `${i.path.length ? i.path.map(String).join('.') : '(root)'}: ${i.message}`)
-    .join('; ');
 }
 
 /** An option keyed by an event type or actor id: own keys only (`toString` is a type, not Object.prototype's). */
