@@ -726,18 +726,18 @@ function effectsContract(name: string, factory: StoreFactory): void {
       it('failEffect settles an unfinished effect once, interrupts its running attempt and accepts the error event', async () => {
         const [running, pending, done] = await createEffects('running', 'pending', 'done');
         await claimed(running!);
-        expect(await store.failEffect(running!.id, BOOM, outcomeEvent(running!, 1, 'error'), T0 + 200)).toBe(true);
+        expect(await store.failEffect(running!.id, 1, BOOM, outcomeEvent(running!, 1, 'error'), T0 + 200)).toBe(true);
         expect(await store.getEffect(running!.id)).toMatchObject({ status: 'failed', error: BOOM, claimedBy: null, claimExpiresAt: null, updatedAt: T0 + 200, active: true });
         expect((await store.listAttempts('A')).map((a) => [a.effectId, a.outcome, a.endedAt])).toEqual([[running!.id, 'interrupted', T0 + 200]]);
         expect((await store.listEvents('A')).map((x) => [x.type, x.status, x.sourceId])).toEqual([['xstate.error.actor.running', 'pending', running!.id]]);
 
         // Once only: no second event.
-        expect(await store.failEffect(running!.id, { name: 'E', message: 'again' }, outcomeEvent(running!, 1, 'error', '-again'), T0 + 300)).toBe(false);
+        expect(await store.failEffect(running!.id, 1, { name: 'E', message: 'again' }, outcomeEvent(running!, 1, 'error', '-again'), T0 + 300)).toBe(false);
         expect(await store.getEffect(running!.id)).toMatchObject({ error: BOOM, updatedAt: T0 + 200 });
         expect(await store.listEvents('A')).toHaveLength(1);
 
         // A pending effect fails without any attempt.
-        expect(await store.failEffect(pending!.id, BOOM, outcomeEvent(pending!, 0, 'error'), T0 + 200)).toBe(true);
+        expect(await store.failEffect(pending!.id, 0, BOOM, outcomeEvent(pending!, 0, 'error'), T0 + 200)).toBe(true);
         expect(await store.getEffect(pending!.id)).toMatchObject({ status: 'failed', attempt: 0 });
         expect(await store.listAttempts('A')).toHaveLength(1);
 
@@ -745,17 +745,36 @@ function effectsContract(name: string, factory: StoreFactory): void {
         await claimed(done!);
         await store.finishAttempt(done!.id, 1, succeeded(done!, 1), T0 + 150);
         const eventsBefore = await store.listEvents('A');
-        expect(await store.failEffect(done!.id, BOOM, outcomeEvent(done!, 1, 'error', '-x'), T0 + 200)).toBe(false);
+        expect(await store.failEffect(done!.id, 1, BOOM, outcomeEvent(done!, 1, 'error', '-x'), T0 + 200)).toBe(false);
         expect(await store.getEffect(done!.id)).toMatchObject({ status: 'succeeded', error: null });
         const [gone] = await (async () => {
           expect(await store.commit([commitOf('A', 2, { effects: { create: [effectOf('A', 'gone', 3)], deactivate: [] } })])).toEqual([{ ok: true, revision: 3, fence: null }]);
           expect(await store.commit([commitOf('A', 3, { effects: { create: [], deactivate: ['gone'] } })])).toEqual([{ ok: true, revision: 4, fence: null }]);
           return [(await store.getEffect('A~gone~r3'))!];
         })();
-        expect(await store.failEffect(gone!.id, BOOM, outcomeEvent(gone!, 0, 'error'), T0 + 200)).toBe(false);
+        expect(await store.failEffect(gone!.id, 0, BOOM, outcomeEvent(gone!, 0, 'error'), T0 + 200)).toBe(false);
         expect(await store.getEffect(gone!.id)).toMatchObject({ status: 'cancelled', error: null });
-        expect(await store.failEffect('nope', BOOM, eventOf('A', 'nope-event'), T0 + 200)).toBe(false);
+        expect(await store.failEffect('nope', 0, BOOM, eventOf('A', 'nope-event'), T0 + 200)).toBe(false);
         expect(await store.listEvents('A')).toEqual(eventsBefore);
+      });
+
+      it('failEffect refuses an attempt that is no longer current: ended in backoff, or superseded by a newer one', async () => {
+        const [e] = await createEffects('flaky');
+        await claimed(e!, 'w1', T0 + 10, T0 + 500);
+        // Attempt 1 ends failed with a retry due: a failEffect from a read that saw it running is stale.
+        expect(await store.finishAttempt(e!.id, 1, { kind: 'failed', error: BOOM, retryAt: T0 + 50, event: null }, T0 + 20)).toBe('current');
+        expect(await store.failEffect(e!.id, 1, BOOM, outcomeEvent(e!, 1, 'error'), T0 + 30)).toBe(false);
+        // Attempt 2 runs: still stale for attempt 1, current for attempt 2.
+        await claimed(e!, 'w1', T0 + 60, T0 + 600);
+        expect(await store.failEffect(e!.id, 1, BOOM, outcomeEvent(e!, 1, 'error'), T0 + 70)).toBe(false);
+        expect(await store.getEffect(e!.id)).toMatchObject({ status: 'running', attempt: 2, claimedBy: 'w1' });
+        expect(await store.listEvents('A')).toEqual([]);
+        expect(await store.failEffect(e!.id, 2, BOOM, outcomeEvent(e!, 2, 'error'), T0 + 80)).toBe(true);
+        expect(await store.getEffect(e!.id)).toMatchObject({ status: 'failed', attempt: 2, error: BOOM });
+        expect((await store.listAttempts('A')).map((a) => [a.attempt, a.outcome])).toEqual([
+          [1, 'failed'],
+          [2, 'interrupted'],
+        ]);
       });
 
       it('dueEffects: active pending, due backoff and expired running effects, by retry time or creation time', async () => {
@@ -1044,7 +1063,7 @@ function effectsContract(name: string, factory: StoreFactory): void {
       expect(await store.claimEffect(id('A'), 'w1', T0 + 100, T0 + 1000)).toBeDefined();
       expect(await store.finishAttempt(id('A'), 1, { kind: 'failed', error: BOOM, retryAt: null, event: null }, T0 + 110)).toBe('current');
       // B: failed before any attempt, as indeterminate.
-      expect(await store.failEffect(id('B'), { name: 'IndeterminateError', message: '?', code: 'SPOOL_INDETERMINATE' }, eventOf('B', 'b-err'), T0 + 110)).toBe(true);
+      expect(await store.failEffect(id('B'), 0, { name: 'IndeterminateError', message: '?', code: 'SPOOL_INDETERMINATE' }, eventOf('B', 'b-err'), T0 + 110)).toBe(true);
       // C: failed with attempts left and an ordinary error code; D: waiting for a retry.
       expect(await store.claimEffect(id('C'), 'w1', T0 + 100, T0 + 1000)).toBeDefined();
       expect(await store.finishAttempt(id('C'), 1, { kind: 'failed', error: BOOM, retryAt: null, event: null }, T0 + 110)).toBe('current');

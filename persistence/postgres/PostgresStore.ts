@@ -340,8 +340,8 @@ export class PostgresStore implements JobStore {
     return this.#write({ effects: [id] }, (t) => t.run(finishIn({ id, attempt, result, at, lease })));
   }
 
-  async failEffect(id: string, error: ErrorInfo, event: NewInboxEvent, at: number): Promise<boolean> {
-    return this.#write({ effects: [id], jobs: [event.jobId] }, (t) => t.run(failEffectIn(id, error, event, at)));
+  async failEffect(id: string, attempt: number, error: ErrorInfo, event: NewInboxEvent, at: number): Promise<boolean> {
+    return this.#write({ effects: [id], jobs: [event.jobId] }, (t) => t.run(failEffectIn(id, attempt, error, event, at)));
   }
 
   async effectByToken(token: string): Promise<EffectRecord | undefined> {

@@ -381,8 +381,8 @@ export class SqliteStore implements JobStore {
     return this.#write(() => this.#run(finishIn({ id, attempt, result, at, lease })));
   }
 
-  async failEffect(id: string, error: ErrorInfo, event: NewInboxEvent, at: number): Promise<boolean> {
-    return this.#write(() => this.#run(failEffectIn(id, error, event, at)));
+  async failEffect(id: string, attempt: number, error: ErrorInfo, event: NewInboxEvent, at: number): Promise<boolean> {
+    return this.#write(() => this.#run(failEffectIn(id, attempt, error, event, at)));
   }
 
   async effectByToken(token: string): Promise<EffectRecord | undefined> {

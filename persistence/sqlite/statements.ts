@@ -326,7 +326,7 @@ function effectsSql(d: SqlDialect) {
       WHERE id = @id AND attempt = @attempt AND status = 'running' AND active = 1
         AND (@runner IS NULL OR EXISTS (SELECT 1 FROM jobs j WHERE j.id = effects.job_id AND j.lease_owner = @runner AND j.lease_fence = @fence))`),
     failEffect: q(`UPDATE effects SET status = 'failed', error = ?, token = NULL, claimed_by = NULL, claim_expires_at = NULL, updated_at = ?
-      WHERE id = ? AND active = 1 AND status NOT IN ('succeeded', 'failed', 'cancelled')`),
+      WHERE id = ? AND active = 1 AND attempt = ? AND (status = 'running' OR (attempt = 0 AND status = 'pending'))`),
     effectByToken: q('SELECT * FROM effects WHERE token = ?'),
     completeByToken: q(`UPDATE effects SET status = @status, output = @output, error = @error, token = NULL, updated_at = @at
       WHERE token = @token AND status = 'waiting' AND active = 1 RETURNING id, attempt`),

@@ -35,10 +35,9 @@ export function* expireLeasesIn(filter: { owner: string } | { expiredBy: number 
 }
 
 /** `failEffect`. */
-export function* failEffectIn(id: string, error: ErrorInfo, event: NewInboxEvent, at: number): Program<boolean> {
-  const effect = yield* get('getEffect', id);
-  if ((yield* run('failEffect', JSON.stringify(error), at, id)).changes !== 1) return false;
-  if (effect && effect['status'] === 'running') yield* run('interruptAttempt', at, id, effect['attempt']);
+export function* failEffectIn(id: string, attempt: number, error: ErrorInfo, event: NewInboxEvent, at: number): Program<boolean> {
+  if ((yield* run('failEffect', JSON.stringify(error), at, id, attempt)).changes !== 1) return false;
+  if (attempt > 0) yield* run('interruptAttempt', at, id, attempt);
   yield* acceptPending(event);
   return true;
 }

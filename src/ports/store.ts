@@ -166,8 +166,13 @@ export interface JobStore {
    * recorded as stale and the event, if any, is still accepted so the history shows it as stale.
    */
   finishAttempt(id: string, attempt: number, result: AttemptResult, at: number, lease?: { runner: string; fence: number }): Promise<FinishStatus>;
-  /** Settle an effect that may not run again (unsafe to repeat, exhausted) with its error event. */
-  failEffect(id: string, error: ErrorInfo, event: NewInboxEvent, at: number): Promise<boolean>;
+  /**
+   * Settle an effect that may not run again (unsafe to repeat, exhausted) with its error event,
+   * only while it is as the caller saw it: still at `attempt`, that attempt running (or, at attempt
+   * 0, never started). False, changing nothing, once that attempt ended or a newer one started: a
+   * stale read must not fail an effect whose later attempt the machine is still owed.
+   */
+  failEffect(id: string, attempt: number, error: ErrorInfo, event: NewInboxEvent, at: number): Promise<boolean>;
   /** Find the waiting effect that holds this completion token. */
   effectByToken(token: string): Promise<EffectRecord | undefined>;
   /** Claim a completion token once: the effect settles and its outcome event is accepted. */

@@ -385,7 +385,7 @@ export class ActivityExecutor {
     const error = interruptedError(effect);
     if (error) {
       const event = { ...outcomeEvent(effect, effect.attempt, { error }), at: now };
-      if (await this.store.failEffect(effect.id, error, event, now)) {
+      if (await this.store.failEffect(effect.id, effect.attempt, error, event, now)) {
         this.#logEntry('warn', 'interrupted activity not re-run', { jobId: effect.jobId, effectId: effect.id, error });
         if (this.#process) this.#track(this.#jobs.drain(effect.jobId));
       }
