@@ -8,15 +8,16 @@ type Options = NonNullable<ParseArgsConfig['options']>;
 
 export function scriptArgs<const O extends Options>(name: string, usage: string, options: O) {
   const argv = process.argv.slice(2);
+  const text = usage.endsWith('\n') ? usage : `${usage}\n`;
   if (argv.includes('--help') || argv.includes('-h')) {
-    process.stdout.write(usage.endsWith('\n') ? usage : `${usage}\n`);
+    process.stdout.write(text);
     process.exit(0);
   }
   try {
     return parseArgs({ args: argv, options, strict: true }).values;
   } catch (error) {
     if (!(error instanceof TypeError && String((error as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS'))) throw error;
-    process.stderr.write(`${name}: ${error.message}\n\n${usage.endsWith('\n') ? usage : `${usage}\n`}`);
+    process.stderr.write(`${name}: ${error.message}\n\n${text}`);
     process.exit(2);
   }
 }

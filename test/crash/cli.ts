@@ -22,7 +22,7 @@ const USAGE = `npm run crash -- [options]: worker processes SIGKILLed at random;
 
   --kills N               kills before the run ends (default 1000)
   --workers N             worker processes at once (default 1)
-  --seed N                the random seed (printed; rerun with it to repeat a run)
+  --seed N                the random seed (printed; the same choices again, though not the same timings)
   --async-store           every worker's store behind the asynchronous boundary
   --store KIND            sqlite (default) or postgres (a throwaway cluster of its own)
   --db URL                an empty Postgres database to run on instead
