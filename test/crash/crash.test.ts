@@ -30,7 +30,7 @@ const seed = process.env['SPOOL_CRASH_SEED'] ? Number(process.env['SPOOL_CRASH_S
 // No speed is asserted here (speed belongs to `npm run bench`); the hook's limit only stops a run
 // that hangs, and is generous so a loaded machine does not fail a correct run.
 beforeAll(async () => {
-  report = await runCrashHarness({ kills: KILLS, seed, dir: res.tempDir() });
+  report = await runCrashHarness({ kills: KILLS, minCrashPoints: 3, seed, dir: res.tempDir() });
   const t = report.tally;
   console.log(
     `crash harness (seed ${seed}): ${t.kills} kills (worker ${t.workerKills}, client ${t.clientKills}; crash points ${JSON.stringify(t.crashPoints)}), ` +
@@ -61,7 +61,7 @@ describe(`crash harness, ${KILLS} kills (seed ${seed})`, () => {
     expect(tally.db.timers['delivered']).toBeGreaterThan(0);
     expect(tally.db.attempts).toBeGreaterThan(20);
     expect(tally.duplicatesAcked).toBeGreaterThan(0);
-    expect(Object.values(tally.crashPoints).reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
+    expect(Object.values(tally.crashPoints).reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(3);
     // Poison events (crash-tally's POISON) were recorded failed, and did not stop their jobs ending.
     expect(tally.db.outcomes['failed']).toBeGreaterThan(0);
   });

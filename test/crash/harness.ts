@@ -64,6 +64,12 @@ export interface CrashOptions {
   maxKillDelayMs?: number;
   /** How long an armed worker gets to reach its crash point before it is killed anyway. Default 300 (1000 with several workers). */
   armedKillDelayMs?: number;
+  /**
+   * Go on past `kills` (arming every further worker) until at least this many deaths came from a
+   * crash point, for at most `kills` more lives. Default 0. How soon an armed worker reaches its
+   * point depends on the machine's speed; this keeps a short run from passing none.
+   */
+  minCrashPoints?: number;
   /** Chance that a worker is armed at a crash point. Default 0.4. */
   armWorker?: number;
   /** Chance, per round, that the client is SIGKILLed too. Default 0.1. */
@@ -394,8 +400,9 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
     });
     return { child, arm, killedByUs: false };
   };
+  const wantCrashPoints = (): boolean => Object.values(crashPoints).reduce((a, b) => a + b, 0) < (options.minCrashPoints ?? 0);
   const workerArm = (): string | null =>
-    random() < armWorker ? `${WORKER_CRASH_POINTS[Math.floor(random() * WORKER_CRASH_POINTS.length)]}:${1 + Math.floor(random() * 8)}` : null;
+    random() < (wantCrashPoints() ? 1 : armWorker) ? `${WORKER_CRASH_POINTS[Math.floor(random() * WORKER_CRASH_POINTS.length)]}:${1 + Math.floor(random() * 8)}` : null;
 
   /** Account for a worker's death; a worker must die only by SIGKILL (ours or its crash point's). */
   const buried = (w: WorkerProc, exit: { code: number | null; signal: NodeJS.Signals | null }) => {
@@ -417,7 +424,8 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
     const batch = workload.take(perRound);
     commands += batch.length;
     client.submit(batch);
-    const delay = random() * (w.arm ? armedKillDelayMs : maxKillDelayMs);
+    // An armed worker gets all of armedKillDelayMs to reach its point; an unarmed one a random moment.
+    const delay = w.arm ? armedKillDelayMs : random() * maxKillDelayMs;
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([w.child.exited, new Promise<void>((resolve) => (timer = setTimeout(resolve, delay)))]);
     clearTimeout(timer);
@@ -437,7 +445,7 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
   /** A worker slot: lives one after another (the next spawned as a standby while the current runs) until the kills are done. */
   const slot = async (): Promise<WorkerProc> => {
     let standby = spawnWorker(workerArm());
-    while (workerKills + clientKills < options.kills) {
+    while (workerKills + clientKills < options.kills || (wantCrashPoints() && workerKills + clientKills < 2 * options.kills)) {
       const w = standby;
       standby = spawnWorker(workerArm());
         await life(w);
