@@ -73,6 +73,30 @@ describe("a job's stream", () => {
     await vi.waitFor(() => expect(server.streams()).toEqual([]), { timeout: 20_000 });
   });
 
+  it('marks the final commit final even when it lands between the stream reading the job and reading its history', async () => {
+    const { runtime, server } = await open();
+    const job = await runtime.start('job-lifecycle', { name: 'race', items: 1 });
+    await runtime.send(job.id, { type: 'START' });
+    const client = res.track(await SseClient.open(`${server.url}/api/jobs/${job.id}/stream`));
+    expect(revisions([(await client.next())!, (await client.next())!])).toEqual([1, 2]);
+    // The next history read first commits the final event: the job the stream read before it is one revision old.
+    const history = runtime.history.bind(runtime);
+    let raced = false;
+    runtime.history = async (jobId, ...rest) => {
+      if (!raced && jobId === job.id) {
+        raced = true;
+        await runtime.send(job.id, { type: 'FINISH' });
+      }
+      return history(jobId, ...rest);
+    };
+    await runtime.send(job.id, { type: 'PROGRESS', percent: 40 });
+    const rest = await client.rest();
+    expect(raced).toBe(true);
+    expect(revisions(rest)).toEqual([3, 4]);
+    expect(JSON.parse(rest[0]!.data)).toMatchObject({ final: false, to: 'processing' });
+    expect(JSON.parse(rest[1]!.data)).toMatchObject({ final: true, status: 'done', to: 'completed' });
+  });
+
   it('sends heartbeat comments while nothing happens', async () => {
     const { runtime, server } = await open({ heartbeatMs: 20 });
     const job = await runtime.start('job-lifecycle', { name: 'idle' });

@@ -89,10 +89,17 @@ export class StreamHub {
     const job = await this.#runtime.get(jobId);
     if (job.final && after >= job.revision) return c.body(null, 204);
     const source: Source = async (cursor) => {
+      const before = await this.#runtime.get(jobId);
+      if (before.revision <= cursor) return { messages: [], cursor, more: false, done: before.final };
+      const rows = (await this.#runtime.history(jobId)).filter((h) => h.revision > cursor).slice(0, this.#options.pageSize);
+      // The job read again after its history: a commit between the two reads would otherwise mark
+      // the row it added not final (`before` is older than that row), and end the stream after it.
       const now = await this.#runtime.get(jobId);
-      const rows = now.revision > cursor ? (await this.#runtime.history(jobId)).filter((h) => h.revision > cursor).slice(0, this.#options.pageSize) : [];
       const last = rows.at(-1)?.revision ?? cursor;
-      const messages = rows.map((h) => ({ id: h.revision, event: h.outcome, data: { ...h, final: now.final && h.revision === now.revision, ...(now.final && h.revision === now.revision ? { status: now.status } : {}) } }));
+      const messages = rows.map((h) => {
+        const final = now.final && h.revision === now.revision;
+        return { id: h.revision, event: h.outcome, data: { ...h, final, ...(final ? { status: now.status } : {}) } };
+      });
       return { messages, cursor: last, more: rows.length === this.#options.pageSize, done: now.final && last >= now.revision };
     };
     return this.#respond(c, 'job', after, source);
