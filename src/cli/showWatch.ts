@@ -42,7 +42,8 @@ export async function watchJob(runtime: Runtime, jobId: string, out: WatchOutput
       if (fresh.length === 0) return false;
       shown = fresh.at(-1)!.revision;
       const job = await runtime.get(jobId);
-      if (!job.final) return false;
+      // Final by a commit this page did not hold yet: the feed brings that record next.
+      if (!job.final || job.revision > shown) return false;
       end(out, redactJob(runtime, job));
       return true;
     });
