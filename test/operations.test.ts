@@ -74,6 +74,23 @@ const refusal = async (p: Promise<unknown>): Promise<RetryRefusedError> => {
 };
 
 describe('list({ stuck: true }) and details().waitingFor', () => {
+  it('details describes one revision: a commit landing between its reads is read again, not mixed in', async () => {
+    const { runtime, store } = await openRuntime(res, REFERENCE);
+    await runtime.start('job-lifecycle', { name: 'moving', items: 1 }, { jobId: 'lc-moving' });
+    const history = store.history.bind(store);
+    let raced = 0;
+    store.history = async (jobId, ...rest) => {
+      // The first read of the history finds the job one commit further than the row read before it.
+      if (raced++ === 0) await runtime.send(jobId, { type: 'START' });
+      return history(jobId, ...rest);
+    };
+    const d = await runtime.details('lc-moving');
+    expect(raced).toBe(2);
+    expect(d.job).toMatchObject({ revision: 2, value: 'processing' });
+    expect(d.history.map((h) => h.revision)).toEqual([1, 2]);
+    expect(d.stuck).toBe(false);
+  });
+
   it('never lists a job of the reference machines in a mixed workload, through retries, timers, a restart and their ends', async () => {
     let o = await openRuntime(res, REFERENCE);
     const checks: string[] = [];

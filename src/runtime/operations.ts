@@ -309,6 +309,24 @@ export async function jobRecords(host: OperationsHost, record: JobRecord) {
   return { history, events, effects, attempts, timers, notes, assets, waitingFor: waitingFor(host, record), stuck };
 }
 
+/**
+ * {@link jobRecords} of one revision of the job: the records are read one by one (on Postgres on
+ * several connections), so a commit landing between them is seen by reading the job again after
+ * them, and they are read again (at most twice more). Otherwise the job could show one revision
+ * and its history the next, or `stuck` be judged on a job row older than its effects (an outcome
+ * applied in between: no live work left, the job still waiting for it).
+ */
+export async function jobRecordsAtOneRevision(host: OperationsHost, record: JobRecord, reread: () => Promise<JobRecord>) {
+  for (let tries = 1; ; tries += 1) {
+    const records = await jobRecords(host, record);
+    const again = await reread();
+    if (again.revision === record.revision) return { record, records };
+    // Still moving after three reads: the newest job, and no `stuck` claimed from mixed revisions.
+    if (tries === 3) return { record: again, records: { ...records, stuck: false } };
+    record = again;
+  }
+}
+
 /** Delete finished jobs last updated before `now - olderThanMs` (see `Runtime.purgeFinished`). */
 export async function purgeFinished(host: OperationsHost, options: { olderThanMs: number; status?: JobStatus }): Promise<string[]> {
   const { olderThanMs, status } = options;

@@ -473,8 +473,8 @@ export class Runtime<C extends MachineCatalog = any> {
   details<K extends MachineIds<C> = MachineIds<C>>(jobId: JobId<K>): Promise<JobDetailsOf<C, K>>;
   async details(jobId: string): Promise<JobDetails<any>> {
     this.#assertOpen();
-    const record = await this.#visible(jobId);
-    return { job: this.#view(record), ...(await ops.jobRecords(this.#ops, record)) };
+    const { record, records } = await ops.jobRecordsAtOneRevision(this.#ops, await this.#visible(jobId), () => this.#visible(jobId));
+    return { job: this.#view(record), ...records };
   }
 
 

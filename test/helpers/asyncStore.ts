@@ -78,7 +78,7 @@ export function asyncStore<T extends JobStore>(inner: T, options: AsyncStoreOpti
   const maxHops = options.maxHops ?? 3;
   const hops = (least: number): number => least + Math.floor(random() * (maxHops - least + 1));
   const inFlight = new Set<Promise<unknown>>();
-  const wrapped = new Map<PortMethod, (...args: unknown[]) => Promise<unknown>>();
+  const wrapped = new Map<PortMethod, { of: unknown; fn: (...args: unknown[]) => Promise<unknown> }>();
 
   function issue(method: (...args: unknown[]) => unknown, args: unknown[]): Promise<unknown> {
     const sent = structuredClone(args);
@@ -111,12 +111,13 @@ export function asyncStore<T extends JobStore>(inner: T, options: AsyncStoreOpti
     get(target, key) {
       const value: unknown = Reflect.get(target, key, target);
       if (!isPortMethod(key) || typeof value !== 'function' || DIRECT.has(key)) return typeof value === 'function' ? value.bind(target) : value;
-      let fn = wrapped.get(key);
-      if (!fn) {
-        fn = key === 'close' ? close : (...args: unknown[]) => issue(value as (...a: unknown[]) => unknown, args);
-        wrapped.set(key, fn);
+      // Made again when the method was replaced on the store (a test that patches one call).
+      let entry = wrapped.get(key);
+      if (entry?.of !== value) {
+        entry = { of: value, fn: key === 'close' ? close : (...args: unknown[]) => issue(value as (...a: unknown[]) => unknown, args) };
+        wrapped.set(key, entry);
       }
-      return fn;
+      return entry.fn;
     },
   });
 }
