@@ -66,7 +66,7 @@ export interface CrashOptions {
   armedKillDelayMs?: number;
   /**
    * Go on past `kills` (arming every further worker) until at least this many deaths came from a
-   * crash point, for at most `kills` more lives. Default 0. How soon an armed worker reaches its
+   * crash point, up to twice `kills` kills in all. Default 0. How soon an armed worker reaches its
    * point depends on the machine's speed; this keeps a short run from passing none.
    */
   minCrashPoints?: number;
