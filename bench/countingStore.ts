@@ -6,7 +6,7 @@
  * synchronously before returning, so timing the call measures the database work itself.
  */
 import { performance } from 'node:perf_hooks';
-import type { JobStore, WriteBatch } from '../src/index.ts';
+import type { JobStore, WriteBatch } from '../src/internal.ts';
 import { percentileSorted } from './stats.ts';
 
 export interface CallStats {

@@ -1,4 +1,4 @@
-import { createRuntime, type TransitionCommit } from '../src/index.ts';
+import { createRuntime, type TransitionCommit } from '../src/internal.ts';
 import { jobLifecycle } from '../machines/index.ts';
 import { timedSteps } from './stats.ts';
 import { freshBenchDb, type StoreKind } from './benchDb.ts';

@@ -1,33 +1,39 @@
 /**
- * Spool's public API. Stores live in their own subpaths: `spool/sqlite`, `spool/memory`.
+ * `spool`: what an application uses. The runtime, `defineJob` and `activity`, the worker loop, the
+ * errors a caller catches, and the types of all of them. Stores live in their own entry points
+ * (`spool/sqlite`, `spool/postgres`, `spool/memory`); the store port and its records are
+ * `spool/store`, for store authors.
  *
  * @example
  * import { createRuntime } from 'spool';
  * import { SqliteStore } from 'spool/sqlite';
  */
 export { createRuntime, Runtime } from './runtime/runtime.ts';
-export { JobQuarantined } from './runtime/quarantine.ts';
 export type { RuntimeOptions, Job, JobOf, JobDetails, JobDetailsOf, SendResult, SendResultOf, SendOptions, StartOptions, StartOrSendOptions, StartOrSendResult, RedeliverOptions, ListFilter, RuntimeEvent, LogEntry, MachineEntries } from './runtime/runtime.ts';
-export { redeliveryOf } from './runtime/redelivery.ts';
-/** Typed definitions and activities (checked against the machine at compile time), and the types that flow from machines. */
+/** Typed definitions and activities (checked against the machine at compile time), and a job id typed by its machine. */
 export { defineJob, activity, type CheckedDefinition } from './runtime/defineJob.ts';
-export type { CatalogOf, JobId, MachineCatalog, MachineTypes, UntypedCatalog, UntypedMachine, MachineIds, MachineIdOf, ActorNames, StatePaths, EventTypesOf } from './runtime/machineTypes.ts';
+export type { JobId } from './runtime/machineTypes.ts';
+export type { JobDefinition, SnapshotMigration } from './runtime/registry.ts';
+export { runWorker, type WorkerOptions } from './runtime/worker.ts';
+/** What an activity receives and throws. */
 export { RetryableError, TerminalError, IndeterminateOutcomeError } from './runtime/retry.ts';
-export { backoffDelay } from './step/attempts.ts';
 export type { RetryPolicy, ActivityPolicy } from './runtime/retry.ts';
 export type { ActivityArgs, AssetInput, DeferredCompletion } from './runtime/activities.ts';
-export { MachineRegistry, isStateMachine, isJobDefinition, eventSchemaFor } from './runtime/registry.ts';
-export { runWorker, type WorkerOptions } from './runtime/worker.ts';
-export type { StorageFaultEvent } from './runtime/api.ts';
-/** The Stately inspector: the `inspect` option's observer type, a job's sessionId, and the feed `spool inspect` relays with. */
-export { InspectionFeed, sessionIdOf, type InspectionObserver, type InspectionFeedDeps } from './runtime/inspection.ts';
-export type { RuntimeStats } from './runtime/operations.ts';
-export { InvalidScheduleError, ScheduleNotFoundError, occurrenceJobId } from './runtime/schedules.ts';
+/** Schedules, stats, the inspector option, runtime events about no job. */
+export { InvalidScheduleError, ScheduleNotFoundError } from './runtime/schedules.ts';
 export type { ScheduleSpec, Schedule, ScheduleResult, ScheduleEvent } from './runtime/schedules.ts';
-export type { JobDefinition, RegisteredMachine, SnapshotMigration, PersistedSnapshotJson } from './runtime/registry.ts';
-export * from './runtime/errors.ts';
-export { systemClock, type Clock } from './ports/clock.ts';
-export type * from './ports/store.ts';
-export { JOB_STATUSES, CommitOutcomeUnknown, DAMAGED_RECORD } from './ports/store.ts';
-/** Helpers clients print with: a state value as `a.b` / `{a.b, c}`, and a copy with sensitive properties redacted. */
-export { formatStateValue, redact, REDACTED } from './runtime/json.ts';
+export type { RuntimeStats } from './runtime/operations.ts';
+export type { StorageFaultEvent } from './runtime/api.ts';
+export type { InspectionObserver } from './runtime/inspection.ts';
+export type { Clock } from './ports/clock.ts';
+/** The errors a caller catches: every one a `SpoolError` with a stable `code` and a `category`. */
+export { JobQuarantined } from './runtime/quarantine.ts';
+export {
+  SpoolError, type ErrorCategory, ValidationError, UnknownMachineError, UnknownEventError, PayloadTooLargeError, MachineDefinitionError,
+  JobNotFoundError, JobTerminalError, IdempotencyConflictError, RevisionConflictError, SchemaTooNewError, CorruptRecordError,
+  StorageFullError, StorageIoError, DatabaseBusyError, StorageAccessError, DatabaseDamagedError, ClosedError, WaitTimeoutError,
+  BackpressureError, RetryRefusedError, TokenError, JobNotFinishedError, RedeliveryRefusedError,
+} from './runtime/errors.ts';
+/** The records the runtime's reads return (`history`, `events`, `historySince`). */
+export { JOB_STATUSES } from './ports/store.ts';
+export type { JsonValue, JobStatus, EventStatus, ErrorInfo, TransitionOutcome, TransitionRecord, InboxRecord, FeedRecord, FeedPage } from './ports/store.ts';

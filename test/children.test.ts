@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { assign, createMachine, fromPromise, sendParent, sendTo, setup } from 'xstate';
-import { MachineDefinitionError, MachineRegistry } from '../src/index.ts';
+import { MachineDefinitionError, MachineRegistry } from '../src/internal.ts';
 import { VirtualClock } from '../src/testing/index.ts';
 import { rawAt, rawRun } from './helpers/rawSql.ts';
 import { Resources } from './helpers/resources.ts';

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { approvalFlow } from '../machines/index.ts';
 import { doctor } from '../persistence/sqlite/index.ts';
 import { SqliteStore } from '../persistence/sqlite/index.ts';
-import { createRuntime, type JobStore } from '../src/index.ts';
+import { createRuntime, type JobStore } from '../src/internal.ts';
 import { main } from '../src/cli/main.ts';
 import { VirtualClock } from '../src/testing/index.ts';
 import { flaky, tally } from './crash/machines.ts';

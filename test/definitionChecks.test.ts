@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { fromPromise, setup } from 'xstate';
 import { z } from 'zod';
-import { MachineDefinitionError, MachineRegistry } from '../src/index.ts';
+import { MachineDefinitionError, MachineRegistry } from '../src/internal.ts';
 import * as reference from '../machines/index.ts';
 import * as fixtures from '../test/fixtures/machines.ts';
 import * as opsFixtures from '../test/fixtures/opsMachines.ts';

@@ -8,7 +8,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MachineRegistry } from '../src/index.ts';
+import { MachineRegistry } from '../src/internal.ts';
 import { allEdges } from '../src/views/graph.ts';
 import { layoutMachine, type DiagramLayout } from '../src/views/layout.ts';
 import { describeMachine, type MachineView, type StateView } from '../src/views/machineView.ts';

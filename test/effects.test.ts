@@ -22,7 +22,7 @@ import {
   type AttemptRecord,
   type Runtime,
   type RuntimeEvent,
-} from '../src/index.ts';
+} from '../src/internal.ts';
 import { dumpRows, rawGet } from './helpers/rawSql.ts';
 import { Resources } from './helpers/resources.ts';
 import { RELEASED_ATTEMPT } from '../src/ports/store.ts';

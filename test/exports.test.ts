@@ -10,16 +10,21 @@ import { describe, expect, it } from 'vitest';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 describe('package entry points', () => {
-  it('spool, spool/sqlite, spool/postgres, spool/memory, spool/testing and spool/machines export what the README names', () => {
+  it('spool, spool/store, spool/sqlite, spool/postgres, spool/memory, spool/testing and spool/machines export what the README names', () => {
     const script = `
       const names = {};
-      for (const entry of ['spool', 'spool/sqlite', 'spool/postgres', 'spool/memory', 'spool/testing', 'spool/machines']) names[entry] = Object.keys(await import(entry)).sort();
+      for (const entry of ['spool', 'spool/store', 'spool/sqlite', 'spool/postgres', 'spool/memory', 'spool/testing', 'spool/machines']) names[entry] = Object.keys(await import(entry)).sort();
       console.log(JSON.stringify(names));`;
     const env = { ...process.env };
     delete env['NODE_OPTIONS'];
     const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: ROOT, env, encoding: 'utf8' });
     const names = JSON.parse(out) as Record<string, string[]>;
     expect(names['spool']).toEqual(expect.arrayContaining(['createRuntime', 'runWorker', 'Runtime', 'SpoolError']));
+    // The root is what an app uses; the store port's rules and the engine's internals are not in it.
+    expect(names['spool']).toEqual(expect.arrayContaining(['defineJob', 'activity', 'TerminalError', 'ValidationError', 'JobQuarantined', 'JOB_STATUSES']));
+    for (const internal of ['MachineRegistry', 'InspectionFeed', 'CommitOutcomeUnknown', 'madeUpEventId', 'redact', 'backoffDelay']) expect(names['spool']).not.toContain(internal);
+    expect(names['spool']!.length).toBeLessThan(40);
+    expect(names['spool/store']).toEqual(expect.arrayContaining(['CommitOutcomeUnknown', 'DAMAGED_RECORD', 'JOB_STATUSES', 'madeUpEventId', 'MAX_RELEASES', 'systemClock', 'StorageFullError']));
     expect(names['spool/sqlite']).toContain('SqliteStore');
     expect(names['spool/postgres']).toEqual(expect.arrayContaining(['PostgresStore', 'openStore']));
     expect(names['spool/memory']).toContain('MemoryStore');

@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { fromPromise, setup } from 'xstate';
-import { MachineRegistry, createRuntime } from '../src/index.ts';
+import { MachineRegistry, createRuntime } from '../src/internal.ts';
 import { SqliteStore } from '../persistence/sqlite/index.ts';
 import { highlightFor, renderGraph } from '../src/views/graph.ts';
 import { describeMachine } from '../src/views/machineView.ts';

@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { assign, fromPromise, setup } from 'xstate';
-import type { CommitResult, DueClaim, JobStore, TransitionCommit, WriteBatch } from '../src/index.ts';
+import type { CommitResult, DueClaim, JobStore, TransitionCommit, WriteBatch } from '../src/internal.ts';
 import { VirtualClock } from '../src/testing/index.ts';
 import { rawAll, rawAt, rawGet } from './helpers/rawSql.ts';
 import { Resources } from './helpers/resources.ts';

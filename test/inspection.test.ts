@@ -11,7 +11,7 @@ import WebSocket from 'ws';
 import type { InspectionEvent } from 'xstate';
 import { afterEach, describe, expect, it } from 'vitest';
 import { fromPromise, setup } from 'xstate';
-import { InspectionFeed, ValidationError, type LogEntry, type Runtime } from '../src/index.ts';
+import { InspectionFeed, ValidationError, type LogEntry, type Runtime } from '../src/internal.ts';
 import { VirtualClock } from '../src/testing/index.ts';
 import { Resources } from './helpers/resources.ts';
 import { startReceiver, statelyProblems, storyOf } from './helpers/inspectorReceiver.ts';

@@ -7,7 +7,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { assign, fromPromise, setup } from 'xstate';
-import { CommitOutcomeUnknown, StorageIoError, type JobStore } from '../src/index.ts';
+import { CommitOutcomeUnknown, StorageIoError, type JobStore } from '../src/internal.ts';
 import { operationsOf, type DueClaim, type TransitionCommit, type UnresolvedOperation, type WriteBatch } from '../src/ports/store.ts';
 import { CommitBatcher } from '../src/runtime/commits.ts';
 import { VirtualClock } from '../src/testing/index.ts';

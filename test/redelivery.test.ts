@@ -7,7 +7,7 @@
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ChildScript } from './helpers/proc.ts';
-import { RedeliveryRefusedError, ValidationError, redeliveryOf } from '../src/index.ts';
+import { RedeliveryRefusedError, ValidationError, redeliveryOf } from '../src/internal.ts';
 import { Resources } from './helpers/resources.ts';
 import { openRuntime } from './helpers/durable.ts';
 import { deliveryHooks, till as definition } from './fixtures/deliveryMachines.ts';

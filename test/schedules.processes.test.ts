@@ -5,7 +5,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { occurrenceJobId } from '../src/index.ts';
+import { occurrenceJobId } from '../src/internal.ts';
 import { ChildScript, type Line } from './helpers/proc.ts';
 import { Resources } from './helpers/resources.ts';
 

@@ -16,7 +16,7 @@ import {
   type Runtime,
   type RuntimeEvent,
   type ScheduleSpec,
-} from '../src/index.ts';
+} from '../src/internal.ts';
 import type { JobStore, OccurrenceRecord, ScheduleFire } from '../src/ports/store.ts';
 import { VirtualClock } from '../src/testing/index.ts';
 import { counter } from './fixtures/machines.ts';

@@ -11,7 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { jobLifecycle } from '../machines/index.ts';
 import { SqliteStore } from '../persistence/sqlite/index.ts';
 import { outcomeUnknownAtCommit, storageFault } from '../persistence/sqlite/storageFault.ts';
-import { CommitOutcomeUnknown, DatabaseBusyError, DatabaseDamagedError, SpoolError, StorageAccessError, StorageFullError, StorageIoError } from '../src/index.ts';
+import { CommitOutcomeUnknown, DatabaseBusyError, DatabaseDamagedError, SpoolError, StorageAccessError, StorageFullError, StorageIoError } from '../src/internal.ts';
 import { operationsOf } from '../src/ports/store.ts';
 import { ChildScript } from './helpers/proc.ts';
 import { dumpDatabase, Resources } from './helpers/resources.ts';

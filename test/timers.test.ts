@@ -7,7 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { raise, setup } from 'xstate';
 import { approvalFlow } from '../machines/index.ts';
-import type { Runtime, TimerRecord } from '../src/index.ts';
+import type { Runtime, TimerRecord } from '../src/internal.ts';
 import { rawGet } from './helpers/rawSql.ts';
 import { Resources } from './helpers/resources.ts';
 import { T0, openRuntime, runToEnd, type Opened } from './helpers/durable.ts';

@@ -8,7 +8,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { assign, fromPromise, setup } from 'xstate';
-import { runWorker, type JobStore, type Runtime, type RuntimeEvent, type WriteBatch, type DueClaim } from '../src/index.ts';
+import { runWorker, type JobStore, type Runtime, type RuntimeEvent, type WriteBatch, type DueClaim } from '../src/internal.ts';
 import { VirtualClock } from '../src/testing/index.ts';
 import { T0 } from './helpers/durable.ts';
 import { Resources } from './helpers/resources.ts';

@@ -7,7 +7,7 @@
  * spool export job-lifecycle > job-lifecycle.machine.ts
  */
 import { Command } from 'commander';
-import type { MachineRegistry } from '../index.ts';
+import type { MachineRegistry } from '../internal.ts';
 import { exportSource } from '../views/exportSource.ts';
 import { pickMachine } from './pickMachine.ts';
 

@@ -4,7 +4,7 @@
  * leaves them plain unless main() decided the output is a terminal that wants colour; widths
  * are measured without the colour escapes.
  */
-import { formatStateValue, type Job } from '../index.ts';
+import { formatStateValue, type Job } from '../internal.ts';
 import { paintHeading, paintState, paintStatus, plain } from './style.ts';
 
 /** A state value for people: `processing`, `checkout.paying`, `{upload.done, scan.running}` for parallel states. */

@@ -8,7 +8,7 @@
  * spool graph job-lifecycle --job resize-1 --format svg > resize-1.svg
  */
 import { Command, Option } from 'commander';
-import type { JsonValue, MachineRegistry, Runtime, TransitionRecord } from '../index.ts';
+import type { JsonValue, MachineRegistry, Runtime, TransitionRecord } from '../internal.ts';
 import { GRAPH_FORMATS, highlightFor, renderGraph, type GraphFormat } from '../views/graph.ts';
 import { describeMachine, type MachineView } from '../views/machineView.ts';
 import { machineSvg } from '../views/svg.ts';

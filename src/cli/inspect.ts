@@ -10,7 +10,7 @@
  */
 import { createWebSocketInspector } from '@statelyai/inspect';
 import { Command } from 'commander';
-import { InspectionFeed, type Runtime } from '../index.ts';
+import { InspectionFeed, type Runtime } from '../internal.ts';
 import { UsageError } from './errors.ts';
 import { followHistory, headSeq } from './follow.ts';
 import { onShutdownSignals } from './signals.ts';

@@ -3,7 +3,7 @@
  * resume, purge.
  */
 import { Option, type Command } from 'commander';
-import { redeliveryOf, type Job, type JobStatus, type SendResult } from '../index.ts';
+import { redeliveryOf, type Job, type JobStatus, type SendResult } from '../internal.ts';
 import { redeliveryWayOut } from '../runtime/quarantine.ts';
 import { BadJsonArgumentError, UsageError, argumentText, parseJsonArgument, parseJsonText } from './errors.ts';
 import { describeStatus, formatBlock, formatState, formatTime, keyValues, oneLine } from './format.ts';

@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import { register } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import type { AnyStateMachine } from 'xstate';
-import { isJobDefinition, isStateMachine, type JobDefinition } from '../index.ts';
+import { isJobDefinition, isStateMachine, type JobDefinition } from '../internal.ts';
 import { MachinesModuleError, firstLine } from './errors.ts';
 import { OWN_EXTENSION, ownModule } from '../loader/ownFiles.ts';
 

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Command } from 'commander';
-import { MachineRegistry } from '../index.ts';
+import { MachineRegistry } from '../internal.ts';
 import { isPostgresUrl } from '../../persistence/openStore.ts';
 import { UsageError } from './errors.ts';
 import { oneLine, table } from './format.ts';

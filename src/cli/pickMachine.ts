@@ -1,5 +1,5 @@
 /** Picking a registered machine version for a command (`spool graph`, `spool export`). */
-import type { MachineRegistry, RegisteredMachine } from '../index.ts';
+import type { MachineRegistry, RegisteredMachine } from '../internal.ts';
 import { UsageError } from './errors.ts';
 
 /** A registered machine by id, the newest version unless `version` names one; a clear usage error otherwise. */

@@ -3,7 +3,7 @@
  * order `spool --help` lists them.
  */
 import { Command, Option } from 'commander';
-import { MachineRegistry } from '../index.ts';
+import { MachineRegistry } from '../internal.ts';
 import { sensitiveKeys } from '../views/redacted.ts';
 import { DEFAULT_MACHINES_MODULE, loadMachines } from './loadMachines.ts';
 import { addScheduleCommands } from './schedule.ts';

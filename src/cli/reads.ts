@@ -2,7 +2,7 @@
  * The `spool` commands that only read: show, list, machines, stats.
  */
 import { Option, type Command } from 'commander';
-import { JOB_STATUSES, MachineRegistry, type Job, type JobDetails, type JobStatus, type ListFilter, type RegisteredMachine, type Runtime, type RuntimeStats } from '../index.ts';
+import { JOB_STATUSES, MachineRegistry, type Job, type JobDetails, type JobStatus, type ListFilter, type RegisteredMachine, type Runtime, type RuntimeStats } from '../internal.ts';
 import { UsageError } from './errors.ts';
 import { formatState, formatTime, keyValues, table } from './format.ts';
 import { redactDetails, redactJob } from '../views/redacted.ts';

@@ -2,7 +2,7 @@
  * `spool show` as text: the job, then its history, pending events, activities, failed attempts,
  * timers, assets and notes.
  */
-import { redeliveryOf, type JobDetails } from '../index.ts';
+import { redeliveryOf, type JobDetails } from '../internal.ts';
 import { redeliveryWayOut } from '../runtime/quarantine.ts';
 import { describeStatus, formatBlock, formatJson, formatState, formatTime, keyValues, oneLine, table } from './format.ts';
 import { paintError, paintHeading, paintOutcome } from './style.ts';

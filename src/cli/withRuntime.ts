@@ -3,7 +3,7 @@
  * then the runtime in the mode the command needs; and the guard against running a job whose
  * machine this process lacks.
  */
-import { MachineRegistry, SpoolError, createRuntime, type LogEntry, type Runtime } from '../index.ts';
+import { MachineRegistry, SpoolError, createRuntime, type LogEntry, type Runtime } from '../internal.ts';
 import { openStore as openDbStore, storeExists, type OpenedStore } from '../../persistence/openStore.ts';
 import { DatabaseError, UsageError, firstLine } from './errors.ts';
 import { knowsMachine } from '../views/redacted.ts';

@@ -1,5 +1,5 @@
 /** Finding a machine (version) of the server's registry by what a request names, or saying which there are. */
-import { UnknownMachineError, type RegisteredMachine, type Runtime } from '../index.ts';
+import { UnknownMachineError, type RegisteredMachine, type Runtime } from '../internal.ts';
 
 /** The refusal for a machine id this server does not register, naming those it does. */
 export function unknownMachine(runtime: Runtime, machineId: string): UnknownMachineError {

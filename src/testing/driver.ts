@@ -1,6 +1,6 @@
 import { fromPromise, type AnyStateMachine } from 'xstate';
 import { openStore } from '../../persistence/openStore.ts';
-import { createRuntime, isStateMachine, type ActivityArgs, type JobDefinition, type Runtime } from '../index.ts';
+import { createRuntime, isStateMachine, type ActivityArgs, type JobDefinition, type Runtime } from '../internal.ts';
 import { scriptedFailureMessage, type PathStep } from './model.ts';
 import type { VirtualClock } from './VirtualClock.ts';
 

@@ -1,5 +1,5 @@
 import { createActor, getNextTransitions, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
-import { ValidationError, type ErrorInfo, type JsonValue, type NewEffect, type NewInboxEvent, type NewJob, type NewTimer, type RegisteredMachine } from '../index.ts';
+import { ValidationError, type ErrorInfo, type JsonValue, type NewEffect, type NewInboxEvent, type NewJob, type NewTimer, type RegisteredMachine } from '../internal.ts';
 import { eventThroughSchema, formatIssues } from '../runtime/intake.ts';
 import { afterFailedAttempt, interruptedError, outcomePayload } from '../step/attempts.ts';
 import type { Relations } from '../step/children.ts';

@@ -1,5 +1,5 @@
 import type { AnyMachineSnapshot } from 'xstate';
-import type { JsonValue, RegisteredMachine } from '../index.ts';
+import type { JsonValue, RegisteredMachine } from '../internal.ts';
 import type { StaticTransition } from './transitions.ts';
 
 /**

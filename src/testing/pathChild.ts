@@ -8,7 +8,7 @@
  */
 import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
-import { MachineRegistry, isStateMachine, type JobDefinition } from '../index.ts';
+import { MachineRegistry, isStateMachine, type JobDefinition } from '../internal.ts';
 import { driveStep, openRuntime, scriptedDefinition, type ActivityScript, type DriverContext } from './driver.ts';
 import { observe, recordOf, type ChildCommand, type ChildConfig, type ChildMessage } from './runner.ts';
 import { collectPathTests, isPathTestSubject } from './runPathTests.ts';

@@ -1,6 +1,6 @@
 import type { AnyStateMachine } from 'xstate';
 import { getAdjacencyMap } from 'xstate/graph';
-import { MachineRegistry, isStateMachine, type JobDefinition, type JsonValue, type RegisteredMachine } from '../index.ts';
+import { MachineRegistry, isStateMachine, type JobDefinition, type JsonValue, type RegisteredMachine } from '../internal.ts';
 import { coverageReport, type CoverageReport, type Waiver } from './coverage.ts';
 import {
   JobModel,

@@ -1,5 +1,5 @@
 import type { AnyStateMachine } from 'xstate';
-import { isJobDefinition, isStateMachine, MachineRegistry, type JobDefinition, type JsonValue } from '../index.ts';
+import { isJobDefinition, isStateMachine, MachineRegistry, type JobDefinition, type JsonValue } from '../internal.ts';
 import type { CoverageGap, Waiver } from './coverage.ts';
 import { generatePaths, type GeneratedPaths, type PathOptions, type PathPlan } from './paths.ts';
 import { SampleError } from './model.ts';

@@ -4,7 +4,7 @@
  * with their zod schemas as JSON Schema (`z.toJSONSchema`).
  */
 import { z } from 'zod';
-import type { RegisteredMachine } from '../index.ts';
+import type { RegisteredMachine } from '../internal.ts';
 
 /** One state node: its children, and the events it handles with their targets. */
 export interface StateView {

@@ -3,7 +3,7 @@
  * sensitive properties redacted, by the machine's definition. One place, so every client
  * redacts alike.
  */
-import { redact, type Job, type JobDetails, type Runtime } from '../index.ts';
+import { redact, type Job, type JobDetails, type Runtime } from '../internal.ts';
 
 /**
  * A deep copy with every property named in `keys` replaced by `[redacted]` (history payloads
