@@ -12,7 +12,7 @@ import { PostgresStore } from '../persistence/postgres/index.ts';
 import { pgMigrations } from '../persistence/postgres/open.ts';
 import { NotASpoolDatabaseError } from '../persistence/sqlite/index.ts';
 import { CommitOutcomeUnknown, type NewInboxEvent } from '../src/ports/store.ts';
-import { SchemaTooNewError } from '../src/runtime/errors.ts';
+import { SchemaTooNewError } from '../src/base/errors.ts';
 import { perTestPostgres } from './helpers/pgTest.ts';
 import { runSpool } from './helpers/spoolCli.ts';
 import { PROJECT_ROOT } from './helpers/resources.ts';

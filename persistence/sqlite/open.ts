@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { SchemaTooNewError, SpoolError, ValidationError } from '../../src/runtime/errors.ts';
+import { SchemaTooNewError, SpoolError, ValidationError } from '../../src/base/errors.ts';
 import { storageFault } from './storageFault.ts';
 
 /** The open sequence met another process's lock: `open` tries again (internal). */

@@ -7,10 +7,11 @@
  */
 import type { Clock } from '../ports/clock.ts';
 import type { JobRecord, JobStore, NewInboxEvent } from '../ports/store.ts';
-import { IdempotencyConflictError, JobNotFoundError, JobTerminalError, ValidationError } from './errors.ts';
-import { hashJson } from './json.ts';
-import { sensitivePaths } from './redaction.ts';
-import type { MachineRegistry, RegisteredMachine } from './registry.ts';
+import { IdempotencyConflictError, JobNotFoundError, JobTerminalError, ValidationError } from '../base/errors.ts';
+import { hashJson } from '../base/json.ts';
+import { sensitivePaths } from '../base/redaction.ts';
+import type { MachineRegistry } from './registry.ts';
+import type { RegisteredMachine } from '../base/definition.ts';
 import { crashPoint } from './crashPoints.ts';
 import { startStep, type Started } from '../step/step.ts';
 import type { Job, SendOptions, SendResult, StartOptions, StartOrSendOptions, StartOrSendResult } from './api.ts';

@@ -1,6 +1,6 @@
 /** Quarantine: a job held back, with a visible reason, until what it needs is registered or repaired. */
 import { DAMAGED_RECORD } from '../ports/store.ts';
-import { SpoolError } from './errors.ts';
+import { SpoolError } from '../base/errors.ts';
 
 /** The quarantine reason's prefix for a job whose commit the store refused (its rows are damaged). */
 export const STORE_REFUSED = 'commit refused by the store: ';
