@@ -38,7 +38,7 @@ export function addStartOrSendCommand(program: Command, io: CliIO): void {
     .argument('<event>', 'the event as JSON or a bare type, as for `spool send`')
     .option('--input <json>', 'the input if the job is created (- reads standard input, @file a file)', '{}')
     .option('--event-id <id>', 'deduplication id: concurrent or repeated calls with it apply the event once')
-    .addHelpText('after', examples('spool start-or-send approval-flow order-42 APPROVE --input \'{"amount":10}\' --event-id approve-42'))
+    .addHelpText('after', examples('spool start-or-send approval-flow order-42 \'{"type":"APPROVE","by":"ana"}\' --input \'{"subject":"order 42"}\' --event-id approve-42'))
     .action(async (machineId: string, jobId: string, eventText: string, options: { input: string; eventId?: string }, command: Command) => {
       const g = globals(command);
       const input = parseJsonArgument(options.input, '--input', `--input '{"name":"resize"}'`);
