@@ -11,12 +11,12 @@
  * src/step), never copies of them, so the profile measures what a send runs.
  */
 import Database from 'better-sqlite3';
-import { hashJson, toJson } from '../src/runtime/json.ts';
+import { hashJson, toJson } from '../src/base/json.ts';
 import { randomUUID } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { createActor, transition, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
-import { hydrate, parseSnapshot } from '../src/runtime/hydrate.ts';
+import { hydrate, parseSnapshot } from '../src/base/hydrate.ts';
 import { transitionInScope } from '../src/step/childScope.ts';
 import { jobColumns, persistedJson } from '../src/step/columns.ts';
 import { step, type StepInput } from '../src/step/step.ts';

@@ -19,7 +19,7 @@
 import type pg from 'pg';
 import { PostgresStore } from './postgres/PostgresStore.ts';
 import { SqliteStore } from './sqlite/SqliteStore.ts';
-import { ValidationError } from '../src/runtime/errors.ts';
+import { ValidationError } from '../src/base/errors.ts';
 
 /** A job's rows, table by table, in the order they are inserted (parents first). */
 const JOB_TABLES = [

@@ -13,18 +13,18 @@ export type { RuntimeOptions, Job, JobOf, JobDetails, JobDetailsOf, SendResult, 
 /** Typed definitions and activities (checked against the machine at compile time), and a job id typed by its machine. */
 export { defineJob, activity, type CheckedDefinition } from './runtime/defineJob.ts';
 export type { JobId } from './runtime/machineTypes.ts';
-export type { JobDefinition, SnapshotMigration } from './runtime/registry.ts';
+export type { JobDefinition, SnapshotMigration } from './base/definition.ts';
 export { runWorker, type WorkerOptions } from './runtime/worker.ts';
 /** What an activity receives and throws. */
-export { RetryableError, TerminalError, IndeterminateOutcomeError } from './runtime/retry.ts';
-export type { RetryPolicy, ActivityPolicy } from './runtime/retry.ts';
+export { RetryableError, TerminalError, IndeterminateOutcomeError } from './base/retry.ts';
+export type { RetryPolicy, ActivityPolicy } from './base/retry.ts';
 export type { ActivityArgs, AssetInput, DeferredCompletion } from './runtime/activities.ts';
 /** Schedules, stats, the inspector option, runtime events about no job. */
 export { InvalidScheduleError, ScheduleNotFoundError } from './runtime/schedules.ts';
 export type { ScheduleSpec, Schedule, ScheduleResult, ScheduleEvent } from './runtime/schedules.ts';
 export type { RuntimeStats } from './runtime/operations.ts';
 export type { StorageFaultEvent } from './runtime/api.ts';
-export type { InspectionObserver } from './runtime/inspection.ts';
+export type { InspectionObserver } from './runtime/options.ts';
 export type { Clock } from './ports/clock.ts';
 /** The errors a caller catches: every one a `SpoolError` with a stable `code` and a `category`. */
 export { JobQuarantined } from './runtime/quarantine.ts';
@@ -33,7 +33,7 @@ export {
   JobNotFoundError, JobTerminalError, IdempotencyConflictError, RevisionConflictError, SchemaTooNewError, CorruptRecordError,
   StorageFullError, StorageIoError, DatabaseBusyError, StorageAccessError, DatabaseDamagedError, ClosedError, WaitTimeoutError,
   BackpressureError, RetryRefusedError, TokenError, JobNotFinishedError, RedeliveryRefusedError,
-} from './runtime/errors.ts';
+} from './base/errors.ts';
 /** The records the runtime's reads return (`history`, `events`, `historySince`). */
 export { JOB_STATUSES } from './ports/store.ts';
 export type { JsonValue, JobStatus, EventStatus, ErrorInfo, TransitionOutcome, TransitionRecord, InboxRecord, FeedRecord, FeedPage } from './ports/store.ts';

@@ -10,22 +10,23 @@ export { redeliveryOf } from './runtime/redelivery.ts';
 /** Typed definitions and activities (checked against the machine at compile time), and the types that flow from machines. */
 export { defineJob, activity, type CheckedDefinition } from './runtime/defineJob.ts';
 export type { CatalogOf, JobId, MachineCatalog, MachineTypes, UntypedCatalog, UntypedMachine, MachineIds, MachineIdOf, ActorNames, StatePaths, EventTypesOf } from './runtime/machineTypes.ts';
-export { RetryableError, TerminalError, IndeterminateOutcomeError } from './runtime/retry.ts';
+export { RetryableError, TerminalError, IndeterminateOutcomeError } from './base/retry.ts';
 export { backoffDelay } from './step/attempts.ts';
-export type { RetryPolicy, ActivityPolicy } from './runtime/retry.ts';
+export type { RetryPolicy, ActivityPolicy } from './base/retry.ts';
 export type { ActivityArgs, AssetInput, DeferredCompletion } from './runtime/activities.ts';
 export { MachineRegistry, isStateMachine, isJobDefinition, eventSchemaFor } from './runtime/registry.ts';
 export { runWorker, type WorkerOptions } from './runtime/worker.ts';
 export type { StorageFaultEvent } from './runtime/api.ts';
 /** The Stately inspector: the `inspect` option's observer type, a job's sessionId, and the feed `spool inspect` relays with. */
-export { InspectionFeed, sessionIdOf, type InspectionObserver, type InspectionFeedDeps } from './runtime/inspection.ts';
+export { InspectionFeed, sessionIdOf, type InspectionFeedDeps } from './runtime/inspection.ts';
+export { type InspectionObserver } from './runtime/options.ts';
 export type { RuntimeStats } from './runtime/operations.ts';
 export { InvalidScheduleError, ScheduleNotFoundError, occurrenceJobId } from './runtime/schedules.ts';
 export type { ScheduleSpec, Schedule, ScheduleResult, ScheduleEvent } from './runtime/schedules.ts';
-export type { JobDefinition, RegisteredMachine, SnapshotMigration, PersistedSnapshotJson } from './runtime/registry.ts';
-export * from './runtime/errors.ts';
+export type { JobDefinition, RegisteredMachine, SnapshotMigration, PersistedSnapshotJson } from './base/definition.ts';
+export * from './base/errors.ts';
 export { systemClock, type Clock } from './ports/clock.ts';
 export type * from './ports/store.ts';
 export { JOB_STATUSES, CommitOutcomeUnknown, DAMAGED_RECORD } from './ports/store.ts';
 /** Helpers clients print with: a state value as `a.b` / `{a.b, c}`, and a copy with sensitive properties redacted. */
-export { formatStateValue, redact, REDACTED } from './runtime/json.ts';
+export { formatStateValue, redact, REDACTED } from './base/json.ts';

@@ -11,4 +11,4 @@ export { systemClock, type Clock } from './ports/clock.ts';
 export {
   SpoolError, type ErrorCategory, StorageFullError, StorageIoError, DatabaseBusyError, StorageAccessError, DatabaseDamagedError,
   CorruptRecordError, SchemaTooNewError,
-} from './runtime/errors.ts';
+} from './base/errors.ts';

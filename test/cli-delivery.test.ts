@@ -80,6 +80,22 @@ describe('spool redeliver', () => {
     const forced = await spool(['--db', db, 'redeliver', 't1', 'pay', '--force']);
     expect(forced.stdout).toMatch(/^outcome +applied/m);
   });
+
+  it('a failed event that carried a sensitive field: send and show give `spool send` as the way out, not redeliver', async () => {
+    const db = newDb();
+    const store = await SqliteStore.open(db);
+    const runtime = await createRuntime({ store, machines: [parcel, till, tally] });
+    await runtime.start('till', {}, { jobId: 's1' });
+    await runtime.close();
+    const sent = await spool(['--db', db, 'send', 's1', '{"type":"SECRET","pin":"1234"}', '--event-id', 'sec']);
+    expect(sent.stdout).toMatch(/^outcome +failed/m);
+    const hint = `\`spool send s1 '{"type":"SECRET",…}'\``;
+    expect(sent.stdout).toContain(hint);
+    expect(sent.stdout).not.toContain('spool redeliver');
+    const show = await spool(['--db', db, 'show', 's1']);
+    expect(show.stdout).toContain(hint);
+    expect(show.stdout).not.toContain('`spool redeliver s1');
+  });
 });
 
 describe('spool start-or-send', () => {

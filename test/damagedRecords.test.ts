@@ -5,7 +5,7 @@
  * quarantined jobs, never as stuck), the other jobs go on, and `spool doctor` finds it and repairs
  * it (quarantine, REINDEX) without deleting history.
  */
-import { copyFileSync } from 'node:fs';
+import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { approvalFlow } from '../machines/index.ts';
@@ -179,6 +179,19 @@ describe('spool doctor (the CLI)', () => {
     db.close();
     const report = doctor(path);
     expect(report.findings).toEqual([expect.objectContaining({ kind: 'derived', table: 'jobs', column: 'revision', jobId: 'healthy' })]);
+  });
+
+  it('a file that is not SQLite is a typed refusal, not a damaged database; it is left as it was', async () => {
+    const path = join(res.tempDir(), 'notes.txt');
+    writeFileSync(path, 'these are my notes\n'.repeat(50));
+    const before = readFileSync(path);
+    for (const args of [['doctor'], ['doctor', '--repair'], ['list']]) {
+      const r = await run(['--db', path, ...args]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/^spool: SPOOL_NOT_A_SPOOL_DATABASE: .*notes\.txt is not a SQLite database; nothing was changed/);
+      expect(r.stdout + r.stderr).not.toMatch(/integrity|--repair|DAMAGED/);
+    }
+    expect(readFileSync(path).equals(before)).toBe(true);
   });
 
   it('a missing file is a typed refusal, not a new database', async () => {

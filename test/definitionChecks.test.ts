@@ -8,12 +8,12 @@ import { fromPromise, setup } from 'xstate';
 import { z } from 'zod';
 import { MachineDefinitionError, MachineRegistry } from '../src/internal.ts';
 import * as reference from '../machines/index.ts';
-import * as fixtures from '../test/fixtures/machines.ts';
-import * as opsFixtures from '../test/fixtures/opsMachines.ts';
-import * as pathFixtures from '../test/fixtures/pathMachines.ts';
-import * as childPathFixtures from '../test/fixtures/childPathMachines.ts';
+import * as fixtures from './fixtures/machines.ts';
+import * as opsFixtures from './fixtures/opsMachines.ts';
+import * as pathFixtures from './fixtures/pathMachines.ts';
+import * as childPathFixtures from './fixtures/childPathMachines.ts';
 import { isJobDefinition, isStateMachine } from '../src/runtime/registry.ts';
-import { nearestName } from '../src/runtime/options.ts';
+import { nearestName } from '../src/base/names.ts';
 
 const child = setup({ actors: { stamp: fromPromise(async () => 'ok') } }).createMachine({
   id: 'child',

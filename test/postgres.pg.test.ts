@@ -12,7 +12,8 @@ import { PostgresStore } from '../persistence/postgres/index.ts';
 import { pgMigrations } from '../persistence/postgres/open.ts';
 import { NotASpoolDatabaseError } from '../persistence/sqlite/index.ts';
 import { CommitOutcomeUnknown, type NewInboxEvent } from '../src/ports/store.ts';
-import { SchemaTooNewError } from '../src/runtime/errors.ts';
+import { DatabaseBusyError, SchemaTooNewError, StorageFullError } from '../src/base/errors.ts';
+import { pgFault } from '../persistence/postgres/faults.ts';
 import { perTestPostgres } from './helpers/pgTest.ts';
 import { runSpool } from './helpers/spoolCli.ts';
 import { PROJECT_ROOT } from './helpers/resources.ts';
@@ -300,6 +301,33 @@ describe('PostgresStore: a connection lost during COMMIT', () => {
     expect(await store.commitLanded('J', 2, null)).toBe(false);
     // The store goes on: the next commit of that revision lands.
     expect(await store.commit([commitOf('J', 1, 'two')])).toEqual([{ ok: true, revision: 2, fence: null }]);
+  });
+});
+
+describe('PostgresStore: a server out of resources', () => {
+  it('too many connections (53300) is a busy server to retry, not a full disk', async () => {
+    const url = await database();
+    const admin = await raw(url);
+    // A role allowed no connection: the server refuses it with 53300, as it does when max_connections is reached.
+    const role = `spool_limited_${process.pid}_${Math.random().toString(16).slice(2, 8)}`;
+    await admin.query(`CREATE ROLE ${role} LOGIN CONNECTION LIMIT 0`);
+    cleanups.push(async () => void (await admin.query(`DROP ROLE ${role}`)));
+    const limited = new URL(url);
+    limited.username = role;
+    limited.password = '';
+    const error = await PostgresStore.open(limited.toString()).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(DatabaseBusyError);
+    expect(error).toMatchObject({ code: 'SPOOL_DATABASE_BUSY', category: 'retryable', details: { driverCode: '53300' } });
+  });
+
+  it('out of memory (53200) is busy too; only a full disk (53100) is SPOOL_STORAGE_FULL', () => {
+    const serverError = (code: string) => Object.assign(new Error('refused'), { code });
+    expect(pgFault(serverError('53200'), 'db')).toBeInstanceOf(DatabaseBusyError);
+    expect(pgFault(serverError('53400'), 'db')).toBeInstanceOf(DatabaseBusyError);
+    expect(pgFault(serverError('53100'), 'db')).toBeInstanceOf(StorageFullError);
   });
 });
 

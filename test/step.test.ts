@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { assign, createMachine, fromPromise, raise, sendTo, setup } from 'xstate';
 import { MachineRegistry, ValidationError, type JobRecord, type JsonValue, type RegisteredMachine } from '../src/internal.ts';
-import { hydrate, parseSnapshot } from '../src/runtime/hydrate.ts';
+import { hydrate, parseSnapshot } from '../src/base/hydrate.ts';
 import { afterFailedAttempt, backoffDelay, DEFAULT_RETRY, interruptedError, maxAttemptsOf } from '../src/step/attempts.ts';
 import { needsChildren, startStep, step, type Step, type StepInput } from '../src/step/step.ts';
 

@@ -12,7 +12,7 @@ import type {
   NewJob,
   TransitionCommit,
 } from '../src/ports/store.ts';
-import { statePaths } from '../src/runtime/json.ts';
+import { statePaths } from '../src/base/json.ts';
 import { dumpStore } from './helpers/resources.ts';
 
 export interface StoreUnderTest {

@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { assign, setup } from 'xstate';
 import { z } from 'zod';
 import { ValidationError, type Runtime } from '../src/index.ts';
-import { plainJson } from '../src/runtime/json.ts';
+import { plainJson } from '../src/base/json.ts';
 import { openRuntime } from './helpers/durable.ts';
 import { dumpDatabase, Resources } from './helpers/resources.ts';
 import { work, workHooks } from './fixtures/workMachine.ts';

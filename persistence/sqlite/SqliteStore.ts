@@ -42,7 +42,7 @@ import type {
 } from '../../src/ports/store.ts';
 import { CommitOutcomeUnknown, operationsOf } from '../../src/ports/store.ts';
 import { systemClock, type Clock } from '../../src/ports/clock.ts';
-import { DatabaseBusyError, DatabaseDamagedError, SpoolError } from '../../src/runtime/errors.ts';
+import { DatabaseBusyError, DatabaseDamagedError, SpoolError } from '../../src/base/errors.ts';
 import { fireScheduleIn, putScheduleIn, Refused, toOccurrenceRecord, toScheduleRecord } from './schedules.ts';
 import { CHECK, guardEntryPoints, outcomeUnknownAtCommit, storageFault } from './storageFault.ts';
 import type {

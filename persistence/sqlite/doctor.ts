@@ -13,6 +13,7 @@ import Database from 'better-sqlite3';
 import { storageFault } from './storageFault.ts';
 import { DAMAGED_RECORD } from '../../src/ports/store.ts';
 import { damageReason } from './records.ts';
+import { refuseNonSqliteFile } from './open.ts';
 
 /** One thing found wrong. */
 export interface DoctorFinding {
@@ -80,11 +81,12 @@ const DERIVED: readonly { column: string; sql: string; says: string }[] = [
 ];
 
 /**
- * Check the Spool database at `path` (opened read-only unless `repair`). A file SQLite cannot
- * open at all is one `integrity` finding. Storage faults (a read-only file asked to repair, a
+ * Check the Spool database at `path` (opened read-only unless `repair`). A file that is not SQLite
+ * is refused (NotASpoolDatabaseError); a damaged one SQLite cannot read is one `integrity` finding. Storage faults (a read-only file asked to repair, a
  * busy one) are thrown typed.
  */
 export function doctor(path: string, options: DoctorOptions = {}): DoctorReport {
+  refuseNonSqliteFile(path);
   let db: Database.Database;
   try {
     db = new Database(path, { readonly: !options.repair, fileMustExist: true, timeout: 5000 });

@@ -1,8 +1,8 @@
 import Database from 'better-sqlite3';
 import type { JobFilter, LeaseClaim } from '../../src/ports/store.ts';
 import { attemptsLeft, exhausted, inCallerTime, releasesLeft, SQLITE, stuck, type SqlDialect } from './predicates.ts';
-import { statsSql } from './stats.ts';
-import { schedulesSql } from './schedules.ts';
+import { statsSql } from './statsSql.ts';
+import { schedulesSql } from './schedulesSql.ts';
 import type { Row } from './records.ts';
 
 /** A raw-mode statement and the function that names its row values (see `rawRows`). */

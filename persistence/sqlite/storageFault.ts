@@ -1,5 +1,5 @@
 /**
- * SQLite's errors as Spool's storage faults (src/runtime/errors.ts), in one place: every entry
+ * SQLite's errors as Spool's storage faults (src/base/errors.ts), in one place: every entry
  * point of the SQLite store goes through {@link guardEntryPoints} (which the Postgres store uses with its own mapping), so no `SqliteError` (nor a
  * `SyntaxError` from a stored JSON text) reaches a caller. By `code` (better-sqlite3 gives the
  * extended code, e.g. `SQLITE_IOERR_WRITE`, `SQLITE_CORRUPT_INDEX`):
@@ -14,7 +14,7 @@
  */
 import { statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { DatabaseBusyError, DatabaseDamagedError, SpoolError, StorageAccessError, StorageFullError, StorageIoError } from '../../src/runtime/errors.ts';
+import { DatabaseBusyError, DatabaseDamagedError, SpoolError, StorageAccessError, StorageFullError, StorageIoError } from '../../src/base/errors.ts';
 
 /** What a fault message can say about where it happened. */
 export interface FaultContext {

@@ -13,7 +13,7 @@ import type { Command } from 'commander';
 import { checkDatabase, doctor, type DoctorReport } from '../../persistence/sqlite/doctor.ts';
 import type { SqliteStore } from '../../persistence/sqlite/index.ts';
 import { CHECK } from '../../persistence/sqlite/storageFault.ts';
-import { DatabaseDamagedError } from '../runtime/errors.ts';
+import { DatabaseDamagedError } from '../base/errors.ts';
 import { DatabaseError, UsageError } from './errors.ts';
 import { isPostgresUrl } from '../../persistence/openStore.ts';
 import { keyValues, table } from './format.ts';

@@ -4,6 +4,7 @@
  */
 import { redeliveryOf, type JobDetails } from '../internal.ts';
 import { redeliveryWayOut } from '../runtime/quarantine.ts';
+import { holdsRedacted } from '../base/redaction.ts';
 import { describeStatus, formatBlock, formatJson, formatState, formatTime, keyValues, oneLine, table } from './format.ts';
 import { paintError, paintHeading, paintOutcome } from './style.ts';
 
@@ -113,12 +114,13 @@ function pushFailed(sections: string[], details: JobDetails): void {
   if (details.job.final) return;
   const redelivered = new Set(details.events.map((e) => redeliveryOf(e.eventId)));
   const failed = details.events.filter((e) => e.status === 'failed' && !redelivered.has(e.eventId));
-  if (failed.length === 0) return;
+  const last = failed.at(-1);
+  if (last === undefined) return;
   sections.push(
     `failed events (not redelivered; each left the job where it was):\n${table(
       ['EVENT ID', 'TYPE', 'REVISION', 'ERROR'],
       failed.map((e) => [e.eventId, e.type, String(e.revision ?? '-'), e.error ? `${e.error.name}: ${oneLine(e.error.message)}` : '-']),
-    )}\nway out: ${redeliveryWayOut(details.job.id, failed.at(-1)!.eventId)}${failed.at(-1)!.revision === details.job.revision ? '' : ' (the job moved on since: add --force)'}`,
+    )}\nway out: ${redeliveryWayOut(details.job.id, last.eventId, holdsRedacted(last.payload), last.type)}${last.revision === details.job.revision ? '' : ' (the job moved on since: add --force)'}`,
   );
 }
 

@@ -1,8 +1,7 @@
 /**
- * Activities and timers as stored: effects, attempts and their claims and finishes, the group-commit
- * batch that carries them beside commits, timers, notes and assets. Part of the store port (store.ts).
+ * Activities and timers as stored: effects, attempts and their claims and finishes, timers, notes and assets. Part of the store port (store.ts).
  */
-import type { CommitResult, CreateOutcome, ErrorInfo, JsonValue, MayBeDamaged, NewInboxEvent, NewJob, Outcome, TransitionCommit } from './jobs.ts';
+import type { ErrorInfo, JsonValue, MayBeDamaged, NewInboxEvent } from './jobs.ts';
 
 export type EffectStatus = 'pending' | 'running' | 'waiting' | 'backoff' | 'succeeded' | 'failed' | 'cancelled';
 
@@ -118,26 +117,6 @@ export interface AttemptFinish {
 
 /** What `finishAttempt` recorded: the outcome (`current`), a stale attempt, or nothing but a stale attempt because the job's lease was taken. */
 export type FinishStatus = 'current' | 'stale' | 'lease-lost';
-
-/**
- * A group-commit batch: writes of many jobs that share one transaction and one disk sync. Each
- * is checked and fails on its own; the order within the transaction is creates, commits,
- * finishes, claims.
- */
-export interface WriteBatch {
-  creates?: readonly NewJob[];
-  commits?: readonly TransitionCommit[];
-  finishes?: readonly AttemptFinish[];
-  claims?: readonly EffectClaim[];
-}
-
-/** The results of a {@link WriteBatch}, in the order of its lists. */
-export interface WriteBatchResult {
-  creates: CreateOutcome[];
-  commits: CommitResult[];
-  finishes: Outcome<FinishStatus>[];
-  claims: Outcome<ClaimedEffect | undefined>[];
-}
 
 /** How an attempt ended, as recorded by `finishAttempt`. */
 export type AttemptResult =

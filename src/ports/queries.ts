@@ -3,7 +3,6 @@
  * Part of the store port (store.ts).
  */
 import type { JobRecord, JobStatus, JsonValue, TransitionOutcome, TransitionRecord } from './jobs.ts';
-import type { EXHAUSTED_ERROR_CODES, JobStore } from './store.ts';
 
 export interface JobFilter {
   machineId?: string;
@@ -56,7 +55,7 @@ export interface FeedRecord extends TransitionRecord {
   machineId: string;
 }
 
-/** A page of {@link JobStore.historySince}: the rows, and the cursor to read the next page from. */
+/** A page of `JobStore.historySince`: the rows, and the cursor to read the next page from. */
 export interface FeedPage {
   records: FeedRecord[];
   /** Pass as `after` next: the last row's seq when the page is full, else the highest seq looked at. */
@@ -120,3 +119,10 @@ export interface StoreStats {
   /** Job leases held (not expired by `now`), by runner: how many jobs and the earliest expiry. */
   leases: { runner: string; jobs: number; earliestUntil: number }[];
 }
+
+/**
+ * The error codes of an effect that failed for good although attempts were left: no attempt left
+ * after an interruption (`SPOOL_RETRIES_EXHAUSTED`) and an interrupted activity unsafe to repeat
+ * (`SPOOL_INDETERMINATE`). Part of what {@link JobFilter.exhausted} means.
+ */
+export const EXHAUSTED_ERROR_CODES: readonly string[] = ['SPOOL_RETRIES_EXHAUSTED', 'SPOOL_INDETERMINATE'];

@@ -2,7 +2,8 @@
  * Schedules as stored: the schedule row, its occurrences, and one planned step (a fire).
  * Part of the store port (store.ts).
  */
-import type { JobRecord, JsonValue, NewInboxEvent, NewJob } from './jobs.ts';
+import type { JobRecord, JsonValue, NewInboxEvent } from './jobs.ts';
+import type { NewJob } from './commits.ts';
 
 /** How an occurrence of a schedule meets the previous run it started when that run has not finished. */
 export type ScheduleOverlap = 'skip' | 'buffer-one' | 'allow-all' | 'cancel-previous';

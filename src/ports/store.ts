@@ -22,7 +22,7 @@
  * `leaseClock: 'caller'` makes it judge by the caller's, for tests that move an injected clock).
  *
  * Storage faults. Besides its results, any call may throw only Spool's typed storage faults
- * (src/runtime/errors.ts), never a driver's error: `StorageFullError` and `StorageIoError`
+ * (src/base/errors.ts), never a driver's error: `StorageFullError` and `StorageIoError`
  * (retryable: nothing was changed; a Postgres store maps disk full, a lost connection before
  * COMMIT and a serialisation failure here), `DatabaseBusyError` (retryable: a lock held past the
  * timeout), `StorageAccessError` (bad configuration: read-only, permission denied) and
@@ -32,10 +32,12 @@
  */
 export * from './jobs.ts';
 export * from './effects.ts';
+export * from './commits.ts';
 export * from './queries.ts';
 export * from './schedules.ts';
-import type { AcceptResult, CommitOutcomeUnknown, CommitResult, CreateJobResult, ErrorInfo, InboxRecord, JobRecord, JsonValue, NewInboxEvent, NewJob, Outcome, QueuedEvent, TransitionCommit, TransitionRecord } from './jobs.ts';
-import type { AssetRecord, AttemptRecord, AttemptResult, ClaimedEffect, DueClaim, DueClaimResult, EffectRecord, FinishStatus, NoteRecord, TimerRecord, WriteBatch, WriteBatchResult } from './effects.ts';
+import type { AcceptResult, CreateJobResult, ErrorInfo, InboxRecord, JobRecord, JsonValue, NewInboxEvent, Outcome, QueuedEvent, TransitionRecord } from './jobs.ts';
+import type { AssetRecord, AttemptRecord, AttemptResult, ClaimedEffect, DueClaim, DueClaimResult, EffectRecord, FinishStatus, NoteRecord, TimerRecord } from './effects.ts';
+import type { CommitOutcomeUnknown, CommitResult, NewJob, TransitionCommit, WriteBatch, WriteBatchResult } from './commits.ts';
 import type { FeedPage, HistoryFeedFilter, JobFilter, PurgeFilter, StoreStats } from './queries.ts';
 import type { NewSchedule, OccurrenceRecord, ScheduleFire, ScheduleFireResult, ScheduleRecord } from './schedules.ts';
 
@@ -349,13 +351,6 @@ export function isExternal(e: NewInboxEvent): boolean {
  * query: `releasesLeft` in persistence/sqlite/predicates.ts), never a number of its own.
  */
 export const MAX_RELEASES = 5;
-
-/**
- * The error codes of an effect that failed for good although attempts were left: no attempt left
- * after an interruption (`SPOOL_RETRIES_EXHAUSTED`) and an interrupted activity unsafe to repeat
- * (`SPOOL_INDETERMINATE`). Part of what {@link JobFilter.exhausted} means.
- */
-export const EXHAUSTED_ERROR_CODES: readonly string[] = ['SPOOL_RETRIES_EXHAUSTED', 'SPOOL_INDETERMINATE'];
 
 /** The error of an attempt a graceful stop gave back (`releaseAttempt`): not counted against `maxAttempts`. */
 export const RELEASED_ATTEMPT: ErrorInfo & { code: string } = {

@@ -3,6 +3,7 @@
  * `send` resolves with, the filters and options of its calls, and the events observers receive.
  */
 import type { AnyStateMachine } from 'xstate';
+import type { InspectionObserver } from './options.ts';
 import type { Clock } from '../ports/clock.ts';
 import type {
   AssetRecord,
@@ -19,9 +20,8 @@ import type {
   TimerRecord,
   TransitionRecord,
 } from '../ports/store.ts';
-import type { InspectionObserver } from './inspection.ts';
 import type { JobId, MachineCatalog, MachineTypes, UntypedMachine } from './machineTypes.ts';
-import type { JobDefinition } from './registry.ts';
+import type { JobDefinition } from '../base/definition.ts';
 import type { ScheduleEvent } from './schedules.ts';
 
 /** What `machines` takes: job definitions and bare XState machines, in any iterable. */

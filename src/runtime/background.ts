@@ -1,4 +1,4 @@
-import { toErrorInfo } from './errors.ts';
+import { toErrorInfo } from '../base/errors.ts';
 import type { Tell } from './events.ts';
 
 /** Work the runtime started without a caller awaiting it (drains, pumps, heartbeats, attempts): its failures are logged, and `idle`/`close` wait for it. */

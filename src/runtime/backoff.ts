@@ -3,7 +3,7 @@
  * whose outcome is unknown): a delay that doubles from `firstMs` to at most `maxMs`. The sleep
  * itself is real time; what is due stays the runtime clock's business.
  */
-import { SpoolError } from './errors.ts';
+import { SpoolError } from '../base/errors.ts';
 
 /** The delay before try `n` (1-based) after a fault: `firstMs`, doubling, at most `maxMs`. */
 export function backoffMs(n: number, firstMs: number, maxMs: number): number {

@@ -6,11 +6,12 @@
 import { UNCOMPARED_HASH } from '../ports/store.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { JobRecord, JobStore, JsonValue, NewInboxEvent } from '../ports/store.ts';
-import { JobTerminalError, ValidationError } from './errors.ts';
+import { JobTerminalError, ValidationError } from '../base/errors.ts';
 import { JobQuarantined } from './quarantine.ts';
 import type { Tell } from './events.ts';
 import { describeEnd, TERMINAL } from './jobView.ts';
-import { eventSchemaFor, namesEventType, type MachineRegistry, type RegisteredMachine } from './registry.ts';
+import { eventSchemaFor, namesEventType, type MachineRegistry } from './registry.ts';
+import { type RegisteredMachine } from '../base/definition.ts';
 
 /** The cancel event for `def`: with the reason when its schema (if any) takes one. */
 export function cancelPayload(def: RegisteredMachine, reason: string): JsonValue {

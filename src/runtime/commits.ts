@@ -18,27 +18,14 @@ import {
   type Outcome,
   type TransitionCommit,
 } from '../ports/store.ts';
-import { RevisionConflictError } from './errors.ts';
-import { DEFAULT_READ_BACK, readBack, type ReadBackOptions } from './outcomeUnknown.ts';
+import { RevisionConflictError } from '../base/errors.ts';
+import { DEFAULT_READ_BACK, readBack, type QueuedWrite, type ReadBackOptions, type Waiting } from './outcomeUnknown.ts';
 
 /** Commits per group-commit transaction at most. */
 const MAX_BATCH = 256;
 
 /** Times one write is written again after a read-back found it absent; then its caller gets the unknown outcome. */
 const MAX_WRITES_AGAIN = 3;
-
-/** A caller waiting for its write's result. */
-interface Waiting<T> {
-  resolve: (r: T) => void;
-  reject: (e: unknown) => void;
-}
-
-/** A write waiting for the next group-commit batch, with its caller's promise. */
-export type QueuedWrite =
-  | ({ commit: TransitionCommit } & Waiting<CommitResult>)
-  | ({ create: NewJob } & Waiting<CreateJobResult>)
-  | ({ finish: AttemptFinish } & Waiting<FinishStatus>)
-  | ({ claim: EffectClaim } & Waiting<ClaimedEffect | undefined>);
 
 /** Batches the runtime's writes (new jobs, transitions, attempt outcomes, activity claims) into shared transactions. */
 export class CommitBatcher {

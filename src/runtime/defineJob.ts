@@ -8,8 +8,8 @@ import { fromPromise, type AnyStateMachine, type NonReducibleUnknown, type Promi
 import type { ZodType } from 'zod';
 import type { ActivityArgs, DeferredCompletion } from './activities.ts';
 import type { ActorNames, EventTypesOf, StatePaths } from './machineTypes.ts';
-import type { JobDefinition } from './registry.ts';
-import type { ActivityPolicy, RetryPolicy } from './retry.ts';
+import type { JobDefinition } from '../base/definition.ts';
+import type { ActivityPolicy, RetryPolicy } from '../base/retry.ts';
 
 /** Keys of `T` that are not in `Allowed`: each mapped to `never`, so a value there fails to compile. */
 type OnlyKeys<T, Allowed extends PropertyKey> = T & { [K in Exclude<keyof T, Allowed>]: never };

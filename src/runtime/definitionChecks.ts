@@ -7,9 +7,9 @@
 import type { AnyStateMachine } from 'xstate';
 import { z, type ZodType } from 'zod';
 import { activityKind } from '../step/actions.ts';
-import { MachineDefinitionError } from './errors.ts';
-import { didYouMean } from './options.ts';
-import type { JobDefinition } from './registry.ts';
+import { MachineDefinitionError } from '../base/errors.ts';
+import { didYouMean } from '../base/names.ts';
+import type { JobDefinition } from '../base/definition.ts';
 
 /** The names a definition object may have. */
 export const DEFINITION_KEYS: readonly string[] = ['machine', 'id', 'version', 'input', 'events', 'migrations', 'sensitive', 'activities', 'cancel', 'description'];

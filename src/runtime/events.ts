@@ -1,7 +1,7 @@
 /** What the runtime tells its observers (`subscribe`) and its structured log. */
 import type { Clock } from '../ports/clock.ts';
 import type { LogEntry, RuntimeEvent } from './api.ts';
-import { toErrorInfo } from './errors.ts';
+import { toErrorInfo } from '../base/errors.ts';
 
 /** The runtime's listeners and log sink: every part tells them through one of these. */
 export class RuntimeEvents {

@@ -8,13 +8,14 @@
 import type { Clock } from '../ports/clock.ts';
 import type { AttemptFinish, ClaimedEffect, DueClaimResult, EffectClaim, EffectRecord, EffectStart, ErrorInfo, FinishStatus, JobRecord, JobStore, JsonValue, NewEffect, NewInboxEvent } from '../ports/store.ts';
 import { CommitOutcomeUnknown } from '../ports/store.ts';
-import { toErrorInfo } from './errors.ts';
-import { redactText } from './redaction.ts';
-import type { MachineRegistry, RegisteredMachine } from './registry.ts';
+import { toErrorInfo } from '../base/errors.ts';
+import { redactText } from '../base/redaction.ts';
+import type { MachineRegistry } from './registry.ts';
+import type { RegisteredMachine } from '../base/definition.ts';
 import { crashPoint } from './crashPoints.ts';
 import { afterFailedAttempt, interruptedError, outcomeEvent } from '../step/attempts.ts';
 import { AttemptAbort, deferred, isDeferred, runnerIsGone, type ActivityArgs, type AssetInput } from './activities.ts';
-import { classify } from './retry.ts';
+import { classify } from '../base/retry.ts';
 import { widerScan, type ActivitySlots } from './limits.ts';
 import { checkPercent, storedJson } from './intake.ts';
 import type { LogEntry, RuntimeEvent } from './api.ts';

@@ -3,7 +3,7 @@
  * `seq`), a page at a time after a cursor. What the all-jobs event stream of `spool serve` reads.
  */
 import type { FeedPage, JobStore, TransitionOutcome } from '../ports/store.ts';
-import { ValidationError } from './errors.ts';
+import { ValidationError } from '../base/errors.ts';
 import { requireOptions } from './intake.ts';
 
 /** Which commits a page of the feed holds, and how many at most (1-1000, default 100). */

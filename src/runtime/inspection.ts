@@ -19,22 +19,14 @@
  *   child actor of the job, named by its invoke id, when its outcome arrives), the child or parent
  *   job for an event between them.
  */
-import type { AnyEventObject, InspectionEvent, Observer } from 'xstate';
+import type { AnyEventObject, InspectionEvent } from 'xstate';
 import type { FeedRecord, JobRecord, JobStore, JsonValue, TransitionRecord } from '../ports/store.ts';
 import type { Job, LogEntry, RuntimeEvent } from './api.ts';
+import type { InspectionObserver } from './options.ts';
 import type { RuntimeEvents } from './events.ts';
-import { toErrorInfo } from './errors.ts';
-import { redact } from './json.ts';
+import { toErrorInfo } from '../base/errors.ts';
+import { redact } from '../base/json.ts';
 import type { MachineRegistry } from './registry.ts';
-
-/** What the `inspect` option takes: a function or an observer of XState inspection events. */
-export type InspectionObserver = ((event: InspectionEvent) => void) | Partial<Observer<InspectionEvent>>;
-
-/** Whether `value` can be given as the `inspect` option. */
-export function isInspectionObserver(value: unknown): value is InspectionObserver {
-  if (typeof value === 'function') return true;
-  return value !== null && typeof value === 'object' && typeof (value as { next?: unknown }).next === 'function';
-}
 
 /** The sessionId of a job's actor: stable across processes and restarts. */
 export function sessionIdOf(jobId: string): string {

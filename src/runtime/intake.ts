@@ -6,10 +6,11 @@
 import type { JobRecord, JobStore, JsonValue } from '../ports/store.ts';
 import { JOB_STATUSES } from '../ports/store.ts';
 import type { ListFilter, SendOptions } from './api.ts';
-import { IdempotencyConflictError, PayloadTooLargeError, UnknownEventError, ValidationError } from './errors.ts';
-import { NotJsonError, plainJson } from './json.ts';
-import { redactText } from './redaction.ts';
-import { eventSchemaFor, namesEventType, type RegisteredMachine } from './registry.ts';
+import { IdempotencyConflictError, PayloadTooLargeError, UnknownEventError, ValidationError } from '../base/errors.ts';
+import { NotJsonError, plainJson } from '../base/json.ts';
+import { redactText } from '../base/redaction.ts';
+import { eventSchemaFor, namesEventType } from './registry.ts';
+import { type RegisteredMachine } from '../base/definition.ts';
 import { unknownNames } from './options.ts';
 
 /** Deepest JSON nesting accepted in inputs, events and outputs. */

@@ -1,10 +1,11 @@
 /** What a caller sees of a job: the API's view of a stored record, and reads limited to this runtime's owner. */
 import type { JobRecord, JobStatus, JobStore, JsonValue } from '../ports/store.ts';
 import type { Job } from './api.ts';
-import { JobNotFoundError, ValidationError } from './errors.ts';
-import { parseSnapshot } from './hydrate.ts';
-import { statePaths } from './json.ts';
-import type { MachineRegistry, RegisteredMachine } from './registry.ts';
+import { JobNotFoundError, ValidationError } from '../base/errors.ts';
+import { parseSnapshot } from '../base/hydrate.ts';
+import { statePaths } from '../base/json.ts';
+import type { MachineRegistry } from './registry.ts';
+import type { RegisteredMachine } from '../base/definition.ts';
 
 /** The statuses of a job that has ended: it accepts no more events. */
 export const TERMINAL: ReadonlySet<JobStatus> = new Set(['done', 'error', 'stopped']);

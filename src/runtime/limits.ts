@@ -12,7 +12,7 @@
  * Bookkeeping only, over an injected clock and an injected counter; the runtime decides when to ask.
  */
 import type { Clock } from '../ports/clock.ts';
-import { BackpressureError, ValidationError } from './errors.ts';
+import { BackpressureError, ValidationError } from '../base/errors.ts';
 
 /** Default `maxBacklog`: events accepted but not yet applied, store-wide, before `start`/`send` refuse. */
 export const DEFAULT_MAX_BACKLOG = 100_000;

@@ -7,9 +7,9 @@
 import type { AnyMachineSnapshot } from 'xstate';
 import type { Clock } from '../ports/clock.ts';
 import type { EffectRecord, JobFilter, JobRecord, JobStatus, JobStore, JsonValue, StoreStats } from '../ports/store.ts';
-import { JobTerminalError, RetryRefusedError, ValidationError } from './errors.ts';
-import { formatStateValue, hashJson, REDACTED } from './json.ts';
-import type { RegisteredMachine } from './registry.ts';
+import { JobTerminalError, RetryRefusedError, ValidationError } from '../base/errors.ts';
+import { formatStateValue, hashJson, REDACTED } from '../base/json.ts';
+import type { RegisteredMachine } from '../base/definition.ts';
 import { maxAttemptsOf } from '../step/attempts.ts';
 
 /** What the operations need from the runtime. */

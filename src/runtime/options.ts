@@ -5,8 +5,8 @@
  * (a lease shorter than a second, no activity slot at all) are refused the same way.
  */
 import { z } from 'zod';
-import { ValidationError } from './errors.ts';
-import { isInspectionObserver } from './inspection.ts';
+import { ValidationError } from '../base/errors.ts';
+import type { InspectionEvent, Observer } from 'xstate';
 
 const fn = (what: string) => z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', `must be a function (${what})`);
 const positiveInt = z.number().int().positive();
@@ -69,40 +69,11 @@ export function checkRuntimeOptions(options: unknown): void {
   throw new ValidationError(`createRuntime: ${problems.join('; ')}.`, { option });
 }
 
-/**
- * The name in `known` nearest to `name` (a misspelling: at most a third of its letters off, case
- * aside), or undefined: what a "did you mean" in an error message suggests.
- *
- * @example
- * nearestName('maxAttempt', ['maxAttempts', 'backoff']) // 'maxAttempts'
- */
-export function nearestName(name: string, known: Iterable<string>): string | undefined {
-  const limit = Math.max(2, Math.floor(name.length / 3));
-  let best: { name: string; distance: number } | undefined;
-  for (const candidate of known) {
-    const distance = editDistance(name.toLowerCase(), candidate.toLowerCase());
-    if (distance <= limit && (best === undefined || distance < best.distance)) best = { name: candidate, distance };
-  }
-  return best?.name;
+/** Whether `value` can be given as the `inspect` option. */
+export function isInspectionObserver(value: unknown): value is InspectionObserver {
+  if (typeof value === 'function') return true;
+  return value !== null && typeof value === 'object' && typeof (value as { next?: unknown }).next === 'function';
 }
 
-/** " (did you mean X?)" for the name in `known` nearest to `name`, else "". */
-export function didYouMean(name: string, known: Iterable<string>): string {
-  const near = nearestName(name, known);
-  return near === undefined ? '' : ` (did you mean "${near}"?)`;
-}
-
-/** Edits (insert, delete, substitute, swap two neighbours) from `a` to `b`. */
-function editDistance(a: string, b: string): number {
-  const rows: number[][] = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
-  for (let j = 1; j <= b.length; j += 1) rows[0]![j] = j;
-  for (let i = 1; i <= a.length; i += 1) {
-    for (let j = 1; j <= b.length; j += 1) {
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      let d = Math.min(rows[i - 1]![j]! + 1, rows[i]![j - 1]! + 1, rows[i - 1]![j - 1]! + cost);
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d = Math.min(d, rows[i - 2]![j - 2]! + 1);
-      rows[i]![j] = d;
-    }
-  }
-  return rows[a.length]![b.length]!;
-}
+/** What the `inspect` option takes: a function or an observer of XState inspection events. */
+export type InspectionObserver = ((event: InspectionEvent) => void) | Partial<Observer<InspectionEvent>>;

@@ -10,9 +10,22 @@
  * - an activity claim: taken as not claimed (a claim that landed expires at its `claimUntil`).
  * A read-back that itself meets a retryable fault backs off (bounded) and reads again.
  */
-import { type JobStore, operationsOf } from '../ports/store.ts';
+import { operationsOf, type AttemptFinish, type ClaimedEffect, type CommitResult, type CreateJobResult, type EffectClaim, type FinishStatus, type JobStore, type NewJob, type TransitionCommit } from '../ports/store.ts';
 import { backoffMs, isRetryableFault, pause } from './backoff.ts';
-import type { QueuedWrite } from './commits.ts';
+
+
+/** A caller waiting for its write's result. */
+export interface Waiting<T> {
+  resolve: (r: T) => void;
+  reject: (e: unknown) => void;
+}
+
+/** A write waiting for the next group-commit batch, with its caller's promise. */
+export type QueuedWrite =
+  | ({ commit: TransitionCommit } & Waiting<CommitResult>)
+  | ({ create: NewJob } & Waiting<CreateJobResult>)
+  | ({ finish: AttemptFinish } & Waiting<FinishStatus>)
+  | ({ claim: EffectClaim } & Waiting<ClaimedEffect | undefined>);
 
 /** How patiently a read-back retries a retryable fault. */
 export interface ReadBackOptions {

@@ -1,6 +1,6 @@
 /** Quarantine: a job held back, with a visible reason, until what it needs is registered or repaired. */
 import { DAMAGED_RECORD } from '../ports/store.ts';
-import { SpoolError } from './errors.ts';
+import { SpoolError } from '../base/errors.ts';
 
 /** The quarantine reason's prefix for a job whose commit the store refused (its rows are damaged). */
 export const STORE_REFUSED = 'commit refused by the store: ';
@@ -24,7 +24,13 @@ export function wayOut(reason: string): string {
 }
 
 
-/** What to do about a failed (poison) caller event: fix the code, then redeliver it. */
-export function redeliveryWayOut(jobId: string, eventId: string): string {
+/**
+ * What to do about a failed (poison) caller event: fix the code, then redeliver it; one that
+ * carried sensitive fields (not stored, so never redelivered) is sent again with its values.
+ */
+export function redeliveryWayOut(jobId: string, eventId: string, carriedSensitive = false, type = '<type>'): string {
+  if (carriedSensitive) {
+    return `fix what made it fail, then send it again with its sensitive values, \`spool send ${jobId} '{"type":"${type}",…}'\` (runtime.send): it carried sensitive fields, which Spool does not store, so it cannot be redelivered`;
+  }
   return `fix what made it fail, then \`spool redeliver ${jobId} ${eventId}\` (runtime.redeliver) applies it again on the current state`;
 }

@@ -6,7 +6,7 @@
  */
 import type { Clock } from '../ports/clock.ts';
 import type { JobFilter, JobRecord, JobStore } from '../ports/store.ts';
-import { StorageAccessError, toErrorInfo } from './errors.ts';
+import { StorageAccessError, toErrorInfo } from '../base/errors.ts';
 import { isRetryableFault } from './backoff.ts';
 import type { Tell } from './events.ts';
 import { ROUND_BOUNDS } from './limits.ts';

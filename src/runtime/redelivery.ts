@@ -9,10 +9,10 @@
  * its own id.
  */
 import { UNCOMPARED_HASH, type InboxRecord, type JobRecord, type JsonValue, type NewInboxEvent } from '../ports/store.ts';
-import { JobTerminalError, RedeliveryRefusedError } from './errors.ts';
-import { formatStateValue, hashJson } from './json.ts';
-import { sensitivePaths } from './redaction.ts';
-import type { RegisteredMachine } from './registry.ts';
+import { JobTerminalError, RedeliveryRefusedError } from '../base/errors.ts';
+import { formatStateValue, hashJson } from '../base/json.ts';
+import { sensitivePaths } from '../base/redaction.ts';
+import type { RegisteredMachine } from '../base/definition.ts';
 import { describeEnd, TERMINAL } from './jobView.ts';
 
 /** Options of `redeliver`. */

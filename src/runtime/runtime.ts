@@ -2,7 +2,7 @@ import { uuidv7 } from './ids.ts';
 import { readHistoryFeed, type HistoryFeedOptions } from './historyFeed.ts';
 import { systemClock, type Clock } from '../ports/clock.ts';
 import type { FeedPage, EffectRecord, InboxRecord, JobFilter, JobRecord, JobStatus, JobStore, TransitionRecord } from '../ports/store.ts';
-import { ClosedError, JobNotFinishedError, JobNotFoundError, JobTerminalError, toErrorInfo } from './errors.ts';
+import { ClosedError, JobNotFinishedError, JobNotFoundError, JobTerminalError, toErrorInfo } from '../base/errors.ts';
 import { MachineRegistry } from './registry.ts';
 import { outcomeEvent } from '../step/attempts.ts';
 import { newRunnerId, type ActivityArgs, type AssetInput } from './activities.ts';

@@ -28,10 +28,11 @@ import type {
   ScheduleOverlap,
   ScheduleRecord,
 } from '../ports/store.ts';
-import { IdempotencyConflictError, SpoolError } from './errors.ts';
-import { hashJson } from './json.ts';
+import { IdempotencyConflictError, SpoolError } from '../base/errors.ts';
+import { hashJson } from '../base/json.ts';
 import { unknownNames } from './options.ts';
-import { namesEventType, type MachineRegistry, type RegisteredMachine } from './registry.ts';
+import { namesEventType, type MachineRegistry } from './registry.ts';
+import { type RegisteredMachine } from '../base/definition.ts';
 
 /** What `Runtime.schedule` takes. */
 export interface ScheduleSpec {

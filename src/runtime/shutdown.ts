@@ -7,7 +7,7 @@ import type { Clock } from '../ports/clock.ts';
 import type { JobStore } from '../ports/store.ts';
 import { retireRunner } from './activities.ts';
 import type { BackgroundWork } from './background.ts';
-import { ClosedError } from './errors.ts';
+import { ClosedError } from '../base/errors.ts';
 import type { RuntimeEvents, Tell } from './events.ts';
 import type { ActivityExecutor } from './executor.ts';
 import type { LeaseKeeper } from './leases.ts';

@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../ports/clock.ts';
 import type { EffectRecord, ErrorInfo, JobStore, JsonValue, NewInboxEvent } from '../ports/store.ts';
-import { TokenError } from './errors.ts';
+import { TokenError } from '../base/errors.ts';
 import type { Tell } from './events.ts';
 
 /** A new completion token: 48 random hex characters. */

@@ -5,7 +5,7 @@
  */
 import type { JobStore } from '../ports/store.ts';
 import type { Job, RuntimeEvent } from './api.ts';
-import { toErrorInfo, WaitTimeoutError } from './errors.ts';
+import { toErrorInfo, WaitTimeoutError } from '../base/errors.ts';
 import type { Tell } from './events.ts';
 import type { WaitOptions } from './intake.ts';
 

@@ -3,7 +3,7 @@
  * their records, the writes (start, send, start-or-send, redeliver, cancel, retry, suspend,
  * resume, settling a token), stats, the event streams (sse.ts), the diagrams (diagrams.ts) and the
  * dashboard at `/` (dashboard.ts). Every refusal is `{ error: { code, ... } }` (errors.ts), decided
- * before anything is written: the token first (auth.ts), then the body (size, JSON, shape), then
+ * before anything is written: the Host, Origin and token first (auth.ts), then the body (size, JSON, shape), then
  * the runtime's own checks.
  */
 import { Hono, type Context } from 'hono';
@@ -11,7 +11,7 @@ import { bodyLimit } from 'hono/body-limit';
 import { methodNotAllowed } from 'hono/method-not-allowed';
 import { JOB_STATUSES, ValidationError, type JobStatus, type ListFilter, type Runtime } from '../index.ts';
 import { redactDetails, redactJob, redactKeys, sensitiveKeys } from '../views/redacted.ts';
-import { requireTokenForWrites } from './auth.ts';
+import { guardHost, requireToken, type ListenAddress } from './auth.ts';
 import { BadJsonError, BodyTooLargeError, MachineUnavailableError, MethodNotAllowedError, RouteNotFoundError, errorResponse } from './errors.ts';
 import { describeMachine } from '../views/machineView.ts';
 import type { StreamHub } from './sse.ts';
@@ -26,6 +26,12 @@ export interface AppOptions {
   /** Largest request body, in bytes. */
   bodyLimitBytes: number;
   streams: StreamHub;
+  /** Host names (`name`, or `name:port`) a request may use besides the server's own address. */
+  allowedHosts?: readonly string[];
+  /** Where the server listens (the Host check); without it, the loopback names on any port. */
+  address?: () => ListenAddress | undefined;
+  /** Reads of the API need the token too. */
+  readsNeedToken?: boolean;
   /** Where unexpected errors go (their message is not sent to the client). */
   onInternalError?: (error: unknown) => void;
 }
@@ -41,7 +47,8 @@ export function createApp(options: AppOptions): Hono {
   });
   app.notFound((c) => errorResponse(new RouteNotFoundError(`No route ${c.req.method} ${c.req.path}. The API is under /api: see the README, "Seeing jobs".`)));
   app.use(methodNotAllowed({ app, onMethodNotAllowed: (c, allow) => errorResponse(new MethodNotAllowedError(c.req.method, c.req.path, allow)) }));
-  app.use(requireTokenForWrites(options.token));
+  app.use(guardHost(options.allowedHosts ?? [], options.address ?? (() => undefined)));
+  app.use(requireToken(options.token, options.readsNeedToken ?? false));
   app.use(bodyLimit({ maxSize: options.bodyLimitBytes, onError: () => errorResponse(new BodyTooLargeError(`The request body is larger than ${options.bodyLimitBytes} bytes, this server's limit. Nothing was changed.`, { limit: options.bodyLimitBytes })) }));
 
   addMachineRoutes(app, runtime);

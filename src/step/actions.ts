@@ -1,6 +1,6 @@
 import { UNCOMPARED_HASH, type JsonValue, type NewEffect, type NewInboxEvent, type NewTimer } from '../ports/store.ts';
-import { toJson } from '../runtime/json.ts';
-import type { RegisteredMachine } from '../runtime/registry.ts';
+import { toJson } from '../base/json.ts';
+import type { RegisteredMachine } from '../base/definition.ts';
 import { maxAttemptsOf } from './attempts.ts';
 
 /** An action XState returned from `transition()`: data, plus a working `exec` for custom actions. */

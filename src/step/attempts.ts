@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { UNCOMPARED_HASH, type ErrorInfo, type JsonValue, type NewInboxEvent } from '../ports/store.ts';
-import { toJson } from '../runtime/json.ts';
-import type { RetryPolicy } from '../runtime/retry.ts';
+import { toJson } from '../base/json.ts';
+import type { RetryPolicy } from '../base/retry.ts';
 
 /**
  * The rules about an activity's attempts, once: how many it gets, when the next one is due, when

@@ -1,9 +1,9 @@
 import type { AnyMachineSnapshot } from 'xstate';
 import { UNCOMPARED_HASH, type ErrorInfo, type JobRecord, type JsonValue, type NewEffect, type NewInboxEvent, type NewJob } from '../ports/store.ts';
-import { toErrorInfo } from '../runtime/errors.ts';
-import { parseSnapshot } from '../runtime/hydrate.ts';
-import { hashJson, toJson } from '../runtime/json.ts';
-import type { RegisteredMachine } from '../runtime/registry.ts';
+import { toErrorInfo } from '../base/errors.ts';
+import { parseSnapshot } from '../base/hydrate.ts';
+import { hashJson, toJson } from '../base/json.ts';
+import type { RegisteredMachine } from '../base/definition.ts';
 import { planActions, type ActionPlan } from './actions.ts';
 import { outcomeEvent } from './attempts.ts';
 import { initialAsChild, PARENT_REF } from './childScope.ts';

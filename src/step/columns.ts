@@ -1,8 +1,8 @@
 import type { AnyMachineSnapshot } from 'xstate';
 import type { JobRecord, JobStatus, JsonValue, NewJob, TransitionCommit } from '../ports/store.ts';
-import { toErrorInfo } from '../runtime/errors.ts';
-import { redact, statePaths, toJson } from '../runtime/json.ts';
-import type { RegisteredMachine } from '../runtime/registry.ts';
+import { toErrorInfo } from '../base/errors.ts';
+import { redact, statePaths, toJson } from '../base/json.ts';
+import type { RegisteredMachine } from '../base/definition.ts';
 
 /** A transition left a context JSON cannot hold: the event's error, recorded as `failed`. */
 export class UnserializableSnapshotError extends Error {

@@ -1,10 +1,10 @@
 import { initialTransition, transition, type AnyMachineSnapshot } from 'xstate';
 import type { ErrorInfo, JobRecord, JsonValue, NewInboxEvent, NewJob, TransitionCommit } from '../ports/store.ts';
-import { toErrorInfo, ValidationError } from '../runtime/errors.ts';
-import { parseSnapshot } from '../runtime/hydrate.ts';
-import { redact, statePaths, toJson } from '../runtime/json.ts';
-import { redactText } from '../runtime/redaction.ts';
-import type { RegisteredMachine } from '../runtime/registry.ts';
+import { toErrorInfo, ValidationError } from '../base/errors.ts';
+import { parseSnapshot } from '../base/hydrate.ts';
+import { redact, statePaths, toJson } from '../base/json.ts';
+import { redactText } from '../base/redaction.ts';
+import type { RegisteredMachine } from '../base/definition.ts';
 import { planActions, type ActionPlan } from './actions.ts';
 import { childFailure, noRelations, relationsOf, spawnChildren, touchesRelations, type RelationBook, type Relations } from './children.ts';
 import { initialInScope, initialWithScope, PARENT_REF, transitionAsChild, transitionInScope } from './childScope.ts';

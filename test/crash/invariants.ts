@@ -5,7 +5,7 @@
  */
 import Database from 'better-sqlite3';
 import type { AnyStateMachine } from 'xstate';
-import { hashJson } from '../../src/runtime/json.ts';
+import { hashJson } from '../../src/base/json.ts';
 import { replayHistory } from '../helpers/replay.ts';
 import { CRASH_MACHINES } from './machines.ts';
 import { SECRET_MARK, type Command } from './workload.ts';

@@ -7,7 +7,7 @@
 // page never queues anything. A dropped stream reconnects on its own with Last-Event-ID (the
 // badge says "reconnecting"), and the read after it catches up; a finished job's stream closes.
 
-import { enc, get } from './api.js';
+import { enc, get, streamUrl } from './api.js';
 import { applyMarks, loadDiagram } from './diagram.js';
 import { ago, card, empty, fill, flagChips, h, jsonBlock, link, progressBar, stateChip, stateChips, statePaths, statusChip } from './dom.js';
 import { actionsPanel } from './jobActions.js';
@@ -98,7 +98,7 @@ function setLive(el, state, text) {
  * reads again then too. After the job's final commit the stream is closed here.
  */
 function stream(id, after, live, refresh) {
-  const source = new EventSource(`/api/jobs/${enc(id)}/stream?after=${after}`);
+  const source = new EventSource(streamUrl(`/api/jobs/${enc(id)}/stream?after=${after}`));
   source.onopen = () => setLive(live, 'live', 'live');
   source.onerror = () => {
     if (source.readyState === EventSource.CLOSED) setLive(live, 'closed', 'stream closed');

@@ -1,6 +1,6 @@
 import { createActor, type AnyMachineSnapshot } from 'xstate';
 import type { JobRecord } from '../ports/store.ts';
-import type { PersistedSnapshotJson, RegisteredMachine } from './registry.ts';
+import type { PersistedSnapshotJson, RegisteredMachine } from './definition.ts';
 
 /** `actor`: the unstarted actor that restored it; its scope serves later pure transitions of the job. */
 export type Hydrated = { ok: true; snapshot: AnyMachineSnapshot; actor: unknown } | { ok: false; reason: string };
