@@ -5,7 +5,7 @@
 import { Option, type Command } from 'commander';
 import { redeliveryOf, type Job, type JobStatus, type SendResult } from '../index.ts';
 import { redeliveryWayOut } from '../runtime/quarantine.ts';
-import { sensitivePaths } from '../runtime/redaction.ts';
+import { sensitivePaths } from '../base/redaction.ts';
 import { BadJsonArgumentError, UsageError, argumentText, parseJsonArgument, parseJsonText } from './errors.ts';
 import { describeStatus, formatBlock, formatState, formatTime, keyValues, oneLine } from './format.ts';
 import { redactJob, redactKeys, sensitiveKeys } from '../views/redacted.ts';

@@ -4,7 +4,7 @@
  */
 import { redeliveryOf, type JobDetails } from '../index.ts';
 import { redeliveryWayOut } from '../runtime/quarantine.ts';
-import { holdsRedacted } from '../runtime/redaction.ts';
+import { holdsRedacted } from '../base/redaction.ts';
 import { describeStatus, formatBlock, formatJson, formatState, formatTime, keyValues, oneLine, table } from './format.ts';
 import { paintError, paintHeading, paintOutcome } from './style.ts';
 
