@@ -3,7 +3,7 @@
  * resume, purge.
  */
 import { Option, type Command } from 'commander';
-import { redeliveryOf, type Job, type JobStatus, type SendResult } from '../index.ts';
+import { eventFailure, redeliveryOf, type Job, type JobStatus, type SendResult } from '../index.ts';
 import { redeliveryWayOut } from '../runtime/quarantine.ts';
 import { BadJsonArgumentError, UsageError, argumentText, parseJsonArgument, parseJsonText } from './errors.ts';
 import { describeStatus, formatBlock, formatState, formatTime, keyValues, oneLine } from './format.ts';
@@ -90,6 +90,7 @@ export function addSendCommand(program: Command, io: CliIO): void {
         write(io, g, result, () =>
           [formatSendResult(result, eventText, event), ...actionsFailed.map((f) => `${paintError('warning:')} action ${f.action} failed after the commit (the transition stands): ${oneLine(f.message)}`)].join('\n'),
         );
+        throwIfFailed(result);
       });
     });
 }
@@ -283,6 +284,12 @@ export function parseEvent(raw: string): unknown {
 }
 
 /** A send's outcome as text: `spool send`, `redeliver` and `start-or-send` print it. */
+/** After a send-like command printed its outcome: a `failed` one exits 1 with SPOOL_EVENT_FAILED on stderr. */
+export function throwIfFailed(result: SendResult): void {
+  const failed = eventFailure(result);
+  if (failed) throw failed;
+}
+
 export function formatSendResult(result: SendResult, eventText: string, event: unknown): string {
   const type = (event as { type?: unknown }).type;
   const pairs: [string, string][] = [
