@@ -4,7 +4,7 @@ import type { SendResult } from '../index.ts';
 import { redactJob, sensitiveKeys } from '../views/redacted.ts';
 import { parseJsonArgument } from './errors.ts';
 import { examples, globals, write, type CliIO } from './globals.ts';
-import { formatSendResult, parseEvent } from './jobs.ts';
+import { formatSendResult, parseEvent, throwIfFailed } from './jobs.ts';
 import { requireMachineOf, withRuntime } from './withRuntime.ts';
 
 /** `spool redeliver <jobId> <eventId> [--force]`: apply a failed event again on the job's current state. */
@@ -24,6 +24,7 @@ export function addRedeliverCommand(program: Command, io: CliIO): void {
         const result: SendResult = { ...sent, job: redactJob(runtime, sent.job) };
         const type = (await runtime.events(jobId)).find((e) => e.eventId === result.eventId)?.type;
         write(io, g, result, () => formatSendResult(result, eventId, { type }));
+        throwIfFailed(result);
       });
     });
 }
@@ -47,6 +48,7 @@ export function addStartOrSendCommand(program: Command, io: CliIO): void {
         const sent = await runtime.startOrSend(machineId, jobId, input, event, options.eventId !== undefined ? { eventId: options.eventId } : {});
         const result = { ...sent, job: redactJob(runtime, sent.job) };
         write(io, g, result, () => `created: ${result.created ? 'yes' : 'no: the job existed; the event was sent to it'}\n${formatSendResult(result, eventText, event, sensitiveKeys(runtime, result.job.machineId))}`);
+        throwIfFailed(result);
       });
     });
 }

@@ -3,7 +3,7 @@
  * resume, purge.
  */
 import { Option, type Command } from 'commander';
-import { redeliveryOf, type Job, type JobStatus, type SendResult } from '../internal.ts';
+import { eventFailure, redeliveryOf, type Job, type JobStatus, type SendResult } from '../internal.ts';
 import { redeliveryWayOut } from '../runtime/quarantine.ts';
 import { sensitivePaths } from '../base/redaction.ts';
 import { BadJsonArgumentError, UsageError, argumentText, parseJsonArgument, parseJsonText } from './errors.ts';
@@ -91,6 +91,7 @@ export function addSendCommand(program: Command, io: CliIO): void {
         write(io, g, result, () =>
           [formatSendResult(result, eventText, event, sensitiveKeys(runtime, sent.job.machineId)), ...actionsFailed.map((f) => `${paintError('warning:')} action ${f.action} failed after the commit (the transition stands): ${oneLine(f.message)}`)].join('\n'),
         );
+        throwIfFailed(result);
       });
     });
 }
@@ -281,6 +282,12 @@ export function parseEvent(raw: string): unknown {
     throw new BadJsonArgumentError(`The event must be a JSON object with a "type", e.g. '{"type":"START"}' (or just START); got ${shown}.`);
   }
   return event;
+}
+
+/** After a send-like command printed its outcome: a `failed` one exits 1 with SPOOL_EVENT_FAILED on stderr. */
+export function throwIfFailed(result: SendResult): void {
+  const failed = eventFailure(result);
+  if (failed) throw failed;
 }
 
 /** A send's outcome as text: `spool send`, `redeliver` and `start-or-send` print it (`sensitive`: the machine's sensitive names, for the way out). */

@@ -9,7 +9,7 @@
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { methodNotAllowed } from 'hono/method-not-allowed';
-import { JOB_STATUSES, ValidationError, type JobStatus, type ListFilter, type Runtime } from '../index.ts';
+import { JOB_STATUSES, ValidationError, eventFailure, type JobStatus, type ListFilter, type Runtime, type SendResult } from '../internal.ts';
 import { redactDetails, redactJob, redactKeys, sensitiveKeys } from '../views/redacted.ts';
 import { guardHost, requireToken, type ListenAddress } from './auth.ts';
 import { BadJsonError, BodyTooLargeError, MachineUnavailableError, MethodNotAllowedError, RouteNotFoundError, errorResponse } from './errors.ts';
@@ -93,7 +93,7 @@ function addMachineRoutes(app: Hono, runtime: Runtime): void {
     if (!runtime.registry.all().some((m) => m.id === machineId)) throw unknownMachine(runtime, machineId);
     const eventId = optionalText(body['eventId'], 'eventId') ?? c.req.header('idempotency-key');
     const sent = await runtime.startOrSend(machineId, c.req.param('id'), body['input'] ?? {}, body['event'], eventId !== undefined ? { eventId } : {});
-    return c.json({ ...sent, job: redactJob(runtime, sent.job) }, sent.created ? 201 : sent.status === 'pending' ? 202 : 200);
+    return sendResponse(c, runtime, sent, sent.created ? 201 : undefined);
   });
 }
 
@@ -116,6 +116,18 @@ function addJobReadRoutes(app: Hono, runtime: Runtime, streams: StreamHub): void
   app.get('/api/stream', (c) => streams.all(c));
 }
 
+/**
+ * The response of a send-like route (send, start-or-send, redeliver): the outcome, its job redacted;
+ * 202 while pending, `created` (201) when given, else 200; a `failed` outcome is refused as
+ * SPOOL_EVENT_FAILED (422) carrying that outcome, so a client that checks the status sees it.
+ */
+function sendResponse(c: Context, runtime: Runtime, sent: SendResult & { created?: boolean }, created?: 201): Response {
+  const result = { ...sent, job: redactJob(runtime, sent.job) };
+  const failed = eventFailure(result);
+  if (failed) return errorResponse(failed);
+  return c.json(result, created ?? (sent.status === 'pending' ? 202 : 200));
+}
+
 /** The writes to a job: send, redeliver, cancel, retry, retry as new, suspend, resume. */
 function addJobWriteRoutes(app: Hono, runtime: Runtime): void {
   app.post('/api/jobs/:id/events', async (c) => {
@@ -126,7 +138,7 @@ function addJobWriteRoutes(app: Hono, runtime: Runtime): void {
     const wait = c.req.query('wait');
     if (wait !== undefined && wait !== 'true' && wait !== 'false') throw new ValidationError('wait must be true or false.');
     const sent = await runtime.send(jobId, event, { ...(eventId !== undefined ? { eventId } : {}), ...(wait === 'false' ? { wait: false } : {}) });
-    return c.json({ ...sent, job: redactJob(runtime, sent.job) }, sent.status === 'pending' ? 202 : 200);
+    return sendResponse(c, runtime, sent);
   });
   app.post('/api/jobs/:id/events/:eventId/redeliver', async (c) => {
     const body = await readBody(c, ['force']);
@@ -134,7 +146,7 @@ function addJobWriteRoutes(app: Hono, runtime: Runtime): void {
     await requireMachineOf(runtime, jobId);
     if (body['force'] !== undefined && typeof body['force'] !== 'boolean') throw new ValidationError('force must be true or false.');
     const sent = await runtime.redeliver(jobId, c.req.param('eventId'), body['force'] === true ? { force: true } : {});
-    return c.json({ ...sent, job: redactJob(runtime, sent.job) }, sent.status === 'pending' ? 202 : 200);
+    return sendResponse(c, runtime, sent);
   });
   app.post('/api/jobs/:id/cancel', async (c) => {
     const body = await readBody(c, ['reason']);
