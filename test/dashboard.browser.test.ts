@@ -21,6 +21,7 @@ const SHOTS = join(PROJECT_ROOT, 'test-output', 'screenshots');
 
 const res = new Resources();
 let runtime: Runtime;
+let dbPath: string;
 let server: SpoolServer;
 let browser: Browser;
 const foreign: string[] = [];
@@ -28,7 +29,8 @@ const pageErrors: string[] = [];
 
 beforeAll(async () => {
   mkdirSync(SHOTS, { recursive: true });
-  const store = await res.sqlite(res.dbPath());
+  dbPath = res.dbPath();
+  const store = await res.sqlite(dbPath);
   runtime = await res.runtime({ store, machines: [jobLifecycle, approval, charge, fulfilment] });
   server = res.track(await createServer({ runtime, port: 0, token: TOKEN }));
   browser = await chromium.launch({
@@ -173,6 +175,23 @@ describe('the dashboard in Chromium', () => {
     await page.click('[data-action="confirm"]');
     await page.waitForSelector(current('job-lifecycle.cancelled'));
     expect(await runtime.get('cancel-1')).toMatchObject({ value: 'cancelled', cancel: { reason: 'not needed' } });
+    await page.context().close();
+  });
+
+  it('holds back a job whose row is damaged, offering Purge (not Cancel), and purges it from the page', async () => {
+    await runtime.start('job-lifecycle', { name: 'damaged' }, { jobId: 'damaged-1' });
+    const raw = res.raw(dbPath);
+    raw.prepare(`UPDATE jobs SET snapshot = '{"value": broken' WHERE id = 'damaged-1'`).run();
+    raw.close();
+    const page = await open('/jobs/damaged-1');
+    const held = await page.waitForSelector('[data-held="damaged"]');
+    expect(await held.textContent()).toContain('Held back: damaged');
+    expect(await page.$('[data-action="cancel-job"]')).toBeNull();
+    expect(await page.textContent('body')).not.toContain('accepts no event');
+    await page.click('[data-action="purge-job"]');
+    await page.click('[data-action="confirm"]');
+    await page.waitForSelector('.toast-ok:has-text("purge: purged")');
+    await expect(runtime.get('damaged-1')).rejects.toMatchObject({ code: 'SPOOL_NOT_FOUND' });
     await page.context().close();
   });
 

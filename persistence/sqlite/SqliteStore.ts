@@ -1,3 +1,4 @@
+import { statSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import type {
   FeedPage,
@@ -55,6 +56,7 @@ import { SQLITE } from './predicates.ts';
 import { run, runSync, type Program } from './program.ts';
 import { activeVersionsIn, acceptEventIn, attachAssetIn, completeByTokenIn, expireLeasesIn, failEffectIn, fireTimerIn, notedIn, releaseAttemptIn, requestCancelIn } from './writes.ts';
 import { statsIn } from './stats.ts';
+import { sqliteCheck } from './doctor.ts';
 import { feedPage, prepareFeed } from './feed.ts';
 import { failure, outcomeOf, unlessLeaseHeld } from './outcomes.ts';
 import { byteOrder } from './values.ts';
@@ -63,6 +65,28 @@ import { applyCommit, createIn, claimIn, finishIn, findEvent, commitOutcomeUnkno
 
 export { DatabaseBusyError };
 export { NotASpoolDatabaseError, loadMigrations } from './open.ts';
+
+/** The largest file (16 MiB) whose `quick_check` runs before the first write. */
+export const QUICK_CHECK_MAX_BYTES = 16 * 1024 * 1024;
+
+/** The refusal of writes to a damaged file, by `quick_check`, or null (healthy, in memory, or too large to check at open). */
+function quickCheckRefusal(db: Database.Database, path: string): DatabaseDamagedError | null {
+  if (path === ':memory:' || path === '') return null;
+  let size: number;
+  try {
+    size = statSync(path).size;
+  } catch {
+    return null;
+  }
+  if (size > QUICK_CHECK_MAX_BYTES) return null;
+  const found = sqliteCheck(db, 'quick_check');
+  if (found.length === 0) return null;
+  const said = found.slice(0, 3).map((f) => f.message).join('; ');
+  return new DatabaseDamagedError(
+    `The database file ${path} is damaged (quick_check found ${found.length} problem${found.length === 1 ? '' : 's'}: ${said}); writes to it are refused. ${CHECK}`,
+    { path, findings: found.length },
+  );
+}
 
 /** Options of {@link SqliteStore.open}. */
 export interface SqliteStoreOptions {
@@ -106,6 +130,8 @@ export class SqliteStore implements JobStore {
   readonly #finishSavepoint: Database.Transaction<(f: AttemptFinish) => FinishStatus>;
   readonly #claimSavepoint: Database.Transaction<(c: EffectClaim) => ClaimedEffect | undefined>;
   #closed = false;
+  /** What `quick_check` found before the first write: undefined until then, null when healthy (or not checked). */
+  #damage: DatabaseDamagedError | null | undefined;
 
   /**
    * Opens the database synchronously (better-sqlite3 is synchronous). Use {@link SqliteStore.open},
@@ -572,6 +598,7 @@ export class SqliteStore implements JobStore {
    * {@link CommitOutcomeUnknown}: the transaction may have landed.
    */
   #write<T>(fn: () => T, ops?: () => UnresolvedOperation[]): T {
+    this.#checkBeforeFirstWrite();
     if (!ops) return this.#tx.immediate(fn) as T;
     let ran = false;
     try {
@@ -584,6 +611,16 @@ export class SqliteStore implements JobStore {
       if (ran && outcomeUnknownAtCommit(error)) throw commitOutcomeUnknown(this.description, error, ops());
       throw error;
     }
+  }
+
+  /**
+   * SQLite's `quick_check` before this connection's first write, on a file of up to
+   * {@link QUICK_CHECK_MAX_BYTES} (opening a larger store stays cheap; `spool doctor` checks any):
+   * a damaged file refuses every write with {@link DatabaseDamagedError}, rather than spreading the damage.
+   */
+  #checkBeforeFirstWrite(): void {
+    if (this.#damage === undefined) this.#damage = quickCheckRefusal(this.db, this.path);
+    if (this.#damage !== null) throw this.#damage;
   }
 
   /**

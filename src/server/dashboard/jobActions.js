@@ -20,8 +20,9 @@ async function write(label, work, refresh) {
   await refresh();
 }
 
-export function actionsPanel({ job, waitingFor, effects, machine, refresh }) {
+export function actionsPanel({ job, waitingFor, effects, machine, held, refresh }) {
   const id = enc(job.id);
+  if (held) return heldPanel(id, held);
   const parts = [];
   if (!job.final) {
     const schemas = new Map((machine?.events ?? []).map((e) => [e.type, e.schema]));
@@ -60,6 +61,17 @@ export function actionsPanel({ job, waitingFor, effects, machine, refresh }) {
   }
   if (controls.length) parts.push(h('div', { class: 'action-group' }, h('h3', {}, 'Job'), h('div', { class: 'buttons' }, controls)));
   return card('Actions', parts.length ? parts : empty('This job has ended; nothing to do.'));
+}
+
+/** A job whose rows are damaged accepts nothing and can never finish: its one action is purge. */
+function heldPanel(id, held) {
+  const purge = confirmButton('Purge job', 'danger', 'this deletes the job and its records', () => write('purge', async () => {
+    await post(`/api/jobs/${id}/purge`);
+    navigate('/');
+    return { status: 'purged' };
+  }, async () => {}));
+  return card('Actions', h('div', { class: 'action-group', dataset: { held: 'damaged' } },
+    h('h3', {}, 'Held back: damaged'), h('p', { class: 'error-text' }, held.damaged), h('p', { class: 'muted' }, held.wayOut), h('div', { class: 'buttons' }, purge)));
 }
 
 function eventForm(type, schema, send, close) {

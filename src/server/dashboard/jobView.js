@@ -79,7 +79,7 @@ async function load(page, refresh) {
   if (page.svg) applyMarks(page.svg, marks);
   drawHead(view.head, job, d.stuck);
   drawTimeline(view.timeline, history.history);
-  fill(view.side, actionsPanel({ job, waitingFor: d.waitingFor, effects: effects.effects, machine: page.machine, refresh }), card('Context', jsonBlock(job.context)), card('Input', jsonBlock(job.input)), job.output !== undefined ? card('Output', jsonBlock(job.output)) : null);
+  fill(view.side, actionsPanel({ job, waitingFor: d.waitingFor, effects: effects.effects, machine: page.machine, held: d.held, refresh }), card('Context', jsonBlock(job.context)), card('Input', jsonBlock(job.input)), job.output !== undefined ? card('Output', jsonBlock(job.output)) : null);
   fill(view.details, activities(effects.effects, attempts.attempts), timersCard(timers.timers), assetsCard(assets.assets), notesCard(notes.notes));
   page.main.dataset.revision = String(job.revision);
   page.loaded = true;
