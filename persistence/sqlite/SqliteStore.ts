@@ -45,6 +45,7 @@ import { systemClock, type Clock } from '../../src/ports/clock.ts';
 import { DatabaseBusyError, DatabaseDamagedError, SpoolError } from '../../src/runtime/errors.ts';
 import { fireScheduleIn, putScheduleIn, Refused, toOccurrenceRecord, toScheduleRecord } from './schedules.ts';
 import { CHECK, guardEntryPoints, outcomeUnknownAtCommit, storageFault } from './storageFault.ts';
+import { WalGuard } from './wal.ts';
 import type {
   Row,
 } from './records.ts';
@@ -106,6 +107,7 @@ export class SqliteStore implements JobStore {
   readonly #finishSavepoint: Database.Transaction<(f: AttemptFinish) => FinishStatus>;
   readonly #claimSavepoint: Database.Transaction<(c: EffectClaim) => ClaimedEffect | undefined>;
   #closed = false;
+  readonly #wal: WalGuard;
 
   /**
    * Opens the database synchronously (better-sqlite3 is synchronous). Use {@link SqliteStore.open},
@@ -122,8 +124,10 @@ export class SqliteStore implements JobStore {
       this.db.pragma('journal_mode = WAL');
       this.db.pragma(`synchronous = ${options.synchronous === 'NORMAL' ? 'NORMAL' : 'FULL'}`);
       this.synchronous = this.db.pragma('synchronous', { simple: true }) === 1 ? 'NORMAL' : 'FULL';
-      // Checkpoint the WAL every ~16 MB instead of every 4 MB: fewer checkpoint stalls on the commit path.
-      this.db.pragma('wal_autocheckpoint = 4000');
+      // Checkpoint the WAL every ~16 MB instead of every 4 MB (fewer checkpoint stalls on the commit
+      // path), or every quarter of the free space when that is less; after a full disk, get it back (wal.ts).
+      this.#wal = new WalGuard(this.db, path);
+      this.#wal.bound();
       this.db.pragma('foreign_keys = ON');
       this.schemaVersion = migrate(this.db, path, (options.clock ?? systemClock).now());
       this.#stmts = prepare(this.db);
@@ -572,6 +576,10 @@ export class SqliteStore implements JobStore {
    * {@link CommitOutcomeUnknown}: the transaction may have landed.
    */
   #write<T>(fn: () => T, ops?: () => UnresolvedOperation[]): T {
+    return this.#wal.write(() => this.#transaction(fn, ops));
+  }
+
+  #transaction<T>(fn: () => T, ops?: () => UnresolvedOperation[]): T {
     if (!ops) return this.#tx.immediate(fn) as T;
     let ran = false;
     try {
