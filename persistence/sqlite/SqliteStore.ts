@@ -46,6 +46,7 @@ import { systemClock, type Clock } from '../../src/ports/clock.ts';
 import { DatabaseBusyError, DatabaseDamagedError, SpoolError } from '../../src/base/errors.ts';
 import { fireScheduleIn, putScheduleIn, Refused, toOccurrenceRecord, toScheduleRecord } from './schedules.ts';
 import { CHECK, guardEntryPoints, outcomeUnknownAtCommit, storageFault } from './storageFault.ts';
+import { WalGuard } from './wal.ts';
 import type {
   Row,
 } from './records.ts';
@@ -132,6 +133,7 @@ export class SqliteStore implements JobStore {
   #closed = false;
   /** What `quick_check` found before the first write: undefined until then, null when healthy (or not checked). */
   #damage: DatabaseDamagedError | null | undefined;
+  readonly #wal: WalGuard;
 
   /**
    * Opens the database synchronously (better-sqlite3 is synchronous). Use {@link SqliteStore.open},
@@ -148,8 +150,10 @@ export class SqliteStore implements JobStore {
       this.db.pragma('journal_mode = WAL');
       this.db.pragma(`synchronous = ${options.synchronous === 'NORMAL' ? 'NORMAL' : 'FULL'}`);
       this.synchronous = this.db.pragma('synchronous', { simple: true }) === 1 ? 'NORMAL' : 'FULL';
-      // Checkpoint the WAL every ~16 MB instead of every 4 MB: fewer checkpoint stalls on the commit path.
-      this.db.pragma('wal_autocheckpoint = 4000');
+      // Checkpoint the WAL every ~16 MB instead of every 4 MB (fewer checkpoint stalls on the commit
+      // path), or every quarter of the free space when that is less; after a full disk, get it back (wal.ts).
+      this.#wal = new WalGuard(this.db, path);
+      this.#wal.bound();
       this.db.pragma('foreign_keys = ON');
       this.schemaVersion = migrate(this.db, path, (options.clock ?? systemClock).now());
       this.#stmts = prepare(this.db);
@@ -599,6 +603,10 @@ export class SqliteStore implements JobStore {
    */
   #write<T>(fn: () => T, ops?: () => UnresolvedOperation[]): T {
     this.#checkBeforeFirstWrite();
+    return this.#wal.write(() => this.#transaction(fn, ops));
+  }
+
+  #transaction<T>(fn: () => T, ops?: () => UnresolvedOperation[]): T {
     if (!ops) return this.#tx.immediate(fn) as T;
     let ran = false;
     try {
