@@ -15,10 +15,12 @@ import type { Runtime } from '../src/index.ts';
 import { createServer, type SpoolServer } from '../src/server/index.ts';
 import { approval, charge, chargeHook, fulfilment } from './fixtures/dashboardMachines.ts';
 import { PROJECT_ROOT, Resources } from './helpers/resources.ts';
+import { browserForTests } from './helpers/browser.ts';
 
 const TOKEN = 'dashboard-test-token-0123456789';
 const SHOTS = join(PROJECT_ROOT, 'test-output', 'screenshots');
 
+const BROWSER = browserForTests();
 const res = new Resources();
 let runtime: Runtime;
 let server: SpoolServer;
@@ -27,12 +29,13 @@ const foreign: string[] = [];
 const pageErrors: string[] = [];
 
 beforeAll(async () => {
+  if (BROWSER === null) return;
   mkdirSync(SHOTS, { recursive: true });
   const store = await res.sqlite(res.dbPath());
   runtime = await res.runtime({ store, machines: [jobLifecycle, approval, charge, fulfilment] });
   server = res.track(await createServer({ runtime, port: 0, token: TOKEN }));
   browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
+    executablePath: BROWSER,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
   });
 });
@@ -65,7 +68,18 @@ async function api(method: string, route: string, body?: unknown): Promise<any> 
 
 const current = (state: string) => `.diagram [data-state="${state}"].is-current`;
 
-describe('the dashboard in Chromium', () => {
+describe('finding the browser', () => {
+  it('skips with a printed reason when there is none, and fails when SPOOL_TEST_BROWSER=required', () => {
+    const printed: string[] = [];
+    const missing = { SPOOL_TEST_BROWSER_PATH: join(PROJECT_ROOT, 'no-such-chromium') };
+    expect(browserForTests(missing, (l) => printed.push(l))).toBeNull();
+    expect(printed.join('\n')).toMatch(/skipping the dashboard's browser tests: no browser at .*no-such-chromium/);
+    expect(() => browserForTests({ ...missing, SPOOL_TEST_BROWSER: 'required' }, () => undefined)).toThrow(/SPOOL_TEST_BROWSER=required, but no browser at/);
+    expect(browserForTests({ SPOOL_TEST_BROWSER_PATH: process.execPath })).toBe(process.execPath);
+  });
+});
+
+describe.skipIf(BROWSER === null)('the dashboard in Chromium', () => {
   it('lists jobs with their counts by machine and state, from Spool alone', async () => {
     await runtime.start('job-lifecycle', { name: 'resize', items: 0 }, { jobId: 'list-1' });
     await runtime.start('job-lifecycle', { name: 'thumbs' }, { jobId: 'list-2' });
