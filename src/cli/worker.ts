@@ -137,7 +137,7 @@ export function addDemoCommand(program: Command, io: CliIO): void {
     await withRuntime(g, io, { create: true, mode: 'run', needs: 'job-lifecycle', effects: true }, async (runtime) => {
       const print = (line: string) => io.stdout(`${line}\n`);
       // Listening first: a taken port stops the demo before it writes anything.
-      const listening = serve ? await listenForDemo(runtime, options, command.getOptionValueSource('port') !== 'default') : undefined;
+      const listening = serve ? await listenForDemo(runtime, options, command.getOptionValueSource('port') !== 'default', g.json ? undefined : print) : undefined;
       try {
         const jobs = await runDemo(runtime, { print: g.json ? () => {} : print, dbLabel: g.db, commandPrefix: commandPrefix(g) });
         if (g.json) io.stdout(`${JSON.stringify({ db: g.db, jobs }, null, 2)}\n`);
