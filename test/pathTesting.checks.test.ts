@@ -10,6 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { checkGolden, describeMachinePaths, generatePaths, pathTest, runPathTests } from '../src/testing/index.ts';
 import { approval, approvalChecks, approvalMachine, editor, editorMachine } from './fixtures/checkMachines.ts';
 
+const events = { APPROVE: [{ role: 'manager' }, { role: 'peer' }] };
 const dir = join(process.cwd(), '.vitest-tmp', randomBytes(8).toString('hex'));
 mkdirSync(dir, { recursive: true });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -51,7 +52,7 @@ describe('invariants and expectations', () => {
   });
 
   test('a check that throws is reported with its message', () => {
-    const g = generatePaths(approval, { events: approvalChecks.events, invariants: { 'never rejected': (s) => { if (s.matches('rejected')) throw new Error('rejected!'); } } });
+    const g = generatePaths(approval, { events, invariants: { 'never rejected': (s) => { if (s.matches('rejected')) throw new Error('rejected!'); } } });
     expect(g.violations.map((v) => v.message)).toEqual([expect.stringMatching(/^invariant never rejected threw: rejected! on path "REJECT ⇒ rejected", step 1/)]);
   });
 
@@ -82,7 +83,7 @@ describe('golden files', () => {
     const subject = pathTest(approval, { ...approvalChecks, golden: file });
     const first = await runPathTests({ definitions: [subject], dir, update: true });
     expect(first.machines[0]!.golden).toEqual({ file, written: true });
-    const mutant = pathTest({ ...approval, machine: approvalMachine(1) }, { events: approvalChecks.events, golden: file });
+    const mutant = pathTest({ ...approval, machine: approvalMachine(1) }, { events, golden: file });
     const second = await runPathTests({ definitions: [mutant], dir });
     expect(second.ok).toBe(false);
     expect(second.machines[0]!.failures.filter((f) => f.mode === 'golden').map((f) => f.message)).toContain(
