@@ -14,7 +14,7 @@ export type { RuntimeOptions, Job, JobOf, JobDetails, JobDetailsOf, SendResult, 
 export { defineJob, activity, type CheckedDefinition } from './runtime/defineJob.ts';
 export type { JobId } from './runtime/machineTypes.ts';
 export type { JobDefinition, SnapshotMigration } from './base/definition.ts';
-export { runWorker, type WorkerOptions } from './runtime/worker.ts';
+export { rideOutFaults, runWorker, type RideOutOptions, type WorkerOptions } from './runtime/worker.ts';
 /** What an activity receives and throws. */
 export { RetryableError, TerminalError, IndeterminateOutcomeError } from './base/retry.ts';
 export type { RetryPolicy, ActivityPolicy } from './base/retry.ts';

@@ -167,8 +167,32 @@ describe('spool doctor (the CLI)', () => {
     expect(human.stdout).toContain('transitions.payload');
     expect(human.stdout).toContain('doctor --repair');
     const repaired = await run(['--db', path, 'doctor', '--repair', '--json']);
-    expect(repaired.code).toBe(1);
-    expect(JSON.parse(repaired.stdout)).toMatchObject({ ok: false, repaired: { quarantined: ['tally'], reindexed: true } });
+    // Every problem left belongs to a job held back for damage: nothing more to do but purge it.
+    expect(repaired.code).toBe(0);
+    expect(JSON.parse(repaired.stdout)).toMatchObject({ ok: false, held: ['tally'], unheld: 0, repaired: { quarantined: ['tally'], reindexed: true } });
+    const again = await run(['--db', path, 'doctor']);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toContain('every problem found belongs to a job held back for damage (quarantined): tally');
+    expect(again.stdout).toContain('purge <job>');
+    expect(again.stdout).not.toContain('doctor --repair');
+  });
+
+  it('a damaged snapshot: a send holds the job back naming purge, --repair holds it for damage and exits 0, purge ends it', async () => {
+    const path = join(res.tempDir(), 'snapshot.db');
+    copyFileSync(template, path);
+    const db = res.raw(path);
+    db.prepare(`UPDATE jobs SET snapshot = '{"value": broken' WHERE id = 'approval'`).run();
+    db.close();
+    const show = await run(['--machines', 'machines/index.ts', '--db', path, 'show', 'approval']);
+    expect(show.stdout).toMatch(/^held +back: damaged \(damaged record: jobs\.snapshot/m);
+    const sent = await run(['--machines', 'machines/index.ts', '--db', path, 'send', 'approval', '{"type":"APPROVE","by":"ann"}']);
+    expect(sent.code).toBe(1);
+    expect(sent.stderr).toMatch(/^spool: SPOOL_QUARANTINED: .*`spool purge approval`/);
+    expect((await run(['--db', path, 'doctor', '--repair'])).code).toBe(0);
+    expect((await run(['--db', path, 'doctor'])).code).toBe(0);
+    const purged = await run(['--machines', 'machines/index.ts', '--db', path, 'purge', 'approval']);
+    expect(purged).toMatchObject({ code: 0, stderr: '' });
+    expect((await run(['--db', path, 'doctor'])).stdout).toMatch(/found\s+nothing: the file is healthy/);
   });
 
   it('a figure that disagrees with its records (a revision ahead of its history) is found', async () => {

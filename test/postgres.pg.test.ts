@@ -7,7 +7,8 @@
 import { describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { setup } from 'xstate';
-import { createRuntime, runWorker } from '../src/index.ts';
+import { createRuntime, rideOutFaults, runWorker, type StorageFaultEvent } from '../src/index.ts';
+import { createServer, connect, type AddressInfo, type Server } from 'node:net';
 import { PostgresStore } from '../persistence/postgres/index.ts';
 import { pgMigrations } from '../persistence/postgres/open.ts';
 import { NotASpoolDatabaseError } from '../persistence/sqlite/index.ts';
@@ -328,6 +329,42 @@ describe('PostgresStore: a server out of resources', () => {
     expect(pgFault(serverError('53200'), 'db')).toBeInstanceOf(DatabaseBusyError);
     expect(pgFault(serverError('53400'), 'db')).toBeInstanceOf(DatabaseBusyError);
     expect(pgFault(serverError('53100'), 'db')).toBeInstanceOf(StorageFullError);
+  });
+});
+
+describe('PostgresStore: opened while the server is not accepting connections (a restart)', () => {
+  it('rideOutFaults rides out ECONNREFUSED as a retryable fault and opens once the server listens', async () => {
+    const url = new URL(await database());
+    // A port nothing listens on yet; after the first refusal, a proxy to the server listens there.
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const port = (probe.address() as AddressInfo).port;
+    await new Promise((resolve) => probe.close(resolve));
+    let proxy: Server | undefined;
+    const listen = () => {
+      proxy = createServer((socket) => {
+        const upstream = connect(Number(url.port), url.hostname);
+        socket.on('error', () => upstream.destroy());
+        upstream.on('error', () => socket.destroy());
+        socket.pipe(upstream).pipe(socket);
+      });
+      proxy.listen(port, '127.0.0.1');
+    };
+    const behind = new URL(url);
+    behind.port = String(port);
+    behind.hostname = '127.0.0.1';
+    const faults: StorageFaultEvent[] = [];
+    const store = await rideOutFaults(() => PostgresStore.open(behind.toString()), {
+      onFault: (fault) => {
+        faults.push(fault);
+        if (!proxy) listen();
+      },
+    });
+    cleanups.push(async () => void (await new Promise((resolve) => proxy!.close(resolve))));
+    cleanups.push(() => store.close());
+    expect(faults[0]).toMatchObject({ code: 'SPOOL_STORAGE_IO', attempt: 1, message: expect.stringMatching(/ECONNREFUSED/) });
+    await store.createJob(newJob('J'));
+    expect((await store.getJob('J'))?.revision).toBe(1);
   });
 });
 

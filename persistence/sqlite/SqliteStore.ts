@@ -1,3 +1,4 @@
+import { statSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import type {
   FeedPage,
@@ -45,6 +46,7 @@ import { systemClock, type Clock } from '../../src/ports/clock.ts';
 import { DatabaseBusyError, DatabaseDamagedError, SpoolError } from '../../src/base/errors.ts';
 import { fireScheduleIn, putScheduleIn, Refused, toOccurrenceRecord, toScheduleRecord } from './schedules.ts';
 import { CHECK, guardEntryPoints, outcomeUnknownAtCommit, storageFault } from './storageFault.ts';
+import { WalGuard } from './wal.ts';
 import type {
   Row,
 } from './records.ts';
@@ -55,6 +57,7 @@ import { SQLITE } from './predicates.ts';
 import { run, runSync, type Program } from './program.ts';
 import { activeVersionsIn, acceptEventIn, attachAssetIn, completeByTokenIn, expireLeasesIn, failEffectIn, fireTimerIn, notedIn, releaseAttemptIn, requestCancelIn } from './writes.ts';
 import { statsIn } from './stats.ts';
+import { sqliteCheck } from './doctor.ts';
 import { feedPage, prepareFeed } from './feed.ts';
 import { failure, outcomeOf, unlessLeaseHeld } from './outcomes.ts';
 import { byteOrder } from './values.ts';
@@ -63,6 +66,28 @@ import { applyCommit, createIn, claimIn, finishIn, findEvent, commitOutcomeUnkno
 
 export { DatabaseBusyError };
 export { NotASpoolDatabaseError, loadMigrations } from './open.ts';
+
+/** The largest file (16 MiB) whose `quick_check` runs before the first write. */
+export const QUICK_CHECK_MAX_BYTES = 16 * 1024 * 1024;
+
+/** The refusal of writes to a damaged file, by `quick_check`, or null (healthy, in memory, or too large to check at open). */
+function quickCheckRefusal(db: Database.Database, path: string): DatabaseDamagedError | null {
+  if (path === ':memory:' || path === '') return null;
+  let size: number;
+  try {
+    size = statSync(path).size;
+  } catch {
+    return null;
+  }
+  if (size > QUICK_CHECK_MAX_BYTES) return null;
+  const found = sqliteCheck(db, 'quick_check');
+  if (found.length === 0) return null;
+  const said = found.slice(0, 3).map((f) => f.message).join('; ');
+  return new DatabaseDamagedError(
+    `The database file ${path} is damaged (quick_check found ${found.length} problem${found.length === 1 ? '' : 's'}: ${said}); writes to it are refused. ${CHECK}`,
+    { path, findings: found.length },
+  );
+}
 
 /** Options of {@link SqliteStore.open}. */
 export interface SqliteStoreOptions {
@@ -106,6 +131,9 @@ export class SqliteStore implements JobStore {
   readonly #finishSavepoint: Database.Transaction<(f: AttemptFinish) => FinishStatus>;
   readonly #claimSavepoint: Database.Transaction<(c: EffectClaim) => ClaimedEffect | undefined>;
   #closed = false;
+  /** What `quick_check` found before the first write: undefined until then, null when healthy (or not checked). */
+  #damage: DatabaseDamagedError | null | undefined;
+  readonly #wal: WalGuard;
 
   /**
    * Opens the database synchronously (better-sqlite3 is synchronous). Use {@link SqliteStore.open},
@@ -122,8 +150,10 @@ export class SqliteStore implements JobStore {
       this.db.pragma('journal_mode = WAL');
       this.db.pragma(`synchronous = ${options.synchronous === 'NORMAL' ? 'NORMAL' : 'FULL'}`);
       this.synchronous = this.db.pragma('synchronous', { simple: true }) === 1 ? 'NORMAL' : 'FULL';
-      // Checkpoint the WAL every ~16 MB instead of every 4 MB: fewer checkpoint stalls on the commit path.
-      this.db.pragma('wal_autocheckpoint = 4000');
+      // Checkpoint the WAL every ~16 MB instead of every 4 MB (fewer checkpoint stalls on the commit
+      // path), or every quarter of the free space when that is less; after a full disk, get it back (wal.ts).
+      this.#wal = new WalGuard(this.db, path);
+      this.#wal.bound();
       this.db.pragma('foreign_keys = ON');
       this.schemaVersion = migrate(this.db, path, (options.clock ?? systemClock).now());
       this.#stmts = prepare(this.db);
@@ -572,6 +602,11 @@ export class SqliteStore implements JobStore {
    * {@link CommitOutcomeUnknown}: the transaction may have landed.
    */
   #write<T>(fn: () => T, ops?: () => UnresolvedOperation[]): T {
+    this.#checkBeforeFirstWrite();
+    return this.#wal.write(() => this.#transaction(fn, ops));
+  }
+
+  #transaction<T>(fn: () => T, ops?: () => UnresolvedOperation[]): T {
     if (!ops) return this.#tx.immediate(fn) as T;
     let ran = false;
     try {
@@ -584,6 +619,16 @@ export class SqliteStore implements JobStore {
       if (ran && outcomeUnknownAtCommit(error)) throw commitOutcomeUnknown(this.description, error, ops());
       throw error;
     }
+  }
+
+  /**
+   * SQLite's `quick_check` before this connection's first write, on a file of up to
+   * {@link QUICK_CHECK_MAX_BYTES} (opening a larger store stays cheap; `spool doctor` checks any):
+   * a damaged file refuses every write with {@link DatabaseDamagedError}, rather than spreading the damage.
+   */
+  #checkBeforeFirstWrite(): void {
+    if (this.#damage === undefined) this.#damage = quickCheckRefusal(this.db, this.path);
+    if (this.#damage !== null) throw this.#damage;
   }
 
   /**

@@ -246,9 +246,9 @@ export function addResumeCommand(program: Command, io: CliIO): void {
 export function addPurgeCommand(program: Command, io: CliIO): void {
   program
     .command('purge')
-    .description('delete finished jobs with their history and assets: one by id, or every one older than --older-than')
+    .description('delete finished jobs with their history and assets: one by id (or a job held back because its rows are damaged), or every one older than --older-than')
     .addHelpText('after', examples('spool purge resize-1', 'spool purge --older-than 30d --status done'))
-    .argument('[jobId]', 'one finished job')
+    .argument('[jobId]', 'one finished job, or one quarantined for damage')
     .option('--older-than <duration>', 'retention: finished jobs last updated longer ago than this, e.g. 30d, 12h')
     .addOption(new Option('--status <status>', 'with --older-than: only jobs that ended with this status').choices(['done', 'error', 'stopped']))
     .action(async (jobId: string | undefined, options: { olderThan?: string; status?: JobStatus }, command: Command) => {

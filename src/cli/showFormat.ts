@@ -53,13 +53,14 @@ function jobPairs(details: JobDetails, versionNote: string | undefined): [string
     const reason = job.cancel.reason === null ? '' : ` (${job.cancel.reason})`;
     pairs.push(['cancel', `requested ${formatTime(job.cancel.requestedAt)}${reason}: ${job.cancel.completed ? 'cancelled' : 'not cancelled yet'}`]);
   }
-  if (job.quarantine !== null) pairs.push(['quarantine', job.quarantine]);
+  if (details.held) pairs.push(['held', `back: damaged (${details.held.damaged}). ${details.held.wayOut}`]);
+  else if (job.quarantine !== null) pairs.push(['quarantine', job.quarantine]);
   if (job.suspended !== null) {
     pairs.push(['suspended', `since ${formatTime(job.suspended.at)}${job.suspended.reason ? ` (${job.suspended.reason})` : ''}: events stay pending, timers and activities wait (\`spool resume ${job.id}\`)`]);
   }
   if (job.lease !== null) pairs.push(['lease', `held by ${job.lease.owner} (fence ${job.lease.fence}) until ${formatTime(job.lease.until)}`]);
   if (versionNote !== undefined) pairs.push(['version', versionNote]);
-  else if (!job.final) pairs.push(['waiting for', details.waitingFor.length > 0 ? details.waitingFor.join(', ') : 'no event']);
+  else if (!job.final && !details.held) pairs.push(['waiting for', details.waitingFor.length > 0 ? details.waitingFor.join(', ') : 'no event']);
   if (details.stuck) pairs.push(['stuck', 'yes: no pending event, timer or activity, and no event but a cancel moves it (`spool redeliver` a failed event, `spool retry`, `spool send`, `spool cancel`)']);
   if (job.idempotencyKey !== null) pairs.push(['idempotency', job.idempotencyKey]);
   pairs.push(

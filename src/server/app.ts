@@ -107,7 +107,7 @@ function addJobReadRoutes(app: Hono, runtime: Runtime, streams: StreamHub): void
   });
   app.get('/api/jobs/:id', async (c) => {
     const d = redactDetails(runtime, await runtime.details(c.req.param('id')));
-    return c.json({ job: d.job, waitingFor: d.waitingFor, stuck: d.stuck });
+    return c.json({ job: d.job, waitingFor: d.waitingFor, stuck: d.stuck, ...(d.held ? { held: d.held } : {}) });
   });
   for (const part of ['history', 'events', 'effects', 'attempts', 'timers', 'assets', 'notes'] as const) {
     app.get(`/api/jobs/:id/${part}`, async (c) => c.json({ [part]: redactDetails(runtime, await runtime.details(c.req.param('id')))[part] }));
@@ -164,6 +164,11 @@ function addJobWriteRoutes(app: Hono, runtime: Runtime): void {
     const body = await readBody(c, ['jobId']);
     const { job, created } = await runtime.retryAsNew(c.req.param('id'), body['jobId'] !== undefined ? { jobId: text(body['jobId'], 'jobId') } : {});
     return c.json({ retryOf: c.req.param('id'), created, job: redactJob(runtime, job) }, created ? 201 : 200);
+  });
+  app.post('/api/jobs/:id/purge', async (c) => {
+    await readBody(c, []);
+    await runtime.purge(c.req.param('id'));
+    return c.json({ purged: 1, jobId: c.req.param('id') });
   });
   app.post('/api/jobs/:id/suspend', async (c) => {
     const body = await readBody(c, ['reason']);

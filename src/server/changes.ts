@@ -17,6 +17,7 @@ export class ChangeSignal {
   #version = 0;
   #external: number | undefined;
   #polling = false;
+  #waking = false;
   #timer: ReturnType<typeof setInterval> | undefined;
   readonly #waiters = new Set<Waiter>();
   readonly #unsubscribe: () => void;
@@ -69,9 +70,18 @@ export class ChangeSignal {
     for (const w of [...this.#waiters]) w.resolve();
   }
 
+  /**
+   * Count a commit; wake the waiting streams later, once for any number of commits: this runs
+   * inside the writer's commit, which must not pay for the streams open.
+   */
   #bump(): void {
     this.#version += 1;
-    for (const w of [...this.#waiters]) if (w.seen !== this.#version) w.resolve();
+    if (this.#waking) return;
+    this.#waking = true;
+    setImmediate(() => {
+      this.#waking = false;
+      for (const w of [...this.#waiters]) if (w.seen !== this.#version) w.resolve();
+    });
   }
 
   #startPolling(): void {

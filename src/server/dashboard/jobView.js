@@ -64,8 +64,8 @@ export function renderJob(main, id) {
 /** Read the job's records and draw them; open the stream once, if the job can still move. */
 async function load(page, refresh) {
   const { id, view } = page;
-  const [d, history, effects, attempts, timers, assets, notes, marks] = await Promise.all(
-    ['', '/history', '/effects', '/attempts', '/timers', '/assets', '/notes', '/marks'].map((p) => get(`/api/jobs/${enc(id)}${p}`)));
+  const [d, history, effects, attempts, timers, assets, notes, marks, events] = await Promise.all(
+    ['', '/history', '/effects', '/attempts', '/timers', '/assets', '/notes', '/marks', '/events'].map((p) => get(`/api/jobs/${enc(id)}${p}`)));
   if (page.stopped) return;
   const job = d.job;
   if (page.machine === undefined) {
@@ -79,7 +79,7 @@ async function load(page, refresh) {
   if (page.svg) applyMarks(page.svg, marks);
   drawHead(view.head, job, d.stuck);
   drawTimeline(view.timeline, history.history);
-  fill(view.side, actionsPanel({ job, waitingFor: d.waitingFor, effects: effects.effects, machine: page.machine, refresh }), card('Context', jsonBlock(job.context)), card('Input', jsonBlock(job.input)), job.output !== undefined ? card('Output', jsonBlock(job.output)) : null);
+  fill(view.side, actionsPanel({ job, waitingFor: d.waitingFor, effects: effects.effects, events: events.events, machine: page.machine, held: d.held, refresh }), card('Context', jsonBlock(job.context)), card('Input', jsonBlock(job.input)), job.output !== undefined ? card('Output', jsonBlock(job.output)) : null);
   fill(view.details, activities(effects.effects, attempts.attempts), timersCard(timers.timers), assetsCard(assets.assets), notesCard(notes.notes));
   page.main.dataset.revision = String(job.revision);
   page.loaded = true;
