@@ -602,6 +602,7 @@ export const upload = setup({
     const human = await spoolOk([...args, 'show', 'u-1']);
     expect(human).toMatch(/^activities:\nSRC\s+STATUS\s+ATTEMPTS\s+NEXT RUN\s+RESULT\nupload\s+pending\s+0\/\d+/m);
     expect(human).toContain('run in a worker process');
+    expect(field(human, 'waiting for')).toBe('activity upload (pending); or an event: CANCEL');
 
     const cancelled = await spoolJson<SendResult>([...args, 'send', 'u-1', 'CANCEL']);
     expect(cancelled.job).toMatchObject({ value: 'cancelled', final: true });
