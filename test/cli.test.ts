@@ -417,14 +417,14 @@ export const notAMachine = 42;
   });
 
   it('registers its exports (definition, default object) and not the wrapped bare machine twice', async () => {
-    const json = await spoolJson<{ machines: { id: string; version: string; events: string[]; description: string | null }[] }>([
+    const json = await spoolJson<{ machines: { id: string; version: number; events: string[]; description: string | null }[] }>([
       '--machines',
       modulePath(),
       'machines',
     ]);
     expect(json.machines.map((m) => [m.id, m.version, m.events])).toEqual([
-      ['order', '2', ['DECLINED', 'DELIVERED', 'PAID', 'PAY']],
-      ['ping', '1', ['PING']],
+      ['order', 2, ['DECLINED', 'DELIVERED', 'PAID', 'PAY']],
+      ['ping', 1, ['PING']],
     ]);
     expect(json.machines[0]!.description).toBe('checkout with a nested state');
   });
