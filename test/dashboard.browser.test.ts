@@ -278,6 +278,20 @@ describe.skipIf(BROWSER === null)('the dashboard in Chromium', () => {
     await own.close();
   });
 
+  it('on a server whose reads need the token, asks for it and then shows the jobs', async () => {
+    await runtime.start('job-lifecycle', { name: 'gated' }, { jobId: 'gated-1' });
+    const own = res.track(await createServer({ runtime, port: 0, token: TOKEN, readsNeedToken: true }));
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(`${own.url}/`);
+    await page.waitForSelector('#token-dialog[open]');
+    await page.fill('#token-input', TOKEN);
+    await page.click('#token-form button.primary');
+    await page.waitForSelector('tr[data-job="gated-1"]');
+    await context.close();
+    await own.close();
+  });
+
   it('serves its own scripts and styles, under a policy that allows no other origin', async () => {
     const page = await fetch(`${server.url}/jobs/anything`);
     expect(page.headers.get('content-type')).toMatch(/^text\/html/);

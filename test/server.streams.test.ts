@@ -220,6 +220,23 @@ describe('many paused clients', () => {
       process.off('warning', onWarning);
     }
   });
+  it("of other jobs' streams are not woken by a job's commit", async () => {
+    const { runtime, server } = await open();
+    const jobs = await Promise.all(Array.from({ length: 20 }, () => runtime.start('notes', {})));
+    const clients = await Promise.all(jobs.map((j) => SseClient.open(`${server.url}/api/jobs/${j.id}/stream`)));
+    for (const client of clients) res.track(client);
+    expect((await Promise.all(clients.map((c) => c.next()))).map((e) => e!.id)).toEqual(jobs.map(() => '1'));
+    const reads = { count: 0 };
+    const get = runtime.get.bind(runtime);
+    runtime.get = ((...args: Parameters<Runtime['get']>) => {
+      reads.count += 1;
+      return get(...args);
+    }) as Runtime['get'];
+    await runtime.send(jobs[0]!.id, { type: 'NOTE' });
+    await vi.waitFor(() => expect(server.streams().map((s) => s.cursor).sort()).toEqual([...jobs.map(() => 1).slice(1), 2]), { timeout: 20_000 });
+    // The watched job's stream read it (twice a page); the 19 others did not wake.
+    expect(reads.count).toBeLessThanOrEqual(6);
+  });
 });
 
 describe('Last-Event-ID across a restart of the server process', () => {

@@ -256,13 +256,16 @@ describe('after a full disk, freeing space brings the store back (an 8 MB tmpfs)
     const path = join(smallDisk!, 'spool.db');
     const store = await res.sqlite(path);
     const runtime = await res.runtime({ store, machines: [tally] });
+    // Two connections on the file, as a worker and a sender have: each must get the WAL back.
+    const other = await res.runtime({ store: await res.sqlite(path), machines: [tally] });
     const jobs = ['j0', 'j1', 'j2', 'j3'];
     for (const id of jobs) await runtime.start('tally', {}, { jobId: id });
     const acknowledged: { jobId: string; eventId: string }[] = [];
     const send = async (i: number): Promise<unknown> => {
       const jobId = jobs[i % jobs.length]!;
       const eventId = `e${i}`;
-      const sent = await runtime.send(jobId, { type: 'ADD', blob: 'x'.repeat(512) }, { eventId }).catch((e: unknown) => e);
+      const sender = i % 2 === 0 ? runtime : other;
+      const sent = await sender.send(jobId, { type: 'ADD', blob: 'x'.repeat(512) }, { eventId }).catch((e: unknown) => e);
       if (!(sent instanceof Error)) acknowledged.push({ jobId, eventId });
       return sent;
     };

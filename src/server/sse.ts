@@ -117,7 +117,7 @@ export class StreamHub {
       });
       return { messages, cursor: last, more: rows.length === this.#options.pageSize, done: now.final && last >= now.revision };
     };
-    return this.#respond(c, 'job', after, source, `job ${jobId}`);
+    return this.#respond(c, 'job', after, source, `job ${jobId}`, jobId);
   }
 
   /** `GET /api/stream?machine=&job=&kind=`: every job's commits in commit order, filtered. */
@@ -145,7 +145,7 @@ export class StreamHub {
     return this.#respond(c, 'all', after, source, `all ${JSON.stringify(filter)}`);
   }
 
-  #respond(c: Context, kind: StreamState['kind'], after: number, source: Source, key: string): Response {
+  #respond(c: Context, kind: StreamState['kind'], after: number, source: Source, key: string, jobId?: string): Response {
     if (this.#open.size >= this.#options.maxStreams) {
       throw new TooManyStreamsError(`${this.#open.size} event streams are open, the most this server allows; reconnect later.`);
     }
@@ -154,7 +154,7 @@ export class StreamHub {
     const disconnect = () => (c.env as { outgoing?: { destroy(): void } } | undefined)?.outgoing?.destroy();
     return streamSSE(c, async (stream) => {
       try {
-        await this.#pump(stream, state, this.#shared(key, source), disconnect);
+        await this.#pump(stream, state, this.#shared(key, source), disconnect, jobId);
       } catch {
         // A read failed (the runtime is closing, or the job was purged): end the stream; the client reconnects.
       } finally {
@@ -187,7 +187,7 @@ export class StreamHub {
     };
   }
 
-  async #pump(stream: SSEStreamingApi, state: StreamState, read: (cursor: number, seen: number) => Promise<Written>, disconnect: () => void): Promise<void> {
+  async #pump(stream: SSEStreamingApi, state: StreamState, read: (cursor: number, seen: number) => Promise<Written>, disconnect: () => void, jobId?: string): Promise<void> {
     const ended = new AbortController();
     if (this.#closed) return;
     this.#ends.add(ended);
@@ -205,7 +205,7 @@ export class StreamHub {
         state.cursor = page.cursor;
         if (page.done) return;
         if (page.more) continue;
-        const moved = await this.#changes.wait(seen, this.#options.heartbeatMs, ended.signal);
+        const moved = await this.#changes.wait(seen, this.#options.heartbeatMs, ended.signal, jobId);
         if (!moved && !ended.signal.aborted && !(await this.#write(stream, state, ': heartbeat\n\n', disconnect))) return;
       }
     } finally {
