@@ -119,12 +119,16 @@ export async function runSpoolQueue(c: QueueCase): Promise<QueueResult> {
       const store = await db.openStore(c.synchronous);
       return await metered(db, null, c.backlog, () => drain(store, c, (runtime) => producers(c.backlog, (n) => runtime.start(id, { n }))));
     }
-    return await metered(db, null, c.backlog, async () => {
-      const enqueuer = await createRuntime({ store: await db.openStore(c.synchronous), machines: [c.shape.def], runEffects: false });
+    // The enqueuer's close checkpoints the WAL, which resets SQLite's commit counter: commits are
+    // not counted here (null), Postgres's server-wide count is.
+    const enqueuing = await db.openStore(c.synchronous);
+    const r = await metered(db, null, c.backlog, async () => {
+      const enqueuer = await createRuntime({ store: enqueuing, machines: [c.shape.def], runEffects: false });
       await producers(c.backlog, (n) => enqueuer.start(id, { n }));
       await enqueuer.close();
       await drain(await db.openStore(c.synchronous), c, async () => {});
     });
+    return c.store === 'sqlite' ? { ...r, commitsPerJob: null } : r;
   } finally {
     await db.dispose();
   }
