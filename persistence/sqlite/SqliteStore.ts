@@ -52,7 +52,7 @@ import type {
 } from './records.ts';
 import { damageReason, withUncommitted, toAssetRecord, toAttemptRecord, toEffectRecord, toInboxRecord, toJobRecord, toTimerRecord, toTransitionRecord } from './records.ts';
 import { OpenBusy, checkOpenOptions, openDatabase, refuseForeignDatabase, refuseNewerSchema, migrate } from './open.ts';
-import { type RawRows, jobListSql, rawRows, prepare } from './statements.ts';
+import { type RawRows, dueClaimPickSql, jobListSql, rawRows, prepare } from './statements.ts';
 import { SQLITE } from './predicates.ts';
 import { run, runSync, type Program } from './program.ts';
 import { activeVersionsIn, acceptEventIn, attachAssetIn, completeByTokenIn, expireLeasesIn, failEffectIn, fireTimerIn, notedIn, releaseAttemptIn, requestCancelIn } from './writes.ts';
@@ -122,6 +122,8 @@ export class SqliteStore implements JobStore {
   readonly synchronous: 'FULL' | 'NORMAL';
   readonly #stmts: ReturnType<typeof prepare>;
   readonly #listCache = new Map<string, Database.Statement>();
+  /** `claimDueEffects`' pick, one statement per limit (the limit written in: dueClaimPickSql). */
+  readonly #claimPicks = new Map<number, Database.Statement>();
   /** `getJob`, read by every send: the row as an array, named by a function built once (rawRows). */
   readonly #jobById: RawRows;
   /** Transaction wrappers, built once: `#tx.immediate(fn)` runs fn in BEGIN IMMEDIATE; `#savepoint(c)` one commit of a batch. */
@@ -360,7 +362,9 @@ export class SqliteStore implements JobStore {
   async claimDueEffects(c: DueClaim): Promise<DueClaimResult> {
     return this.#write(() => {
       // One writer: the pick reads what nobody else changes before its claims (no rows to skip).
-      const rows = this.#stmts.dueClaimPick.all(dueClaimParams(c)) as Row[];
+      let pick = this.#claimPicks.get(c.limit);
+      if (!pick) this.#claimPicks.set(c.limit, (pick = this.db.prepare(dueClaimPickSql(SQLITE, c.limit))));
+      const rows = pick.all(dueClaimParams(c)) as Row[];
       const claimed: DueClaimed[] = [];
       const held: EffectRecord[] = [];
       for (const row of rows) {
