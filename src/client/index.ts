@@ -135,6 +135,7 @@ class HttpClient {
     options.signal?.throwIfAborted();
     let job = await this.get(jobId);
     if (predicate(job)) return job;
+    options.signal?.throwIfAborted();
     const stream = this.tail(jobId, { after: job.revision });
     let timedOut = false;
     const stop = () => stream.close();
