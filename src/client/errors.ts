@@ -134,7 +134,7 @@ export function errorFromResponse(status: number, text: string): SpoolError {
   }
   const made = make(said, details);
   // Classes that build their own message (not found, backpressure) get the server's, and its details.
-  Object.defineProperty(made, 'message', { value: said, writable: true, configurable: true, enumerable: false });
+  made.message = said;
   Object.assign(made.details, details);
   return made;
 }

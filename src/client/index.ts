@@ -21,6 +21,9 @@ import { errorFromResponse, unreachable } from './errors.ts';
 import { EventStream, type ReconnectOptions } from './sse.ts';
 
 export { RemoteError } from './errors.ts';
+// The error classes, so a browser app catches them without importing the runtime (`spool`): the same classes.
+export * from '../base/errors.ts';
+export * from '../base/httpErrors.ts';
 export { EventStream, SseParser, type ReconnectOptions, type SseMessage } from './sse.ts';
 
 /** Options of {@link createClient}. */
