@@ -159,7 +159,14 @@ describe('tail and tailAll', () => {
   it('resume across a server restart on the same database, with no gap and no repeat; closing one ends its request', async () => {
     const first = await open();
     const port = Number(new URL(first.server.url).port);
-    const spool = createClient<typeof machines>({ url: first.server.url, token: TOKEN, reconnect: { initialDelayMs: 20, maxDelayMs: 200 } });
+    // Each stream request and the Last-Event-ID it resumed after.
+    const streamRequests: string[] = [];
+    const fetcher = (url: string, init: RequestInit) => {
+      const path = new URL(url).pathname;
+      if (path.endsWith('/stream')) streamRequests.push(`${path} after ${(init.headers as Record<string, string>)['last-event-id'] ?? 'none'}`);
+      return fetch(url, init);
+    };
+    const spool = createClient<typeof machines>({ url: first.server.url, token: TOKEN, fetch: fetcher, reconnect: { initialDelayMs: 20, maxDelayMs: 200 } });
     const job = await spool.start('job-lifecycle', { name: 'resize', items: 2 });
     const tail = spool.tail(job.id);
     const all = spool.tailAll({ machine: 'job-lifecycle' });
@@ -211,6 +218,11 @@ describe('tail and tailAll', () => {
     expect(feed.map((r) => r.revision)).toEqual([1, 2, 3, 4, 5]);
     expect(new Set(feed.map((r) => r.seq)).size).toBe(5);
     expect(all.lastEventId).toBe(feed.at(-1)!.seq);
+    // The reconnects resumed after the last event received (then the finished job's stream said 204).
+    const jobStream = `/api/jobs/${job.id}/stream`;
+    expect(streamRequests.filter((r) => r.startsWith(jobStream) && !r.endsWith('after 2'))).toEqual([`${jobStream} after none`, `${jobStream} after 5`]);
+    expect(streamRequests).toContain(`${jobStream} after 2`);
+    expect(streamRequests).toContain(`/api/stream after ${feed[1]!.seq}`);
   });
 });
 
