@@ -226,6 +226,33 @@ describe('tail and tailAll', () => {
   });
 });
 
+describe('a silent connection', () => {
+  it('is dropped after idleTimeoutMs and resumed after the last event, so the next commit comes once', async () => {
+    const store = await res.sqlite(res.dbPath());
+    const runtime = await res.runtime({ store, machines });
+    // No heartbeat: the connection stays silent until a commit.
+    const server = res.track(await createServer({ runtime, port: 0, token: TOKEN, heartbeatMs: 600_000 }));
+    const requests: string[] = [];
+    const fetcher = (url: string, init: RequestInit) => {
+      if (url.endsWith('/stream')) requests.push((init.headers as Record<string, string>)['last-event-id'] ?? 'none');
+      return fetch(url, init);
+    };
+    const spool = createClient<typeof machines>({ url: server.url, token: TOKEN, fetch: fetcher, reconnect: { idleTimeoutMs: 50, initialDelayMs: 10 } });
+    const job = await spool.start('job-lifecycle', { name: 'quiet' });
+    const tail = spool.tail(job.id);
+    expect((await tail.next()).value).toMatchObject({ revision: 1 });
+    const connections = requests.length;
+    const pending = tail.next();
+    // The silent connection is dropped: a new request, after event 1.
+    await vi.waitFor(() => expect(requests.length).toBeGreaterThan(connections), { timeout: 30_000, interval: 20 });
+    await spool.send(job.id, { type: 'START' });
+    expect((await pending).value).toMatchObject({ revision: 2 });
+    expect(requests[0]).toBe('none');
+    expect(new Set(requests.slice(connections))).toEqual(new Set(['1']));
+    await tail.return();
+  });
+});
+
 describe('SseParser', () => {
   it('parses the SSE format: CR, LF and CRLF line ends split anywhere, multi-line data, comments, ids kept', () => {
     const text = ': hello\r\nretry: 1000\r\nid: 1\r\nevent: applied\r\ndata: {"a":\r\ndata: 1}\r\n\r\nid: 2\ndata: x\n\ndata: y\r\r';
