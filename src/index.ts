@@ -27,9 +27,8 @@ export type { StorageFaultEvent } from './runtime/api.ts';
 export type { InspectionObserver } from './runtime/options.ts';
 export type { Clock } from './ports/clock.ts';
 /** The errors a caller catches: every one a `SpoolError` with a stable `code` and a `category`. */
-export { JobQuarantined } from './runtime/quarantine.ts';
 export {
-  SpoolError, type ErrorCategory, ValidationError, UnknownMachineError, UnknownEventError, PayloadTooLargeError, MachineDefinitionError,
+  SpoolError, type ErrorCategory, JobQuarantined, ValidationError, UnknownMachineError, UnknownEventError, PayloadTooLargeError, MachineDefinitionError,
   JobNotFoundError, JobTerminalError, IdempotencyConflictError, RevisionConflictError, SchemaTooNewError, CorruptRecordError,
   StorageFullError, StorageIoError, DatabaseBusyError, StorageAccessError, DatabaseDamagedError, ClosedError, WaitTimeoutError,
   BackpressureError, RetryRefusedError, TokenError, JobNotFinishedError, RedeliveryRefusedError, EventFailedError,

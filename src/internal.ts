@@ -4,7 +4,6 @@
  * (src/index.ts), store authors `spool/store` (src/store.ts).
  */
 export { createRuntime, Runtime } from './runtime/runtime.ts';
-export { JobQuarantined } from './runtime/quarantine.ts';
 export type { RuntimeOptions, Job, JobOf, JobDetails, JobDetailsOf, SendResult, SendResultOf, SendOptions, StartOptions, StartOrSendOptions, StartOrSendResult, RedeliverOptions, ListFilter, RuntimeEvent, LogEntry, MachineEntries } from './runtime/runtime.ts';
 export { redeliveryOf } from './runtime/redelivery.ts';
 /** Typed definitions and activities (checked against the machine at compile time), and the types that flow from machines. */
