@@ -23,8 +23,11 @@ export function addTestCommand(program: Command, io: CliIO, setExitCode: (code: 
     .option('--no-crash', 'skip the replay with a restart between every two steps')
     .option('--child-crash <n>', 'paths per machine also replayed in a child process SIGKILLed between steps', '1')
     .option('--update', "write each machine's golden file (pathTests `golden`) instead of comparing with it")
-    .action(async (options: { machine?: string; crash: boolean; childCrash: string; update?: boolean }, command: Command) => {
+    .option('--seed <n>', 'seed of the random walks (replays the walks of an earlier run)')
+    .action(async (options: { machine?: string; crash: boolean; childCrash: string; update?: boolean; seed?: string }, command: Command) => {
       const g = globals(command);
+      const seed = options.seed === undefined ? undefined : Number(options.seed);
+      if (seed !== undefined && (!Number.isInteger(seed) || Math.abs(seed) > 0x7fffffff)) throw new UsageError('--seed must be an integer (a 32-bit one, as printed by an earlier run).');
       const childCrash = Number(options.childCrash);
       if (!Number.isInteger(childCrash) || childCrash < 0 || childCrash > 1000) throw new UsageError('--child-crash must be an integer from 0 to 1000.');
       const { path, namespace } = await loadMachines(g.machines ?? DEFAULT_MACHINES_MODULE, io.cwd);
@@ -42,6 +45,7 @@ export function addTestCommand(program: Command, io: CliIO, setExitCode: (code: 
           module: path,
           dir,
           update: options.update === true,
+          ...(seed !== undefined ? { seed } : {}),
           // On Postgres, each run in a database of its own on the named server; otherwise a temporary SQLite file.
           ...(isPostgresUrl(g.db) ? { db: g.db } : {}),
           onProgress: (event) => {
@@ -80,7 +84,7 @@ function formatPathResults(machines: MachinePathResult[], durationMs: number): s
     // Its own: the child rows below count theirs (`gaps` lists both).
     String(m.gaps.length - m.children.reduce((n, c) => n + c.gaps.length, 0)),
     String(m.paths),
-    `${m.runs.plain}/${m.runs.restart}/${m.runs.child}`,
+    `${m.runs.plain}/${m.runs.restart}/${m.runs.child}/${m.runs.walk}`,
     String(m.failures.length),
     m.ok ? 'ok' : 'FAILED',
     `${(m.durationMs / 1000).toFixed(1)} s`,
@@ -98,14 +102,16 @@ function formatPathResults(machines: MachinePathResult[], durationMs: number): s
       '-',
     ]),
   ]);
-  const lines = [table(['MACHINE', 'STATES', 'TRANSITIONS', 'COVERED', 'GAPS', 'PATHS', 'RUNS plain/restart/child', 'FAILURES', 'RESULT', 'TIME'], rows)];
+  const lines = [table(['MACHINE', 'STATES', 'TRANSITIONS', 'COVERED', 'GAPS', 'PATHS', 'RUNS plain/restart/child/walk', 'FAILURES', 'RESULT', 'TIME'], rows)];
   for (const m of machines) {
     if (m.error) lines.push(`${m.machineId}: ${m.error}`);
+    for (const w of m.unusedWaivers) lines.push(`${m.machineId}: unused waiver (it excuses no uncovered transition: remove it): ${JSON.stringify(w)}, reason "${w.reason}"`);
     for (const gap of m.gaps) lines.push(`${m.machineId}: gap: state ${gap.source}, event ${gap.event}, guard ${gap.guard ?? '-'}, target ${gap.targets.join(', ') || '-'}${gap.note ? ` (${gap.note})` : ''}`);
     for (const f of m.failures) {
-      if (f.mode === 'check' || f.mode === 'golden') lines.push(`${m.machineId}: ${f.mode} failed: ${oneLine(f.message)}`);
+      if (f.mode === 'check' || f.mode === 'golden' || f.mode === 'walk') lines.push(`${m.machineId}: ${f.mode} failed: ${oneLine(f.message)}`);
       else lines.push(`${m.machineId}: path ${f.path} (${f.mode}) failed: ${oneLine(f.message)}`);
     }
+    if (m.walks) lines.push(`${m.machineId}: ${m.walks.runs} random walks, ${m.walks.replayed} replayed with restarts, seed ${m.walks.seed} (\`--seed ${m.walks.seed}\` walks them again)`);
     if (m.golden?.written) lines.push(`${m.machineId}: golden file written: ${m.golden.file}`);
   }
   lines.push(`${machines.every((m) => m.ok) ? 'all machines passed' : 'some machines FAILED'} in ${(durationMs / 1000).toFixed(1)} s`);

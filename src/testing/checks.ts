@@ -185,7 +185,8 @@ export function resolveStep(model: JobModel, state: ModelState, spec: StepSpec, 
     return { via: 'send', type: spec.type, event: toJson(spec) as { type: string }, sample: 0 };
   }
   const possible = model.steps(state);
-  const found = possible.find((s) => specLabel(s) === spec);
+  // `APPROVE#2`, or the label the path names show: `APPROVE{role:peer}`.
+  const found = possible.find((s) => specLabel(s) === spec) ?? possible.find((s) => s.via === 'send' && `${s.type}${model.sampleDetail(state, s)}${s.child ? `@${s.child}` : ''}` === spec);
   if (found) return found;
   throw new SampleError(`${where}: step "${spec}" is not possible here (state ${JSON.stringify(toJson(state.machine.value))}; possible: ${[...new Set(possible.map(specLabel))].join(', ') || 'none'}).`);
 }

@@ -432,7 +432,7 @@ function describeSteps(model: JobModel, input: unknown, steps: readonly PathStep
   let prevNow = 0;
   const labels = steps.map((step, i) => {
     const state = replayed.states[i]!;
-    const label = stepLabel(step, predicted(state), prevNow, state.trail);
+    const label = stepLabel(step, predicted(state), prevNow, state.trail, model.sampleDetail(i === 0 ? replayed.start : replayed.states[i - 1]!, step));
     prevNow = state.now;
     return label;
   });
@@ -732,6 +732,11 @@ function predicted(state: ModelState): PredictedState {
   };
 }
 
+/** A path of the generated paths' model from its steps (a walk, a replayed counterexample): predicted step by step. */
+export function planOf(generated: GeneratedPaths, inputIndex: number, steps: PathStep[], id: number): PathPlan {
+  return plan(generated.model, generated.inputs, { inputIndex, steps, covers: new Set() }, id, generated.inputs.length);
+}
+
 function plan(model: JobModel, inputs: readonly unknown[], p: { inputIndex: number; steps: PathStep[]; covers: Set<string> }, id: number, inputCount: number): PathPlan {
   const input = inputs[p.inputIndex];
   const { start, states } = replay(model, input, p.steps);
@@ -739,7 +744,7 @@ function plan(model: JobModel, inputs: readonly unknown[], p: { inputIndex: numb
   const steps: PlannedStep[] = p.steps.map((step, i) => {
     const state = states[i]!;
     const expect = predicted(state);
-    const label = stepLabel(step, expect, prevNow, state.trail);
+    const label = stepLabel(step, expect, prevNow, state.trail, model.sampleDetail(i === 0 ? start : states[i - 1]!, step));
     prevNow = expect.now;
     return { step, label, expect };
   });
@@ -749,12 +754,13 @@ function plan(model: JobModel, inputs: readonly unknown[], p: { inputIndex: numb
 }
 
 /**
- * `APPROVE`, `APPROVE#2` (second sample), `time+1d[REMIND]`, `done.reserve`, `error.export`,
+ * `APPROVE`, `APPROVE{role:peer}` (one of several samples: the fields that differ), `time+1d[REMIND]`, `done.reserve`, `error.export`,
  * `crash.export`; a step on a child job says which: `NOTE@review`, `done.lint@review`, and
  * what a time step delivers to it: `time+1s[after.1000@review, REMINDER]`.
  */
-export function stepLabel(step: PathStep, expect: PredictedState, prevNow: number, trail?: ReadonlyArray<{ path: string; eventType: string }>): string {
-  const n = (sample: number) => (sample > 1 ? `#${sample}` : '');
+export function stepLabel(step: PathStep, expect: PredictedState, prevNow: number, trail?: ReadonlyArray<{ path: string; eventType: string }>, detail = ''): string {
+  // The payload values that tell this sample from the others (`{role:manager}`), else its number.
+  const n = (sample: number) => detail || (sample > 1 ? `#${sample}` : '');
   const at = (child: string | undefined) => (child ? `@${child}` : '');
   switch (step.via) {
     case 'send':
@@ -810,6 +816,8 @@ class Exploration {
   add(edges: readonly Edge[], stateOf: ReadonlyMap<string, ModelState>): void {
     for (const s of stateOf.values()) for (const job of allJobs(s)) for (const node of nodesOf(job)) this.#reached.add(`${job.machineId} ${node}`);
     for (const e of edges) {
+      // A state entered and left in one step (an eventless transition out of it) is reached too.
+      for (const job of allJobs(e.result)) for (const t of job.taken) [t.source, ...t.targets].forEach((id) => this.#reached.add(`${job.machineId} ${id}`));
       const from = stateOf.get(e.from);
       for (const job of allJobs(e.result)) {
         const before = from ? allJobs(from).find((j) => j.jobId === job.jobId) : undefined;
@@ -836,13 +844,19 @@ class Exploration {
         const hint = actor === undefined ? '' : ` (its output comes from \`outputs: { ${actor}: … }\`, null when no sample is given)`;
         note = `a ${t.event} event failed during exploration: ${failed}${hint}`;
       }
-      else if (t.eventless) note = `${t.source} was reached, but this candidate was never the one taken (guard false, or an earlier candidate taken)`;
+      else if (t.eventless) note = `${t.source} was reached, but this candidate was never the one taken (${t.guard ? `guard ${t.guard} false every time` : 'an earlier candidate taken every time'}${t.index > 1 ? ', or an earlier candidate taken' : ''})`;
+      else if (t.event.startsWith('xstate.done.state.')) {
+        // Raised by XState, never sent: the state must reach its final state (every region of a parallel one).
+        note = `${t.source} never reaches its final state${t.event.endsWith(t.source) ? '' : ` (${t.event.slice('xstate.done.state.'.length)})`} on the generated steps: ${t.event} is raised then (every region final, for a parallel state); give the samples that lead there`;
+      }
       else if (this.#received.has(`${machineId} ${t.source} ${t.event}`)) note = `${t.event} was received in ${t.source}, but this candidate was never the one taken (guard false, or an earlier candidate taken)`;
       else {
         const actor = /^xstate\.(?:done|error)\.actor\.(.+)$/.exec(t.event)?.[1];
         const how =
           actor === undefined
-            ? 'add a sample, or a timer that leads there; an event given `[]` samples is never sent'
+            ? t.event.includes('*')
+              ? `add a sample keyed \`'${t.event}'\` with its own \`type\` (e.g. { type: '${t.event === '*' ? 'SOME_EVENT' : `${t.event.slice(0, -1)}something`}' })`
+              : 'add a sample, or a timer that leads there; an event given `[]` samples is never sent'
             : `an activity's outcome comes from \`outputs\`/\`errors\`; a child machine's when its child job ends: give the child's events samples under \`children.<src>.events\``;
         note = `no generated step delivers ${t.event} while in ${t.source} (${how})`;
       }
