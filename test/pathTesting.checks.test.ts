@@ -7,7 +7,7 @@ import { afterAll, describe, expect, test } from 'vitest';
 import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { checkGolden, describeMachinePaths, generatePaths, pathTest, runPathTests, runWalks } from '../src/testing/index.ts';
+import { checkGolden, describeMachinePaths, generatePaths, mutationTest, pathTest, runPathTests, runWalks } from '../src/testing/index.ts';
 import { approval, approvalChecks, approvalMachine, editor, editorMachine, meterChecks, meterMachine, notes } from './fixtures/checkMachines.ts';
 
 const events = { APPROVE: [{ role: 'manager' }, { role: 'peer' }] };
@@ -139,5 +139,43 @@ describe('random walks', () => {
     const bad = await runPathTests({ definitions: [pathTest(meterMachine(5), meterChecks)], dir, seed: 7 });
     expect(bad.machines[0]!.walks!.seed).toBe(7);
     expect(bad.machines[0]!.failures.map((f) => [f.mode, f.name])).toEqual([['walk', 'TICK → TICK → TICK → TICK → TICK ⇒ idle']]);
+  });
+});
+
+describe('mutation testing', () => {
+  test('mutants of a machine: killed by coverage, checks, walks; the survivors named with their change', () => {
+    const result = mutationTest(approval, approvalChecks, null);
+    expect(result.error).toBeNull();
+    expect(result.kills.map((k) => `${k.mutation} <- ${k.by}`)).toEqual([
+      'retarget on.APPROVE from pending to approved <- coverage',
+      'negate guard of on.APPROVE <- path two managers approve',
+      'drop action 1 of on.APPROVE <- coverage',
+      'retarget on.REJECT from rejected to approved <- reached approved',
+      'retarget always from approved to rejected <- path two managers approve',
+      'drop guard of always <- coverage',
+      'negate guard of always <- coverage',
+    ]);
+    expect(result).toMatchObject({ machine: 'approval', total: 10, killed: 7 });
+    // The checks as written let a peer's approval count, and never look at the job's status.
+    expect(result.survived).toEqual([
+      { machine: 'approval', mutation: 'drop guard of on.APPROVE', location: 'approval.pending on.APPROVE' },
+      { machine: 'approval', mutation: 'approval.approved no longer final', location: 'approval.approved' },
+      { machine: 'approval', mutation: 'approval.rejected no longer final', location: 'approval.rejected' },
+    ]);
+    // Without the checks, plain coverage kills fewer.
+    expect(mutationTest(approval, { events }, null).killed).toBe(4);
+  });
+
+  test('deep history switched to shallow survives plain coverage and is killed by the golden file', () => {
+    const plain = mutationTest(editor, {}, null);
+    expect(plain.survived.map((s) => s.mutation)).toContain('history deep → shallow');
+    const withGolden = mutationTest(editor, { golden: true }, { file: join(dir, 'no-such-golden.json') });
+    expect(withGolden.kills).toContainEqual({ mutation: 'history deep → shallow', location: 'editor.editing.hist', by: 'golden' });
+    expect(withGolden.survived).toEqual([]);
+  });
+
+  test('a dropped guard that only a long run of events exposes is killed by the walks', () => {
+    const result = mutationTest(meterMachine(), meterChecks, null);
+    expect(result.kills).toContainEqual({ mutation: 'drop guard of on.TICK', location: 'meter.idle on.TICK', by: 'walk' });
   });
 });

@@ -12,6 +12,8 @@ import { oneLine, table } from './format.ts';
 import { DEFAULT_MACHINES_MODULE, loadMachines } from './loadMachines.ts';
 import { examples, globals, write, type CliIO } from './globals.ts';
 import { collectPathTests, isPathTestSubject, runPathTests, type MachinePathResult, type PathTestProgress } from '../testing/runPathTests.ts';
+import { mutationTest, type MutationResult } from '../testing/mutate.ts';
+import { goldenPath } from '../testing/golden.ts';
 
 /** `spool test`; `setExitCode(1)` when a machine fails. */
 export function addTestCommand(program: Command, io: CliIO, setExitCode: (code: number) => void): void {
@@ -24,7 +26,8 @@ export function addTestCommand(program: Command, io: CliIO, setExitCode: (code: 
     .option('--child-crash <n>', 'paths per machine also replayed in a child process SIGKILLed between steps', '1')
     .option('--update', "write each machine's golden file (pathTests `golden`) instead of comparing with it")
     .option('--seed <n>', 'seed of the random walks (replays the walks of an earlier run)')
-    .action(async (options: { machine?: string; crash: boolean; childCrash: string; update?: boolean; seed?: string }, command: Command) => {
+    .option('--mutate', "mutation testing: mutate each machine (retarget, drop or negate a guard, drop an action, change a delay, swap onDone/onError, unfinal a state, switch history) and report the mutants its path tests do not kill")
+    .action(async (options: { machine?: string; crash: boolean; childCrash: string; update?: boolean; seed?: string; mutate?: boolean }, command: Command) => {
       const g = globals(command);
       const seed = options.seed === undefined ? undefined : Number(options.seed);
       if (seed !== undefined && (!Number.isInteger(seed) || Math.abs(seed) > 0x7fffffff)) throw new UsageError('--seed must be an integer (a 32-bit one, as printed by an earlier run).');
@@ -35,6 +38,12 @@ export function addTestCommand(program: Command, io: CliIO, setExitCode: (code: 
       if (options.machine !== undefined) {
         subjects = subjects.filter((s) => new MachineRegistry([isPathTestSubject(s) ? s.definition : s]).all()[0]?.id === options.machine);
         if (subjects.length === 0) throw new UsageError(`No machine "${options.machine}" in ${path}; see \`spool machines\`.`);
+      }
+      if (options.mutate) {
+        const mutation = runMutations(subjects, path, seed, g.json ? undefined : (line) => io.stderr(`${line}\n`));
+        write(io, g, { ok: mutation.errors.length === 0, mutation }, () => formatMutation(mutation));
+        if (mutation.errors.length > 0) setExitCode(1);
+        return;
       }
       const dir = mkdtempSync(join(tmpdir(), 'spool-test-'));
       try {
@@ -59,6 +68,37 @@ export function addTestCommand(program: Command, io: CliIO, setExitCode: (code: 
         rmSync(dir, { recursive: true, force: true });
       }
     });
+}
+
+type Subject = ReturnType<typeof collectPathTests>[number];
+
+/** `spool test --mutate`: every subject's mutants through its path tests; totals, survivors, and per machine. */
+function runMutations(subjects: Subject[], module: string, seed: number | undefined, progress?: (line: string) => void) {
+  const machines: MutationResult[] = [];
+  for (const s of subjects) {
+    const subject = isPathTestSubject(s) ? s : { definition: s, options: {} };
+    const golden = subject.options.golden;
+    const file = golden === undefined || golden === false ? null : { file: goldenPath(golden, new MachineRegistry([subject.definition]).all()[0]!.id, subject.options.module ?? module) };
+    const result = mutationTest(subject.definition, subject.options, file, seed);
+    progress?.(`${result.machine}: ${result.killed}/${result.total} mutants killed (${result.durationMs} ms)${result.error ? `: ${result.error}` : ''}`);
+    machines.push(result);
+  }
+  return {
+    total: machines.reduce((n, m) => n + m.total, 0),
+    killed: machines.reduce((n, m) => n + m.killed, 0),
+    survived: machines.flatMap((m) => m.survived),
+    errors: machines.filter((m) => m.error !== null).map((m) => ({ machine: m.machine, error: m.error })),
+    machines: machines.map((m) => ({ machine: m.machine, total: m.total, killed: m.killed, kills: m.kills, durationMs: m.durationMs })),
+  };
+}
+
+function formatMutation(m: ReturnType<typeof runMutations>): string {
+  const rows = m.machines.map((r) => [r.machine, String(r.total), String(r.killed), String(r.total - r.killed), r.total ? `${Math.round((100 * r.killed) / r.total)}%` : '-', `${(r.durationMs / 1000).toFixed(1)} s`]);
+  const lines = [table(['MACHINE', 'MUTANTS', 'KILLED', 'SURVIVED', 'SCORE', 'TIME'], rows)];
+  for (const e of m.errors) lines.push(`${e.machine}: ${e.error}`);
+  for (const s of m.survived) lines.push(`${s.machine}: survived: ${s.mutation} (at ${s.location})`);
+  lines.push(`${m.killed} of ${m.total} mutants killed${m.survived.length ? `; the survivors show where the invariants are too weak` : ''}`);
+  return lines.join('\n');
 }
 
 function describeProgress(event: PathTestProgress): string | undefined {
