@@ -4,7 +4,8 @@
  * that plain coverage lets through.
  */
 import { afterAll, describe, expect, test } from 'vitest';
-import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { runSpool } from './helpers/spoolCli.ts';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { checkGolden, describeMachinePaths, generatePaths, mutationTest, pathTest, runPathTests, runWalks } from '../src/testing/index.ts';
@@ -178,4 +179,57 @@ describe('mutation testing', () => {
     const result = mutationTest(meterMachine(), meterChecks, null);
     expect(result.kills).toContainEqual({ mutation: 'drop guard of on.TICK', location: 'meter.idle on.TICK', by: 'walk' });
   });
+});
+
+/** What a user writes: a machine, and its checks as plain data in `pathTests` (no Spool import). */
+const USER_MODULE = `
+import { assign, setup } from 'xstate';
+export const approval = setup({
+  types: { context: {} as { approvals: number }, events: {} as { type: 'APPROVE'; role: string } | { type: 'REJECT' } },
+  guards: { byManager: ({ event }) => event.type === 'APPROVE' && event.role === 'manager', enough: ({ context }) => context.approvals >= 2 },
+}).createMachine({
+  id: 'approval',
+  context: { approvals: 0 },
+  initial: 'pending',
+  states: {
+    pending: {
+      always: { guard: 'enough', target: 'approved' },
+      on: { APPROVE: { guard: 'byManager', actions: assign({ approvals: ({ context }) => context.approvals + 1 }) }, REJECT: 'rejected' },
+    },
+    approved: { type: 'final' },
+    rejected: { type: 'final' },
+  },
+});
+export const pathTests = {
+  approval: {
+    events: { APPROVE: [{ role: 'manager' }, { role: 'peer' }] },
+    reached: { approved: (s: { context: { approvals: number } }) => s.context.approvals >= 2 },
+    golden: true,
+    walks: { runs: 50 },
+  },
+};
+`;
+
+describe('spool test', () => {
+  test('writes the golden file next to the module, prints the walk seed; --mutate reports killed and surviving mutants', async () => {
+    const cliDir = join(dir, 'cli');
+    mkdirSync(cliDir, { recursive: true });
+    writeFileSync(join(cliDir, 'machines.ts'), USER_MODULE);
+    const run = await runSpool(['--machines', './machines.ts', 'test', '--no-crash', '--child-crash', '0', '--seed', '5'], cliDir);
+    expect(run.stdout).toMatch(/^approval@1\s.*\bok\s+\d+\.\d s$/m);
+    expect(run.stdout).toContain(`approval: golden file written: ${join(cliDir, '__paths__', 'approval.json')}`);
+    expect(run.stdout).toContain('approval: 50 random walks, 1 replayed with restarts, seed 5 (`--seed 5` walks them again)');
+    expect(run.code).toBe(0);
+    expect(JSON.parse(readFileSync(join(cliDir, '__paths__', 'approval.json'), 'utf8')).paths.map((p: { name: string }) => p.name)).toEqual([
+      'APPROVE{role:manager} → APPROVE{role:manager} ⇒ approved',
+      'REJECT ⇒ rejected',
+    ]);
+
+    const mutate = await runSpool(['--machines', './machines.ts', 'test', '--mutate', '--json'], cliDir);
+    expect(mutate.code).toBe(0);
+    const { mutation } = JSON.parse(mutate.stdout) as { mutation: { total: number; killed: number; survived: unknown[] } };
+    expect(mutation).toMatchObject({ total: 9, killed: 8 });
+    // The golden file sees the job's status (the unfinaled states die); a peer's approval counting survives: no check says it must not.
+    expect(mutation.survived).toEqual([{ machine: 'approval', mutation: 'drop guard of on.APPROVE', location: 'approval.pending on.APPROVE' }]);
+  }, 180_000);
 });
