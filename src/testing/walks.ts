@@ -11,7 +11,7 @@ import { checkAlong, planOf, type GeneratedPaths, type PathPlan } from './paths.
 export interface WalkOptions {
   /** Walks to try. Default 200. */
   runs?: number;
-  /** Most steps per walk. Default 30. */
+  /** Most steps per walk. Default 20. */
   steps?: number;
   /** The seed: the same seed walks the same way (`spool test --seed`). Default: a new one each run, printed. */
   seed?: number;
@@ -52,7 +52,7 @@ function stepsOf(generated: GeneratedPaths, [inputIndex, choices]: Walk): PathSt
 /** Walk the model at random from a seed; shrink a walk that breaks a check. */
 export function runWalks(generated: GeneratedPaths, options: WalkOptions = {}): WalkResult {
   const seed = options.seed ?? (Math.random() * 0x7fffffff) | 0;
-  const arbitrary = fc.tuple(fc.nat({ max: Math.max(0, generated.inputs.length - 1) }), fc.array(fc.nat({ max: 1_000_000 }), { minLength: 1, maxLength: options.steps ?? 30 }));
+  const arbitrary = fc.tuple(fc.nat({ max: Math.max(0, generated.inputs.length - 1) }), fc.array(fc.nat({ max: 1_000_000 }), { minLength: 1, maxLength: options.steps ?? 20 }));
   const violationOf = (walk: Walk): CheckViolation | null =>
     checkAlong(generated.model, generated.checker, generated.inputs[walk[0]], stepsOf(generated, walk), undefined, walk[0]);
   let runs = 0;
