@@ -233,7 +233,7 @@ const MACHINE_OPTIONS: readonly string[] = [
   // Checks, golden files and walks.
   'invariants', 'reached', 'paths', 'golden', 'walks',
   // describeMachinePaths's own (the same object reaches here).
-  'crash', 'childCrash', 'dir', 'childTimeoutMs',
+  'crash', 'childCrash', 'dir', 'childTimeoutMs', 'update',
 ];
 const CHILD_OPTIONS: readonly string[] = ['events', 'outputs', 'errors', 'failAttempts', 'stateKey', 'waive', 'compareContext', 'children'];
 
