@@ -126,12 +126,12 @@ describe('random walks', () => {
     const mutant = generatePaths(meterMachine(5), meterChecks);
     expect(mutant.coverage.gaps).toEqual([]);
     expect(mutant.violations).toEqual([]);
-    const first = runWalks(mutant, { seed: 42, runs: 300, steps: 20 });
+    const first = runWalks(mutant, { seed: 42, runs: 300, steps: 20, timeMs: 120_000 });
     expect(first.violation?.message).toBe(
       'random walk (seed 42, shrunk to 5 steps; replay with --seed 42): invariant at most four returned false on path "TICK → TICK → TICK → TICK → TICK ⇒ idle", step 5 (TICK), snapshot committed by TICK: state "idle", status active, clock start+0 ms, context {"n":5}',
     );
-    expect(runWalks(mutant, { seed: 42, runs: 300, steps: 20 }).violation?.message).toBe(first.violation?.message);
-    expect(runWalks(generatePaths(meterMachine(), meterChecks), { seed: 42, runs: 300, steps: 20 }).violation).toBeNull();
+    expect(runWalks(mutant, { seed: 42, runs: 300, steps: 20, timeMs: 120_000 }).violation?.message).toBe(first.violation?.message);
+    expect(runWalks(generatePaths(meterMachine(), meterChecks), { seed: 42, runs: 300, steps: 20, timeMs: 120_000 }).violation).toBeNull();
   });
 
   test('runPathTests runs the walks (seed in the result) and replays one on the runtime with a restart between every two steps', async () => {
@@ -205,7 +205,7 @@ export const pathTests = {
     events: { APPROVE: [{ role: 'manager' }, { role: 'peer' }] },
     reached: { approved: (s: { context: { approvals: number } }) => s.context.approvals >= 2 },
     golden: true,
-    walks: { runs: 50 },
+    walks: { runs: 50, timeMs: 120_000 },
   },
 };
 `;

@@ -106,7 +106,7 @@ export function snapshotsOf(state: ModelState, startEvent = '(end of step)'): Ch
 }
 
 /** Run one check: null when it holds, else why not. */
-function run(check: Check, s: CheckedSnapshot): string | null {
+export function runCheck(check: Check, s: CheckedSnapshot): string | null {
   try {
     return check(s) === false ? 'returned false' : null;
   } catch (error) {
@@ -140,7 +140,7 @@ export class Checker {
     for (const s of snapshotsOf(state)) {
       for (const { name, state: within, check } of this.#checks) {
         if (within !== null && !s.matches(within)) continue;
-        const why = run(check, s);
+        const why = runCheck(check, s);
         if (why !== null) return { check: name, snapshot: s, message: why };
       }
     }

@@ -229,7 +229,7 @@ function killer(g: GeneratedPaths, options: PathTestOptions, golden: GoldenFile 
   if (options.walks !== false) {
     const w = options.walks ?? {};
     // Fewer walks per mutant (the same seed for each): the whole analysis stays within seconds.
-    const walks = runWalks(g, { ...w, seed: w.seed ?? seed, runs: Math.min(w.runs ?? 200, 50), timeMs: w.timeMs ?? 2000, replay: 0 });
+    const walks = runWalks(g, { ...w, seed: w.seed ?? seed, runs: Math.min(w.runs ?? 200, 50), timeMs: w.timeMs ?? 10_000, replay: 0 });
     if (walks.violation) return 'walk';
   }
   return null;

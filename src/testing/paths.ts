@@ -17,7 +17,7 @@ import {
   type StateView,
 } from './model.ts';
 import { listTransitions, type StaticTransition } from './transitions.ts';
-import { Checker, resolveStep, statePaths, valueMatches, violation, type Check, type CheckedSnapshot, type CheckViolation, type PathChecks, type StepSpec } from './checks.ts';
+import { Checker, resolveStep, runCheck, statePaths, valueMatches, violation, type Check, type CheckedSnapshot, type CheckViolation, type PathChecks, type StepSpec } from './checks.ts';
 
 /**
  * Options of {@link generatePaths} (and of the path tests built on it).
@@ -291,17 +291,7 @@ export function generatePaths(definition: JobDefinition | AnyStateMachine, optio
   const merged = mergePrefixes(chosen);
   const paths = merged.map((p, i) => plan(model, inputs, p, i + 1, inputs.length));
   paths.push(...namedPaths(model, options, inputs, paths.length, violations));
-  for (const p of paths) {
-    const found = checkAlong(model, checker, p.input, p.steps.map((s) => s.step), p.name, p.inputIndex);
-    if (found && !violations.some((v) => v.check === found.check)) violations.push(found);
-    const expect = p.expectation;
-    const last = p.steps.at(-1)?.expect ?? p.start;
-    if (expect) {
-      const why = runExpectation(expect.check, last, p.steps.at(-1)?.step.type ?? 'xstate.init');
-      if (why) why.check = `path ${expect.name}`;
-      if (why) violations.push(violation(why, { path: p.name, step: p.steps.length, label: p.steps.at(-1)?.label ?? 'start', steps: p.steps.map((s) => s.step), inputIndex: p.inputIndex }));
-    }
-  }
+  violations.push(...pathViolations(model, checker, paths, violations));
   const finalCovered = new Set(paths.flatMap((p) => [...p.start.taken, ...p.steps.flatMap((s) => s.expect.taken)]));
   const coverage = coverageReport(registered.id, transitions, finalCovered, options.waive ?? [], explored.notes(registered.id, transitions, finalCovered));
   return {
@@ -456,14 +446,20 @@ export function checkAlong(model: JobModel, checker: Checker, input: unknown, st
   return null;
 }
 
-/** Run a path's expectation on its last state: null when it holds. */
-function runExpectation(check: Check, last: PredictedState, event: string): { check: string; snapshot: CheckedSnapshot; message: string } | null {
-  const s: CheckedSnapshot = { value: last.value, context: last.context, status: last.status, now: last.now, event, matches: (p) => valueMatches(last.value, p) };
-  try {
-    return check(s) === false ? { check: 'expect', snapshot: s, message: 'returned false' } : null;
-  } catch (error) {
-    return { check: 'expect', snapshot: s, message: `threw: ${error instanceof Error ? error.message : String(error)}` };
+/** The checks along each path (a check already reported is not again), and each named path's expectation on its last snapshot. */
+function pathViolations(model: JobModel, checker: Checker, paths: readonly PathPlan[], known: readonly CheckViolation[]): CheckViolation[] {
+  const out: CheckViolation[] = [];
+  for (const p of paths) {
+    const steps = p.steps.map((s) => s.step);
+    const found = checkAlong(model, checker, p.input, steps, p.name, p.inputIndex);
+    if (found && ![...known, ...out].some((v) => v.check === found.check)) out.push(found);
+    if (!p.expectation) continue;
+    const last = p.steps.at(-1)?.expect ?? p.start;
+    const s: CheckedSnapshot = { value: last.value, context: last.context, status: last.status, now: last.now, event: p.steps.at(-1)?.step.type ?? 'xstate.init', matches: (v) => valueMatches(last.value, v) };
+    const why = runCheck(p.expectation.check, s);
+    if (why) out.push(violation({ check: `path ${p.expectation.name}`, snapshot: s, message: why }, { path: p.name, step: p.steps.length, label: p.steps.at(-1)?.label ?? 'start', steps, inputIndex: p.inputIndex }));
   }
+  return out;
 }
 
 /** The user's named paths as plans (ids after the generated ones): resolved step by step on the model. */
