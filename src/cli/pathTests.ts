@@ -20,7 +20,7 @@ export function addTestCommand(program: Command, io: CliIO, setExitCode: (code: 
   program
     .command('test')
     .description("walk each machine's graph: cover every transition, replay every path through the runtime, with a restart between every two steps")
-    .addHelpText('after', examples('spool test', 'spool --machines ./my-machines.ts test --machine checkout --no-crash', 'spool --db postgres://spool@db.internal/spool test   # each run in a new database there, dropped after'))
+    .addHelpText('after', examples('spool test', 'spool --machines ./my-machines.ts test --machine checkout --no-crash', 'spool test --seed 1234   # the random walks of an earlier run again', 'spool test --update   # rewrite the golden files', 'spool test --mutate   # which mutants of each machine its checks let through', 'spool --db postgres://spool@db.internal/spool test   # each run in a new database there, dropped after'))
     .option('--machine <id>', 'only this machine')
     .option('--no-crash', 'skip the replay with a restart between every two steps')
     .option('--child-crash <n>', 'paths per machine also replayed in a child process SIGKILLed between steps', '1')
