@@ -1,5 +1,5 @@
 import { createMachine, not, type AnyStateMachine } from 'xstate';
-import { isStateMachine, type JobDefinition } from '../index.ts';
+import { isStateMachine, type JobDefinition } from '../internal.ts';
 import { diffGolden, goldenOf, readGolden, type GoldenFile } from './golden.ts';
 import { generatePaths, type GeneratedPaths } from './paths.ts';
 import type { PathTestOptions } from './runPathTests.ts';
