@@ -267,5 +267,5 @@ describe('machines never seen before, on Postgres, with two worker processes SIG
     } finally {
       for (const w of workers) if (w.child.exitCode === null && w.child.signalCode === null) await sigkill(w);
     }
-  }, 180_000);
+  }, 400_000);
 });
