@@ -6,6 +6,10 @@
  *   src/step              one transition, pure
  *   src/runtime           the engine
  *   src/cli, src/server, src/testing, src/views, src/loader, persistence   on top
+ *
+ * In persistence/: the SQL core (persistence/sql) names no driver; each driver
+ * (persistence/drivers/<name>) imports the core and its own client library, never another driver's.
+ * The `spool/postgres` entry's static graph never reaching better-sqlite3 is checked by test/layers.test.ts.
  */
 const LOWER = '^src/(base|ports)/';
 module.exports = {
@@ -25,12 +29,39 @@ module.exports = {
       from: { path: '^src/step/' },
       to: { path: '^(src/(runtime|cli|server|testing|views|loader)|persistence)/' },
     },
+    {
+      name: 'sql-core-names-no-driver',
+      severity: 'error',
+      comment: 'persistence/sql is the store written once: it imports no driver, nor a driver library.',
+      from: { path: '^persistence/sql/' },
+      to: { path: ['^persistence/(drivers|memory)/', '^persistence/(openStore|migrateStore)\\.ts$', 'node_modules/(better-sqlite3|pg|pg-[a-z-]+)/'] },
+    },
+    {
+      name: 'driver-imports-no-other-driver',
+      severity: 'error',
+      comment: 'A driver imports the SQL core and its own library; adding one touches its folder and one line of persistence/openStore.ts.',
+      from: { path: '^persistence/drivers/([^/]+)/' },
+      to: { path: '^persistence/drivers/', pathNot: '^persistence/drivers/$1/' },
+    },
+    {
+      name: 'pg-driver-not-sqlite',
+      severity: 'error',
+      comment: 'The Postgres driver never loads the SQLite addon.',
+      from: { path: '^persistence/drivers/pg/' },
+      to: { path: 'node_modules/better-sqlite3/' },
+    },
+    {
+      name: 'sqlite-driver-not-pg',
+      severity: 'error',
+      comment: 'The SQLite driver never loads node-postgres.',
+      from: { path: '^persistence/drivers/better-sqlite3/' },
+      to: { path: 'node_modules/pg/' },
+    },
   ],
   options: {
     // TypeScript 7 has no JavaScript API: swc parses the sources.
     parser: 'swc',
     tsPreCompilationDeps: true,
     doNotFollow: { path: 'node_modules' },
-    exclude: { path: 'node_modules' },
   },
 };

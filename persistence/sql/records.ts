@@ -7,7 +7,7 @@
 import type { AssetRecord, AttemptRecord, EffectRecord, ErrorInfo, InboxRecord, JobRecord, JsonValue, TimerRecord, TransitionRecord } from '../../src/ports/store.ts';
 import { DAMAGED_RECORD } from '../../src/ports/store.ts';
 import { DatabaseDamagedError } from '../../src/base/errors.ts';
-import { CHECK } from './storageFault.ts';
+import { CHECK } from './faults.ts';
 
 export type Row = Record<string, unknown>;
 

@@ -18,7 +18,7 @@
  * missed notifications); polling stays the fallback either way.
  */
 import pg from 'pg';
-import type { WriteBatch } from '../../src/ports/store.ts';
+import type { WriteBatch } from '../../../src/ports/store.ts';
 
 /** The channels every Spool store on a database notifies: work for workers, and every other change. */
 export const CHANNELS = { work: 'spool_work', changed: 'spool_changes' } as const;

@@ -10,8 +10,8 @@
  * The write path's round trips for a finished job's commit fall from six statements to three.
  */
 import type pg from 'pg';
-import type { Call } from '../sqlite/program.ts';
-import type { StatementName } from '../sqlite/statements.ts';
+import type { Call } from '../../sql/program.ts';
+import type { StatementName } from '../../sql/statements.ts';
 import { pgMigrations } from './open.ts';
 import { bind, prepared, type PgStatement } from './sql.ts';
 

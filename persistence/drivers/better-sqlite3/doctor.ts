@@ -11,8 +11,8 @@
  */
 import Database from 'better-sqlite3';
 import { storageFault } from './storageFault.ts';
-import { DAMAGED_RECORD } from '../../src/ports/store.ts';
-import { damageReason } from './records.ts';
+import { DAMAGED_RECORD } from '../../../src/ports/store.ts';
+import { damageReason } from '../../sql/records.ts';
 
 /** One thing found wrong. */
 export interface DoctorFinding {

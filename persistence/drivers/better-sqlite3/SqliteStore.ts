@@ -39,30 +39,33 @@ import type {
   TransitionCommit,
   TransitionRecord,
   UnresolvedOperation,
-} from '../../src/ports/store.ts';
-import { CommitOutcomeUnknown, operationsOf } from '../../src/ports/store.ts';
-import { systemClock, type Clock } from '../../src/ports/clock.ts';
-import { DatabaseBusyError, DatabaseDamagedError, SpoolError } from '../../src/base/errors.ts';
-import { fireScheduleIn, putScheduleIn, Refused, toOccurrenceRecord, toScheduleRecord } from './schedules.ts';
-import { CHECK, guardEntryPoints, outcomeUnknownAtCommit, storageFault } from './storageFault.ts';
+} from '../../../src/ports/store.ts';
+import { CommitOutcomeUnknown, operationsOf } from '../../../src/ports/store.ts';
+import { systemClock, type Clock } from '../../../src/ports/clock.ts';
+import { DatabaseBusyError, DatabaseDamagedError, SpoolError } from '../../../src/base/errors.ts';
+import { fireScheduleIn, putScheduleIn, Refused, toOccurrenceRecord, toScheduleRecord } from '../../sql/schedules.ts';
+import { isSqliteFault, outcomeUnknownAtCommit, sqliteEntryFault, storageFault } from './storageFault.ts';
+import { CHECK, guardEntryPoints } from '../../sql/faults.ts';
 import type {
   Row,
-} from './records.ts';
-import { damageReason, withUncommitted, toAssetRecord, toAttemptRecord, toEffectRecord, toInboxRecord, toJobRecord, toTimerRecord, toTransitionRecord } from './records.ts';
+} from '../../sql/records.ts';
+import { damageReason, withUncommitted, toAssetRecord, toAttemptRecord, toEffectRecord, toInboxRecord, toJobRecord, toTimerRecord, toTransitionRecord } from '../../sql/records.ts';
 import { OpenBusy, checkOpenOptions, openDatabase, refuseForeignDatabase, refuseNewerSchema, migrate } from './open.ts';
-import { type RawRows, jobListSql, rawRows, prepare } from './statements.ts';
-import { SQLITE } from './predicates.ts';
-import { run, runSync, type Program } from './program.ts';
-import { activeVersionsIn, acceptEventIn, attachAssetIn, completeByTokenIn, expireLeasesIn, failEffectIn, fireTimerIn, notedIn, releaseAttemptIn, requestCancelIn } from './writes.ts';
-import { statsIn } from './stats.ts';
+import { jobListSql } from '../../sql/statements.ts';
+import { type RawRows, rawRows, prepare } from './prepared.ts';
+import { SQLITE } from '../../sql/predicates.ts';
+import { run, runSync, type Program } from '../../sql/program.ts';
+import { activeVersionsIn, acceptEventIn, attachAssetIn, completeByTokenIn, expireLeasesIn, failEffectIn, fireTimerIn, notedIn, releaseAttemptIn, requestCancelIn } from '../../sql/writes.ts';
+import { statsIn } from '../../sql/stats.ts';
 import { feedPage, prepareFeed } from './feed.ts';
-import { failure, outcomeOf, unlessLeaseHeld } from './outcomes.ts';
-import { byteOrder } from './values.ts';
-import { dueClaimCounts, dueClaimParams, dueRead } from './dueClaims.ts';
-import { applyCommit, createIn, claimIn, finishIn, findEvent, commitOutcomeUnknown } from './commit.ts';
+import { failure, outcomeOf, unlessLeaseHeld } from '../../sql/outcomes.ts';
+import { byteOrder } from '../../sql/values.ts';
+import { dueClaimCounts, dueClaimParams, dueRead } from '../../sql/dueClaims.ts';
+import { applyCommit, createIn, claimIn, finishIn, findEvent, commitOutcomeUnknown } from '../../sql/commit.ts';
 
 export { DatabaseBusyError };
-export { NotASpoolDatabaseError, loadMigrations } from './open.ts';
+export { loadMigrations } from './open.ts';
+export { NotASpoolDatabaseError } from '../../sql/migrations.ts';
 
 /** Options of {@link SqliteStore.open}. */
 export interface SqliteStoreOptions {
@@ -185,20 +188,20 @@ export class SqliteStore implements JobStore {
     // One new job alone (a lone start): no savepoint, as a failure rolls the whole transaction back.
     if (creates.length === 1 && commits.length + finishes.length + claims.length === 0) {
       const job = creates[0]!;
-      return { creates: [outcomeOf(() => this.#write(() => this.#run(createIn(job)), ops))], commits: [], finishes: [], claims: [] };
+      return { creates: [outcomeOf(() => this.#write(() => this.#run(createIn(job)), ops), isSqliteFault)], commits: [], finishes: [], claims: [] };
     }
     // Each write in its own savepoint: a refused one rolls back alone.
     return this.#write(() => ({
-      creates: creates.map((job) => outcomeOf(() => this.#createSavepoint(job))),
+      creates: creates.map((job) => outcomeOf(() => this.#createSavepoint(job), isSqliteFault)),
       commits: commits.map((c) => {
         try {
           return this.#savepoint(c);
         } catch (error) {
-          return failure(error);
+          return failure(error, isSqliteFault);
         }
       }),
-      finishes: finishes.map((f) => outcomeOf(() => this.#finishSavepoint(f))),
-      claims: claims.map((c) => outcomeOf(() => unlessLeaseHeld(() => this.#claimSavepoint(c)))),
+      finishes: finishes.map((f) => outcomeOf(() => this.#finishSavepoint(f), isSqliteFault)),
+      claims: claims.map((c) => outcomeOf(() => unlessLeaseHeld(() => this.#claimSavepoint(c)), isSqliteFault)),
     }), ops);
   }
 
@@ -269,7 +272,7 @@ export class SqliteStore implements JobStore {
         return [this.#write(() => this.#run(applyCommit(commits[0]!)), ops)];
       } catch (error) {
         if (error instanceof CommitOutcomeUnknown) throw error;
-        return [failure(error)];
+        return [failure(error, isSqliteFault)];
       }
     }
     return this.#write(
@@ -278,7 +281,7 @@ export class SqliteStore implements JobStore {
           try {
             return this.#savepoint(c);
           } catch (error) {
-            return failure(error);
+            return failure(error, isSqliteFault);
           }
         }),
       ops,
@@ -613,4 +616,4 @@ export class SqliteStore implements JobStore {
 
 
 // Every entry point: storage faults typed (storageFault.ts), never a driver's error.
-guardEntryPoints(SqliteStore, (store) => store.path);
+guardEntryPoints(SqliteStore, (store) => store.path, sqliteEntryFault);

@@ -2,7 +2,7 @@
  * A batch claim of due activities (`claimDueEffects`) as both SQL stores read it: its statement's
  * parameters, and what its counts mean. The SQL is `dueClaimParts` (statements.ts); SQLite runs
  * its pick and claims each row as `claimEffect` does, Postgres runs it all as one statement
- * (persistence/postgres/claimDue.ts).
+ * (persistence/drivers/pg/claimDue.ts).
  */
 import type { DueClaim, DueClaimResult } from '../../src/ports/store.ts';
 import type { Row } from './records.ts';

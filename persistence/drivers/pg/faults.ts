@@ -1,6 +1,6 @@
 /**
  * node-postgres errors as Spool's storage faults (src/base/errors.ts), in one place, as
- * persistence/sqlite/storageFault.ts does for SQLite. By SQLSTATE class, or by the socket error
+ * persistence/drivers/better-sqlite3/storageFault.ts does for SQLite. By SQLSTATE class, or by the socket error
  * when the connection itself failed:
  *
  * | Postgres                                               | Spool                | the caller |
@@ -12,7 +12,7 @@
  * | 28xxx auth, 42501 privilege, 25006 read-only, 3D000 no database | StorageAccessError | fixes the configuration |
  * | XX001, XX002 data corrupted                            | DatabaseDamagedError | checks the server |
  */
-import { DatabaseBusyError, DatabaseDamagedError, SpoolError, StorageAccessError, StorageFullError, StorageIoError } from '../../src/base/errors.ts';
+import { DatabaseBusyError, DatabaseDamagedError, SpoolError, StorageAccessError, StorageFullError, StorageIoError } from '../../../src/base/errors.ts';
 
 /** The SQLSTATE of a server error, or undefined. */
 export function sqlState(error: unknown): string | undefined {

@@ -5,14 +5,13 @@
  * on its connection ({@link runAsync}). The rules of a commit (commit.ts) are thereby one text, not
  * one per driver.
  */
-import type Database from 'better-sqlite3';
 import type { StatementName } from './statements.ts';
 import type { Row } from './records.ts';
 
 /**
  * One statement to run: better-sqlite3's `run` (changes), `get` (the first row) or `all` (every
  * row); `write`: a write whose result the program does not read (Postgres may send it with the
- * next statement: persistence/postgres/deferred.ts).
+ * next statement: persistence/drivers/pg/deferred.ts).
  */
 export interface Call {
   name: StatementName;
@@ -43,8 +42,15 @@ export function* all(name: StatementName, ...args: unknown[]): Generator<Call, R
   return (yield { name, method: 'all', args }) as Row[];
 }
 
-/** Run a program on SQLite's prepared statements, synchronously (inside the caller's transaction). */
-export function runSync<R>(program: Program<R>, s: Record<StatementName, Database.Statement>): R {
+/** A prepared statement a synchronous driver runs (better-sqlite3's shape). */
+export interface SyncStatement {
+  run(...args: unknown[]): unknown;
+  get(...args: unknown[]): unknown;
+  all(...args: unknown[]): unknown[];
+}
+
+/** Run a program on a synchronous driver's prepared statements (inside the caller's transaction). */
+export function runSync<R>(program: Program<R>, s: Record<StatementName, SyncStatement>): R {
   let step = program.next();
   while (!step.done) {
     const c = step.value;

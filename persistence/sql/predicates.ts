@@ -84,7 +84,7 @@ export const SQLITE: SqlDialect = {
   ...CALLER_LEASE_CLOCK,
 };
 
-/** PostgreSQL's spelling (persistence/postgres: JSON columns are text, parsed where a predicate reads a field). */
+/** PostgreSQL's spelling (persistence/drivers/pg: JSON columns are text, parsed where a predicate reads a field). */
 export const POSTGRES: SqlDialect = {
   jsonText: (column, field) => `((${column})::jsonb ->> '${field}')`,
   jsonValid: () => 'TRUE',

@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3';
-import type { FeedPage, HistoryFeedFilter } from '../../src/ports/store.ts';
-import { toTransitionRecord, type Row } from './records.ts';
+import type { FeedPage, HistoryFeedFilter } from '../../../src/ports/store.ts';
+import type { Row } from '../../sql/records.ts';
+import { feedPageOf } from '../../sql/feed.ts';
 import { statements } from './prepared.ts';
 
 /** The statements of `historySince`: the history's head and a page of it. */
@@ -30,14 +31,4 @@ export function feedPage(s: ReturnType<typeof prepareFeed>, after: number, limit
     limit,
   }) as Row[];
   return feedPageOf(rows, 'seq', after, upto, limit);
-}
-
-/**
- * A feed page from the rows read (`t.*` and `machine_id`, in feed order, at most `limit`) whose
- * feed position is in column `position`, after `after` up to `upto`: `next` is the last row's
- * position when the page is full, else `upto` (everything up to it was looked at). Both stores.
- */
-export function feedPageOf(rows: readonly Row[], position: string, after: number, upto: number, limit: number): FeedPage {
-  const records = rows.map((row) => ({ ...toTransitionRecord(row), seq: row[position] as number, machineId: row['machine_id'] as string }));
-  return { records, next: records.length === limit ? records.at(-1)!.seq : Math.max(after, upto) };
 }

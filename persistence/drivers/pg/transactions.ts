@@ -4,12 +4,12 @@
  * outcome, and the run-again signal of a write that met a concurrent one.
  */
 import type pg from 'pg';
-import type { CommitResult, NewJob, TransitionCommit } from '../../src/ports/store.ts';
-import { CommitOutcomeUnknown } from '../../src/ports/store.ts';
-import { failure, LeaseHeld } from '../sqlite/outcomes.ts';
-import type { Program } from '../sqlite/program.ts';
-import type { Row } from '../sqlite/records.ts';
-import type { StatementName } from '../sqlite/statements.ts';
+import type { CommitResult, NewJob, TransitionCommit } from '../../../src/ports/store.ts';
+import { CommitOutcomeUnknown } from '../../../src/ports/store.ts';
+import { failure, LeaseHeld } from '../../sql/outcomes.ts';
+import type { Program } from '../../sql/program.ts';
+import type { Row } from '../../sql/records.ts';
+import type { StatementName } from '../../sql/statements.ts';
 import { isConnectionLost, isPgFault, sqlState } from './faults.ts';
 
 /** What a write transaction locks first: the rows of these jobs, found directly or through their effects, tokens, timers or events. */

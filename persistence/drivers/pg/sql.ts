@@ -1,11 +1,11 @@
 /**
- * The SQLite store's statements (persistence/sqlite/statements.ts, written in the POSTGRES
+ * The SQLite store's statements (persistence/sql/statements.ts, written in the POSTGRES
  * dialect) as PostgreSQL statements: `@name` and `?` parameters become `$n`, and a named
  * parameter whose type Postgres cannot infer from where it stands (`@runner IS NULL`, a value in a
  * SELECT list) is cast to its type, from {@link PARAM_TYPES}. The texts themselves are not copied.
  */
-import type { SqlDialect } from '../sqlite/predicates.ts';
-import { statementsSql, type StatementName } from '../sqlite/statements.ts';
+import type { SqlDialect } from '../../sql/predicates.ts';
+import { statementsSql, type StatementName } from '../../sql/statements.ts';
 
 /** The SQL type of each named parameter the statements use (one meaning per name across them). */
 const PARAM_TYPES: Record<string, string> = {

@@ -1,18 +1,15 @@
 /**
  * Opening a Postgres database: refuse another application's tables and a newer Spool schema
  * (the same errors as SQLite: NotASpoolDatabaseError, SchemaTooNewError), then apply the numbered
- * migrations of persistence/postgres/migrations in one transaction, under an advisory lock so
+ * migrations of persistence/sql/migrations/postgres in one transaction, under an advisory lock so
  * that processes opening a new database at once migrate it once.
  */
-import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
-import { loadMigrations, NotASpoolDatabaseError, tooNew } from '../sqlite/open.ts';
-
-const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
+import { type Migration, migrationsOf, NotASpoolDatabaseError, tooNew } from '../../sql/migrations.ts';
 
 /** The Postgres migrations shipped with this code, in order. */
-export function pgMigrations(): ReturnType<typeof loadMigrations> {
-  return loadMigrations(MIGRATIONS_DIR);
+export function pgMigrations(): Migration[] {
+  return migrationsOf('postgres');
 }
 
 /** The advisory lock key every Spool store takes while it migrates (any fixed number). */

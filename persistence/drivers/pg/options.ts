@@ -1,6 +1,6 @@
 /** `PostgresStore.open`'s options: what they are, and their check (a typed error for a bad one, before anything connects). */
-import type { Clock } from '../../src/ports/clock.ts';
-import { ValidationError } from '../../src/base/errors.ts';
+import type { Clock } from '../../../src/ports/clock.ts';
+import { ValidationError } from '../../../src/base/errors.ts';
 
 /** Options of {@link PostgresStore.open}. */
 export interface PostgresStoreOptions {

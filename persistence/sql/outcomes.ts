@@ -1,5 +1,4 @@
 import { type CommitResult, type Outcome, CommitOutcomeUnknown } from '../../src/ports/store.ts';
-import { isSqliteFault } from './storageFault.ts';
 
 /** Rolls back one commit of a batch with the result it reports (its own checks refused it). */
 export class Abort {
@@ -10,21 +9,20 @@ export class Abort {
 export class LeaseHeld {}
 
 /**
- * One commit of a batch refused by its own checks; a storage fault (`isFault`: the driver's, SQLite's
- * by default) fails the whole transaction instead.
+ * One commit of a batch refused by its own checks; a storage fault (`isFault`: the driver's) fails the whole transaction instead.
  */
-export function failure(error: unknown, isFault: (error: unknown) => boolean = isSqliteFault): CommitResult {
+export function failure(error: unknown, isFault: (error: unknown) => boolean): CommitResult {
   if (error instanceof Abort) return error.result;
   if (isFault(error) || error instanceof CommitOutcomeUnknown) throw error;
   return { ok: false, reason: 'error', error: { name: (error as Error).name, message: (error as Error).message } };
 }
 
 /** One write of a batch, run (as the port's `outcomeOf`), except that a storage fault (or an unknown outcome) fails the whole call. */
-export function outcomeOf<T>(write: () => T): Outcome<T> {
+export function outcomeOf<T>(write: () => T, isFault: (error: unknown) => boolean): Outcome<T> {
   try {
     return { ok: true, result: write() };
   } catch (error) {
-    if (isSqliteFault(error) || error instanceof CommitOutcomeUnknown) throw error;
+    if (isFault(error) || error instanceof CommitOutcomeUnknown) throw error;
     return { ok: false, error };
   }
 }

@@ -38,19 +38,19 @@ import type {
   UnresolvedOperation,
   WriteBatch,
   WriteBatchResult,
-} from '../../src/ports/store.ts';
-import { operationsOf } from '../../src/ports/store.ts';
-import { systemClock } from '../../src/ports/clock.ts';
-import { applyCommit, claimIn, commitOutcomeUnknown, createIn, findEvent, finishIn } from '../sqlite/commit.ts';
-import { failure, LeaseHeld } from '../sqlite/outcomes.ts';
-import { POSTGRES, POSTGRES_CALLER_LEASES } from '../sqlite/predicates.ts';
-import { run, runAsync, type Program } from '../sqlite/program.ts';
-import { toAssetRecord, toAttemptRecord, toEffectRecord, toInboxRecord, toJobRecord, withUncommitted, toTimerRecord, toTransitionRecord, type Row } from '../sqlite/records.ts';
-import { fireScheduleIn, putScheduleIn, Refused, toOccurrenceRecord, toScheduleRecord } from '../sqlite/schedules.ts';
-import { jobListSql, type StatementName } from '../sqlite/statements.ts';
-import { guardEntryPoints } from '../sqlite/storageFault.ts';
-import { statsIn } from '../sqlite/stats.ts';
-import { byteOrder } from '../sqlite/values.ts';
+} from '../../../src/ports/store.ts';
+import { operationsOf } from '../../../src/ports/store.ts';
+import { systemClock } from '../../../src/ports/clock.ts';
+import { applyCommit, claimIn, commitOutcomeUnknown, createIn, findEvent, finishIn } from '../../sql/commit.ts';
+import { failure, LeaseHeld } from '../../sql/outcomes.ts';
+import { POSTGRES, POSTGRES_CALLER_LEASES } from '../../sql/predicates.ts';
+import { run, runAsync, type Program } from '../../sql/program.ts';
+import { toAssetRecord, toAttemptRecord, toEffectRecord, toInboxRecord, toJobRecord, withUncommitted, toTimerRecord, toTransitionRecord, type Row } from '../../sql/records.ts';
+import { fireScheduleIn, putScheduleIn, Refused, toOccurrenceRecord, toScheduleRecord } from '../../sql/schedules.ts';
+import { jobListSql, type StatementName } from '../../sql/statements.ts';
+import { guardEntryPoints } from '../../sql/faults.ts';
+import { statsIn } from '../../sql/stats.ts';
+import { byteOrder } from '../../sql/values.ts';
 import {
   acceptEventIn,
   activeVersionsIn,
@@ -62,11 +62,11 @@ import {
   notedIn,
   releaseAttemptIn,
   requestCancelIn,
-} from '../sqlite/writes.ts';
+} from '../../sql/writes.ts';
 import { ChangeListener, notifySql, Notifier, wakesOthers } from './changes.ts';
 import { claimDueStatement } from './claimDue.ts';
 import { DeferredWrites } from './deferred.ts';
-import { dueClaimCounts, dueClaimParams, dueRead } from '../sqlite/dueClaims.ts';
+import { dueClaimCounts, dueClaimParams, dueRead } from '../../sql/dueClaims.ts';
 import { readFeedPage } from './feed.ts';
 import { isConnectionLost, isPgFault, isRetryable, pgFault, sqlState } from './faults.ts';
 import { migrate } from './open.ts';
@@ -86,9 +86,9 @@ const TYPES = {
 
 /**
  * The store on PostgreSQL (node-postgres): the SQLite store's statements and write rules
- * (persistence/sqlite: statements.ts in the POSTGRES dialect, commit.ts and writes.ts as programs),
+ * (persistence/sql: statements.ts in the POSTGRES dialect, commit.ts and writes.ts as programs),
  * run in READ COMMITTED transactions that first lock the rows of the jobs they write. Its own
- * numbered migrations (persistence/postgres/migrations); see docs/ARCHITECTURE.md, "Postgres".
+ * numbered migrations (persistence/sql/migrations/postgres); see docs/ARCHITECTURE.md, "Postgres".
  *
  * @example
  * const store = await PostgresStore.open('postgres://spool@db.internal/spool');

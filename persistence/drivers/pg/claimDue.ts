@@ -1,6 +1,6 @@
 /**
  * `claimDueEffects` on Postgres: the batch claim in ONE statement. The parts both stores share
- * (`dueClaimParts`, persistence/sqlite/statements.ts: which due rows, one per job, within their
+ * (`dueClaimParts`, persistence/sql/statements.ts: which due rows, one per job, within their
  * budgets) with, between them, the row locks: `FOR NO KEY UPDATE … SKIP LOCKED` on each effect
  * and its job, so runners claiming at once take disjoint rows and none waits on another (READ
  * COMMITTED re-checks a row changed since the statement's snapshot when it locks it: a row
@@ -9,8 +9,8 @@
  * every write under a lease), each effect claimed (CLAIM_SET, as `claimEffect`), the attempt a
  * dead runner left recorded interrupted, and the new attempt recorded started.
  */
-import type { SqlDialect } from '../sqlite/predicates.ts';
-import { CLAIM_SET, dueClaimParts, LEASE_SET } from '../sqlite/statements.ts';
+import type { SqlDialect } from '../../sql/predicates.ts';
+import { CLAIM_SET, dueClaimParts, LEASE_SET } from '../../sql/statements.ts';
 import { toPostgres, type PgStatement } from './sql.ts';
 
 /** The statement's text in dialect `d` (named parameters: `dueClaimParams`, with LEASE_SET's for a lease taken afresh). */

@@ -1,7 +1,6 @@
 import Database from 'better-sqlite3';
-import { readdirSync, readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { SchemaTooNewError, SpoolError, ValidationError } from '../../src/base/errors.ts';
+import { SpoolError, ValidationError } from '../../../src/base/errors.ts';
+import { type Migration, migrationsOf, NotASpoolDatabaseError, tooNew } from '../../sql/migrations.ts';
 import { storageFault } from './storageFault.ts';
 
 /** The open sequence met another process's lock: `open` tries again (internal). */
@@ -37,21 +36,6 @@ export function checkOpenOptions(path: unknown, options: unknown): void {
   if (clock !== undefined && typeof (clock as { now?: unknown } | null)?.now !== 'function') refuse('clock must be a Clock: { now(): number }', 'clock');
 }
 
-interface Migration {
-  version: number;
-  name: string;
-  sql: string;
-}
-
-const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
-
-/** The migrations shipped with this code, in order. */
-export function loadMigrations(dir = MIGRATIONS_DIR): Migration[] {
-  return readdirSync(dir)
-    .filter((f) => /^\d{4}_[\w-]+\.sql$/.test(f))
-    .sort()
-    .map((file) => ({ version: Number(file.slice(0, 4)), name: file, sql: readFileSync(`${dir}${file}`, 'utf8') }));
-}
 
 
 /** The connection, or the typed fault that refused it (a read-only directory, a file this process may not open). */
@@ -63,23 +47,7 @@ export function openDatabase(path: string, timeout: number): Database.Database {
   }
 }
 
-/** The refusal of a schema newer than this code (any Spool store). */
-export function tooNew(path: string, current: number, latest: number): SchemaTooNewError {
-  return new SchemaTooNewError(
-    `Database ${path} has schema version ${current}, but this Spool knows only up to ${latest}. ` +
-      'It was written by a newer Spool: upgrade Spool to open it (nothing was changed).',
-    { path, schemaVersion: current, supported: latest },
-  );
-}
 
-/**
- * The file holds another application's schema (tables, views, indexes or triggers) and no Spool
- * migrations table: Spool refuses to install its schema into it. Nothing was changed.
- */
-export class NotASpoolDatabaseError extends SpoolError {
-  readonly code = 'SPOOL_NOT_A_SPOOL_DATABASE';
-  readonly category = 'bad-input';
-}
 
 /**
  * Refuse a non-empty database without `spool_migrations` (read-only: sqlite_master only); true when
@@ -107,13 +75,13 @@ export function refuseForeignDatabase(db: Database.Database, path: string): bool
 /** A Spool schema newer than this code is refused (the file holds `spool_migrations`). */
 export function refuseNewerSchema(db: Database.Database, path: string): void {
   const current = (db.prepare('SELECT max(version) AS v FROM spool_migrations').get() as { v: number | null }).v ?? 0;
-  const latest = loadMigrations().at(-1)?.version ?? 0;
+  const latest = migrationsOf('sqlite').at(-1)?.version ?? 0;
   if (current > latest) throw tooNew(path, current, latest);
 }
 
 /** Applies the migrations this file lacks in one IMMEDIATE transaction; the schema version it ends at (a newer one is refused). */
 export function migrate(db: Database.Database, path: string, now: number): number {
-  const migrations = loadMigrations();
+  const migrations = migrationsOf('sqlite');
   const latest = migrations.at(-1)?.version ?? 0;
   return db
     .transaction(() => {
@@ -128,4 +96,9 @@ export function migrate(db: Database.Database, path: string, now: number): numbe
       return Math.max(current, latest);
     })
     .immediate();
+}
+
+/** The SQLite migrations shipped with this code, in order. */
+export function loadMigrations(): Migration[] {
+  return migrationsOf('sqlite');
 }

@@ -12,9 +12,9 @@
  * Positions are stored, so the all-jobs stream's event ids survive a restart.
  */
 import type pg from 'pg';
-import type { FeedPage, HistoryFeedFilter } from '../../src/ports/queries.ts';
-import { feedPageOf } from '../sqlite/feed.ts';
-import type { Row } from '../sqlite/records.ts';
+import type { FeedPage, HistoryFeedFilter } from '../../../src/ports/queries.ts';
+import { feedPageOf } from '../../sql/feed.ts';
+import type { Row } from '../../sql/records.ts';
 
 /** The advisory lock key of the sequencer (any fixed number other than the migration's). */
 const SEQUENCER_LOCK = 7_270_517;

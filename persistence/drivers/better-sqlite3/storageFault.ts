@@ -1,6 +1,6 @@
 /**
  * SQLite's errors as Spool's storage faults (src/base/errors.ts), in one place: every entry
- * point of the SQLite store goes through {@link guardEntryPoints} (which the Postgres store uses with its own mapping), so no `SqliteError` (nor a
+ * point of the store goes through `guardEntryPoints` (persistence/sql/faults.ts) with this mapping, so no `SqliteError` (nor a
  * `SyntaxError` from a stored JSON text) reaches a caller. By `code` (better-sqlite3 gives the
  * extended code, e.g. `SQLITE_IOERR_WRITE`, `SQLITE_CORRUPT_INDEX`):
  *
@@ -14,7 +14,8 @@
  */
 import { statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { DatabaseBusyError, DatabaseDamagedError, SpoolError, StorageAccessError, StorageFullError, StorageIoError } from '../../src/base/errors.ts';
+import { CHECK } from '../../sql/faults.ts';
+import { DatabaseBusyError, DatabaseDamagedError, SpoolError, StorageAccessError, StorageFullError, StorageIoError } from '../../../src/base/errors.ts';
 
 /** What a fault message can say about where it happened. */
 export interface FaultContext {
@@ -113,8 +114,6 @@ export function storageFault(error: unknown, ctx: FaultContext): unknown {
   }
 }
 
-/** How to check and restore, said by every damaged-file error. */
-export const CHECK = 'Check it with `spool doctor`, repair it with `spool doctor --repair`, or restore it from a backup.';
 
 /** The table or index SQLite's message names, where it names one. */
 function tableOf(message: string): { table?: string } {
@@ -122,35 +121,7 @@ function tableOf(message: string): { table?: string } {
   return m?.[1] ? { table: m[1] } : {};
 }
 
-/**
- * Route every method of a store class through {@link storageFault}: one wrapper for every entry
- * point, not a try/catch per method. A method's rejection (or throw) is mapped; what it returns is
- * passed on as it is. `contextOf` gives the path of the instance.
- */
-export function guardEntryPoints<T extends object>(
-  cls: { prototype: T },
-  contextOf: (self: T) => string,
-  mapError: (error: unknown, where: string, call: string) => unknown = (error, path, call) => storageFault(error, { path, call }),
-): void {
-  const proto = cls.prototype as Record<string, unknown>;
-  for (const name of Object.getOwnPropertyNames(proto)) {
-    if (name === 'constructor') continue;
-    const descriptor = Object.getOwnPropertyDescriptor(proto, name);
-    const method = descriptor?.value as ((...a: unknown[]) => unknown) | undefined;
-    if (typeof method !== 'function') continue;
-    const guarded = function (this: T, ...args: unknown[]): unknown {
-      const fault = (error: unknown) => {
-        throw mapError(error, contextOf(this), name);
-      };
-      let result: unknown;
-      try {
-        result = method.apply(this, args);
-      } catch (error) {
-        return fault(error);
-      }
-      return result instanceof Promise ? result.then(undefined, fault) : result;
-    };
-    Object.defineProperty(guarded, 'name', { value: name });
-    Object.defineProperty(proto, name, { ...descriptor, value: guarded });
-  }
+/** SQLite's errors at an entry point of the store, as {@link storageFault} (the mapping `guardEntryPoints` takes). */
+export function sqliteEntryFault(error: unknown, path: string, call: string): unknown {
+  return storageFault(error, { path, call });
 }

@@ -1,24 +1,7 @@
-import Database from 'better-sqlite3';
 import type { JobFilter, LeaseClaim } from '../../src/ports/store.ts';
 import { attemptsLeft, exhausted, inCallerTime, releasesLeft, SQLITE, stuck, type SqlDialect } from './predicates.ts';
 import { statsSql } from './statsSql.ts';
 import { schedulesSql } from './schedulesSql.ts';
-import type { Row } from './records.ts';
-
-/** A raw-mode statement and the function that names its row values (see `rawRows`). */
-export type RawRows = { stmt: Database.Statement; named: (values: unknown[]) => Row };
-
-/**
- * A `SELECT *` statement in raw mode, with a function that names a row's values. better-sqlite3
- * builds a named row property by property (about 3 µs for a jobs row, read on every send); an
- * object literal generated once for the statement's columns costs a fraction of that.
- */
-export function rawRows(stmt: Database.Statement): RawRows {
-  const names = stmt.columns().map((c) => c.name);
-  const body = `return { ${names.map((name, i) => `${JSON.stringify(name)}: v[${i}]`).join(', ')} };`;
-  return { stmt: stmt.raw(true), named: new Function('v', body) as (values: unknown[]) => Row };
-}
-
 
 /** The inbox columns an accepted event writes, and their parameters (see inboxParams). */
 const INBOX_COLUMNS = 'job_id, event_id, type, payload, payload_hash, status, error, revision, accepted_at, processed_at, source_kind, source_id, attempt';
@@ -419,23 +402,6 @@ export function statementsSql(d: SqlDialect) {
 
 /** A statement of the store, by name. */
 export type StatementName = keyof ReturnType<typeof statementsSql>;
-
-/** The statements read as arrays of values (better-sqlite3's raw mode). */
-const RAW: readonly StatementName[] = ['uncommittedOf'];
-
-/** The SQLite texts, made once (on first use: the modules they come from import each other). */
-let sqliteSql: ReturnType<typeof statementsSql> | undefined;
-
-/** Every statement of the store in SQLite's spelling, prepared once per connection. */
-export function prepare(db: Database.Database): Record<StatementName, Database.Statement> {
-  sqliteSql ??= statementsSql(SQLITE);
-  const out = {} as Record<StatementName, Database.Statement>;
-  for (const name of Object.keys(sqliteSql) as StatementName[]) {
-    const stmt = db.prepare(sqliteSql[name]);
-    out[name] = RAW.includes(name) ? stmt.raw(true) : stmt;
-  }
-  return out;
-}
 
 /**
  * `listJobs`: the query of a filter in one dialect, `?` for each parameter, and the parameters. The
