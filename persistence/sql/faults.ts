@@ -5,13 +5,12 @@ export const CHECK = 'Check it with `spool doctor`, repair it with `spool doctor
 
 /**
  * Route every method of a store class through the driver's fault mapping (`mapError`): one wrapper for every entry
- * point, not a try/catch per method. A method's rejection (or throw) is mapped; what it returns is
- * passed on as it is. `contextOf` gives the path (or URL) of the instance.
+ * point, not a try/catch per method. A method's rejection (or throw) is mapped (`mapError`, given the instance); what it
+ * returns is passed on as it is.
  */
 export function guardEntryPoints<T extends object>(
   cls: { prototype: T },
-  contextOf: (self: T) => string,
-  mapError: (error: unknown, where: string, call: string) => unknown,
+  mapError: (self: T, error: unknown, call: string) => unknown,
 ): void {
   const proto = cls.prototype as Record<string, unknown>;
   for (const name of Object.getOwnPropertyNames(proto)) {
@@ -21,7 +20,7 @@ export function guardEntryPoints<T extends object>(
     if (typeof method !== 'function') continue;
     const guarded = function (this: T, ...args: unknown[]): unknown {
       const fault = (error: unknown) => {
-        throw mapError(error, contextOf(this), name);
+        throw mapError(this, error, name);
       };
       let result: unknown;
       try {

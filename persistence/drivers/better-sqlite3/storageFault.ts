@@ -121,7 +121,3 @@ function tableOf(message: string): { table?: string } {
   return m?.[1] ? { table: m[1] } : {};
 }
 
-/** SQLite's errors at an entry point of the store, as {@link storageFault} (the mapping `guardEntryPoints` takes). */
-export function sqliteEntryFault(error: unknown, path: string, call: string): unknown {
-  return storageFault(error, { path, call });
-}

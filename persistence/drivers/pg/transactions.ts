@@ -4,22 +4,12 @@
  * outcome, and the run-again signal of a write that met a concurrent one.
  */
 import type pg from 'pg';
-import type { CommitResult, NewJob, TransitionCommit } from '../../../src/ports/store.ts';
+import type { CommitResult, TransitionCommit } from '../../../src/ports/store.ts';
+import type { Locks } from '../../sql/driver.ts';
 import { CommitOutcomeUnknown } from '../../../src/ports/store.ts';
 import { failure, LeaseHeld } from '../../sql/outcomes.ts';
 import type { Program } from '../../sql/program.ts';
-import type { Row } from '../../sql/records.ts';
-import type { StatementName } from '../../sql/statements.ts';
 import { isConnectionLost, isPgFault, sqlState } from './faults.ts';
-
-/** What a write transaction locks first: the rows of these jobs, found directly or through their effects, tokens, timers or events. */
-export interface Locks {
-  jobs?: readonly string[];
-  effects?: readonly string[];
-  tokens?: readonly string[];
-  timers?: readonly string[];
-  seqs?: readonly number[];
-}
 
 /**
  * Per-job row locks: one statement, in id order (so two transactions never wait on each other in
@@ -94,10 +84,6 @@ export async function savepoint<T>(t: Tx, fn: () => Promise<T>): Promise<T> {
   }
 }
 
-export function* allOf(name: StatementName, ...args: unknown[]): Program<Row[]> {
-  return (yield { name, method: 'all', args }) as Row[];
-}
-
 /** The row-lock statement of {@link LOCK_PARTS} with its arrays written out as literals (escaped by the driver), to go in a simple query with BEGIN. */
 export function lockJobsSql(client: pg.PoolClient, l: Locks): string {
   const texts = (values: readonly (string | number)[]) => `ARRAY[${values.map((v) => client.escapeLiteral(String(v))).join(', ')}]::text[]`;
@@ -110,16 +96,6 @@ export function lockJobsSql(client: pg.PoolClient, l: Locks): string {
 
 export function hasLocks(l: Locks): boolean {
   return Boolean(l.jobs?.length || l.effects?.length || l.tokens?.length || l.timers?.length || l.seqs?.length);
-}
-
-/** The jobs a new job's create writes: itself, its children, the jobs its related deliveries go to. */
-export function locksOfCreate(job: NewJob): Locks {
-  return { jobs: [job.id, ...(job.children ?? []).map((c) => c.id), ...(job.relatedDeliveries ?? []).map((d) => d.jobId)] };
-}
-
-/** The jobs a commit writes: its own, the ones it delivers to, its parent (a child settling its invocation). */
-export function jobsOfCommit(c: TransitionCommit): string[] {
-  return [c.jobId, ...(c.deliveries ?? []).map((d) => d.jobId), ...(c.settleParent ? [c.settleParent.event.jobId] : []), ...(c.children ?? []).map((j) => j.id)];
 }
 
 /** Each write of a batch in turn (they share the transaction's connection), as `Outcome`s. */
