@@ -6,10 +6,10 @@
  */
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import type { JobStore } from '../src/ports/store.ts';
+import type { SqlStore } from './sql/SqlStore.ts';
 
 /** A store opened from a `--db` string (narrow it with `instanceof` for a driver's own fields). */
-export type OpenedStore = JobStore & { readonly description: string; readonly schemaVersion: number; close(): Promise<void> };
+export type OpenedStore = SqlStore;
 
 /** Options of {@link openStore}. */
 export interface OpenStoreOptions {

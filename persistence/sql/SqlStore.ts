@@ -121,11 +121,16 @@ export class SqlStore implements JobStore {
   async getJob(id: string, known?: JobRecord): Promise<JobRecord | undefined> {
     if (known?.id === id) {
       // What moves without a commit (records.ts, withUncommitted): the snapshot and context are not read again.
-      const current = withUncommitted(known, await this.#d.values('uncommittedOf', [id]));
+      const values = this.#d.values('uncommittedOf', [id]);
+      const current = withUncommitted(known, values instanceof Promise ? await values : values);
       if (current) return current;
     }
-    const row = await this.#d.job(id);
-    return row ? (await this.#recordDamage([toJobRecord(row)]))[0] : undefined;
+    const read = this.#d.job(id);
+    const row = read instanceof Promise ? await read : read;
+    if (!row) return undefined;
+    const job = toJobRecord(row);
+    if (job.corruption !== undefined) await this.#recordDamage([job]);
+    return job;
   }
 
   async findByIdempotencyKey(owner: string | null, key: string): Promise<JobRecord | undefined> {
