@@ -17,7 +17,18 @@ process.stdout.on('error', (error) => {
 });
 
 const { main } = await import(MAIN.href);
-// Exit once the command is done: output is written synchronously to files, pipes and terminals
-// on Linux, and an activity a stopped worker abandoned (one that ignores its abort signal) must
-// not keep the process alive.
-process.exit(await main(process.argv.slice(2)));
+const code = await main(process.argv.slice(2));
+// Exit once the command is done and its output is out: an activity a stopped worker abandoned (one
+// that ignores its abort signal) must not keep the process alive. A pipe whose reader is slow
+// takes 64 KiB and Node queues the rest: exiting before that drains would cut the output.
+process.exitCode = code;
+await Promise.all([process.stdout, process.stderr].map(flushed));
+process.exit(code);
+
+/** Resolves once everything written to `stream` so far has been handed to the system (or it failed). */
+function flushed(stream) {
+  return new Promise((resolve) => {
+    if (stream.writableLength === 0 || stream.destroyed) resolve();
+    else stream.write('', () => resolve());
+  });
+}

@@ -80,6 +80,48 @@ describe('spool redeliver', () => {
     const forced = await spool(['--db', db, 'redeliver', 't1', 'pay', '--force']);
     expect(forced.stdout).toMatch(/^outcome +applied/m);
   });
+
+  it('a failed event that carried a sensitive field: send and show give `spool send` as the way out, not redeliver', async () => {
+    const db = newDb();
+    const store = await SqliteStore.open(db);
+    const runtime = await createRuntime({ store, machines: [parcel, till, tally] });
+    await runtime.start('till', {}, { jobId: 's1' });
+    await runtime.close();
+    const sent = await spool(['--db', db, 'send', 's1', '{"type":"SECRET","pin":"1234"}', '--event-id', 'sec']);
+    expect(sent.stdout).toMatch(/^outcome +failed/m);
+    const hint = `\`spool send s1 '{"type":"SECRET",…}'\``;
+    expect(sent.stdout).toContain(hint);
+    expect(sent.stdout).not.toContain('spool redeliver');
+    const show = await spool(['--db', db, 'show', 's1']);
+    expect(show.stdout).toContain(hint);
+    expect(show.stdout).not.toContain('`spool redeliver s1');
+  });
+});
+
+describe('a failed outcome exits 1', () => {
+  it('send, start-or-send and redeliver print the outcome, then SPOOL_EVENT_FAILED on stderr, exit 1', async () => {
+    const db = newDb();
+    expect((await spool(['--db', db, 'start', 'till', '--id', 't1'])).code).toBe(0);
+    const sent = await spool(['--db', db, 'send', 't1', '{"type":"PAY","amount":1}', '--event-id', 'pay']);
+    expect(sent.code).toBe(1);
+    expect(sent.stdout).toMatch(/^outcome +failed$/m);
+    expect(sent.stderr).toMatch(/^spool: SPOOL_EVENT_FAILED: Event pay failed on job t1 \(Error: .*payment provider client misconfigured\); the job did not move\./);
+    // As a script reads it: the outcome on stdout, the error on stderr, both JSON.
+    const json = await spool(['--db', db, 'send', 't1', '{"type":"PAY","amount":1}', '--event-id', 'pay', '--json']);
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.stdout)).toMatchObject({ status: 'failed', duplicate: true });
+    expect(JSON.parse(json.stderr)).toMatchObject({ code: 'SPOOL_EVENT_FAILED', outcome: { status: 'failed', eventId: 'pay' } });
+    const redelivered = await spool(['--db', db, 'redeliver', 't1', 'pay']);
+    expect(redelivered.code).toBe(1);
+    expect(redelivered.stderr).toMatch(/^spool: SPOOL_EVENT_FAILED: Event redeliver~pay failed/);
+    const created = await spool(['--db', db, 'start-or-send', 'till', 't2', '{"type":"PAY","amount":1}']);
+    expect(created.code).toBe(1);
+    expect(created.stdout).toMatch(/^created: yes$/m);
+    expect(created.stderr).toMatch(/^spool: SPOOL_EVENT_FAILED: /);
+    // Another outcome still exits 0.
+    const bumped = await spool(['--db', db, 'send', 't1', 'BUMP']);
+    expect(bumped, bumped.stderr).toMatchObject({ code: 0, stderr: '' });
+  });
 });
 
 describe('spool start-or-send', () => {

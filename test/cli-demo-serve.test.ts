@@ -20,10 +20,13 @@ describe('spool demo --serve', () => {
     const dir = res.tempDir();
     const demo = spawnSpool(['demo', '--serve', '--port', '0'], dir);
     const out = await demo.until(/Bearer \S+\n[^\n]*Ctrl-C/);
-    const url = /^Dashboard: (http:\/\/127\.0\.0\.1:\d+)\/$/m.exec(out)?.[1];
+    const url = /^Dashboard: (http:\/\/127\.0\.0\.1:\d+)\/#token=/m.exec(out)?.[1];
     const token = /Authorization: Bearer (\S+)/.exec(out)?.[1];
     expect(url, out).toBeDefined();
-    // The jobs ran first, as without --serve.
+    // The full address, token and all, before the jobs run (the server listens first), and again after.
+    const addresses = [...out.matchAll(/^Dashboard: (\S+)/gm)].map((m) => [m[1], m.index]);
+    expect(addresses.map(([a]) => a)).toEqual([`${url}/#token=${encodeURIComponent(token!)}`, `${url}/#token=${encodeURIComponent(token!)}`]);
+    expect(addresses[0]![1]).toBeLessThan(out.search(/START\s+queued -> processing/));
     expect(out).toMatch(/START\s+queued -> processing/);
     const listed = (await (await fetch(`${url}/api/jobs`)).json()) as { jobs: Job[] };
     expect(listed.jobs).toHaveLength(8);
@@ -52,8 +55,8 @@ describe('spool demo --serve', () => {
     try {
       const dir = res.tempDir();
       const demo = spawnSpool(['demo', '--serve'], dir);
-      const out = await demo.until(/^Dashboard: http:\/\/127\.0\.0\.1:\d+\/$/m);
-      expect(out).not.toMatch(/^Dashboard: http:\/\/127\.0\.0\.1:7420\/$/m);
+      const out = await demo.until(/^Dashboard: http:\/\/127\.0\.0\.1:\d+\/#token=\S+$/m);
+      expect(out).not.toMatch(/^Dashboard: http:\/\/127\.0\.0\.1:7420\//m);
       demo.child.kill('SIGINT');
       expect(await demo.exited).toBe(0);
       const asked = await runSpool(['--db', join(dir, 'z.db'), 'demo', '--serve', '--port', '7420'], dir);

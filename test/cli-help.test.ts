@@ -5,9 +5,10 @@
  * package.json, by one precedence, and a bad config file named in its error.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import type { Command } from 'commander';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { buildProgram } from '../src/cli/program.ts';
 import { main, type CliIO } from '../src/cli/main.ts';
 import { ConfigFileError, resolveConfig } from '../src/cli/config.ts';
@@ -67,6 +68,102 @@ describe('--help', () => {
     expect(out.stdout).toMatch(/Global Options:[\s\S]*--db <file\|url>/);
     expect(out.stdout).toContain('Examples:\n  spool schedule add nightly');
   });
+});
+
+/** The examples of every command's help, with the command they belong to (`spool` for the root). */
+function helpExamples(): { command: string; line: string }[] {
+  const sink = { text: '' };
+  const program = buildProgram({ stdout: (t) => (sink.text += t), stderr: (t) => (sink.text += t), cwd: process.cwd() }, () => {});
+  return [{ name: 'spool', command: program }, ...walk(program)].flatMap(({ name, command }) => {
+    const block = /\nExamples?:\n((?: {2}.*\n?)+)/.exec(helpOf(command, sink))?.[1] ?? '';
+    return block.split('\n').filter((l) => l.trim() !== '').map((l) => ({ command: name, line: l.trim() }));
+  });
+}
+
+/** An example line as arguments: the shell's quotes undone, `VAR=x` prefixes, `# comments`, `| ...` and `> file` left out. */
+function exampleArgs(line: string, vars: Record<string, string>): { env: Record<string, string>; args: string[] } {
+  const words: string[] = [];
+  const pattern = /'([^']*)'|"([^"]*)"|(\S+)/g;
+  for (let m = pattern.exec(line); m !== null; m = pattern.exec(line)) {
+    const word = m[1] ?? (m[2] ?? m[3]!).replace(/\$(\w+)/g, (_, name: string) => vars[name] ?? '');
+    if (m[3] !== undefined && ['|', '>', '#'].includes(m[3])) break;
+    words.push(word);
+  }
+  const env: Record<string, string> = {};
+  while (/^\w+=/.test(words[0] ?? '')) {
+    const [name, ...value] = words.shift()!.split('=');
+    env[name!] = value.join('=');
+  }
+  expect(words.shift()).toBe('spool');
+  return { env, args: words };
+}
+
+describe('--version and --json after a command', () => {
+  it("--version is the package's only before any command; after one it is the command's own option", async () => {
+    const dir = res.tempDir();
+    const version = (await run(['--version'], { cwd: dir })).stdout;
+    expect(version).toMatch(/^\d+\.\d+\.\d+/);
+    expect(await run(['--db', 'x.db', '--version', 'graph', 'job-lifecycle'], { cwd: dir })).toMatchObject({ code: 0, stdout: version });
+    const graph = await run(['graph', 'job-lifecycle', '--version', '1'], { cwd: dir });
+    expect(graph).toMatchObject({ code: 0, stderr: '' });
+    expect(graph.stdout).toMatch(/^stateDiagram-v2\n/);
+    const exported = await run(['--json', 'export', 'job-lifecycle', '--version', '1'], { cwd: dir });
+    expect(JSON.parse(exported.stdout)).toMatchObject({ machine: 'job-lifecycle', source: expect.stringContaining('createMachine') });
+    const missing = await run(['export', 'job-lifecycle', '--version', '9'], { cwd: dir });
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/SPOOL_USAGE: Machine job-lifecycle has no version 9/);
+    // A command without a --version of its own refuses it instead of printing the package's.
+    expect(await run(['list', '--version'], { cwd: dir })).toMatchObject({ code: 1, stdout: '', stderr: expect.stringContaining("unknown option '--version'") });
+  });
+
+  it('graph with --json, before or after the command, prints the JSON tree', async () => {
+    const dir = res.tempDir();
+    for (const args of [['--json', 'graph', 'job-lifecycle'], ['graph', 'job-lifecycle', '--json']]) {
+      const out = await run(args, { cwd: dir });
+      expect(out.code, out.stderr).toBe(0);
+      const tree = JSON.parse(out.stdout) as { root: { states: { key: string; transitions: unknown[] }[] } };
+      expect(tree.root.states.map((s) => s.key)).toContain('queued');
+      expect(tree.root.states.flatMap((s) => s.transitions).length).toBeGreaterThan(0);
+    }
+    const both = await run(['--json', 'graph', 'job-lifecycle', '--format', 'svg'], { cwd: dir });
+    expect(both.code).toBe(1);
+    expect(both.stderr).toMatch(/SPOOL_USAGE.*--json prints the JSON tree/);
+  });
+});
+
+describe('the examples in the help texts', () => {
+  // Long-running or reaching outside (a server, a worker, an inspector, another database): their
+  // arguments are still parsed below, with --help.
+  const longRunning = /^(worker|serve|demo|inspect|tail|test|migrate-store)$/;
+  // An example may name state this scratch database does not have (a token, a failed event, a job
+  // a previous example ended); it must not be refused as a command line or as input.
+  const refusedAsWritten = new Set(['SPOOL_USAGE', 'SPOOL_BAD_JSON', 'SPOOL_INVALID', 'SPOOL_BAD_MACHINES_MODULE', 'SPOOL_INTERNAL']);
+
+  it('each one runs as printed, in order, on one database: none is refused as usage or input', async () => {
+    const dir = res.tempDir();
+    const bundled = fileURLToPath(new URL('../machines/index.ts', import.meta.url));
+    writeFileSync(join(dir, 'my-machines.ts'), `export * from ${JSON.stringify(bundled)};\n`);
+    writeFileSync(join(dir, 'input.json'), JSON.stringify({ subject: 'from a file' }));
+    writeFileSync(join(dir, 'output.json'), JSON.stringify({ url: 's3://bucket/out.csv' }));
+    const failures: string[] = [];
+    const seen = new Set<string>();
+    const home = process.cwd();
+    process.chdir(dir); // `@input.json` is read from the process's directory
+    onTestFinished(() => process.chdir(home));
+    for (const { command, line } of helpExamples()) {
+      if (!line.startsWith('spool ') && !/^\w+=\S+ spool /.test(line)) continue; // curl against serve
+      if (seen.has(line)) continue;
+      seen.add(line);
+      const { env, args } = exampleArgs(line, { TOKEN: 'tok-none', DATABASE_URL: 'postgres://x' });
+      const runArgs = longRunning.test(command.split(' ')[0]!) || args.includes('--watch') ? [...args, '--help'] : args;
+      const out = await run(runArgs, { cwd: dir, env });
+      const code = /^spool: (\w+):/.exec(out.stderr)?.[1] ?? 'none';
+      if (out.code !== 0 && refusedAsWritten.has(code)) failures.push(`${line}: exit ${out.code}: ${out.stderr.trim()}`);
+      if (/^\d+\.\d+\.\d+\n$/.test(out.stdout)) failures.push(`${line}: printed the package version`);
+    }
+    expect(seen.size).toBeGreaterThan(40);
+    expect(failures).toEqual([]);
+  }, 120_000);
 });
 
 describe('colour', () => {

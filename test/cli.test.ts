@@ -2,6 +2,7 @@
  * The `spool` command, run as a real child process (`node bin/spool.js`) on temp database files.
  * Every assertion is on what a user sees: exit code, stdout, stderr.
  */
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
@@ -13,7 +14,7 @@ import { describeWork } from '../src/cli/demo.ts';
 import { createRuntime, type Job, type JobDetails, type SendResult, type TransitionRecord } from '../src/index.ts';
 import { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
 import { approvalFlow, exportJob, jobLifecycle, retryingJob } from '../machines/index.ts';
-import { runSpool } from './helpers/spoolCli.ts';
+import { SPOOL_BIN, runSpool } from './helpers/spoolCli.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 // Under the project (gitignored) so a user module's `import 'xstate'` resolves.
@@ -245,6 +246,47 @@ describe('start, send, show, list', () => {
     expect((await spoolJson<Job[]>([...paged, 'list', '--after', 'p-2'])).map((j) => j.id)).toEqual(['p-3']);
     await spoolFails([...paged, 'list', '--limit', '0'], 'SPOOL_USAGE');
   });
+});
+
+describe('output into a pipe read slowly', () => {
+  /** The CPU time /proc gives `pid` (utime + stime), or null once it is gone. */
+  const cpuTime = (pid: number): string | null => {
+    try {
+      return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ').slice(11, 13).join(' ');
+    } catch {
+      return null;
+    }
+  };
+
+  it('delivers all of a --json list far past the pipe\'s 64 KiB before the process exits', async () => {
+    const db = join(TMP, 'pipe.db');
+    const store = await SqliteStore.open(db);
+    const runtime = await createRuntime({ store, machines: [jobLifecycle], processEvents: false });
+    for (let i = 0; i < 400; i++) await runtime.start('job-lifecycle', { name: `pipe ${'x'.repeat(150)}` }, { jobId: `pipe-${String(i).padStart(3, '0')}` });
+    await runtime.close();
+    await store.close();
+    const child = spawn(process.execPath, [SPOOL_BIN, '--db', db, '--json', 'list', '--limit', '1000'], { cwd: TMP, env: { PATH: process.env['PATH'] ?? '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    let stopped = false;
+    void exited.then(() => (stopped = true));
+    // Read nothing until the process has exited (the cut: it exits with output still queued) or
+    // stops using the CPU (it waits for the reader). Reading earlier under load can only make the
+    // check weaker on a broken bin, never fail a working one.
+    for (let last = cpuTime(child.pid!), still = 0; !stopped && still < 5; ) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const now = cpuTime(child.pid!);
+      still = now === last ? still + 1 : 0;
+      last = now;
+    }
+    const chunks: Buffer[] = [];
+    const ended = new Promise((resolve) => child.stdout.on('end', resolve));
+    child.stdout.on('data', (c: Buffer) => chunks.push(c));
+    expect(await exited).toBe(0);
+    await ended;
+    const out = Buffer.concat(chunks).toString('utf8');
+    expect(out.length).toBeGreaterThan(2 * 65_536);
+    expect((JSON.parse(out) as Job[]).map((j) => j.id)).toHaveLength(400);
+  }, 120_000);
 });
 
 describe('errors: one line on stderr, exit 1, nothing changed', () => {

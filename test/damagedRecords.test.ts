@@ -5,7 +5,7 @@
  * quarantined jobs, never as stuck), the other jobs go on, and `spool doctor` finds it and repairs
  * it (quarantine, REINDEX) without deleting history.
  */
-import { copyFileSync } from 'node:fs';
+import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { approvalFlow } from '../machines/index.ts';
@@ -167,8 +167,32 @@ describe('spool doctor (the CLI)', () => {
     expect(human.stdout).toContain('transitions.payload');
     expect(human.stdout).toContain('doctor --repair');
     const repaired = await run(['--db', path, 'doctor', '--repair', '--json']);
-    expect(repaired.code).toBe(1);
-    expect(JSON.parse(repaired.stdout)).toMatchObject({ ok: false, repaired: { quarantined: ['tally'], reindexed: true } });
+    // Every problem left belongs to a job held back for damage: nothing more to do but purge it.
+    expect(repaired.code).toBe(0);
+    expect(JSON.parse(repaired.stdout)).toMatchObject({ ok: false, held: ['tally'], unheld: 0, repaired: { quarantined: ['tally'], reindexed: true } });
+    const again = await run(['--db', path, 'doctor']);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toContain('every problem found belongs to a job held back for damage (quarantined): tally');
+    expect(again.stdout).toContain('purge <job>');
+    expect(again.stdout).not.toContain('doctor --repair');
+  });
+
+  it('a damaged snapshot: a send holds the job back naming purge, --repair holds it for damage and exits 0, purge ends it', async () => {
+    const path = join(res.tempDir(), 'snapshot.db');
+    copyFileSync(template, path);
+    const db = res.raw(path);
+    db.prepare(`UPDATE jobs SET snapshot = '{"value": broken' WHERE id = 'approval'`).run();
+    db.close();
+    const show = await run(['--machines', 'machines/index.ts', '--db', path, 'show', 'approval']);
+    expect(show.stdout).toMatch(/^held +back: damaged \(damaged record: jobs\.snapshot/m);
+    const sent = await run(['--machines', 'machines/index.ts', '--db', path, 'send', 'approval', '{"type":"APPROVE","by":"ann"}']);
+    expect(sent.code).toBe(1);
+    expect(sent.stderr).toMatch(/^spool: SPOOL_QUARANTINED: .*`spool purge approval`/);
+    expect((await run(['--db', path, 'doctor', '--repair'])).code).toBe(0);
+    expect((await run(['--db', path, 'doctor'])).code).toBe(0);
+    const purged = await run(['--machines', 'machines/index.ts', '--db', path, 'purge', 'approval']);
+    expect(purged).toMatchObject({ code: 0, stderr: '' });
+    expect((await run(['--db', path, 'doctor'])).stdout).toMatch(/found\s+nothing: the file is healthy/);
   });
 
   it('a figure that disagrees with its records (a revision ahead of its history) is found', async () => {
@@ -179,6 +203,19 @@ describe('spool doctor (the CLI)', () => {
     db.close();
     const report = doctor(path);
     expect(report.findings).toEqual([expect.objectContaining({ kind: 'derived', table: 'jobs', column: 'revision', jobId: 'healthy' })]);
+  });
+
+  it('a file that is not SQLite is a typed refusal, not a damaged database; it is left as it was', async () => {
+    const path = join(res.tempDir(), 'notes.txt');
+    writeFileSync(path, 'these are my notes\n'.repeat(50));
+    const before = readFileSync(path);
+    for (const args of [['doctor'], ['doctor', '--repair'], ['list']]) {
+      const r = await run(['--db', path, ...args]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/^spool: SPOOL_NOT_A_SPOOL_DATABASE: .*notes\.txt is not a SQLite database; nothing was changed/);
+      expect(r.stdout + r.stderr).not.toMatch(/integrity|--repair|DAMAGED/);
+    }
+    expect(readFileSync(path).equals(before)).toBe(true);
   });
 
   it('a missing file is a typed refusal, not a new database', async () => {

@@ -13,26 +13,40 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { jobLifecycle } from '../machines/index.ts';
 import type { Runtime } from '../src/index.ts';
 import { createServer, type SpoolServer } from '../src/server/index.ts';
+import { setup } from 'xstate';
+import { z } from 'zod';
 import { approval, charge, chargeHook, fulfilment } from './fixtures/dashboardMachines.ts';
+import { deliveryHooks, till } from './fixtures/deliveryMachines.ts';
 import { PROJECT_ROOT, Resources } from './helpers/resources.ts';
+import { browserForTests } from './helpers/browser.ts';
 
 const TOKEN = 'dashboard-test-token-0123456789';
 const SHOTS = join(PROJECT_ROOT, 'test-output', 'screenshots');
 
+const BROWSER = browserForTests();
+
+/** A start form's fields: an int without bounds (zod gives it the safe-integer ones), a short string. */
+const formCheck = {
+  machine: setup({}).createMachine({ id: 'form-check', initial: 'open', states: { open: {} } }),
+  input: z.strictObject({ label: z.string(), count: z.number().int() }),
+};
 const res = new Resources();
 let runtime: Runtime;
+let dbPath: string;
 let server: SpoolServer;
 let browser: Browser;
 const foreign: string[] = [];
 const pageErrors: string[] = [];
 
 beforeAll(async () => {
+  if (BROWSER === null) return;
   mkdirSync(SHOTS, { recursive: true });
-  const store = await res.sqlite(res.dbPath());
-  runtime = await res.runtime({ store, machines: [jobLifecycle, approval, charge, fulfilment] });
+  dbPath = res.dbPath();
+  const store = await res.sqlite(dbPath);
+  runtime = await res.runtime({ store, machines: [jobLifecycle, approval, charge, fulfilment, till, formCheck] });
   server = res.track(await createServer({ runtime, port: 0, token: TOKEN }));
   browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
+    executablePath: BROWSER,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
   });
 });
@@ -65,7 +79,18 @@ async function api(method: string, route: string, body?: unknown): Promise<any> 
 
 const current = (state: string) => `.diagram [data-state="${state}"].is-current`;
 
-describe('the dashboard in Chromium', () => {
+describe('finding the browser', () => {
+  it('skips with a printed reason when there is none, and fails when SPOOL_TEST_BROWSER=required', () => {
+    const printed: string[] = [];
+    const missing = { SPOOL_TEST_BROWSER_PATH: join(PROJECT_ROOT, 'no-such-chromium') };
+    expect(browserForTests(missing, (l) => printed.push(l))).toBeNull();
+    expect(printed.join('\n')).toMatch(/skipping the dashboard's browser tests: no browser at .*no-such-chromium/);
+    expect(() => browserForTests({ ...missing, SPOOL_TEST_BROWSER: 'required' }, () => undefined)).toThrow(/SPOOL_TEST_BROWSER=required, but no browser at/);
+    expect(browserForTests({ SPOOL_TEST_BROWSER_PATH: process.execPath })).toBe(process.execPath);
+  });
+});
+
+describe.skipIf(BROWSER === null)('the dashboard in Chromium', () => {
   it('lists jobs with their counts by machine and state, from Spool alone', async () => {
     await runtime.start('job-lifecycle', { name: 'resize', items: 0 }, { jobId: 'list-1' });
     await runtime.start('job-lifecycle', { name: 'thumbs' }, { jobId: 'list-2' });
@@ -176,6 +201,23 @@ describe('the dashboard in Chromium', () => {
     await page.context().close();
   });
 
+  it('holds back a job whose row is damaged, offering Purge (not Cancel), and purges it from the page', async () => {
+    await runtime.start('job-lifecycle', { name: 'damaged' }, { jobId: 'damaged-1' });
+    const raw = res.raw(dbPath);
+    raw.prepare(`UPDATE jobs SET snapshot = '{"value": broken' WHERE id = 'damaged-1'`).run();
+    raw.close();
+    const page = await open('/jobs/damaged-1');
+    const held = await page.waitForSelector('[data-held="damaged"]');
+    expect(await held.textContent()).toContain('Held back: damaged');
+    expect(await page.$('[data-action="cancel-job"]')).toBeNull();
+    expect(await page.textContent('body')).not.toContain('accepts no event');
+    await page.click('[data-action="purge-job"]');
+    await page.click('[data-action="confirm"]');
+    await page.waitForSelector('.toast-ok:has-text("purge: purged")');
+    await expect(runtime.get('damaged-1')).rejects.toMatchObject({ code: 'SPOOL_NOT_FOUND' });
+    await page.context().close();
+  });
+
   it('retries a failed activity from the page', async () => {
     chargeHook.run = async () => {
       throw new Error('card declined');
@@ -218,7 +260,7 @@ describe('the dashboard in Chromium', () => {
     await page.context().close();
   });
 
-  it('takes the token from the URL `spool serve` prints, keeps it in the tab and out of the address bar', async () => {
+  it('takes the token from the URL `spool serve` prints, keeps it for every tab and out of the address bar', async () => {
     const own = res.track(await createServer({ runtime, port: 0 }));
     expect(own.tokenGenerated).toBe(true);
     expect(own.dashboardUrl).toBe(`${own.url}/#token=${encodeURIComponent(own.token)}`);
@@ -227,7 +269,25 @@ describe('the dashboard in Chromium', () => {
     await page.goto(own.dashboardUrl);
     await page.waitForSelector('.token-button.unlocked');
     expect(page.url()).toBe(`${own.url}/`);
-    expect(await page.evaluate('sessionStorage.getItem("spool.token")')).toBe(own.token);
+    expect(await page.evaluate('localStorage.getItem("spool.token")')).toBe(own.token);
+    // A second tab has it too: it is not read-only.
+    const second = await context.newPage();
+    await second.goto(`${own.url}/`);
+    await second.waitForSelector('.token-button.unlocked');
+    await context.close();
+    await own.close();
+  });
+
+  it('on a server whose reads need the token, asks for it and then shows the jobs', async () => {
+    await runtime.start('job-lifecycle', { name: 'gated' }, { jobId: 'gated-1' });
+    const own = res.track(await createServer({ runtime, port: 0, token: TOKEN, readsNeedToken: true }));
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(`${own.url}/`);
+    await page.waitForSelector('#token-dialog[open]');
+    await page.fill('#token-input', TOKEN);
+    await page.click('#token-form button.primary');
+    await page.waitForSelector('tr[data-job="gated-1"]');
     await context.close();
     await own.close();
   });
@@ -253,6 +313,34 @@ describe('the dashboard in Chromium', () => {
     expect(((await (await fetch(`${server.url}/api/machines/nope/diagram`)).json()) as any).error.code).toBe('SPOOL_UNKNOWN_MACHINE');
     expect(((await (await fetch(`${server.url}/api/jobs/nope/marks`)).json()) as any).error.code).toBe('SPOOL_NOT_FOUND');
     expect(await api('GET', '/api/jobs/order-1/marks')).toMatchObject({ machineId: 'fulfilment', version: '1', active: expect.arrayContaining(['fulfilment.open.payment.unpaid']), taken: [] });
+  });
+
+  it('zooms the statechart, redelivers a failed event, and builds one-line fields without the safe-integer bound', async () => {
+    deliveryHooks.broken = true;
+    await runtime.start('till', {}, { jobId: 'till-1' });
+    expect((await runtime.send('till-1', { type: 'PAY', amount: 1 }, { eventId: 'pay' })).status).toBe('failed');
+    deliveryHooks.broken = false;
+    const page = await open('/jobs/till-1');
+    await page.waitForSelector('button[data-action="redeliver"][data-event-id="pay"]');
+    const chart = page.locator('#job-diagram svg');
+    const fit = (await chart.boundingBox())!.width;
+    await page.click('#job-diagram button[data-zoom="in"]');
+    await page.click('#job-diagram button[data-zoom="in"]');
+    expect((await chart.boundingBox())!.width).toBeGreaterThan(fit * 1.2);
+    await page.click('#job-diagram button[data-zoom="fit"]');
+    expect((await chart.boundingBox())!.width).toBeCloseTo(fit, 0);
+    await page.click('button[data-action="redeliver"]');
+    await page.waitForSelector('.toast:has-text("redeliver PAY: applied")');
+    expect((await runtime.get('till-1')).value).toBe('paid');
+    await page.context().close();
+
+    const form = await open('/machines/form-check');
+    await form.waitForSelector('form.start-form input#input-label');
+    expect(await form.textContent('form.start-form')).not.toContain('9007199254740991');
+    expect(await form.locator('form.start-form textarea').count()).toBe(0);
+    expect(await form.getAttribute('input#input-count', 'max')).toBeNull();
+    expect(pageErrors).toEqual([]);
+    await form.context().close();
   });
 
   it("draws a machine's diagram with the count of jobs in each state", async () => {

@@ -821,3 +821,33 @@ describe('structured logs', () => {
     expect(logs.every((l) => typeof l.at === 'number' && ['info', 'warn', 'error'].includes(l.level))).toBe(true);
   });
 });
+
+describe('a job whose row is damaged (issue 27, item 8)', () => {
+  it('is held back from the first read; send, cancel and retry refuse it naming purge; purge ends it', async () => {
+    const first = await open();
+    const input = { subject: 'x', remindAfterMs: 1000, deadlineMs: 5000 };
+    await first.runtime.start('approval-flow', input, { jobId: 'dmg' });
+    await first.runtime.start('approval-flow', input, { jobId: 'fine' });
+    expect(await rawRun(first.store, `UPDATE jobs SET snapshot = '{"value": broken' WHERE id = ?`, 'dmg')).toBe(1);
+    await first.runtime.close();
+    // Not recovered on open (as `spool show` opens it): the first read already says it is held.
+    const { runtime } = await open({ path: first.path, recover: false });
+    const details = await runtime.details('dmg');
+    expect(details.held).toEqual({ damaged: expect.stringContaining('damaged record: jobs.snapshot'), wayOut: expect.stringContaining('`spool purge dmg`') });
+    expect(details).toMatchObject({ stuck: false, waitingFor: [] });
+    expect((await runtime.details('fine')).held).toBeUndefined();
+    const writes = [() => runtime.send('dmg', { type: 'APPROVE', by: 'ann' }), () => runtime.cancel('dmg'), () => runtime.retry('dmg')];
+    for (const write of writes) {
+      const refused = (await write().catch((e: unknown) => e)) as Error & { code?: string };
+      expect(refused).toMatchObject({ code: 'SPOOL_QUARANTINED' });
+      expect(refused.message).toContain('`spool purge dmg`');
+      expect(refused.message).not.toContain('register the version');
+    }
+    expect((await runtime.get('dmg')).quarantine).toContain('damaged record: jobs.snapshot');
+    expect((await runtime.get('dmg')).cancel).toBeNull(); // no cancel it could never apply
+    await expect(runtime.purge('fine')).rejects.toMatchObject({ code: 'SPOOL_NOT_FINISHED' });
+    await runtime.purge('dmg');
+    await expect(runtime.get('dmg')).rejects.toThrow(JobNotFoundError);
+    expect(await runtime.send('fine', { type: 'APPROVE', by: 'ann' })).toMatchObject({ status: 'applied' });
+  });
+});

@@ -7,12 +7,14 @@
 import { describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { setup } from 'xstate';
-import { createRuntime, runWorker } from '../src/index.ts';
+import { createRuntime, rideOutFaults, runWorker, type StorageFaultEvent } from '../src/index.ts';
+import { createServer, connect, type AddressInfo, type Server } from 'node:net';
 import { PostgresStore } from '../persistence/drivers/pg/index.ts';
 import { pgMigrations } from '../persistence/drivers/pg/open.ts';
 import { NotASpoolDatabaseError } from '../persistence/drivers/better-sqlite3/index.ts';
 import { CommitOutcomeUnknown, type NewInboxEvent } from '../src/ports/store.ts';
-import { SchemaTooNewError } from '../src/base/errors.ts';
+import { DatabaseBusyError, SchemaTooNewError, StorageFullError } from '../src/base/errors.ts';
+import { pgFault } from '../persistence/drivers/pg/faults.ts';
 import { perTestPostgres } from './helpers/pgTest.ts';
 import { runSpool } from './helpers/spoolCli.ts';
 import { PROJECT_ROOT } from './helpers/resources.ts';
@@ -300,6 +302,69 @@ describe('PostgresStore: a connection lost during COMMIT', () => {
     expect(await store.commitLanded('J', 2, null)).toBe(false);
     // The store goes on: the next commit of that revision lands.
     expect(await store.commit([commitOf('J', 1, 'two')])).toEqual([{ ok: true, revision: 2, fence: null }]);
+  });
+});
+
+describe('PostgresStore: a server out of resources', () => {
+  it('too many connections (53300) is a busy server to retry, not a full disk', async () => {
+    const url = await database();
+    const admin = await raw(url);
+    // A role allowed no connection: the server refuses it with 53300, as it does when max_connections is reached.
+    const role = `spool_limited_${process.pid}_${Math.random().toString(16).slice(2, 8)}`;
+    await admin.query(`CREATE ROLE ${role} LOGIN CONNECTION LIMIT 0`);
+    cleanups.push(async () => void (await admin.query(`DROP ROLE ${role}`)));
+    const limited = new URL(url);
+    limited.username = role;
+    limited.password = '';
+    const error = await PostgresStore.open(limited.toString()).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(DatabaseBusyError);
+    expect(error).toMatchObject({ code: 'SPOOL_DATABASE_BUSY', category: 'retryable', details: { driverCode: '53300' } });
+  });
+
+  it('out of memory (53200) is busy too; only a full disk (53100) is SPOOL_STORAGE_FULL', () => {
+    const serverError = (code: string) => Object.assign(new Error('refused'), { code });
+    expect(pgFault(serverError('53200'), 'db')).toBeInstanceOf(DatabaseBusyError);
+    expect(pgFault(serverError('53400'), 'db')).toBeInstanceOf(DatabaseBusyError);
+    expect(pgFault(serverError('53100'), 'db')).toBeInstanceOf(StorageFullError);
+  });
+});
+
+describe('PostgresStore: opened while the server is not accepting connections (a restart)', () => {
+  it('rideOutFaults rides out ECONNREFUSED as a retryable fault and opens once the server listens', async () => {
+    const url = new URL(await database());
+    // A port nothing listens on yet; after the first refusal, a proxy to the server listens there.
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const port = (probe.address() as AddressInfo).port;
+    await new Promise((resolve) => probe.close(resolve));
+    let proxy: Server | undefined;
+    const listen = () => {
+      proxy = createServer((socket) => {
+        const upstream = connect(Number(url.port), url.hostname);
+        socket.on('error', () => upstream.destroy());
+        upstream.on('error', () => socket.destroy());
+        socket.pipe(upstream).pipe(socket);
+      });
+      proxy.listen(port, '127.0.0.1');
+    };
+    const behind = new URL(url);
+    behind.port = String(port);
+    behind.hostname = '127.0.0.1';
+    const faults: StorageFaultEvent[] = [];
+    const store = await rideOutFaults(() => PostgresStore.open(behind.toString()), {
+      onFault: (fault) => {
+        faults.push(fault);
+        if (!proxy) listen();
+      },
+    });
+    cleanups.push(async () => void (await new Promise((resolve) => proxy!.close(resolve))));
+    cleanups.push(() => store.close());
+    expect(faults[0]).toMatchObject({ code: 'SPOOL_STORAGE_IO', attempt: 1, message: expect.stringMatching(/ECONNREFUSED/) });
+    await store.createJob(newJob('J'));
+    expect((await store.getJob('J'))?.revision).toBe(1);
   });
 });
 

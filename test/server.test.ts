@@ -217,8 +217,16 @@ describe('spool serve: the JSON API', () => {
     expect((await api.call('POST', '/api/machines/nope/jobs/x/events', { body: { event: { type: 'ADD', n: 1 } } })).status).toBe(404);
 
     await api.runtime.start('till', {}, { jobId: 'till-1' });
+    // A failed outcome is refused as one, whichever route sent it, carrying the outcome.
     const failed = await api.call('POST', '/api/jobs/till-1/events', { body: { type: 'PAY', amount: 1 }, headers: { 'idempotency-key': 'pay' } });
-    expect(failed.body.status).toBe('failed');
+    expect(failed).toMatchObject({ status: 422, body: { error: { code: 'SPOOL_EVENT_FAILED', outcome: { status: 'failed', eventId: 'pay', job: { id: 'till-1', value: 'open' } } } } });
+    expect(failed.body.error.message).toMatch(/^Event pay failed on job till-1 \(/);
+    const repeated = await api.call('POST', '/api/jobs/till-1/events', { body: { type: 'PAY', amount: 1 }, headers: { 'idempotency-key': 'pay' } });
+    expect(repeated).toMatchObject({ status: 422, body: { error: { outcome: { duplicate: true } } } });
+    const createdFailed = await api.call('POST', '/api/machines/till/jobs/till-2/events', { body: { input: {}, event: { type: 'PAY', amount: 1 }, eventId: 'pay2' } });
+    expect(createdFailed).toMatchObject({ status: 422, body: { error: { code: 'SPOOL_EVENT_FAILED', outcome: { created: true, status: 'failed' } } } });
+    const stillBroken = await api.call('POST', '/api/jobs/till-2/events/pay2/redeliver', { body: {} });
+    expect(stillBroken).toMatchObject({ status: 422, body: { error: { code: 'SPOOL_EVENT_FAILED', outcome: { eventId: 'redeliver~pay2' } } } });
     const notFailed = await api.call('POST', '/api/jobs/cart-1/events/e1/redeliver', { body: {} });
     expect(notFailed).toMatchObject({ status: 409, body: { error: { code: 'SPOOL_REDELIVERY_REFUSED', reason: 'not-failed' } } });
     expect((await api.call('POST', '/api/jobs/till-1/events/pay/redeliver', { body: { force: 'yes' } })).status).toBe(400);

@@ -46,6 +46,19 @@ describe('startOrSend', () => {
     expect(await runtime.list({})).toEqual([]);
   });
 
+  it('checks the input only when it creates the job: an existing job keeps its own, whatever input comes', async () => {
+    const { runtime } = await openRuntime(res, [tally]);
+    await runtime.startOrSend('tally', 'c5', { label: 'first' }, { type: 'ADD', n: 1 });
+    // As the CLI sends it without --input ({}), and as a caller that has no input at hand.
+    for (const input of [{}, undefined]) {
+      await expect(runtime.startOrSend('tally', 'c5', input as never, { type: 'ADD', n: 1 })).resolves.toMatchObject({ created: false, status: 'applied' });
+    }
+    expect((await runtime.get('c5')).context).toMatchObject({ label: 'first', total: 3 });
+    // A job it would create still needs valid input, and nothing is written without it.
+    await expect(runtime.startOrSend('tally', 'c6', {}, { type: 'ADD', n: 1 })).rejects.toThrow(ValidationError);
+    await expect(runtime.get('c6')).rejects.toThrow(/No job/);
+  });
+
   it('a finished job refuses a new event but returns a repeated one', async () => {
     const { runtime } = await openRuntime(res, [tally]);
     await runtime.startOrSend('tally', 'c3', { label: 'x' }, { type: 'CLOSE' }, { eventId: 'close' });

@@ -3,7 +3,8 @@
  * runtime: a damaged page stops it with the typed error and the way out, before recovery touches
  * anything; damaged job rows are told, and only those jobs are held back.
  */
-import { closeSync, openSync, writeSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { jobLifecycle } from '../machines/index.ts';
@@ -22,17 +23,17 @@ async function run(args: string[]): Promise<{ code: number; stdout: string; stde
   return { code, stdout, stderr };
 }
 
-/** A Spool database whose first index page of the jobs table is overwritten with garbage. */
-async function damagedFile(): Promise<string> {
+/** A Spool database whose first page of `what` (by default the jobs table's first index) is overwritten with `bytes`. */
+async function damagedFile(what = "type = 'index' AND tbl_name = 'jobs'", bytes?: Buffer): Promise<string> {
   const path = res.dbPath();
   await (await res.sqlite(path)).close();
   const raw = res.raw(path);
-  const root = raw.prepare("SELECT rootpage FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs' ORDER BY rootpage").pluck().get() as number;
+  const root = raw.prepare(`SELECT rootpage FROM sqlite_master WHERE ${what} ORDER BY rootpage`).pluck().get() as number;
   const pageSize = raw.pragma('page_size', { simple: true }) as number;
   raw.pragma('wal_checkpoint(TRUNCATE)');
   raw.close();
   const fd = openSync(path, 'r+');
-  writeSync(fd, Buffer.alloc(pageSize, 0xab), 0, pageSize, (root - 1) * pageSize);
+  writeSync(fd, bytes ?? Buffer.alloc(pageSize, 0xab), 0, pageSize, (root - 1) * pageSize);
   closeSync(fd);
   return path;
 }
@@ -64,6 +65,16 @@ describe('the worker check at start', () => {
     expect(report.findings).toContainEqual(expect.objectContaining({ kind: 'record', table: 'jobs', column: 'state_value', jobId: 'bad' }));
     expect(told).toHaveLength(1);
     expect(told[0]).toMatch(/1 damaged job row\(s\) \(bad\); those jobs are held back/);
+  });
+
+  it('a damaged page refuses the first write of any command (`spool start`) with SPOOL_DATABASE_DAMAGED naming doctor', async () => {
+    // Random bytes over a page `start` never reads (the assets table's): only a check of the file finds them.
+    const path = await damagedFile("type = 'table' AND name = 'assets'", randomBytes(65536));
+    const before = readFileSync(path);
+    const out = await run(['--db', path, 'start', 'job-lifecycle', '--input', '{"name":"after-damage"}']);
+    expect(out.code).toBe(1);
+    expect(out.stderr).toMatch(/^spool: SPOOL_DATABASE_DAMAGED: .*quick_check found .*writes to it are refused.*spool doctor/);
+    expect(readFileSync(path).equals(before)).toBe(true);
   });
 
   it('throws the typed error on damage to the file itself', async () => {

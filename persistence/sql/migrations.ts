@@ -25,8 +25,8 @@ export function migrationsOf(dialect: Dialect): Migration[] {
 }
 
 /**
- * The file holds another application's schema (tables, views, indexes or triggers) and no Spool
- * migrations table: Spool refuses to install its schema into it. Nothing was changed.
+ * The file is not SQLite at all, or holds another application's schema (tables, views, indexes
+ * or triggers) and no Spool migrations table: Spool refuses to install its schema into it. Nothing was changed.
  */
 export class NotASpoolDatabaseError extends SpoolError {
   readonly code = 'SPOOL_NOT_A_SPOOL_DATABASE';

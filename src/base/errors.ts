@@ -272,3 +272,30 @@ export class RedeliveryRefusedError extends SpoolError {
   readonly code = 'SPOOL_REDELIVERY_REFUSED';
   readonly category = 'conflict';
 }
+
+/**
+ * The event was accepted and recorded, but its outcome is `failed` (a guard or an action threw
+ * while it was applied; the job did not move). Not thrown by `send`, whose result says `failed`:
+ * the CLI (exit 1) and the HTTP server (422) report such an outcome with it. `details.outcome` is
+ * the send's result, `details.error` the failure.
+ */
+export class EventFailedError extends SpoolError {
+  readonly code = 'SPOOL_EVENT_FAILED';
+  readonly category = 'conflict';
+}
+
+/**
+ * {@link EventFailedError} for a send-like result (send, startOrSend, redeliver) whose outcome is
+ * `failed`, carrying that result (give it redacted); null for any other outcome.
+ *
+ * @example
+ * const failed = eventFailure(result); if (failed) throw failed;
+ */
+export function eventFailure(result: { jobId: string; eventId: string; status: string; error: { code?: string; name: string; message: string } | null }): EventFailedError | null {
+  if (result.status !== 'failed') return null;
+  const why = result.error ? `${result.error.code ?? result.error.name}: ${result.error.message}` : 'no error recorded';
+  return new EventFailedError(
+    `Event ${result.eventId} failed on job ${result.jobId} (${why}); the job did not move. \`spool show ${result.jobId}\` lists it with its way out (redeliver it once the machine is fixed).`,
+    { outcome: result, error: result.error },
+  );
+}

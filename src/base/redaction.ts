@@ -3,6 +3,7 @@
  * the event, the input or the job's context, and none may reach history, logs or error payloads.
  * (`redact` in json.ts removes sensitive fields from JSON values; this removes their values from text.)
  */
+import { REDACTED } from './json.ts';
 
 /** Where `value` holds something under a sensitive key: `card`, `payer.card`, `items.0.card`. */
 export function sensitivePaths(value: unknown, sensitive: ReadonlySet<string>, prefix = ''): string[] {
@@ -11,6 +12,12 @@ export function sensitivePaths(value: unknown, sensitive: ReadonlySet<string>, p
     const path = prefix ? `${prefix}.${key}` : key;
     return sensitive.has(key) ? [path] : sensitivePaths(child, sensitive, path);
   });
+}
+
+/** Whether a stored value had a sensitive field redacted (holds `[redacted]` anywhere). */
+export function holdsRedacted(value: unknown): boolean {
+  if (value === REDACTED) return true;
+  return value !== null && typeof value === 'object' && Object.values(value).some(holdsRedacted);
 }
 
 /**

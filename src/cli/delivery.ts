@@ -1,10 +1,10 @@
 /** The `spool` commands that deliver an event besides `send`: `redeliver` (a failed event again) and `start-or-send`. */
 import type { Command } from 'commander';
 import type { SendResult } from '../index.ts';
-import { redactJob } from '../views/redacted.ts';
+import { redactJob, sensitiveKeys } from '../views/redacted.ts';
 import { parseJsonArgument } from './errors.ts';
 import { examples, globals, write, type CliIO } from './globals.ts';
-import { formatSendResult, parseEvent } from './jobs.ts';
+import { formatSendResult, parseEvent, throwIfFailed } from './jobs.ts';
 import { requireMachineOf, withRuntime } from './withRuntime.ts';
 
 /** `spool redeliver <jobId> <eventId> [--force]`: apply a failed event again on the job's current state. */
@@ -24,6 +24,7 @@ export function addRedeliverCommand(program: Command, io: CliIO): void {
         const result: SendResult = { ...sent, job: redactJob(runtime, sent.job) };
         const type = (await runtime.events(jobId)).find((e) => e.eventId === result.eventId)?.type;
         write(io, g, result, () => formatSendResult(result, eventId, { type }));
+        throwIfFailed(result);
       });
     });
 }
@@ -38,7 +39,7 @@ export function addStartOrSendCommand(program: Command, io: CliIO): void {
     .argument('<event>', 'the event as JSON or a bare type, as for `spool send`')
     .option('--input <json>', 'the input if the job is created (- reads standard input, @file a file)', '{}')
     .option('--event-id <id>', 'deduplication id: concurrent or repeated calls with it apply the event once')
-    .addHelpText('after', examples('spool start-or-send approval-flow order-42 APPROVE --input \'{"amount":10}\' --event-id approve-42'))
+    .addHelpText('after', examples('spool start-or-send approval-flow order-42 \'{"type":"APPROVE","by":"ana"}\' --input \'{"subject":"order 42"}\' --event-id approve-42'))
     .action(async (machineId: string, jobId: string, eventText: string, options: { input: string; eventId?: string }, command: Command) => {
       const g = globals(command);
       const input = parseJsonArgument(options.input, '--input', `--input '{"name":"resize"}'`);
@@ -46,7 +47,8 @@ export function addStartOrSendCommand(program: Command, io: CliIO): void {
       await withRuntime(g, io, { create: true }, async (runtime) => {
         const sent = await runtime.startOrSend(machineId, jobId, input, event, options.eventId !== undefined ? { eventId: options.eventId } : {});
         const result = { ...sent, job: redactJob(runtime, sent.job) };
-        write(io, g, result, () => `created: ${result.created ? 'yes' : 'no: the job existed; the event was sent to it'}\n${formatSendResult(result, eventText, event)}`);
+        write(io, g, result, () => `created: ${result.created ? 'yes' : 'no: the job existed; the event was sent to it'}\n${formatSendResult(result, eventText, event, sensitiveKeys(runtime, result.job.machineId))}`);
+        throwIfFailed(result);
       });
     });
 }

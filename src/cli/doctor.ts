@@ -44,7 +44,8 @@ export function addDoctorCommand(program: Command, host: DoctorCommandHost): voi
       if (!existsSync(path)) throw new DatabaseError(`No Spool database at ${g.db}; pass --db <file>.`, { db: g.db });
       const report = doctor(path, { repair: options.repair === true, quick: options.quick === true });
       host.stdout(g.json ? `${JSON.stringify({ ...report, path: g.db }, null, 2)}\n` : `${describe(report, g.db)}\n`);
-      if (!report.ok) host.setExitCode(1);
+      // Damage that every finding's job is held back for (quarantined) needs nothing more of doctor.
+      if (report.unheld > 0) host.setExitCode(1);
     });
 }
 
@@ -97,8 +98,13 @@ function describe(report: DoctorReport, label: string): string {
         ['history', 'kept as it was (doctor deletes nothing)'],
       ]),
     );
-  } else if (!report.ok) {
+  }
+  if (report.unheld > 0 && !report.repaired) {
     lines.push('', `Run \`spool --db ${label} doctor --repair\` to hold the damaged jobs back and rebuild the indexes, or restore a backup.`);
+  }
+  if (report.held.length > 0) {
+    const all = report.unheld === 0 ? 'every problem found belongs to a job ' : '';
+    lines.push('', `${all}held back for damage (quarantined): ${report.held.join(', ')}. End each with \`spool --db ${label} purge <job>\`, or restore a backup.`);
   }
   return lines.join('\n');
 }

@@ -21,6 +21,8 @@ export interface GraphCommandHost {
   registry(command: Command): Promise<MachineRegistry>;
   /** A read-only runtime on `--db` (for `--job`). */
   withReadRuntime(command: Command, work: (runtime: Runtime) => Promise<void>): Promise<void>;
+  /** The global `--json`: the JSON tree, as `--format json`. */
+  json(command: Command): boolean;
   stdout(text: string): void;
 }
 
@@ -28,13 +30,17 @@ export interface GraphCommandHost {
 export function addGraphCommand(program: Command, host: GraphCommandHost): void {
   program
     .command('graph')
-    .description("a machine's statechart as Mermaid, Graphviz dot, JSON or SVG (laid out, as the dashboard draws it); --job highlights that job's state and the transitions it took")
+    .description("a machine's statechart as Mermaid, Graphviz dot, JSON (also with --json) or SVG (laid out, as the dashboard draws it); --job highlights that job's state and the transitions it took")
     .argument('<machine>', 'machine id, see `spool machines`')
     .addOption(new Option('--format <format>', 'what to write').choices(GRAPH_FORMATS).default('mermaid'))
     .option('--version <version>', 'which registered version (default: the newest; with --job, the job\'s)')
     .option('--job <id>', "highlight this job's current state and mark the transitions its history took")
     .addHelpText('after', '\nExamples:\n  spool graph job-lifecycle\n  spool graph job-lifecycle --format svg > lifecycle.svg\n  spool graph job-lifecycle --job resize-1 --format dot | dot -Tsvg > resize-1.svg')
     .action(async (machineId: string, options: { format: GraphFormat; version?: string; job?: string }, command: Command) => {
+      if (host.json(command)) {
+        if (command.getOptionValueSource('format') !== 'default' && options.format !== 'json') throw new UsageError(`--json prints the JSON tree; it cannot be combined with --format ${options.format}. Drop one of them.`);
+        options = { ...options, format: 'json' };
+      }
       const registry = await host.registry(command);
       const pick = (version: string | undefined) => pickMachine(registry, machineId, version);
       if (options.job === undefined) {

@@ -3,8 +3,9 @@
  * resume, purge.
  */
 import { Option, type Command } from 'commander';
-import { redeliveryOf, type Job, type JobStatus, type SendResult } from '../index.ts';
+import { eventFailure, redeliveryOf, type Job, type JobStatus, type SendResult } from '../index.ts';
 import { redeliveryWayOut } from '../runtime/quarantine.ts';
+import { sensitivePaths } from '../base/redaction.ts';
 import { BadJsonArgumentError, UsageError, argumentText, parseJsonArgument, parseJsonText } from './errors.ts';
 import { describeStatus, formatBlock, formatState, formatTime, keyValues, oneLine } from './format.ts';
 import { redactJob, redactKeys, sensitiveKeys } from '../views/redacted.ts';
@@ -88,8 +89,9 @@ export function addSendCommand(program: Command, io: CliIO): void {
         const actionsFailed = failures.filter((f) => f.revision === sent.revision).map(({ action, message }) => ({ action, message }));
         const result: SendResult & { actionsFailed?: typeof actionsFailed } = { ...sent, job: redactJob(runtime, sent.job), ...(actionsFailed.length > 0 ? { actionsFailed } : {}) };
         write(io, g, result, () =>
-          [formatSendResult(result, eventText, event), ...actionsFailed.map((f) => `${paintError('warning:')} action ${f.action} failed after the commit (the transition stands): ${oneLine(f.message)}`)].join('\n'),
+          [formatSendResult(result, eventText, event, sensitiveKeys(runtime, sent.job.machineId)), ...actionsFailed.map((f) => `${paintError('warning:')} action ${f.action} failed after the commit (the transition stands): ${oneLine(f.message)}`)].join('\n'),
         );
+        throwIfFailed(result);
       });
     });
 }
@@ -244,9 +246,9 @@ export function addResumeCommand(program: Command, io: CliIO): void {
 export function addPurgeCommand(program: Command, io: CliIO): void {
   program
     .command('purge')
-    .description('delete finished jobs with their history and assets: one by id, or every one older than --older-than')
+    .description('delete finished jobs with their history and assets: one by id (or a job held back because its rows are damaged), or every one older than --older-than')
     .addHelpText('after', examples('spool purge resize-1', 'spool purge --older-than 30d --status done'))
-    .argument('[jobId]', 'one finished job')
+    .argument('[jobId]', 'one finished job, or one quarantined for damage')
     .option('--older-than <duration>', 'retention: finished jobs last updated longer ago than this, e.g. 30d, 12h')
     .addOption(new Option('--status <status>', 'with --older-than: only jobs that ended with this status').choices(['done', 'error', 'stopped']))
     .action(async (jobId: string | undefined, options: { olderThan?: string; status?: JobStatus }, command: Command) => {
@@ -282,8 +284,14 @@ export function parseEvent(raw: string): unknown {
   return event;
 }
 
-/** A send's outcome as text: `spool send`, `redeliver` and `start-or-send` print it. */
-export function formatSendResult(result: SendResult, eventText: string, event: unknown): string {
+/** After a send-like command printed its outcome: a `failed` one exits 1 with SPOOL_EVENT_FAILED on stderr. */
+export function throwIfFailed(result: SendResult): void {
+  const failed = eventFailure(result);
+  if (failed) throw failed;
+}
+
+/** A send's outcome as text: `spool send`, `redeliver` and `start-or-send` print it (`sensitive`: the machine's sensitive names, for the way out). */
+export function formatSendResult(result: SendResult, eventText: string, event: unknown, sensitive: ReadonlySet<string> = new Set()): string {
   const type = (event as { type?: unknown }).type;
   const pairs: [string, string][] = [
     ['job', result.jobId],
@@ -293,7 +301,7 @@ export function formatSendResult(result: SendResult, eventText: string, event: u
   if (result.duplicate) pairs.push(['duplicate', 'yes: this event id was sent before; this is its first outcome']);
   const redelivers = redeliveryOf(result.eventId);
   if (redelivers !== undefined) pairs.push(['redelivery of', `${redelivers} (its first outcome stays in the history)`]);
-  if (result.status === 'failed' && !result.job.final) pairs.push(['way out', redeliveryWayOut(result.jobId, result.eventId)]);
+  if (result.status === 'failed' && !result.job.final) pairs.push(['way out', redeliveryWayOut(result.jobId, result.eventId, sensitivePaths(event, sensitive).length > 0, String(type))]);
   if (result.error) pairs.push(['error', `${result.error.code ?? result.error.name}: ${oneLine(result.error.message)}`]);
   if (result.status === 'ignored') pairs.push(['note', `no transition for this event in state ${formatState(result.job.value)}; nothing changed`]);
   if (result.status === 'pending') {

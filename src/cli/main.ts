@@ -14,7 +14,7 @@ import { SpoolError } from '../index.ts';
 import { DatabaseError, UsageError } from './errors.ts';
 import { oneLine } from './format.ts';
 import type { CliIO } from './globals.ts';
-import { buildProgram } from './program.ts';
+import { buildProgram, wantsPackageVersion } from './program.ts';
 import { colourWanted, paintErrorPrefix, useColour } from './style.ts';
 
 export type { CliIO } from './globals.ts';
@@ -40,7 +40,7 @@ export async function main(args: readonly string[], io: CliIO = processIO): Prom
   useColour(io.colour?.stdout === true, io.colour?.stderr === true);
   try {
     let code = 0;
-    await buildProgram(io, (c) => (code = c)).parseAsync([...args], { from: 'user' });
+    await buildProgram(io, (c) => (code = c), { packageVersion: wantsPackageVersion(args) }).parseAsync([...args], { from: 'user' });
     return code;
   } catch (error) {
     if (error instanceof CommanderError) {

@@ -22,7 +22,8 @@ export function addTestCommand(program: Command, io: CliIO, setExitCode: (code: 
     .option('--machine <id>', 'only this machine')
     .option('--no-crash', 'skip the replay with a restart between every two steps')
     .option('--child-crash <n>', 'paths per machine also replayed in a child process SIGKILLed between steps', '1')
-    .action(async (options: { machine?: string; crash: boolean; childCrash: string }, command: Command) => {
+    .option('--update', "write each machine's golden file (pathTests `golden`) instead of comparing with it")
+    .action(async (options: { machine?: string; crash: boolean; childCrash: string; update?: boolean }, command: Command) => {
       const g = globals(command);
       const childCrash = Number(options.childCrash);
       if (!Number.isInteger(childCrash) || childCrash < 0 || childCrash > 1000) throw new UsageError('--child-crash must be an integer from 0 to 1000.');
@@ -40,6 +41,7 @@ export function addTestCommand(program: Command, io: CliIO, setExitCode: (code: 
           sampleChildCrash: childCrash,
           module: path,
           dir,
+          update: options.update === true,
           // On Postgres, each run in a database of its own on the named server; otherwise a temporary SQLite file.
           ...(isPostgresUrl(g.db) ? { db: g.db } : {}),
           onProgress: (event) => {
@@ -81,6 +83,7 @@ function formatPathResults(machines: MachinePathResult[], durationMs: number): s
     `${m.runs.plain}/${m.runs.restart}/${m.runs.child}`,
     String(m.failures.length),
     m.ok ? 'ok' : 'FAILED',
+    `${(m.durationMs / 1000).toFixed(1)} s`,
     ],
     ...m.children.map((c) => [
       `  ${c.machineId} (child)`,
@@ -92,13 +95,18 @@ function formatPathResults(machines: MachinePathResult[], durationMs: number): s
       '(same paths)',
       '-',
       c.gaps.length === 0 && c.unusedWaivers.length === 0 ? 'ok' : 'FAILED',
+      '-',
     ]),
   ]);
-  const lines = [table(['MACHINE', 'STATES', 'TRANSITIONS', 'COVERED', 'GAPS', 'PATHS', 'RUNS plain/restart/child', 'FAILURES', 'RESULT'], rows)];
+  const lines = [table(['MACHINE', 'STATES', 'TRANSITIONS', 'COVERED', 'GAPS', 'PATHS', 'RUNS plain/restart/child', 'FAILURES', 'RESULT', 'TIME'], rows)];
   for (const m of machines) {
     if (m.error) lines.push(`${m.machineId}: ${m.error}`);
     for (const gap of m.gaps) lines.push(`${m.machineId}: gap: state ${gap.source}, event ${gap.event}, guard ${gap.guard ?? '-'}, target ${gap.targets.join(', ') || '-'}${gap.note ? ` (${gap.note})` : ''}`);
-    for (const f of m.failures) lines.push(`${m.machineId}: path ${f.path} (${f.mode}) failed: ${oneLine(f.message)}`);
+    for (const f of m.failures) {
+      if (f.mode === 'check' || f.mode === 'golden') lines.push(`${m.machineId}: ${f.mode} failed: ${oneLine(f.message)}`);
+      else lines.push(`${m.machineId}: path ${f.path} (${f.mode}) failed: ${oneLine(f.message)}`);
+    }
+    if (m.golden?.written) lines.push(`${m.machineId}: golden file written: ${m.golden.file}`);
   }
   lines.push(`${machines.every((m) => m.ok) ? 'all machines passed' : 'some machines FAILED'} in ${(durationMs / 1000).toFixed(1)} s`);
   return lines.join('\n');

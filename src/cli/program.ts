@@ -25,11 +25,15 @@ import { addDemoCommand, addWorkerCommand } from './worker.ts';
 import { addTestCommand } from './pathTests.ts';
 import { addMigrateStoreCommand } from './migrateStore.ts';
 
-/** `setExitCode`: a command that finished its output but failed (a test run with gaps) reports it here. */
-export function buildProgram(io: CliIO, setExitCode: (code: number) => void): Command {
-  const program: Command = new Command('spool')
-    .description('Durable XState jobs on SQLite: start jobs, send them events, inspect their history.')
-    .version(readVersion(), '--version')
+/**
+ * `setExitCode`: a command that finished its output but failed (a test run with gaps) reports it here.
+ * `packageVersion`: register the global `--version` (the package's); main() leaves it out when the
+ * arguments name a command before any `--version`, so `graph M --version 1` is graph's own option.
+ */
+export function buildProgram(io: CliIO, setExitCode: (code: number) => void, { packageVersion = true }: { packageVersion?: boolean } = {}): Command {
+  const program: Command = new Command('spool').description('Durable XState jobs on SQLite: start jobs, send them events, inspect their history.');
+  if (packageVersion) program.version(readVersion(), '--version');
+  program
     .option('--db <file|url>', 'SQLite database file, or a postgres:// URL (default: SPOOL_DB, else spool.config.json or package.json "spool", else ./spool.db)')
     .option('--machines <module>', 'a .ts or .js module exporting your machines (default: SPOOL_MACHINES, else the config file, else the bundled machines/index.ts)')
     .option('--json', 'print one JSON document on stdout (errors: one JSON object on stderr)')
@@ -99,6 +103,7 @@ function addModuleCommands(program: Command, io: CliIO, setExitCode: (code: numb
   addGraphCommand(program, {
     registry: async (command) => new MachineRegistry((await loadMachines(globals(command).machines ?? DEFAULT_MACHINES_MODULE, io.cwd)).definitions),
     withReadRuntime: (command, work) => withRuntime(globals(command), io, { create: false, mode: 'read' }, (runtime) => work(runtime)),
+    json: (command) => globals(command).json === true,
     stdout: (text) => io.stdout(text),
   });
 
@@ -134,6 +139,28 @@ function addModuleCommands(program: Command, io: CliIO, setExitCode: (code: numb
     sensitiveKeys,
   });
   addDoctorCommand(program, { stdout: io.stdout, cwd: io.cwd, setExitCode });
+}
+
+/** The global options that take a value (their value is not a command name). */
+const VALUE_OPTIONS = new Set(['--db', '--machines', '--owner', '--max-backlog', '--synchronous']);
+
+/**
+ * Whether `--version` in `args` asks for the package version: it comes before any command, or there
+ * is no command. After a command it is that command's option (`spool export M --version 1`).
+ *
+ * @example
+ * wantsPackageVersion(['--version']) // true
+ * wantsPackageVersion(['graph', 'm', '--version', '1']) // false
+ */
+export function wantsPackageVersion(args: readonly string[]): boolean {
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg === '--version') return true;
+    if (arg === '--') return false;
+    if (VALUE_OPTIONS.has(arg)) i++;
+    else if (!arg.startsWith('-')) return false; // the command
+  }
+  return true;
 }
 
 /** Set `--db` and `--machines` on `program` as {@link resolveConfig} resolves them, so every command's `globals()` sees them. */

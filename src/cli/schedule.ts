@@ -48,7 +48,7 @@ export function addScheduleCommands(program: Command, host: ScheduleCommandsHost
       'after',
       `
 Examples:
-  spool schedule add nightly export-job --cron '0 3 * * *' --timezone Europe/Paris --overlap skip --catch-up run-once
+  spool schedule add nightly export-job --cron '0 3 * * *' --timezone Europe/Paris --overlap skip --catch-up run-once --input '{"dataset":"orders"}'
   spool schedule add poll approval-flow --every 15m --overlap buffer-one --catch-up run-each:3 --input '{"subject":"x"}'
   spool schedule list
   spool schedule remove nightly`,
@@ -64,7 +64,7 @@ function addScheduleAddCommand(schedule: Command, host: ScheduleCommandsHost): v
   schedule
     .command('add')
     .description('create or update (by id) a schedule; the same definition again changes nothing')
-    .addHelpText('after', examples('spool schedule add nightly export-job --cron \'0 3 * * *\' --overlap skip --catch-up run-once', 'spool schedule add poll approval-flow --every 15m --overlap buffer-one --catch-up run-each:3'))
+    .addHelpText('after', examples('spool schedule add nightly export-job --cron \'0 3 * * *\' --overlap skip --catch-up run-once --input \'{"dataset":"orders"}\'', 'spool schedule add poll approval-flow --every 15m --overlap buffer-one --catch-up run-each:3 --input \'{"subject":"x"}\''))
     .argument('<id>', 'your id for the schedule')
     .argument('<machine>', 'the machine it starts (its newest version at each occurrence), see `spool machines`')
     .option('--cron <expression>', 'a cron expression: 5 fields, or 6 with seconds first; @daily, @hourly ...')

@@ -18,6 +18,8 @@ export interface ServeFlags {
   port: string;
   token?: string;
   bodyLimit?: string;
+  allowedHost?: string[];
+  readsNeedToken?: boolean;
 }
 
 /** Add the server's options to a command (`serve`, `worker`). */
@@ -26,7 +28,9 @@ export function addServeOptions(command: Command): Command {
     .option('--host <host>', 'interface to listen on (0.0.0.0: every one; then put TLS in front)', '127.0.0.1')
     .option('--port <port>', 'port to listen on (0: any free one, printed)', '7420')
     .option('--token <token>', 'the bearer token writes need (default: SPOOL_TOKEN, else a random one, printed)')
-    .option('--body-limit <bytes>', 'largest request body (default 1048576)');
+    .option('--body-limit <bytes>', 'largest request body (default 1048576)')
+    .option('--allowed-host <name>', 'a Host name requests may use besides the address listened on (a proxy\'s); repeatable', (v: string, all: string[] = []) => [...all, v])
+    .option('--reads-need-token', 'reads need the token too (always so beyond loopback)');
 }
 
 /** What `spool serve` needs from main.ts. */
@@ -78,13 +82,15 @@ export function checkServeFlags(flags: ServeFlags): void {
 }
 
 /** Listen over `runtime` and print where, with the token when it was made up here. */
-export async function startServer(runtime: Runtime, flags: ServeFlags, print: (json: Record<string, unknown>, human: string) => void): Promise<SpoolServer> {
+export async function startServer(runtime: Runtime, flags: ServeFlags, print: (json: Record<string, unknown>, human: string) => void, warn: (text: string) => void = (t) => process.stderr.write(t)): Promise<SpoolServer> {
   const server = await createServer({
     runtime,
     host: flags.host,
     port: Number(flags.port),
     ...(flags.token !== undefined ? { token: flags.token } : {}),
     ...(flags.bodyLimit !== undefined ? { bodyLimitBytes: Number(flags.bodyLimit) } : {}),
+    ...(flags.allowedHost !== undefined ? { allowedHosts: flags.allowedHost } : {}),
+    ...(flags.readsNeedToken === true ? { readsNeedToken: true } : {}),
   }).catch((error: unknown) => {
     const code = (error as { code?: unknown }).code;
     if (code === 'EADDRINUSE') throw new UsageError(`Port ${flags.port} on ${flags.host} is in use; pick another with --port (0: any free one).`);
@@ -92,9 +98,11 @@ export async function startServer(runtime: Runtime, flags: ServeFlags, print: (j
     throw error;
   });
   const token = server.tokenGenerated ? server.token : null;
+  if (server.exposed) warn(`spool serve: warning: listening on ${server.url}, reachable from other machines over plain HTTP; reads and writes need the token; put TLS in front.\n`);
+  const needs = server.readsNeedToken ? 'reads and writes need' : 'writes need';
   print(
-    { type: 'serve.ready', url: server.url, dashboard: server.dashboardUrl, token, pid: process.pid },
-    `spool serve: listening on ${server.url} (API under /api); ${token === null ? 'writes need the configured token' : `writes need: Authorization: Bearer ${token}`}\n  dashboard: ${server.dashboardUrl}`,
+    { type: 'serve.ready', url: server.url, dashboard: server.dashboardUrl, token, readsNeedToken: server.readsNeedToken, pid: process.pid },
+    `spool serve: listening on ${server.url} (API under /api); ${token === null ? `${needs} the configured token` : `${needs}: Authorization: Bearer ${token}`}\n  dashboard: ${server.dashboardUrl}`,
   );
   return server;
 }

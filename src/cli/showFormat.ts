@@ -4,6 +4,7 @@
  */
 import { redeliveryOf, type JobDetails } from '../index.ts';
 import { redeliveryWayOut } from '../runtime/quarantine.ts';
+import { holdsRedacted } from '../base/redaction.ts';
 import { describeStatus, formatBlock, formatJson, formatState, formatTime, keyValues, oneLine, table } from './format.ts';
 import { paintError, paintHeading, paintOutcome } from './style.ts';
 
@@ -52,13 +53,14 @@ function jobPairs(details: JobDetails, versionNote: string | undefined): [string
     const reason = job.cancel.reason === null ? '' : ` (${job.cancel.reason})`;
     pairs.push(['cancel', `requested ${formatTime(job.cancel.requestedAt)}${reason}: ${job.cancel.completed ? 'cancelled' : 'not cancelled yet'}`]);
   }
-  if (job.quarantine !== null) pairs.push(['quarantine', job.quarantine]);
+  if (details.held) pairs.push(['held', `back: damaged (${details.held.damaged}). ${details.held.wayOut}`]);
+  else if (job.quarantine !== null) pairs.push(['quarantine', job.quarantine]);
   if (job.suspended !== null) {
     pairs.push(['suspended', `since ${formatTime(job.suspended.at)}${job.suspended.reason ? ` (${job.suspended.reason})` : ''}: events stay pending, timers and activities wait (\`spool resume ${job.id}\`)`]);
   }
   if (job.lease !== null) pairs.push(['lease', `held by ${job.lease.owner} (fence ${job.lease.fence}) until ${formatTime(job.lease.until)}`]);
   if (versionNote !== undefined) pairs.push(['version', versionNote]);
-  else if (!job.final) pairs.push(['waiting for', details.waitingFor.length > 0 ? details.waitingFor.join(', ') : 'no event']);
+  else if (!job.final && !details.held) pairs.push(['waiting for', details.waitingFor.length > 0 ? details.waitingFor.join(', ') : 'no event']);
   if (details.stuck) pairs.push(['stuck', 'yes: no pending event, timer or activity, and no event but a cancel moves it (`spool redeliver` a failed event, `spool retry`, `spool send`, `spool cancel`)']);
   if (job.idempotencyKey !== null) pairs.push(['idempotency', job.idempotencyKey]);
   pairs.push(
@@ -113,12 +115,13 @@ function pushFailed(sections: string[], details: JobDetails): void {
   if (details.job.final) return;
   const redelivered = new Set(details.events.map((e) => redeliveryOf(e.eventId)));
   const failed = details.events.filter((e) => e.status === 'failed' && !redelivered.has(e.eventId));
-  if (failed.length === 0) return;
+  const last = failed.at(-1);
+  if (last === undefined) return;
   sections.push(
     `failed events (not redelivered; each left the job where it was):\n${table(
       ['EVENT ID', 'TYPE', 'REVISION', 'ERROR'],
       failed.map((e) => [e.eventId, e.type, String(e.revision ?? '-'), e.error ? `${e.error.name}: ${oneLine(e.error.message)}` : '-']),
-    )}\nway out: ${redeliveryWayOut(details.job.id, failed.at(-1)!.eventId)}${failed.at(-1)!.revision === details.job.revision ? '' : ' (the job moved on since: add --force)'}`,
+    )}\nway out: ${redeliveryWayOut(details.job.id, last.eventId, holdsRedacted(last.payload), last.type)}${last.revision === details.job.revision ? '' : ' (the job moved on since: add --force)'}`,
   );
 }
 

@@ -3,7 +3,7 @@
  * then the runtime in the mode the command needs; and the guard against running a job whose
  * machine this process lacks.
  */
-import { MachineRegistry, SpoolError, createRuntime, type LogEntry, type Runtime } from '../index.ts';
+import { MachineRegistry, SpoolError, createRuntime, rideOutFaults, type LogEntry, type RideOutOptions, type Runtime } from '../index.ts';
 import { openStore as openDbStore, storeExists, type OpenedStore } from '../../persistence/openStore.ts';
 import { DatabaseError, UsageError, firstLine } from './errors.ts';
 import { knowsMachine } from '../views/redacted.ts';
@@ -49,6 +49,8 @@ export async function withRuntime(
     log?: (entry: LogEntry, sensitive: ReadonlySet<string>) => void;
     /** Run on the opened store before the runtime opens (the worker's cheap doctor check); what it throws closes the store. */
     atOpen?: (store: OpenedStore) => void;
+    /** Ride out a retryable storage fault while opening (the worker: a full disk, a server restarting) instead of failing. */
+    rideOut?: RideOutOptions;
   },
   work: (runtime: Runtime, module: string, store: OpenedStore) => Promise<void>,
 ): Promise<void> {
@@ -58,32 +60,38 @@ export async function withRuntime(
     throw new UsageError(`This command runs the machine ${options.needs}, which ${path} does not export; run it without --machines.`);
   }
   const maxBacklog = g.maxBacklog === undefined ? undefined : maxBacklogOf(g.maxBacklog); // checked before the file is touched
-  const store = await openStore(io.cwd, g.db, options.create, g.synchronous);
-  let runtime: Runtime;
-  try {
-    // runEffects false: a command records transitions, effects and timers, and leaves running
-    // activities to a worker; closing a runtime mid-activity would abort it.
-    const log = options.log;
-    const sensitive = new Set(registry.all().flatMap((m) => [...m.sensitive]));
-    const mode = options.mode ?? 'write';
-    options.atOpen?.(store);
-    runtime = await createRuntime({
-      store,
-      machines: definitions,
-      recover: mode === 'run',
-      ...(mode === 'read' ? { processEvents: false } : {}),
-      runEffects: options.effects ?? false,
-      owner: ownerOf(g),
-      ...(maxBacklog !== undefined ? { maxBacklog } : {}),
-      ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
-      ...(options.concurrency !== undefined ? { maxConcurrentActivities: options.concurrency } : {}),
-      ...(options.activityConcurrency ? { activityConcurrency: options.activityConcurrency } : {}),
-      ...(log ? { log: (entry: LogEntry) => log(entry, sensitive) } : {}),
-    });
-  } catch (error) {
-    await store.close();
-    throw error;
-  }
+  const open = async (): Promise<{ runtime: Runtime; store: OpenedStore }> => {
+    const store = await openStore(io.cwd, g.db, options.create, g.synchronous);
+    let runtime: Runtime | undefined;
+    try {
+      // runEffects false: a command records transitions, effects and timers, and leaves running
+      // activities to a worker; closing a runtime mid-activity would abort it.
+      const log = options.log;
+      const sensitive = new Set(registry.all().flatMap((m) => [...m.sensitive]));
+      const mode = options.mode ?? 'write';
+      options.atOpen?.(store);
+      runtime = await createRuntime({
+        store,
+        machines: definitions,
+        recover: false,
+        ...(mode === 'read' ? { processEvents: false } : {}),
+        runEffects: options.effects ?? false,
+        owner: ownerOf(g),
+        ...(maxBacklog !== undefined ? { maxBacklog } : {}),
+        ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
+        ...(options.concurrency !== undefined ? { maxConcurrentActivities: options.concurrency } : {}),
+        ...(options.activityConcurrency ? { activityConcurrency: options.activityConcurrency } : {}),
+        ...(log ? { log: (entry: LogEntry) => log(entry, sensitive) } : {}),
+      });
+      // Recovery after the runtime opened, so that a failed one closes it (its heartbeat, then the store).
+      if (mode === 'run') await runtime.recover();
+      return { runtime, store };
+    } catch (error) {
+      await (runtime ? runtime.close() : store.close());
+      throw error;
+    }
+  };
+  const { runtime, store } = options.rideOut ? await rideOutFaults(open, options.rideOut) : await open();
   try {
     await work(runtime, path, store);
   } finally {

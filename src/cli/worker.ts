@@ -3,7 +3,7 @@
  * and `demo`.
  */
 import { Option, type Command } from 'commander';
-import { runWorker, type LogEntry, type RuntimeEvent } from '../index.ts';
+import { runWorker, type LogEntry, type RuntimeEvent, type StorageFaultEvent } from '../index.ts';
 import { SqliteStore } from '../../persistence/drivers/better-sqlite3/index.ts';
 import type { OpenedStore } from '../../persistence/openStore.ts';
 import { describeWork, runDemo } from './demo.ts';
@@ -72,7 +72,8 @@ export function addWorkerCommand(program: Command, io: CliIO): void {
           void checkAtStart(store, g.db, (json, human) =>
             io.stdout(logJson ? `${JSON.stringify({ level: 'warn', msg: 'damaged job rows', ...json })}\n` : g.json ? `${JSON.stringify(json)}\n` : `${human}\n`),
           );
-        const runOptions = { create: true, mode: 'run', effects: true, graceMs, leaseMs, concurrency, atOpen } as const;
+        const rideOut = { signal: controller.signal, onFault: openFaultTeller(g.db, logJson, io) };
+        const runOptions = { create: true, mode: 'run', effects: true, graceMs, leaseMs, concurrency, atOpen, rideOut } as const;
         await withRuntime(g, io, { ...runOptions, ...(activityConcurrency ? { activityConcurrency } : {}), ...(logJson ? { log: logLine } : {}) }, async (runtime) => {
           const unsubscribe = runtime.subscribe((event) => {
             if (logJson) return; // the log lines say it
@@ -136,7 +137,7 @@ export function addDemoCommand(program: Command, io: CliIO): void {
     await withRuntime(g, io, { create: true, mode: 'run', needs: 'job-lifecycle', effects: true }, async (runtime) => {
       const print = (line: string) => io.stdout(`${line}\n`);
       // Listening first: a taken port stops the demo before it writes anything.
-      const listening = serve ? await listenForDemo(runtime, options, command.getOptionValueSource('port') !== 'default') : undefined;
+      const listening = serve ? await listenForDemo(runtime, options, command.getOptionValueSource('port') !== 'default', g.json ? undefined : print) : undefined;
       try {
         const jobs = await runDemo(runtime, { print: g.json ? () => {} : print, dbLabel: g.db, commandPrefix: commandPrefix(g) });
         if (g.json) io.stdout(`${JSON.stringify({ db: g.db, jobs }, null, 2)}\n`);
@@ -167,6 +168,17 @@ function describeCommit(event: RuntimeEvent): string | undefined {
   const move = t.from === null ? formatState(t.to) : `${formatState(t.from)} -> ${formatState(t.to)}`;
   const why = t.error ? ` (${t.error.code ?? t.error.name}: ${oneLine(t.error.message)})` : '';
   return `${event.job.id} rev ${t.revision} ${t.eventType} ${paintOutcome(t.outcome)}${why && paintError(why)}: ${move}${event.job.final ? ` (ended ${event.job.status})` : ''}`;
+}
+
+/** Tells once per kind of fault (its code) that the worker cannot open `db` yet and keeps trying (on stderr; a warn line with --log json). */
+function openFaultTeller(db: string, logJson: boolean, io: CliIO): (fault: StorageFaultEvent) => void {
+  const told = new Set<string>();
+  return (fault) => {
+    if (told.has(fault.code)) return;
+    told.add(fault.code);
+    if (logJson) io.stdout(`${JSON.stringify({ at: Date.now(), level: 'warn', msg: 'cannot open the database yet; retrying', db, code: fault.code, error: fault.message })}\n`);
+    else io.stderr(`spool worker: cannot open ${db} yet: ${oneLine(fault.message)} (${fault.code}); retrying\n`);
+  };
 }
 
 /** `--activity-concurrency charge=2,ship=1`: attempts of each named activity at once. */

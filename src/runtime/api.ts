@@ -271,4 +271,6 @@ export interface JobDetails<T extends MachineTypes = UntypedMachine> {
   waitingFor: string[];
   /** True when nothing will ever move the job (see `list({ stuck: true })`). */
   stuck: boolean;
+  /** Set when the job's rows are damaged: it is held back (quarantined) and never runs again; `wayOut` says how to end it (purge). */
+  held?: { damaged: string; wayOut: string };
 }

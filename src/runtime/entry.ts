@@ -204,7 +204,8 @@ export class JobEntry {
   /**
    * `startOrSend` (Runtime.startOrSend): the job created with the event in its inbox, in one
    * commit, or (it exists, or a concurrent caller created it first) the event sent to it. Either
-   * way the event id is recorded once for the job, so concurrent callers converge.
+   * way the event id is recorded once for the job, so concurrent callers converge. The input is
+   * validated only when the job is created: an existing job keeps its own.
    */
   async startOrSend(machineId: string, jobId: string, input: unknown, event: unknown, options: StartOrSendOptions): Promise<StartOrSendResult> {
     if (typeof machineId !== 'string') throw new ValidationError('A machine id must be a string.');
@@ -212,7 +213,6 @@ export class JobEntry {
     const sendOptions = checkSendOptions(options);
     checkJobId(jobId);
     const def = this.registry.latest(machineId);
-    const parsed = this.#intake.validateInput(def, input);
     const payload = this.#intake.validateEvent(def, event);
     const eventId = sendOptions.eventId ?? this.#newId();
     const send = async (record: JobRecord): Promise<StartOrSendResult> => {
@@ -224,6 +224,7 @@ export class JobEntry {
     };
     const existing = await this.store.getJob(jobId);
     if (existing) return send(existing);
+    const parsed = this.#intake.validateInput(def, input);
     const at = this.clock.now();
     const started = startStep({ def, input: parsed, jobId, idempotencyKey: null, inputHash: hashJson({ machine: def.id, input: parsed }), owner: this.#owner, runner: this.runnerId, now: at, machines: this.#jobs.machines });
     await this.#backlog.admit(true);

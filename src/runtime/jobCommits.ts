@@ -21,7 +21,7 @@ import type { ActionPlan } from '../step/actions.ts';
 import type { Relations } from '../step/children.ts';
 import { migrateStep, needsChildren, step, type Started, type Step, type StepInput } from '../step/step.ts';
 import type { Job, LogEntry, RuntimeEvent } from './api.ts';
-import { JobQuarantined, STORE_REFUSED } from './quarantine.ts';
+import { JobQuarantined, STORE_REFUSED, damageOf, isDamage } from './quarantine.ts';
 import { describeEnd, TERMINAL, toJob } from './jobView.ts';
 import type { ActivityExecutor, OutcomeInCommit } from './executor.ts';
 import type { RunningActivity, RuntimeParts } from './parts.ts';
@@ -203,7 +203,7 @@ export class JobCommits {
       } else if (record.corruption !== undefined) {
         reason = record.corruption;
       } else if (typeof snapshotJson === 'string') {
-        reason = snapshotJson;
+        reason = damageOf(record);
       } else {
         if (route.chain.length > 0) {
           try {
@@ -233,7 +233,8 @@ export class JobCommits {
         }
       }
       if (reason !== null) {
-        if (record.quarantine !== reason) {
+        // A job held for damage (by doctor, or a read) keeps the reason it was held with.
+        if (record.quarantine !== reason && !(isDamage(reason) && record.quarantine !== null && isDamage(record.quarantine))) {
           await this.store.setQuarantine(jobId, reason, this.clock.now());
           this.#emit({ type: 'job.quarantined', jobId, reason });
           this.#logEntry('warn', 'job quarantined', { jobId, reason });

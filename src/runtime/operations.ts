@@ -11,6 +11,7 @@ import { JobTerminalError, RetryRefusedError, ValidationError } from '../base/er
 import { formatStateValue, hashJson, REDACTED } from '../base/json.ts';
 import type { RegisteredMachine } from '../base/definition.ts';
 import { maxAttemptsOf } from '../step/attempts.ts';
+import { damageOf, wayOut } from './quarantine.ts';
 
 /** What the operations need from the runtime. */
 export interface OperationsHost {
@@ -305,6 +306,9 @@ export async function jobRecords(host: OperationsHost, record: JobRecord) {
     host.store.listNotes(jobId),
     host.store.listAssets(jobId),
   ]);
+  // A job whose rows are damaged is held back (whether or not quarantined yet): it accepts nothing, and is not stuck but held.
+  const damage = damageOf(record);
+  if (damage !== null) return { history, events, effects, attempts, timers, notes, assets, waitingFor: [], stuck: false, held: { damaged: damage, wayOut: wayOut(damage, jobId) } };
   const stuck = isStuckJob(host, record, { events, effects, timers });
   return { history, events, effects, attempts, timers, notes, assets, waitingFor: waitingFor(host, record), stuck };
 }

@@ -16,7 +16,7 @@ import type { RedeliverOptions } from './redelivery.ts';
 import type { CatalogOf, JobId, MachineCatalog, MachineIds, StartArgs } from './machineTypes.ts';
 import { RuntimeEvents } from './events.ts';
 import { inspectRuntime } from './inspection.ts';
-import { JobQuarantined } from './quarantine.ts';
+import { JobQuarantined, damageOf, refuseDamaged } from './quarantine.ts';
 import { JobReader, TERMINAL } from './jobView.ts';
 import { checkAsset, checkClose, checkListFilter, checkPercent, checkWait, DEFAULT_MAX_PAYLOAD, Intake, requireOptions, requireText, type CloseOptions, type WaitOptions } from './intake.ts';
 import { CommitBatcher } from './commits.ts';
@@ -398,7 +398,9 @@ export class Runtime<C extends MachineCatalog = any> {
     this.#assertOpen();
     requireText('job id', jobId);
     checkCancelReason(reason);
-    await requestCancel(this.store, this.registry, this.clock, this.#events, await this.#visible(jobId), reason);
+    const record = await this.#visible(jobId);
+    refuseDamaged(record); // a cancel it could never apply: its way out is purge
+    await requestCancel(this.store, this.registry, this.clock, this.#events, record, reason);
     for (const running of this.#running.values()) {
       if (running.jobId === jobId) running.controller.abort(new Error(`job cancelled: ${reason}`));
     }
@@ -458,11 +460,12 @@ export class Runtime<C extends MachineCatalog = any> {
     return { attached: await recordAsset(this.store, this.clock, jobId, asset, meta, from, lease) };
   }
 
-  /** Delete a finished job with its history, inbox, effects, timers, notes and assets. */
+  /** Delete a finished job, or one whose rows are damaged (quarantined for damage), with its history, inbox, effects, timers, notes and assets. */
   async purge(jobId: string): Promise<void> {
     this.#assertOpen();
     const record = await this.#visible(jobId);
-    if (!TERMINAL.has(record.status)) {
+    // A job whose rows are damaged can never finish: purging it is its way out.
+    if (!TERMINAL.has(record.status) && damageOf(record) === null) {
       throw new JobNotFinishedError(`Job ${jobId} is still ${record.status}; cancel it and let it finish before purging.`, { jobId });
     }
     await this.store.purgeJob(jobId);
@@ -529,6 +532,7 @@ export class Runtime<C extends MachineCatalog = any> {
   async retry(jobId: string, options: { allowUnsafe?: boolean } = {}): Promise<{ job: Job; effects: EffectRecord[] }> {
     this.#assertOpen();
     const record = await this.#visible(jobId);
+    refuseDamaged(record);
     if (record.quarantine !== null) throw new JobQuarantined(jobId, record.quarantine);
     const effects = await ops.redrive(this.#ops, record, options);
     if (this.#process) await this.#jobs.drain(jobId);

@@ -81,6 +81,40 @@ async function round(runtime: Runtime, pollMs: number, options: WorkerOptions): 
   return processed > 0 ? 0 : next === null ? pollMs : Math.max(0, Math.min(pollMs, next - runtime.clock.now()));
 }
 
+/** What {@link rideOutFaults} is told. */
+export interface RideOutOptions {
+  /** Stop trying: the last fault is thrown. */
+  signal?: AbortSignal;
+  /** Called for each retryable fault ridden out, before its pause. */
+  onFault?: (fault: StorageFaultEvent) => void;
+}
+
+/**
+ * Open what the worker needs (a store, a runtime) through a storage fault, as the loop itself
+ * rides one out: a retryable fault (the disk is full, the database is busy, the server is
+ * restarting: connection refused or reset) is told to `onFault` and tried again after a pause
+ * of {@link FAULT_BACKOFF}, doubling, for as long as it lasts; anything else is thrown at once.
+ * `open` must be safe to call again (a failed one leaves nothing open). When `signal` aborts,
+ * the last fault is thrown.
+ *
+ * @example
+ * const store = await rideOutFaults(() => openStore(url), { signal, onFault: (f) => console.warn(f.message) });
+ */
+export async function rideOutFaults<T>(open: () => Promise<T>, options: RideOutOptions = {}): Promise<T> {
+  const alarm = new WakeAlarm(Date.now, options.signal);
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await open();
+    } catch (error) {
+      if (!isRetryableFault(error) || options.signal?.aborted) throw error;
+      const retryInMs = backoffMs(attempt, FAULT_BACKOFF.firstMs, FAULT_BACKOFF.maxMs);
+      options.onFault?.({ type: 'storage.fault', jobId: null, code: error.code, message: error.message, attempt, retryInMs });
+      await alarm.sleep(retryInMs);
+      if (options.signal?.aborted) throw error;
+    }
+  }
+}
+
 const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 
 /**

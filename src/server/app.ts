@@ -3,15 +3,15 @@
  * their records, the writes (start, send, start-or-send, redeliver, cancel, retry, suspend,
  * resume, settling a token), stats, the event streams (sse.ts), the diagrams (diagrams.ts) and the
  * dashboard at `/` (dashboard.ts). Every refusal is `{ error: { code, ... } }` (errors.ts), decided
- * before anything is written: the token first (auth.ts), then the body (size, JSON, shape), then
+ * before anything is written: the Host, Origin and token first (auth.ts), then the body (size, JSON, shape), then
  * the runtime's own checks.
  */
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { methodNotAllowed } from 'hono/method-not-allowed';
-import { JOB_STATUSES, ValidationError, type JobStatus, type ListFilter, type Runtime } from '../index.ts';
+import { JOB_STATUSES, ValidationError, eventFailure, type JobStatus, type ListFilter, type Runtime, type SendResult } from '../index.ts';
 import { redactDetails, redactJob, redactKeys, sensitiveKeys } from '../views/redacted.ts';
-import { requireTokenForWrites } from './auth.ts';
+import { guardHost, requireToken, type ListenAddress } from './auth.ts';
 import { BadJsonError, BodyTooLargeError, MachineUnavailableError, MethodNotAllowedError, RouteNotFoundError, errorResponse } from './errors.ts';
 import { describeMachine } from '../views/machineView.ts';
 import type { StreamHub } from './sse.ts';
@@ -26,6 +26,12 @@ export interface AppOptions {
   /** Largest request body, in bytes. */
   bodyLimitBytes: number;
   streams: StreamHub;
+  /** Host names (`name`, or `name:port`) a request may use besides the server's own address. */
+  allowedHosts?: readonly string[];
+  /** Where the server listens (the Host check); without it, the loopback names on any port. */
+  address?: () => ListenAddress | undefined;
+  /** Reads of the API need the token too. */
+  readsNeedToken?: boolean;
   /** Where unexpected errors go (their message is not sent to the client). */
   onInternalError?: (error: unknown) => void;
 }
@@ -41,7 +47,8 @@ export function createApp(options: AppOptions): Hono {
   });
   app.notFound((c) => errorResponse(new RouteNotFoundError(`No route ${c.req.method} ${c.req.path}. The API is under /api: see the README, "Seeing jobs".`)));
   app.use(methodNotAllowed({ app, onMethodNotAllowed: (c, allow) => errorResponse(new MethodNotAllowedError(c.req.method, c.req.path, allow)) }));
-  app.use(requireTokenForWrites(options.token));
+  app.use(guardHost(options.allowedHosts ?? [], options.address ?? (() => undefined)));
+  app.use(requireToken(options.token, options.readsNeedToken ?? false));
   app.use(bodyLimit({ maxSize: options.bodyLimitBytes, onError: () => errorResponse(new BodyTooLargeError(`The request body is larger than ${options.bodyLimitBytes} bytes, this server's limit. Nothing was changed.`, { limit: options.bodyLimitBytes })) }));
 
   addMachineRoutes(app, runtime);
@@ -86,7 +93,7 @@ function addMachineRoutes(app: Hono, runtime: Runtime): void {
     if (!runtime.registry.all().some((m) => m.id === machineId)) throw unknownMachine(runtime, machineId);
     const eventId = optionalText(body['eventId'], 'eventId') ?? c.req.header('idempotency-key');
     const sent = await runtime.startOrSend(machineId, c.req.param('id'), body['input'] ?? {}, body['event'], eventId !== undefined ? { eventId } : {});
-    return c.json({ ...sent, job: redactJob(runtime, sent.job) }, sent.created ? 201 : sent.status === 'pending' ? 202 : 200);
+    return sendResponse(c, runtime, sent, sent.created ? 201 : undefined);
   });
 }
 
@@ -100,13 +107,25 @@ function addJobReadRoutes(app: Hono, runtime: Runtime, streams: StreamHub): void
   });
   app.get('/api/jobs/:id', async (c) => {
     const d = redactDetails(runtime, await runtime.details(c.req.param('id')));
-    return c.json({ job: d.job, waitingFor: d.waitingFor, stuck: d.stuck });
+    return c.json({ job: d.job, waitingFor: d.waitingFor, stuck: d.stuck, ...(d.held ? { held: d.held } : {}) });
   });
   for (const part of ['history', 'events', 'effects', 'attempts', 'timers', 'assets', 'notes'] as const) {
     app.get(`/api/jobs/:id/${part}`, async (c) => c.json({ [part]: redactDetails(runtime, await runtime.details(c.req.param('id')))[part] }));
   }
   app.get('/api/jobs/:id/stream', (c) => streams.job(c, c.req.param('id')));
   app.get('/api/stream', (c) => streams.all(c));
+}
+
+/**
+ * The response of a send-like route (send, start-or-send, redeliver): the outcome, its job redacted;
+ * 202 while pending, `created` (201) when given, else 200; a `failed` outcome is refused as
+ * SPOOL_EVENT_FAILED (422) carrying that outcome, so a client that checks the status sees it.
+ */
+function sendResponse(c: Context, runtime: Runtime, sent: SendResult & { created?: boolean }, created?: 201): Response {
+  const result = { ...sent, job: redactJob(runtime, sent.job) };
+  const failed = eventFailure(result);
+  if (failed) return errorResponse(failed);
+  return c.json(result, created ?? (sent.status === 'pending' ? 202 : 200));
 }
 
 /** The writes to a job: send, redeliver, cancel, retry, retry as new, suspend, resume. */
@@ -119,7 +138,7 @@ function addJobWriteRoutes(app: Hono, runtime: Runtime): void {
     const wait = c.req.query('wait');
     if (wait !== undefined && wait !== 'true' && wait !== 'false') throw new ValidationError('wait must be true or false.');
     const sent = await runtime.send(jobId, event, { ...(eventId !== undefined ? { eventId } : {}), ...(wait === 'false' ? { wait: false } : {}) });
-    return c.json({ ...sent, job: redactJob(runtime, sent.job) }, sent.status === 'pending' ? 202 : 200);
+    return sendResponse(c, runtime, sent);
   });
   app.post('/api/jobs/:id/events/:eventId/redeliver', async (c) => {
     const body = await readBody(c, ['force']);
@@ -127,7 +146,7 @@ function addJobWriteRoutes(app: Hono, runtime: Runtime): void {
     await requireMachineOf(runtime, jobId);
     if (body['force'] !== undefined && typeof body['force'] !== 'boolean') throw new ValidationError('force must be true or false.');
     const sent = await runtime.redeliver(jobId, c.req.param('eventId'), body['force'] === true ? { force: true } : {});
-    return c.json({ ...sent, job: redactJob(runtime, sent.job) }, sent.status === 'pending' ? 202 : 200);
+    return sendResponse(c, runtime, sent);
   });
   app.post('/api/jobs/:id/cancel', async (c) => {
     const body = await readBody(c, ['reason']);
@@ -145,6 +164,11 @@ function addJobWriteRoutes(app: Hono, runtime: Runtime): void {
     const body = await readBody(c, ['jobId']);
     const { job, created } = await runtime.retryAsNew(c.req.param('id'), body['jobId'] !== undefined ? { jobId: text(body['jobId'], 'jobId') } : {});
     return c.json({ retryOf: c.req.param('id'), created, job: redactJob(runtime, job) }, created ? 201 : 200);
+  });
+  app.post('/api/jobs/:id/purge', async (c) => {
+    await readBody(c, []);
+    await runtime.purge(c.req.param('id'));
+    return c.json({ purged: 1, jobId: c.req.param('id') });
   });
   app.post('/api/jobs/:id/suspend', async (c) => {
     const body = await readBody(c, ['reason']);

@@ -9,6 +9,8 @@ import type { Runtime } from '../index.ts';
 /** A wait on {@link ChangeSignal}: resolves when the counter moves past `seen`, or at `timeoutMs`. */
 interface Waiter {
   seen: number;
+  /** The one job it waits for (a job's stream); undefined: any job. */
+  jobId: string | undefined;
   resolve: () => void;
 }
 
@@ -17,6 +19,9 @@ export class ChangeSignal {
   #version = 0;
   #external: number | undefined;
   #polling = false;
+  #waking = false;
+  /** The jobs committed since the last wake-up; 'all' after another process's commit (which job is unknown). */
+  #touched: Set<string> | 'all' = new Set();
   #timer: ReturnType<typeof setInterval> | undefined;
   readonly #waiters = new Set<Waiter>();
   readonly #unsubscribe: () => void;
@@ -28,7 +33,7 @@ export class ChangeSignal {
     this.#runtime = runtime;
     this.#pollMs = pollMs;
     this.#unsubscribe = runtime.subscribe((event) => {
-      if (event.type === 'job.committed' || event.type === 'job.started') this.#bump();
+      if (event.type === 'job.committed' || event.type === 'job.started') this.#bump(event.job.id);
     });
     // The baseline, before any stream reads: a commit after it is seen by the first poll.
     void runtime.store.externalChanges?.().then((v) => (this.#external ??= v), () => undefined);
@@ -41,9 +46,10 @@ export class ChangeSignal {
 
   /**
    * Resolve once the counter has moved past `seen` (at once if it already has), after `timeoutMs`,
-   * or when `signal` aborts. Resolves with true when it moved.
+   * or when `signal` aborts. Resolves with true when it moved. With `jobId`, a commit of another
+   * job of this process does not wake it (a thousand job streams cost a commit one wake-up).
    */
-  wait(seen: number, timeoutMs: number, signal: AbortSignal): Promise<boolean> {
+  wait(seen: number, timeoutMs: number, signal: AbortSignal, jobId?: string): Promise<boolean> {
     if (this.#version !== seen || signal.aborted) return Promise.resolve(this.#version !== seen);
     return new Promise((resolve) => {
       const done = (moved: boolean) => {
@@ -54,7 +60,7 @@ export class ChangeSignal {
         resolve(moved);
       };
       const onAbort = () => done(false);
-      const waiter: Waiter = { seen, resolve: () => done(true) };
+      const waiter: Waiter = { seen, jobId, resolve: () => done(true) };
       const timer = setTimeout(() => done(false), timeoutMs);
       signal.addEventListener('abort', onAbort, { once: true });
       this.#waiters.add(waiter);
@@ -69,9 +75,24 @@ export class ChangeSignal {
     for (const w of [...this.#waiters]) w.resolve();
   }
 
-  #bump(): void {
+  /**
+   * Count a commit; wake the waiting streams later, once for any number of commits: this runs
+   * inside the writer's commit, which must not pay for the streams open.
+   */
+  #bump(jobId?: string): void {
     this.#version += 1;
-    for (const w of [...this.#waiters]) if (w.seen !== this.#version) w.resolve();
+    if (jobId === undefined) this.#touched = 'all';
+    else if (this.#touched !== 'all') this.#touched.add(jobId);
+    if (this.#waking) return;
+    this.#waking = true;
+    setImmediate(() => {
+      this.#waking = false;
+      const touched = this.#touched;
+      this.#touched = new Set();
+      for (const w of [...this.#waiters]) {
+        if (w.seen !== this.#version && (touched === 'all' || w.jobId === undefined || touched.has(w.jobId))) w.resolve();
+      }
+    });
   }
 
   #startPolling(): void {

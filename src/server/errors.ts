@@ -30,6 +30,21 @@ export class UnauthorizedError extends SpoolError {
   readonly category = 'bad-input';
 }
 
+/**
+ * The Host header names neither the address the server listens on nor a host allowed with
+ * `--allowed-host`: a page that rebinds a name of its own to this machine gets nothing.
+ */
+export class HostNotAllowedError extends SpoolError {
+  readonly code = 'SPOOL_HOST_NOT_ALLOWED';
+  readonly category = 'bad-input';
+}
+
+/** A write sent by a page of another origin (its `Origin` header is not this server's). */
+export class CrossOriginError extends SpoolError {
+  readonly code = 'SPOOL_CROSS_ORIGIN';
+  readonly category = 'bad-input';
+}
+
 /** The request body is not JSON, or not the JSON object the route takes. */
 export class BadJsonError extends SpoolError {
   readonly code = 'SPOOL_BAD_JSON';
@@ -57,10 +72,13 @@ export class TooManyStreamsError extends SpoolError {
 /** Codes whose status is not their category's. */
 const STATUS_BY_CODE: Readonly<Record<string, number>> = {
   SPOOL_UNAUTHORIZED: 401,
+  SPOOL_HOST_NOT_ALLOWED: 403,
+  SPOOL_CROSS_ORIGIN: 403,
   SPOOL_METHOD_NOT_ALLOWED: 405,
   SPOOL_PAYLOAD_TOO_LARGE: 413,
   SPOOL_UNKNOWN_MACHINE: 404,
   SPOOL_BACKPRESSURE: 503,
+  SPOOL_EVENT_FAILED: 422,
   SPOOL_TOO_MANY_STREAMS: 503,
 };
 

@@ -5,9 +5,9 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
-import type { Runtime } from '../index.ts';
+import { ValidationError, type Runtime } from '../index.ts';
 import { createApp } from './app.ts';
-import { resolveToken } from './auth.ts';
+import { isLoopback, resolveToken, type ListenAddress } from './auth.ts';
 import { ChangeSignal } from './changes.ts';
 import { StreamHub, type StreamOptions, type StreamState } from './sse.ts';
 
@@ -16,6 +16,10 @@ export interface ServerOptions extends Partial<StreamOptions> {
   runtime: Runtime;
   /** Default 127.0.0.1: only this machine can connect. */
   host?: string;
+  /** Host names (`name`, or `name:port`) requests may use besides the address listened on (a proxy's, say). */
+  allowedHosts?: readonly string[];
+  /** Reads of the API need the token too. Default: true beyond loopback, where it cannot be false. */
+  readsNeedToken?: boolean;
   /** Default 7420; 0 picks a free port (see `url`). */
   port?: number;
   /** The bearer token writes need. Default: `SPOOL_TOKEN`, else a random one (`tokenGenerated`). */
@@ -35,12 +39,17 @@ export interface SpoolServer {
   token: string;
   /**
    * The dashboard's address. With a token made up here it carries it in the fragment
-   * (`/#token=...`): the page keeps it in sessionStorage and drops it from the address bar; a
-   * fragment is never sent to a server, so it reaches no log or Referer.
+   * (`/#token=...`): the page keeps it in localStorage and drops it from the address bar; a
+   * fragment is never sent to a server, so it reaches no log or Referer. Never on a server
+   * listening beyond loopback.
    */
   dashboardUrl: string;
   /** True when the token was made up here: print it, nobody else knows it. */
   tokenGenerated: boolean;
+  /** True when reads need the token too. */
+  readsNeedToken: boolean;
+  /** True when it listens beyond loopback (other machines may connect). */
+  exposed: boolean;
   /** The event streams open now. */
   streams(): StreamState[];
   /** End the streams and stop listening (once; later calls wait for the first); the runtime stays open (its owner closes it). */
@@ -59,6 +68,11 @@ export const STREAM_DEFAULTS: StreamOptions = { heartbeatMs: 15_000, stallMs: 30
  */
 export async function createServer(options: ServerOptions): Promise<SpoolServer> {
   const { token, generated } = resolveToken(options.token);
+  const host = options.host ?? '127.0.0.1';
+  const exposed = !isLoopback(host);
+  if (exposed && options.readsNeedToken === false) throw new ValidationError(`A server on ${host} is reachable from other machines: its reads need the token. Listen on 127.0.0.1 to serve reads without one.`);
+  const readsNeedToken = options.readsNeedToken ?? exposed;
+  let listening: ListenAddress | undefined;
   const changes = new ChangeSignal(options.runtime, options.pollMs ?? 100);
   const hub = new StreamHub(options.runtime, changes, {
     heartbeatMs: options.heartbeatMs ?? STREAM_DEFAULTS.heartbeatMs,
@@ -71,10 +85,12 @@ export async function createServer(options: ServerOptions): Promise<SpoolServer>
     token,
     bodyLimitBytes: options.bodyLimitBytes ?? 1024 * 1024,
     streams: hub,
+    readsNeedToken,
+    allowedHosts: options.allowedHosts ?? [],
+    address: () => listening,
     onInternalError: options.onInternalError ?? ((error) => console.error('spool serve: unexpected error', error)),
   });
   const server = createAdaptorServer({ fetch: app.fetch }) as Server;
-  const host = options.host ?? '127.0.0.1';
   try {
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -98,12 +114,16 @@ export async function createServer(options: ServerOptions): Promise<SpoolServer>
   };
   const address = server.address() as AddressInfo;
   const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  listening = { host: shownHost, port: address.port };
   const url = `http://${shownHost}:${address.port}`;
   return {
     url,
     token,
-    dashboardUrl: `${url}/${generated ? `#token=${encodeURIComponent(token)}` : ''}`,
+    // Beyond loopback the address may be shared or logged: the token stays out of it.
+    dashboardUrl: `${url}/${generated && !exposed ? `#token=${encodeURIComponent(token)}` : ''}`,
     tokenGenerated: generated,
+    readsNeedToken,
+    exposed,
     streams: () => hub.open(),
     close: () => (closing ??= stop()),
   };

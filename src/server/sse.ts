@@ -5,7 +5,9 @@
  * so a client that reads slowly gets its events slowly and holds at most one message and the
  * socket's buffers on the server; one that takes nothing for `stallMs` is disconnected, and
  * resumes with `Last-Event-ID`. Nothing is buffered per client, and replay costs no memory
- * beyond a page.
+ * beyond a page. Streams at one cursor share each page read and its text, and a commit wakes
+ * them after the write that made it has returned (changes.ts), so paused clients cost writers
+ * nothing.
  */
 import type { Context } from 'hono';
 import { streamSSE, type SSEStreamingApi } from 'hono/streaming';
@@ -55,10 +57,22 @@ interface Page {
 
 type Source = (cursor: number) => Promise<Page>;
 
+/** A page as text, ready to write: each message's SSE block with its id. */
+interface Written {
+  blocks: { id: number; text: string }[];
+  cursor: number;
+  more: boolean;
+  done: boolean;
+}
+
 /** The open streams of one server. */
 export class StreamHub {
   readonly #open = new Set<StreamState>();
-  readonly #closing = new AbortController();
+  /** Each open stream's end: closeAll aborts them (one shared signal would take a listener per stream). */
+  readonly #ends = new Set<AbortController>();
+  #closed = false;
+  /** Pages being read now, by source and cursor: streams at one cursor share one read and its text. */
+  readonly #reads = new Map<string, Promise<Written>>();
   readonly #runtime: Runtime;
   readonly #changes: ChangeSignal;
   readonly #options: StreamOptions;
@@ -76,7 +90,8 @@ export class StreamHub {
 
   /** End every stream (the server is stopping). */
   closeAll(): void {
-    this.#closing.abort();
+    this.#closed = true;
+    for (const end of this.#ends) end.abort();
   }
 
   /**
@@ -102,7 +117,7 @@ export class StreamHub {
       });
       return { messages, cursor: last, more: rows.length === this.#options.pageSize, done: now.final && last >= now.revision };
     };
-    return this.#respond(c, 'job', after, source);
+    return this.#respond(c, 'job', after, source, `job ${jobId}`, jobId);
   }
 
   /** `GET /api/stream?machine=&job=&kind=`: every job's commits in commit order, filtered. */
@@ -127,10 +142,10 @@ export class StreamHub {
       const page = await this.#runtime.historySince(cursor, filter);
       return { messages: page.records.map((r) => ({ id: r.seq, event: r.outcome, data: r })), cursor: page.next, more: page.next > cursor, done: false };
     };
-    return this.#respond(c, 'all', after, source);
+    return this.#respond(c, 'all', after, source, `all ${JSON.stringify(filter)}`);
   }
 
-  #respond(c: Context, kind: StreamState['kind'], after: number, source: Source): Response {
+  #respond(c: Context, kind: StreamState['kind'], after: number, source: Source, key: string, jobId?: string): Response {
     if (this.#open.size >= this.#options.maxStreams) {
       throw new TooManyStreamsError(`${this.#open.size} event streams are open, the most this server allows; reconnect later.`);
     }
@@ -139,7 +154,7 @@ export class StreamHub {
     const disconnect = () => (c.env as { outgoing?: { destroy(): void } } | undefined)?.outgoing?.destroy();
     return streamSSE(c, async (stream) => {
       try {
-        await this.#pump(stream, state, source, disconnect);
+        await this.#pump(stream, state, this.#shared(key, source), disconnect, jobId);
       } catch {
         // A read failed (the runtime is closing, or the job was purged): end the stream; the client reconnects.
       } finally {
@@ -148,30 +163,53 @@ export class StreamHub {
     });
   }
 
-  async #pump(stream: SSEStreamingApi, state: StreamState, source: Source, disconnect: () => void): Promise<void> {
+  /**
+   * `source` read once for every stream of `key` at one cursor and change count, its text made
+   * once: a thousand clients of one stream cost one read per commit, not a thousand.
+   */
+  #shared(key: string, source: Source): (cursor: number, seen: number) => Promise<Written> {
+    return (cursor, seen) => {
+      const id = `${seen} ${cursor} ${key}`;
+      let read = this.#reads.get(id);
+      if (read === undefined) {
+        read = source(cursor).then((page) => ({
+          blocks: page.messages.map((m) => ({ id: m.id, text: `id: ${m.id}\nevent: ${m.event}\ndata: ${JSON.stringify(m.data)}\n\n` })),
+          cursor: page.cursor,
+          more: page.more,
+          done: page.done,
+        }));
+        this.#reads.set(id, read);
+        // Kept while it is read; streams that come later read again (a commit may have landed).
+        const forget = () => this.#reads.delete(id);
+        read.then(forget, forget);
+      }
+      return read;
+    };
+  }
+
+  async #pump(stream: SSEStreamingApi, state: StreamState, read: (cursor: number, seen: number) => Promise<Written>, disconnect: () => void, jobId?: string): Promise<void> {
     const ended = new AbortController();
+    if (this.#closed) return;
+    this.#ends.add(ended);
     stream.onAbort(() => ended.abort());
-    const onClosing = () => ended.abort();
-    this.#closing.signal.addEventListener('abort', onClosing, { once: true });
     try {
       if (!(await this.#write(stream, state, 'retry: 1000\n: spool event stream\n\n', disconnect))) return;
       while (!ended.signal.aborted) {
         const seen = this.#changes.version;
-        const page = await source(state.cursor);
-        for (const m of page.messages) {
-          const text = `id: ${m.id}\nevent: ${m.event}\ndata: ${JSON.stringify(m.data)}\n\n`;
-          if (!(await this.#write(stream, state, text, disconnect))) return;
+        const page = await read(state.cursor, seen);
+        for (const m of page.blocks) {
+          if (!(await this.#write(stream, state, m.text, disconnect))) return;
           state.cursor = m.id;
           state.sent += 1;
         }
         state.cursor = page.cursor;
         if (page.done) return;
         if (page.more) continue;
-        const moved = await this.#changes.wait(seen, this.#options.heartbeatMs, ended.signal);
+        const moved = await this.#changes.wait(seen, this.#options.heartbeatMs, ended.signal, jobId);
         if (!moved && !ended.signal.aborted && !(await this.#write(stream, state, ': heartbeat\n\n', disconnect))) return;
       }
     } finally {
-      this.#closing.signal.removeEventListener('abort', onClosing);
+      this.#ends.delete(ended);
     }
   }
 

@@ -4,6 +4,7 @@ import { assertCoverage, CoverageError } from './coverage.ts';
 import { generatePaths, type GeneratedPaths, type PathPlan } from './paths.ts';
 import { childSample, isPathTestSubject, type PathTestOptions, type PathTestSubject } from './runPathTests.ts';
 import { compareRuns, runPath, type RunPathOptions, type RunRecord } from './runner.ts';
+import { checkGolden, goldenPath } from './golden.ts';
 
 /** The part of vitest describeMachinePaths uses, typed here so that an app without vitest type-checks. */
 interface VitestApi {
@@ -29,6 +30,8 @@ export interface DescribeMachinePathsOptions extends PathTestOptions {
   dir?: string;
   /** Per-test timeout in ms for the child-process runs. Default 60000. */
   childTimeoutMs?: number;
+  /** Write the golden file (`golden`) instead of comparing with it. Default: the environment variable `SPOOL_UPDATE=1`. */
+  update?: boolean;
 }
 
 /**
@@ -74,6 +77,7 @@ export function describeMachinePaths(
       return;
     }
     testCoverage(test, generated);
+    testChecks(test, generated, opts);
     testPaths(test, generated, opts);
   });
   return generated;
@@ -96,6 +100,23 @@ function testCoverage(test: VitestApi['test'], g: GeneratedPaths): void {
     if (errors.length === 1) throw errors[0];
     if (errors.length > 1) throw new Error(errors.map((e) => e.message).join('\n'));
   });
+}
+
+/** The invariants and expectations (when declared), and the golden file (with `golden`). */
+function testChecks(test: VitestApi['test'], g: GeneratedPaths, opts: DescribeMachinePathsOptions): void {
+  if (!g.checker.empty || opts.paths !== undefined) {
+    test('invariants and expectations hold on every explored state and path', () => {
+      if (g.violations.length > 0) throw new Error(g.violations.map((v) => v.message).join('\n'));
+    });
+  }
+  if (opts.golden !== undefined && opts.golden !== false) {
+    const golden = opts.golden;
+    test('paths end as the golden file says', () => {
+      const file = goldenPath(golden, g.machineId, opts.module);
+      const { diffs } = checkGolden(file, g, opts.update ?? process.env['SPOOL_UPDATE'] === '1');
+      if (diffs.length > 0) throw new Error(diffs.map((d) => d.message).join('\n'));
+    });
+  }
 }
 
 /**

@@ -26,6 +26,9 @@ export { runPath, compareRuns, PathMismatchError, type RunMode, type RunPathOpti
 export {
   runPathTests,
   pathTest,
+  pathTestOptions,
+  type TypedPathTestOptions,
+  type SnapshotOf,
   collectPathTests,
   isPathTestSubject,
   type PathTestOptions,
@@ -37,4 +40,6 @@ export {
   type PathFailure,
   type PathTestProgress,
 } from './runPathTests.ts';
+export { valueMatches, type CheckedSnapshot, type Check, type CheckViolation, type NamedPath, type PathChecks, type StepSpec } from './checks.ts';
+export { goldenPath, goldenOf, compareGolden, checkGolden, GOLDEN_DIR, type GoldenFile, type GoldenPath } from './golden.ts';
 export { describeMachinePaths, type DescribeMachinePathsOptions } from './describeMachinePaths.ts';

@@ -114,6 +114,7 @@ export class JobModel {
       children: [],
       failures: [],
       trail: [],
+      commits: [],
     };
     const queue: QueueItem[] = [];
     const writes = { create: job.effects ?? [], deactivate: [], schedule: job.timers ?? [], cancel: [], deliveries: job.deliveries ?? [] };
@@ -136,7 +137,7 @@ export class JobModel {
     // A child job that ended (and has no timer left to fire) never changes again: its last
     // prediction stands, and the model lets it go (keeps states small).
     const children = state.children.filter((c) => c.status === 'active' || c.timers.length > 0).map(clone);
-    const next: ModelState = { ...state, ...clone(state), children, failures: [], trail: [] };
+    const next: ModelState = { ...state, ...clone(state), children, failures: [], trail: [], commits: [] };
     const queue: QueueItem[] = [];
     switch (step.via) {
       case 'send':
@@ -222,8 +223,10 @@ export class JobModel {
       const info = this.#info(job.machineId);
       const view = viewOf(job);
       const machinePart = info.opts.stateKey ? info.opts.stateKey(view) : { value: view.value, context: view.context };
+      // What a history state would restore is part of the state: leaving from two substates is two states.
+      const history = Object.entries((job.machine as { historyValue?: Record<string, Array<{ id: string }>> }).historyValue ?? {});
       return [
-        machinePart,
+        history.length === 0 ? machinePart : [machinePart, history.map(([id, nodes]) => [id, nodes.map((n) => n.id)])],
         job.status,
         job.timers.map((t) => [t.key, t.event, t.dueAt - state.now]),
         job.effects.map((e) => [e.actorId, e.src, e.attempt, e.status, e.nextRunAt === null ? null : e.nextRunAt - state.now, e.fresh]),
@@ -361,6 +364,7 @@ export class JobModel {
       job.machine = rehydrate(info.def.machine, result.commit.job.snapshot);
       job.status = result.next.status as ModelJob['status'];
       job.records.push({ eventType: item.event.type, outcome: 'applied', from, to });
+      state.commits.push({ path: job.path, eventType: item.event.type, machine: job.machine, status: job.status });
       job.taken.push(...jobTaken);
       for (const key of plan.timers.cancel) {
         for (const q of queue) if ('timer' in q && q.timer && q.job === job && q.timer.key === key) cancelled.add(q.timer.id);

@@ -103,6 +103,8 @@ export interface ModelState extends ModelJob {
   failures: ModelFailure[];
   /** Event types applied (or recorded) during that step, in order, each with the path of its job. */
   trail: Array<{ path: string; eventType: string }>;
+  /** The snapshots the step committed, in order (one per applied event), each with the path of its job. */
+  commits: Array<{ path: string; eventType: string; machine: AnyMachineSnapshot; status: ModelJob['status'] }>;
 }
 
 /** What sample functions see of a state. */

@@ -17,6 +17,7 @@ import {
   type StateView,
 } from './model.ts';
 import { listTransitions, type StaticTransition } from './transitions.ts';
+import { Checker, resolveStep, statePaths, valueMatches, violation, type Check, type CheckedSnapshot, type CheckViolation, type PathChecks, type StepSpec } from './checks.ts';
 
 /**
  * Options of {@link generatePaths} (and of the path tests built on it).
@@ -30,7 +31,7 @@ import { listTransitions, type StaticTransition } from './transitions.ts';
  * with a {@link PathGenerationError}. Paths are the shortest way to each transition (one per
  * transition, prefixes merged), not all paths.
  */
-export interface PathOptions {
+export interface PathOptions extends PathChecks {
   /** Input of the job (validated by the definition's input schema). Default `{}`. */
   input?: unknown;
   /** Several inputs, each explored on its own (e.g. a flag that an always-guard reads). Overrides `input`. */
@@ -144,6 +145,8 @@ export interface PathPlan {
   steps: PlannedStep[];
   /** Static transitions this path was generated to cover (a child machine's as `<child machine id>: <transition id>`). */
   covers: string[];
+  /** A named path's expectation on its last snapshot. */
+  expectation?: { name: string; check: Check };
 }
 
 /** A child machine of the machine under test: its transitions and their coverage. */
@@ -176,6 +179,14 @@ export interface GeneratedPaths {
   failAttempts: Record<string, number>;
   /** Per child machine id: attempts of its activities that fail first. */
   childFailAttempts: Record<string, Record<string, number>>;
+  /** Invariants and expectations that failed: at most one per check, on the shortest path found. */
+  violations: CheckViolation[];
+  /** The model the paths were generated on (replays golden files and walks). */
+  model: JobModel;
+  /** The inputs explored, by input index. */
+  inputs: readonly unknown[];
+  /** Its invariants and state expectations. */
+  checker: Checker;
 }
 
 /** Path generation could not finish: the message says why and what to change. */
@@ -219,6 +230,8 @@ function takenKeys(rootId: string, state: ModelState): string[] {
 const MACHINE_OPTIONS: readonly string[] = [
   'input', 'inputs', 'events', 'outputs', 'errors', 'failAttempts', 'interrupts', 'stateKey', 'children', 'limit', 'jobId', 'waive',
   'compareContext', 'synchronous', 'module',
+  // Checks, golden files and walks.
+  'invariants', 'reached', 'paths', 'golden', 'walks',
   // describeMachinePaths's own (the same object reaches here).
   'crash', 'childCrash', 'dir', 'childTimeoutMs',
 ];
@@ -272,10 +285,23 @@ export function generatePaths(definition: JobDefinition | AnyStateMachine, optio
   if (inputs.length === 0) throw new PathGenerationError('`inputs` is empty: give at least one input.');
   const limit = options.limit ?? DEFAULT_LIMIT;
 
-  const { chosen, explored, states, edges } = choosePaths(model, registered.id, children, targets, inputs, limit);
+  const checker = new Checker(options, statePaths(registered.machine.root), registered.id);
+  const { chosen, explored, states, edges, violations } = choosePaths(model, registered.id, children, targets, inputs, limit, checker);
 
   const merged = mergePrefixes(chosen);
   const paths = merged.map((p, i) => plan(model, inputs, p, i + 1, inputs.length));
+  paths.push(...namedPaths(model, options, inputs, paths.length, violations));
+  for (const p of paths) {
+    const found = checkAlong(model, checker, p.input, p.steps.map((s) => s.step), p.name, p.inputIndex);
+    if (found && !violations.some((v) => v.check === found.check)) violations.push(found);
+    const expect = p.expectation;
+    const last = p.steps.at(-1)?.expect ?? p.start;
+    if (expect) {
+      const why = runExpectation(expect.check, last, p.steps.at(-1)?.step.type ?? 'xstate.init');
+      if (why) why.check = `path ${expect.name}`;
+      if (why) violations.push(violation(why, { path: p.name, step: p.steps.length, label: p.steps.at(-1)?.label ?? 'start', steps: p.steps.map((s) => s.step), inputIndex: p.inputIndex }));
+    }
+  }
   const finalCovered = new Set(paths.flatMap((p) => [...p.start.taken, ...p.steps.flatMap((s) => s.expect.taken)]));
   const coverage = coverageReport(registered.id, transitions, finalCovered, options.waive ?? [], explored.notes(registered.id, transitions, finalCovered));
   return {
@@ -291,6 +317,10 @@ export function generatePaths(definition: JobDefinition | AnyStateMachine, optio
     jobId,
     failAttempts,
     childFailAttempts,
+    violations,
+    model,
+    inputs,
+    checker,
   };
 }
 
@@ -323,8 +353,11 @@ function choosePaths(
   targets: readonly Target[],
   inputs: readonly unknown[],
   limit: number,
-): { chosen: ChosenPath[]; explored: Exploration; states: number; edges: number } {
+  checker: Checker,
+): { chosen: ChosenPath[]; explored: Exploration; states: number; edges: number; violations: CheckViolation[] } {
   const chosen: ChosenPath[] = [];
+  const violations: CheckViolation[] = [];
+  const histories = historiesOf(model.machine);
   const covered = new Set<string>();
   const explored = new Exploration();
   let states = 0;
@@ -336,13 +369,15 @@ function choosePaths(
     states += graph.keys.length;
     edges += graph.edges.length;
     explored.add(graph.edges, graph.stateOf);
-    const startTaken = takenKeys(rootId, start);
+    violations.push(...graphViolations(model, checker, graph, start, input, inputIndex, violations));
+    const keysOf = (state: ModelState) => [...takenKeys(rootId, state), ...historyKeys(state, histories)];
+    const startTaken = keysOf(start);
     startTaken.forEach((k) => covered.add(k));
     if (startTaken.length > 0) chosen.push({ inputIndex, steps: [], covers: new Set(startTaken) });
-    const edgeTaken = new Map(graph.edges.map((e) => [e, new Set(takenKeys(rootId, e.result))] as const));
+    const edgeTaken = new Map(graph.edges.map((e) => [e, new Set(keysOf(e.result))] as const));
 
-    for (const { machineId, t } of targets) {
-      const key = coverKey(rootId, machineId, t.id);
+    const keys = [...targets.map(({ machineId, t }) => coverKey(rootId, machineId, t.id)), ...histories.flatMap((h) => h.configurations.map((c) => `history ${h.id} ${c}`))];
+    for (const key of keys) {
       if (covered.has(key)) continue;
       const candidates = graph.edges
         .filter((e) => graph.depth.has(e.from) && edgeTaken.get(e)!.has(key))
@@ -352,7 +387,7 @@ function choosePaths(
         const steps = [...graph.prefix(edge.from), edge.step];
         const replayed = tryReplay(model, input, steps);
         if (!replayed) continue;
-        const taken = new Set([replayed.start, ...replayed.states].flatMap((s) => takenKeys(rootId, s)));
+        const taken = new Set([replayed.start, ...replayed.states].flatMap(keysOf));
         if (!taken.has(key)) continue;
         taken.forEach((id) => covered.add(id));
         chosen.push({ inputIndex, steps, covers: new Set([key]) });
@@ -360,7 +395,135 @@ function choosePaths(
       }
     }
   });
-  return { chosen, explored, states, edges };
+  return { chosen, explored, states, edges, violations };
+}
+
+/**
+ * Check every explored state (the start, then each edge's result, shortest first): for each check
+ * that fails, the shortest path found to a snapshot where it fails (replayed, so it is concrete).
+ */
+function graphViolations(model: JobModel, checker: Checker, graph: Graph, start: ModelState, input: unknown, inputIndex: number, known: readonly CheckViolation[]): CheckViolation[] {
+  if (checker.empty) return [];
+  const out: CheckViolation[] = [];
+  const reported = (check: string) => known.some((v) => v.check === check) || out.some((v) => v.check === check);
+  const candidates: Array<{ state: ModelState; steps: () => PathStep[] }> = [
+    { state: start, steps: () => [] },
+    ...graph.edges
+      .filter((e) => graph.depth.has(e.from))
+      .sort((a, b) => graph.depth.get(a.from)! - graph.depth.get(b.from)! || a.order - b.order)
+      .map((e) => ({ state: e.result, steps: () => [...graph.prefix(e.from), e.step] })),
+  ];
+  for (const c of candidates) {
+    const found = checker.inspect(c.state);
+    if (!found || reported(found.check)) continue;
+    const steps = c.steps();
+    // The graph keeps one concrete state per (abstract) key: replay the steps to name a concrete path.
+    const along = checkAlong(model, checker, input, steps, undefined, inputIndex);
+    const labels = describeSteps(model, input, steps);
+    out.push(along ?? violation(found, { path: labels.name, step: steps.length, label: labels.labels.at(-1) ?? 'start', steps, inputIndex }));
+  }
+  return out;
+}
+
+/** The step labels of a path, and its name. */
+function describeSteps(model: JobModel, input: unknown, steps: readonly PathStep[]): { labels: string[]; name: string } {
+  const replayed = tryReplay(model, input, [...steps]);
+  if (!replayed) return { labels: steps.map((s) => s.type), name: steps.map((s) => s.type).join(' → ') || '(start)' };
+  let prevNow = 0;
+  const labels = steps.map((step, i) => {
+    const state = replayed.states[i]!;
+    const label = stepLabel(step, predicted(state), prevNow, state.trail);
+    prevNow = state.now;
+    return label;
+  });
+  const last = replayed.states.at(-1) ?? replayed.start;
+  return { labels, name: `${labels.length ? labels.join(' → ') : '(start)'} ⇒ ${formatValue(toJson(last.machine.value))}` };
+}
+
+/** Replay steps on the model and check every snapshot: the first violation, or null. */
+export function checkAlong(model: JobModel, checker: Checker, input: unknown, steps: readonly PathStep[], name: string | undefined, inputIndex: number): CheckViolation | null {
+  if (checker.empty) return null;
+  const replayed = tryReplay(model, input, [...steps]);
+  if (!replayed) return null;
+  const states = [replayed.start, ...replayed.states];
+  for (const [i, state] of states.entries()) {
+    const found = checker.inspect(state);
+    if (!found) continue;
+    const prefix = steps.slice(0, i);
+    const labels = describeSteps(model, input, prefix);
+    return violation(found, { path: name ?? labels.name, step: i, label: labels.labels.at(-1) ?? 'start', steps: prefix, inputIndex });
+  }
+  return null;
+}
+
+/** Run a path's expectation on its last state: null when it holds. */
+function runExpectation(check: Check, last: PredictedState, event: string): { check: string; snapshot: CheckedSnapshot; message: string } | null {
+  const s: CheckedSnapshot = { value: last.value, context: last.context, status: last.status, now: last.now, event, matches: (p) => valueMatches(last.value, p) };
+  try {
+    return check(s) === false ? { check: 'expect', snapshot: s, message: 'returned false' } : null;
+  } catch (error) {
+    return { check: 'expect', snapshot: s, message: `threw: ${error instanceof Error ? error.message : String(error)}` };
+  }
+}
+
+/** The user's named paths as plans (ids after the generated ones): resolved step by step on the model. */
+function namedPaths(model: JobModel, options: PathOptions, inputs: readonly unknown[], first: number, violations: CheckViolation[]): PathPlan[] {
+  return Object.entries(options.paths ?? {}).flatMap(([name, spec], i) => {
+    const input = spec.input !== undefined ? spec.input : inputs[0];
+    let state = model.initial(input);
+    const steps: PathStep[] = [];
+    for (const [n, s] of spec.steps.entries()) {
+      let step: PathStep;
+      try {
+        step = resolveStep(model, state, s as StepSpec, `paths.${name}, step ${n + 1}`);
+      } catch (error) {
+        // The machine no longer lets the path go this way: a failed expectation, not a crash of the run.
+        const at = describeSteps(model, input, steps);
+        violations.push({ check: `path ${name}`, path: `«${name}» ${at.name}`, step: n, label: at.labels.at(-1) ?? 'start', commit: '-', snapshot: { ...viewOf(state), now: state.now }, steps, inputIndex: -1, message: (error as Error).message });
+        return [];
+      }
+      state = model.step(state, step);
+      steps.push(step);
+    }
+    const p = plan(model, [input], { inputIndex: 0, steps, covers: new Set() }, first + i + 1, 1);
+    p.name = `«${name}» ${p.name}`;
+    if (spec.input !== undefined) p.inputIndex = -1;
+    if (spec.expect) p.expectation = { name, check: spec.expect as Check };
+    return p;
+  });
+}
+
+/**
+ * The history states of a machine, each with the configurations it can restore: every leaf
+ * state under its parent for deep history, every child state for shallow. Paths are chosen to
+ * restore each one (leave the parent from there, come back through the history state), so the
+ * golden file and the checks see deep history told from shallow.
+ */
+function historiesOf(machine: AnyStateMachine): Array<{ id: string; configurations: string[] }> {
+  type Node = { id: string; type: string; history?: string; states: Record<string, Node>; parent?: Node };
+  const out: Array<{ id: string; configurations: string[] }> = [];
+  const leaves = (node: Node): string[] => {
+    const children = Object.values(node.states).filter((c) => c.type !== 'history');
+    return children.length === 0 ? [node.id] : children.flatMap(leaves);
+  };
+  const visit = (node: Node): void => {
+    for (const child of Object.values(node.states)) {
+      if (child.type === 'history') {
+        const siblings = Object.values(node.states).filter((c) => c.type !== 'history');
+        out.push({ id: child.id, configurations: child.history === 'deep' ? siblings.flatMap(leaves) : siblings.map((c) => c.id) });
+      } else visit(child);
+    }
+  };
+  visit(machine.root as unknown as Node);
+  return out;
+}
+
+/** `history <history id> <state id>` for each history state a step restored, with the state it restored. */
+function historyKeys(state: ModelState, histories: ReadonlyArray<{ id: string; configurations: string[] }>): string[] {
+  if (histories.length === 0) return [];
+  const targeted = new Set(state.taken.flatMap((t) => t.targets));
+  const active = new Set(nodesOf(state));
+  return histories.filter((h) => targeted.has(h.id)).flatMap((h) => h.configurations.filter((c) => active.has(c)).map((c) => `history ${h.id} ${c}`));
 }
 
 /** Each child machine's coverage by the paths: the transitions its child jobs take in them. */

@@ -1,9 +1,11 @@
-import type { AnyStateMachine } from 'xstate';
+import type { AnyStateMachine, ContextFrom, EventFromLogic, SnapshotFrom } from 'xstate';
 import { isJobDefinition, isStateMachine, MachineRegistry, type JobDefinition, type JsonValue } from '../index.ts';
 import type { CoverageGap, Waiver } from './coverage.ts';
 import { generatePaths, type GeneratedPaths, type PathOptions, type PathPlan } from './paths.ts';
-import { SampleError } from './model.ts';
+import { SampleError, type Samples } from './model.ts';
+import type { Check, CheckedSnapshot, NamedPath } from './checks.ts';
 import { compareRuns, runPath, type RunMode, type RunRecord } from './runner.ts';
+import { checkGolden, goldenPath } from './golden.ts';
 
 /** Path options plus how runs are checked. */
 export interface PathTestOptions extends PathOptions {
@@ -11,8 +13,14 @@ export interface PathTestOptions extends PathOptions {
   compareContext?: boolean | ((context: JsonValue) => unknown);
   /** `NORMAL` (default) or `FULL`: the SQLite sync mode of the runs. */
   synchronous?: 'FULL' | 'NORMAL';
-  /** The module exporting this definition: needed for child-process crash runs. */
+  /** The module exporting this definition: needed for child-process crash runs, and where `golden: true` files go. */
   module?: string;
+  /**
+   * Record each path's final state and context in a golden file and compare with it afterwards:
+   * `true` (`<module dir>/__paths__/<machine id>.json`) or the file's path. Written by
+   * `spool test --update` (`update: true`), and when it does not exist yet.
+   */
+  golden?: boolean | string;
 }
 
 /** A definition with its path-test options (what a machines module can export for `spool test`). */
@@ -120,6 +128,8 @@ export interface RunPathTestsOptions {
   module?: string;
   /** Where the temporary SQLite files go (a fresh directory per run, removed after it). Default: the OS temp directory. */
   dir?: string;
+  /** Write golden files instead of comparing with them (`spool test --update`). */
+  update?: boolean;
   /** A `postgres://` URL: run every path on that server instead, each run in a new database dropped after it (needs CREATEDB). */
   db?: string;
 }
@@ -128,7 +138,8 @@ export interface RunPathTestsOptions {
 export interface PathFailure {
   path: number;
   name: string;
-  mode: RunMode;
+  /** A run of the path (`plain`, `restart`, `child`), a failed invariant or expectation (`check`), a golden-file difference (`golden`). */
+  mode: RunMode | 'check' | 'golden';
   message: string;
 }
 
@@ -155,6 +166,8 @@ export interface MachinePathResult {
   /** Path runs executed, per mode. */
   runs: { plain: number; restart: number; child: number };
   failures: PathFailure[];
+  /** Its golden file, and whether this run wrote it; null without `golden`. */
+  golden: { file: string; written: boolean } | null;
   /** Why paths could not be generated (then nothing ran), else null. */
   error: string | null;
   /** No error, no gap, no unused waiver, no failure (its child machines' included). */
@@ -231,11 +244,29 @@ async function runOne(subject: PathTestSubject, options: RunPathTestsOptions): P
   }
   Object.assign(result, generatedCounts(generated));
   emit({ type: 'machine.generated', machineId, states: result.states, transitions: result.transitions, covered: result.covered, paths: result.paths });
+  checkResults(generated, subject, options, result);
   await replayPaths(generated, subject, options, result, emit);
   result.ok = result.error === null && result.gaps.length === 0 && result.unusedWaivers.length === 0 && result.failures.length === 0;
   result.durationMs = Date.now() - started;
   emit({ type: 'machine.finished', result });
   return result;
+}
+
+/** Invariants and expectations that failed on the model, and the golden file (compared, or written with `update`). */
+function checkResults(generated: GeneratedPaths, subject: PathTestSubject, options: RunPathTestsOptions, result: MachinePathResult): void {
+  for (const v of generated.violations) result.failures.push({ path: 0, name: v.path, mode: 'check', message: v.message });
+  const golden = subject.options.golden;
+  if (golden === undefined || golden === false) return;
+  let file: string;
+  try {
+    file = goldenPath(golden, generated.machineId, subject.options.module ?? options.module);
+  } catch (error) {
+    result.failures.push({ path: 0, name: '(golden file)', mode: 'golden', message: (error as Error).message });
+    return;
+  }
+  const { written, diffs } = checkGolden(file, generated, options.update === true);
+  for (const d of diffs) result.failures.push({ path: 0, name: d.name, mode: 'golden', message: d.message });
+  result.golden = { file, written };
 }
 
 /** A machine's result before anything is generated: nothing counted, nothing run, not ok. */
@@ -253,6 +284,7 @@ function emptyResult(machineId: string, version: string): MachinePathResult {
     paths: 0,
     runs: { plain: 0, restart: 0, child: 0 },
     failures: [],
+    golden: null,
     error: null,
     ok: false,
     durationMs: 0,
@@ -344,4 +376,46 @@ export function childSample(paths: readonly PathPlan[], n: number): PathPlan[] {
   const count = (p: PathPlan, via: string) => p.steps.filter((s) => s.step.via === via).length;
   const weight = (p: PathPlan) => Math.min(count(p, 'interrupt'), 1) * 10_000 + Math.min(count(p, 'time'), 9) * 100 + p.steps.length;
   return [...paths].sort((a, b) => weight(b) - weight(a) || a.id - b.id).slice(0, Math.max(0, n));
+}
+
+// ------------------------------------------------------------------ typed options
+
+type MachineOf<D> = D extends { machine: infer M extends AnyStateMachine } ? M : D extends AnyStateMachine ? D : never;
+type EventOf<D> = EventFromLogic<MachineOf<D>>;
+/** Dot paths of a state value type: `'open' | 'open.payment' | 'open.payment.paid' | …`. */
+type StatePaths<V> = V extends string ? V : V extends object ? { [K in keyof V & string]: K | `${K}.${StatePaths<V[K]>}` }[keyof V & string] : never;
+/** The snapshot checks see, with the machine's context type. */
+export type SnapshotOf<D> = CheckedSnapshot<ContextFrom<MachineOf<D>>>;
+type EventSamples<E extends { type: string }> = { [T in E['type']]?: Samples<Omit<Extract<E, { type: T }>, 'type'> & { type?: T }> };
+/** A named path step: a known event type (or a sample of it), `time`, an activity outcome, or an event object. */
+type TypedStep<E extends { type: string }> = E['type'] | `${E['type']}#${number}` | `${string}@${string}` | 'time' | `done.${string}` | `error.${string}` | `crash.${string}` | E;
+
+/**
+ * Path-test options typed from the machine: event samples by the machine's own event types (and
+ * payloads), `reached` by its state paths, checks on its context, named paths by its events. A
+ * misspelt event or state is a compile error.
+ */
+export type TypedPathTestOptions<D> = Omit<PathTestOptions, 'events' | 'invariants' | 'reached' | 'paths'> & {
+  /** Also wildcard keys (`'note.*'`): samples with their own `type`. */
+  events?: EventSamples<EventOf<D>> & { [wildcard: `${string}*`]: Samples<Record<string, unknown>> };
+  invariants?: Record<string, Check<SnapshotOf<D>>>;
+  reached?: { [S in StatePaths<SnapshotFrom<MachineOf<D>>['value']>]?: Check<SnapshotOf<D>> };
+  paths?: Record<string, NamedPath<SnapshotOf<D>, TypedStep<EventOf<D>>>>;
+};
+
+/**
+ * The `pathTests` entry of one machine, typed from it (like `satisfies`): returns the options as given.
+ *
+ * @example
+ * export const pathTests = {
+ *   'approval-flow': pathTestOptions(approvalFlow, {
+ *     events: { APPROVE: [{ role: 'manager' }, { role: 'peer' }] },
+ *     reached: { approved: (s) => s.context.approvals >= 2 },
+ *     invariants: { bounded: (s) => s.context.approvals <= 3 },
+ *   }),
+ * };
+ */
+export function pathTestOptions<const D extends JobDefinition | AnyStateMachine>(definition: D, options: TypedPathTestOptions<D>): PathTestOptions {
+  void definition;
+  return options as PathTestOptions;
 }

@@ -114,8 +114,8 @@ export async function watchPostgres<T>(url: string, read: (query: (sql: string) 
  * What a careful process does with a retryable fault (the database restarting under it, a
  * commit whose outcome could not be read back): the same call again (a command with the same
  * job and event ids, so it lands once), a few times, backing off; then the error stands. The
- * children use it where the worker loop's own riding-out does not reach: opening, recovery, and
- * the client's commands.
+ * client child uses it for opening and its commands (the worker child opens with `rideOutFaults`,
+ * as `spool worker` does, for as long as the fault lasts).
  */
 export async function ridingOutFaults<T>(fn: () => Promise<T>, tries = 20): Promise<T> {
   for (let attempt = 1; ; attempt += 1) {

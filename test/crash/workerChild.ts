@@ -20,9 +20,8 @@
  * test project (test/helpers/asyncStore.ts), its hops drawn from that seed.
  */
 import { createInterface } from 'node:readline';
-import { createRuntime, runWorker, type RuntimeEvent } from '../../src/index.ts';
+import { createRuntime, rideOutFaults, runWorker, type RuntimeEvent } from '../../src/index.ts';
 import { openStore } from '../../persistence/openStore.ts';
-import { ridingOutFaults } from './postgres.ts';
 import { CRASH_MACHINES } from './machines.ts';
 import { asyncStore } from '../helpers/asyncStore.ts';
 
@@ -55,7 +54,10 @@ function summary(e: RuntimeEvent): Record<string, unknown> | undefined {
 }
 
 const asyncSeed = process.env['SPOOL_CRASH_ASYNC_SEED'];
-const opened = await ridingOutFaults(() => openStore(dbPath));
+const controller = new AbortController();
+process.on('SIGTERM', () => controller.abort());
+// Opening and recovery ride out a retryable fault (the server restarting) for as long as it lasts, as `spool worker` does.
+const opened = await rideOutFaults(() => openStore(dbPath), { signal: controller.signal });
 const store = asyncSeed === undefined ? opened : asyncStore(opened, { seed: Number(asyncSeed) });
 const runtime = await createRuntime({
   store,
@@ -69,11 +71,8 @@ runtime.subscribe((e) => {
   const line = summary(e);
   if (line) print(line);
 });
-const controller = new AbortController();
-process.on('SIGTERM', () => controller.abort());
 print({ type: 'ready', pid: process.pid });
-// Recovery rides out a retryable fault (the database restarting) as the worker loop does.
-await ridingOutFaults(() => runtime.recover());
+await rideOutFaults(() => runtime.recover(), { signal: controller.signal });
 await runWorker(runtime, { signal: controller.signal, pollMs: Number(pollText ?? 10) });
 await runtime.close();
 print({ type: 'stopped' });

@@ -59,12 +59,13 @@ export function spawnSpool(args: readonly string[], cwd: string, extraEnv: Recor
       wake();
     }),
   );
-  const until = async (pattern: RegExp): Promise<string> => {
-    while (!pattern.test(stdout)) {
+  /** Resolves with stdout (or stderr) once it matches `pattern`. */
+  const until = async (pattern: RegExp, stream: 'stdout' | 'stderr' = 'stdout'): Promise<string> => {
+    while (!pattern.test(stream === 'stdout' ? stdout : stderr)) {
       if (closed) throw new Error(`exited ${child.exitCode ?? child.signalCode} before ${pattern}: ${stdout}\n${stderr}`);
       await new Promise<void>((resolve) => waiting.push(resolve));
     }
-    return stdout;
+    return stream === 'stdout' ? stdout : stderr;
   };
   return { child, exited, until, output: () => ({ stdout, stderr }) };
 }

@@ -2,6 +2,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { afterAll } from 'vitest';
 import { TMP_ROOT } from './resources.ts';
 
 /** A tmpfs of `size` at a fresh directory, unmounted by the caller (mount needs root; undefined when refused). */
@@ -15,6 +16,18 @@ export function tmpfs(size: string): string | undefined {
     rmSync(dir, { recursive: true, force: true });
     return undefined;
   }
+}
+
+/**
+ * A {@link tmpfs} for the tests of one file, mounted as the file is collected (so that
+ * `it.skipIf(!disk)` can read it) and unmounted after them. When mount is refused (not root), it
+ * prints why the full-disk tests are skipped and returns undefined.
+ */
+export function tmpfsForFile(size: string): string | undefined {
+  const dir = tmpfs(size);
+  if (dir === undefined) console.warn(`skipping the full-disk tests: mount -t tmpfs -o size=${size} was refused (it needs root)`);
+  else afterAll(() => unmount(dir));
+  return dir;
 }
 
 /** Unmount a {@link tmpfs} and remove its directory. */

@@ -4,10 +4,12 @@ import { DatabaseBusyError, DatabaseDamagedError, SpoolError } from '../../../sr
 import { CHECK } from '../../sql/faults.ts';
 import { SqlStore } from '../../sql/SqlStore.ts';
 import { SqliteDriver } from './driver.ts';
+import { WalGuard } from './wal.ts';
 import { OpenBusy, checkOpenOptions, openDatabase, refuseForeignDatabase, refuseNewerSchema, migrate } from './open.ts';
 import { storageFault } from './storageFault.ts';
 
 export { DatabaseBusyError };
+export { QUICK_CHECK_MAX_BYTES } from './driver.ts';
 export { loadMigrations } from './open.ts';
 export { NotASpoolDatabaseError } from '../../sql/migrations.ts';
 
@@ -87,11 +89,13 @@ function openSqlite(path: string, options: SqliteStoreOptions, description: stri
     db.pragma('journal_mode = WAL');
     db.pragma(`synchronous = ${options.synchronous === 'NORMAL' ? 'NORMAL' : 'FULL'}`);
     const synchronous = db.pragma('synchronous', { simple: true }) === 1 ? 'NORMAL' : 'FULL';
-    // Checkpoint the WAL every ~16 MB instead of every 4 MB: fewer checkpoint stalls on the commit path.
-    db.pragma('wal_autocheckpoint = 4000');
+    // Checkpoint the WAL every ~16 MB instead of every 4 MB (fewer checkpoint stalls on the commit
+    // path), or every quarter of the free space when that is less; after a full disk, get it back (wal.ts).
+    const wal = new WalGuard(db, path);
+    wal.bound();
     db.pragma('foreign_keys = ON');
     const schemaVersion = migrate(db, path, (options.clock ?? systemClock).now());
-    return { db, synchronous, driver: new SqliteDriver(db, path, description, schemaVersion) };
+    return { db, synchronous, driver: new SqliteDriver(db, path, description, schemaVersion, wal) };
   } catch (error) {
     db.close();
     if (error instanceof SpoolError) throw error;

@@ -13,6 +13,8 @@ import Database from 'better-sqlite3';
 import { storageFault } from './storageFault.ts';
 import { DAMAGED_RECORD } from '../../../src/ports/store.ts';
 import { damageReason } from '../../sql/records.ts';
+import { refuseNonSqliteFile } from './open.ts';
+import { isDamage } from '../../../src/runtime/quarantine.ts';
 
 /** One thing found wrong. */
 export interface DoctorFinding {
@@ -37,6 +39,10 @@ export interface DoctorReport {
   repaired: { quarantined: string[]; reindexed: boolean } | null;
   /** True when nothing was found. */
   ok: boolean;
+  /** The jobs found damaged that are held back for it (quarantined for damage): each one's way out is `spool purge <job>`. */
+  held: string[];
+  /** Findings that no such quarantine covers: what still needs `--repair` or a backup (doctor exits 1 for these only). */
+  unheld: number;
 }
 
 /** Options of {@link doctor}. */
@@ -80,11 +86,12 @@ const DERIVED: readonly { column: string; sql: string; says: string }[] = [
 ];
 
 /**
- * Check the Spool database at `path` (opened read-only unless `repair`). A file SQLite cannot
- * open at all is one `integrity` finding. Storage faults (a read-only file asked to repair, a
+ * Check the Spool database at `path` (opened read-only unless `repair`). A file that is not SQLite
+ * is refused (NotASpoolDatabaseError); a damaged one SQLite cannot read is one `integrity` finding. Storage faults (a read-only file asked to repair, a
  * busy one) are thrown typed.
  */
 export function doctor(path: string, options: DoctorOptions = {}): DoctorReport {
+  refuseNonSqliteFile(path);
   let db: Database.Database;
   try {
     db = new Database(path, { readonly: !options.repair, fileMustExist: true, timeout: 5000 });
@@ -107,10 +114,22 @@ export function checkDatabase(db: Database.Database, path: string, options: Doct
   if (!options.quick) for (const d of DERIVED) findings.push(...guarded('jobs', () => derivedFindings(db, d)));
   const jobs = guarded('jobs', () => [db.prepare('SELECT count(*) FROM jobs').pluck().get() as number])[0];
   const repaired = options.repair ? repair(db, findings) : null;
-  return { path, check, jobs: typeof jobs === 'number' ? jobs : 0, findings, repaired, ok: findings.length === 0 };
+  const held = heldForDamage(db, findings as DoctorFinding[]);
+  const unheld = (findings as DoctorFinding[]).filter((f) => f.jobId === undefined || !held.includes(f.jobId)).length;
+  return { path, check, jobs: typeof jobs === 'number' ? jobs : 0, findings, repaired, ok: findings.length === 0, held, unheld };
 }
 
-function sqliteCheck(db: Database.Database, check: 'quick_check' | 'integrity_check'): DoctorFinding[] {
+/** The jobs `findings` name that are quarantined for damage (sorted). */
+function heldForDamage(db: Database.Database, findings: readonly DoctorFinding[]): string[] {
+  const named = [...new Set(findings.flatMap((f) => (f.jobId === undefined ? [] : [f.jobId])))];
+  const read = db.prepare('SELECT quarantine FROM jobs WHERE id = ?').pluck();
+  return guarded('jobs', () => named.filter((id) => isDamage(String(read.get(id) ?? ''))))
+    .filter((id): id is string => typeof id === 'string')
+    .sort();
+}
+
+/** SQLite's own check of the file (pages, indexes): one `integrity` finding per problem, none when healthy. */
+export function sqliteCheck(db: Database.Database, check: 'quick_check' | 'integrity_check'): DoctorFinding[] {
   return guarded('database', () => {
     const lines = db.pragma(check, { simple: false }) as Record<string, string>[];
     return lines
@@ -166,9 +185,15 @@ function repair(db: Database.Database, findings: readonly (DoctorFinding | unkno
     byJob.set(f.jobId, f.kind === 'record' ? damageReason(f.table, [f.column ?? '?']) : `${DAMAGED_RECORD}${f.table}.${f.column ?? '?'} disagrees with its records: ${f.message}`);
   }
   const quarantined: string[] = [];
-  const set = db.prepare('UPDATE jobs SET quarantine = ? WHERE id = ? AND quarantine IS NULL');
+  // A job held back for another reason (its snapshot did not fit) is held for its damage now: its way out is purge.
+  const read = db.prepare('SELECT quarantine FROM jobs WHERE id = ?').pluck();
+  const set = db.prepare('UPDATE jobs SET quarantine = ? WHERE id = ?');
   db.transaction(() => {
-    for (const [id, reason] of byJob) if (set.run(reason, id).changes === 1) quarantined.push(id);
+    for (const [id, reason] of byJob) {
+      const now = read.get(id);
+      if (now === undefined || (typeof now === 'string' && isDamage(now))) continue;
+      if (set.run(reason, id).changes === 1) quarantined.push(id);
+    }
   }).immediate();
   let reindexed = false;
   try {

@@ -4,7 +4,10 @@
  * write of a batch a savepoint; reads run on the connection outside a transaction, or in a
  * deferred (read) one for a snapshot.
  */
+import { statSync } from 'node:fs';
 import type Database from 'better-sqlite3';
+import { DatabaseDamagedError } from '../../../src/base/errors.ts';
+import { CHECK } from '../../sql/faults.ts';
 import type { ClaimedEffect, DueClaim, DueClaimed, DueClaimResult, EffectRecord, FeedPage, HistoryFeedFilter } from '../../../src/ports/store.ts';
 import { claimIn, commitOutcomeUnknown } from '../../sql/commit.ts';
 import type { SqlDriver, WriteOptions, WriteTx } from '../../sql/driver.ts';
@@ -17,6 +20,30 @@ import type { StatementName } from '../../sql/statements.ts';
 import { feedPage, prepareFeed } from './feed.ts';
 import { prepare, rawRows, type RawRows } from './prepared.ts';
 import { isSqliteFault, outcomeUnknownAtCommit, storageFault } from './storageFault.ts';
+import { WalGuard } from './wal.ts';
+import { sqliteCheck } from './doctor.ts';
+
+/** The largest file (16 MiB) whose `quick_check` runs before the first write. */
+export const QUICK_CHECK_MAX_BYTES = 16 * 1024 * 1024;
+
+/** The refusal of writes to a damaged file, by `quick_check`, or null (healthy, in memory, or too large to check at open). */
+function quickCheckRefusal(db: Database.Database, path: string): DatabaseDamagedError | null {
+  if (path === ':memory:' || path === '') return null;
+  let size: number;
+  try {
+    size = statSync(path).size;
+  } catch {
+    return null;
+  }
+  if (size > QUICK_CHECK_MAX_BYTES) return null;
+  const found = sqliteCheck(db, 'quick_check');
+  if (found.length === 0) return null;
+  const said = found.slice(0, 3).map((f) => f.message).join('; ');
+  return new DatabaseDamagedError(
+    `The database file ${path} is damaged (quick_check found ${found.length} problem${found.length === 1 ? '' : 's'}: ${said}); writes to it are refused. ${CHECK}`,
+    { path, findings: found.length },
+  );
+}
 
 export class SqliteDriver implements SqlDriver {
   readonly dialect = SQLITE;
@@ -33,10 +60,15 @@ export class SqliteDriver implements SqlDriver {
   readonly #t: WriteTx;
   #feed: ReturnType<typeof prepareFeed> | undefined;
   #closed = false;
+  /** What `quick_check` found before the first write: undefined until then, null when healthy (or not checked). */
+  #damage: DatabaseDamagedError | null | undefined;
+  /** The WAL on a disk that fills (wal.ts), bounded when the store opened. */
+  readonly #wal: WalGuard;
 
-  constructor(db: Database.Database, path: string, readonly description: string, readonly schemaVersion: number) {
+  constructor(db: Database.Database, path: string, readonly description: string, readonly schemaVersion: number, wal: WalGuard) {
     this.#db = db;
     this.#path = path;
+    this.#wal = wal;
     const s = (this.#s = prepare(db));
     this.#jobById = rawRows(db.prepare('SELECT * FROM jobs WHERE id = ?'));
     this.#tx = db.transaction((fn: () => unknown) => fn());
@@ -98,10 +130,16 @@ export class SqliteDriver implements SqlDriver {
   /**
    * One `BEGIN IMMEDIATE` transaction: see docs/ARCHITECTURE.md. With `ops` (the job operations it
    * carries), an I/O error raised by the COMMIT itself, after `fn` ran, is CommitOutcomeUnknown:
-   * the transaction may have landed.
+   * the transaction may have landed. A damaged file refuses it (quick_check before the first
+   * write); on a full disk the WAL is checkpointed and the write runs once more (wal.ts).
    */
   write<T>(fn: (t: WriteTx) => T | Promise<T>, options?: WriteOptions): T {
-    const ops = options?.ops;
+    if (this.#damage === undefined) this.#damage = quickCheckRefusal(this.#db, this.#path);
+    if (this.#damage !== null) throw this.#damage;
+    return this.#wal.write(() => this.#transaction(fn, options?.ops));
+  }
+
+  #transaction<T>(fn: (t: WriteTx) => T | Promise<T>, ops: WriteOptions['ops']): T {
     if (!ops) return this.#tx.immediate(() => fn(this.#t)) as T;
     let ran = false;
     try {

@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { closeSync, openSync, readSync } from 'node:fs';
 import { SpoolError, ValidationError } from '../../../src/base/errors.ts';
 import { type Migration, migrationsOf, NotASpoolDatabaseError, tooNew } from '../../sql/migrations.ts';
 import { storageFault } from './storageFault.ts';
@@ -38,8 +39,34 @@ export function checkOpenOptions(path: unknown, options: unknown): void {
 
 
 
-/** The connection, or the typed fault that refused it (a read-only directory, a file this process may not open). */
+/** The first 16 bytes of every SQLite database file. */
+const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');
+
+/**
+ * Refuse a file that is not a SQLite database at all (a text file given as --db): its first bytes
+ * are not SQLite's header. A missing or empty file is a new database. Reads 16 bytes, changes nothing.
+ */
+export function refuseNonSqliteFile(path: string): void {
+  if (path === ':memory:' || path === '') return;
+  let head: Buffer;
+  try {
+    const fd = openSync(path, 'r');
+    try {
+      head = Buffer.alloc(SQLITE_HEADER.length);
+      head = head.subarray(0, readSync(fd, head, 0, head.length, 0));
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return; // missing, or not readable: opening it says why
+  }
+  if (head.length === 0 || head.equals(SQLITE_HEADER)) return;
+  throw new NotASpoolDatabaseError(`${path} is not a SQLite database; nothing was changed. Point --db at a Spool database, or at a new file.`, { path, reason: 'not-sqlite' });
+}
+
+/** The connection, or the typed fault that refused it (a read-only directory, a file this process may not open, one that is not SQLite). */
 export function openDatabase(path: string, timeout: number): Database.Database {
+  refuseNonSqliteFile(path);
   try {
     return new Database(path, { timeout });
   } catch (error) {
@@ -52,8 +79,7 @@ export function openDatabase(path: string, timeout: number): Database.Database {
 /**
  * Refuse a non-empty database without `spool_migrations` (read-only: sqlite_master only); true when
  * the file already holds Spool's schema. A new or 0-byte file has an empty schema and is migrated
- * as usual. A file that is not SQLite at all fails this first read (SQLITE_NOTADB), which the
- * constructor reports as before.
+ * as usual. A file that is not SQLite at all was refused before ({@link refuseNonSqliteFile}).
  */
 export function refuseForeignDatabase(db: Database.Database, path: string): boolean {
   const objects = db.prepare("SELECT type, name FROM sqlite_master ORDER BY type <> 'table', type, name").all() as Array<{ type: string; name: string }>;

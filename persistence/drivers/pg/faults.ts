@@ -5,7 +5,8 @@
  *
  * | Postgres                                               | Spool                | the caller |
  * |--------------------------------------------------------|----------------------|------------|
- * | 53100 disk full, 53xxx out of resources                | StorageFullError     | retries    |
+ * | 53100 disk full                                        | StorageFullError     | retries    |
+ * | 53300 too many connections, 53200 out of memory, 53xxx  | DatabaseBusyError    | retries    |
  * | connection lost (08xxx, 57P01-03, ECONNRESET, EPIPE...) | StorageIoError       | retries    |
  * | 40001 serialisation failure, 40P01 deadlock            | StorageIoError       | retries    |
  * | 55P03 lock not available, 57014 statement timeout      | DatabaseBusyError    | retries    |
@@ -56,7 +57,11 @@ export function pgFault(error: unknown, where: string, call?: string): unknown {
     return new StorageIoError(`The connection to ${where} failed${at}: ${said}. Nothing acknowledged was lost; try again.`, details);
   }
   if (state === undefined) return error;
-  if (state.startsWith('53')) return new StorageFullError(`The server of ${where} is out of space or resources${at} (${state}: ${said}). Nothing was changed; free some and try again.`, details);
+  if (state === '53100') return new StorageFullError(`The server of ${where} is out of disk space${at} (${state}: ${said}). Nothing was changed; free some and try again.`, details);
+  if (state.startsWith('53')) {
+    const what = state === '53300' ? 'has no connection to spare' : state === '53200' ? 'is out of memory' : 'is out of resources';
+    return new DatabaseBusyError(`The server of ${where} ${what}${at} (${state}: ${said}). Nothing was changed; try again, or raise the server's limit if this persists.`, details);
+  }
   if (state === '55P03' || state === '57014') return new DatabaseBusyError(`${where} stayed locked past the timeout${at} (${state}: ${said}). Nothing was changed; try again.`, details);
   if (/^(28|3D)/.test(state) || state === '42501' || state === '25006') {
     return new StorageAccessError(`${where} cannot be used${at} (${state}: ${said}): check the URL, the user's rights and that the server accepts writes.`, details);

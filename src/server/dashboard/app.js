@@ -38,6 +38,11 @@ async function sidebar() {
     markNav();
   } catch (error) {
     fill(box, h('span', { class: 'muted' }, String(error.message)));
+    // A server that needs its token for reads (beyond loopback): ask once, then read again.
+    if (error.code === 'SPOOL_UNAUTHORIZED' && token() === null && (await askToken())) {
+      route();
+      void sidebar();
+    }
   }
 }
 

@@ -1,6 +1,6 @@
 // A job's actions: send any event its current state accepts (a form from the event's schema),
 // cancel, suspend or resume, retry a failed activity (or retry a finished job as a new one), and
-// settle an activity waiting for its token. Every write asks for the token first if this tab has none.
+// settle an activity waiting for its token, redeliver a failed event. Every write asks for the token first if this tab has none.
 
 import { ApiError, enc, post, setToken, token } from './api.js';
 import { askToken, navigate } from './shell.js';
@@ -20,8 +20,9 @@ async function write(label, work, refresh) {
   await refresh();
 }
 
-export function actionsPanel({ job, waitingFor, effects, machine, refresh }) {
+export function actionsPanel({ job, waitingFor, effects, events = [], machine, held, refresh }) {
   const id = enc(job.id);
+  if (held) return heldPanel(id, held);
   const parts = [];
   if (!job.final) {
     const schemas = new Map((machine?.events ?? []).map((e) => [e.type, e.schema]));
@@ -36,6 +37,8 @@ export function actionsPanel({ job, waitingFor, effects, machine, refresh }) {
     }, type));
     parts.push(h('div', { class: 'action-group' }, h('h3', {}, 'Send an event'), buttons.length ? h('div', { class: 'buttons' }, buttons) : h('p', { class: 'muted' }, 'The current state accepts no event from outside.'), forms));
   }
+  const failed = failedEvents(events);
+  if (failed.length > 0) parts.push(h('div', { class: 'action-group' }, h('h3', {}, 'Failed events'), failed.map((e) => redeliverRow(job, e, refresh))));
   const waiting = effects.filter((e) => e.status === 'waiting' && e.token);
   if (waiting.length > 0) parts.push(h('div', { class: 'action-group' }, h('h3', {}, 'Waiting for a token'), waiting.map((e) => settleForm(e, refresh))));
   const controls = [];
@@ -60,6 +63,17 @@ export function actionsPanel({ job, waitingFor, effects, machine, refresh }) {
   }
   if (controls.length) parts.push(h('div', { class: 'action-group' }, h('h3', {}, 'Job'), h('div', { class: 'buttons' }, controls)));
   return card('Actions', parts.length ? parts : empty('This job has ended; nothing to do.'));
+}
+
+/** A job whose rows are damaged accepts nothing and can never finish: its one action is purge. */
+function heldPanel(id, held) {
+  const purge = confirmButton('Purge job', 'danger', 'this deletes the job and its records', () => write('purge', async () => {
+    await post(`/api/jobs/${id}/purge`);
+    navigate('/');
+    return { status: 'purged' };
+  }, async () => {}));
+  return card('Actions', h('div', { class: 'action-group', dataset: { held: 'damaged' } },
+    h('h3', {}, 'Held back: damaged'), h('p', { class: 'error-text' }, held.damaged), h('p', { class: 'muted' }, held.wayOut), h('div', { class: 'buttons' }, purge)));
 }
 
 function eventForm(type, schema, send, close) {
@@ -118,4 +132,22 @@ function confirmButton(label, cls, placeholder, act) {
   }, label);
   wrap.append(first);
   return wrap;
+}
+
+const REDELIVERY_PREFIX = 'redeliver~';
+
+/** Events that failed and were not redelivered since (as `spool show` lists them). */
+function failedEvents(events) {
+  const redelivered = new Set(events.filter((e) => e.eventId.startsWith(REDELIVERY_PREFIX)).map((e) => e.eventId.slice(REDELIVERY_PREFIX.length)));
+  return events.filter((e) => e.status === 'failed' && !redelivered.has(e.eventId));
+}
+
+/** A failed event with its error and a Redeliver button; once the job moved on, a forced one on the current state. */
+function redeliverRow(job, event, refresh) {
+  const moved = event.revision !== null && event.revision !== job.revision;
+  const label = moved ? 'Redeliver on the current state' : 'Redeliver';
+  const path = `/api/jobs/${enc(job.id)}/events/${enc(event.eventId)}/redeliver`;
+  return h('div', { class: 'failed-event' },
+    h('div', {}, h('strong', {}, event.type), h('span', { class: 'muted small' }, ` ${event.error?.message ?? 'failed'}`)),
+    h('button', { type: 'button', dataset: { action: 'redeliver', eventId: event.eventId }, onclick: () => write(`redeliver ${event.type}`, () => post(path, moved ? { force: true } : {}), refresh) }, label));
 }

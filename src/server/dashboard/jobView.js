@@ -7,7 +7,7 @@
 // page never queues anything. A dropped stream reconnects on its own with Last-Event-ID (the
 // badge says "reconnecting"), and the read after it catches up; a finished job's stream closes.
 
-import { enc, get } from './api.js';
+import { enc, get, streamUrl } from './api.js';
 import { applyMarks, loadDiagram } from './diagram.js';
 import { ago, card, empty, fill, flagChips, h, jsonBlock, link, progressBar, stateChip, stateChips, statePaths, statusChip } from './dom.js';
 import { actionsPanel } from './jobActions.js';
@@ -64,8 +64,8 @@ export function renderJob(main, id) {
 /** Read the job's records and draw them; open the stream once, if the job can still move. */
 async function load(page, refresh) {
   const { id, view } = page;
-  const [d, history, effects, attempts, timers, assets, notes, marks] = await Promise.all(
-    ['', '/history', '/effects', '/attempts', '/timers', '/assets', '/notes', '/marks'].map((p) => get(`/api/jobs/${enc(id)}${p}`)));
+  const [d, history, effects, attempts, timers, assets, notes, marks, events] = await Promise.all(
+    ['', '/history', '/effects', '/attempts', '/timers', '/assets', '/notes', '/marks', '/events'].map((p) => get(`/api/jobs/${enc(id)}${p}`)));
   if (page.stopped) return;
   const job = d.job;
   if (page.machine === undefined) {
@@ -79,7 +79,7 @@ async function load(page, refresh) {
   if (page.svg) applyMarks(page.svg, marks);
   drawHead(view.head, job, d.stuck);
   drawTimeline(view.timeline, history.history);
-  fill(view.side, actionsPanel({ job, waitingFor: d.waitingFor, effects: effects.effects, machine: page.machine, refresh }), card('Context', jsonBlock(job.context)), card('Input', jsonBlock(job.input)), job.output !== undefined ? card('Output', jsonBlock(job.output)) : null);
+  fill(view.side, actionsPanel({ job, waitingFor: d.waitingFor, effects: effects.effects, events: events.events, machine: page.machine, held: d.held, refresh }), card('Context', jsonBlock(job.context)), card('Input', jsonBlock(job.input)), job.output !== undefined ? card('Output', jsonBlock(job.output)) : null);
   fill(view.details, activities(effects.effects, attempts.attempts), timersCard(timers.timers), assetsCard(assets.assets), notesCard(notes.notes));
   page.main.dataset.revision = String(job.revision);
   page.loaded = true;
@@ -98,7 +98,7 @@ function setLive(el, state, text) {
  * reads again then too. After the job's final commit the stream is closed here.
  */
 function stream(id, after, live, refresh) {
-  const source = new EventSource(`/api/jobs/${enc(id)}/stream?after=${after}`);
+  const source = new EventSource(streamUrl(`/api/jobs/${enc(id)}/stream?after=${after}`));
   source.onopen = () => setLive(live, 'live', 'live');
   source.onerror = () => {
     if (source.readyState === EventSource.CLOSED) setLive(live, 'closed', 'stream closed');

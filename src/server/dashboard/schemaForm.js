@@ -50,8 +50,10 @@ function field(name, prop, isRequired, id) {
     return { element: h('label', { class: 'field check', for: id }, box, h('span', {}, name)), read: () => box.checked };
   }
   if (kind === 'number' || kind === 'integer') {
-    const input = h('input', { id, name, type: 'number', step: kind === 'integer' ? 1 : 'any', min: prop.minimum, max: prop.maximum, required: isRequired, placeholder: prop.default !== undefined ? String(prop.default) : '' });
-    const range = [prop.minimum !== undefined ? `≥ ${prop.minimum}` : '', prop.maximum !== undefined ? `≤ ${prop.maximum}` : ''].filter(Boolean).join(', ');
+    // zod gives an unbounded int the safe-integer bounds: no bound worth showing.
+    const bounded = (n) => n !== undefined && Math.abs(n) < Number.MAX_SAFE_INTEGER;
+    const input = h('input', { id, name, type: 'number', step: kind === 'integer' ? 1 : 'any', min: bounded(prop.minimum) ? prop.minimum : undefined, max: bounded(prop.maximum) ? prop.maximum : undefined, required: isRequired, placeholder: prop.default !== undefined ? String(prop.default) : '' });
+    const range = [bounded(prop.minimum) ? `≥ ${prop.minimum}` : '', bounded(prop.maximum) ? `≤ ${prop.maximum}` : ''].filter(Boolean).join(', ');
     return {
       element: label(input, range),
       read: () => {
@@ -63,7 +65,8 @@ function field(name, prop, isRequired, id) {
     };
   }
   if (kind === 'string') {
-    const long = (prop.maxLength ?? 201) > 200;
+    // A box of lines only for long text (a bound over 200, or a multi-line format); else one line.
+    const long = (prop.maxLength ?? 0) > 200;
     const input = long ? h('textarea', { id, name, rows: 2, required: isRequired, maxlength: prop.maxLength }) : h('input', { id, name, type: 'text', required: isRequired, maxlength: prop.maxLength });
     return { element: label(input, prop.maxLength ? `≤ ${prop.maxLength} chars` : ''), read: () => (input.value === '' ? required(isRequired, name) : input.value) };
   }
