@@ -104,3 +104,29 @@ export function countingStore<S extends JobStore>(store: S, counter: StoreCounte
     },
   }) as unknown as JobStore;
 }
+
+/**
+ * Statements run, process-wide, while counting is on: better-sqlite3's `run/get/all/iterate` and
+ * node-postgres's `Client.query` (a pool's queries go through its clients), patched once. The
+ * queue section reads it per job; `db.transaction` BEGIN/COMMIT are not statements here.
+ */
+export const statementCounter = { count: 0, on: false };
+let patched = false;
+export async function countStatements(): Promise<void> {
+  if (patched) return;
+  patched = true;
+  const { default: Database } = await import('better-sqlite3');
+  const { default: pg } = await import('pg');
+  const memory = new Database(':memory:');
+  const proto = Object.getPrototypeOf(memory.prepare('SELECT 1')) as Record<string, (...a: unknown[]) => unknown>;
+  memory.close();
+  const wrap = (target: Record<string, (...a: unknown[]) => unknown>, name: string) => {
+    const original = target[name]!;
+    target[name] = function (this: unknown, ...a: unknown[]) {
+      if (statementCounter.on) statementCounter.count += 1;
+      return original.apply(this, a);
+    };
+  };
+  for (const name of ['run', 'get', 'all', 'iterate']) wrap(proto, name);
+  wrap(pg.Client.prototype as unknown as Record<string, (...a: unknown[]) => unknown>, 'query');
+}

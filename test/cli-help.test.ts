@@ -13,7 +13,7 @@ import { buildProgram } from '../src/cli/program.ts';
 import { main, type CliIO } from '../src/cli/main.ts';
 import { ConfigFileError, resolveConfig } from '../src/cli/config.ts';
 import { colourWanted, plain, useColour } from '../src/cli/style.ts';
-import { table } from '../src/cli/format.ts';
+import { jsonText, table } from '../src/cli/format.ts';
 import { Resources } from './helpers/resources.ts';
 import { runSpool } from './helpers/spoolCli.ts';
 
@@ -128,6 +128,26 @@ describe('--version and --json after a command', () => {
     const both = await run(['--json', 'graph', 'job-lifecycle', '--format', 'svg'], { cwd: dir });
     expect(both.code).toBe(1);
     expect(both.stderr).toMatch(/SPOOL_USAGE.*--json prints the JSON tree/);
+  });
+});
+
+describe('JSON output', () => {
+  it('gives machine versions as the numbers definitions use, and leaves the user\'s values as they were', async () => {
+    const dir = res.tempDir();
+    const started = JSON.parse((await run(['--json', 'start', 'job-lifecycle', '--id', 'n1', '--input', '{"name":"n"}'], { cwd: dir })).stdout) as { job: { machineVersion: unknown } };
+    expect(started.job.machineVersion).toBe(1);
+    expect((JSON.parse((await run(['--json', 'list'], { cwd: dir })).stdout) as { machineVersion: unknown }[])[0]!.machineVersion).toBe(1);
+    const shown = JSON.parse((await run(['--json', 'show', 'n1'], { cwd: dir })).stdout) as { job: { machineVersion: unknown }; history: { machineVersion?: unknown }[] };
+    expect(shown.job.machineVersion).toBe(1);
+    const machines = JSON.parse((await run(['--json', 'machines'], { cwd: dir })).stdout) as { machines: { id: string; version: unknown }[] };
+    expect(machines.machines.find((m) => m.id === 'job-lifecycle')!.version).toBe(1);
+    expect(JSON.parse((await run(['--json', 'export', 'job-lifecycle'], { cwd: dir })).stdout)).toMatchObject({ version: 1 });
+    expect(JSON.parse((await run(['--json', 'graph', 'job-lifecycle'], { cwd: dir })).stdout)).toMatchObject({ id: 'job-lifecycle', version: 1 });
+    // One printer decides: a version that is not a number stays text, and the user's data is never rewritten.
+    const user = { machineVersion: '7', version: '2', nested: [{ machineId: 'x', machineVersion: '3' }] };
+    expect(JSON.parse(jsonText({ id: 'j', machineId: 'm', machineVersion: 'v2', context: user, input: user, job: { id: 'k', machineId: 'm', machineVersion: '12' } }))).toEqual({
+      id: 'j', machineId: 'm', machineVersion: 'v2', context: user, input: user, job: { id: 'k', machineId: 'm', machineVersion: 12 },
+    });
   });
 });
 

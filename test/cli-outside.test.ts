@@ -45,7 +45,7 @@ describe('a machines module outside any project', () => {
     writeFileSync(js, `import { createMachine } from 'xstate';\nexport const light = createMachine({ id: 'light', initial: 'green', states: { green: { on: { NEXT: 'red' } }, red: { type: 'final' } } });\n`);
     const listed = await runSpool(['--machines', js, 'machines', '--json'], DIR);
     expect(listed.stderr).toBe('');
-    expect(JSON.parse(listed.stdout)).toMatchObject({ machines: [{ id: 'light', version: '1', events: ['NEXT'] }] });
+    expect(JSON.parse(listed.stdout)).toMatchObject({ machines: [{ id: 'light', version: 1, events: ['NEXT'] }] });
     const broken = join(DIR, 'broken.ts');
     writeFileSync(broken, `import { createMachine } from 'xstate';\nexport const x = createMachine({ id: 'x' ;\n`);
     const run = await runSpool(['--machines', broken, 'machines'], DIR);
@@ -75,7 +75,7 @@ export const shout = defineJob({ machine, activities: { shout: { maxAttempts: 2 
     );
     const listed = await runSpool(['--machines', typed, 'machines', '--json'], DIR);
     expect(listed.stderr).toBe('');
-    expect(JSON.parse(listed.stdout)).toMatchObject({ machines: [{ id: 'shout', version: '1' }] });
+    expect(JSON.parse(listed.stdout)).toMatchObject({ machines: [{ id: 'shout', version: 1 }] });
     const db = join(DIR, 'typed.db');
     expect((await runSpool(['--db', db, '--machines', typed, 'start', 'shout', '--id', 's1'], DIR)).code).toBe(0);
     const shown = JSON.parse((await runSpool(['--db', db, '--machines', typed, 'show', 's1', '--json'], DIR)).stdout) as { job: Job; effects: { src: string; status: string }[] };
@@ -86,7 +86,7 @@ export const shout = defineJob({ machine, activities: { shout: { maxAttempts: 2 
   it('loads, validates its input with its own zod schema, and runs its jobs', async () => {
     const machines = await spool('machines', '--json');
     expect(machines.stderr).toBe('');
-    expect(JSON.parse(machines.stdout)).toMatchObject({ module: MODULE, machines: [{ id: 'ticket', version: '1', events: ['CLOSE', 'REPLY'] }] });
+    expect(JSON.parse(machines.stdout)).toMatchObject({ module: MODULE, machines: [{ id: 'ticket', version: 1, events: ['CLOSE', 'REPLY'] }] });
     const bad = await spool('start', 'ticket', '--input', '{"title":""}');
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/^spool: SPOOL_INVALID: Invalid input for ticket: title/);
@@ -152,7 +152,7 @@ describe('a machines module importing local helpers that import zod', () => {
     const spool = (...args: string[]) => runSpool(['--db', join(dir, 'orders.db'), '--machines', module, ...args], dir);
     const machines = await spool('machines', '--json');
     expect(machines.stderr).toBe('');
-    expect(JSON.parse(machines.stdout)).toMatchObject({ module, machines: [{ id: 'order', version: '1', events: ['PAY'] }] });
+    expect(JSON.parse(machines.stdout)).toMatchObject({ module, machines: [{ id: 'order', version: 1, events: ['PAY'] }] });
     const bad = await spool('start', 'order', '--input', '{"item":""}');
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/^spool: SPOOL_INVALID: Invalid input for order: item/);

@@ -87,7 +87,7 @@ describe('spool --help and machines', () => {
     expect(json.machines).toContainEqual(
       expect.objectContaining({
         id: 'job-lifecycle',
-        version: '1',
+        version: 1,
         events: ['CANCEL', 'FAIL', 'FINISH', 'ITEM_DONE', 'ITEM_FAILED', 'PROGRESS', 'START'],
       }),
     );
@@ -165,7 +165,7 @@ describe('start, send, show, list', () => {
   it('drives a job in --json mode, every output one JSON document', async () => {
     const started = await spoolJson<{ created: boolean; job: Job }>([...db(), 'start', 'job-lifecycle', '--id', 'j-1', '--input', '{"name":"json"}']);
     expect(started.created).toBe(true);
-    expect(started.job).toMatchObject({ id: 'j-1', machineId: 'job-lifecycle', machineVersion: '1', value: 'queued', revision: 1, final: false });
+    expect(started.job).toMatchObject({ id: 'j-1', machineId: 'job-lifecycle', machineVersion: 1, value: 'queued', revision: 1, final: false });
 
     const sent = await spoolJson<SendResult>([...db(), 'send', 'j-1', '{"type":"START"}']);
     expect(sent).toMatchObject({ jobId: 'j-1', status: 'applied', revision: 2, duplicate: false, error: null });
@@ -417,14 +417,14 @@ export const notAMachine = 42;
   });
 
   it('registers its exports (definition, default object) and not the wrapped bare machine twice', async () => {
-    const json = await spoolJson<{ machines: { id: string; version: string; events: string[]; description: string | null }[] }>([
+    const json = await spoolJson<{ machines: { id: string; version: number; events: string[]; description: string | null }[] }>([
       '--machines',
       modulePath(),
       'machines',
     ]);
     expect(json.machines.map((m) => [m.id, m.version, m.events])).toEqual([
-      ['order', '2', ['DECLINED', 'DELIVERED', 'PAID', 'PAY']],
-      ['ping', '1', ['PING']],
+      ['order', 2, ['DECLINED', 'DELIVERED', 'PAID', 'PAY']],
+      ['ping', 1, ['PING']],
     ]);
     expect(json.machines[0]!.description).toBe('checkout with a nested state');
   });
@@ -444,7 +444,7 @@ export const notAMachine = 42;
     ]);
     expect(started.job).toMatchObject({
       machineId: 'order',
-      machineVersion: '2',
+      machineVersion: 2,
       value: { checkout: 'cart' },
       // `sensitive: ['card']`: the CLI never prints it.
       input: { sku: 'A-1', card: '[redacted]' },
@@ -602,6 +602,7 @@ export const upload = setup({
     const human = await spoolOk([...args, 'show', 'u-1']);
     expect(human).toMatch(/^activities:\nSRC\s+STATUS\s+ATTEMPTS\s+NEXT RUN\s+RESULT\nupload\s+pending\s+0\/\d+/m);
     expect(human).toContain('run in a worker process');
+    expect(field(human, 'waiting for')).toBe('activity upload (pending); or an event: CANCEL');
 
     const cancelled = await spoolJson<SendResult>([...args, 'send', 'u-1', 'CANCEL']);
     expect(cancelled.job).toMatchObject({ value: 'cancelled', final: true });

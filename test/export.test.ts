@@ -140,7 +140,7 @@ describe('spool export', () => {
     const json = await runSpool(['--machines', FIXTURE, '--json', 'export', 'order-desk'], dir);
     expect(json.code).toBe(0);
     const doc = JSON.parse(json.stdout) as { machine: string; version: string; source: string; dropped: DroppedFunction[] };
-    expect(doc).toMatchObject({ machine: 'order-desk', version: '1', source: run.stdout });
+    expect(doc).toMatchObject({ machine: 'order-desk', version: 1, source: run.stdout });
     expect(doc.dropped).toHaveLength(6);
 
     const missing = await runSpool(['--machines', FIXTURE, 'export', 'order-dsk'], dir);

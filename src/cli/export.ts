@@ -9,6 +9,7 @@
 import { Command } from 'commander';
 import type { MachineRegistry } from '../index.ts';
 import { exportSource } from '../views/exportSource.ts';
+import { jsonText } from './format.ts';
 import { pickMachine } from './pickMachine.ts';
 
 /** What `spool export` needs from main.ts. */
@@ -32,7 +33,7 @@ export function addExportCommand(program: Command, host: ExportCommandHost): voi
       const m = pickMachine(await host.registry(command), machineId, options.version);
       const { source, dropped } = exportSource(m.machine, { heading: `${m.id} version ${m.version}, exported by spool export.` });
       if (host.json(command)) {
-        host.stdout(`${JSON.stringify({ machine: m.id, version: m.version, source, dropped })}\n`);
+        host.stdout(`${jsonText({ machine: m.id, version: m.version, source, dropped })}\n`);
         return;
       }
       host.stdout(source);

@@ -18,6 +18,34 @@ export function formatTime(at: number | null | undefined): string {
   return new Date(at).toISOString().replace('T', ' ');
 }
 
+/** Keys whose values are the user's data (or stored payloads): printed exactly as stored. */
+const USER_DATA = new Set(['context', 'input', 'output', 'payload', 'event', 'data', 'error', 'details', 'snapshot']);
+const DECIMAL = /^(0|[1-9]\d{0,14})$/;
+
+/**
+ * The one JSON printer of `--json` output: machine versions, stored as text, as the numbers the
+ * definitions give (`"machineVersion": 2`; a version like `v2` stays text), and the user's own
+ * values (context, input, output, payloads) untouched. `indent` as JSON.stringify's.
+ *
+ * @example
+ * jsonText({ id: 'a', machineId: 'm', machineVersion: '2' }) // '{"id":"a","machineId":"m","machineVersion":2}'
+ */
+export function jsonText(value: unknown, indent?: number): string {
+  const untouched = new WeakSet<object>();
+  return JSON.stringify(
+    value,
+    function (this: Record<string, unknown>, key: string, v: unknown) {
+      if (untouched.has(this) || USER_DATA.has(key)) {
+        if (v !== null && typeof v === 'object') untouched.add(v);
+        return v;
+      }
+      const machineVersion = key === 'machineVersion' || (key === 'version' && (typeof this['id'] === 'string' || typeof this['machine'] === 'string'));
+      return machineVersion && typeof v === 'string' && DECIMAL.test(v) ? Number(v) : v;
+    },
+    indent,
+  );
+}
+
 /** Compact one-line JSON (`-` for undefined). */
 export function formatJson(value: unknown): string {
   return value === undefined ? '-' : JSON.stringify(value);

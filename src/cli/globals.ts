@@ -3,6 +3,7 @@
  * result (one JSON document with `--json`, text otherwise).
  */
 import type { Command } from 'commander';
+import { jsonText } from './format.ts';
 import { paintHeading } from './style.ts';
 
 /** Where the command writes, and what it resolves relative paths against. Default: the process's. */
@@ -53,7 +54,7 @@ function shellQuote(text: string): string {
 
 /** Print a command's result: `json` with `--json`, else `human()`. */
 export function write(io: CliIO, g: GlobalOptions, json: unknown, human: () => string): void {
-  io.stdout(g.json ? `${JSON.stringify(json, null, 2)}\n` : `${human()}\n`);
+  io.stdout(g.json ? `${jsonText(json, 2)}\n` : `${human()}\n`);
 }
 
 /**

@@ -13,6 +13,7 @@ import { GRAPH_FORMATS, highlightFor, renderGraph, type GraphFormat } from '../v
 import { describeMachine, type MachineView } from '../views/machineView.ts';
 import { machineSvg } from '../views/svg.ts';
 import { UsageError } from './errors.ts';
+import { jsonText } from './format.ts';
 import { pickMachine } from './pickMachine.ts';
 
 /** What `spool graph` needs from main.ts. */
@@ -60,5 +61,6 @@ export function addGraphCommand(program: Command, host: GraphCommandHost): void 
 /** The text of one format; svg is laid out (async), the others are written from the tree. */
 async function draw(view: MachineView, format: GraphFormat, job?: { value: JsonValue; history: TransitionRecord[] }): Promise<string> {
   if (format === 'svg') return machineSvg(view, job ? { job } : {});
-  return renderGraph(view, format, job ? highlightFor(view, job.value, job.history) : undefined);
+  const text = renderGraph(view, format, job ? highlightFor(view, job.value, job.history) : undefined);
+  return format === 'json' ? `${jsonText(JSON.parse(text), 2)}\n` : text;
 }

@@ -12,7 +12,7 @@
 import { CommanderError } from 'commander';
 import { SpoolError } from '../index.ts';
 import { DatabaseError, UsageError } from './errors.ts';
-import { oneLine } from './format.ts';
+import { jsonText, oneLine } from './format.ts';
 import type { CliIO } from './globals.ts';
 import { buildProgram, wantsPackageVersion } from './program.ts';
 import { colourWanted, paintErrorPrefix, useColour } from './style.ts';
@@ -56,7 +56,7 @@ export async function main(args: readonly string[], io: CliIO = processIO): Prom
 /** Print one error line (or one JSON object) on stderr; returns the exit code. */
 function report(error: unknown, json: boolean, io: CliIO): number {
   if (error instanceof SpoolError) {
-    io.stderr(json ? `${JSON.stringify(error.toJSON())}\n` : `${paintErrorPrefix(`spool: ${error.code}:`)} ${oneLine(error.message)}\n`);
+    io.stderr(json ? `${jsonText(error.toJSON())}\n` : `${paintErrorPrefix(`spool: ${error.code}:`)} ${oneLine(error.message)}\n`);
     return 1;
   }
   const e = error instanceof Error ? error : new Error(String(error));

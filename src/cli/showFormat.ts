@@ -38,6 +38,19 @@ export function formatShow(details: JobDetails, versionNote?: string, historyRow
   return sections.join('\n\n');
 }
 
+/**
+ * What an active job waits for: its running activities and child jobs, then the events its state
+ * accepts (`activity charge (pending); or an event: CANCEL`, `START, CANCEL`, `no event`).
+ */
+function describeWaiting(details: JobDetails): string {
+  const running = details.effects
+    .filter((e) => e.active && !['succeeded', 'failed', 'cancelled'].includes(e.status))
+    .map((e) => (e.kind === 'child' ? `child job ${e.id} (${e.status})` : `activity ${e.src} (${e.status})`));
+  const events = details.waitingFor.join(', ');
+  if (running.length === 0) return events === '' ? 'no event' : events;
+  return events === '' ? running.join(', ') : `${running.join(', ')}; or an event: ${events}`;
+}
+
 /** The job's own lines: machine, status, state, holds, what it waits for, input, context, output. */
 function jobPairs(details: JobDetails, versionNote: string | undefined): [string, string][] {
   const { job } = details;
@@ -60,7 +73,7 @@ function jobPairs(details: JobDetails, versionNote: string | undefined): [string
   }
   if (job.lease !== null) pairs.push(['lease', `held by ${job.lease.owner} (fence ${job.lease.fence}) until ${formatTime(job.lease.until)}`]);
   if (versionNote !== undefined) pairs.push(['version', versionNote]);
-  else if (!job.final && !details.held) pairs.push(['waiting for', details.waitingFor.length > 0 ? details.waitingFor.join(', ') : 'no event']);
+  else if (!job.final && !details.held) pairs.push(['waiting for', describeWaiting(details)]);
   if (details.stuck) pairs.push(['stuck', 'yes: no pending event, timer or activity, and no event but a cancel moves it (`spool redeliver` a failed event, `spool retry`, `spool send`, `spool cancel`)']);
   if (job.idempotencyKey !== null) pairs.push(['idempotency', job.idempotencyKey]);
   pairs.push(

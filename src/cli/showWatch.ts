@@ -9,7 +9,7 @@
  */
 import type { JobDetails, Runtime } from '../index.ts';
 import { redactDetails, redactJob } from '../views/redacted.ts';
-import { describeStatus, formatBlock, formatState, keyValues } from './format.ts';
+import { describeStatus, formatBlock, formatState, jsonText, keyValues } from './format.ts';
 import { onShutdownSignals } from './signals.ts';
 import { paintHeading } from './style.ts';
 import { followFeed, headSeq } from './follow.ts';
@@ -32,13 +32,13 @@ export async function watchJob(runtime: Runtime, jobId: string, out: WatchOutput
     // The feed's head before the details: a commit in between is in both, and skipped below by revision.
     const cursor = await headSeq(runtime);
     const details = redactDetails(runtime, await runtime.details(jobId));
-    out.stdout(out.json ? `${JSON.stringify({ type: 'details', ...details })}\n` : `${out.render(details)}\n`);
+    out.stdout(out.json ? `${jsonText({ type: 'details', ...details })}\n` : `${out.render(details)}\n`);
     if (details.job.final) return end(out, details.job);
     if (!out.json) out.stdout(`\n${paintHeading(`watching ${jobId}:`)} each commit as it is made; Ctrl-C to stop\n`);
     let shown = details.job.revision;
     await followFeed(runtime, cursor, { jobId, limit: 500 }, stop.signal, async (records) => {
       const fresh = records.filter((r) => r.revision > shown);
-      for (const r of fresh) out.stdout(out.json ? `${JSON.stringify({ type: 'record', ...r })}\n` : `${describeRecord(r)}\n`);
+      for (const r of fresh) out.stdout(out.json ? `${jsonText({ type: 'record', ...r })}\n` : `${describeRecord(r)}\n`);
       if (fresh.length === 0) return false;
       shown = fresh.at(-1)!.revision;
       const job = await runtime.get(jobId);
@@ -54,7 +54,7 @@ export async function watchJob(runtime: Runtime, jobId: string, out: WatchOutput
 
 function end(out: WatchOutput, job: JobDetails['job']): void {
   if (out.json) {
-    out.stdout(`${JSON.stringify({ type: 'ended', job })}\n`);
+    out.stdout(`${jsonText({ type: 'ended', job })}\n`);
     return;
   }
   const pairs: [string, string][] = [

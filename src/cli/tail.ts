@@ -12,7 +12,7 @@ import type { FeedRecord, Runtime, TransitionOutcome } from '../index.ts';
 import { OUTCOMES } from '../server/sse.ts';
 import { UsageError } from './errors.ts';
 import { followHistory, headSeq, type FeedFilter } from './follow.ts';
-import { formatState, formatTime } from './format.ts';
+import { formatState, formatTime, jsonText } from './format.ts';
 import { onShutdownSignals } from './signals.ts';
 import { paintError, paintOutcome } from './style.ts';
 
@@ -60,7 +60,7 @@ export function addTailCommand(program: Command, host: TailCommandHost): void {
           // Not from the start: from the newest commit now (a scan that keeps no row).
           const cursor = options.fromStart ? 0 : await headSeq(runtime);
           host.stderr(`spool tail: following commits after seq ${cursor}; Ctrl-C to stop\n`);
-          await followHistory(runtime, cursor, filter, stop.signal, (r) => host.stdout(json ? `${JSON.stringify(r)}\n` : `${describeRecord(r)}\n`));
+          await followHistory(runtime, cursor, filter, stop.signal, (r) => host.stdout(json ? `${jsonText(r)}\n` : `${describeRecord(r)}\n`));
         } finally {
           release();
         }

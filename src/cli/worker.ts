@@ -9,7 +9,7 @@ import type { OpenedStore } from '../../persistence/openStore.ts';
 import { describeWork, runDemo } from './demo.ts';
 import { listenForDemo, serveDemo } from './demoServe.ts';
 import { UsageError } from './errors.ts';
-import { formatState, oneLine } from './format.ts';
+import { formatState, jsonText, oneLine } from './format.ts';
 import { redactKeys } from '../views/redacted.ts';
 import { paintError, paintOutcome } from './style.ts';
 import { describeScheduleEvent } from './schedule.ts';
@@ -140,9 +140,9 @@ export function addDemoCommand(program: Command, io: CliIO): void {
       const listening = serve ? await listenForDemo(runtime, options, command.getOptionValueSource('port') !== 'default', g.json ? undefined : print) : undefined;
       try {
         const jobs = await runDemo(runtime, { print: g.json ? () => {} : print, dbLabel: g.db, commandPrefix: commandPrefix(g) });
-        if (g.json) io.stdout(`${JSON.stringify({ db: g.db, jobs }, null, 2)}\n`);
+        if (g.json) io.stdout(`${jsonText({ db: g.db, jobs }, 2)}\n`);
         if (listening === undefined) return;
-        const json = g.json ? { json: (value: Record<string, unknown>) => io.stdout(`${JSON.stringify(value)}\n`) } : {};
+        const json = g.json ? { json: (value: Record<string, unknown>) => io.stdout(`${jsonText(value)}\n`) } : {};
         await serveDemo(runtime, listening, { print, ...json, stderr: io.stderr });
       } finally {
         await listening?.close();

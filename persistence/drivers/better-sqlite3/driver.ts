@@ -16,7 +16,7 @@ import { failure, outcomeOf, unlessLeaseHeld } from '../../sql/outcomes.ts';
 import { SQLITE } from '../../sql/predicates.ts';
 import { runSync, type Program } from '../../sql/program.ts';
 import { toEffectRecord, type Row } from '../../sql/records.ts';
-import type { StatementName } from '../../sql/statements.ts';
+import { dueClaimPickSql, type StatementName } from '../../sql/statements.ts';
 import { feedPage, prepareFeed } from './feed.ts';
 import { prepare, rawRows, type RawRows } from './prepared.ts';
 import { isSqliteFault, outcomeUnknownAtCommit, storageFault } from './storageFault.ts';
@@ -54,6 +54,8 @@ export class SqliteDriver implements SqlDriver {
   /** `getJob`, read by every send: the row as an array, named by a function built once (rawRows). */
   readonly #jobById: RawRows;
   readonly #byText = new Map<string, Database.Statement>();
+  /** `claimDueEffects`' pick, one statement per limit (the limit written in: dueClaimPickSql). */
+  readonly #claimPicks = new Map<number, Database.Statement>();
   /** `#tx.immediate(fn)`: fn in BEGIN IMMEDIATE; `#tx.deferred(fn)`: in a read transaction; `#savepoint(fn)`, inside one: a savepoint. */
   readonly #tx: Database.Transaction<(fn: () => unknown) => unknown>;
   readonly #savepoint: Database.Transaction<(fn: () => unknown) => unknown>;
@@ -159,7 +161,9 @@ export class SqliteDriver implements SqlDriver {
     return this.write(
       () => {
         // One writer: the pick reads what nobody else changes before its claims (no rows to skip).
-        const rows = s.dueClaimPick.all(dueClaimParams(c)) as Row[];
+        let pick = this.#claimPicks.get(c.limit);
+        if (!pick) this.#claimPicks.set(c.limit, (pick = this.#db.prepare(dueClaimPickSql(SQLITE, c.limit))));
+        const rows = pick.all(dueClaimParams(c)) as Row[];
         const claimed: DueClaimed[] = [];
         const held: EffectRecord[] = [];
         for (const row of rows) {

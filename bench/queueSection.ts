@@ -1,0 +1,107 @@
+/**
+ * The queue section (`npm run bench -- --only queue`; issue 32): a backlog of N jobs drained by
+ * workers in the same process (bench/queueRun.ts), two ways: enqueued by 32 producers while the
+ * workers drain (while-draining), and all enqueued first (then-drain). 1- and 3-step jobs of
+ * no-op activities, c1 and c16 activities at once (c64 with --queue-full), NORMAL and FULL, on
+ * the stores --store names. Backlogs: 500 and 2k (--quick), 1k and 10k, or 1k, 10k and 100k
+ * (--queue-full); c1 runs the smallest only (a job at a time: minutes per 10k).
+ *
+ * Beside each case, in the same run: raw SQLite doing the same writes 100 to a transaction
+ * (bench/rawBatch.ts) and the afternoon loop (bench/queueRun.ts), as ratios. Each case reports
+ * jobs/s, CPU µs/job, statements and commits per job, and the growth of CPU per job from the
+ * smallest backlog to the largest.
+ */
+import { RAW_BATCH } from './groupCommit.ts';
+import { JOB_SHAPES } from './jobsRun.ts';
+import { runAfternoonQueue, runSpoolQueue, type QueueMode, type QueueResult } from './queueRun.ts';
+import { runRawJobs } from './rawBatch.ts';
+import { SETTINGS } from './rawRun.ts';
+import { fmtRate, hostLoad, loadNow, printLoadNote, printTable, round } from './format.ts';
+import type { SectionContext } from './sections.ts';
+
+export async function queueSection(ctx: SectionContext & { queueFull: boolean }) {
+  const load0 = loadNow();
+  const backlogs = ctx.quick ? [500, 2000] : ctx.queueFull ? [1000, 10_000, 100_000] : [1000, 10_000];
+  const concurrencies = ctx.queueFull ? [1, 16, 64] : [1, 16];
+  console.log(`\n== Queue: N jobs drained by runWorker in the same process (producers 32 in flight), backlogs ${backlogs.join(', ')}; stores ${ctx.stores.join(', ')}`);
+  const rows: ReturnType<typeof row>[] = [];
+  for (const synchronous of SETTINGS) {
+    for (const shape of JOB_SHAPES) {
+      ctx.gc();
+      const raw = runRawJobs({ synchronous, durationMs: ctx.quick ? 200 : 1000, steps: shape.steps, batch: RAW_BATCH, snapshot: shape.snapshot });
+      for (const c of concurrencies) {
+        for (const mode of ['while-draining', 'then-drain'] as QueueMode[]) {
+          if (mode === 'then-drain' && (c !== 16 || shape.steps !== 3)) continue;
+          const sizes = c === 1 ? backlogs.slice(0, 1) : backlogs;
+          for (const store of ctx.stores) {
+            if (store === 'postgres' && synchronous === 'FULL') continue; // synchronous is SQLite's setting
+            const runs: QueueResult[] = [];
+            let afternoon: QueueResult | null = null;
+            for (const backlog of sizes) {
+              const k = { store, synchronous, shape, concurrency: c, backlog, mode };
+              ctx.gc();
+              runs.push(await runSpoolQueue(k));
+              if (backlog === sizes.at(-1)) afternoon = await runAfternoonQueue(k);
+            }
+            const r = row({ store, synchronous, job: shape.name, concurrency: c, mode, backlogs: sizes, runs, afternoon: afternoon!, rawJobsPerSec: raw.jobsPerSec });
+            rows.push(r);
+            process.stdout.write(`  ${store.padEnd(8)} ${synchronous.padEnd(6)} ${shape.name} c${String(c).padEnd(2)} ${mode.padEnd(14)} ${fmtRate(r.jobsPerSec).padStart(7)} jobs/s  CPU ${r.cpuUsPerJob} µs/job  growth ${r.cpuGrowth ?? '—'}\n`);
+          }
+        }
+      }
+    }
+  }
+  print(rows);
+  const load = hostLoad(load0);
+  printLoadNote(load);
+  return {
+    method: {
+      shape: 'N jobs enqueued by 32 producers (runtime.start) while runWorker drains them (while-draining), or all enqueued by a runtime that runs no activities and then drained by a fresh runtime + runWorker (then-drain); first enqueue → last final commit',
+      cpu: 'process.cpuUsage() per job over the whole run (producers, runtime, worker, SQLite); Postgres: server CPU separately',
+      statements: 'better-sqlite3 run/get/all/iterate and pg Client.query calls per job (bench/countingStore.ts)',
+      raw: `better-sqlite3, the same writes ${RAW_BATCH} jobs to a transaction (bench/rawBatch.ts)`,
+      afternoon: 'SQLite, one row per job, claim by UPDATE … RETURNING, one UPDATE per step, c loops, the same producers (bench/queueRun.ts), at the largest backlog',
+      backlogs,
+    },
+    results: rows,
+    hostLoad: load,
+  };
+}
+
+function row(r: { store: string; synchronous: string; job: string; concurrency: number; mode: QueueMode; backlogs: number[]; runs: QueueResult[]; afternoon: QueueResult; rawJobsPerSec: number }) {
+  const last = r.runs.at(-1)!;
+  return {
+    store: r.store,
+    synchronous: r.synchronous,
+    job: r.job,
+    concurrency: r.concurrency,
+    mode: r.mode,
+    backlog: r.backlogs.at(-1)!,
+    jobsPerSec: round(last.jobsPerSec),
+    cpuUsPerJob: round(last.cpuUsPerJob, 0),
+    serverCpuUsPerJob: last.serverCpuUsPerJob === null ? null : round(last.serverCpuUsPerJob, 0),
+    statementsPerJob: round(last.statementsPerJob, 2),
+    commitsPerJob: last.commitsPerJob === null ? null : round(last.commitsPerJob, 2),
+    byBacklog: r.runs.map((x, i) => ({ backlog: r.backlogs[i]!, jobsPerSec: round(x.jobsPerSec), cpuUsPerJob: round(x.cpuUsPerJob, 0) })),
+    /** CPU per job at the largest backlog over the smallest's (null: one backlog). */
+    cpuGrowth: r.runs.length > 1 ? round(last.cpuUsPerJob / r.runs[0]!.cpuUsPerJob, 2) : null,
+    afternoon: { jobsPerSec: round(r.afternoon.jobsPerSec), cpuUsPerJob: round(r.afternoon.cpuUsPerJob, 0), statementsPerJob: round(r.afternoon.statementsPerJob, 2), commitsPerJob: r.afternoon.commitsPerJob },
+    rawJobsPerSec: round(r.rawJobsPerSec),
+    ratioToAfternoon: round(last.jobsPerSec / r.afternoon.jobsPerSec, 3),
+    ratioToRaw: round(last.jobsPerSec / r.rawJobsPerSec, 3),
+  };
+}
+
+function print(rows: readonly ReturnType<typeof row>[]): void {
+  console.log('');
+  printTable(
+    ['store', 'sync', 'job', 'c', 'mode', 'backlog', 'jobs/s', 'CPU µs/job', 'growth', 'stmts/job', 'commits/job', 'afternoon jobs/s', '/afternoon', `raw ${RAW_BATCH}/tx`, '/raw'],
+    rows.map((r) => [
+      r.store, r.synchronous, r.job, String(r.concurrency), r.mode, String(r.backlog), fmtRate(r.jobsPerSec),
+      `${r.cpuUsPerJob}${r.serverCpuUsPerJob === null ? '' : ` +${r.serverCpuUsPerJob} server`}`, r.cpuGrowth === null ? '—' : `×${r.cpuGrowth}`,
+      String(r.statementsPerJob), r.commitsPerJob === null ? '—' : String(r.commitsPerJob), fmtRate(r.afternoon.jobsPerSec),
+      r.ratioToAfternoon.toFixed(3), fmtRate(r.rawJobsPerSec), r.ratioToRaw.toFixed(3),
+    ]),
+  );
+  console.log('  growth = CPU µs/job at the largest backlog / at the smallest; the afternoon loop and raw SQLite run on SQLite at the same setting (Postgres rows compare with them too).');
+}
