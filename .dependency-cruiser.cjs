@@ -6,12 +6,15 @@
  *   src/step              one transition, pure
  *   src/runtime           the engine
  *   src/cli, src/server, src/testing, src/views, src/loader, persistence   on top
+ *   src/client            the HTTP client: runs in browsers too, so fetch and streams only
  *
  * In persistence/: the SQL core (persistence/sql) names no driver; each driver
  * (persistence/drivers/<name>) imports the core and its own client library, never another driver's.
  * The `spool/postgres` entry's static graph never reaching better-sqlite3 is checked by test/layers.test.ts.
  */
 const LOWER = '^src/(base|ports)/';
+/** What src/client may import: itself, the error classes, and (as types only) the API's types. */
+const CLIENT_MAY_IMPORT = '^src/(client/|base/(errors|httpErrors)\\.ts$|ports/|runtime/(api|machineTypes|intake)\\.ts$)';
 module.exports = {
   forbidden: [
     { name: 'no-circular', severity: 'error', comment: 'No module imports itself through others.', from: {}, to: { circular: true } },
@@ -56,6 +59,22 @@ module.exports = {
       comment: 'The SQLite driver never loads node-postgres.',
       from: { path: '^persistence/drivers/better-sqlite3/' },
       to: { path: 'node_modules/pg/' },
+    },
+    {
+      name: 'client-no-node',
+      severity: 'error',
+      comment: 'src/client runs in browsers: no Node built-ins (fetch, streams, AbortController and TextDecoder only).',
+      from: { path: '^src/client/' },
+      to: { dependencyTypes: ['core'] },
+    },
+    {
+      name: 'client-types-only',
+      severity: 'error',
+      comment:
+        'src/client uses the error classes (base/errors.ts, httpErrors.ts) and the types of the API (ports/, runtime/api.ts, machineTypes.ts, intake.ts), nothing else of the engine. ' +
+        'swc does not mark type-only imports, so test/layers.test.ts checks that those imports are `import type`.',
+      from: { path: '^src/client/' },
+      to: { path: '^(src|persistence|machines)/', pathNot: CLIENT_MAY_IMPORT },
     },
   ],
   options: {

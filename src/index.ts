@@ -6,7 +6,6 @@
  * import { SqliteStore } from 'spool/sqlite';
  */
 export { createRuntime, Runtime } from './runtime/runtime.ts';
-export { JobQuarantined } from './runtime/quarantine.ts';
 export type { RuntimeOptions, Job, JobOf, JobDetails, JobDetailsOf, SendResult, SendResultOf, SendOptions, StartOptions, StartOrSendOptions, StartOrSendResult, RedeliverOptions, ListFilter, RuntimeEvent, LogEntry, MachineEntries } from './runtime/runtime.ts';
 export { redeliveryOf } from './runtime/redelivery.ts';
 /** Typed definitions and activities (checked against the machine at compile time), and the types that flow from machines. */

@@ -10,10 +10,10 @@ import { describe, expect, it } from 'vitest';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 describe('package entry points', () => {
-  it('spool, spool/sqlite, spool/postgres, spool/memory, spool/testing and spool/machines export what the README names', () => {
+  it('spool, spool/sqlite, spool/postgres, spool/memory, spool/testing, spool/machines and spool/client export what the README names', () => {
     const script = `
       const names = {};
-      for (const entry of ['spool', 'spool/sqlite', 'spool/postgres', 'spool/memory', 'spool/testing', 'spool/machines']) names[entry] = Object.keys(await import(entry)).sort();
+      for (const entry of ['spool', 'spool/sqlite', 'spool/postgres', 'spool/memory', 'spool/testing', 'spool/machines', 'spool/client']) names[entry] = Object.keys(await import(entry)).sort();
       console.log(JSON.stringify(names));`;
     const env = { ...process.env };
     delete env['NODE_OPTIONS'];
@@ -24,6 +24,7 @@ describe('package entry points', () => {
     expect(names['spool/postgres']).toEqual(expect.arrayContaining(['PostgresStore', 'openStore']));
     expect(names['spool/memory']).toContain('MemoryStore');
     expect(names['spool/testing']).toEqual(expect.arrayContaining(['VirtualClock', 'runPathTests', 'collectPathTests']));
+    expect(names['spool/client']).toEqual(expect.arrayContaining(['createClient', 'RemoteError', 'EventStream']));
     expect(names['spool/machines']).toEqual(expect.arrayContaining(['jobLifecycle', 'exportJob', 'approvalFlow', 'retryingJob', 'pathTests']));
   });
 });

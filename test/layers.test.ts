@@ -1,8 +1,10 @@
 /**
  * The tree's layers (.dependency-cruiser.cjs): no import cycle, type-only imports included, and
- * base/ and ports/ below step/, step/ below runtime/; persistence/sql names no driver, no driver
- * imports another, and the `spool/postgres` entry never loads better-sqlite3.
+ * base/ and ports/ below step/, step/ below runtime/, src/client free of Node and of the engine
+ * but for its error classes and types; persistence/sql names no driver, no driver imports another,
+ * and the `spool/postgres` entry never loads better-sqlite3.
  */
+import { readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { cruise } from 'dependency-cruiser';
 import { describe, expect, it } from 'vitest';
@@ -56,5 +58,18 @@ describe('layers', () => {
     );
     expect(violations).toEqual([]);
     expect(output.summary.totalCruised).toBeGreaterThan(150);
+  });
+
+  it('src/client imports the engine for its types only (swc, the cruiser\'s parser, does not tell type-only imports apart)', () => {
+    const dir = new URL('../src/client/', import.meta.url);
+    const values: string[] = [];
+    for (const file of readdirSync(dir).filter((f) => f.endsWith('.ts'))) {
+      const text = readFileSync(new URL(file, dir), 'utf8');
+      for (const m of text.matchAll(/^(import|export)\s+(type\s+)?[^;]*?from\s+'([^']+)'/gms)) {
+        const [, , type, specifier] = m;
+        if (type === undefined && /^\.\.\/(ports|runtime)\//.test(specifier!)) values.push(`${file} -> ${specifier}`);
+      }
+    }
+    expect(values).toEqual([]);
   });
 });

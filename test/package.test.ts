@@ -197,6 +197,7 @@ import { MemoryStore } from 'spool/memory';
 import { jobLifecycle } from 'spool/machines';
 import { VirtualClock } from 'spool/testing';
 import { createServer } from 'spool/server';
+import { createClient, JobNotFoundError } from 'spool/client';
 import { assign, setup } from 'xstate';
 import { z } from 'zod';
 
@@ -248,6 +249,15 @@ await runtime.send(lifecycle.id, { type: 'PAUSE' });
 defineJob({ machine: imageMachine, activities: { rendr: { maxAttempts: 2 } } });
 // @ts-expect-error a cancel state the machine lacks
 defineJob({ machine: imageMachine, cancel: { state: 'canceled' } });
+
+// The HTTP client is typed by the same machines.
+const client = createClient<[typeof image, typeof jobLifecycle]>({ url: 'http://127.0.0.1:7420', token: 'a-token-0123456789abcdef' });
+const typedInput = async () => (await client.start('image-render', { width: 640 })).context.uri;
+// @ts-expect-error the client refuses a wrong machine id too
+const wrongClient = async () => client.start('image-rendr', { width: 640 });
+// @ts-expect-error and an unknown event
+const wrongEvent = async () => client.send(lifecycle.id, { type: 'PAUSE' });
+console.log(typeof typedInput, typeof wrongClient, typeof wrongEvent, JobNotFoundError.name);
 
 // The untyped API takes the typed runtime and its jobs.
 const loose: Runtime = runtime;

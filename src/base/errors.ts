@@ -68,6 +68,12 @@ export class JobNotFoundError extends SpoolError {
   }
 }
 
+/** Events can no longer be sent to a quarantined job until it is released (`details`: `jobId`, `reason`). */
+export class JobQuarantined extends SpoolError {
+  readonly code = 'SPOOL_QUARANTINED';
+  readonly category = 'conflict';
+}
+
 /** The job is in a final state: terminal means terminal. */
 export class JobTerminalError extends SpoolError {
   readonly code = 'SPOOL_TERMINAL';

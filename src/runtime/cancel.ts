@@ -7,7 +7,7 @@ import { UNCOMPARED_HASH } from '../ports/store.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { JobRecord, JobStore, JsonValue, NewInboxEvent } from '../ports/store.ts';
 import { JobTerminalError, ValidationError } from '../base/errors.ts';
-import { JobQuarantined } from './quarantine.ts';
+import { quarantined } from './quarantine.ts';
 import type { Tell } from './events.ts';
 import { describeEnd, TERMINAL } from './jobView.ts';
 import { eventSchemaFor, namesEventType, type MachineRegistry } from './registry.ts';
@@ -43,7 +43,7 @@ export async function requestCancel(store: JobStore, registry: MachineRegistry, 
     throw new JobTerminalError(`Job ${jobId} is ${describeEnd(record)}: there is nothing to cancel.`, { jobId, status: record.status });
   }
   const def = registry.route(record.machineId, record.machineVersion)?.target;
-  if (!def) throw new JobQuarantined(jobId, record.quarantine ?? `machine ${record.machineId}@${record.machineVersion} is not registered`);
+  if (!def) throw quarantined(jobId, record.quarantine ?? `machine ${record.machineId}@${record.machineVersion} is not registered`);
   if (!namesEventType(def, def.cancel.event)) {
     // A child job is the parent's to stop: it ends when the parent leaves the invoking state.
     const how = record.parent

@@ -17,7 +17,7 @@ import { startStep, type Started } from '../step/step.ts';
 import type { Job, SendOptions, SendResult, StartOptions, StartOrSendOptions, StartOrSendResult } from './api.ts';
 import { redelivery, redeliveryId, type RedeliverOptions } from './redelivery.ts';
 import type { RuntimeEvents } from './events.ts';
-import { JobQuarantined } from './quarantine.ts';
+import { quarantined } from './quarantine.ts';
 import { describeEnd, TERMINAL, type JobReader } from './jobView.ts';
 import { checkId, checkSendOptions, requireOptions, type Intake } from './intake.ts';
 import type { CommitBatcher } from './commits.ts';
@@ -163,7 +163,7 @@ export class JobEntry {
       return this.send(jobId, event, options); // another runtime held it back; this one can run it
     }
     if (record.quarantine !== null || !route) {
-      throw new JobQuarantined(jobId, record.quarantine ?? `machine ${record.machineId}@${record.machineVersion} is not registered`);
+      throw quarantined(jobId, record.quarantine ?? `machine ${record.machineId}@${record.machineVersion} is not registered`);
     }
     const payload = this.#intake.validateEvent(route.target, event);
     const type = (payload as { type: string }).type;
@@ -255,7 +255,7 @@ export class JobEntry {
     if (await this.store.getEvent(jobId, again)) return this.#outcome(jobId, again, true, true);
     const route = this.registry.route(record.machineId, record.machineVersion);
     if (!TERMINAL.has(record.status) && (record.quarantine !== null || !route)) {
-      throw new JobQuarantined(jobId, record.quarantine ?? `machine ${record.machineId}@${record.machineVersion} is not registered`);
+      throw quarantined(jobId, record.quarantine ?? `machine ${record.machineId}@${record.machineVersion} is not registered`);
     }
     const def = route?.target ?? this.registry.latest(record.machineId);
     const accept = redelivery(record, await this.store.getEvent(jobId, eventId), eventId, def, options.force === true, this.clock.now());

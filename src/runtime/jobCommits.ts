@@ -21,7 +21,7 @@ import type { ActionPlan } from '../step/actions.ts';
 import type { Relations } from '../step/children.ts';
 import { migrateStep, needsChildren, step, type Started, type Step, type StepInput } from '../step/step.ts';
 import type { Job, LogEntry, RuntimeEvent } from './api.ts';
-import { JobQuarantined, STORE_REFUSED, damageOf, isDamage } from './quarantine.ts';
+import { quarantined, STORE_REFUSED, damageOf, isDamage } from './quarantine.ts';
 import { describeEnd, TERMINAL, toJob } from './jobView.ts';
 import type { ActivityExecutor, OutcomeInCommit } from './executor.ts';
 import type { RunningActivity, RuntimeParts } from './parts.ts';
@@ -267,7 +267,7 @@ export class JobCommits {
   async applyInline(accept: NewInboxEvent, visible: JobRecord): Promise<Applied | undefined> {
     const loaded = this.readyFrom(visible) ?? (await this.load(accept.jobId));
     // Found unfit just now (its snapshot, its version): the caller hears so at once, and nothing of the event is written.
-    if (loaded?.kind === 'held' && loaded.record.quarantine !== null) throw new JobQuarantined(accept.jobId, loaded.record.quarantine);
+    if (loaded?.kind === 'held' && loaded.record.quarantine !== null) throw quarantined(accept.jobId, loaded.record.quarantine);
     if (!loaded || loaded.kind !== 'ready') return undefined;
     const result = await this.#applyEvent(loaded, accept.payload, { accept });
     return typeof result === 'object' ? result : undefined;

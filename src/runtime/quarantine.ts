@@ -1,18 +1,14 @@
 /** Quarantine: a job held back, with a visible reason, until what it needs is registered or repaired. */
 import { DAMAGED_RECORD, type JobRecord } from '../ports/store.ts';
-import { SpoolError } from '../base/errors.ts';
+import { JobQuarantined } from '../base/errors.ts';
 import { parseSnapshot } from '../base/hydrate.ts';
 
 /** The quarantine reason's prefix for a job whose commit the store refused (its rows are damaged). */
 export const STORE_REFUSED = 'commit refused by the store: ';
 
-/** Events can no longer be sent to a quarantined job until it is released. */
-export class JobQuarantined extends SpoolError {
-  readonly code = 'SPOOL_QUARANTINED';
-  readonly category = 'conflict';
-  constructor(jobId: string, reason: string) {
-    super(`Job ${jobId} is quarantined: ${reason}. ${wayOut(reason, jobId)}`, { jobId, reason });
-  }
+/** The error for an event sent to a quarantined job: why it is held, and the way out. */
+export function quarantined(jobId: string, reason: string): JobQuarantined {
+  return new JobQuarantined(`Job ${jobId} is quarantined: ${reason}. ${wayOut(reason, jobId)}`, { jobId, reason });
 }
 
 /** Whether a quarantine reason is damage (its rows do not read, or the store refused its commit). */
@@ -34,7 +30,7 @@ export function damageOf(record: JobRecord): string | null {
 /** Refuse a write to a job whose rows are damaged, with the way out (purge it). */
 export function refuseDamaged(record: JobRecord): void {
   const damage = damageOf(record);
-  if (damage !== null) throw new JobQuarantined(record.id, damage);
+  if (damage !== null) throw quarantined(record.id, damage);
 }
 
 /** What to do about a quarantine, by what happened: a damaged job is purged (or restored), a missing version registered. */

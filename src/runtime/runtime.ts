@@ -16,7 +16,7 @@ import type { RedeliverOptions } from './redelivery.ts';
 import type { CatalogOf, JobId, MachineCatalog, MachineIds, StartArgs } from './machineTypes.ts';
 import { RuntimeEvents } from './events.ts';
 import { inspectRuntime } from './inspection.ts';
-import { JobQuarantined, damageOf, refuseDamaged } from './quarantine.ts';
+import { quarantined, damageOf, refuseDamaged } from './quarantine.ts';
 import { JobReader, TERMINAL } from './jobView.ts';
 import { checkAsset, checkClose, checkListFilter, checkPercent, checkWait, DEFAULT_MAX_PAYLOAD, Intake, requireOptions, requireText, type CloseOptions, type WaitOptions } from './intake.ts';
 import { CommitBatcher } from './commits.ts';
@@ -533,7 +533,7 @@ export class Runtime<C extends MachineCatalog = any> {
     this.#assertOpen();
     const record = await this.#visible(jobId);
     refuseDamaged(record);
-    if (record.quarantine !== null) throw new JobQuarantined(jobId, record.quarantine);
+    if (record.quarantine !== null) throw quarantined(jobId, record.quarantine);
     const effects = await ops.redrive(this.#ops, record, options);
     if (this.#process) await this.#jobs.drain(jobId);
     if (this.#runEffects) this.#track(this.#executor.pump());
