@@ -81,7 +81,8 @@ describe('path tests of a parent whose child fails', () => {
     expect(generated.transitions.map((t) => t.label)).toContain('inspecting --xstate.error.actor.probe--> failed');
     const child = generated.children[0]!;
     expect(child.coverage.gaps).toEqual([]);
-    expect(child.coverage.waived).toBe(1); // BREAK itself fails: its failure is what the parent covers
+    expect(child.coverage.waived).toBe(0); // BREAK's action throws: taken, its failure is what the parent covers
+    expect(child.coverage.transitions.find((t) => t.event === 'BREAK')).toMatchObject({ covered: true });
     const broken = generated.paths.find((p) => p.steps.some((s) => s.label === 'BREAK@probe'))!;
     const last = broken.steps.at(-1)!.expect;
     expect(last.value).toBe('failed');

@@ -94,11 +94,11 @@ describe('what the generated paths of a machine with a child machine exercise', 
   });
 
   test("the child's activity is answered on the child job, and the parent forwards notes with sendTo", () => {
-    const done = pathWith('done.lint@check')!;
-    const step = done.steps.find((s) => s.label === 'done.lint@check')!;
+    const done = pathWith('done.lint{ok:true}@check')!;
+    const step = done.steps.find((s) => s.label === 'done.lint{ok:true}@check')!;
     expect(step.step).toMatchObject({ via: 'done', actorId: 'lint', child: 'check', output: { ok: true } });
     expect(step.expect.records).toEqual([{ eventType: 'LINTED', outcome: 'applied', from: 'reviewing', to: 'reviewing' }]);
-    const forward = generated.paths.find((p) => stepNames(p).join(' ') === 'SUBMIT time+300ms[retry] done.lint@check FORWARD')!;
+    const forward = generated.paths.find((p) => stepNames(p).join(' ') === 'SUBMIT time+300ms[retry] done.lint{ok:true}@check FORWARD')!;
     const last = forward.steps.at(-1)!.expect;
     expect(last.records.map((r) => r.eventType)).toEqual(['FORWARD', 'NOTED']);
     expect(last.children[0]!.records).toEqual([{ eventType: 'NOTE', outcome: 'applied', from: 'reading', to: 'reading' }]);
@@ -328,7 +328,7 @@ describe('spool test on a module with a child machine', () => {
         covered: number;
         gaps: unknown[];
         failures: unknown[];
-        children: Array<{ machineId: string; transitions: number; covered: number; gaps: unknown[] }>;
+        children: Array<{ machineId: string; transitions: number; covered: number; gaps: unknown[]; coverage: Array<{ status: string; paths: number[] }> }>;
         runs: { plain: number; restart: number; child: number };
       }>;
     };
@@ -338,7 +338,8 @@ describe('spool test on a module with a child machine', () => {
     expect(m!.covered).toBe(m!.transitions);
     expect(m!.gaps).toEqual([]);
     expect(m!.failures).toEqual([]);
-    expect(m!.children).toEqual([{ machineId: 'article.proofread', transitions: 5, covered: 5, waived: 0, gaps: [], unusedWaivers: [] }]);
+    expect(m!.children).toMatchObject([{ machineId: 'article.proofread', transitions: 5, covered: 5, waived: 0, gaps: [], unusedWaivers: [] }]);
+    expect(m!.children[0]!.coverage.every((t) => t.status === 'covered' && t.paths.length > 0)).toBe(true);
     expect(m!.runs.plain).toBeGreaterThan(0);
     expect(m!.runs.restart).toBe(m!.runs.plain);
     expect(m!.runs.child).toBe(1);

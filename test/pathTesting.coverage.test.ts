@@ -276,12 +276,12 @@ describe('runPathTests', () => {
 
     expect(ticketResult).toMatchObject({ machineId: 'ticket', version: '1', ok: true, gaps: [], failures: [], error: null });
     expect(ticketResult!.covered).toBe(ticketResult!.transitions);
-    expect(ticketResult!.runs).toEqual({ plain: ticketResult!.paths, restart: ticketResult!.paths, child: 1 });
+    expect(ticketResult!.runs).toEqual({ plain: ticketResult!.paths, restart: ticketResult!.paths, child: 1, walk: 1 });
 
     expect(gappy).toMatchObject({ machineId: 'gappy', ok: false, transitions: 3, covered: 2, failures: [], error: null });
     expect(gappy!.gaps.map((g) => g.label)).toEqual(['idle --FIRE [isArmed]--> fired']);
 
-    expect(counter).toMatchObject({ machineId: 'tally', ok: false, paths: 0, runs: { plain: 0, restart: 0, child: 0 } });
+    expect(counter).toMatchObject({ machineId: 'tally', ok: false, paths: 0, runs: { plain: 0, restart: 0, child: 0, walk: 0 } });
     expect(counter!.error).toMatch(/explored more than 200/);
 
     expect(impure).toMatchObject({ machineId: 'impure', ok: false, gaps: [] });

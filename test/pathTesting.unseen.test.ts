@@ -94,7 +94,7 @@ describe('what the generated paths exercise', () => {
     expect(always).toMatchObject({ source: 'fulfilment.open.payment.declined', guard: 'tooManyDeclines', covered: true });
     // The path that takes the always-branch says so at the step where it happens.
     const viaAlways = g.paths.find((p) => p.steps.some((s) => s.expect.taken.includes(always.id)))!;
-    expect(viaAlways.name).toBe('PAY#2 → PAY#2 ⇒ cancelled');
+    expect(viaAlways.name).toBe('PAY{amount:10} → PAY{amount:10} ⇒ cancelled');
   });
 
   test('delayed transitions: escalation timers grow with the level and fire in due order', () => {
@@ -107,7 +107,7 @@ describe('what the generated paths exercise', () => {
   test('an activity with retries: two scripted failures, backoff 1 s then 2 s, the third attempt settles; attempts are recorded by the runtime', async () => {
     const g = generatePaths(sync, syncOptions);
     const path = g.paths.find((p) => p.name.endsWith('⇒ synced'))!;
-    expect(path.name).toBe('SYNC → time+1s[retry] → time+2s[retry] → done.upload ⇒ synced');
+    expect(path.name).toBe('SYNC → time+1s[retry] → time+2s[retry] → done.upload{count:10} ⇒ synced');
     const record = await runPath(g, path, { mode: 'restart', dir });
     expect(record.attempts).toEqual([
       { effectId: 'path-test~upload~r2', attempt: 1, outcome: 'failed' },

@@ -975,6 +975,27 @@ describe('waitFor and other processes', () => {
   });
 });
 
+describe('the snapshot each runtime keeps of the jobs it committed', () => {
+  const counter = setup({ types: { context: {} as { n: number } } }).createMachine({
+    id: 'counter',
+    context: { n: 0 },
+    initial: 'counting',
+    states: { counting: { on: { INC: { actions: assign({ n: ({ context }) => context.n + 1 }) } } } },
+  });
+  it('is never used for a revision another runtime moved past: two runtimes on one file alternate commits to one job, and each step starts from the stored row', async () => {
+    const path = res.dbPath();
+    const one = await res.runtime({ machines: [counter], store: await res.sqlite(path) });
+    const two = await res.runtime({ machines: [counter], store: await res.sqlite(path) });
+    const job = await one.start('counter', {});
+    for (let i = 1; i <= 6; i += 1) {
+      // Each runtime keeps the snapshot of its own last commit, which the other's commit made stale.
+      const r = await (i % 2 === 1 ? one : two).send(job.id, { type: 'INC' });
+      expect(r.job).toMatchObject({ revision: i + 1, context: { n: i } });
+    }
+    expect((await one.history(job.id)).map((h) => h.revision)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+  });
+});
+
 describe('createRuntime options', () => {
   it('refuses wrong types, unknown names and out-of-range values with a ValidationError naming the option, before it opens', async () => {
     const store = new MemoryStore();

@@ -106,7 +106,7 @@ export function snapshotsOf(state: ModelState, startEvent = '(end of step)'): Ch
 }
 
 /** Run one check: null when it holds, else why not. */
-function run(check: Check, s: CheckedSnapshot): string | null {
+export function runCheck(check: Check, s: CheckedSnapshot): string | null {
   try {
     return check(s) === false ? 'returned false' : null;
   } catch (error) {
@@ -140,7 +140,7 @@ export class Checker {
     for (const s of snapshotsOf(state)) {
       for (const { name, state: within, check } of this.#checks) {
         if (within !== null && !s.matches(within)) continue;
-        const why = run(check, s);
+        const why = runCheck(check, s);
         if (why !== null) return { check: name, snapshot: s, message: why };
       }
     }
@@ -185,7 +185,8 @@ export function resolveStep(model: JobModel, state: ModelState, spec: StepSpec, 
     return { via: 'send', type: spec.type, event: toJson(spec) as { type: string }, sample: 0 };
   }
   const possible = model.steps(state);
-  const found = possible.find((s) => specLabel(s) === spec);
+  // `APPROVE#2`, or the label the path names show: `APPROVE{role:peer}`.
+  const found = possible.find((s) => specLabel(s) === spec) ?? possible.find((s) => s.via === 'send' && `${s.type}${model.sampleDetail(state, s)}${s.child ? `@${s.child}` : ''}` === spec);
   if (found) return found;
   throw new SampleError(`${where}: step "${spec}" is not possible here (state ${JSON.stringify(toJson(state.machine.value))}; possible: ${[...new Set(possible.map(specLabel))].join(', ') || 'none'}).`);
 }

@@ -5,6 +5,7 @@ import { generatePaths, type GeneratedPaths, type PathPlan } from './paths.ts';
 import { childSample, isPathTestSubject, type PathTestOptions, type PathTestSubject } from './runPathTests.ts';
 import { compareRuns, runPath, type RunPathOptions, type RunRecord } from './runner.ts';
 import { checkGolden, goldenPath } from './golden.ts';
+import { runWalks } from './walks.ts';
 
 /** The part of vitest describeMachinePaths uses, typed here so that an app without vitest type-checks. */
 interface VitestApi {
@@ -79,6 +80,7 @@ export function describeMachinePaths(
     testCoverage(test, generated);
     testChecks(test, generated, opts);
     testPaths(test, generated, opts);
+    testWalks(test, generated, opts);
   });
   return generated;
 }
@@ -115,6 +117,24 @@ function testChecks(test: VitestApi['test'], g: GeneratedPaths, opts: DescribeMa
       const file = goldenPath(golden, g.machineId, opts.module);
       const { diffs } = checkGolden(file, g, opts.update ?? process.env['SPOOL_UPDATE'] === '1');
       if (diffs.length > 0) throw new Error(diffs.map((d) => d.message).join('\n'));
+    });
+  }
+}
+
+/** Random walks (a failing one shrunk), and the replayed ones with a restart between steps. Seed: `walks.seed`, or env `SPOOL_SEED`. */
+function testWalks(test: VitestApi['test'], g: GeneratedPaths, opts: DescribeMachinePathsOptions): void {
+  if (opts.walks === false) return;
+  const seed = process.env['SPOOL_SEED'] !== undefined ? Number(process.env['SPOOL_SEED']) : undefined;
+  const walks = runWalks(g, { ...(opts.walks ?? {}), ...(seed !== undefined ? { seed } : {}) });
+  if (!g.checker.empty) {
+    // Names without the seed (it changes every run): the failure message says it.
+    test('random walks keep the invariants', () => {
+      if (walks.violation) throw new Error(walks.violation.message);
+    });
+  }
+  for (const [i, walk] of walks.replay.entries()) {
+    test(`random walk ${i + 1}, restart between steps`, async () => {
+      await runPath(g, walk, { ...(opts.dir !== undefined ? { dir: opts.dir } : {}), ...(opts.compareContext !== undefined ? { compareContext: opts.compareContext } : {}), mode: 'restart' });
     });
   }
 }

@@ -65,16 +65,27 @@ export function writeGolden(file: string, generated: GeneratedPaths): void {
   writeFileSync(file, `${JSON.stringify(goldenOf(generated), null, 2)}\n`);
 }
 
+/** A golden file's content, or null when it does not exist or does not read. */
+export function readGolden(file: string): GoldenFile | null {
+  if (!existsSync(file)) return null;
+  try {
+    const golden = JSON.parse(readFileSync(file, 'utf8')) as GoldenFile;
+    return Array.isArray(golden.paths) ? golden : null;
+  } catch {
+    return null;
+  }
+}
+
 /** The differences between the golden file and the machine now: one message per path (empty when they agree). */
 export function compareGolden(file: string, generated: GeneratedPaths): Array<{ name: string; message: string }> {
   if (!existsSync(file)) return [{ name: '(golden file)', message: `No golden file ${file}: run \`spool test --update\` (or set \`update: true\`) to write it.` }];
-  let golden: GoldenFile;
-  try {
-    golden = JSON.parse(readFileSync(file, 'utf8')) as GoldenFile;
-    if (!Array.isArray(golden.paths)) throw new Error('no "paths" array');
-  } catch (error) {
-    return [{ name: '(golden file)', message: `Golden file ${file} is not readable (${(error as Error).message}): run \`spool test --update\` to write it again.` }];
-  }
+  const golden = readGolden(file);
+  if (!golden) return [{ name: '(golden file)', message: `Golden file ${file} is not readable JSON with a "paths" array: run \`spool test --update\` to write it again.` }];
+  return diffGolden(golden, file, generated);
+}
+
+/** The differences between recorded paths (of `file`) and the machine now. */
+export function diffGolden(golden: GoldenFile, file: string, generated: GeneratedPaths): Array<{ name: string; message: string }> {
   const out: Array<{ name: string; message: string }> = [];
   const recorded = new Set<string>();
   for (const g of golden.paths) {

@@ -42,4 +42,6 @@ export {
 } from './runPathTests.ts';
 export { valueMatches, type CheckedSnapshot, type Check, type CheckViolation, type NamedPath, type PathChecks, type StepSpec } from './checks.ts';
 export { goldenPath, goldenOf, compareGolden, checkGolden, GOLDEN_DIR, type GoldenFile, type GoldenPath } from './golden.ts';
+export { runWalks, type WalkOptions, type WalkResult } from './walks.ts';
+export { mutantsOf, mutationTest, type Mutant, type MutationResult } from './mutate.ts';
 export { describeMachinePaths, type DescribeMachinePathsOptions } from './describeMachinePaths.ts';

@@ -200,6 +200,11 @@ export class JobModel {
     for (const type of this.#handledTypes(info, job.machine)) {
       this.#eventSamples(info, type, view).forEach((event, i) => out.push({ via: 'send', type, event, sample: i + 1, ...at }));
     }
+    // Samples keyed by a wildcard the state handles (`'note.*'`): each with its own type.
+    const wildcards = new Set((getNextTransitions(job.machine) as TransitionDefinitionLike[]).map((t) => t.eventType).filter((t) => t.includes('*')));
+    for (const key of Object.keys(info.opts.events).filter((k) => wildcards.has(k))) {
+      this.#eventSamples(info, key, view).forEach((event, i) => out.push({ via: 'send', type: event.type, event, sample: i + 1, ...at }));
+    }
     if (root && nextWake(job as ModelState) !== null) out.push({ via: 'time', type: 'spool.time' });
     for (const effect of job.effects) {
       if (effect.kind !== 'activity' || effect.status !== 'waiting') continue;
@@ -236,6 +241,35 @@ export class JobModel {
     return JSON.stringify(live.length === 0 ? part(state) : [...part(state), live.map((c) => [c.path, ...part(c)])]);
   }
 
+  /**
+   * What tells a step's sample from the other samples of its kind, for its label: the payload
+   * fields whose values differ (`{role:manager}`), '' when it is the only sample.
+   */
+  sampleDetail(before: ModelState, step: PathStep): string {
+    if (step.via !== 'send' && step.via !== 'done' && step.via !== 'error') return '';
+    const job = allJobs(before).find((j) => j.path === (step.child ?? ''));
+    if (!job) return '';
+    const info = this.#info(job.machineId);
+    const view = viewOf(job);
+    let all: unknown[];
+    let mine: unknown;
+    try {
+      if (step.via === 'send') {
+        const wildcard = Object.keys(info.opts.events).find((k) => k.includes('*') && !Object.hasOwn(info.opts.events, step.type) && this.#eventSamples(info, k, view).some((e) => e.type === step.type));
+        all = this.#eventSamples(info, wildcard ?? step.type, view).filter((e) => e.type === step.type);
+        mine = step.event;
+      } else {
+        const effect = job.effects.find((e) => e.actorId === step.actorId);
+        const table = step.via === 'done' ? info.opts.outputs : info.opts.errors;
+        all = samplesOf(own(table, step.actorId) ?? own(table, effect?.src ?? '') ?? null, view).map(toJson);
+        mine = step.via === 'done' ? step.output : step.error;
+      }
+    } catch {
+      return '';
+    }
+    return distinguishing(all, mine);
+  }
+
   #info(machineId: string): MachineInfo {
     const info = this.#machines.get(machineId);
     if (!info) throw new Error(`spool/testing: machine ${machineId} is not part of this model.`);
@@ -260,6 +294,15 @@ export class JobModel {
       throw new SampleError(`Sample ${n} of event ${type} for ${where} is not an object.`);
     }
     const s = sample as Record<string, unknown>;
+    if (type.includes('*')) {
+      // A wildcard's sample names its own type, one the wildcard matches as XState does.
+      const own = s['type'];
+      const prefix = type.slice(0, -1);
+      if (typeof own !== 'string' || own.includes('*') || !(type === '*' || own === type.slice(0, -2) || own.startsWith(prefix))) {
+        throw new SampleError(`Sample ${n} of event ${type} for ${where} needs its own \`type\`, one that ${type} matches (e.g. { type: '${type === '*' ? 'SOME_EVENT' : `${prefix}something`}', … }).`);
+      }
+      type = own;
+    }
     if (s['type'] !== undefined && s['type'] !== type) {
       throw new SampleError(`Sample ${n} of event ${type} for ${where} has type "${String(s['type'])}".`);
     }
@@ -352,6 +395,8 @@ export class JobModel {
         job.records.push({ eventType: item.event.type, outcome: result.status, from, to: from });
         if (result.status === 'failed') state.failures.push({ machineId: job.machineId, eventType: item.event.type, message: result.error?.message ?? '' });
         if (result.relations) {
+          // A child job's transition whose action throws is how its parent's onError path is taken: it was taken.
+          if (result.status === 'failed') job.taken.push(...staticOf(info, selected(info.def.machine, job.machine, item.event)));
           // A child job that failed ends in error, stopped, and its parent's invocation fails with it (the step's childFailure).
           job.status = result.commit.job.status as ModelJob['status'];
           job.effects = [];
@@ -602,6 +647,18 @@ export function nextWake(state: ModelState): number | null {
   return wake;
 }
 
+/** `{role:manager}`: the fields of `mine` whose values differ among `all` (the whole value when it is not an object); '' for a lone sample. */
+export function distinguishing(all: readonly unknown[], mine: unknown): string {
+  if (all.length <= 1) return '';
+  const show = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v));
+  const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+  if (!all.every(isObject) || !isObject(mine)) return `{${show(mine)}}`;
+  const keys = [...new Set(all.flatMap((o) => Object.keys(o)))].filter((k) => k !== 'type' && new Set(all.map((o) => JSON.stringify(o[k]))).size > 1);
+  const shown = keys.filter((k) => k in mine).map((k) => `${k}:${show(mine[k])}`).join(',');
+  const text = `{${shown}}`;
+  return text.length > 60 ? `${text.slice(0, 57)}…}` : text;
+}
+
 /** What `runtime.fail(token, error)` turns an error payload into. */
 export function failInfo(payload: unknown): ErrorInfo {
   const p = toJson(payload);
@@ -617,6 +674,15 @@ export function viewOf(job: ModelJob): StateView {
 export function samplesOf<T>(samples: Samples<T>, view: StateView): T[] {
   const resolved = typeof samples === 'function' ? (samples as (s: StateView) => T | readonly T[])(view) : samples;
   return Array.isArray(resolved) ? [...(resolved as readonly T[])] : [resolved as T];
+}
+
+/** The transitions XState selects for an event in a snapshot (guards evaluated); none when selecting throws. */
+function selected(machine: AnyStateMachine, snapshot: AnyMachineSnapshot, event: { type: string }): TransitionDefinitionLike[] {
+  try {
+    return (machine as unknown as { getTransitionData: (s: unknown, e: unknown) => TransitionDefinitionLike[] }).getTransitionData(snapshot, event) ?? [];
+  } catch {
+    return [];
+  }
 }
 
 /** The static transitions of this machine among those taken. */

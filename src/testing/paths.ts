@@ -17,7 +17,7 @@ import {
   type StateView,
 } from './model.ts';
 import { listTransitions, type StaticTransition } from './transitions.ts';
-import { Checker, resolveStep, statePaths, valueMatches, violation, type Check, type CheckedSnapshot, type CheckViolation, type PathChecks, type StepSpec } from './checks.ts';
+import { Checker, resolveStep, runCheck, statePaths, valueMatches, violation, type Check, type CheckedSnapshot, type CheckViolation, type PathChecks, type StepSpec } from './checks.ts';
 
 /**
  * Options of {@link generatePaths} (and of the path tests built on it).
@@ -233,7 +233,7 @@ const MACHINE_OPTIONS: readonly string[] = [
   // Checks, golden files and walks.
   'invariants', 'reached', 'paths', 'golden', 'walks',
   // describeMachinePaths's own (the same object reaches here).
-  'crash', 'childCrash', 'dir', 'childTimeoutMs',
+  'crash', 'childCrash', 'dir', 'childTimeoutMs', 'update',
 ];
 const CHILD_OPTIONS: readonly string[] = ['events', 'outputs', 'errors', 'failAttempts', 'stateKey', 'waive', 'compareContext', 'children'];
 
@@ -291,17 +291,7 @@ export function generatePaths(definition: JobDefinition | AnyStateMachine, optio
   const merged = mergePrefixes(chosen);
   const paths = merged.map((p, i) => plan(model, inputs, p, i + 1, inputs.length));
   paths.push(...namedPaths(model, options, inputs, paths.length, violations));
-  for (const p of paths) {
-    const found = checkAlong(model, checker, p.input, p.steps.map((s) => s.step), p.name, p.inputIndex);
-    if (found && !violations.some((v) => v.check === found.check)) violations.push(found);
-    const expect = p.expectation;
-    const last = p.steps.at(-1)?.expect ?? p.start;
-    if (expect) {
-      const why = runExpectation(expect.check, last, p.steps.at(-1)?.step.type ?? 'xstate.init');
-      if (why) why.check = `path ${expect.name}`;
-      if (why) violations.push(violation(why, { path: p.name, step: p.steps.length, label: p.steps.at(-1)?.label ?? 'start', steps: p.steps.map((s) => s.step), inputIndex: p.inputIndex }));
-    }
-  }
+  violations.push(...pathViolations(model, checker, paths, violations));
   const finalCovered = new Set(paths.flatMap((p) => [...p.start.taken, ...p.steps.flatMap((s) => s.expect.taken)]));
   const coverage = coverageReport(registered.id, transitions, finalCovered, options.waive ?? [], explored.notes(registered.id, transitions, finalCovered));
   return {
@@ -432,7 +422,7 @@ function describeSteps(model: JobModel, input: unknown, steps: readonly PathStep
   let prevNow = 0;
   const labels = steps.map((step, i) => {
     const state = replayed.states[i]!;
-    const label = stepLabel(step, predicted(state), prevNow, state.trail);
+    const label = stepLabel(step, predicted(state), prevNow, state.trail, model.sampleDetail(i === 0 ? replayed.start : replayed.states[i - 1]!, step));
     prevNow = state.now;
     return label;
   });
@@ -456,14 +446,20 @@ export function checkAlong(model: JobModel, checker: Checker, input: unknown, st
   return null;
 }
 
-/** Run a path's expectation on its last state: null when it holds. */
-function runExpectation(check: Check, last: PredictedState, event: string): { check: string; snapshot: CheckedSnapshot; message: string } | null {
-  const s: CheckedSnapshot = { value: last.value, context: last.context, status: last.status, now: last.now, event, matches: (p) => valueMatches(last.value, p) };
-  try {
-    return check(s) === false ? { check: 'expect', snapshot: s, message: 'returned false' } : null;
-  } catch (error) {
-    return { check: 'expect', snapshot: s, message: `threw: ${error instanceof Error ? error.message : String(error)}` };
+/** The checks along each path (a check already reported is not again), and each named path's expectation on its last snapshot. */
+function pathViolations(model: JobModel, checker: Checker, paths: readonly PathPlan[], known: readonly CheckViolation[]): CheckViolation[] {
+  const out: CheckViolation[] = [];
+  for (const p of paths) {
+    const steps = p.steps.map((s) => s.step);
+    const found = checkAlong(model, checker, p.input, steps, p.name, p.inputIndex);
+    if (found && ![...known, ...out].some((v) => v.check === found.check)) out.push(found);
+    if (!p.expectation) continue;
+    const last = p.steps.at(-1)?.expect ?? p.start;
+    const s: CheckedSnapshot = { value: last.value, context: last.context, status: last.status, now: last.now, event: p.steps.at(-1)?.step.type ?? 'xstate.init', matches: (v) => valueMatches(last.value, v) };
+    const why = runCheck(p.expectation.check, s);
+    if (why) out.push(violation({ check: `path ${p.expectation.name}`, snapshot: s, message: why }, { path: p.name, step: p.steps.length, label: p.steps.at(-1)?.label ?? 'start', steps, inputIndex: p.inputIndex }));
   }
+  return out;
 }
 
 /** The user's named paths as plans (ids after the generated ones): resolved step by step on the model. */
@@ -732,6 +728,11 @@ function predicted(state: ModelState): PredictedState {
   };
 }
 
+/** A path of the generated paths' model from its steps (a walk, a replayed counterexample): predicted step by step. */
+export function planOf(generated: GeneratedPaths, inputIndex: number, steps: PathStep[], id: number): PathPlan {
+  return plan(generated.model, generated.inputs, { inputIndex, steps, covers: new Set() }, id, generated.inputs.length);
+}
+
 function plan(model: JobModel, inputs: readonly unknown[], p: { inputIndex: number; steps: PathStep[]; covers: Set<string> }, id: number, inputCount: number): PathPlan {
   const input = inputs[p.inputIndex];
   const { start, states } = replay(model, input, p.steps);
@@ -739,7 +740,7 @@ function plan(model: JobModel, inputs: readonly unknown[], p: { inputIndex: numb
   const steps: PlannedStep[] = p.steps.map((step, i) => {
     const state = states[i]!;
     const expect = predicted(state);
-    const label = stepLabel(step, expect, prevNow, state.trail);
+    const label = stepLabel(step, expect, prevNow, state.trail, model.sampleDetail(i === 0 ? start : states[i - 1]!, step));
     prevNow = expect.now;
     return { step, label, expect };
   });
@@ -749,12 +750,13 @@ function plan(model: JobModel, inputs: readonly unknown[], p: { inputIndex: numb
 }
 
 /**
- * `APPROVE`, `APPROVE#2` (second sample), `time+1d[REMIND]`, `done.reserve`, `error.export`,
+ * `APPROVE`, `APPROVE{role:peer}` (one of several samples: the fields that differ), `time+1d[REMIND]`, `done.reserve`, `error.export`,
  * `crash.export`; a step on a child job says which: `NOTE@review`, `done.lint@review`, and
  * what a time step delivers to it: `time+1s[after.1000@review, REMINDER]`.
  */
-export function stepLabel(step: PathStep, expect: PredictedState, prevNow: number, trail?: ReadonlyArray<{ path: string; eventType: string }>): string {
-  const n = (sample: number) => (sample > 1 ? `#${sample}` : '');
+export function stepLabel(step: PathStep, expect: PredictedState, prevNow: number, trail?: ReadonlyArray<{ path: string; eventType: string }>, detail = ''): string {
+  // The payload values that tell this sample from the others (`{role:manager}`), else its number.
+  const n = (sample: number) => detail || (sample > 1 ? `#${sample}` : '');
   const at = (child: string | undefined) => (child ? `@${child}` : '');
   switch (step.via) {
     case 'send':
@@ -810,6 +812,8 @@ class Exploration {
   add(edges: readonly Edge[], stateOf: ReadonlyMap<string, ModelState>): void {
     for (const s of stateOf.values()) for (const job of allJobs(s)) for (const node of nodesOf(job)) this.#reached.add(`${job.machineId} ${node}`);
     for (const e of edges) {
+      // A state entered and left in one step (an eventless transition out of it) is reached too.
+      for (const job of allJobs(e.result)) for (const t of job.taken) [t.source, ...t.targets].forEach((id) => this.#reached.add(`${job.machineId} ${id}`));
       const from = stateOf.get(e.from);
       for (const job of allJobs(e.result)) {
         const before = from ? allJobs(from).find((j) => j.jobId === job.jobId) : undefined;
@@ -836,13 +840,19 @@ class Exploration {
         const hint = actor === undefined ? '' : ` (its output comes from \`outputs: { ${actor}: … }\`, null when no sample is given)`;
         note = `a ${t.event} event failed during exploration: ${failed}${hint}`;
       }
-      else if (t.eventless) note = `${t.source} was reached, but this candidate was never the one taken (guard false, or an earlier candidate taken)`;
+      else if (t.eventless) note = `${t.source} was reached, but this candidate was never the one taken (${t.guard ? `guard ${t.guard} false every time` : 'an earlier candidate taken every time'}${t.index > 1 ? ', or an earlier candidate taken' : ''})`;
+      else if (t.event.startsWith('xstate.done.state.')) {
+        // Raised by XState, never sent: the state must reach its final state (every region of a parallel one).
+        note = `${t.source} never reaches its final state${t.event.endsWith(t.source) ? '' : ` (${t.event.slice('xstate.done.state.'.length)})`} on the generated steps: ${t.event} is raised then (every region final, for a parallel state); give the samples that lead there`;
+      }
       else if (this.#received.has(`${machineId} ${t.source} ${t.event}`)) note = `${t.event} was received in ${t.source}, but this candidate was never the one taken (guard false, or an earlier candidate taken)`;
       else {
         const actor = /^xstate\.(?:done|error)\.actor\.(.+)$/.exec(t.event)?.[1];
         const how =
           actor === undefined
-            ? 'add a sample, or a timer that leads there; an event given `[]` samples is never sent'
+            ? t.event.includes('*')
+              ? `add a sample keyed \`'${t.event}'\` with its own \`type\` (e.g. { type: '${t.event === '*' ? 'SOME_EVENT' : `${t.event.slice(0, -1)}something`}' })`
+              : 'add a sample, or a timer that leads there; an event given `[]` samples is never sent'
             : `an activity's outcome comes from \`outputs\`/\`errors\`; a child machine's when its child job ends: give the child's events samples under \`children.<src>.events\``;
         note = `no generated step delivers ${t.event} while in ${t.source} (${how})`;
       }

@@ -6,6 +6,7 @@ import { SampleError, type Samples } from './model.ts';
 import type { Check, CheckedSnapshot, NamedPath } from './checks.ts';
 import { compareRuns, runPath, type RunMode, type RunRecord } from './runner.ts';
 import { checkGolden, goldenPath } from './golden.ts';
+import { runWalks, type WalkOptions } from './walks.ts';
 
 /** Path options plus how runs are checked. */
 export interface PathTestOptions extends PathOptions {
@@ -21,6 +22,8 @@ export interface PathTestOptions extends PathOptions {
    * `spool test --update` (`update: true`), and when it does not exist yet.
    */
   golden?: boolean | string;
+  /** Random walks over the model, checked by the invariants, and replayed on the runtime with restarts (`false`: none). */
+  walks?: WalkOptions | false;
 }
 
 /** A definition with its path-test options (what a machines module can export for `spool test`). */
@@ -130,6 +133,8 @@ export interface RunPathTestsOptions {
   dir?: string;
   /** Write golden files instead of comparing with them (`spool test --update`). */
   update?: boolean;
+  /** The seed of every machine's random walks (`spool test --seed`): replays a failing walk. */
+  seed?: number;
   /** A `postgres://` URL: run every path on that server instead, each run in a new database dropped after it (needs CREATEDB). */
   db?: string;
 }
@@ -138,8 +143,8 @@ export interface RunPathTestsOptions {
 export interface PathFailure {
   path: number;
   name: string;
-  /** A run of the path (`plain`, `restart`, `child`), a failed invariant or expectation (`check`), a golden-file difference (`golden`). */
-  mode: RunMode | 'check' | 'golden';
+  /** A run of the path (`plain`, `restart`, `child`), a failed invariant or expectation (`check`), a golden-file difference (`golden`), a random walk that broke a check (`walk`). */
+  mode: RunMode | 'check' | 'golden' | 'walk';
   message: string;
 }
 
@@ -161,11 +166,18 @@ export interface MachinePathResult {
   unusedWaivers: Waiver[];
   /** Its child machines (`<machine id>.<src>`): their own transitions and coverage by the same paths. */
   children: ChildMachineResult[];
+  /** Each transition: covered, gap or waived, why (the waiver's reason, the gap's note), and the ids of the paths that take it. */
+  coverage: TransitionStatus[];
   /** Generated paths. */
   paths: number;
+  /** Each path: its id and name (its steps). */
+  pathList: Array<{ id: number; name: string }>;
   /** Path runs executed, per mode. */
-  runs: { plain: number; restart: number; child: number };
+  /** Path runs executed, per mode (`walk`: random walks replayed with a restart between every two steps). */
+  runs: { plain: number; restart: number; child: number; walk: number };
   failures: PathFailure[];
+  /** Its random walks: the seed (replay with it), walks tried, walks replayed on the runtime; null with `walks: false`. */
+  walks: { seed: number; runs: number; replayed: number } | null;
   /** Its golden file, and whether this run wrote it; null without `golden`. */
   golden: { file: string; written: boolean } | null;
   /** Why paths could not be generated (then nothing ran), else null. */
@@ -183,6 +195,17 @@ export interface ChildMachineResult {
   waived: number;
   gaps: CoverageGap[];
   unusedWaivers: Waiver[];
+  coverage: TransitionStatus[];
+}
+
+/** One transition in `--json`: its status, why, and the paths that take it. */
+export interface TransitionStatus {
+  id: string;
+  label: string;
+  status: 'covered' | 'gap' | 'waived';
+  /** The waiver's reason (waived), what path generation saw (gap), else null. */
+  reason: string | null;
+  paths: number[];
 }
 
 export interface PathTestsResult {
@@ -245,7 +268,8 @@ async function runOne(subject: PathTestSubject, options: RunPathTestsOptions): P
   Object.assign(result, generatedCounts(generated));
   emit({ type: 'machine.generated', machineId, states: result.states, transitions: result.transitions, covered: result.covered, paths: result.paths });
   checkResults(generated, subject, options, result);
-  await replayPaths(generated, subject, options, result, emit);
+  const walks = walkResults(generated, subject, options, result);
+  await replayPaths(generated, subject, options, result, emit, walks);
   result.ok = result.error === null && result.gaps.length === 0 && result.unusedWaivers.length === 0 && result.failures.length === 0;
   result.durationMs = Date.now() - started;
   emit({ type: 'machine.finished', result });
@@ -269,6 +293,15 @@ function checkResults(generated: GeneratedPaths, subject: PathTestSubject, optio
   result.golden = { file, written };
 }
 
+/** Random walks on the model (a failing one shrunk, in `failures`): the walks to replay on the runtime. */
+function walkResults(generated: GeneratedPaths, subject: PathTestSubject, options: RunPathTestsOptions, result: MachinePathResult): PathPlan[] {
+  if (subject.options.walks === false) return [];
+  const walks = runWalks(generated, { ...(subject.options.walks ?? {}), ...(options.seed !== undefined ? { seed: options.seed } : {}) });
+  result.walks = { seed: walks.seed, runs: walks.runs, replayed: walks.replay.length };
+  if (walks.violation) result.failures.push({ path: 0, name: walks.violation.path, mode: 'walk', message: walks.violation.message });
+  return walks.replay;
+}
+
 /** A machine's result before anything is generated: nothing counted, nothing run, not ok. */
 function emptyResult(machineId: string, version: string): MachinePathResult {
   return {
@@ -281,10 +314,13 @@ function emptyResult(machineId: string, version: string): MachinePathResult {
     gaps: [],
     unusedWaivers: [],
     children: [],
+    coverage: [],
     paths: 0,
-    runs: { plain: 0, restart: 0, child: 0 },
+    pathList: [],
+    runs: { plain: 0, restart: 0, child: 0, walk: 0 },
     failures: [],
     golden: null,
+    walks: null,
     error: null,
     ok: false,
     durationMs: 0,
@@ -292,8 +328,26 @@ function emptyResult(machineId: string, version: string): MachinePathResult {
 }
 
 /** What generation tells the result: states, transitions and coverage (its child machines' gaps and waivers included), paths. */
-function generatedCounts(generated: GeneratedPaths): Pick<MachinePathResult, 'states' | 'transitions' | 'covered' | 'waived' | 'gaps' | 'unusedWaivers' | 'children' | 'paths'> {
+function generatedCounts(generated: GeneratedPaths): Pick<MachinePathResult, 'states' | 'transitions' | 'covered' | 'waived' | 'gaps' | 'unusedWaivers' | 'children' | 'coverage' | 'paths' | 'pathList'> {
+  // Which paths take each transition (a child machine's by `<child machine id>: <id>`).
+  const takenBy = new Map<string, number[]>();
+  for (const p of generated.paths) {
+    const keys = new Set(
+      [p.start, ...p.steps.map((s) => s.expect)].flatMap((e) => [...e.taken, ...e.children.flatMap((c) => c.taken.map((id) => `${c.machineId}: ${id}`))]),
+    );
+    for (const k of keys) takenBy.set(k, [...(takenBy.get(k) ?? []), p.id]);
+  }
+  const statuses = (report: GeneratedPaths['coverage'], prefix: string): TransitionStatus[] =>
+    report.transitions.map((t) => ({
+      id: t.id,
+      label: t.label,
+      status: t.covered ? 'covered' : t.waived !== null ? 'waived' : 'gap',
+      reason: t.covered ? null : (t.waived ?? t.note),
+      paths: takenBy.get(`${prefix}${t.id}`) ?? [],
+    }));
   return {
+    coverage: statuses(generated.coverage, ''),
+    pathList: generated.paths.map((p) => ({ id: p.id, name: p.name })),
     states: generated.states,
     transitions: generated.transitions.length,
     covered: generated.coverage.covered,
@@ -307,6 +361,7 @@ function generatedCounts(generated: GeneratedPaths): Pick<MachinePathResult, 'st
       waived: c.coverage.waived,
       gaps: c.coverage.gaps,
       unusedWaivers: c.coverage.unusedWaivers,
+      coverage: statuses(c.coverage, `${c.machineId}: `),
     })),
     paths: generated.paths.length,
   };
@@ -322,6 +377,7 @@ async function replayPaths(
   options: RunPathTestsOptions,
   result: MachinePathResult,
   emit: (event: PathTestProgress) => void,
+  walks: readonly PathPlan[] = [],
 ): Promise<void> {
   const { machineId } = result;
   const runOptions = {
@@ -330,16 +386,16 @@ async function replayPaths(
     ...(subject.options.compareContext !== undefined ? { compareContext: subject.options.compareContext } : {}),
     ...(subject.options.synchronous !== undefined ? { synchronous: subject.options.synchronous } : {}),
   };
-  const attempt = async (path: PathPlan, mode: RunMode, run: () => Promise<RunRecord>): Promise<RunRecord | undefined> => {
+  const attempt = async (path: PathPlan, mode: RunMode, run: () => Promise<RunRecord>, kind: 'walk' | RunMode = mode): Promise<RunRecord | undefined> => {
     const t = Date.now();
-    result.runs[mode] += 1;
+    result.runs[kind] += 1;
     try {
       const record = await run();
       emit({ type: 'path.finished', machineId, path: path.id, name: path.name, mode, ok: true, message: null, durationMs: Date.now() - t });
       return record;
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
-      result.failures.push({ path: path.id, name: path.name, mode, message });
+      result.failures.push({ path: path.id, name: path.name, mode: kind, message });
       emit({ type: 'path.finished', machineId, path: path.id, name: path.name, mode, ok: false, message, durationMs: Date.now() - t });
       return undefined;
     }
@@ -355,6 +411,11 @@ async function replayPaths(
         return crashed;
       });
     }
+  }
+  // Walks with a restart between every two steps: each step checked against the model.
+  // (Not when a path already disagrees with the runtime: a walk would only say it again.)
+  if (result.failures.every((f) => f.mode !== 'plain')) {
+    for (const walk of walks) await attempt(walk, 'restart', () => runPath(generated, walk, { ...runOptions, mode: 'restart' }), 'walk');
   }
   const module = subject.options.module ?? options.module;
   const sample = childSample(generated.paths, options.sampleChildCrash ?? 0).filter((p) => plain.has(p.id));
