@@ -54,6 +54,7 @@ const POSTGRES_FILES = [
   'test/leaseClock.pg.test.ts',
   'test/unseenMachines.pg.test.ts',
   'test/claimDue.pg.test.ts',
+  'test/schemaDump.pg.test.ts',
   ...STORE_CONTRACT_FILES,
   'test/runtime.test.ts',
   'test/effects.test.ts',

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { assign, setup } from 'xstate';
 import { z } from 'zod';
 import { MemoryStore } from '../persistence/memory/index.ts';
-import type { SqliteStore } from '../persistence/sqlite/index.ts';
+import type { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
 import { jobLifecycle } from '../machines/index.ts';
 import {
   ClosedError,
