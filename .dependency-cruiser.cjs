@@ -7,6 +7,10 @@
  *   src/runtime           the engine
  *   src/cli, src/server, src/testing, src/views, src/loader, persistence   on top
  *   src/client            the HTTP client: runs in browsers too, so fetch and streams only
+ *
+ * In persistence/: the SQL core (persistence/sql) names no driver; each driver
+ * (persistence/drivers/<name>) imports the core and its own client library, never another driver's.
+ * The `spool/postgres` entry's static graph never reaching better-sqlite3 is checked by test/layers.test.ts.
  */
 const LOWER = '^src/(base|ports)/';
 /** What src/client may import: itself, the error classes, and (as types only) the API's types. */
@@ -27,6 +31,34 @@ module.exports = {
       comment: 'step/ is the pure transition: it imports nothing from runtime/ or above.',
       from: { path: '^src/step/' },
       to: { path: '^(src/(runtime|cli|server|testing|views|loader)|persistence)/' },
+    },
+    {
+      name: 'sql-core-names-no-driver',
+      severity: 'error',
+      comment: 'persistence/sql is the store written once: it imports no driver, nor a driver library.',
+      from: { path: '^persistence/sql/' },
+      to: { path: ['^persistence/(drivers|memory)/', '^persistence/(openStore|migrateStore)\\.ts$', 'node_modules/(better-sqlite3|pg|pg-[a-z-]+)/'] },
+    },
+    {
+      name: 'driver-imports-no-other-driver',
+      severity: 'error',
+      comment: 'A driver imports the SQL core and its own library; adding one touches its folder and one line of persistence/openStore.ts.',
+      from: { path: '^persistence/drivers/([^/]+)/' },
+      to: { path: '^persistence/drivers/', pathNot: '^persistence/drivers/$1/' },
+    },
+    {
+      name: 'pg-driver-not-sqlite',
+      severity: 'error',
+      comment: 'The Postgres driver never loads the SQLite addon.',
+      from: { path: '^persistence/drivers/pg/' },
+      to: { path: 'node_modules/better-sqlite3/' },
+    },
+    {
+      name: 'sqlite-driver-not-pg',
+      severity: 'error',
+      comment: 'The SQLite driver never loads node-postgres.',
+      from: { path: '^persistence/drivers/better-sqlite3/' },
+      to: { path: 'node_modules/pg/' },
     },
     {
       name: 'client-no-node',
@@ -50,6 +82,5 @@ module.exports = {
     parser: 'swc',
     tsPreCompilationDeps: true,
     doNotFollow: { path: 'node_modules' },
-    exclude: { path: 'node_modules' },
   },
 };

@@ -54,6 +54,7 @@ const POSTGRES_FILES = [
   'test/leaseClock.pg.test.ts',
   'test/unseenMachines.pg.test.ts',
   'test/claimDue.pg.test.ts',
+  'test/schemaDump.pg.test.ts',
   ...STORE_CONTRACT_FILES,
   'test/runtime.test.ts',
   'test/effects.test.ts',
@@ -81,8 +82,10 @@ const POSTGRES_FILES = [
 
 export default defineConfig({
   test: {
-    testTimeout: 60_000,
-    hookTimeout: 60_000,
+    // A bound on a hang, not a speed check: tests wait on events, and files that drive the `spool`
+    // bin or child processes take several times longer on a loaded two-core machine than alone.
+    testTimeout: 180_000,
+    hookTimeout: 180_000,
     pool: 'forks',
     // Three files at once on this two-core machine: most files wait on child processes, fsync and
     // the Postgres server rather than compute, and the suite runs in about half the time it takes

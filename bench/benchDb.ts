@@ -15,8 +15,8 @@
  */
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { SqliteStore } from '../persistence/sqlite/index.ts';
-import { PostgresStore } from '../persistence/postgres/index.ts';
+import { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
+import { PostgresStore } from '../persistence/drivers/pg/index.ts';
 import type { Synchronous } from './rawRun.ts';
 import { freshPgDatabase, serverCpuReader } from './pgServer.ts';
 import { freshDbPath } from './tempDb.ts';

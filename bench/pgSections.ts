@@ -22,7 +22,7 @@ import { runPgRaw, type PgRawResult } from './pgRaw.ts';
 import { pathInventory, runPathTesting, type PathConfig } from './pathTesting.ts';
 import { performance } from 'node:perf_hooks';
 import { benchPostgres } from './pgServer.ts';
-import { scratchDatabase } from '../persistence/postgres/scratch.ts';
+import { scratchDatabase } from '../persistence/drivers/pg/scratch.ts';
 import { latencySummary as latency, median, Samples } from './stats.ts';
 import { fmtMs, fmtRate, fmtRatio, hostLoad, loadNow, printLoadNote, printTable, round, type HostLoad } from './format.ts';
 import { restartSection, type SectionContext } from './sections.ts';

@@ -21,7 +21,7 @@ import { transitionInScope } from '../src/step/childScope.ts';
 import { jobColumns, persistedJson } from '../src/step/columns.ts';
 import { step, type StepInput } from '../src/step/step.ts';
 import { createRuntime, type JobRecord, type RegisteredMachine, type TransitionCommit } from '../src/internal.ts';
-import { SqliteStore } from '../persistence/sqlite/index.ts';
+import { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
 import { jobLifecycle } from '../machines/index.ts';
 import { runRaw, type Synchronous } from './rawRun.ts';
 import { runSpool } from './spoolRun.ts';

@@ -21,7 +21,7 @@ import { createRequire } from 'node:module';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createRuntime } from '../src/internal.ts';
-import { SqliteStore } from '../persistence/sqlite/index.ts';
+import { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
 import type { JobStore } from '../src/internal.ts';
 import { freshBenchDb, type StoreKind } from './benchDb.ts';
 import { approvalFlow } from '../machines/index.ts';

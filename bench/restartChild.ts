@@ -13,8 +13,8 @@ import { performance } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { createRuntime } from '../src/index.ts';
-import { SqliteStore } from '../persistence/sqlite/index.ts';
-import type { PostgresStore } from '../persistence/postgres/index.ts';
+import { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
+import type { PostgresStore } from '../persistence/drivers/pg/index.ts';
 import { approvalFlow, exportJob, jobLifecycle, retryingJob } from '../machines/index.ts';
 import { countingStore, StoreCounter } from './countingStore.ts';
 
@@ -29,7 +29,7 @@ if (!path || (mode !== 'verify' && mode !== 'no-verify')) {
   process.exit(2);
 }
 // Postgres's module is loaded before the clock starts, and only for a URL (SQLite's RSS stays as it was).
-const Postgres = /^postgres(ql)?:\/\//i.test(path) ? (await import('../persistence/postgres/index.ts')).PostgresStore : null;
+const Postgres = /^postgres(ql)?:\/\//i.test(path) ? (await import('../persistence/drivers/pg/index.ts')).PostgresStore : null;
 
 const mem = () => {
   const m = process.memoryUsage();

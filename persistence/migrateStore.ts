@@ -13,12 +13,12 @@
  *
  * Why rows and not the port's writes: the port writes through the engine's rules (a new job
  * starts at revision 1, a commit advances one revision), which cannot recreate a finished
- * history; the Postgres schema mirrors SQLite's (persistence/postgres/migrations), so the copy is
+ * history; the Postgres schema mirrors SQLite's (persistence/sql/migrations/postgres), so the copy is
  * column for column. The source is read as a SQLite file, so `--from` names a file.
  */
 import type pg from 'pg';
-import { PostgresStore } from './postgres/PostgresStore.ts';
-import { SqliteStore } from './sqlite/SqliteStore.ts';
+import { PostgresStore } from './drivers/pg/PostgresStore.ts';
+import { SqliteStore } from './drivers/better-sqlite3/SqliteStore.ts';
 import { ValidationError } from '../src/base/errors.ts';
 
 /** A job's rows, table by table, in the order they are inserted (parents first). */

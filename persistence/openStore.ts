@@ -6,11 +6,10 @@
  */
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { PostgresStore } from './postgres/PostgresStore.ts';
-import { SqliteStore } from './sqlite/SqliteStore.ts';
+import type { SqlStore } from './sql/SqlStore.ts';
 
-/** A store opened from a `--db` string. */
-export type OpenedStore = SqliteStore | PostgresStore;
+/** A store opened from a `--db` string (narrow it with `instanceof` for a driver's own fields). */
+export type OpenedStore = SqlStore;
 
 /** Options of {@link openStore}. */
 export interface OpenStoreOptions {
@@ -34,12 +33,16 @@ export function storeExists(db: string, cwd = process.cwd()): boolean {
   return isPostgresUrl(db) || db === ':memory:' || existsSync(resolve(cwd, db));
 }
 
+/**
+ * The drivers, first match wins: each is imported only when a `--db` string names it (the
+ * `spool/postgres` entry never loads better-sqlite3). A new driver is one line here.
+ */
+const DRIVERS: { claims: (db: string) => boolean; open: (db: string, options: OpenStoreOptions) => Promise<OpenedStore> }[] = [
+  { claims: isPostgresUrl, open: async (db, o) => (await import('./drivers/pg/opener.ts')).openPostgres(db, o) },
+  { claims: () => true, open: async (db, o) => (await import('./drivers/better-sqlite3/opener.ts')).openSqlite(db, o) },
+];
+
 /** Open (creating and migrating as needed) the store `db` names. */
 export async function openStore(db: string, options: OpenStoreOptions = {}): Promise<OpenedStore> {
-  if (isPostgresUrl(db)) {
-    const { poolSize, leaseClock } = options;
-    return PostgresStore.open(db, { ...(poolSize !== undefined ? { poolSize } : {}), ...(leaseClock ? { leaseClock } : {}) });
-  }
-  const path = db === ':memory:' ? db : resolve(options.cwd ?? process.cwd(), db);
-  return SqliteStore.open(path, options.synchronous ? { synchronous: options.synchronous } : {});
+  return DRIVERS.find((d) => d.claims(db))!.open(db, options);
 }

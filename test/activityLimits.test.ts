@@ -121,3 +121,67 @@ describe('activityConcurrency', () => {
     }
   });
 });
+
+/** Two activities one after another; each waits on the gate `<jobId>:<src>`. */
+const stepGates = new Map<string, ReturnType<typeof gate<void>>>();
+function stepGate(key: string): ReturnType<typeof gate<void>> {
+  let g = stepGates.get(key);
+  if (!g) stepGates.set(key, (g = gate()));
+  return g;
+}
+const gated = (src: string) =>
+  fromPromise(async (args) => {
+    const { jobId } = args as unknown as { jobId: string };
+    await stepGate(`${jobId}:${src}`).promise;
+    return src;
+  });
+const twoSteps = setup({ actors: { first: gated('first'), second: gated('second') } }).createMachine({
+  id: 'two-steps',
+  initial: 'one',
+  states: {
+    one: { invoke: { id: 'first', src: 'first', onDone: 'two' } },
+    two: { invoke: { id: 'second', src: 'second', onDone: 'done' } },
+    done: { type: 'final' },
+  },
+});
+
+describe('a slot freed by an ending activity', () => {
+  it("goes to its job's next activity in the commit that applies the outcome, ahead of older waiting work, without a batch claim", async () => {
+    stepGates.clear();
+    const { runtime, store } = await openRuntime(res, [twoSteps], { maxConcurrentActivities: 1 });
+    // Batch claims (the pump's store call) counted from here on.
+    let batchClaims = 0;
+    const claimDue = store.claimDueEffects.bind(store);
+    store.claimDueEffects = (claim) => {
+      batchClaims += 1;
+      return claimDue(claim);
+    };
+    const order: string[] = [];
+    runtime.subscribe((e) => {
+      if (e.type === 'activity.started') order.push(`${e.jobId}:${e.src}`);
+    });
+    const aFirst = started(runtime, 'first');
+    await runtime.start('two-steps', {}, { jobId: 'a' });
+    await aFirst;
+    // B's first activity waits in the store: the one slot is A's.
+    await runtime.start('two-steps', {}, { jobId: 'b' });
+    expect(await store.getEffect('b~first~r1')).toMatchObject({ status: 'pending', claimedBy: null });
+
+    const next = nextEvent(runtime, 'activity.started');
+    stepGate('a:first').resolve();
+    expect(await next).toMatchObject({ jobId: 'a', src: 'second' });
+    expect(batchClaims).toBe(0); // claimed by A's outcome commit, not by a pump round
+    expect(await store.getEffect('b~first~r1')).toMatchObject({ status: 'pending', claimedBy: null });
+
+    // A's end frees the slot for the backlog: B runs to its end.
+    const bSecond = nextEvent(runtime, 'activity.started', (e) => e.jobId === 'b' && e.src === 'second');
+    stepGate('a:second').resolve();
+    stepGate('b:first').resolve();
+    await bSecond;
+    stepGate('b:second').resolve();
+    await runtime.idle();
+    expect(order).toEqual(['a:first', 'a:second', 'b:first', 'b:second']);
+    expect((await runtime.get('a')).value).toBe('done');
+    expect((await runtime.get('b')).value).toBe('done');
+  });
+});

@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { assign, fromPromise, setup } from 'xstate';
-import { SqliteStore } from '../persistence/sqlite/index.ts';
+import { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
 import type { EffectClaim, JobStore, LogEntry, Runtime, RuntimeOptions, TransitionCommit, WriteBatch } from '../src/internal.ts';
 import { VirtualClock } from '../src/testing/index.ts';
 import { asyncStore } from './helpers/asyncStore.ts';

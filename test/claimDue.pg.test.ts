@@ -1,10 +1,10 @@
 /**
  * `claimDueEffects` on one Postgres server from two stores (two processes' pools): runners
  * claiming at once take disjoint rows, and a row another transaction holds is passed by, never
- * waited on (`FOR NO KEY UPDATE … SKIP LOCKED`, persistence/postgres/claimDue.ts).
+ * waited on (`FOR NO KEY UPDATE … SKIP LOCKED`, persistence/drivers/pg/claimDue.ts).
  */
 import { afterEach, expect, it } from 'vitest';
-import { PostgresStore } from '../persistence/postgres/index.ts';
+import { PostgresStore } from '../persistence/drivers/pg/index.ts';
 import { claim, effectOf, T0 } from './helpers/dueClaims.ts';
 import { freshDatabase } from './helpers/postgres.ts';
 import { newJob } from './store.contract.ts';

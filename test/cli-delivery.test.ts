@@ -9,7 +9,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { SqliteStore } from '../persistence/sqlite/index.ts';
+import { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
 import { main } from '../src/cli/main.ts';
 import { createRuntime, type SendResult } from '../src/index.ts';
 import { deliveryHooks, parcel, tally, till } from './fixtures/deliveryMachines.ts';

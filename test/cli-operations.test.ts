@@ -11,7 +11,7 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { SqliteStore } from '../persistence/sqlite/index.ts';
+import { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
 import { collectDefinitions } from '../src/cli/loadMachines.ts';
 import { main } from '../src/cli/main.ts';
 import { createRuntime, type Job, type JobDetails, type Runtime, type RuntimeStats, type SendResult } from '../src/index.ts';

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { collectDefinitions } from '../src/cli/loadMachines.ts';
 import { describeWork } from '../src/cli/demo.ts';
 import { createRuntime, type Job, type JobDetails, type SendResult, type TransitionRecord } from '../src/index.ts';
-import { SqliteStore } from '../persistence/sqlite/index.ts';
+import { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
 import { approvalFlow, exportJob, jobLifecycle, retryingJob } from '../machines/index.ts';
 import { SPOOL_BIN, runSpool } from './helpers/spoolCli.ts';
 

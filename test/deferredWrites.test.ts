@@ -1,5 +1,5 @@
 /**
- * The Postgres store's deferred writes (persistence/postgres/deferred.ts), on a client that records
+ * The Postgres store's deferred writes (persistence/drivers/pg/deferred.ts), on a client that records
  * what it is sent: a result-less write goes with the next statement as a CTE part only where
  * neither writes what the other names, two writes of one table never share a statement, and what
  * waits is sent when the program ends. (The store suites run every program through it on a real
@@ -7,9 +7,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import type pg from 'pg';
-import { DeferredWrites } from '../persistence/postgres/deferred.ts';
-import type { StatementName } from '../persistence/sqlite/statements.ts';
-import type { PgStatement } from '../persistence/postgres/sql.ts';
+import { DeferredWrites } from '../persistence/drivers/pg/deferred.ts';
+import type { StatementName } from '../persistence/sql/statements.ts';
+import type { PgStatement } from '../persistence/drivers/pg/sql.ts';
 
 const statements = {
   endAttempt: { key: 'endAttempt', text: 'UPDATE effect_attempts SET outcome = $1 WHERE effect_id = $2', names: null },

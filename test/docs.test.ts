@@ -126,7 +126,7 @@ describe.concurrent('runnable samples', () => {
       continue;
     }
     it(`${page}: its ${samples.length} Postgres sample(s) run against a fresh database`, async () => {
-      const { scratchDatabase } = await import('../persistence/postgres/scratch.ts');
+      const { scratchDatabase } = await import('../persistence/drivers/pg/scratch.ts');
       const db = await scratchDatabase(pgUrl, 'spool_docs');
       try {
         await runPage(samples, { DATABASE_URL: db.url });

@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { fromPromise, setup } from 'xstate';
 import { MachineRegistry, createRuntime } from '../src/internal.ts';
-import { SqliteStore } from '../persistence/sqlite/index.ts';
+import { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
 import { highlightFor, renderGraph } from '../src/views/graph.ts';
 import { describeMachine } from '../src/views/machineView.ts';
 import { Resources } from './helpers/resources.ts';

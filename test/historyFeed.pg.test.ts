@@ -1,5 +1,5 @@
 /**
- * The history feed on Postgres under concurrent writers (persistence/postgres/feed.ts): a row
+ * The history feed on Postgres under concurrent writers (persistence/drivers/pg/feed.ts): a row
  * whose `seq` was taken before others' but committed after them is still seen, after them; and
  * two stores committing at once while a third follows the feed: every history row seen exactly
  * once, in growing positions, none skipped.

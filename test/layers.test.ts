@@ -1,7 +1,8 @@
 /**
  * The tree's layers (.dependency-cruiser.cjs): no import cycle, type-only imports included, and
- * base/ and ports/ below step/, step/ below runtime/, and src/client free of Node and of the engine
- * but for its error classes and types.
+ * base/ and ports/ below step/, step/ below runtime/, src/client free of Node and of the engine
+ * but for its error classes and types; persistence/sql names no driver, no driver imports another,
+ * and the `spool/postgres` entry never loads better-sqlite3.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -10,12 +11,49 @@ import { describe, expect, it } from 'vitest';
 
 const require = createRequire(import.meta.url);
 
-describe('layers', () => {
-  it('has no import cycle and no import against the layers', async () => {
+interface Cruised {
+  summary: { violations: { rule: { name: string }; from: string; to: string; cycle?: { name: string }[] }[]; totalCruised: number };
+  modules: { source: string; dependencies: { resolved: string; dynamic: boolean; dependencyTypes: string[] }[] }[];
+}
+
+let cruised: Promise<Cruised> | undefined;
+
+/** One cruise of the tree for every test here (it takes seconds). */
+function cruiseTree(): Promise<Cruised> {
+  cruised ??= (async () => {
     const ruleSet = require('../.dependency-cruiser.cjs');
     const result = await cruise(['src', 'persistence', 'bin', 'scripts'], { ruleSet, validate: true, ...ruleSet.options, outputType: 'json' });
-    const output = typeof result.output === 'string' ? JSON.parse(result.output) : result.output;
-    const violations = (output.summary.violations as { rule: { name: string }; from: string; to: string; cycle?: { name: string }[] }[]).map(
+    return (typeof result.output === 'string' ? JSON.parse(result.output) : result.output) as Cruised;
+  })();
+  return cruised;
+}
+
+/** The modules `entry` loads when imported: its static imports, transitively (no type-only import, no dynamic one). */
+function loadedBy(output: Cruised, entry: string): Set<string> {
+  const edges = new Map(output.modules.map((m) => [m.source, m.dependencies.filter((d) => !d.dynamic && !d.dependencyTypes.includes('type-only')).map((d) => d.resolved)]));
+  const seen = new Set<string>([entry]);
+  const queue = [entry];
+  while (queue.length > 0) for (const next of edges.get(queue.pop()!) ?? []) if (!seen.has(next)) seen.add(next), queue.push(next);
+  return seen;
+}
+
+describe('layers', () => {
+  it('spool/postgres loads no better-sqlite3 and spool/sqlite no pg (each driver its own library; openStore imports a driver only when a --db names it)', async () => {
+    const output = await cruiseTree();
+    const pkg = require('../package.json') as { exports: Record<string, { default: string }> };
+    const source = (entry: string) => pkg.exports[entry]!.default.replace(/^\.\/dist\//, '').replace(/\.js$/, '.ts');
+    const postgres = [...loadedBy(output, source('./postgres'))];
+    const sqlite = [...loadedBy(output, source('./sqlite'))];
+    expect(postgres.filter((m) => /node_modules\/better-sqlite3\//.test(m))).toEqual([]);
+    expect(sqlite.filter((m) => /node_modules\/pg\//.test(m))).toEqual([]);
+    // The check sees the libraries it looks for: each entry loads its own.
+    expect(postgres.some((m) => /node_modules\/pg\//.test(m))).toBe(true);
+    expect(sqlite.some((m) => /node_modules\/better-sqlite3\//.test(m))).toBe(true);
+  });
+
+  it('has no import cycle and no import against the layers', async () => {
+    const output = await cruiseTree();
+    const violations = output.summary.violations.map(
       (v) => `${v.rule.name}: ${v.from} -> ${v.to}${v.cycle ? ` (${v.cycle.map((c) => c.name).join(' -> ')})` : ''}`,
     );
     expect(violations).toEqual([]);

@@ -19,7 +19,7 @@
 import { describe, expect, it } from 'vitest';
 import { fileURLToPath } from 'node:url';
 import { createRuntime } from '../src/index.ts';
-import { PostgresStore } from '../persistence/postgres/index.ts';
+import { PostgresStore } from '../persistence/drivers/pg/index.ts';
 import type { LeaseClaim, TransitionCommit } from '../src/ports/store.ts';
 import { perTestPostgres } from './helpers/pgTest.ts';
 import { ChildScript } from './helpers/proc.ts';

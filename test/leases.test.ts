@@ -6,7 +6,7 @@
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MemoryStore } from '../persistence/memory/index.ts';
-import { SqliteStore } from '../persistence/sqlite/index.ts';
+import { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
 import type { JobStore, LeaseClaim, TransitionCommit, TransitionRecord } from '../src/ports/store.ts';
 import { Resources } from './helpers/resources.ts';
 import { T0 as RT0, gate, openRuntime, releaseGates } from './helpers/durable.ts';

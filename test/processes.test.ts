@@ -4,7 +4,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { createRuntime } from '../src/index.ts';
-import { SqliteStore } from '../persistence/sqlite/index.ts';
+import { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
 import { counter } from './fixtures/machines.ts';
 import { Worker } from './helpers/child.ts';
 import { Resources } from './helpers/resources.ts';

@@ -9,9 +9,9 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { SqliteStore } from '../persistence/sqlite/index.ts';
-import { SQLITE } from '../persistence/sqlite/predicates.ts';
-import { dueClaimPickSql } from '../persistence/sqlite/statements.ts';
+import { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
+import { SQLITE } from '../persistence/sql/predicates.ts';
+import { dueClaimPickSql } from '../persistence/sql/statements.ts';
 import { claim, effectOf, T0 } from './helpers/dueClaims.ts';
 import { newJob } from './store.contract.ts';
 

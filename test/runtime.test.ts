@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { assign, setup } from 'xstate';
 import { z } from 'zod';
 import { MemoryStore } from '../persistence/memory/index.ts';
-import type { SqliteStore } from '../persistence/sqlite/index.ts';
+import type { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
 import { jobLifecycle } from '../machines/index.ts';
 import {
   ClosedError,
@@ -972,6 +972,27 @@ describe('waitFor and other processes', () => {
     expect(await waiting).toMatchObject({ value: 'running', revision: 2 });
     // A wait that the other connection's commit does not satisfy keeps waiting until its timeout.
     await expect(waiter.waitFor(job.id, (j) => j.final, { timeoutMs: 120 })).rejects.toBeInstanceOf(WaitTimeoutError);
+  });
+});
+
+describe('the snapshot each runtime keeps of the jobs it committed', () => {
+  const counter = setup({ types: { context: {} as { n: number } } }).createMachine({
+    id: 'counter',
+    context: { n: 0 },
+    initial: 'counting',
+    states: { counting: { on: { INC: { actions: assign({ n: ({ context }) => context.n + 1 }) } } } },
+  });
+  it('is never used for a revision another runtime moved past: two runtimes on one file alternate commits to one job, and each step starts from the stored row', async () => {
+    const path = res.dbPath();
+    const one = await res.runtime({ machines: [counter], store: await res.sqlite(path) });
+    const two = await res.runtime({ machines: [counter], store: await res.sqlite(path) });
+    const job = await one.start('counter', {});
+    for (let i = 1; i <= 6; i += 1) {
+      // Each runtime keeps the snapshot of its own last commit, which the other's commit made stale.
+      const r = await (i % 2 === 1 ? one : two).send(job.id, { type: 'INC' });
+      expect(r.job).toMatchObject({ revision: i + 1, context: { n: i } });
+    }
+    expect((await one.history(job.id)).map((h) => h.revision)).toEqual([1, 2, 3, 4, 5, 6, 7]);
   });
 });
 

@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { MemoryStore } from '../persistence/memory/index.ts';
-import type { SqliteStore } from '../persistence/sqlite/index.ts';
+import type { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
 import {
   IdempotencyConflictError,
   InvalidScheduleError,

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadMigrations, SqliteStore } from '../persistence/sqlite/index.ts';
-import { DatabaseBusyError, NotASpoolDatabaseError } from '../persistence/sqlite/SqliteStore.ts';
+import { loadMigrations, SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
+import { DatabaseBusyError, NotASpoolDatabaseError } from '../persistence/drivers/better-sqlite3/SqliteStore.ts';
 import { jobLifecycle } from '../machines/index.ts';
 import { SchemaTooNewError, SpoolError, ValidationError, type RuntimeEvent } from '../src/index.ts';
 import { MemoryStore } from '../persistence/memory/index.ts';

@@ -6,7 +6,7 @@
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { IdempotencyConflictError, JobTerminalError, ValidationError } from '../src/index.ts';
-import { SqliteStore } from '../persistence/sqlite/index.ts';
+import { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
 import { ChildScript } from './helpers/proc.ts';
 import { Resources } from './helpers/resources.ts';
 import { openRuntime } from './helpers/durable.ts';

@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { SqliteStore } from '../persistence/sqlite/index.ts';
+import { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
 import { Resources } from './helpers/resources.ts';
 import { storeContract } from './store.contract.ts';
 import { storeUnderTest } from './helpers/asyncStore.ts';

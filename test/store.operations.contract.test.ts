@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { loadMigrations, SqliteStore } from '../persistence/sqlite/index.ts';
+import { loadMigrations, SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
 import type {
   AttemptResult,
   EffectRecord,

@@ -7,7 +7,7 @@
  */
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { SqliteStore } from '../persistence/sqlite/index.ts';
+import { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
 import type { JobStore, NewSchedule, ScheduleFire } from '../src/ports/store.ts';
 import { Resources } from './helpers/resources.ts';
 import { newEvent, newJob } from './store.contract.ts';

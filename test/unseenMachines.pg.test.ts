@@ -17,7 +17,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PostgresStore } from '../persistence/postgres/index.ts';
+import { PostgresStore } from '../persistence/drivers/pg/index.ts';
 import type { Job } from '../src/index.ts';
 import { freshDatabase } from './helpers/postgres.ts';
 import { TMP_ROOT } from './helpers/resources.ts';
@@ -267,5 +267,5 @@ describe('machines never seen before, on Postgres, with two worker processes SIG
     } finally {
       for (const w of workers) if (w.child.exitCode === null && w.child.signalCode === null) await sigkill(w);
     }
-  }, 180_000);
+  }, 400_000);
 });

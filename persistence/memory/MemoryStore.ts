@@ -1,4 +1,4 @@
-import { SqliteStore } from '../sqlite/SqliteStore.ts';
+import { SqliteStore } from '../drivers/better-sqlite3/SqliteStore.ts';
 
 /**
  * The in-memory store: the SQLite store on a private `:memory:` database. It runs the same SQL,

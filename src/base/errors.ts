@@ -106,7 +106,7 @@ export class CorruptRecordError extends SpoolError {
 
 /*
  * Storage faults: what a store throws when the storage itself fails, whatever the database. A
- * store maps its driver's errors into these (SQLite: persistence/sqlite/storageFault.ts; the port,
+ * store maps its driver's errors into these (SQLite: persistence/drivers/better-sqlite3/storageFault.ts; the port,
  * src/ports/store.ts, says which call may throw which), so that no driver error reaches a caller.
  * By what the caller should do:
  * - retry later, nothing was changed: {@link StorageFullError}, {@link StorageIoError}, {@link DatabaseBusyError};

@@ -10,9 +10,9 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { checkDatabase, doctor, type DoctorReport } from '../../persistence/sqlite/doctor.ts';
-import type { SqliteStore } from '../../persistence/sqlite/index.ts';
-import { CHECK } from '../../persistence/sqlite/storageFault.ts';
+import { checkDatabase, doctor, type DoctorReport } from '../../persistence/drivers/better-sqlite3/doctor.ts';
+import type { SqliteStore } from '../../persistence/drivers/better-sqlite3/index.ts';
+import { CHECK } from '../../persistence/sql/faults.ts';
 import { DatabaseDamagedError } from '../base/errors.ts';
 import { DatabaseError, UsageError } from './errors.ts';
 import { isPostgresUrl } from '../../persistence/openStore.ts';

@@ -4,8 +4,8 @@
  */
 import { Option, type Command } from 'commander';
 import { runWorker, type LogEntry, type RuntimeEvent, type StorageFaultEvent } from '../index.ts';
-import { SqliteStore } from '../../persistence/sqlite/index.ts';
-import type { PostgresStore } from '../../persistence/postgres/index.ts';
+import { SqliteStore } from '../../persistence/drivers/better-sqlite3/index.ts';
+import type { OpenedStore } from '../../persistence/openStore.ts';
 import { describeWork, runDemo } from './demo.ts';
 import { listenForDemo, serveDemo } from './demoServe.ts';
 import { UsageError } from './errors.ts';
@@ -67,7 +67,7 @@ export function addWorkerCommand(program: Command, io: CliIO): void {
       try {
         const activityConcurrency = options.activityConcurrency === undefined ? undefined : parseActivityLimits(options.activityConcurrency);
         // The cheap doctor check first: a damaged file stops the worker before it touches anything.
-        const atOpen = (store: SqliteStore | PostgresStore) =>
+        const atOpen = (store: OpenedStore) =>
           store instanceof SqliteStore &&
           void checkAtStart(store, g.db, (json, human) =>
             io.stdout(logJson ? `${JSON.stringify({ level: 'warn', msg: 'damaged job rows', ...json })}\n` : g.json ? `${JSON.stringify(json)}\n` : `${human}\n`),

@@ -16,7 +16,7 @@ export interface JobFilter {
    * Jobs with an effect that failed for good: status `failed` with `attempt >= maxAttempts`, or
    * with an error whose code is one of {@link EXHAUSTED_ERROR_CODES} (no attempt left after an
    * interruption, or unsafe to repeat). `false`: the complement. A query over stored facts: the
-   * SQL is `exhausted` in persistence/sqlite/predicates.ts, written once.
+   * SQL is `exhausted` in persistence/sql/predicates.ts, written once.
    */
   exhausted?: boolean;
   /** Jobs with a cancel request. */
@@ -28,7 +28,7 @@ export interface JobFilter {
    * with no pending inbox event, no scheduled or fired timer and no active effect that is pending,
    * running, waiting or in backoff. `false`: the complement. (The runtime narrows this to jobs whose
    * current state also accepts no external event: see `Runtime.list({ stuck: true })`.) A query
-   * over stored facts: the SQL is `STUCK` in persistence/sqlite/predicates.ts, written once.
+   * over stored facts: the SQL is `STUCK` in persistence/sql/predicates.ts, written once.
    */
   stuck?: boolean;
   /** `undefined`: every owner; `null`: unscoped jobs only. */

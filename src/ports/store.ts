@@ -129,7 +129,7 @@ export interface JobStore {
    * Start the next attempt: only if the effect is active and pending, due from backoff, or
    * running under a claim that expired (or `takeOver` names the dead runner), and never past
    * the effect's stored `maxAttempts` (set by the engine's retry policy when the effect is
-   * written; SQL: `attemptsLeft`, persistence/sqlite/predicates.ts; the runtime records a last
+   * written; SQL: `attemptsLeft`, persistence/sql/predicates.ts; the runtime records a last
    * attempt interrupted as exhausted). The attempt a dead runner left is recorded as interrupted. In the same transaction the runner claims (or
    * renews, with `fence` held) its job's lease until `claimUntil`; while another live runner holds
    * it, or the job is suspended or quarantined, nothing is claimed. The claimed effect comes back with the job's lease fence. (`fence`
@@ -298,7 +298,7 @@ export interface JobStore {
    * matches little costs a bounded read, and `next` moves past what it looked at). Rows become
    * visible in seq order, so a reader that passes `next` back misses none and sees none twice.
    * SQLite: the `seq` column of schema 11 (rows written before it have none). Postgres: a
-   * position the reader gives committed rows in seq order (persistence/postgres/feed.ts).
+   * position the reader gives committed rows in seq order (persistence/drivers/pg/feed.ts).
    */
   historySince?(after: number, limit: number, scan: number, filter: HistoryFeedFilter): Promise<FeedPage>;
 
@@ -348,7 +348,7 @@ export function isExternal(e: NewInboxEvent): boolean {
 /**
  * How many attempts of one activity graceful stops may give back (`releaseAttempt`); later ones
  * count. The engine's rule; a store compares with this constant (bound as a parameter of its
- * query: `releasesLeft` in persistence/sqlite/predicates.ts), never a number of its own.
+ * query: `releasesLeft` in persistence/sql/predicates.ts), never a number of its own.
  */
 export const MAX_RELEASES = 5;
 

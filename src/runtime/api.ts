@@ -32,7 +32,7 @@ export type MachineEntries = Iterable<JobDefinition | AnyStateMachine>;
  * definitions types the runtime's calls by them (see machineTypes.ts).
  */
 export interface RuntimeOptions<TMachines extends MachineEntries = MachineEntries> {
-  /** Where jobs live: `SqliteStore` (persistence/sqlite) or `MemoryStore` (persistence/memory). */
+  /** Where jobs live: `SqliteStore` (persistence/drivers/better-sqlite3) or `MemoryStore` (persistence/memory). */
   store: JobStore;
   /** Job definitions or bare XState machines. */
   machines: TMachines;

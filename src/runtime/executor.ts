@@ -28,6 +28,13 @@ import { tokenFor } from './tokens.ts';
 export interface OutcomeInCommit {
   finish: AttemptFinish;
   recorded: () => void;
+  /** The ended attempt's slot, held for the job's next activity (`claimsFor`). */
+  slot?: SlotHandoff;
+}
+
+/** A slot an ended attempt still holds while its outcome commits: `held` until a claim of that commit takes it over, or the outcome is recorded. */
+export interface SlotHandoff {
+  held: boolean;
 }
 
 /** What the executor needs of the commit path (jobCommits.ts). */
@@ -294,18 +301,25 @@ export class ActivityExecutor {
    * its new activities, each while a slot is free (`maxConcurrentActivities`, `activityConcurrency`)
    * and no older due work waits here unclaimed (that goes first, by the pump). Slots are taken
    * now, before the commit; `claimsCommitted` gives them back if the commit does not hold.
+   *
+   * `handoff`: the commit applies an attempt's outcome, and that attempt's slot is still held for
+   * it (no pump took it meanwhile). The job's first new activity takes that slot over, even while
+   * older work waits unclaimed: a job under way goes on in the same commit (no batch claim, no
+   * lease given back and taken again), and the backlog's order is kept for every other slot.
    */
-  claimsFor(effects: readonly NewEffect[], now: number): EffectStart[] {
-    if (!this.#runEffects || this.#closing || this.#unclaimed) return [];
+  claimsFor(effects: readonly NewEffect[], now: number, handoff?: SlotHandoff): EffectStart[] {
+    if (!this.#runEffects || this.#closing || (this.#unclaimed && !handoff?.held)) return [];
     const claims: EffectStart[] = [];
     for (const effect of effects) {
       if (effect.kind === 'child') continue;
-      if (this.#busySlots() >= this.#maxActivities || !this.#slots.has(effect.src)) {
+      const mine = handoff?.held === true;
+      if (!this.#slots.has(effect.src) || (!mine && (this.#unclaimed || this.#busySlots() >= this.#maxActivities))) {
         this.#unclaimed = true; // left pending in the store: the next freed slot pumps
         continue;
       }
       this.#slots.take(effect.src);
-      this.#reserved += 1;
+      if (mine) handoff.held = false; // the ended attempt's reserved slot is this claim's now
+      else this.#reserved += 1;
       this.#attempting.set(effect.id, effect.jobId); // a commit of the job built meanwhile keeps the lease
       claims.push({ effectId: effect.id, claimUntil: this.#deps.leaseKeeper.until(now) });
     }
@@ -520,7 +534,17 @@ export class ActivityExecutor {
     }
     if (this.#closing && controller.aborted) return; // shutdown: the next runtime takes the attempt over
     crashPoint('before-outcome');
-    await this.#recordOutcome(effect, def, outcome);
+    // The ended attempt's slot stays reserved (taken in this same turn, so no pump takes it) until
+    // its outcome is recorded: the commit that applies it may hand it to the job's next activity.
+    const slot: SlotHandoff = { held: true };
+    this.#reserved += 1;
+    try {
+      await this.#recordOutcome(effect, def, outcome, slot);
+    } finally {
+      if (slot.held) this.#reserved -= 1;
+    }
+    // The freed slot: a next step of this job was claimed by its commit; other due work here is pumped.
+    if (this.#unclaimed) this.#track(this.pump());
   }
 
   /**
@@ -547,7 +571,7 @@ export class ActivityExecutor {
     return { runner: this.runnerId, fence: this.#leases.get(jobId) ?? -1 };
   }
 
-  async #recordOutcome(effect: EffectRecord, def: RegisteredMachine | undefined, outcome: { ok: true; value: unknown } | { ok: false; error: unknown }): Promise<void> {
+  async #recordOutcome(effect: EffectRecord, def: RegisteredMachine | undefined, outcome: { ok: true; value: unknown } | { ok: false; error: unknown }, slot: SlotHandoff): Promise<void> {
     const attempt = effect.attempt;
     const now = this.clock.now();
     let status: FinishStatus | 'applied';
@@ -573,7 +597,7 @@ export class ActivityExecutor {
     }
     if (outcome.ok) {
       const event = { ...outcomeEvent(effect, attempt, { output: output ?? null }), at: now };
-      status = await this.#finishApplying({ id: effect.id, attempt, result: { kind: 'succeeded', output: output ?? null, event }, at: now, lease: this.#attemptLease(effect.jobId) }, effect.jobId, () => tell('succeeded'));
+      status = await this.#finishApplying({ id: effect.id, attempt, result: { kind: 'succeeded', output: output ?? null, event }, at: now, lease: this.#attemptLease(effect.jobId) }, effect.jobId, () => tell('succeeded'), slot);
       reported = 'succeeded';
     } else {
       const { info, terminal, retryAfterMs } = classify(outcome.error);
@@ -586,11 +610,15 @@ export class ActivityExecutor {
         reported = 'retrying';
       } else {
         const event = { ...outcomeEvent(effect, attempt, { error: next.eventError }), at: now };
-        status = await this.#finishApplying({ id: effect.id, attempt, result: { kind: 'failed', error: next.error, retryAt: null, event }, at: now, lease: this.#attemptLease(effect.jobId) }, effect.jobId, () => tell('failed'));
+        status = await this.#finishApplying({ id: effect.id, attempt, result: { kind: 'failed', error: next.error, retryAt: null, event }, at: now, lease: this.#attemptLease(effect.jobId) }, effect.jobId, () => tell('failed'), slot);
         reported = 'failed';
       }
     }
     this.#attempting.delete(effect.id); // recorded: a commit of the job may release its lease now
+    if (slot.held) {
+      slot.held = false; // not handed to a next activity: free for the pump below, and others
+      this.#reserved -= 1;
+    }
     crashPoint('after-outcome');
     // Applied in its own commit, which found nothing queued before it: only a self-send of that commit waits.
     const applied = status === 'applied';
@@ -600,8 +628,6 @@ export class ActivityExecutor {
     if (this.#process && reported !== 'retrying' && (!applied || this.#pendingDrains.has(effect.jobId))) await this.#unit(() => this.#jobs.drain(effect.jobId));
     if (reported === 'retrying') this.#emit({ type: 'timers.scheduled', jobId: effect.jobId, dueAt: [retryAt] }); // a worker wakes then
     await this.releaseIdle(effect.jobId);
-    // The freed slot: a next step of this job was claimed by its commit; other due work here is pumped.
-    if (this.#unclaimed) this.#track(this.pump());
   }
 
   /**
@@ -612,7 +638,7 @@ export class ActivityExecutor {
    * is refused, it is recorded on its own (group-committed) and applied in inbox order.
    * `applied`: recorded and applied in one commit.
    */
-  async #finishApplying(finish: AttemptFinish & { result: { event: NewInboxEvent } }, jobId: string, recorded: () => void): Promise<FinishStatus | 'applied'> {
+  async #finishApplying(finish: AttemptFinish & { result: { event: NewInboxEvent } }, jobId: string, recorded: () => void, slot: SlotHandoff): Promise<FinishStatus | 'applied'> {
     const event = finish.result.event;
     if (this.#process && !this.#closing) {
       const effectId = finish.id;
@@ -622,6 +648,7 @@ export class ActivityExecutor {
       let committed = false;
       const outcome = {
         finish,
+        slot,
         recorded: () => {
           committed = true;
           recorded();

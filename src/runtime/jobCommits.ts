@@ -434,7 +434,7 @@ export class JobCommits {
       lease: this.#leaseFor(record.id, next.status === 'active' && this.#holdsWork(record.id, plan, outcome?.finish.id), now),
       ...(outcome ? { finish: outcome.finish } : {}),
     };
-    const claims = plan && commit.lease?.until != null ? this.#activities.claimsFor(plan.effects.create, now) : [];
+    const claims = plan && commit.lease?.until != null ? this.#activities.claimsFor(plan.effects.create, now, outcome?.slot) : [];
     if (claims.length > 0) commit.claims = claims;
     let result: CommitResult | undefined;
     try {

@@ -11,7 +11,7 @@ import type { PredictedRecord } from './model.ts';
 import { formatValue, type GeneratedPaths, type PathPlan, type PredictedChild, type PredictedState } from './paths.ts';
 import { VirtualClock } from './VirtualClock.ts';
 import { ownModule } from '../loader/ownFiles.ts';
-import { scratchDatabase } from '../../persistence/postgres/scratch.ts';
+import { scratchDatabase } from '../../persistence/drivers/pg/scratch.ts';
 
 /** How a path is replayed on the real runtime. */
 export type RunMode =

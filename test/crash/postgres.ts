@@ -10,9 +10,9 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { SqliteStore } from '../../persistence/sqlite/index.ts';
+import { SqliteStore } from '../../persistence/drivers/better-sqlite3/index.ts';
 import { PG_BIN } from '../helpers/postgres.ts';
-import { CHANNELS } from '../../persistence/postgres/changes.ts';
+import { CHANNELS } from '../../persistence/drivers/pg/changes.ts';
 import { isRetryableFault, pause } from '../../src/runtime/backoff.ts';
 
 /** Spool's tables, parents before children. */

@@ -25,7 +25,7 @@ import type Database from 'better-sqlite3';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { approvalFlow } from '../../machines/index.ts';
-import { SqliteStore } from '../../persistence/sqlite/index.ts';
+import { SqliteStore } from '../../persistence/drivers/better-sqlite3/index.ts';
 import { createRuntime, type Runtime } from '../../src/index.ts';
 import { VirtualClock } from '../../src/testing/index.ts';
 import { flaky, tally, ticker } from '../crash/machines.ts';

@@ -13,7 +13,7 @@
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { approvalFlow } from '../../machines/index.ts';
-import { doctor, SqliteStore } from '../../persistence/sqlite/index.ts';
+import { doctor, SqliteStore } from '../../persistence/drivers/better-sqlite3/index.ts';
 import { createRuntime, type Runtime } from '../../src/index.ts';
 import { VirtualClock } from '../../src/testing/index.ts';
 import { flaky, tally, ticker } from '../crash/machines.ts';

@@ -17,7 +17,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AnyStateMachine } from 'xstate';
 import { approvalFlow, exportJob, jobLifecycle, retryingJob } from '../../machines/index.ts';
-import { SqliteStore } from '../../persistence/sqlite/index.ts';
+import { SqliteStore } from '../../persistence/drivers/better-sqlite3/index.ts';
 import { createRuntime, JobTerminalError, type JobDefinition, type Runtime, type SendResult } from '../../src/index.ts';
 import { VirtualClock } from '../../src/testing/index.ts';
 import { flaky, tally, ticker } from '../crash/machines.ts';

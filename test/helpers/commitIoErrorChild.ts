@@ -5,7 +5,7 @@
  * prints what the commit threw, and what `commitLanded` reads back once the limit is lifted.
  */
 import { createInterface } from 'node:readline';
-import { SqliteStore } from '../../persistence/sqlite/index.ts';
+import { SqliteStore } from '../../persistence/drivers/better-sqlite3/index.ts';
 import type { NewJob } from '../../src/ports/store.ts';
 
 process.on('SIGXFSZ', () => {}); // a write past the limit fails with EFBIG instead of killing the process

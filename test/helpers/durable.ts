@@ -3,7 +3,7 @@
  * VirtualClock, event capture, one-shot waits on runtime events, and a loop that drives a job to
  * its end by moving the virtual clock from one wake-up time to the next (never sleeping).
  */
-import type { SqliteStore } from '../../persistence/sqlite/index.ts';
+import type { SqliteStore } from '../../persistence/drivers/better-sqlite3/index.ts';
 import type { Job, Runtime, RuntimeEvent, RuntimeOptions } from '../../src/index.ts';
 import { VirtualClock } from '../../src/testing/index.ts';
 import { rawAll } from './rawSql.ts';

@@ -3,7 +3,7 @@
  * `afterEach` this registers): fresh databases on the run's server and stores open on them.
  */
 import { afterEach } from 'vitest';
-import { PostgresStore, type PostgresStoreOptions } from '../../persistence/postgres/index.ts';
+import { PostgresStore, type PostgresStoreOptions } from '../../persistence/drivers/pg/index.ts';
 import { freshDatabase } from './postgres.ts';
 
 export function perTestPostgres(): {

@@ -10,7 +10,7 @@ import { chownSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { scratchDatabase } from '../../persistence/postgres/scratch.ts';
+import { scratchDatabase } from '../../persistence/drivers/pg/scratch.ts';
 
 /** Where Debian's `postgresql` package puts the server binaries. */
 export const PG_BIN = process.env['SPOOL_PG_BIN'] ?? '/usr/lib/postgresql/15/bin';

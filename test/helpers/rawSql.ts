@@ -1,13 +1,13 @@
 /**
  * Raw SQL on the tables of the store a test opened, whichever store it is: the SQLite file (through
  * `store.db`, behind the asynchronous boundary too) or the PostgresStore's database (through its
- * pool). The two schemas have the same tables and columns (persistence/postgres/migrations/0001),
+ * pool). The two schemas have the same tables and columns (persistence/sql/migrations/postgres/0001),
  * so a test that must arrange a row the port cannot write, or check one the port cannot read,
- * writes its SQL once with `?` parameters; on Postgres they become `$n` (persistence/postgres/sql.ts).
+ * writes its SQL once with `?` parameters; on Postgres they become `$n` (persistence/drivers/pg/sql.ts).
  */
 import type Database from 'better-sqlite3';
-import type { PostgresStore } from '../../persistence/postgres/index.ts';
-import { toPostgres } from '../../persistence/postgres/sql.ts';
+import type { PostgresStore } from '../../persistence/drivers/pg/index.ts';
+import { toPostgres } from '../../persistence/drivers/pg/sql.ts';
 import { dumpDatabase, type Resources } from './resources.ts';
 import { ON_POSTGRES, postgresAt } from './stores.ts';
 

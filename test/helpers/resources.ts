@@ -3,7 +3,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
-import { SqliteStore, type SqliteStoreOptions } from '../../persistence/sqlite/index.ts';
+import { SqliteStore, type SqliteStoreOptions } from '../../persistence/drivers/better-sqlite3/index.ts';
 import { createRuntime, type Runtime, type RuntimeOptions } from '../../src/index.ts';
 import type { JobStore } from '../../src/ports/store.ts';
 import { storeUnderTest } from './asyncStore.ts';

@@ -6,8 +6,8 @@
  *   (postgres.ts; the `postgres` project). A test that reads or edits rows the port does not
  *   reach does it through rawSql.ts, on either store, never through `store.db`.
  */
-import { PostgresStore } from '../../persistence/postgres/index.ts';
-import type { SqliteStore, SqliteStoreOptions } from '../../persistence/sqlite/index.ts';
+import { PostgresStore } from '../../persistence/drivers/pg/index.ts';
+import type { SqliteStore, SqliteStoreOptions } from '../../persistence/drivers/better-sqlite3/index.ts';
 import { freshDatabase } from './postgres.ts';
 
 /** True when this run's stores are PostgresStores (`SPOOL_TEST_STORE=postgres`). */

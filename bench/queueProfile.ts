@@ -1,0 +1,29 @@
+/**
+ * A focused run for profiling (not part of `npm run bench`): one queue case, while-draining, on
+ * SQLite. `tsx bench/queueProfile.ts [steps=3] [c=16] [backlog=2000] [NORMAL|FULL] [--sql]`; with
+ * `--sql`, the statements run per job, by SQL text. Profile with `node --import tsx --cpu-prof`.
+ */
+import Database from 'better-sqlite3';
+import { runSpoolQueue } from './queueRun.ts';
+import { JOB_SHAPES } from './jobsRun.ts';
+
+const args = process.argv.slice(2).filter((a) => a !== '--sql');
+const [steps = '3', c = '16', backlog = '2000', sync = 'NORMAL'] = args;
+const bySql = new Map<string, number>();
+if (process.argv.includes('--sql')) {
+  const memory = new Database(':memory:');
+  const proto = Object.getPrototypeOf(memory.prepare('SELECT 1')) as Record<string, (...a: unknown[]) => unknown>;
+  memory.close();
+  for (const name of ['run', 'get', 'all', 'iterate']) {
+    const original = proto[name]!;
+    proto[name] = function (this: { source: string }, ...a: unknown[]) {
+      const key = this.source.replace(/\s+/g, ' ').slice(0, 110);
+      bySql.set(key, (bySql.get(key) ?? 0) + 1);
+      return original.apply(this, a);
+    };
+  }
+}
+const shape = JOB_SHAPES.find((s) => s.steps === Number(steps))!;
+const r = await runSpoolQueue({ store: 'sqlite', synchronous: sync as 'NORMAL', shape, concurrency: Number(c), backlog: Number(backlog), mode: 'while-draining' });
+console.log(JSON.stringify(r));
+for (const [sql, n] of [...bySql].sort((a, b) => b[1] - a[1])) if (n / r.jobs >= 0.05) console.log((n / r.jobs).toFixed(2), sql);

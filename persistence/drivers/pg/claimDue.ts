@@ -1,0 +1,47 @@
+/**
+ * `claimDueEffects` on Postgres: the batch claim in ONE statement. The parts both stores share
+ * (`dueClaimParts`, persistence/sql/statements.ts: which due rows, one per job, within their
+ * budgets) with, between them, the row locks: `FOR NO KEY UPDATE … SKIP LOCKED` on each effect
+ * and its job, so runners claiming at once take disjoint rows and none waits on another (READ
+ * COMMITTED re-checks a row changed since the statement's snapshot when it locks it: a row
+ * another claim took and committed meanwhile no longer has the status and attempt read). Then,
+ * in data-modifying CTEs of the same statement: each job's lease taken (LEASE_SET, the rule of
+ * every write under a lease), each effect claimed (CLAIM_SET, as `claimEffect`), the attempt a
+ * dead runner left recorded interrupted, and the new attempt recorded started.
+ */
+import type { SqlDialect } from '../../sql/predicates.ts';
+import { CLAIM_SET, dueClaimParts, LEASE_SET } from '../../sql/statements.ts';
+import { toPostgres, type PgStatement } from './sql.ts';
+
+/** The statement's text in dialect `d` (named parameters: `dueClaimParams`, with LEASE_SET's for a lease taken afresh). */
+export function claimDueSql(d: SqlDialect): string {
+  const parts = dueClaimParts(d);
+  return `WITH ${parts.cand},
+  locked AS (SELECT c.* FROM cand c JOIN effects e ON e.id = c.id JOIN jobs j ON j.id = c.job_id
+    WHERE c.lease_free = 1 AND e.active = 1 AND e.status = c.status AND e.attempt = c.attempt
+      AND (j.lease_owner IS NULL OR j.lease_until <= ${d.leaseNow}) AND j.status = 'active' AND j.suspended_at IS NULL AND j.quarantine IS NULL
+    FOR NO KEY UPDATE OF e, j SKIP LOCKED),
+  ${parts.pick('locked')},
+  leased AS (UPDATE jobs SET ${LEASE_SET(d)} FROM picked p WHERE jobs.id = p.job_id RETURNING jobs.id, jobs.lease_fence),
+  claimed AS (UPDATE effects SET ${CLAIM_SET(d)} FROM picked p WHERE effects.id = p.id RETURNING effects.*),
+  interrupted AS (UPDATE effect_attempts SET outcome = 'interrupted', ended_at = @now FROM picked p
+    WHERE p.status = 'running' AND effect_attempts.effect_id = p.id AND effect_attempts.attempt = p.attempt AND effect_attempts.outcome = 'running'),
+  started AS (INSERT INTO effect_attempts (effect_id, attempt, runner, started_at, outcome) SELECT id, attempt, @runner, @now, 'running' FROM claimed),
+  n AS (SELECT ${parts.counts('locked')})
+SELECT x.*, n.* FROM n LEFT JOIN (
+    SELECT cl.*, 'claim' AS kind, l.lease_fence, p.machine_id, p.machine_version, p.t AS due_t, p.r AS due_r
+      FROM claimed cl JOIN leased l ON l.id = cl.job_id JOIN picked p ON p.id = cl.id
+    UNION ALL
+    SELECT e.*, 'held', NULL, c.machine_id, c.machine_version, c.t, c.r FROM cand c JOIN effects e ON e.id = c.id WHERE c.lease_free = 0
+  ) AS x ON TRUE
+ORDER BY x.due_t, x.due_r`;
+}
+
+const made = new Map<SqlDialect, PgStatement>();
+
+/** The statement in Postgres's form for dialect `d` (its lease clock), made once. */
+export function claimDueStatement(d: SqlDialect): PgStatement {
+  let stmt = made.get(d);
+  if (!stmt) made.set(d, (stmt = toPostgres(claimDueSql(d), 'claimDue')));
+  return stmt;
+}

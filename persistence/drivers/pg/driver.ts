@@ -1,0 +1,218 @@
+/**
+ * The node-postgres driver (persistence/sql/driver.ts): a pool; each write a READ COMMITTED
+ * transaction that first locks the rows of the jobs it writes (transactions.ts), run again on a
+ * key taken meanwhile, a deadlock or a serialization failure; its writes whose results nobody
+ * reads sent with the next statement (deferred.ts); a NOTIFY after each commit (changes.ts).
+ */
+import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import type { DueClaim, DueClaimed, DueClaimResult, EffectRecord, FeedPage, HistoryFeedFilter, UnresolvedOperation } from '../../../src/ports/store.ts';
+import { commitOutcomeUnknown } from '../../sql/commit.ts';
+import type { Locks, SqlDriver, WriteOptions, WriteTx } from '../../sql/driver.ts';
+import { dueClaimCounts, dueClaimParams } from '../../sql/dueClaims.ts';
+import type { SqlDialect } from '../../sql/predicates.ts';
+import { runAsync, type Program } from '../../sql/program.ts';
+import { toEffectRecord, type Row } from '../../sql/records.ts';
+import type { StatementName } from '../../sql/statements.ts';
+import { ChangeListener, notifySql, Notifier, wakesOthers } from './changes.ts';
+import { claimDueStatement } from './claimDue.ts';
+import { DeferredWrites } from './deferred.ts';
+import { readFeedPage } from './feed.ts';
+import { isConnectionLost, isPgFault, isRetryable, pgFault, sqlState } from './faults.ts';
+import { bind, pgStatements, prepared, toPostgres, type PgStatement } from './sql.ts';
+import { each, eachCommit, hasLocks, Isolate, lockJobsSql, MAX_RUNS, RunAgain, savepoint, unlessLeaseHeld, type Tx } from './transactions.ts';
+
+export class PgDriver implements SqlDriver {
+  readonly isFault = isPgFault;
+  readonly #pool: pg.Pool;
+  /** This store's id in its NOTIFY payloads (its own notifications wake nobody here). */
+  readonly #id = randomUUID();
+  readonly changes: ChangeListener;
+  /**
+   * This store's NOTIFY after its commits (changes.ts). A NOTIFY takes a transaction id, so its
+   * transaction writes a commit record: committed without waiting for the WAL flush (a wake-up
+   * lost to a server crash is covered by polling, and listeners re-scan when they reconnect), so
+   * it costs the server no disk sync of its own.
+   */
+  readonly #notifier: Notifier;
+  readonly #statements: Record<StatementName, PgStatement>;
+  /** `claimDueEffects`' one statement (claimDue.ts). */
+  readonly #claimDue: PgStatement;
+  readonly #byText = new Map<string, PgStatement>();
+  #closed = false;
+
+  constructor(pool: pg.Pool, readonly description: string, readonly schemaVersion: number, listener: ChangeListener, readonly dialect: SqlDialect) {
+    this.#pool = pool;
+    this.changes = listener;
+    this.#statements = pgStatements(dialect);
+    this.#claimDue = claimDueStatement(dialect);
+    this.#notifier = new Notifier((wake) => pool.query(`BEGIN; SET LOCAL synchronous_commit TO OFF; ${notifySql(this.#id, wake)}; COMMIT`));
+  }
+
+  fault(error: unknown, call: string): unknown {
+    return pgFault(error, this.description, call);
+  }
+
+  async get(name: StatementName, args: unknown[]): Promise<Row | undefined> {
+    return (await this.#query(this.#statements[name], args)).rows[0];
+  }
+
+  async all(name: StatementName, args: unknown[]): Promise<Row[]> {
+    return (await this.#query(this.#statements[name], args)).rows;
+  }
+
+  async values(name: StatementName, args: unknown[]): Promise<unknown[] | undefined> {
+    const stmt = this.#statements[name];
+    return (await this.#pool.query<unknown[]>({ ...prepared(stmt, bind(stmt, args)), rowMode: 'array' })).rows[0];
+  }
+
+  job(id: string): Promise<Row | undefined> {
+    return this.get('getJob', [id]);
+  }
+
+  async query(sql: string, params: readonly unknown[]): Promise<Row[]> {
+    let stmt = this.#byText.get(sql);
+    if (!stmt) {
+      stmt = toPostgres(sql, `text${this.#byText.size}`);
+      this.#byText.set(sql, stmt);
+    }
+    return (await this.#query(stmt, params)).rows;
+  }
+
+  /** Each statement outside a transaction (each sees the latest commits). */
+  read<R>(program: Program<R>): Promise<R> {
+    return runAsync(program, async (call) => {
+      const rows = (await this.#query(this.#statements[call.name], call.args)).rows;
+      return call.method === 'get' ? rows[0] : rows;
+    });
+  }
+
+  /** One snapshot: every statement sees the same state of the tables. */
+  snapshot<R>(program: Program<R>): Promise<R> {
+    return this.#transaction('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', undefined, (t) => t.run(program), false);
+  }
+
+  write<T>(fn: (t: WriteTx) => T | Promise<T>, options: WriteOptions = {}): Promise<T> {
+    const locks = typeof options.locks === 'function' ? options.locks() : (options.locks ?? {});
+    const notify = options.quiet ? 'changed' : options.batch && !wakesOthers(options.batch) ? 'changed' : 'wake';
+    return this.#transaction('BEGIN', locks, async (t) => fn(writeTx(t)), notify, options.ops);
+  }
+
+  /** One statement (claimDue.ts), on its own: atomic without a transaction around it. */
+  async claimDue(c: DueClaim): Promise<DueClaimResult> {
+    // A lease taken afresh (free or expired): LEASE_SET's other parameters name no fence, no take-over, no force.
+    let rows: Row[];
+    try {
+      rows = (await this.#query(this.#claimDue, [{ ...dueClaimParams(c), held: null, any_fence: 0, take_over: null, force: 0 }])).rows;
+    } catch (error) {
+      // The statement commits itself: a connection lost on the way leaves it unknown.
+      if (isConnectionLost(error)) throw commitOutcomeUnknown(this.description, error, [{ kind: 'due-claims', runner: c.runner }]);
+      throw error;
+    }
+    const claimed: DueClaimed[] = [];
+    const held: EffectRecord[] = [];
+    for (const row of rows) {
+      if (row['kind'] === 'claim') {
+        claimed.push({ ...toEffectRecord(row), leaseFence: row['lease_fence'] as number, machineId: row['machine_id'] as string, machineVersion: row['machine_version'] as string });
+      } else if (row['kind'] === 'held') held.push(toEffectRecord(row));
+    }
+    return { claimed, held, ...dueClaimCounts(rows[0], claimed.length) };
+  }
+
+  /** Every job's history in the order the feed gives it (feed.ts: positions numbered by the reader, never out of commit order). */
+  historySince(after: number, limit: number, scan: number, filter: HistoryFeedFilter): Promise<FeedPage> {
+    return readFeedPage(this.#pool, after, limit, scan, filter);
+  }
+
+  /** Commits of other stores seen through LISTEN/NOTIFY (see changes.ts); the first call starts listening. */
+  async externalChanges(): Promise<number> {
+    await this.changes.start('all');
+    return this.changes.changes;
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.changes.close();
+    await this.#notifier.flush();
+    await this.#pool.end();
+  }
+
+  /**
+   * A transaction (`begin`) that first locks the rows of `locks` (see {@link lockJobsSql}); run again
+   * on a race; `notify`: what its commit tells other processes (changes.ts); `ops`: a commit's
+   * operations, for an unknown outcome.
+   */
+  async #transaction<T>(begin: string, locks: Locks | undefined, fn: (t: Tx) => Promise<T>, notify: 'wake' | 'changed' | false, ops?: () => UnresolvedOperation[]): Promise<T> {
+    let isolated = false;
+    let keyRetried = false;
+    for (let runs = 1; ; runs++) {
+      const client = await this.#pool.connect();
+      let broken: unknown;
+      let committing = false;
+      try {
+        // Statements without parameters wait and go with the next one (a simple query): BEGIN, the
+        // row locks (and, in an isolated run, the first savepoint) are one round trip, COMMIT another.
+        const queued: string[] = [begin];
+        if (locks && hasLocks(locks)) queued.push(lockJobsSql(client, locks));
+        const flush = async () => {
+          if (queued.length === 0) return;
+          const text = queued.join('; ');
+          queued.length = 0;
+          await client.query(text);
+        };
+        const t: Tx = {
+          run: async (program) => {
+            await flush();
+            const writes = new DeferredWrites(client, this.#statements);
+            const result = await runAsync(program, (call) => writes.call(call));
+            await writes.flush();
+            return result;
+          },
+          sql: (text) => void queued.push(text),
+          runs,
+          isolated,
+          keyRetried,
+        };
+        const result = await fn(t);
+        queued.push('COMMIT');
+        committing = true;
+        await flush();
+        // After the commit, on its own: see changes.ts (a NOTIFY in the transaction would serialise commits' WAL flushes).
+        if (notify) this.#notifier.committed(notify === 'wake');
+        return result;
+      } catch (error) {
+        if (isConnectionLost(error)) broken = error;
+        else await client.query('ROLLBACK').catch((e: unknown) => (broken = e));
+        const cause = error instanceof RunAgain ? error.cause : error;
+        if (committing && broken !== undefined && ops) throw commitOutcomeUnknown(this.description, cause, ops());
+        // A key another transaction took meanwhile (a concurrent create): once more, where the write
+        // finds it. A batch write refused on a run without savepoints: once more, isolated (Isolate).
+        const raced = error instanceof RunAgain || (sqlState(error) === '23505' && runs === 1);
+        if (error instanceof Isolate) isolated = true;
+        if (raced && sqlState(cause) === '23505') keyRetried = true;
+        if ((raced || isRetryable(error)) && runs < MAX_RUNS && broken === undefined) continue;
+        throw cause;
+      } finally {
+        client.release(broken instanceof Error ? broken : broken === undefined ? undefined : true);
+      }
+    }
+  }
+
+  #query(stmt: PgStatement, args: readonly unknown[]): Promise<pg.QueryResult<Row>> {
+    return this.#pool.query<Row>(prepared(stmt, bind(stmt, args)));
+  }
+}
+
+/** The store's write transaction (persistence/sql/driver.ts) over one run of {@link PgDriver}'s. */
+function writeTx(t: Tx): WriteTx {
+  return {
+    run: (program) => t.run(program),
+    each: (items, write, leaseHeld) =>
+      each(items, (item) => {
+        const written = savepoint(t, () => t.run(write(item)));
+        return leaseHeld ? unlessLeaseHeld(written) : written;
+      }),
+    eachCommit: (commits, write) => eachCommit(commits, (c) => savepoint(t, () => t.run(write(c)))),
+  };
+}

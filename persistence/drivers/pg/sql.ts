@@ -1,0 +1,83 @@
+/**
+ * The SQLite store's statements (persistence/sql/statements.ts, written in the POSTGRES
+ * dialect) as PostgreSQL statements: `@name` and `?` parameters become `$n`, and a named
+ * parameter whose type Postgres cannot infer from where it stands (`@runner IS NULL`, a value in a
+ * SELECT list) is cast to its type, from {@link PARAM_TYPES}. The texts themselves are not copied.
+ */
+import type { SqlDialect } from '../../sql/predicates.ts';
+import { statementsSql, type StatementName } from '../../sql/statements.ts';
+
+/** The SQL type of each named parameter the statements use (one meaning per name across them). */
+const PARAM_TYPES: Record<string, string> = {
+  runner: 'text', held: 'bigint', any_fence: 'int', now: 'bigint', until: 'bigint', lease_owner: 'text', lease_fence: 'bigint', take_over: 'text', takeOver: 'text',
+  force: 'int', inline_event: 'text', first_in_line: 'int', at_named: 'int', settles: 'int', set_progress: 'int', progress: 'float8', all: 'int',
+  owner: 'text', limit: 'bigint', ids: 'text', statuses: 'text', outcomes: 'text', machine: 'text', job: 'text', event: 'text',
+  revision: 'bigint', accepted_at: 'bigint', processed_at: 'bigint', attempt: 'bigint', job_id: 'text', event_id: 'text',
+  type: 'text', payload: 'text', payload_hash: 'text', status: 'text', error: 'text', source_kind: 'text', source_id: 'text',
+  id: 'text', at: 'bigint', expected: 'bigint', fence: 'bigint', next: 'bigint', token: 'text', output: 'text', before: 'bigint',
+  seq: 'bigint', after: 'bigint', upto: 'bigint', deactivate_actor: 'text', deactivated_at: 'bigint', machines: 'text', budgets: 'text',
+};
+
+/** A statement in Postgres's form: its text, and the parameter names in `$n` order (null: positional `?`). */
+export interface PgStatement {
+  readonly key: string;
+  readonly text: string;
+  readonly names: readonly string[] | null;
+}
+
+/** Rewrite one statement's parameters (string literals and quoted names are left alone). */
+export function toPostgres(sql: string, key: string): PgStatement {
+  let out = '';
+  const names: string[] = [];
+  let positional = 0;
+  for (let i = 0; i < sql.length; i++) {
+    const c = sql[i]!;
+    if (c === "'" || c === '"') {
+      const end = sql.indexOf(c, i + 1);
+      out += sql.slice(i, end + 1);
+      i = end;
+    } else if (c === '?') {
+      out += `$${++positional}`;
+    } else if (c === '@' && /[A-Za-z_]/.test(sql[i + 1] ?? '')) {
+      const name = /^[A-Za-z_][A-Za-z0-9_]*/.exec(sql.slice(i + 1))![0];
+      let n = names.indexOf(name);
+      if (n < 0) n = names.push(name) - 1;
+      const type = PARAM_TYPES[name];
+      out += type ? `$${n + 1}::${type}` : `$${n + 1}`;
+      i += name.length;
+    } else out += c;
+  }
+  if (positional > 0 && names.length > 0) throw new Error(`statement ${key} mixes named and positional parameters`);
+  // No parameter at all (a Postgres lease expression may stand where SQLite has `@now`): bound as named, to nothing.
+  return { key, text: out, names: positional > 0 ? null : names };
+}
+
+/** A statement as node-postgres prepares it: named once per connection (`s_<key>`), with its values. */
+export function prepared(stmt: PgStatement, values: unknown[]): { name: string; text: string; values: unknown[] } {
+  return { name: `s_${stmt.key}`, text: stmt.text, values };
+}
+
+/** The values of a call's arguments in `$n` order (a named statement takes one object). */
+export function bind(stmt: PgStatement, args: readonly unknown[]): unknown[] {
+  if (stmt.names === null) return args.map(value);
+  const named = (args[0] ?? {}) as Record<string, unknown>;
+  return stmt.names.map((n) => value(named[n]));
+}
+
+function value(v: unknown): unknown {
+  return v === undefined ? null : v;
+}
+
+const made = new Map<SqlDialect, Record<StatementName, PgStatement>>();
+
+/** Every statement of the store in Postgres's form, in a Postgres dialect (its lease clock: POSTGRES or POSTGRES_CALLER_LEASES), made once. */
+export function pgStatements(d: SqlDialect): Record<StatementName, PgStatement> {
+  let statements = made.get(d);
+  if (!statements) {
+    const texts = statementsSql(d);
+    statements = {} as Record<StatementName, PgStatement>;
+    for (const name of Object.keys(texts) as StatementName[]) statements[name] = toPostgres(texts[name], name);
+    made.set(d, statements);
+  }
+  return statements;
+}

@@ -1,0 +1,84 @@
+/**
+ * A store operation written once for every SQL store: a generator that yields the statements it
+ * runs (by name, see statements.ts) and receives their results. The SQLite store runs it
+ * synchronously inside its transaction ({@link runSync}); the Postgres store awaits each statement
+ * on its connection ({@link runAsync}). The rules of a commit (commit.ts) are thereby one text, not
+ * one per driver.
+ */
+import type { StatementName } from './statements.ts';
+import type { Row } from './records.ts';
+
+/**
+ * One statement to run: better-sqlite3's `run` (changes), `get` (the first row) or `all` (every
+ * row); `write`: a write whose result the program does not read (Postgres may send it with the
+ * next statement: persistence/drivers/pg/deferred.ts).
+ */
+export interface Call {
+  name: StatementName;
+  method: 'run' | 'get' | 'all' | 'write';
+  args: unknown[];
+}
+
+/** An operation over the store's statements, ending with its result. */
+export type Program<R> = Generator<Call, R, unknown>;
+
+/** Run a statement that writes: how many rows it changed. */
+export function* run(name: StatementName, ...args: unknown[]): Generator<Call, { changes: number }, unknown> {
+  return (yield { name, method: 'run', args }) as { changes: number };
+}
+
+/** Run a statement that writes, its result unread: it fails the write if it fails, later perhaps (deferred.ts). */
+export function* write(name: StatementName, ...args: unknown[]): Generator<Call, void, unknown> {
+  yield { name, method: 'write', args };
+}
+
+/** Run a statement: its first row, if any. */
+export function* get(name: StatementName, ...args: unknown[]): Generator<Call, Row | undefined, unknown> {
+  return (yield { name, method: 'get', args }) as Row | undefined;
+}
+
+/** Run a statement: all its rows. */
+export function* all(name: StatementName, ...args: unknown[]): Generator<Call, Row[], unknown> {
+  return (yield { name, method: 'all', args }) as Row[];
+}
+
+/** A prepared statement a synchronous driver runs (better-sqlite3's shape). */
+export interface SyncStatement {
+  run(...args: unknown[]): unknown;
+  get(...args: unknown[]): unknown;
+  all(...args: unknown[]): unknown[];
+}
+
+/** Run a program on a synchronous driver's prepared statements (inside the caller's transaction). */
+export function runSync<R>(program: Program<R>, s: Record<StatementName, SyncStatement>): R {
+  let step = program.next();
+  while (!step.done) {
+    const c = step.value;
+    let value: unknown;
+    try {
+      const stmt = s[c.name];
+      value = c.method === 'run' || c.method === 'write' ? stmt.run(...c.args) : c.method === 'get' ? stmt.get(...c.args) : stmt.all(...c.args);
+    } catch (error) {
+      step = program.throw(error);
+      continue;
+    }
+    step = program.next(value);
+  }
+  return step.value;
+}
+
+/** Run a program with a driver that executes each statement asynchronously (one at a time, in order). */
+export async function runAsync<R>(program: Program<R>, exec: (call: Call) => Promise<unknown>): Promise<R> {
+  let step = program.next();
+  while (!step.done) {
+    let value: unknown;
+    try {
+      value = await exec(step.value);
+    } catch (error) {
+      step = program.throw(error);
+      continue;
+    }
+    step = program.next(value);
+  }
+  return step.value;
+}
