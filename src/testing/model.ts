@@ -7,6 +7,8 @@ import { PARENT_REF } from '../step/childScope.ts';
 import { startStep, step as spoolStep, stopStep, type Step } from '../step/step.ts';
 import { indexTransitions, type StaticTransition, type TransitionDefinitionLike } from './transitions.ts';
 import type { JobOptions, ModelConfig, ModelEffect, ModelJob, ModelState, ModelTimer, PathStep, PredictedRecord, Samples, StateView } from './modelState.ts';
+import { allJobs, jobAt, nextWake, samplesOf } from './modelState.ts';
+import { distinguishing } from './labels.ts';
 
 /**
  * A model of what Spool does with one job, used to generate and predict paths.
@@ -624,41 +626,6 @@ export function scriptedFailureMessage(src: string, attempt: number): string {
   return `scripted failure of ${src} (attempt ${attempt})`;
 }
 
-/** The job under test and every child job. */
-export function allJobs(state: ModelState): ModelJob[] {
-  return [state, ...state.children];
-}
-
-/** The job a step acts on: the job under test, or the running child job at `child` (invoke ids joined by `/`). */
-export function jobAt(state: ModelState, child: string | undefined): ModelJob {
-  if (child === undefined || child === '') return state;
-  const job = state.children.filter((c) => c.path === child && c.status === 'active').at(-1);
-  if (!job) throw new Error(`No child job "${child}" is running here.`);
-  return job;
-}
-
-/** When the runtime next wakes up: the earliest timer or retry of any job (a stopped child's are cancelled). */
-export function nextWake(state: ModelState): number | null {
-  let wake: number | null = null;
-  for (const job of allJobs(state)) {
-    for (const t of job.timers) wake = wake === null ? t.dueAt : Math.min(wake, t.dueAt);
-    for (const e of job.effects) if (e.status === 'backoff' && e.nextRunAt !== null) wake = wake === null ? e.nextRunAt : Math.min(wake, e.nextRunAt);
-  }
-  return wake;
-}
-
-/** `{role:manager}`: the fields of `mine` whose values differ among `all` (the whole value when it is not an object); '' for a lone sample. */
-export function distinguishing(all: readonly unknown[], mine: unknown): string {
-  if (all.length <= 1) return '';
-  const show = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v));
-  const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
-  if (!all.every(isObject) || !isObject(mine)) return `{${show(mine)}}`;
-  const keys = [...new Set(all.flatMap((o) => Object.keys(o)))].filter((k) => k !== 'type' && new Set(all.map((o) => JSON.stringify(o[k]))).size > 1);
-  const shown = keys.filter((k) => k in mine).map((k) => `${k}:${show(mine[k])}`).join(',');
-  const text = `{${shown}}`;
-  return text.length > 60 ? `${text.slice(0, 57)}…}` : text;
-}
-
 /** What `runtime.fail(token, error)` turns an error payload into. */
 export function failInfo(payload: unknown): ErrorInfo {
   const p = toJson(payload);
@@ -669,11 +636,6 @@ export function failInfo(payload: unknown): ErrorInfo {
 
 export function viewOf(job: ModelJob): StateView {
   return { value: toJson(job.machine.value), context: toJson(job.machine.context), status: job.status };
-}
-
-export function samplesOf<T>(samples: Samples<T>, view: StateView): T[] {
-  const resolved = typeof samples === 'function' ? (samples as (s: StateView) => T | readonly T[])(view) : samples;
-  return Array.isArray(resolved) ? [...(resolved as readonly T[])] : [resolved as T];
 }
 
 /** The transitions XState selects for an event in a snapshot (guards evaluated); none when selecting throws. */

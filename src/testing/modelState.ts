@@ -141,3 +141,31 @@ export interface ModelConfig extends JobOptions {
   /** Child machines by registered id (`<parent id>.<src>`, recursively): their definitions as registered, and their samples. */
   children?: Record<string, JobOptions & { def: RegisteredMachine }>;
 }
+
+/** The job under test and every child job. */
+export function allJobs(state: ModelState): ModelJob[] {
+  return [state, ...state.children];
+}
+
+/** The job a step acts on: the job under test, or the running child job at `child` (invoke ids joined by `/`). */
+export function jobAt(state: ModelState, child: string | undefined): ModelJob {
+  if (child === undefined || child === '') return state;
+  const job = state.children.filter((c) => c.path === child && c.status === 'active').at(-1);
+  if (!job) throw new Error(`No child job "${child}" is running here.`);
+  return job;
+}
+
+/** When the runtime next wakes up: the earliest timer or retry of any job (a stopped child's are cancelled). */
+export function nextWake(state: ModelState): number | null {
+  let wake: number | null = null;
+  for (const job of allJobs(state)) {
+    for (const t of job.timers) wake = wake === null ? t.dueAt : Math.min(wake, t.dueAt);
+    for (const e of job.effects) if (e.status === 'backoff' && e.nextRunAt !== null) wake = wake === null ? e.nextRunAt : Math.min(wake, e.nextRunAt);
+  }
+  return wake;
+}
+
+export function samplesOf<T>(samples: Samples<T>, view: StateView): T[] {
+  const resolved = typeof samples === 'function' ? (samples as (s: StateView) => T | readonly T[])(view) : samples;
+  return Array.isArray(resolved) ? [...(resolved as readonly T[])] : [resolved as T];
+}

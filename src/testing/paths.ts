@@ -1,22 +1,14 @@
 import type { AnyStateMachine } from 'xstate';
-import { getAdjacencyMap } from 'xstate/graph';
 import { MachineRegistry, isStateMachine, type JobDefinition, type JsonValue, type RegisteredMachine } from '../internal.ts';
 import { coverageReport, type CoverageReport, type Waiver } from './coverage.ts';
-import {
-  JobModel,
-  SampleError,
-  allJobs,
-  toJson,
-  viewOf,
-  type JobOptions,
-  type ModelJob,
-  type ModelState,
-  type PathStep,
-  type PredictedRecord,
-  type Samples,
-  type StateView,
-} from './model.ts';
+import { JobModel, SampleError, toJson, viewOf, type JobOptions, type ModelState, type PathStep, type PredictedRecord, type Samples, type StateView } from './model.ts';
+import { allJobs } from './modelState.ts';
 import { listTransitions, type StaticTransition } from './transitions.ts';
+import { formatValue, stepLabel } from './labels.ts';
+import { historiesOf, historyKeys, nodesOf } from './histories.ts';
+import { PathGenerationError, explore, replay, tryReplay, type Edge, type Graph } from './explore.ts';
+
+export { PathGenerationError } from './explore.ts';
 import { Checker, resolveStep, runCheck, statePaths, valueMatches, violation, type Check, type CheckedSnapshot, type CheckViolation, type PathChecks, type StepSpec } from './checks.ts';
 
 /**
@@ -189,16 +181,9 @@ export interface GeneratedPaths {
   checker: Checker;
 }
 
-/** Path generation could not finish: the message says why and what to change. */
-export class PathGenerationError extends Error {
-  override name = 'PathGenerationError';
-  readonly code = 'SPOOL_PATH_GENERATION';
-}
-
 const DEFAULT_LIMIT = 20_000;
 const CANDIDATES_PER_TRANSITION = 8;
 
-type Edge = { from: string; step: PathStep; to: string; result: ModelState; order: number };
 
 /** A transition to cover: of the machine under test, or of one of its child machines. */
 type Target = { machineId: string; t: StaticTransition };
@@ -489,39 +474,6 @@ function namedPaths(model: JobModel, options: PathOptions, inputs: readonly unkn
   });
 }
 
-/**
- * The history states of a machine, each with the configurations it can restore: every leaf
- * state under its parent for deep history, every child state for shallow. Paths are chosen to
- * restore each one (leave the parent from there, come back through the history state), so the
- * golden file and the checks see deep history told from shallow.
- */
-function historiesOf(machine: AnyStateMachine): Array<{ id: string; configurations: string[] }> {
-  type Node = { id: string; type: string; history?: string; states: Record<string, Node>; parent?: Node };
-  const out: Array<{ id: string; configurations: string[] }> = [];
-  const leaves = (node: Node): string[] => {
-    const children = Object.values(node.states).filter((c) => c.type !== 'history');
-    return children.length === 0 ? [node.id] : children.flatMap(leaves);
-  };
-  const visit = (node: Node): void => {
-    for (const child of Object.values(node.states)) {
-      if (child.type === 'history') {
-        const siblings = Object.values(node.states).filter((c) => c.type !== 'history');
-        out.push({ id: child.id, configurations: child.history === 'deep' ? siblings.flatMap(leaves) : siblings.map((c) => c.id) });
-      } else visit(child);
-    }
-  };
-  visit(machine.root as unknown as Node);
-  return out;
-}
-
-/** `history <history id> <state id>` for each history state a step restored, with the state it restored. */
-function historyKeys(state: ModelState, histories: ReadonlyArray<{ id: string; configurations: string[] }>): string[] {
-  if (histories.length === 0) return [];
-  const targeted = new Set(state.taken.flatMap((t) => t.targets));
-  const active = new Set(nodesOf(state));
-  return histories.filter((h) => targeted.has(h.id)).flatMap((h) => h.configurations.filter((c) => active.has(c)).map((c) => `history ${h.id} ${c}`));
-}
-
 /** Each child machine's coverage by the paths: the transitions its child jobs take in them. */
 function childCoverage(children: readonly ChildMachine[], paths: readonly PathPlan[], explored: Exploration): ChildMachinePaths[] {
   return children.map((c) => {
@@ -606,96 +558,6 @@ function registeredOf(def: JobDefinition, options: PathOptions): { registered: R
   return { registered, children };
 }
 
-interface Graph {
-  keys: string[];
-  edges: Edge[];
-  stateOf: Map<string, ModelState>;
-  depth: Map<string, number>;
-  prefix: (key: string) => PathStep[];
-}
-
-/** Explore the model with `xstate/graph`'s adjacency map, then index shortest prefixes (BFS). */
-function explore(model: JobModel, start: ModelState, limit: number, machineId: string, inputIndex: number, inputCount: number, childPaths: readonly string[] = []): Graph {
-  type GraphEvent = { type: string; step: PathStep };
-  const logic = {
-    transition: (state: ModelState, event: GraphEvent) => model.step(state, event.step),
-    getInitialSnapshot: () => start,
-    getPersistedSnapshot: (state: ModelState) => state,
-  };
-  // ModelState is a snapshot in the graph's sense ({status, output, error}); XState's Snapshot type is a union it cannot name.
-  type Adjacency = Record<string, { state: ModelState; transitions: Record<string, { event: GraphEvent; state: ModelState }> }>;
-  const traverse = getAdjacencyMap as unknown as (logic: unknown, options: Record<string, unknown>) => Adjacency;
-  let adjacency: Adjacency;
-  try {
-    adjacency = traverse(logic, {
-      fromState: start,
-      events: (state: ModelState) => model.steps(state).map((step) => ({ type: step.type, step })),
-      serializeState: (state: ModelState) => model.key(state),
-      serializeEvent: (event: GraphEvent) => JSON.stringify(event.step),
-      limit,
-    });
-  } catch (error) {
-    if (error instanceof Error && /Traversal limit exceeded/.test(error.message)) {
-      throw new PathGenerationError(
-        `Path generation for ${machineId}${inputCount > 1 ? ` (input ${inputIndex + 1})` : ''} explored more than ${limit} (state, step) pairs without finishing. ` +
-          `The graph key includes the whole context${childPaths.length > 0 ? ' of the job and of each running child job' : ''}, so a counter or other unbounded context makes the graph infinite. ` +
-          `Pass \`stateKey\`${childPaths.length > 0 ? ` (for child jobs: ${childPaths.map((p) => `\`${p}stateKey\``).join(', ')})` : ''} to abstract it (e.g. ({ value, context }) => ({ value, count: Math.min(context.count, 3) })), give fewer event samples, or raise \`limit\`.`,
-      );
-    }
-    throw error;
-  }
-  const keys = Object.keys(adjacency);
-  const edges: Edge[] = [];
-  let order = 0;
-  for (const key of keys) {
-    for (const { event, state } of Object.values(adjacency[key]!.transitions)) {
-      edges.push({ from: key, step: event.step, to: model.key(state), result: state, order: order++ });
-    }
-  }
-  const out = new Map<string, Edge[]>();
-  for (const e of edges) out.set(e.from, [...(out.get(e.from) ?? []), e]);
-  const startKey = model.key(start);
-  const depth = new Map<string, number>([[startKey, 0]]);
-  const parent = new Map<string, Edge>();
-  const queue = [startKey];
-  while (queue.length > 0) {
-    const key = queue.shift()!;
-    for (const e of out.get(key) ?? []) {
-      if (depth.has(e.to)) continue;
-      depth.set(e.to, depth.get(key)! + 1);
-      parent.set(e.to, e);
-      queue.push(e.to);
-    }
-  }
-  const prefix = (key: string): PathStep[] => {
-    const steps: PathStep[] = [];
-    for (let k = key, e = parent.get(k); e; k = e.from, e = parent.get(k)) steps.unshift(e.step);
-    return steps;
-  };
-  const stateOf = new Map(keys.map((k) => [k, adjacency[k]!.state] as const));
-  return { keys, edges, stateOf, depth, prefix };
-}
-
-function tryReplay(model: JobModel, input: unknown, steps: PathStep[]): { start: ModelState; states: ModelState[] } | undefined {
-  try {
-    return replay(model, input, steps);
-  } catch {
-    return undefined;
-  }
-}
-
-/** The concrete states along a path: the graph may have stored another state under the same (abstract) key. */
-function replay(model: JobModel, input: unknown, steps: readonly PathStep[]): { start: ModelState; states: ModelState[] } {
-  const start = model.initial(input);
-  const states: ModelState[] = [];
-  let state = start;
-  for (const step of steps) {
-    state = model.step(state, step);
-    states.push(state);
-  }
-  return { start, states };
-}
-
 /** Drop paths that are a prefix of another path of the same input; the longer one covers both. */
 function mergePrefixes(chosen: Array<{ inputIndex: number; steps: PathStep[]; covers: Set<string> }>) {
   const keyed = chosen.map((c, order) => ({ ...c, order, keys: c.steps.map((s) => JSON.stringify(s)) }));
@@ -747,60 +609,6 @@ function plan(model: JobModel, inputs: readonly unknown[], p: { inputIndex: numb
   const last = states.at(-1) ?? start;
   const name = `${inputCount > 1 ? `[input ${p.inputIndex + 1}] ` : ''}${steps.length ? steps.map((s) => s.label).join(' → ') : '(start)'} ⇒ ${formatValue(toJson(last.machine.value))}`;
   return { id, name, inputIndex: p.inputIndex, input: toJson(input ?? {}), start: predicted(start), steps, covers: [...p.covers] };
-}
-
-/**
- * `APPROVE`, `APPROVE{role:peer}` (one of several samples: the fields that differ), `time+1d[REMIND]`, `done.reserve`, `error.export`,
- * `crash.export`; a step on a child job says which: `NOTE@review`, `done.lint@review`, and
- * what a time step delivers to it: `time+1s[after.1000@review, REMINDER]`.
- */
-export function stepLabel(step: PathStep, expect: PredictedState, prevNow: number, trail?: ReadonlyArray<{ path: string; eventType: string }>, detail = ''): string {
-  // The payload values that tell this sample from the others (`{role:manager}`), else its number.
-  const n = (sample: number) => detail || (sample > 1 ? `#${sample}` : '');
-  const at = (child: string | undefined) => (child ? `@${child}` : '');
-  switch (step.via) {
-    case 'send':
-      return `${step.type}${n(step.sample)}${at(step.child)}`;
-    case 'time': {
-      const delivered = trail ? trail.map((r) => `${shortEvent(r.eventType)}${at(r.path)}`) : expect.records.map((r) => shortEvent(r.eventType));
-      return `time+${formatMs(expect.now - prevNow)}[${delivered.length ? delivered.join(', ') : 'retry'}]`;
-    }
-    case 'done':
-      return `done.${step.actorId}${n(step.sample)}${at(step.child)}`;
-    case 'error':
-      return `error.${step.actorId}${n(step.sample)}${at(step.child)}`;
-    case 'interrupt':
-      return `crash.${step.actorId}${at(step.child)}`;
-  }
-}
-
-export function shortEvent(type: string): string {
-  const after = /^xstate\.after\.([^.]+)\./.exec(type);
-  if (after) return `after.${after[1]}`;
-  return type.replace(/^xstate\.(done|error)\.actor\./, '$1.');
-}
-
-export function formatMs(ms: number): string {
-  const units: Array<[number, string]> = [
-    [86_400_000, 'd'],
-    [3_600_000, 'h'],
-    [60_000, 'm'],
-    [1000, 's'],
-  ];
-  for (const [size, unit] of units) if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
-  return `${ms}ms`;
-}
-
-/** `processing`, `a.b`, `{a.b, c.d}`. */
-export function formatValue(value: unknown, prefix = ''): string {
-  const leaves = (v: unknown, p: string): string[] => {
-    if (typeof v === 'string') return [p ? `${p}.${v}` : v];
-    if (v === null || typeof v !== 'object') return [p];
-    const entries = Object.entries(v);
-    return entries.length === 0 ? [p] : entries.flatMap(([k, c]) => leaves(c, p ? `${p}.${k}` : k));
-  };
-  const all = leaves(value, prefix);
-  return all.length === 1 ? all[0]! : `{${all.join(', ')}}`;
 }
 
 /** What exploration saw, per machine (the one under test and each child machine), to explain gaps. */
@@ -860,8 +668,4 @@ class Exploration {
     }
     return notes;
   }
-}
-
-function nodesOf(job: ModelJob): string[] {
-  return ((job.machine as unknown as { _nodes: Array<{ id: string }> })._nodes ?? []).map((n) => n.id);
 }
