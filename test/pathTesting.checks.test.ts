@@ -4,7 +4,7 @@
  * that plain coverage lets through.
  */
 import { afterAll, describe, expect, test } from 'vitest';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { runSpool } from './helpers/spoolCli.ts';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -215,6 +215,11 @@ describe('spool test', () => {
     const cliDir = join(dir, 'cli');
     mkdirSync(cliDir, { recursive: true });
     writeFileSync(join(cliDir, 'machines.ts'), USER_MODULE);
+    // On CI (env CI), a missing golden file is a failure, not a file written.
+    const onCi = await runSpool(['--machines', './machines.ts', 'test', '--no-crash', '--child-crash', '0', '--seed', '5'], cliDir, undefined, { CI: 'true' });
+    expect(onCi.code).toBe(1);
+    expect(onCi.stdout).toContain(`approval: golden failed: No golden file ${join(cliDir, '__paths__', 'approval.json')}: run \`spool test --update\``);
+    expect(existsSync(join(cliDir, '__paths__'))).toBe(false);
     const run = await runSpool(['--machines', './machines.ts', 'test', '--no-crash', '--child-crash', '0', '--seed', '5'], cliDir);
     expect(run.stdout).toMatch(/^approval@1\s.*\bok\s+\d+\.\d s$/m);
     expect(run.stdout).toContain(`approval: golden file written: ${join(cliDir, '__paths__', 'approval.json')}`);

@@ -11,8 +11,8 @@ export interface CliRun {
 }
 
 /**
- * Run `node bin/spool.js ...args` in `cwd` (without the suite's NODE_OPTIONS, nor any colour or
- * SPOOL_DB/SPOOL_MACHINES setting of its own) and collect what it prints; `stdin`, when given, is
+ * Run `node bin/spool.js ...args` in `cwd` (without the suite's NODE_OPTIONS, nor any colour,
+ * SPOOL_DB/SPOOL_MACHINES or CI setting of its own) and collect what it prints; `stdin`, when given, is
  * what it reads on standard input; `extraEnv` is added to the environment.
  */
 export function runSpool(args: readonly string[], cwd: string, stdin?: string, extraEnv: Record<string, string> = {}): Promise<CliRun> {
@@ -29,10 +29,10 @@ export function runSpool(args: readonly string[], cwd: string, stdin?: string, e
   });
 }
 
-/** The suite's environment without NODE_OPTIONS and the settings the CLI reads (colour, SPOOL_DB, SPOOL_MACHINES), plus `extraEnv`. */
+/** The suite's environment without NODE_OPTIONS and the settings the CLI reads (colour, SPOOL_DB, SPOOL_MACHINES, CI), plus `extraEnv`. */
 function childEnv(extraEnv: Record<string, string>): NodeJS.ProcessEnv {
   const env = { ...process.env };
-  for (const name of ['NODE_OPTIONS', 'FORCE_COLOR', 'NO_COLOR', 'SPOOL_DB', 'SPOOL_MACHINES']) delete env[name];
+  for (const name of ['NODE_OPTIONS', 'FORCE_COLOR', 'NO_COLOR', 'SPOOL_DB', 'SPOOL_MACHINES', 'CI']) delete env[name];
   return Object.assign(env, extraEnv);
 }
 
