@@ -32,6 +32,7 @@ describe('the mapping of SQLite codes to the storage-fault family', () => {
   it.each([
     ['SQLITE_FULL', StorageFullError, 'retryable'],
     ['SQLITE_IOERR_WRITE', StorageIoError, 'retryable'],
+    ['SQLITE_IOERR_SHMSIZE', StorageFullError, 'retryable'], // the WAL index could not grow: a full disk (as on opening a file on a full tmpfs)
     ['SQLITE_IOERR_FSYNC', StorageIoError, 'retryable'],
     ['SQLITE_BUSY', DatabaseBusyError, 'retryable'],
     ['SQLITE_LOCKED_SHAREDCACHE', DatabaseBusyError, 'retryable'],

@@ -7,6 +7,7 @@
  * | SQLite                                          | Spool                                  | the caller |
  * |-------------------------------------------------|----------------------------------------|------------|
  * | FULL                                            | StorageFullError (path, free bytes)    | retries    |
+ * | IOERR_SHMSIZE, IOERR* with no byte free         | StorageFullError                       | retries    |
  * | IOERR*, NOMEM, PROTOCOL, INTERRUPT              | StorageIoError                         | retries    |
  * | BUSY*, LOCKED*                                  | DatabaseBusyError                      | retries    |
  * | READONLY*, PERM, CANTOPEN*, AUTH                | StorageAccessError                     | fixes the configuration |
@@ -90,7 +91,7 @@ export function storageFault(error: unknown, ctx: FaultContext): unknown {
   if (code === undefined) return error;
   const said = (error as Error).message;
   const details = { path: ctx.path, driverCode: code };
-  switch (kindOf(code)) {
+  switch (spaceShort(code, ctx.path) ? 'full' : kindOf(code)) {
     case 'full': {
       const free = freeBytes(ctx.path);
       const space = free === null ? '' : `, ${free} bytes free`;
@@ -114,6 +115,14 @@ export function storageFault(error: unknown, ctx: FaultContext): unknown {
   }
 }
 
+/**
+ * An I/O error that is a full disk by another name: SQLite could not grow the WAL index
+ * (`SQLITE_IOERR_SHMSIZE`, as when the file opens on a full tmpfs), or a write failed on a
+ * filesystem with no byte free. Reported as full, so its remedy is "free some space".
+ */
+function spaceShort(code: string, path: string): boolean {
+  return code === 'SQLITE_IOERR_SHMSIZE' || (code.startsWith('SQLITE_IOERR') && freeBytes(path) === 0);
+}
 
 /** The table or index SQLite's message names, where it names one. */
 function tableOf(message: string): { table?: string } {
