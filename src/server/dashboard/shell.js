@@ -1,4 +1,4 @@
-// What every page may ask of the shell: going to another page, and the write token.
+// What every page may ask of the shell: going to another page, and the server token.
 
 import { setToken, token } from './api.js';
 import { fill, h } from './dom.js';
@@ -18,7 +18,7 @@ export function tokenButton() {
   const has = token() !== null;
   button.className = `token-button ${has ? 'unlocked' : 'locked'}`;
   fill(button, h('span', { class: 'dot' }), has ? 'Writes enabled' : 'Read-only: set token');
-  button.title = has ? 'This tab holds the write token. Click to forget it.' : 'Actions need the server token.';
+  button.title = has ? 'This tab holds the server token. Click to forget it.' : 'Actions need the server token.';
 }
 
 /** Ask for the token (resolves true once one is kept). */
