@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { checkGolden, describeMachinePaths, generatePaths, mutationTest, pathTest, runPathTests, runWalks } from '../src/testing/index.ts';
 import { approval, approvalChecks, approvalMachine, editor, editorMachine, meterChecks, meterMachine, notes } from './fixtures/checkMachines.ts';
 
-const events = { APPROVE: [{ role: 'manager' }, { role: 'peer' }] };
+const events = { APPROVE: [{ role: 'manager' as const }, { role: 'peer' as const }] };
 const dir = join(process.cwd(), '.vitest-tmp', randomBytes(8).toString('hex'));
 mkdirSync(dir, { recursive: true });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

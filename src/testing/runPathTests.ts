@@ -33,7 +33,8 @@ export interface PathTestSubject {
 }
 
 /**
- * Attach path-test options (event samples, activity outputs, inputs, waivers…) to a definition.
+ * Attach path-test options (event samples, activity outputs, inputs, waivers…) to a definition,
+ * typed from it as {@link pathTestOptions} types them (a misspelt event or state is a compile error).
  *
  * @example
  * export const approvalFlowPaths = pathTest(approvalFlow, {
@@ -41,8 +42,8 @@ export interface PathTestSubject {
  *   events: { REMIND: [], APPROVE: { by: 'ann' }, REJECT: { by: 'bob', reason: 'no' } },
  * });
  */
-export function pathTest(definition: JobDefinition | AnyStateMachine, options: PathTestOptions = {}): PathTestSubject {
-  return { definition, options };
+export function pathTest<const D extends JobDefinition | AnyStateMachine>(definition: D, options: TypedPathTestOptions<D> = {}): PathTestSubject {
+  return { definition, options: options as PathTestOptions };
 }
 
 export function isPathTestSubject(value: unknown): value is PathTestSubject {
@@ -476,7 +477,7 @@ export type TypedPathTestOptions<D> = Omit<PathTestOptions, 'events' | 'invarian
  *   }),
  * };
  */
-export function pathTestOptions<const D extends JobDefinition | AnyStateMachine>(definition: D, options: TypedPathTestOptions<D>): PathTestOptions {
+export function pathTestOptions<const D extends JobDefinition | AnyStateMachine>(definition: D, options: TypedPathTestOptions<D>): TypedPathTestOptions<D> {
   void definition;
-  return options as PathTestOptions;
+  return options;
 }

@@ -3,7 +3,7 @@
  * states in `reached`, named path steps and the checks' context are typed from the machine.
  */
 import { expectTypeOf } from 'vitest';
-import { pathTestOptions } from '../../src/testing/index.ts';
+import { pathTest, pathTestOptions } from '../../src/testing/index.ts';
 import { approval, editor } from '../fixtures/checkMachines.ts';
 
 pathTestOptions(approval, {
@@ -33,3 +33,11 @@ pathTestOptions(approval, { paths: { p: { steps: ['APROVE'] } } });
 pathTestOptions(editor, { reached: { 'editing.review.second': () => true, editing: () => true } });
 // @ts-expect-error a nested state that does not exist
 pathTestOptions(editor, { reached: { 'editing.review.third': () => true } });
+
+// `pathTest` types its options the same way, and takes what `pathTestOptions` gave for the same machine.
+pathTest(approval, { events: { APPROVE: [{ role: 'manager' }] }, reached: { approved: (s) => s.context.approvals >= 2 } });
+pathTest(approval, pathTestOptions(approval, { events: { REJECT: {} } }));
+// @ts-expect-error a misspelt event type
+pathTest(approval, { events: { APROVE: { role: 'manager' } } });
+// @ts-expect-error a misspelt state
+pathTest(approval, { reached: { aproved: () => true } });
