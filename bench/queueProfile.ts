@@ -1,13 +1,17 @@
 /**
  * A focused run for profiling (not part of `npm run bench`): one queue case, while-draining, on
- * SQLite. `tsx bench/queueProfile.ts [steps=3] [c=16] [backlog=2000] [NORMAL|FULL] [--sql]`; with
- * `--sql`, the statements run per job, by SQL text. Profile with `node --import tsx --cpu-prof`.
+ * SQLite, or with `--pg` on Postgres (SPOOL_BENCH_PG_URL, else a throwaway server: bench/pgServer.ts).
+ * `tsx bench/queueProfile.ts [steps=3] [c=16] [backlog=2000] [NORMAL|FULL] [--sql] [--pg]`; with
+ * `--sql` (SQLite), the statements run per job, by SQL text. Profile with `node --import tsx --cpu-prof`.
  */
 import Database from 'better-sqlite3';
 import { runSpoolQueue } from './queueRun.ts';
 import { JOB_SHAPES } from './jobsRun.ts';
+import { benchPostgres } from './pgServer.ts';
 
-const args = process.argv.slice(2).filter((a) => a !== '--sql');
+const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+const store = process.argv.includes('--pg') ? 'postgres' : 'sqlite';
+if (store === 'postgres') await benchPostgres(process.env['SPOOL_BENCH_PG_URL']);
 const [steps = '3', c = '16', backlog = '2000', sync = 'NORMAL'] = args;
 const bySql = new Map<string, number>();
 if (process.argv.includes('--sql')) {
@@ -24,6 +28,7 @@ if (process.argv.includes('--sql')) {
   }
 }
 const shape = JOB_SHAPES.find((s) => s.steps === Number(steps))!;
-const r = await runSpoolQueue({ store: 'sqlite', synchronous: sync as 'NORMAL', shape, concurrency: Number(c), backlog: Number(backlog), mode: 'while-draining' });
+const r = await runSpoolQueue({ store, synchronous: sync as 'NORMAL', shape, concurrency: Number(c), backlog: Number(backlog), mode: 'while-draining' });
 console.log(JSON.stringify(r));
+if (store === 'postgres') process.exit(0); // the throwaway server stops on exit
 for (const [sql, n] of [...bySql].sort((a, b) => b[1] - a[1])) if (n / r.jobs >= 0.05) console.log((n / r.jobs).toFixed(2), sql);

@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { assign, fromPromise, setup } from 'xstate';
 import type { CommitResult, DueClaim, JobStore, TransitionCommit, WriteBatch } from '../src/internal.ts';
 import { VirtualClock } from '../src/testing/index.ts';
+import { CommitBatcher } from '../src/runtime/commits.ts';
 import { rawAll, rawAt, rawGet } from './helpers/rawSql.ts';
 import { Resources } from './helpers/resources.ts';
 
@@ -203,5 +204,31 @@ describe('group commit', () => {
     // (recorded by its history row alone, schema 13: no inbox row).
     expect(await rawGet(raw, "SELECT count(*) AS n FROM events WHERE source_kind = 'effect' AND status = 'applied' AND revision = 2")).toEqual({ n: 24 });
     expect(await rawGet(raw, "SELECT count(*) AS n FROM inbox WHERE source_kind = 'effect'")).toEqual({ n: 0 });
+  });
+});
+
+describe('batches in flight (an asynchronous store)', () => {
+  it('holds at most two batches in the store; writes arriving meanwhile wait and share the next one', async () => {
+    const batches: string[][] = [];
+    const pending: (() => void)[] = [];
+    const store = {
+      commit: (commits: readonly TransitionCommit[]) => {
+        batches.push(commits.map((c) => c.jobId));
+        return new Promise<CommitResult[]>((resolve) => pending.push(() => resolve(commits.map(() => ({ ok: true, revision: 2 }) as unknown as CommitResult))));
+      },
+    } as unknown as JobStore;
+    const batcher = new CommitBatcher(store);
+    const commit = (jobId: string) => batcher.submit({ jobId } as TransitionCommit);
+    const acked: string[] = [];
+    for (const id of ['a', 'b', 'c', 'd', 'e']) void commit(id).then(() => acked.push(id));
+    await new Promise(setImmediate); // the end of the event-loop turn: every flush that can happen has
+    expect(batches).toEqual([['a'], ['b']]);
+    pending.shift()!();
+    await new Promise(setImmediate);
+    expect(batches).toEqual([['a'], ['b'], ['c', 'd', 'e']]);
+    expect(acked).toEqual(['a']);
+    pending.splice(0).forEach((land) => land());
+    await new Promise(setImmediate);
+    expect(acked).toEqual(['a', 'b', 'c', 'd', 'e']);
   });
 });

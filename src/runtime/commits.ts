@@ -24,6 +24,14 @@ import { DEFAULT_READ_BACK, readBack, type QueuedWrite, type ReadBackOptions, ty
 /** Commits per group-commit transaction at most. */
 const MAX_BATCH = 256;
 
+/**
+ * Batches in the store at once at most. While they are, new writes wait and join the next batch:
+ * with an asynchronous store (Postgres) a batch takes round trips, and writes arriving meanwhile
+ * share the next transaction and its sync instead of each taking a connection of their own. A
+ * synchronous store (SQLite) has written a batch before the call returns, so this never holds one back.
+ */
+const MAX_IN_FLIGHT = 2;
+
 /** Times one write is written again after a read-back found it absent; then its caller gets the unknown outcome. */
 const MAX_WRITES_AGAIN = 3;
 
@@ -38,6 +46,8 @@ export class CommitBatcher {
   readonly #readBack: ReadBackOptions;
   /** Writes written again after an unknown outcome, and how many times. */
   readonly #again = new WeakMap<QueuedWrite, number>();
+  /** Batches sent to the store and not yet settled. */
+  #inFlight = 0;
 
   constructor(store: JobStore, readBack: ReadBackOptions = DEFAULT_READ_BACK) {
     this.#store = store;
@@ -92,13 +102,22 @@ export class CommitBatcher {
     else if (!this.#flushTimer) this.#flushTimer = setImmediate(() => this.flush());
   }
 
-  /** Send every queued write to the store now, in batches of at most {@link MAX_BATCH}. */
+  /**
+   * Send the queued writes to the store, in batches of at most {@link MAX_BATCH}, as far as
+   * {@link MAX_IN_FLIGHT} allows; the rest go when a batch in flight settles.
+   */
   flush(): void {
     if (this.#flushTimer) {
       clearImmediate(this.#flushTimer);
       this.#flushTimer = undefined;
     }
-    while (this.#queue.length > 0) this.#write(this.#queue.splice(0, MAX_BATCH));
+    while (this.#queue.length > 0 && this.#inFlight < MAX_IN_FLIGHT) this.#write(this.#queue.splice(0, MAX_BATCH));
+  }
+
+  /** A batch settled: the writes that waited for it go now. */
+  #landed(): void {
+    this.#inFlight -= 1;
+    if (this.#queue.length > 0) this.flush();
   }
 
   #write(batch: QueuedWrite[]): void {
@@ -115,6 +134,8 @@ export class CommitBatcher {
             finishes: finishes.map((b) => b.finish),
             claims: claims.map((b) => b.claim),
           });
+    this.#inFlight += 1;
+    written.finally(() => this.#landed()).catch(() => {});
     written.then(
       (results) => {
         // Callers go on in the order their writes took effect: a claim that took a job's lease
