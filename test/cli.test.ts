@@ -1,6 +1,9 @@
 /**
- * The `spool` command, run as a real child process (`node bin/spool.js`) on temp database files.
- * Every assertion is on what a user sees: exit code, stdout, stderr.
+ * The `spool` command on temp database files. Every assertion is on what a user sees: exit code,
+ * stdout, stderr. Most run in process through `main()` (the code the bin runs, from the sources);
+ * what only a process shows runs the real bin (`node bin/spool.js`, the built package): its exit
+ * codes, the built default module, a TypeScript module loaded through the bin's tsx registration,
+ * standard input, output into a pipe, and `npm start`'s demo.
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -15,36 +18,32 @@ import { describeWork } from '../src/cli/demo.ts';
 import { createRuntime, type Job, type JobDetails, type SendResult, type TransitionRecord } from '../src/index.ts';
 import { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
 import { approvalFlow, exportJob, jobLifecycle, retryingJob } from '../machines/index.ts';
-import { SPOOL_BIN, runSpool } from './helpers/spoolCli.ts';
+import { runCli } from './helpers/inProcessCli.ts';
+import { SPOOL_BIN, runSpool, type CliRun } from './helpers/spoolCli.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 // Under the project (gitignored) so a user module's `import 'xstate'` resolves.
 const TMP = join(ROOT, '.vitest-tmp', `cli-${randomBytes(4).toString('hex')}`);
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+/** How a case runs the command: {@link spool} in process, or `runSpool` through the bin. */
+type Runner = (args: readonly string[], cwd: string) => Promise<CliRun>;
 
-/** Run `node bin/spool.js ...args` in `cwd` (default: the temp dir) and collect what it prints. */
-function spool(args: readonly string[], cwd = TMP): Promise<Run> {
-  return runSpool(args, cwd);
+/** Run `spool ...args` in process in `cwd` (default: the temp dir) and collect what it prints. */
+function spool(args: readonly string[], cwd = TMP): Promise<CliRun> {
+  return runCli(args, cwd);
 }
 
 /** Run, expect success, and parse the one JSON document on stdout. */
-async function spoolJson<T>(args: readonly string[], cwd = TMP): Promise<T> {
-  const run = await spool([...args, '--json'], cwd);
-  expect(run.stderr, `stderr of spool ${args.join(' ')}`).toBe('');
-  expect(run.code).toBe(0);
-  return JSON.parse(run.stdout) as T;
+async function spoolJson<T>(args: readonly string[], cwd = TMP, run: Runner = spool): Promise<T> {
+  const out = await spoolOk([...args, '--json'], cwd, run);
+  return JSON.parse(out) as T;
 }
 
-async function spoolOk(args: readonly string[], cwd = TMP): Promise<string> {
-  const run = await spool(args, cwd);
-  expect(run.stderr, `stderr of spool ${args.join(' ')}`).toBe('');
-  expect(run.code).toBe(0);
-  return run.stdout;
+async function spoolOk(args: readonly string[], cwd = TMP, run: Runner = spool): Promise<string> {
+  const done = await run(args, cwd);
+  expect(done.stderr, `stderr of spool ${args.join(' ')}`).toBe('');
+  expect(done.code).toBe(0);
+  return done.stdout;
 }
 
 /** A failed command: exit 1, nothing on stdout, exactly one `spool: CODE: message` line on stderr. */
@@ -69,8 +68,8 @@ beforeAll(() => mkdirSync(TMP, { recursive: true }));
 afterAll(() => rmSync(TMP, { recursive: true, force: true }));
 
 describe('spool --help and machines', () => {
-  it('prints help with the commands and exits 0', async () => {
-    const out = await spoolOk(['--help']);
+  it('prints help with the commands and exits 0 (the bin)', async () => {
+    const out = await spoolOk(['--help'], TMP, runSpool);
     expect(out).toContain('Usage: spool');
     for (const command of ['start', 'send', 'show', 'list', 'machines', 'demo']) expect(out).toMatch(new RegExp(`^  ${command}\\b`, 'm'));
   });
@@ -80,9 +79,11 @@ describe('spool --help and machines', () => {
     expect(out).toMatch(/^MACHINE\s+VERSION\s+EVENTS\s+DESCRIPTION$/m);
     expect(out).toMatch(/^job-lifecycle\s+1\s+CANCEL, FAIL, FINISH, ITEM_DONE, ITEM_FAILED, PROGRESS, START\s+queued/m);
 
-    const json = await spoolJson<{ module: string; machines: { id: string; version: string; events: string[]; description: string | null }[] }>([
-      'machines',
-    ]);
+    const json = await spoolJson<{ module: string; machines: { id: string; version: string; events: string[]; description: string | null }[] }>(
+      ['machines'],
+      TMP,
+      runSpool,
+    );
     // The bin runs the built package: its default module is the built reference machines.
     expect(json.module).toBe(join(ROOT, 'dist', 'machines', 'index.js'));
     expect(json.machines).toContainEqual(
@@ -134,7 +135,7 @@ describe('start, send, show, list', () => {
     expect(field(shown, 'revision')).toBe('5');
     expect(shown).toMatch(/^REV\s+EVENT\s+OUTCOME\s+FROM -> TO\s+TIME\s+RUNNER \(FENCE\)$/m);
     const rows = shown.split('\n').filter((l) => /^\d+ /.test(l)).map((l) => l.split(/\s{2,}/).slice(0, 4));
-    // Each CLI process is a runner of its own: every commit names it, under a fence that grows.
+    // Each CLI command is a runner of its own: every commit names it, under a fence that grows.
     const runners = shown.split('\n').filter((l) => /^\d+ /.test(l)).map((l) => / (\S+\/\d+\/\S+) \((\d+)\)$/.exec(l)?.slice(1));
     expect(runners.map((r) => r?.[1])).toEqual(['0', '1', '2', '3', '4']);
     expect(new Set(runners.map((r) => r?.[0])).size).toBe(5);
@@ -306,14 +307,14 @@ describe('errors: one line on stderr, exit 1, nothing changed', () => {
     expect(line).toMatch(message);
   });
 
-  it('prints the error as one JSON object on stderr with --json', async () => {
-    const run = await spool([...db(), 'send', 'live', 'EXPLODE', '--json']);
+  it('prints the error as one JSON object on stderr with --json (the bin exits 1)', async () => {
+    const run = await runSpool([...db(), 'send', 'live', 'EXPLODE', '--json'], TMP);
     expect(run.code).toBe(1);
     expect(run.stdout).toBe('');
     expect(run.stderr.trimEnd().split('\n')).toHaveLength(1);
     expect(JSON.parse(run.stderr)).toMatchObject({ code: 'SPOOL_UNKNOWN_EVENT', category: 'bad-input', eventType: 'EXPLODE' });
 
-    const usage = await spool([...db(), 'start', '--json']);
+    const usage = await runSpool([...db(), 'start', '--json'], TMP);
     expect(usage.code).toBe(1);
     expect(JSON.parse(usage.stderr)).toMatchObject({ code: 'SPOOL_USAGE', category: 'bad-input' });
   });
@@ -516,6 +517,7 @@ export const notAMachine = 42;
     const big = join(TMP, 'big-event.json');
     writeFileSync(big, JSON.stringify({ type: 'PAY', note: 'x'.repeat(200_000) }));
     expect(await spoolJson<SendResult>([...fdb, 'send', 'f-1', `@${big}`])).toMatchObject({ status: 'applied', job: { value: { checkout: 'paying' } } });
+    // The bin: standard input, and the TypeScript module loaded through its tsx registration.
     const piped = await runSpool([...fdb, 'send', 'f-1', '-', '--json'], TMP, '{"type":"DECLINED"}');
     expect(piped.code).toBe(0);
     expect((JSON.parse(piped.stdout) as SendResult).job.value).toEqual({ checkout: 'cart' });
@@ -657,7 +659,8 @@ describe('spool demo (npm start)', () => {
 
   it('drives eight jobs to their ends (four by events, four through the worker loop), tells what to try next, and runs again on the same database', async () => {
     mkdirSync(dir(), { recursive: true });
-    const out = await spoolOk(['demo'], dir());
+    // `npm start`: the bin, without a terminal, runs the demo and exits.
+    const out = await spoolOk(['demo'], dir(), runSpool);
     expect(out).toContain('Spool demo on ./spool.db');
     for (const command of ['npx spool list', 'npx spool show demo-', 'npx spool machines', 'npx spool start job-lifecycle', 'npx spool send mine-']) {
       expect(out).toContain(command);
