@@ -3,9 +3,11 @@
  * SQLite, or with `--pg` on Postgres (SPOOL_BENCH_PG_URL, else a throwaway server: bench/pgServer.ts).
  * `tsx bench/queueProfile.ts [steps=3] [c=16] [backlog=2000] [NORMAL|FULL] [--sql] [--pg]`; with
  * `--sql` (SQLite), the statements run per job, by SQL text. Profile with `node --import tsx --cpu-prof`.
+ * `tsx bench/queueProfile.ts starts [jobs=5000] [inFlight=64] [batch=1] [--sql] [--pg]`: the starts
+ * case (`runStarts`: `start` when batch is 1, else `startMany`), no worker, NORMAL.
  */
 import Database from 'better-sqlite3';
-import { runSpoolQueue } from './queueRun.ts';
+import { runSpoolQueue, runStarts } from './queueRun.ts';
 import { JOB_SHAPES } from './jobsRun.ts';
 import { benchPostgres } from './pgServer.ts';
 
@@ -27,8 +29,11 @@ if (process.argv.includes('--sql')) {
     };
   }
 }
-const shape = JOB_SHAPES.find((s) => s.steps === Number(steps))!;
-const r = await runSpoolQueue({ store, synchronous: sync as 'NORMAL', shape, concurrency: Number(c), backlog: Number(backlog), mode: 'while-draining' });
+const shape = JOB_SHAPES.find((s) => s.steps === (args[0] === 'starts' ? 3 : Number(steps)))!;
+const r =
+  args[0] === 'starts'
+    ? await runStarts({ store, synchronous: 'NORMAL', shape, jobs: Number(args[1] ?? 5000), inFlight: Number(args[2] ?? 64), batch: Number(args[3] ?? 1) })
+    : await runSpoolQueue({ store, synchronous: sync as 'NORMAL', shape, concurrency: Number(c), backlog: Number(backlog), mode: 'while-draining' });
 console.log(JSON.stringify(r));
 if (store === 'postgres') process.exit(0); // the throwaway server stops on exit
 for (const [sql, n] of [...bySql].sort((a, b) => b[1] - a[1])) if (n / r.jobs >= 0.05) console.log((n / r.jobs).toFixed(2), sql);

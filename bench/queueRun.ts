@@ -8,6 +8,8 @@
  *                    then a fresh runtime + runWorker drains the backlog
  *   afternoon loop   a minimal hand-written SQLite job loop, the same two phases: one row per
  *                    job (INSERT), claimed by UPDATE … RETURNING, one UPDATE per step, c loops
+ *   starts           N jobs enqueued and nothing else: no worker, no activities run
+ *                    (`runEffects: false`), by `start` 64 in flight or `startMany` in batches
  *
  * Each reports jobs/s, this process's CPU per job (Postgres: and the server's), statements and
  * write transactions per job (bench/countingStore.ts, bench/benchDb.ts).
@@ -44,10 +46,10 @@ export interface QueueResult {
   commitsPerJob: number | null;
 }
 
-/** Run `produce` on `PRODUCERS` loops until `n` items are made. */
-async function producers(n: number, produce: (i: number) => Promise<unknown> | unknown): Promise<void> {
+/** Run `produce` on `loops` loops (default {@link PRODUCERS}) until `n` items are made. */
+async function producers(n: number, produce: (i: number) => Promise<unknown> | unknown, loops = PRODUCERS): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: PRODUCERS }, async () => {
+  await Promise.all(Array.from({ length: loops }, async () => {
     while (next < n) await produce(next++);
   }));
 }
@@ -189,5 +191,33 @@ export async function runAfternoonQueue(c: Omit<QueueCase, 'store'>): Promise<Qu
     counter.close();
     db.close();
     tmp.dispose();
+  }
+}
+
+/** The starts case: N jobs enqueued by `start` (`batch` 1) or `startMany` (`batch` jobs a call), `inFlight` calls at once, no worker. */
+export interface StartsCase {
+  store: StoreKind;
+  synchronous: Synchronous;
+  shape: JobShape;
+  jobs: number;
+  inFlight: number;
+  batch: number;
+}
+
+/** Spool, one starts case: CPU, statements and commits per job enqueued (its first activity waits: nothing runs it). */
+export async function runStarts(c: StartsCase): Promise<QueueResult> {
+  const db = await freshBenchDb(c.store, `starts-${c.batch}-${c.synchronous.toLowerCase()}`);
+  const id = c.shape.def.machine.id;
+  try {
+    const runtime = await createRuntime({ store: await db.openStore(c.synchronous), machines: [c.shape.def], runEffects: false });
+    try {
+      const calls = Math.ceil(c.jobs / c.batch);
+      const call = (k: number) => runtime.start(id, { n: k });
+      return await metered(db, null, c.jobs, () => producers(calls, call, c.inFlight));
+    } finally {
+      await runtime.close();
+    }
+  } finally {
+    await db.dispose();
   }
 }

@@ -10,14 +10,19 @@
  * (bench/rawBatch.ts) and the afternoon loop (bench/queueRun.ts), as ratios. Each case reports
  * jobs/s, CPU µs/job, statements and commits per job, and the growth of CPU per job from the
  * smallest backlog to the largest.
+ *
+ * Then the starts (bench/queueRun.ts `runStarts`): N jobs enqueued and nothing else, by `start`
+ * 64 in flight and by `startMany` in batches of 100, at NORMAL: starts/s, CPU µs, statements and
+ * commits per start, against the CPU-per-start target (bench/targets.ts).
  */
 import { RAW_BATCH } from './groupCommit.ts';
 import { JOB_SHAPES } from './jobsRun.ts';
-import { runAfternoonQueue, runSpoolQueue, type QueueMode, type QueueResult } from './queueRun.ts';
+import { runAfternoonQueue, runSpoolQueue, runStarts, type QueueMode, type QueueResult } from './queueRun.ts';
 import { runRawJobs } from './rawBatch.ts';
 import { SETTINGS } from './rawRun.ts';
 import { fmtRate, hostLoad, loadNow, printLoadNote, printTable, round } from './format.ts';
 import type { SectionContext } from './sections.ts';
+import { check, TARGETS } from './targets.ts';
 
 export async function queueSection(ctx: SectionContext & { queueFull: boolean }) {
   const load0 = loadNow();
@@ -52,6 +57,7 @@ export async function queueSection(ctx: SectionContext & { queueFull: boolean })
     }
   }
   print(rows);
+  const starts = await startsPart(ctx);
   const load = hostLoad(load0);
   printLoadNote(load);
   return {
@@ -64,8 +70,43 @@ export async function queueSection(ctx: SectionContext & { queueFull: boolean })
       backlogs,
     },
     results: rows,
+    starts: starts.rows,
+    targets: starts.targets,
     hostLoad: load,
   };
+}
+
+/** The starts: `start` 64 in flight and `startMany` by 100, NORMAL, no worker (see the file's comment). */
+async function startsPart(ctx: SectionContext) {
+  const jobs = ctx.quick ? 2000 : 10_000;
+  const shape = JOB_SHAPES.find((s) => s.steps === 3)!;
+  const ways = [{ way: 'start', inFlight: 64, batch: 1 }];
+  console.log(`\n== Starts: ${jobs} ${shape.name} jobs enqueued, no worker running, NORMAL (CPU target ≤ ${TARGETS.cpuUsPerStartNormal} µs per start)`);
+  const rows = [];
+  for (const store of ctx.stores) {
+    for (const w of ways) {
+      ctx.gc();
+      const r = await runStarts({ store, synchronous: 'NORMAL', shape, jobs, inFlight: w.inFlight, batch: w.batch });
+      rows.push({
+        store, way: w.way, inFlight: w.inFlight, batch: w.batch, jobs,
+        startsPerSec: round(r.jobsPerSec), cpuUsPerStart: round(r.cpuUsPerJob, 0),
+        serverCpuUsPerStart: r.serverCpuUsPerJob === null ? null : round(r.serverCpuUsPerJob, 0),
+        statementsPerStart: round(r.statementsPerJob, 2), commitsPerStart: r.commitsPerJob === null ? null : round(r.commitsPerJob, 3),
+        cpuToTarget: round(r.cpuUsPerJob / TARGETS.cpuUsPerStartNormal, 2),
+      });
+    }
+  }
+  printTable(
+    ['store', 'way', 'in flight', 'batch', 'starts/s', 'CPU µs/start', 'stmts/start', 'commits/start', `CPU / ${TARGETS.cpuUsPerStartNormal} µs`],
+    rows.map((r) => [
+      r.store, r.way, String(r.inFlight), String(r.batch), fmtRate(r.startsPerSec),
+      `${r.cpuUsPerStart}${r.serverCpuUsPerStart === null ? '' : ` +${r.serverCpuUsPerStart} server`}`,
+      String(r.statementsPerStart), r.commitsPerStart === null ? '—' : String(r.commitsPerStart), r.cpuToTarget.toFixed(2),
+    ]),
+  );
+  // The target is SQLite's (NORMAL is its setting); a Postgres row is reported beside it.
+  const targets = rows.filter((r) => r.store === 'sqlite').map((r) => check(`${r.way}, ${r.inFlight} in flight${r.batch > 1 ? ` × ${r.batch}` : ''}, NORMAL, no worker: CPU µs per start`, r.cpuUsPerStart, { max: TARGETS.cpuUsPerStartNormal }));
+  return { rows, targets };
 }
 
 function row(r: { store: string; synchronous: string; job: string; concurrency: number; mode: QueueMode; backlogs: number[]; runs: QueueResult[]; afternoon: QueueResult; rawJobsPerSec: number }) {

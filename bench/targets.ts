@@ -23,6 +23,8 @@ export const TARGETS = {
   oneAtOnceNormalVsBaseline: 1.0,
   /** CPU µs per 3-step job at NORMAL, at most. */
   cpuUsPerThreeStepJobNormal: 300,
+  /** `start`, 64 in flight, no worker, NORMAL: CPU µs per start, at most (issue 32). */
+  cpuUsPerStartNormal: 150,
   /** Light load (100 jobs/s), FULL: p99 start → final, ms, at most. */
   lightLoadP99MsFull: 5,
 } as const;
