@@ -508,6 +508,22 @@ describe('SqliteStore: a write batch', () => {
     expect((await store.getJob('A'))?.revision).toBe(3);
   });
 
+  it('a new job is written without reading the jobs table first; an id or key taken already is found by its INSERT, then read', async () => {
+    const store = await res.sqlite(res.dbPath());
+    const created = await statementsOf(store, () => store.writeBatch({ creates: [newJob('A', { key: 'k' }), newJob('B')] }));
+    expect(created.result.creates.map((c) => c.ok && c.result.created)).toEqual([true, true]);
+    expect(created.texts.filter((t) => /^SELECT .* FROM jobs/.test(t))).toEqual([]);
+    const again = await statementsOf(store, () => store.writeBatch({ creates: [newJob('A'), newJob('C', { key: 'k' }), newJob('D')] }));
+    expect(again.result.creates.map((c) => c.ok && [c.result.job.id, c.result.created])).toEqual([
+      ['A', false],
+      ['A', false],
+      ['D', true],
+    ]);
+    expect(savepoints(again.texts)).toEqual([]);
+    expect((await store.history('A')).map((h) => h.revision)).toEqual([1]);
+    expect(await store.getJob('C')).toBeUndefined();
+  });
+
   it('a write that fails after changing rows runs the batch again with a savepoint per write: it alone rolls back, the others land', async () => {
     const store = await res.sqlite(res.dbPath());
     for (const id of ['A', 'B', 'C']) await store.createJob(newJob(id));
