@@ -471,3 +471,73 @@ describe("SqliteStore on another application's SQLite file", () => {
     await again.close();
   });
 });
+
+describe('SqliteStore: a write batch', () => {
+  /** The statements better-sqlite3 runs (its transactions' SAVEPOINTs too), by text, while `fn` runs. */
+  async function statementsOf<T>(store: SqliteStore, fn: () => Promise<T>): Promise<{ result: T; texts: string[] }> {
+    const proto = Object.getPrototypeOf(store.db.prepare('SELECT 1')) as Record<string, (...a: unknown[]) => unknown>;
+    const originals = new Map(['run', 'get', 'all'].map((name) => [name, proto[name]!]));
+    const texts: string[] = [];
+    for (const [name, original] of originals) {
+      proto[name] = function (this: { source: string }, ...a: unknown[]) {
+        texts.push(this.source);
+        return original.apply(this, a);
+      };
+    }
+    try {
+      return { result: await fn(), texts };
+    } finally {
+      for (const [name, original] of originals) proto[name] = original;
+    }
+  }
+  const savepoints = (texts: string[]) => texts.filter((t) => t.startsWith('SAVEPOINT'));
+
+  it('runs without savepoints while every write lands, or is refused before changing a row', async () => {
+    const store = await res.sqlite(res.dbPath());
+    for (const id of ['A', 'B']) await store.createJob(newJob(id));
+    const landed = await statementsOf(store, () => store.writeBatch({ commits: [commitOf('A', 1), commitOf('B', 1)] }));
+    expect(landed.result.commits.map((c) => c.ok)).toEqual([true, true]);
+    expect(savepoints(landed.texts)).toEqual([]);
+    // A stale revision is refused by the job's UPDATE, which changed nothing: no run again.
+    const refused = await statementsOf(store, () => store.writeBatch({ commits: [commitOf('A', 2), commitOf('B', 1)] }));
+    expect(refused.result.commits).toEqual([
+      { ok: true, revision: 3, fence: null },
+      { ok: false, reason: 'conflict', currentRevision: 2 },
+    ]);
+    expect(savepoints(refused.texts)).toEqual([]);
+    expect((await store.getJob('A'))?.revision).toBe(3);
+  });
+
+  it('a new job is written without reading the jobs table first; an id or key taken already is found by its INSERT, then read', async () => {
+    const store = await res.sqlite(res.dbPath());
+    const created = await statementsOf(store, () => store.writeBatch({ creates: [newJob('A', { key: 'k' }), newJob('B')] }));
+    expect(created.result.creates.map((c) => c.ok && c.result.created)).toEqual([true, true]);
+    expect(created.texts.filter((t) => /^SELECT .* FROM jobs/.test(t))).toEqual([]);
+    const again = await statementsOf(store, () => store.writeBatch({ creates: [newJob('A'), newJob('C', { key: 'k' }), newJob('D')] }));
+    expect(again.result.creates.map((c) => c.ok && [c.result.job.id, c.result.created])).toEqual([
+      ['A', false],
+      ['A', false],
+      ['D', true],
+    ]);
+    expect(savepoints(again.texts)).toEqual([]);
+    expect((await store.history('A')).map((h) => h.revision)).toEqual([1]);
+    expect(await store.getJob('C')).toBeUndefined();
+  });
+
+  it('a write that fails after changing rows runs the batch again with a savepoint per write: it alone rolls back, the others land', async () => {
+    const store = await res.sqlite(res.dbPath());
+    for (const id of ['A', 'B', 'C']) await store.createJob(newJob(id));
+    // B's commit updates B and writes its history, then its child's id collides with job A.
+    const failing = { ...commitOf('B', 1), children: [newJob('A')] };
+    const mixed = await statementsOf(store, () => store.writeBatch({ commits: [commitOf('A', 1), failing, commitOf('C', 1)] }));
+    expect(mixed.result.commits[0]).toEqual({ ok: true, revision: 2, fence: null });
+    expect(mixed.result.commits[1]).toMatchObject({ ok: false, reason: 'error' });
+    expect(mixed.result.commits[2]).toEqual({ ok: true, revision: 2, fence: null });
+    // The run again isolated each of the three commits.
+    expect(savepoints(mixed.texts)).toHaveLength(3);
+    expect((await store.history('A')).map((h) => h.revision)).toEqual([1, 2]);
+    expect((await store.history('B')).map((h) => h.revision)).toEqual([1]);
+    expect((await store.getJob('B'))?.revision).toBe(1);
+    expect((await store.history('C')).map((h) => h.revision)).toEqual([1, 2]);
+  });
+});

@@ -166,9 +166,13 @@ function* settleChild(settle: NonNullable<TransitionCommit['settleParent']>, at:
 
 /** `createJob` inside a transaction: the existing job with this id or key, or the new one. */
 export function* createIn(job: NewJob): Program<CreateJobResult> {
-  const existing = (yield* get('getJob', job.id)) ?? (job.idempotencyKey === null ? undefined : yield* get('byKey', job.owner ?? '', job.idempotencyKey));
-  if (existing) return { job: toJobRecord(existing), created: false };
-  const leaseUntil = yield* insertJob(job);
+  // The INSERT finds a job with this id or key itself (it writes nothing then): only then is one read.
+  const leaseUntil = yield* insertJob(job, true);
+  if (leaseUntil === undefined) {
+    const existing = (yield* get('getJob', job.id)) ?? (job.idempotencyKey === null ? undefined : yield* get('byKey', job.owner ?? '', job.idempotencyKey));
+    if (!existing) throw new Error(`Job ${job.id} was neither inserted nor found by its id or key.`);
+    return { job: toJobRecord(existing), created: false };
+  }
   for (const child of job.children ?? []) yield* insertJob(child);
   for (const d of job.relatedDeliveries ?? []) yield* acceptPending(d);
   return { job: newJobRecord(job, leaseUntil), created: true };
@@ -207,13 +211,14 @@ function newJobRecord(job: NewJob, leaseUntil: number | null): JobRecord {
 
 /**
  * A new job at revision 1 with its first history record and what its initial state asked for.
- * Returns the expiry of the lease its claims took (in the store's lease clock), or null.
+ * Returns the expiry of the lease its claims took (in the store's lease clock), or null; with
+ * `ifNew`, undefined (nothing written) when a job has its id or idempotency key already.
  */
-export function* insertJob(job: NewJob): Program<number | null> {
+export function* insertJob(job: NewJob, ifNew = false): Program<number | null | undefined> {
   const claims = job.claims?.length ? job.claims : undefined;
   if (claims && !job.runner) throw new Error('A new job claims its effects only for the runner that creates it.');
   // Claiming its first activities, the job is leased to its runner at fence 1 in its own INSERT.
-  const inserted = yield* get('insertJob', {
+  const inserted = yield* get(ifNew ? 'insertNewJob' : 'insertJob', {
     id: job.id,
     machine_id: job.machineId,
     machine_version: job.machineVersion,
@@ -235,6 +240,7 @@ export function* insertJob(job: NewJob): Program<number | null> {
     until: claims ? Math.max(...claims.map((c) => c.claimUntil)) : null,
     now: job.at,
   });
+  if (!inserted && ifNew) return undefined;
   yield* insertTransition(undefined, job.id, 1, job.transition, job.runner ?? null, 0);
   yield* writeRequests(job.effects, job.timers, job.deliveries, claimsBy(job.claims, job.runner ?? undefined, job.at));
   return claims ? ((inserted?.['lease_until'] as number | null | undefined) ?? null) : null;

@@ -5,6 +5,14 @@ export class Abort {
   constructor(readonly result: CommitResult) {}
 }
 
+/**
+ * A write of a batch run without a savepoint failed after it changed rows: the whole transaction
+ * rolls back and runs again with a savepoint per write, where that write fails alone.
+ */
+export class RunIsolated {
+  constructor(readonly cause: unknown) {}
+}
+
 /** Rolls back an effect claim whose job another live runner holds. */
 export class LeaseHeld {}
 

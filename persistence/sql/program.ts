@@ -44,13 +44,19 @@ export function* all(name: StatementName, ...args: unknown[]): Generator<Call, R
 
 /** A prepared statement a synchronous driver runs (better-sqlite3's shape). */
 export interface SyncStatement {
+  /** False for a statement that may change rows (better-sqlite3's `readonly`). */
+  readonly readonly?: boolean;
   run(...args: unknown[]): unknown;
   get(...args: unknown[]): unknown;
   all(...args: unknown[]): unknown[];
 }
 
-/** Run a program on a synchronous driver's prepared statements (inside the caller's transaction). */
-export function runSync<R>(program: Program<R>, s: Record<StatementName, SyncStatement>): R {
+/**
+ * Run a program on a synchronous driver's prepared statements (inside the caller's transaction).
+ * `changed`, when given, counts the rows its statements changed (a `get`/`all` of a statement that
+ * writes changes a row per row it returns: such statements read back with RETURNING).
+ */
+export function runSync<R>(program: Program<R>, s: Record<StatementName, SyncStatement>, changed?: { rows: number }): R {
   let step = program.next();
   while (!step.done) {
     const c = step.value;
@@ -58,6 +64,7 @@ export function runSync<R>(program: Program<R>, s: Record<StatementName, SyncSta
     try {
       const stmt = s[c.name];
       value = c.method === 'run' || c.method === 'write' ? stmt.run(...c.args) : c.method === 'get' ? stmt.get(...c.args) : stmt.all(...c.args);
+      if (changed) changed.rows += rowsChanged(stmt, c.method, value);
     } catch (error) {
       step = program.throw(error);
       continue;
@@ -65,6 +72,12 @@ export function runSync<R>(program: Program<R>, s: Record<StatementName, SyncSta
     step = program.next(value);
   }
   return step.value;
+}
+
+function rowsChanged(stmt: SyncStatement, method: Call['method'], value: unknown): number {
+  if (method === 'run' || method === 'write') return (value as { changes: number }).changes;
+  if (stmt.readonly !== false) return 0;
+  return method === 'get' ? (value === undefined ? 0 : 1) : (value as unknown[]).length;
 }
 
 /** Run a program with a driver that executes each statement asynchronously (one at a time, in order). */

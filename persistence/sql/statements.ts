@@ -153,6 +153,14 @@ export function dueClaimPickSql(d: SqlDialect, limit: number): string {
       ORDER BY x.t, x.r`;
 }
 
+/** A new job's row, leased (fence 1, until `@until` from `@now` by the lease clock) to the runner that creates it when it claims its first activities (`lease_owner` set), else free. */
+const INSERT_JOB = (d: SqlDialect) => `INSERT INTO jobs (id, machine_id, machine_version, revision, status, state_value, state_paths, context,
+        snapshot, input, input_hash, idempotency_key, owner, quarantine, progress, parent_job_id, parent_effect_id, created_at, updated_at,
+        lease_owner, lease_fence, lease_until)
+      VALUES (@id, @machine_id, @machine_version, 1, @status, @state_value, @state_paths, @context,
+        @snapshot, @input, @input_hash, @idempotency_key, @owner, NULL, @progress, @parent_job_id, @parent_effect_id, @at, @at,
+        @lease_owner, @lease_fence, CASE WHEN @lease_owner IS NULL THEN NULL ELSE ${d.leaseUntil} END)`;
+
 /** A statement's text (the groups below name them; `prepare` prepares them for SQLite). */
 const q = (text: string): string => text;
 
@@ -171,14 +179,12 @@ function jobsSql(d: SqlDialect) {
     countActiveVersion: q(`SELECT count(*) AS n FROM (SELECT 1 FROM jobs${d.indexedBy('jobs_active_versions')}
       WHERE status = 'active' AND owner = @owner AND machine_id = @m AND machine_version = @v LIMIT @limit) AS counted`),
     byKey: q('SELECT * FROM jobs WHERE owner = ? AND idempotency_key = ?'),
-    /** A new job, leased (fence 1, until `@until` from `@now` by the lease clock) to the runner that creates it when it claims its first activities (`lease_owner` set), else free. */
-    insertJob: q(`INSERT INTO jobs (id, machine_id, machine_version, revision, status, state_value, state_paths, context,
-        snapshot, input, input_hash, idempotency_key, owner, quarantine, progress, parent_job_id, parent_effect_id, created_at, updated_at,
-        lease_owner, lease_fence, lease_until)
-      VALUES (@id, @machine_id, @machine_version, 1, @status, @state_value, @state_paths, @context,
-        @snapshot, @input, @input_hash, @idempotency_key, @owner, NULL, @progress, @parent_job_id, @parent_effect_id, @at, @at,
-        @lease_owner, @lease_fence, CASE WHEN @lease_owner IS NULL THEN NULL ELSE ${d.leaseUntil} END)
+    /** A new job (INSERT_JOB). */
+    insertJob: q(`${INSERT_JOB(d)}
       RETURNING lease_until`),
+    /** insertJob unless a job has this id or idempotency key already: then nothing is written and no row returned. */
+    insertNewJob: q(`${INSERT_JOB(d)}
+      ON CONFLICT DO NOTHING RETURNING lease_until`),
     /** Status and version unchanged (the usual case): their index entries are not rewritten. */
     updateState: q(`UPDATE jobs SET ${STATE_SET}, ${LEASE_SET(d)}
       WHERE ${SAME_STATUS} AND ${LEASE_OK(d)} AND ${INLINE_OK}

@@ -1,7 +1,7 @@
 /**
  * The better-sqlite3 driver (persistence/sql/driver.ts): synchronous, so every call returns its
- * value. Every write is one `BEGIN IMMEDIATE` transaction (one writer: no row locks to take), each
- * write of a batch a savepoint; reads run on the connection outside a transaction, or in a
+ * value. Every write is one `BEGIN IMMEDIATE` transaction (one writer: no row locks to take), the
+ * writes of a batch without savepoints unless one fails (#transaction); reads run on the connection outside a transaction, or in a
  * deferred (read) one for a snapshot.
  */
 import { statSync } from 'node:fs';
@@ -12,9 +12,9 @@ import type { ClaimedEffect, DueClaim, DueClaimed, DueClaimResult, EffectRecord,
 import { claimIn, commitOutcomeUnknown } from '../../sql/commit.ts';
 import type { SqlDriver, WriteOptions, WriteTx } from '../../sql/driver.ts';
 import { dueClaimCounts, dueClaimParams } from '../../sql/dueClaims.ts';
-import { failure, outcomeOf, unlessLeaseHeld } from '../../sql/outcomes.ts';
+import { failure, outcomeOf, RunIsolated, unlessLeaseHeld } from '../../sql/outcomes.ts';
 import { SQLITE } from '../../sql/predicates.ts';
-import { runSync, type Program } from '../../sql/program.ts';
+import { runSync, type Program, type SyncStatement } from '../../sql/program.ts';
 import { toEffectRecord, type Row } from '../../sql/records.ts';
 import { dueClaimPickSql, type StatementName } from '../../sql/statements.ts';
 import { feedPage, prepareFeed } from './feed.ts';
@@ -45,6 +45,33 @@ function quickCheckRefusal(db: Database.Database, path: string): DatabaseDamaged
   );
 }
 
+/** A program run without a savepoint: one that fails after changing rows throws RunIsolated (a storage fault as it is). */
+function unisolated<T>(program: Program<T>, s: Record<StatementName, SyncStatement>): T {
+  const changed = { rows: 0 };
+  try {
+    return runSync(program, s, changed);
+  } catch (error) {
+    if (changed.rows > 0 && !isSqliteFault(error)) throw new RunIsolated(error);
+    throw error;
+  }
+}
+
+/** A write transaction whose batch writes each run by `one`; `fatal`: an error that fails the whole call. */
+function batchTx(s: Record<StatementName, SyncStatement>, one: <T>(program: Program<T>) => T, fatal: (error: unknown) => boolean): WriteTx {
+  return {
+    run: (program) => runSync(program, s),
+    each: (items, write, leaseHeld) => items.map((item) => outcomeOf(() => (leaseHeld ? unlessLeaseHeld(() => one(write(item))) : one(write(item))), fatal)),
+    eachCommit: (commits, write) =>
+      commits.map((c) => {
+        try {
+          return one(write(c));
+        } catch (error) {
+          return failure(error, fatal);
+        }
+      }),
+  };
+}
+
 export class SqliteDriver implements SqlDriver {
   readonly dialect = SQLITE;
   readonly isFault = isSqliteFault;
@@ -59,7 +86,10 @@ export class SqliteDriver implements SqlDriver {
   /** `#tx.immediate(fn)`: fn in BEGIN IMMEDIATE; `#tx.deferred(fn)`: in a read transaction; `#savepoint(fn)`, inside one: a savepoint. */
   readonly #tx: Database.Transaction<(fn: () => unknown) => unknown>;
   readonly #savepoint: Database.Transaction<(fn: () => unknown) => unknown>;
+  /** The first run of a write: a batch's writes without savepoints (see #transaction). */
   readonly #t: WriteTx;
+  /** A run again after a write of its batch failed: each write in a savepoint of its own. */
+  readonly #isolated: WriteTx;
   #feed: ReturnType<typeof prepareFeed> | undefined;
   #closed = false;
   /** What `quick_check` found before the first write: undefined until then, null when healthy (or not checked). */
@@ -76,19 +106,8 @@ export class SqliteDriver implements SqlDriver {
     this.#tx = db.transaction((fn: () => unknown) => fn());
     this.#savepoint = db.transaction((fn: () => unknown) => fn());
     const inSavepoint = <T>(program: Program<T>) => this.#savepoint(() => runSync(program, s)) as T;
-    this.#t = {
-      run: (program) => runSync(program, s),
-      each: (items, write, leaseHeld) =>
-        items.map((item) => outcomeOf(() => (leaseHeld ? unlessLeaseHeld(() => inSavepoint(write(item))) : inSavepoint(write(item))), isSqliteFault)),
-      eachCommit: (commits, write) =>
-        commits.map((c) => {
-          try {
-            return inSavepoint(write(c));
-          } catch (error) {
-            return failure(error, isSqliteFault);
-          }
-        }),
-    };
+    this.#isolated = batchTx(s, inSavepoint, isSqliteFault);
+    this.#t = batchTx(s, (program) => unisolated(program, s), (error) => error instanceof RunIsolated || isSqliteFault(error));
   }
 
   fault(error: unknown, call: string): unknown {
@@ -141,12 +160,27 @@ export class SqliteDriver implements SqlDriver {
     return this.#wal.write(() => this.#transaction(fn, options?.ops));
   }
 
+  /**
+   * A batch's writes run first without savepoints (a SAVEPOINT and a RELEASE per write saved). A
+   * write its own checks refuse before it changed a row is refused alone as it is; one that fails
+   * after changing rows rolls the whole transaction back (RunIsolated), which runs again with a
+   * savepoint per write, where that write rolls back alone.
+   */
   #transaction<T>(fn: (t: WriteTx) => T | Promise<T>, ops: WriteOptions['ops']): T {
-    if (!ops) return this.#tx.immediate(() => fn(this.#t)) as T;
+    try {
+      return this.#once(fn, this.#t, ops);
+    } catch (error) {
+      if (!(error instanceof RunIsolated)) throw error;
+    }
+    return this.#once(fn, this.#isolated, ops);
+  }
+
+  #once<T>(fn: (t: WriteTx) => T | Promise<T>, t: WriteTx, ops: WriteOptions['ops']): T {
+    if (!ops) return this.#tx.immediate(() => fn(t)) as T;
     let ran = false;
     try {
       return this.#tx.immediate(() => {
-        const result = fn(this.#t);
+        const result = fn(t);
         ran = true;
         return result;
       }) as T;
