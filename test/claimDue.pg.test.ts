@@ -49,7 +49,7 @@ it('two runners claiming at once take disjoint rows, and a row another transacti
     holder.release();
   }
   // Each claimed attempt is recorded once, under the runner that claimed it.
-  const rows = (await other.pool.query("SELECT effect_id, runner FROM effect_attempts WHERE outcome = 'running' ORDER BY effect_id")).rows;
+  const rows = (await other.pool.query("SELECT effect_id, runner FROM attempts WHERE outcome = 'running' ORDER BY effect_id")).rows;
   expect(rows).toHaveLength(jobs - 1);
   expect((await store.claimDueEffects(claim())).claimed.map((e) => e.id)).toEqual(['J00~x']);
 });

@@ -572,7 +572,7 @@ describe('stats', () => {
     const timers = (await rows<{ job_id: string; status: string; due_at: number }>('SELECT * FROM timers')).filter((t) => mine.has(t.job_id));
     type EffectRow = { id: string; job_id: string; src: string; status: string; active: number; attempt: number; max_attempts: number; error: string | null; claimed_by: string | null; claim_expires_at: number | null };
     const effects = (await rows<EffectRow>('SELECT * FROM effects')).filter((e) => mine.has(e.job_id));
-    const attempts = await rows<{ effect_id: string; outcome: string }>('SELECT * FROM effect_attempts');
+    const attempts = await rows<{ effect_id: string; outcome: string }>('SELECT * FROM attempts');
     const live = new Set(['pending', 'running', 'waiting', 'backoff']);
     const held = (id: string) => byId.get(id)!.suspended_at !== null || byId.get(id)!.quarantine !== null;
     const suspended = (id: string) => byId.get(id)!.suspended_at !== null;

@@ -65,6 +65,35 @@ describe('PostgresStore: the schema', () => {
     expect(tables.rows).toEqual([{ tablename: 'customers' }]);
   });
 
+  it('upgrades a schema-3 database: its running attempt moves onto its effect row and reads back the same, then ends as a new one would', async () => {
+    const url = await database();
+    const effect = { id: 'a~work~1', jobId: 'a', actorId: 'work', src: 'work', input: {}, maxAttempts: 3, unsafe: false, createdRevision: 1, at: 1 };
+    const summary = (list: { attempt: number; runner: string | null; startedAt: number; endedAt: number | null; outcome: string }[]) =>
+      list.map((a) => [a.attempt, a.runner, a.startedAt, a.endedAt, a.outcome]);
+    const first = await open(url);
+    await first.createJob({ ...newJob('a'), effects: [effect] });
+    expect(await first.claimEffect(effect.id, 'w1', 10, 60_000)).toMatchObject({ attempt: 1 });
+    await first.finishAttempt(effect.id, 1, { kind: 'failed', error: { name: 'Error', message: 'boom' }, retryAt: 20, event: null }, 15);
+    await first.releaseLeases('w1', 'all');
+    expect(await first.claimEffect(effect.id, 'w2', 25, 60_000)).toMatchObject({ attempt: 2 });
+    const before = await first.listAttempts('a');
+    expect(summary(before)).toEqual([[1, 'w1', 10, 15, 'failed'], [2, 'w2', 25, null, 'running']]);
+    await first.close();
+    // Back to schema 3's layout: the running attempt a row of effect_attempts, no view, no columns.
+    const c = await raw(url);
+    await c.query(`INSERT INTO effect_attempts (effect_id, attempt, runner, started_at, outcome)
+        SELECT effect_id, attempt, runner, started_at, 'running' FROM attempts WHERE outcome = 'running';
+      DROP VIEW attempts; ALTER TABLE effects DROP COLUMN attempt_runner; ALTER TABLE effects DROP COLUMN attempt_started_at;
+      DELETE FROM spool_migrations WHERE version >= 4`);
+
+    const store = await open(url);
+    expect(store.schemaVersion).toBe(pgMigrations().at(-1)!.version);
+    expect(await store.listAttempts('a')).toEqual(before);
+    expect((await c.query('SELECT attempt, outcome FROM effect_attempts')).rows).toEqual([{ attempt: 1, outcome: 'failed' }]);
+    expect(await store.finishAttempt(effect.id, 2, { kind: 'succeeded', output: 1, event: event('a', 'done') }, 30)).toBe('current');
+    expect(summary(await store.listAttempts('a'))).toEqual([[1, 'w1', 10, 15, 'failed'], [2, 'w2', 25, 30, 'succeeded']]);
+  });
+
   it('refuses a schema newer than this code, and changes nothing', async () => {
     const url = await database();
     (await open(url)).close();

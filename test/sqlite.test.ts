@@ -13,11 +13,19 @@ const res = new Resources();
 afterEach(() => res.dispose());
 
 /**
+ * Schema 14's attempts back in schema 13's layout: a running attempt is a row of effect_attempts
+ * (outcome 'running'), not its effect row's columns; no `attempts` view.
+ */
+const BACK_TO_SCHEMA_13 = `INSERT INTO effect_attempts (effect_id, attempt, runner, started_at, outcome)
+    SELECT effect_id, attempt, runner, started_at, 'running' FROM attempts WHERE outcome = 'running';
+  DROP VIEW attempts; ALTER TABLE effects DROP COLUMN attempt_runner; ALTER TABLE effects DROP COLUMN attempt_started_at;`;
+
+/**
  * Schema 12's history table back in schema 11's shape (keyed by job and revision, seq a column
  * given by a trigger, with its own index), for the tests that rebuild older files from a new one.
  * Rows with a negative seq (schema 12's mark for rows older than schema 11) get NULL again.
  */
-const BACK_TO_SCHEMA_11 = `DROP VIEW events; DROP TRIGGER transitions_seq_keep_floor;
+const BACK_TO_SCHEMA_11 = `${BACK_TO_SCHEMA_13} DROP VIEW events; DROP TRIGGER transitions_seq_keep_floor;
   CREATE TABLE transitions_11 (job_id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE, revision INTEGER NOT NULL,
     event_id TEXT, event_type TEXT NOT NULL, payload TEXT NOT NULL, from_value TEXT, to_value TEXT NOT NULL, outcome TEXT NOT NULL,
     error TEXT, at INTEGER NOT NULL, runner TEXT, fence INTEGER, payload_hash TEXT, event_keyed INTEGER, seq INTEGER,
@@ -218,6 +226,38 @@ describe('SqliteStore migrations', () => {
     await store.createJob(newJob('c'));
     const feed = await store.historySince(0, 10, 100, {});
     expect(feed.records.map((r) => [r.jobId, r.seq])).toEqual([['b', kept], ['c', 8]]);
+    await store.close();
+  });
+
+  it('upgrades a schema-13 file: its running attempt moves onto its effect row and reads back the same, then ends as a new one would', async () => {
+    const path = res.dbPath();
+    const effect = { id: 'a~work~1', jobId: 'a', actorId: 'work', src: 'work', input: {}, maxAttempts: 3, unsafe: false, createdRevision: 1, at: 1 };
+    let before;
+    {
+      const store = await res.sqlite(path);
+      await store.createJob({ ...newJob('a'), effects: [effect] });
+      // Attempt 1 failed with a retry due; attempt 2 claimed by w2, running.
+      expect(await store.claimEffect(effect.id, 'w1', 10, 60_000)).toMatchObject({ attempt: 1 });
+      await store.finishAttempt(effect.id, 1, { kind: 'failed', error: { name: 'Error', message: 'boom' }, retryAt: 20, event: null }, 15);
+      await store.releaseLeases('w1', 'all');
+      expect(await store.claimEffect(effect.id, 'w2', 25, 60_000)).toMatchObject({ attempt: 2 });
+      before = await store.listAttempts('a');
+      expect(before.map((a) => [a.attempt, a.runner, a.startedAt, a.endedAt, a.outcome])).toEqual([[1, 'w1', 10, 15, 'failed'], [2, 'w2', 25, null, 'running']]);
+      await store.close();
+    }
+    const raw = res.raw(path);
+    raw.exec(`${BACK_TO_SCHEMA_13} DELETE FROM spool_migrations WHERE version >= 14;`);
+    expect(raw.prepare('SELECT attempt, outcome FROM effect_attempts ORDER BY attempt').all()).toEqual([{ attempt: 1, outcome: 'failed' }, { attempt: 2, outcome: 'running' }]);
+    raw.close();
+
+    const store = await res.sqlite(path);
+    expect(store.schemaVersion).toBe(loadMigrations().at(-1)!.version);
+    expect(await store.listAttempts('a')).toEqual(before);
+    expect(store.db.prepare('SELECT attempt, outcome FROM effect_attempts').all()).toEqual([{ attempt: 1, outcome: 'failed' }]);
+    expect(store.db.prepare('SELECT attempt, attempt_runner, attempt_started_at FROM effects').get()).toEqual({ attempt: 2, attempt_runner: 'w2', attempt_started_at: 25 });
+    // Its end is written once, with the start the old row had.
+    expect(await store.finishAttempt(effect.id, 2, { kind: 'succeeded', output: 1, event: newEvent('a', 'done', { type: 'DONE' }, 30) }, 30)).toBe('current');
+    expect((await store.listAttempts('a')).map((a) => [a.attempt, a.runner, a.startedAt, a.endedAt, a.outcome])).toEqual([[1, 'w1', 10, 15, 'failed'], [2, 'w2', 25, 30, 'succeeded']]);
     await store.close();
   });
 

@@ -42,7 +42,8 @@ export function* applyCommit(c: TransitionCommit): Program<CommitResult> {
 function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResult> {
   // The attempt whose outcome this is, recorded first; its event is accepted below, applied.
   const leaving = c.effects?.deactivate.length === 1 ? { actorId: c.effects.deactivate[0]!, at: c.job.at } : undefined;
-  if (c.finish && (yield* finishIn(c.finish, false, leaving)) !== 'current') throw new Abort({ ok: false, reason: 'outcome-not-current' });
+  const finished = c.finish ? yield* settleIn(c.finish, false, leaving) : undefined;
+  if (finished && finished.status !== 'current') throw new Abort({ ok: false, reason: 'outcome-not-current' });
   const revision = c.expectedRevision + 1;
   const e = c.event;
   const inline = e?.accept !== undefined && isExternal(e.accept);
@@ -86,7 +87,7 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
   const accepted = inline || outcome ? (e as Parameters<typeof inlineDraft>[1]) : undefined;
   yield* insertTransition(json, c.jobId, revision, accepted ? inlineDraft(c.transition, accepted) : c.transition, c.lease?.runner ?? null, fence, accepted?.accept);
   if (e && !inline && !outcome) yield* settleEventOf(c, json, revision);
-  yield* writeConsequences(c);
+  yield* writeConsequences(c, finished?.deactivated ? leaving?.actorId : undefined);
   return { ok: true, revision, fence };
 }
 
@@ -129,13 +130,17 @@ function* settleEventOf(c: TransitionCommit, json: CommitJson, revision: number)
   }
 }
 
-/** What a committed transition changes beyond the job and its history: effects and timers stopped, delivered and created, child jobs, deliveries, the parent settled. */
-function* writeConsequences(c: TransitionCommit): Program<void> {
+/**
+ * What a committed transition changes beyond the job and its history: effects and timers stopped,
+ * delivered and created, child jobs, deliveries, the parent settled. `left`: the invocation whose
+ * effect the outcome's own row write deactivated already (an actor has one live effect at most).
+ */
+function* writeConsequences(c: TransitionCommit, left?: string): Program<void> {
   if (c.stopAll) {
     yield* write('deactivateAll', c.job.at, c.jobId);
     yield* write('cancelAllTimers', c.jobId);
   }
-  for (const actorId of c.effects?.deactivate ?? []) yield* write('deactivateEffects', c.job.at, c.jobId, actorId);
+  for (const actorId of c.effects?.deactivate ?? []) if (actorId !== left) yield* write('deactivateEffects', c.job.at, c.jobId, actorId);
   // Deliver the consumed timer before this transition's cancellations: an `after` transition that
   // leaves its state also cancels its own key, which must not turn the delivered timer into a cancelled one.
   if (c.consumedTimer !== undefined) yield* write('deliverTimer', c.consumedTimer);
@@ -275,7 +280,6 @@ function* writeRequests(effects: NewEffect[] = [], timers: NewTimer[] = [], deli
       id: e.id, job_id: e.jobId, actor: e.actorId, src: e.src, input: JSON.stringify(e.input), max_attempts: e.maxAttempts, unsafe: e.unsafe ? 1 : 0,
       runner: claims!.runner, until, now: claims!.at, revision: e.createdRevision, at: e.at,
     });
-    yield* write('insertAttempt', e.id, 1, claims!.runner, claims!.at);
     claimed += 1;
   }
   if (claims && claimed !== claims.until.size) throw new Error('A commit claims an effect it does not create as an activity.');
@@ -336,22 +340,30 @@ export function* claimIn(c: EffectClaim): Program<ClaimedEffect | undefined> {
   const takeOver = c.takeOver ?? null;
   const before = yield* get('effectClaimState', id);
   if (!before) return undefined;
-  const row = yield* get('claimEffect', { id, runner, until: claimUntil, now, takeOver });
+  const claim = { id, runner, until: claimUntil, now, takeOver };
+  // A running attempt taken over is recorded interrupted from its effect row, before the claim
+  // rewrites that row for the new attempt (which lives there until it ends: no row of its own yet).
+  if (before['status'] === 'running') yield* write('interruptClaimed', claim);
+  const row = yield* get('claimEffect', claim);
   if (!row) return undefined;
   // The job's lease in the same transaction: while another live runner holds it, nothing is claimed.
   const lease = (yield* get('claimJobLease', { id: before['job_id'], ...leaseParams({ runner, fence: c.fence, now, until: claimUntil, takeOver }, now) })) as { lease_fence: number } | undefined;
   if (!lease) throw new LeaseHeld();
-  if (before['status'] === 'running') yield* run('interruptAttempt', now, id, before['attempt']);
-  yield* write('insertAttempt', id, row['attempt'], runner, now);
   return { ...toEffectRecord(row), leaseFence: lease.lease_fence };
 }
 
+/** `finishAttempt` inside a transaction. */
+export function* finishIn(f: AttemptFinish): Program<FinishStatus> {
+  return (yield* settleIn(f, true)).status;
+}
+
 /**
- * `finishAttempt` inside a transaction; `acceptEvent` false: the caller accepts the outcome event
- * itself (a commit's `finish`), and `leaving` names the invocation that commit leaves (its
- * effect is deactivated in the same row write when it is this one).
+ * An attempt's end: the outcome on its effect row and the attempt's row written (once), and,
+ * `acceptEvent`, its event accepted. `acceptEvent` false: the caller accepts the outcome event
+ * itself (a commit's `finish`), and `leaving` names the invocation that commit leaves (its effect
+ * is deactivated in the same row write when it is this one: `deactivated`).
  */
-export function* finishIn(f: AttemptFinish, acceptEvent = true, leaving?: { actorId: string; at: number }): Program<FinishStatus> {
+function* settleIn(f: AttemptFinish, acceptEvent: boolean, leaving?: { actorId: string; at: number }): Program<{ status: FinishStatus; deactivated: boolean }> {
   const { id, attempt, result, at, lease } = f;
   const params =
     result.kind === 'succeeded'
@@ -367,22 +379,29 @@ export function* finishIn(f: AttemptFinish, acceptEvent = true, leaving?: { acto
           };
   const leased = { runner: lease?.runner ?? null, fence: lease?.fence ?? null, deactivate_actor: leaving?.actorId ?? null, deactivated_at: leaving?.at ?? null };
   // The update checks the lease itself; only a refusal reads why (the lease gone, or the attempt no longer current).
-  const current = (yield* run('settleEffect', { ...params, ...leased, id, attempt, at })).changes === 1;
-  if (!current && lease) {
+  const settled = yield* get('settleEffect', { ...params, ...leased, id, attempt, at });
+  if (!settled && lease) {
     const effect = (yield* get('effectLeaseState', { id, runner: lease.runner, fence: lease.fence })) as { held: number } | undefined;
     if (effect && effect.held === 0) {
       // Another runner took the job: this outcome is not recorded, and the attempt's claim ends
       // now so the lease holder takes the attempt over at once.
-      yield* run('endAttempt', 'stale', at, JSON.stringify(leaseLostError(lease.fence)), id, attempt);
+      yield* staleEnd(id, attempt, at, JSON.stringify(leaseLostError(lease.fence)));
       yield* run('dropClaim', { now: at, id, attempt });
-      return 'lease-lost';
+      return { status: 'lease-lost', deactivated: false };
     }
   }
   const error = result.kind === 'failed' ? JSON.stringify(result.error) : null;
-  yield* write('endAttempt', current ? result.kind : 'stale', at, error, id, attempt);
+  if (settled) yield* write('endAttempt', { outcome: result.kind, at, error, id, attempt });
+  else yield* staleEnd(id, attempt, at, error);
   const event = result.kind === 'waiting' ? null : result.event;
   if (event && acceptEvent) yield* acceptPending(event);
-  return current ? 'current' : 'stale';
+  return { status: settled ? 'current' : 'stale', deactivated: Number(settled?.['active'] ?? 1) === 0 };
+}
+
+/** An outcome not recorded (stale): the end of its attempt, whether still the effect's current one or taken over since. */
+function* staleEnd(id: string, attempt: number, at: number, error: string | null): Program<void> {
+  const end = { outcome: 'stale', at, error, id, attempt };
+  if ((yield* run('endAttempt', end)).changes === 0) yield* run('endOldAttempt', end);
 }
 
 /** Accepts an event as pending; false when the job already has it (same event id). */

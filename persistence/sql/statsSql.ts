@@ -31,7 +31,7 @@ export function statsSql(d: SqlDialect) {
     statsEffects: q(`SELECT e.src, count(*) AS effects, count(*) FILTER (WHERE e.status = 'failed') AS failed
       FROM effects e JOIN jobs ON jobs.id = e.job_id WHERE ${scope} GROUP BY e.src`),
     statsAttempts: q(`SELECT e.src, a.outcome, count(*) AS n
-      FROM effect_attempts a JOIN effects e ON e.id = a.effect_id JOIN jobs ON jobs.id = e.job_id WHERE ${scope} GROUP BY e.src, a.outcome`),
+      FROM attempts a JOIN effects e ON e.id = a.effect_id JOIN jobs ON jobs.id = e.job_id WHERE ${scope} GROUP BY e.src, a.outcome`),
     statsLeases: q(`SELECT lease_owner, count(*) AS n, min(lease_until) AS until FROM jobs
       WHERE lease_owner IS NOT NULL AND lease_until > ${d.leaseNow} AND ${scope} GROUP BY lease_owner ORDER BY lease_owner`),
     // `expired`: by the store's lease clock (the claim's own clock), at the caller's `@now` when that is it.

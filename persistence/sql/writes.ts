@@ -19,7 +19,7 @@ export function* acceptEventIn(event: NewInboxEvent): Program<AcceptResult> {
 /** `releaseAttempt`. */
 export function* releaseAttemptIn(id: string, attempt: number, runner: string, at: number): Program<boolean> {
   if ((yield* run('releaseEffect', { id, attempt, runner, at, limit: MAX_RELEASES })).changes !== 1) return false;
-  yield* run('endAttempt', 'interrupted', at, JSON.stringify(RELEASED_ATTEMPT), id, attempt);
+  yield* run('endAttempt', { outcome: 'interrupted', at, error: JSON.stringify(RELEASED_ATTEMPT), id, attempt });
   return true;
 }
 
@@ -37,7 +37,7 @@ export function* expireLeasesIn(filter: { owner: string } | { expiredBy: number 
 /** `failEffect`. */
 export function* failEffectIn(id: string, attempt: number, error: ErrorInfo, event: NewInboxEvent, at: number): Program<boolean> {
   if ((yield* run('failEffect', JSON.stringify(error), at, id, attempt)).changes !== 1) return false;
-  if (attempt > 0) yield* run('interruptAttempt', at, id, attempt);
+  if (attempt > 0) yield* run('interruptAttempt', { now: at, id, attempt });
   yield* acceptPending(event);
   return true;
 }
@@ -57,7 +57,7 @@ export function* completeByTokenIn(
     error: result.kind === 'failed' ? JSON.stringify(result.error) : null,
   });
   if (!row) return false;
-  yield* run('endAttempt', result.kind, at, result.kind === 'failed' ? JSON.stringify(result.error) : null, row['id'], row['attempt']);
+  yield* run('endAttempt', { outcome: result.kind, at, error: result.kind === 'failed' ? JSON.stringify(result.error) : null, id: row['id'], attempt: row['attempt'] });
   yield* acceptPending(event);
   return true;
 }

@@ -143,7 +143,7 @@ export function checkInvariants(dbPath: string, acks: readonly AckEntry[], worke
     for (const l of leaks) fail('secret-leaked', `${String(l['at'])} row ${String(l['revision'])} holds a sensitive value`, l['job_id'] as string);
     const timers = db.prepare('SELECT * FROM timers').all() as Row[];
     const effects = db.prepare('SELECT * FROM effects').all() as Row[];
-    const attempts = db.prepare('SELECT * FROM effect_attempts ORDER BY effect_id, attempt').all() as Row[];
+    const attempts = db.prepare('SELECT * FROM attempts ORDER BY effect_id, attempt').all() as Row[]; // ended and running (schema 14)
 
     const tally: DatabaseTally = { jobs: jobs.length, ends: {}, transitions: 0, outcomes: {}, inbox: {}, timers: {}, effects: effects.length, attempts: attempts.length, interruptedAttempts: 0, attemptOutcomes: {}, overlapPairsChecked: 0, overlapPairsSkipped: 0 };
 

@@ -6,11 +6,12 @@
  * COMMITTED re-checks a row changed since the statement's snapshot when it locks it: a row
  * another claim took and committed meanwhile no longer has the status and attempt read). Then,
  * in data-modifying CTEs of the same statement: each job's lease taken (LEASE_SET, the rule of
- * every write under a lease), each effect claimed (CLAIM_SET, as `claimEffect`), the attempt a
- * dead runner left recorded interrupted, and the new attempt recorded started.
+ * every write under a lease), each effect claimed (CLAIM_SET, as `claimEffect`: the new attempt
+ * lives on its effect row), and the attempt a dead runner left recorded interrupted (INTERRUPTED,
+ * which reads the effect rows as they were before the claim: every part sees the statement's snapshot).
  */
 import type { SqlDialect } from '../../sql/predicates.ts';
-import { CLAIM_SET, dueClaimParts, LEASE_SET } from '../../sql/statements.ts';
+import { CLAIM_SET, dueClaimParts, INTERRUPTED, LEASE_SET } from '../../sql/statements.ts';
 import { toPostgres, type PgStatement } from './sql.ts';
 
 /** The statement's text in dialect `d` (named parameters: `dueClaimParams`, with LEASE_SET's for a lease taken afresh). */
@@ -24,9 +25,7 @@ export function claimDueSql(d: SqlDialect): string {
   ${parts.pick('locked')},
   leased AS (UPDATE jobs SET ${LEASE_SET(d)} FROM picked p WHERE jobs.id = p.job_id RETURNING jobs.id, jobs.lease_fence),
   claimed AS (UPDATE effects SET ${CLAIM_SET(d)} FROM picked p WHERE effects.id = p.id RETURNING effects.*),
-  interrupted AS (UPDATE effect_attempts SET outcome = 'interrupted', ended_at = @now FROM picked p
-    WHERE p.status = 'running' AND effect_attempts.effect_id = p.id AND effect_attempts.attempt = p.attempt AND effect_attempts.outcome = 'running'),
-  started AS (INSERT INTO effect_attempts (effect_id, attempt, runner, started_at, outcome) SELECT id, attempt, @runner, @now, 'running' FROM claimed),
+  interrupted AS (${INTERRUPTED("effects.id IN (SELECT p.id FROM picked p WHERE p.status = 'running')")}),
   n AS (SELECT ${parts.counts('locked')})
 SELECT x.*, n.* FROM n LEFT JOIN (
     SELECT cl.*, 'claim' AS kind, l.lease_fence, p.machine_id, p.machine_version, p.t AS due_t, p.r AS due_r

@@ -1,4 +1,4 @@
--- The postgres schema as persistence/sql/migrations/postgres produce it (schema version 3).
+-- The postgres schema as persistence/sql/migrations/postgres produce it (schema version 4).
 -- Written by `npm run schema:dump`; test/schemaDump tests fail when it drifts from the migrations.
 
 CREATE TABLE assets (
@@ -50,6 +50,8 @@ CREATE TABLE effects (
   created_at bigint NOT NULL,
   updated_at bigint NOT NULL,
   rowid bigint NOT NULL,
+  attempt_runner text,
+  attempt_started_at bigint,
   CONSTRAINT effects_kind_check CHECK ((kind = ANY (ARRAY['activity'::text, 'child'::text]))),
   CONSTRAINT effects_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'waiting'::text, 'backoff'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text]))),
   CONSTRAINT effects_job_id_fkey FOREIGN KEY (job_id) REFERENCES jobs(id) ON DELETE CASCADE,
@@ -223,6 +225,31 @@ CREATE TABLE transitions (
   CONSTRAINT transitions_pkey PRIMARY KEY (seq),
   CONSTRAINT transitions_job_id_revision_key UNIQUE (job_id, revision)
 );
+
+CREATE VIEW attempts AS
+ SELECT a.effect_id,
+    a.attempt,
+    a.runner,
+    a.started_at,
+    a.ended_at,
+    a.outcome,
+    a.error,
+    e.job_id
+   FROM (effect_attempts a
+     JOIN effects e ON ((e.id = a.effect_id)))
+UNION ALL
+ SELECT effects.id AS effect_id,
+    effects.attempt,
+    effects.attempt_runner AS runner,
+    effects.attempt_started_at AS started_at,
+    NULL::bigint AS ended_at,
+    'running'::text AS outcome,
+    NULL::text AS error,
+    effects.job_id
+   FROM effects
+  WHERE ((effects.attempt_started_at IS NOT NULL) AND (NOT (EXISTS ( SELECT 1
+           FROM effect_attempts a
+          WHERE ((a.effect_id = effects.id) AND (a.attempt = effects.attempt))))));
 
 CREATE INDEX effects_due ON public.effects USING btree (status, next_run_at) WHERE (active = 1);
 
