@@ -31,7 +31,7 @@ export {
   SpoolError, type ErrorCategory, JobQuarantined, ValidationError, UnknownMachineError, UnknownEventError, PayloadTooLargeError, MachineDefinitionError,
   JobNotFoundError, JobTerminalError, IdempotencyConflictError, RevisionConflictError, SchemaTooNewError, CorruptRecordError,
   StorageFullError, StorageIoError, DatabaseBusyError, StorageAccessError, DatabaseDamagedError, ClosedError, WaitTimeoutError,
-  BackpressureError, RetryRefusedError, TokenError, JobNotFinishedError, RedeliveryRefusedError, EventFailedError,
+  BackpressureError, RetryRefusedError, TokenError, JobNotFinishedError, RedeliveryRefusedError, EventFailedError, AttemptTokenError, StaleAttemptError,
 } from './base/errors.ts';
 /** The records the runtime's reads return (`history`, `events`, `historySince`). */
 export { JOB_STATUSES } from './ports/store.ts';

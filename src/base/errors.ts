@@ -263,6 +263,22 @@ export class TokenError extends SpoolError {
   readonly category = 'conflict';
 }
 
+/** A remote worker's attempt token that is not one this server hands out (cut, edited, made up): nothing was changed. */
+export class AttemptTokenError extends SpoolError {
+  readonly code = 'SPOOL_BAD_ATTEMPT_TOKEN';
+  readonly category = 'bad-input';
+}
+
+/**
+ * A remote worker's attempt token for an attempt that is no longer current: its claim expired and
+ * another worker took the activity over, the state that invoked it was left, the job ended, or it
+ * names no attempt this server knows. Nothing was changed; drop the attempt's result.
+ */
+export class StaleAttemptError extends SpoolError {
+  readonly code = 'SPOOL_STALE_ATTEMPT';
+  readonly category = 'conflict';
+}
+
 /** The operation needs a finished job. */
 export class JobNotFinishedError extends SpoolError {
   readonly code = 'SPOOL_NOT_FINISHED';

@@ -68,3 +68,9 @@ export class TooManyStreamsError extends SpoolError {
   readonly code = 'SPOOL_TOO_MANY_STREAMS';
   readonly category = 'retryable';
 }
+
+/** A token that may not do this: a worker token (`--worker-token`) outside the worker routes, or for an activity it was not given. */
+export class ForbiddenError extends SpoolError {
+  readonly code = 'SPOOL_FORBIDDEN';
+  readonly category = 'bad-input';
+}

@@ -8,7 +8,7 @@
  */
 import { Command } from 'commander';
 import type { Runtime } from '../index.ts';
-import { createServer, type SpoolServer } from '../server/index.ts';
+import { createServer, parseWorkerToken, type SpoolServer, type WorkerToken } from '../server/index.ts';
 import { UsageError } from './errors.ts';
 import { onShutdownSignals } from './signals.ts';
 
@@ -20,6 +20,8 @@ export interface ServeFlags {
   bodyLimit?: string;
   allowedHost?: string[];
   readsNeedToken?: boolean;
+  workerToken?: string[];
+  claimMs?: string;
 }
 
 /** Add the server's options to a command (`serve`, `worker`). */
@@ -30,7 +32,9 @@ export function addServeOptions(command: Command): Command {
     .option('--token <token>', 'the bearer token writes need (default: SPOOL_TOKEN, else a random one, printed)')
     .option('--body-limit <bytes>', 'largest request body (default 1048576)')
     .option('--allowed-host <name>', 'a Host name requests may use besides the address listened on (a proxy\'s); repeatable', (v: string, all: string[] = []) => [...all, v])
-    .option('--reads-need-token', 'reads need the token too (always so beyond loopback)');
+    .option('--reads-need-token', 'reads need the token too (always so beyond loopback)')
+    .option('--worker-token <token[:activities]>', 'a token for remote workers (`spool worker --server`): the worker routes only, optionally only for these activities (T:charge,ship); repeatable', (v: string, all: string[] = []) => [...all, v])
+    .option('--claim-ms <ms>', "how long a remote worker's claim on an attempt lasts without a heartbeat (default 30000)");
 }
 
 /** What `spool serve` needs from main.ts. */
@@ -79,6 +83,20 @@ export function checkServeFlags(flags: ServeFlags): void {
     const n = Number(flags.bodyLimit);
     if (!Number.isSafeInteger(n) || n < 1024) throw new UsageError('--body-limit must be a whole number of bytes, at least 1024.');
   }
+  if (flags.claimMs !== undefined) {
+    const n = Number(flags.claimMs);
+    if (!Number.isInteger(n) || n < 1000 || n > 3_600_000) throw new UsageError('--claim-ms must be a whole number of ms from 1000 to 3600000.');
+  }
+  workerTokensOf(flags);
+}
+
+/** The `--worker-token` flags, parsed (a bad one is a UsageError). */
+function workerTokensOf(flags: ServeFlags): WorkerToken[] {
+  try {
+    return (flags.workerToken ?? []).map(parseWorkerToken);
+  } catch (error) {
+    throw new UsageError(`--worker-token: ${(error as Error).message}`);
+  }
 }
 
 /** Listen over `runtime` and print where, with the token when it was made up here. */
@@ -91,6 +109,8 @@ export async function startServer(runtime: Runtime, flags: ServeFlags, print: (j
     ...(flags.bodyLimit !== undefined ? { bodyLimitBytes: Number(flags.bodyLimit) } : {}),
     ...(flags.allowedHost !== undefined ? { allowedHosts: flags.allowedHost } : {}),
     ...(flags.readsNeedToken === true ? { readsNeedToken: true } : {}),
+    ...(flags.claimMs !== undefined ? { claimMs: Number(flags.claimMs) } : {}),
+    workerTokens: workerTokensOf(flags),
   }).catch((error: unknown) => {
     const code = (error as { code?: unknown }).code;
     if (code === 'EADDRINUSE') throw new UsageError(`Port ${flags.port} on ${flags.host} is in use; pick another with --port (0: any free one).`);

@@ -6,18 +6,17 @@
  * works on any more.
  */
 import type { Clock } from '../ports/clock.ts';
-import type { AttemptFinish, ClaimedEffect, DueClaimResult, EffectClaim, EffectRecord, EffectStart, ErrorInfo, FinishStatus, JobRecord, JobStore, JsonValue, NewEffect, NewInboxEvent } from '../ports/store.ts';
+import type { AttemptFinish, ClaimedEffect, DueClaimResult, EffectClaim, EffectRecord, EffectStart, FinishStatus, JobRecord, JobStore, NewEffect, NewInboxEvent } from '../ports/store.ts';
 import { CommitOutcomeUnknown } from '../ports/store.ts';
 import { toErrorInfo } from '../base/errors.ts';
-import { redactText } from '../base/redaction.ts';
 import type { MachineRegistry } from './registry.ts';
 import type { RegisteredMachine } from '../base/definition.ts';
 import { crashPoint } from './crashPoints.ts';
-import { afterFailedAttempt, interruptedError, outcomeEvent } from '../step/attempts.ts';
+import { decideFinish, type AttemptEnd, type DecidedFinish } from './outcomes.ts';
+import { interruptedError, outcomeEvent } from '../step/attempts.ts';
 import { AttemptAbort, deferred, isDeferred, runnerIsGone, type ActivityArgs, type AssetInput } from './activities.ts';
-import { classify } from '../base/retry.ts';
 import { widerScan, type ActivitySlots } from './limits.ts';
-import { checkPercent, storedJson } from './intake.ts';
+import { checkPercent } from './intake.ts';
 import type { LogEntry, RuntimeEvent } from './api.ts';
 import { TERMINAL } from './jobView.ts';
 import type { WriteLease } from './reports.ts';
@@ -571,49 +570,26 @@ export class ActivityExecutor {
     return { runner: this.runnerId, fence: this.#leases.get(jobId) ?? -1 };
   }
 
-  async #recordOutcome(effect: EffectRecord, def: RegisteredMachine | undefined, outcome: { ok: true; value: unknown } | { ok: false; error: unknown }, slot: SlotHandoff): Promise<void> {
+  async #recordOutcome(effect: EffectRecord, def: RegisteredMachine | undefined, outcome: AttemptEnd, slot: SlotHandoff): Promise<void> {
     const attempt = effect.attempt;
     const now = this.clock.now();
     let status: FinishStatus | 'applied';
-    let reported: 'succeeded' | 'failed' | 'retrying' | 'stale';
-    let errorInfo: ErrorInfo | undefined;
-    let output: JsonValue | undefined;
-    let retryAt = 0;
     // Told once: by the commit that records the outcome with its transition (before that
     // transition's own event), or below once the outcome is recorded on its own.
     let told = false;
+    const decided = decideFinish(effect, def, outcome, now);
+    let reported: DecidedFinish['reported'] | 'stale' = decided.reported;
+    const errorInfo = decided.error;
     const tell = (result: typeof reported) => {
       if (told) return;
       told = true;
       this.#emit({ type: 'activity.finished', jobId: effect.jobId, effectId: effect.id, attempt, outcome: result, ...(errorInfo ? { error: errorInfo } : {}) });
       this.#logEntry(result === 'succeeded' ? 'info' : 'warn', `activity ${result}`, { jobId: effect.jobId, effectId: effect.id, attempt, ...(errorInfo ? { error: errorInfo } : {}) });
     };
-    if (outcome.ok) {
-      try {
-        output = storedJson('output', outcome.value === undefined ? null : outcome.value);
-      } catch (error) {
-        outcome = { ok: false, error: Object.assign(new Error(`activity output is not JSON: ${(error as Error).message}`), { terminal: true }) };
-      }
-    }
-    if (outcome.ok) {
-      const event = { ...outcomeEvent(effect, attempt, { output: output ?? null }), at: now };
-      status = await this.#finishApplying({ id: effect.id, attempt, result: { kind: 'succeeded', output: output ?? null, event }, at: now, lease: this.#attemptLease(effect.jobId) }, effect.jobId, () => tell('succeeded'), slot);
-      reported = 'succeeded';
-    } else {
-      const { info, terminal, retryAfterMs } = classify(outcome.error);
-      const policy = def?.activities[effect.src] ?? {};
-      errorInfo = { ...info, message: redactText(info.message, effect.input, def?.sensitive ?? new Set()) };
-      const next = afterFailedAttempt({ policy, effectId: effect.id, attempt, maxAttempts: effect.maxAttempts, error: errorInfo, terminal, retryAfterMs, now });
-      if (next.retry) {
-        retryAt = next.retryAt;
-        status = await this.#submitFinish({ id: effect.id, attempt, result: { kind: 'failed', error: errorInfo, retryAt: next.retryAt, event: null }, at: now, lease: this.#attemptLease(effect.jobId) });
-        reported = 'retrying';
-      } else {
-        const event = { ...outcomeEvent(effect, attempt, { error: next.eventError }), at: now };
-        status = await this.#finishApplying({ id: effect.id, attempt, result: { kind: 'failed', error: next.error, retryAt: null, event }, at: now, lease: this.#attemptLease(effect.jobId) }, effect.jobId, () => tell('failed'), slot);
-        reported = 'failed';
-      }
-    }
+    const finish = { id: effect.id, attempt, result: decided.result, at: now, lease: this.#attemptLease(effect.jobId) };
+    if (decided.result.event === null) status = await this.#submitFinish(finish);
+    else status = await this.#finishApplying({ ...finish, result: { ...decided.result, event: decided.result.event } }, effect.jobId, () => tell(decided.reported), slot);
+    const retryAt = decided.retryAt;
     this.#attempting.delete(effect.id); // recorded: a commit of the job may release its lease now
     if (slot.held) {
       slot.held = false; // not handed to a next activity: free for the pump below, and others

@@ -34,6 +34,7 @@ import { JobCommits, type SnapshotCache } from './jobCommits.ts';
 import { ActivityExecutor } from './executor.ts';
 import type { RunningActivity, RuntimeParts } from './parts.ts';
 import { JobEntry } from './entry.ts';
+import { RemoteAttempts } from './remote.ts';
 
 export type { RuntimeOptions, LogEntry, Job, JobOf, SendResult, SendResultOf, StartOptions, SendOptions, StartOrSendOptions, StartOrSendResult, ListFilter, RuntimeEvent, JobDetails, JobDetailsOf, MachineEntries } from './api.ts';
 export type { RedeliverOptions } from './redelivery.ts';
@@ -101,6 +102,8 @@ export class Runtime<C extends MachineCatalog = any> {
   readonly #executor: ActivityExecutor;
   /** The way in: start and send (entry.ts). */
   readonly #entry: JobEntry;
+  /** Attempts claimed for remote workers and their outcomes (remote.ts; `spool serve`'s /api/workers routes). */
+  readonly remote: RemoteAttempts;
   #closing = false;
   #closed = false;
 
@@ -158,6 +161,13 @@ export class Runtime<C extends MachineCatalog = any> {
       assertOpen: () => this.#assertOpen(),
     });
     this.#jobs = new JobCommits({ ...parts, activities: this.#executor, snapshots: this.#snapshots, get: (jobId) => this.get(jobId) });
+    this.remote = new RemoteAttempts({
+      ...parts,
+      progress: (jobId, percent, lease) => this.#progress(jobId, percent, lease),
+      attach: (jobId, asset, from, lease) => this.#attach(jobId, asset, from, lease),
+      drain: (jobId) => this.#unit(() => this.#jobs.drain(jobId)),
+      assertOpen: () => this.#assertOpen(),
+    });
     this.#entry = new JobEntry({ ...parts, owner: this.#owner, newId: this.#newId, intake: this.#intake, reader: this.#reader, backlog: this.#backlog, jobs: this.#jobs, activities: this.#executor });
     this.#waiters = new Waiters({
       store: this.store,

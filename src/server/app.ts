@@ -11,13 +11,16 @@ import { bodyLimit } from 'hono/body-limit';
 import { methodNotAllowed } from 'hono/method-not-allowed';
 import { JOB_STATUSES, ValidationError, eventFailure, type JobStatus, type ListFilter, type Runtime, type SendResult } from '../internal.ts';
 import { redactDetails, redactJob, redactKeys, sensitiveKeys } from '../views/redacted.ts';
-import { guardHost, requireToken, type ListenAddress } from './auth.ts';
-import { BadJsonError, BodyTooLargeError, MachineUnavailableError, MethodNotAllowedError, RouteNotFoundError, errorResponse } from './errors.ts';
+import { guardHost, requireToken, type ListenAddress, type WorkerToken } from './auth.ts';
+import { BodyTooLargeError, MachineUnavailableError, MethodNotAllowedError, RouteNotFoundError, errorResponse } from './errors.ts';
 import { describeMachine } from '../views/machineView.ts';
 import type { StreamHub } from './sse.ts';
 import { unknownMachine } from './machines.ts';
 import { addDiagramRoutes } from './diagrams.ts';
 import { addDashboardRoutes } from './dashboard.ts';
+import { optionalText, readBody, text } from './body.ts';
+import { addWorkerRoutes } from './workers.ts';
+import type { ChangeSignal } from './changes.ts';
 
 /** What the app needs: the runtime it drives, the write token, the body limit, the streams. */
 export interface AppOptions {
@@ -26,6 +29,10 @@ export interface AppOptions {
   /** Largest request body, in bytes. */
   bodyLimitBytes: number;
   streams: StreamHub;
+  /** Wakes claims that wait for work (the worker routes). */
+  changes: ChangeSignal;
+  /** Tokens for remote workers: the worker routes only (auth.ts). */
+  workerTokens?: readonly WorkerToken[];
   /** Host names (`name`, or `name:port`) a request may use besides the server's own address. */
   allowedHosts?: readonly string[];
   /** Where the server listens (the Host check); without it, the loopback names on any port. */
@@ -48,13 +55,14 @@ export function createApp(options: AppOptions): Hono {
   app.notFound((c) => errorResponse(new RouteNotFoundError(`No route ${c.req.method} ${c.req.path}. The API is under /api: see the README, "Seeing jobs".`)));
   app.use(methodNotAllowed({ app, onMethodNotAllowed: (c, allow) => errorResponse(new MethodNotAllowedError(c.req.method, c.req.path, allow)) }));
   app.use(guardHost(options.allowedHosts ?? [], options.address ?? (() => undefined)));
-  app.use(requireToken(options.token, options.readsNeedToken ?? false));
+  app.use(requireToken(options.token, options.readsNeedToken ?? false, options.workerTokens ?? []));
   app.use(bodyLimit({ maxSize: options.bodyLimitBytes, onError: () => errorResponse(new BodyTooLargeError(`The request body is larger than ${options.bodyLimitBytes} bytes, this server's limit. Nothing was changed.`, { limit: options.bodyLimitBytes })) }));
 
   addMachineRoutes(app, runtime);
   addJobReadRoutes(app, runtime, streams);
   addJobWriteRoutes(app, runtime);
   addTokenRoutes(app, runtime);
+  addWorkerRoutes(app, runtime, options.changes);
   app.get('/api/stats', async (c) => c.json(await runtime.stats()));
   addDiagramRoutes(app, runtime);
   addDashboardRoutes(app);
@@ -191,31 +199,6 @@ function addTokenRoutes(app: Hono, runtime: Runtime): void {
     const body = await readBody(c, ['error']);
     return c.json({ job: redactJob(runtime, await runtime.fail(c.req.param('token'), body['error'] ?? { message: 'failed' })) });
   });
-}
-
-/** The body as a JSON object (an empty body is `{}`); with `keys`, no other property is allowed. */
-async function readBody(c: Context, keys?: readonly string[]): Promise<Record<string, unknown>> {
-  const raw = await c.req.text();
-  if (raw.trim() === '') return {};
-  let body: unknown;
-  try {
-    body = JSON.parse(raw);
-  } catch (error) {
-    throw new BadJsonError(`The request body is not valid JSON (${(error as Error).message}). Nothing was changed.`);
-  }
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadJsonError('The request body must be a JSON object. Nothing was changed.');
-  const unknown = keys === undefined ? [] : Object.keys(body).filter((k) => !keys.includes(k));
-  if (unknown.length > 0) throw new ValidationError(`Unknown field(s) ${unknown.join(', ')}; this route takes ${keys!.join(', ') || 'no fields'}.`);
-  return body as Record<string, unknown>;
-}
-
-function text(value: unknown, name: string): string {
-  if (typeof value !== 'string') throw new ValidationError(`${name} must be a string.`);
-  return value;
-}
-
-function optionalText(value: unknown, name: string): string | undefined {
-  return value === undefined ? undefined : text(value, name);
 }
 
 const LIST_BOOLEANS = ['quarantined', 'exhausted', 'cancelRequested', 'suspended'] as const;

@@ -8,7 +8,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { isIP } from 'node:net';
 import type { Context, MiddlewareHandler } from 'hono';
 import { ValidationError } from '../index.ts';
-import { CrossOriginError, HostNotAllowedError, UnauthorizedError } from './errors.ts';
+import { CrossOriginError, ForbiddenError, HostNotAllowedError, UnauthorizedError } from './errors.ts';
 
 /** Where the token came from: given (an option or `SPOOL_TOKEN`), or made up at start (then printed). */
 export interface ServerToken {
@@ -16,11 +16,40 @@ export interface ServerToken {
   generated: boolean;
 }
 
+/** A token for remote workers (`--worker-token T` or `T:charge,ship`): the worker routes only, for these activities (null: any). */
+export interface WorkerToken {
+  token: string;
+  activities: readonly string[] | null;
+}
+
+const TOKEN_SHAPE = /^[\x21-\x7e]{16,512}$/;
+
+/** `T` or `T:activityA,activityB` as `--worker-token` takes it (the token itself has no `:`). */
+export function parseWorkerToken(text: string): WorkerToken {
+  const colon = text.indexOf(':');
+  const token = colon === -1 ? text : text.slice(0, colon);
+  if (!TOKEN_SHAPE.test(token) || token.includes(':')) throw new ValidationError('A worker token must be 16-512 printable ASCII characters without spaces or ":" (then, optionally, ":" and the activities it may run, comma-separated).');
+  if (colon === -1) return { token, activities: null };
+  const activities = text.slice(colon + 1).split(',').map((a) => a.trim());
+  if (activities.some((a) => a === '')) throw new ValidationError(`The worker token's activities "${text.slice(colon + 1)}" must be names separated by commas, e.g. T:charge,ship.`);
+  return { token, activities };
+}
+
+/** The activities a request's worker token may run (null: any; the admin token too), set by {@link requireToken} on the worker routes. */
+const scopes = new WeakMap<Request, readonly string[] | null>();
+
+/** What a request under /api/workers may run (see {@link requireToken}). */
+export function activityScope(c: Context): readonly string[] | null {
+  const scope = scopes.get(c.req.raw);
+  if (scope === undefined) throw new UnauthorizedError('The worker routes need a token.');
+  return scope;
+}
+
 /** The token given, else `SPOOL_TOKEN`, else a new random one (32 bytes, base64url). */
 export function resolveToken(given: string | undefined, env: NodeJS.ProcessEnv = process.env): ServerToken {
   const token = given ?? env['SPOOL_TOKEN'];
   if (token === undefined || token === '') return { token: randomBytes(32).toString('base64url'), generated: true };
-  if (!/^[\x21-\x7e]{16,512}$/.test(token)) throw new ValidationError('The server token must be 16-512 printable ASCII characters without spaces.');
+  if (!TOKEN_SHAPE.test(token)) throw new ValidationError('The server token must be 16-512 printable ASCII characters without spaces.');
   return { token, generated: false };
 }
 
@@ -35,18 +64,32 @@ function givenToken(c: Context): string | undefined {
 
 /**
  * Refuse a write without the token, before its body is read; with `reads`, refuse the API's
- * reads without it too (the dashboard's page and files stay open: they hold no data).
+ * reads without it too (the dashboard's page and files stay open: they hold no data). The
+ * worker routes (/api/workers/...) take the token or a worker token, always; a worker token is
+ * refused (403) anywhere else. Every token is compared in constant time, each one every time.
  */
-export function requireToken(token: string, reads: boolean): MiddlewareHandler {
+export function requireToken(token: string, reads: boolean, workers: readonly WorkerToken[] = []): MiddlewareHandler {
   const expected = digest(token);
+  const scoped = workers.map((w) => ({ digest: digest(w.token), activities: w.activities }));
   return async (c, next) => {
     const read = READS.has(c.req.method);
+    const given = givenToken(c);
+    const d = given === undefined ? undefined : digest(given);
+    // Digests of equal length, compared in constant time; every worker token compared, whichever matches.
+    const admin = d !== undefined && timingSafeEqual(d, expected);
+    let worker: { activities: readonly string[] | null } | undefined;
+    for (const w of scoped) if (d !== undefined && timingSafeEqual(d, w.digest) && worker === undefined) worker = w;
+    if (c.req.path === '/api/workers' || c.req.path.startsWith('/api/workers/')) {
+      if (given === undefined) throw new UnauthorizedError('The worker routes need a token: send a worker token (`spool serve --worker-token`) or the server token as `Authorization: Bearer <token>`.');
+      if (!admin && worker === undefined) throw new UnauthorizedError('Wrong token: it is neither this server\'s token nor one of its worker tokens. Nothing was changed.');
+      scopes.set(c.req.raw, admin ? null : worker!.activities);
+      return next();
+    }
+    if (worker !== undefined && !admin) throw new ForbiddenError('A worker token may only call the worker routes (/api/workers/...); use the server token for the rest of the API. Nothing was read or changed.');
     if (!read || (reads && c.req.path.startsWith('/api/'))) {
-      const given = givenToken(c);
       const what = read ? 'This server needs its token for reads too' : 'This request changes jobs';
       if (given === undefined) throw new UnauthorizedError(`${what}: send the server token as \`Authorization: Bearer <token>\` (printed when the server starts, or set with --token / SPOOL_TOKEN).`);
-      // Digests of equal length, compared in constant time.
-      if (!timingSafeEqual(digest(given), expected)) throw new UnauthorizedError('Wrong token: this server was started with another one. Nothing was changed.');
+      if (!admin) throw new UnauthorizedError('Wrong token: this server was started with another one. Nothing was changed.');
     }
     await next();
   };

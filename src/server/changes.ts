@@ -68,6 +68,11 @@ export class ChangeSignal {
     });
   }
 
+  /** Count a change this process made without a commit (a remote attempt given back or ended): wake every wait. */
+  notify(): void {
+    this.#bump();
+  }
+
   /** Stop listening and release every wait. */
   close(): void {
     this.#unsubscribe();

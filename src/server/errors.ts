@@ -7,13 +7,14 @@
 import { BackpressureError, SpoolError, type ErrorCategory } from '../index.ts';
 import { MethodNotAllowedError } from '../base/httpErrors.ts';
 
-export { RouteNotFoundError, MethodNotAllowedError, UnauthorizedError, HostNotAllowedError, CrossOriginError, BadJsonError, BodyTooLargeError, MachineUnavailableError, TooManyStreamsError } from '../base/httpErrors.ts';
+export { RouteNotFoundError, MethodNotAllowedError, UnauthorizedError, HostNotAllowedError, CrossOriginError, BadJsonError, BodyTooLargeError, MachineUnavailableError, TooManyStreamsError, ForbiddenError } from '../base/httpErrors.ts';
 
 /** Codes whose status is not their category's. */
 const STATUS_BY_CODE: Readonly<Record<string, number>> = {
   SPOOL_UNAUTHORIZED: 401,
   SPOOL_HOST_NOT_ALLOWED: 403,
   SPOOL_CROSS_ORIGIN: 403,
+  SPOOL_FORBIDDEN: 403,
   SPOOL_METHOD_NOT_ALLOWED: 405,
   SPOOL_PAYLOAD_TOO_LARGE: 413,
   SPOOL_UNKNOWN_MACHINE: 404,

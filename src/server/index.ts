@@ -9,4 +9,5 @@
 export { createServer, STREAM_DEFAULTS, type ServerOptions, type SpoolServer } from './server.ts';
 export { createApp, type AppOptions } from './app.ts';
 export type { StreamOptions, StreamState } from './sse.ts';
-export { RouteNotFoundError, MethodNotAllowedError, UnauthorizedError, HostNotAllowedError, CrossOriginError, BadJsonError, BodyTooLargeError, MachineUnavailableError, TooManyStreamsError, statusOf } from './errors.ts';
+export { parseWorkerToken, type WorkerToken } from './auth.ts';
+export { RouteNotFoundError, MethodNotAllowedError, UnauthorizedError, HostNotAllowedError, CrossOriginError, BadJsonError, BodyTooLargeError, MachineUnavailableError, TooManyStreamsError, ForbiddenError, statusOf } from './errors.ts';

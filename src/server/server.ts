@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import { ValidationError, type Runtime } from '../index.ts';
 import { createApp } from './app.ts';
-import { isLoopback, resolveToken, type ListenAddress } from './auth.ts';
+import { isLoopback, resolveToken, type ListenAddress, type WorkerToken } from './auth.ts';
 import { ChangeSignal } from './changes.ts';
 import { StreamHub, type StreamOptions, type StreamState } from './sse.ts';
 
@@ -24,6 +24,10 @@ export interface ServerOptions extends Partial<StreamOptions> {
   port?: number;
   /** The bearer token writes need. Default: `SPOOL_TOKEN`, else a random one (`tokenGenerated`). */
   token?: string;
+  /** Tokens for remote workers (`--worker-token`): each may call the worker routes only, for its activities. */
+  workerTokens?: readonly WorkerToken[];
+  /** How long a remote worker's claim lasts without a heartbeat, in ms. Default 30000. */
+  claimMs?: number;
   /** Largest request body in bytes. Default 1 MiB. */
   bodyLimitBytes?: number;
   /** How often streams look for other processes' commits, in ms. Default 100. */
@@ -73,6 +77,7 @@ export async function createServer(options: ServerOptions): Promise<SpoolServer>
   if (exposed && options.readsNeedToken === false) throw new ValidationError(`A server on ${host} is reachable from other machines: its reads need the token. Listen on 127.0.0.1 to serve reads without one.`);
   const readsNeedToken = options.readsNeedToken ?? exposed;
   let listening: ListenAddress | undefined;
+  if (options.claimMs !== undefined) options.runtime.remote.claimMs = options.claimMs;
   const changes = new ChangeSignal(options.runtime, options.pollMs ?? 100);
   const hub = new StreamHub(options.runtime, changes, {
     heartbeatMs: options.heartbeatMs ?? STREAM_DEFAULTS.heartbeatMs,
@@ -85,6 +90,8 @@ export async function createServer(options: ServerOptions): Promise<SpoolServer>
     token,
     bodyLimitBytes: options.bodyLimitBytes ?? 1024 * 1024,
     streams: hub,
+    changes,
+    workerTokens: options.workerTokens ?? [],
     readsNeedToken,
     allowedHosts: options.allowedHosts ?? [],
     address: () => listening,
