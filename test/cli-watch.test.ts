@@ -52,10 +52,10 @@ describe('spool show --watch', () => {
     expect(lines[1]).toMatchObject({ revision: 2, eventType: 'CANCEL' });
     expect(lines[2]?.job?.final).toBe(true);
 
-    const again = spawnSpool(['--db', db, 'show', 'j1', '--watch'], dir);
-    expect(await again.exited).toBe(0);
-    expect(again.output().stdout).toMatch(/j1 has ended:\nstatus +done \(final\)/);
-    expect(again.output().stdout).not.toContain('watching');
+    const again = await runCli(['--db', db, 'show', 'j1', '--watch'], dir);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toMatch(/j1 has ended:\nstatus +done \(final\)/);
+    expect(again.stdout).not.toContain('watching');
   });
 
   it('stops on Ctrl-C with exit 0, and a missing job is an error', async () => {
