@@ -10,7 +10,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Job } from '../src/index.ts';
 import { main } from '../src/cli/main.ts';
 import { Resources } from './helpers/resources.ts';
-import { runSpool, spawnSpool } from './helpers/spoolCli.ts';
+import { runCli } from './helpers/inProcessCli.ts';
+import { spawnSpool } from './helpers/spoolCli.ts';
 
 const res = new Resources();
 afterEach(() => res.dispose());
@@ -44,7 +45,7 @@ describe('spool demo --serve', () => {
     demo.child.kill('SIGINT');
     expect(await demo.exited).toBe(0);
     // The same default ./spool.db, readable by the next command.
-    const after = await runSpool(['list', '--json'], dir);
+    const after = await runCli(['list', '--json'], dir);
     expect((JSON.parse(after.stdout) as Job[]).map((j) => j.id)).toContain('from-api');
   });
 
@@ -59,11 +60,11 @@ describe('spool demo --serve', () => {
       expect(out).not.toMatch(/^Dashboard: http:\/\/127\.0\.0\.1:7420\//m);
       demo.child.kill('SIGINT');
       expect(await demo.exited).toBe(0);
-      const asked = await runSpool(['--db', join(dir, 'z.db'), 'demo', '--serve', '--port', '7420'], dir);
+      const asked = await runCli(['--db', join(dir, 'z.db'), 'demo', '--serve', '--port', '7420'], dir);
       expect(asked.code).toBe(1);
       expect(asked.stderr).toMatch(/^spool: SPOOL_USAGE: Port 7420 on 127\.0\.0\.1 is in use/);
       expect(asked.stdout).toBe(''); // refused before the demo ran a job
-      const after = await runSpool(['--db', join(dir, 'z.db'), 'list', '--json'], dir);
+      const after = await runCli(['--db', join(dir, 'z.db'), 'list', '--json'], dir);
       expect(JSON.parse(after.stdout)).toEqual([]);
     } finally {
       await new Promise<void>((resolve) => (holder.listening ? holder.close(() => resolve()) : resolve()));
@@ -77,7 +78,8 @@ describe('spool demo --serve', () => {
     expect(code, stdout).toBe(0);
     expect(stdout).toContain('Look around:');
     expect(stdout).not.toContain('Dashboard:');
-    const piped = await runSpool(['--db', join(dir, 'y.db'), 'demo'], dir);
+    // Not a terminal (the bin's stdout into a pipe; test/cli.test.ts runs `npm start`'s demo so).
+    const piped = await runCli(['--db', join(dir, 'y.db'), 'demo'], dir, { interactive: false });
     expect(piped.code, piped.stderr).toBe(0);
     expect(piped.stdout).not.toContain('Dashboard:');
   });

@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { jobLifecycle } from '../machines/index.ts';
 import { startReceiver, statelyProblems, storyOf } from './helpers/inspectorReceiver.ts';
 import { Resources } from './helpers/resources.ts';
+import { runCli } from './helpers/inProcessCli.ts';
 import { runSpool, SPOOL_BIN } from './helpers/spoolCli.ts';
 
 const res = new Resources();
@@ -75,7 +76,7 @@ describe('spool inspect', () => {
 
   it('refuses a URL that is not a WebSocket URL, before opening anything', async () => {
     const dir = res.tempDir();
-    const run = await runSpool(['--db', `${dir}/none.db`, 'inspect', '--url', 'http://example.com'], dir);
+    const run = await runCli(['--db', `${dir}/none.db`, 'inspect', '--url', 'http://example.com'], dir);
     expect(run.code).not.toBe(0);
     expect(run.stderr).toMatch(/--url takes a WebSocket URL/);
   });

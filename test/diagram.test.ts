@@ -15,7 +15,7 @@ import { describeMachine, type MachineView, type StateView } from '../src/views/
 import { machineSvg, renderSvg } from '../src/views/svg.ts';
 import { fulfilment, sync } from './fixtures/pathMachines.ts';
 import { Resources, PROJECT_ROOT } from './helpers/resources.ts';
-import { runSpool } from './helpers/spoolCli.ts';
+import { runCli } from './helpers/inProcessCli.ts';
 
 const res = new Resources();
 afterEach(() => res.dispose());
@@ -122,12 +122,12 @@ describe('diagram SVG', () => {
     const db = `${dir}/spool.db`;
     const machines = `${PROJECT_ROOT}test/fixtures/diagramMachines.ts`;
     expect(readFileSync(machines, 'utf8')).toContain('fulfilment');
-    const plain = await runSpool(['--db', db, '--machines', machines, 'graph', 'fulfilment', '--format', 'svg'], dir);
+    const plain = await runCli(['--db', db, '--machines', machines, 'graph', 'fulfilment', '--format', 'svg'], dir);
     expect(plain).toMatchObject({ code: 0, stderr: '' });
     expect(plain.stdout).toBe(await machineSvg(view));
-    expect((await runSpool(['--db', db, '--machines', machines, 'start', 'fulfilment', '--input', '{"items":1,"total":3}', '--id', 'f1'], dir)).code).toBe(0);
-    expect((await runSpool(['--db', db, '--machines', machines, 'send', 'f1', 'PACK'], dir)).code).toBe(0);
-    const marked = await runSpool(['--db', db, '--machines', machines, 'graph', 'fulfilment', '--job', 'f1', '--format', 'svg'], dir);
+    expect((await runCli(['--db', db, '--machines', machines, 'start', 'fulfilment', '--input', '{"items":1,"total":3}', '--id', 'f1'], dir)).code).toBe(0);
+    expect((await runCli(['--db', db, '--machines', machines, 'send', 'f1', 'PACK'], dir)).code).toBe(0);
+    const marked = await runCli(['--db', db, '--machines', machines, 'graph', 'fulfilment', '--job', 'f1', '--format', 'svg'], dir);
     expect(marked.code).toBe(0);
     expect(marked.stdout).toContain('class="state state-final is-current" data-state="fulfilment.open.packing.packed"');
     expect(marked.stdout).toContain('class="edge is-taken" data-source="fulfilment.open.packing.waiting" data-event="PACK"');

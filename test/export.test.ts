@@ -11,7 +11,7 @@ import { assign, createMachine, fromPromise, type AnyStateMachine } from 'xstate
 import { exportSource, type DroppedFunction } from '../src/views/exportSource.ts';
 import { orderDeskMachine } from './fixtures/exportMachines.ts';
 import { Resources } from './helpers/resources.ts';
-import { runSpool } from './helpers/spoolCli.ts';
+import { runCli } from './helpers/inProcessCli.ts';
 
 const res = new Resources();
 afterEach(() => res.dispose());
@@ -131,19 +131,19 @@ describe('exportSource', () => {
 describe('spool export', () => {
   it('prints the source and names what it dropped on stderr; --json gives both in one document', async () => {
     const dir = res.tempDir();
-    const run = await runSpool(['--machines', FIXTURE, 'export', 'order-desk'], dir);
+    const run = await runCli(['--machines', FIXTURE, 'export', 'order-desk'], dir);
     expect(run.stderr).toContain('spool export: dropped 6 inline functions');
     expect(run.stderr).toContain('states.open.states.browsing.on.CHECKOUT[1].guard (guard)');
     expect(run.code).toBe(0);
     expect(shapeOf(await reimport(run.stdout), exportSource(orderDeskMachine).dropped)).toEqual(shapeOf(orderDeskMachine, exportSource(orderDeskMachine).dropped));
 
-    const json = await runSpool(['--machines', FIXTURE, '--json', 'export', 'order-desk'], dir);
+    const json = await runCli(['--machines', FIXTURE, '--json', 'export', 'order-desk'], dir);
     expect(json.code).toBe(0);
     const doc = JSON.parse(json.stdout) as { machine: string; version: string; source: string; dropped: DroppedFunction[] };
     expect(doc).toMatchObject({ machine: 'order-desk', version: 1, source: run.stdout });
     expect(doc.dropped).toHaveLength(6);
 
-    const missing = await runSpool(['--machines', FIXTURE, 'export', 'order-dsk'], dir);
+    const missing = await runCli(['--machines', FIXTURE, 'export', 'order-dsk'], dir);
     expect(missing.code).not.toBe(0);
     expect(missing.stderr).toContain('No machine "order-dsk"');
   });

@@ -1,7 +1,8 @@
 /**
  * `spool graph`: a machine the project has never seen (nested and parallel states, a delayed
  * transition, an invoked activity, an eventless one) as Mermaid, dot and JSON, with a job's
- * current states highlighted and the transitions its history took marked; and the command.
+ * current states highlighted and the transitions its history took marked; and the command (in
+ * process through `main()`).
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { fromPromise, setup } from 'xstate';
@@ -10,7 +11,7 @@ import { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
 import { highlightFor, renderGraph } from '../src/views/graph.ts';
 import { describeMachine } from '../src/views/machineView.ts';
 import { Resources } from './helpers/resources.ts';
-import { runSpool } from './helpers/spoolCli.ts';
+import { runCli } from './helpers/inProcessCli.ts';
 
 const kiosk = setup({ actors: { print: fromPromise(async () => 'printed') } }).createMachine({
   id: 'kiosk',
@@ -83,15 +84,15 @@ describe('spool graph', () => {
   it('is a command: the newest version, or a job of it with --job', async () => {
     const dir = res.tempDir();
     const db = `${dir}/spool.db`;
-    expect((await runSpool(['--db', db, 'start', 'job-lifecycle', '--input', '{"name":"g"}', '--id', 'g1'], dir)).code).toBe(0);
-    expect((await runSpool(['--db', db, 'send', 'g1', 'START'], dir)).code).toBe(0);
-    const plain = await runSpool(['--db', db, 'graph', 'job-lifecycle'], dir);
+    expect((await runCli(['--db', db, 'start', 'job-lifecycle', '--input', '{"name":"g"}', '--id', 'g1'], dir)).code).toBe(0);
+    expect((await runCli(['--db', db, 'send', 'g1', 'START'], dir)).code).toBe(0);
+    const plain = await runCli(['--db', db, 'graph', 'job-lifecycle'], dir);
     expect(plain).toMatchObject({ code: 0, stderr: '' });
     expect(plain.stdout).toContain('s_job_lifecycle_queued --> s_job_lifecycle_processing : START\n');
-    const marked = await runSpool(['--db', db, 'graph', 'job-lifecycle', '--job', 'g1', '--format', 'mermaid'], dir);
+    const marked = await runCli(['--db', db, 'graph', 'job-lifecycle', '--job', 'g1', '--format', 'mermaid'], dir);
     expect(marked.stdout).toContain('s_job_lifecycle_queued --> s_job_lifecycle_processing : START ✓');
     expect(marked.stdout).toContain('class s_job_lifecycle_processing current');
-    const unknown = await runSpool(['--db', db, 'graph', 'no-such-machine'], dir);
+    const unknown = await runCli(['--db', db, 'graph', 'no-such-machine'], dir);
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toMatch(/SPOOL_USAGE/);
     // A store opened here afterwards still reads the job unchanged: graph wrote nothing.

@@ -1,25 +1,18 @@
 /**
- * `spool schedule add|list|remove`, run as a real child process (`node bin/spool.js`) on a temp
- * database file: what a user sees (exit code, stdout, stderr), with and without --json.
+ * `spool schedule add|list|remove`, run in process through `main()` (test/helpers/inProcessCli.ts)
+ * on a temp database file: what a user sees (exit code, stdout, stderr), with and without --json.
  */
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { runSpool } from './helpers/spoolCli.ts';
+import { runCli } from './helpers/inProcessCli.ts';
+import type { CliRun } from './helpers/spoolCli.ts';
 import type { Schedule } from '../src/index.ts';
 import { Resources } from './helpers/resources.ts';
 
 const res = new Resources();
 afterEach(() => res.dispose());
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function spool(cwd: string, args: readonly string[]): Promise<Run> {
-  return runSpool(args, cwd);
+function spool(cwd: string, args: readonly string[]): Promise<CliRun> {
+  return runCli(args, cwd);
 }
 
 const NIGHTLY = ['schedule', 'add', 'nightly', 'job-lifecycle', '--cron', '0 3 * * *', '--timezone', 'Europe/Paris', '--overlap', 'skip', '--catch-up', 'run-once', '--input', '{"name":"nightly"}'];
