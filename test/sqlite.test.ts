@@ -524,6 +524,18 @@ describe('SqliteStore: a write batch', () => {
     expect(await store.getJob('C')).toBeUndefined();
   });
 
+  it('a job that ends cancels its timers still to come, and one that never had any runs no timer statement', async () => {
+    const store = await res.sqlite(res.dbPath());
+    for (const id of ['A', 'B']) await store.createJob(newJob(id));
+    const timer = { id: 'A~late', jobId: 'A', key: 'late', kind: 'raise' as const, event: { type: 'LATE' }, dueAt: Date.now() + 60_000, createdRevision: 2, createdAt: 0 };
+    expect((await store.commit([{ ...commitOf('A', 1), timers: { schedule: [timer], cancel: [] } }]))[0]).toMatchObject({ ok: true });
+    const ended = await statementsOf(store, () => store.commit([commitOf('A', 2, { status: 'done' }), commitOf('B', 1, { status: 'done' })]));
+    expect(ended.result.map((r) => r.ok)).toEqual([true, true]);
+    expect((await store.listTimers('A')).map((t) => [t.key, t.status])).toEqual([['late', 'cancelled']]);
+    // One timer statement: A's (B never had a timer).
+    expect(ended.texts.filter((t) => t.startsWith('UPDATE timers'))).toHaveLength(1);
+  });
+
   it('a write that fails after changing rows runs the batch again with a savepoint per write: it alone rolls back, the others land', async () => {
     const store = await res.sqlite(res.dbPath());
     for (const id of ['A', 'B', 'C']) await store.createJob(newJob(id));

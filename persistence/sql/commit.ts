@@ -76,7 +76,7 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
   const updated = (
     (c.job.status === 'active' ? ((keepsLease(c) ? yield* get('updateKeepingLease', params) : undefined) ?? (yield* get('updateState', params))) : undefined) ??
     (yield* get('updateJob', params))
-  ) as { lease_fence: number } | undefined;
+  ) as { lease_fence: number; timers_scheduled?: number } | undefined;
   if (!updated) return yield* refusal(c, inline, params.now);
   const fence = c.lease ? updated.lease_fence : null;
   // Applied as it is accepted: the history row is the event's record, and its key says so (a
@@ -86,7 +86,7 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
   const accepted = inline || outcome ? (e as Parameters<typeof inlineDraft>[1]) : undefined;
   yield* insertTransition(json, c.jobId, revision, accepted ? inlineDraft(c.transition, accepted) : c.transition, c.lease?.runner ?? null, fence, accepted?.accept);
   if (e && !inline && !outcome) yield* settleEventOf(c, json, revision);
-  yield* writeConsequences(c);
+  yield* writeConsequences(c, Number(updated.timers_scheduled ?? 1) === 1);
   return { ok: true, revision, fence };
 }
 
@@ -129,8 +129,12 @@ function* settleEventOf(c: TransitionCommit, json: CommitJson, revision: number)
   }
 }
 
-/** What a committed transition changes beyond the job and its history: effects and timers stopped, delivered and created, child jobs, deliveries, the parent settled. */
-function* writeConsequences(c: TransitionCommit): Program<void> {
+/**
+ * What a committed transition changes beyond the job and its history: effects and timers stopped,
+ * delivered and created, child jobs, deliveries, the parent settled. `timersScheduled`: the job had
+ * timers still to fire when its row was updated (updateJob says; true when unknown).
+ */
+function* writeConsequences(c: TransitionCommit, timersScheduled: boolean): Program<void> {
   if (c.stopAll) {
     yield* write('deactivateAll', c.job.at, c.jobId);
     yield* write('cancelAllTimers', c.jobId);
@@ -144,8 +148,10 @@ function* writeConsequences(c: TransitionCommit): Program<void> {
   yield* writeRequests(c.effects?.create, c.timers?.schedule, [], claimsBy(c.claims, c.lease?.runner, c.job.at));
   // A job that ends cancels its delayed events still to come, as XState does when a machine stops
   // (after delivering the one this commit consumed; a fired one's pending event is rejected later).
-  // Done already when the commit stopped everything and scheduled nothing since.
-  if (c.job.status !== 'active' && !(c.stopAll && !c.timers?.schedule.length)) yield* write('cancelScheduledTimers', c.jobId);
+  // Done already when the commit stopped everything and scheduled nothing since; nothing to do
+  // when the job had no timer to fire and this commit scheduled none.
+  const toCancel = Boolean(c.timers?.schedule.length) || (timersScheduled && !c.stopAll);
+  if (c.job.status !== 'active' && toCancel) yield* write('cancelScheduledTimers', c.jobId);
   for (const child of c.children ?? []) yield* insertJob(child);
   for (const d of c.deliveries ?? []) yield* acceptPending(d);
   if (c.settleParent && (yield* settleChild(c.settleParent, c.job.at))) yield* acceptPending(c.settleParent.event);
