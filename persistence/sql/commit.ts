@@ -336,20 +336,25 @@ export function inboxParams(e: NewInboxEvent, payload = JSON.stringify(e.payload
   };
 }
 
-/** `claimEffect` inside a transaction; throws LeaseHeld (to roll back) while another live runner holds the job. */
-export function* claimIn(c: EffectClaim): Program<ClaimedEffect | undefined> {
+/**
+ * `claimEffect` inside a transaction: nothing is written (undefined) while the effect is not
+ * claimable or another live runner holds its job. `before`: the effect's job, status and attempt,
+ * when the caller read them in this transaction (the batch claim's pick).
+ */
+export function* claimIn(c: EffectClaim, before?: Row): Program<ClaimedEffect | undefined> {
   const { id, runner, now, claimUntil } = c;
   const takeOver = c.takeOver ?? null;
-  const before = yield* get('effectClaimState', id);
+  before ??= yield* get('effectClaimState', id);
   if (!before) return undefined;
-  const row = yield* get('claimEffect', { id, runner, until: claimUntil, now, takeOver });
+  const lease = leaseParams({ runner, fence: c.fence, now, until: claimUntil, takeOver }, now);
+  // The claim checks the job's lease itself (LEASE_OK), so a lease held elsewhere writes nothing.
+  const row = yield* get('claimEffect', { id, takeOver, ...lease });
   if (!row) return undefined;
-  // The job's lease in the same transaction: while another live runner holds it, nothing is claimed.
-  const lease = (yield* get('claimJobLease', { id: before['job_id'], ...leaseParams({ runner, fence: c.fence, now, until: claimUntil, takeOver }, now) })) as { lease_fence: number } | undefined;
-  if (!lease) throw new LeaseHeld();
+  const leased = (yield* get('claimJobLease', { id: before['job_id'], ...lease })) as { lease_fence: number } | undefined;
+  if (!leased) throw new LeaseHeld(); // not reached (checked above in the same transaction): rolls the claim back
   if (before['status'] === 'running') yield* run('interruptAttempt', now, id, before['attempt']);
   yield* write('insertAttempt', id, row['attempt'], runner, now);
-  return { ...toEffectRecord(row), leaseFence: lease.lease_fence };
+  return { ...toEffectRecord(row), leaseFence: leased.lease_fence };
 }
 
 /**

@@ -142,14 +142,14 @@ export function dueClaimParts(d: SqlDialect, limit = '@limit') {
   };
 }
 
-/** `claimDueEffects` on SQLite: the rows a batch claim of `limit` takes (then claimed one by one, as `claimEffect`), the held ones, and the counts (see {@link dueClaimParts}). */
+/** `claimDueEffects` on SQLite: the rows a batch claim of `limit` takes (then claimed one by one, as `claimEffect`, from the job, status and attempt read here), the held ones, and the counts (see {@link dueClaimParts}). */
 export function dueClaimPickSql(d: SqlDialect, limit: number): string {
   if (!Number.isSafeInteger(limit) || limit < 0) throw new RangeError(`dueClaimPickSql: limit ${limit} is not a count`);
   const parts = dueClaimParts(d, String(limit));
   return `WITH ${parts.cand}, claimable AS (SELECT * FROM cand WHERE lease_free = 1), ${parts.pick('claimable')}
-      SELECT x.kind, x.id, x.job_id, x.machine_id, x.machine_version, n.* FROM (SELECT ${parts.counts('claimable')}) AS n
-      LEFT JOIN (SELECT 'claim' AS kind, id, job_id, machine_id, machine_version, t, r FROM picked
-        UNION ALL SELECT 'held', id, job_id, NULL, NULL, t, r FROM cand WHERE lease_free = 0) AS x ON 1 = 1
+      SELECT x.kind, x.id, x.job_id, x.status, x.attempt, x.machine_id, x.machine_version, n.* FROM (SELECT ${parts.counts('claimable')}) AS n
+      LEFT JOIN (SELECT 'claim' AS kind, id, job_id, status, attempt, machine_id, machine_version, t, r FROM picked
+        UNION ALL SELECT 'held', id, job_id, NULL, NULL, NULL, NULL, t, r FROM cand WHERE lease_free = 0) AS x ON 1 = 1
       ORDER BY x.t, x.r`;
 }
 
@@ -291,11 +291,13 @@ function effectsSql(d: SqlDialect) {
     // A child job's id is its invocation's effect id.
     orphanedChildren: q(`SELECT j.id FROM jobs j${d.indexedBy('jobs_active_children')} JOIN effects e ON e.id = j.id
       WHERE j.status = 'active' AND j.parent_job_id IS NOT NULL AND e.active = 0 ORDER BY j.id LIMIT ?`),
+    /** An effect claimed, only while its job's lease may be taken (LEASE_OK, LEASE_SET's parameters): claimJobLease then takes it. */
     claimEffect: q(`UPDATE effects SET ${CLAIM_SET(d)}
       WHERE id = @id AND active = 1 AND (status = 'pending' OR (status = 'backoff' AND next_run_at <= @now)
         OR (status = 'running' AND (claim_expires_at <= ${d.leaseNow} OR claimed_by = @takeOver)))
         AND ${attemptsLeft('effects')}
         AND ${NOT_HELD('effects.job_id')}
+        AND EXISTS (SELECT 1 FROM jobs lj WHERE lj.id = effects.job_id AND ${LEASE_OK(d)})
       RETURNING *`),
     releaseEffect: q(`UPDATE effects SET status = 'pending', max_attempts = max_attempts + 1, claimed_by = NULL, claim_expires_at = NULL,
         next_run_at = NULL, updated_at = @at
