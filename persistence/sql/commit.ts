@@ -70,13 +70,15 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
     // An outcome, too, goes in only while no event waits before it (INLINE_OK).
     first_in_line: outcome ? 1 : 0,
     at_named: namedAt === revision ? 1 : 0,
+    unread: c.unread ? 1 : 0,
+    unread_born: c.unread?.createdAt ?? 0,
   };
   // A job that stays active on its version takes the narrow update (no status index rewritten);
   // one that ends changes its status, so it goes straight to the full one.
   const updated = (
     (c.job.status === 'active' ? ((keepsLease(c) ? yield* get('updateKeepingLease', params) : undefined) ?? (yield* get('updateState', params))) : undefined) ??
     (yield* get('updateJob', params))
-  ) as { lease_fence: number; timers_scheduled?: number } | undefined;
+  ) as { lease_fence: number; progress: number | null; timers_scheduled?: number } | undefined;
   if (!updated) return yield* refusal(c, inline, params.now);
   const fence = c.lease ? updated.lease_fence : null;
   // Applied as it is accepted: the history row is the event's record, and its key says so (a
@@ -87,7 +89,7 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
   yield* insertTransition(json, c.jobId, revision, accepted ? inlineDraft(c.transition, accepted) : c.transition, c.lease?.runner ?? null, fence, accepted?.accept);
   if (e && !inline && !outcome) yield* settleEventOf(c, json, revision);
   yield* writeConsequences(c, Number(updated.timers_scheduled ?? 1) === 1);
-  return { ok: true, revision, fence };
+  return c.unread ? { ok: true, revision, fence, progress: updated.progress === null ? null : Number(updated.progress) } : { ok: true, revision, fence };
 }
 
 /** Why a commit's job update changed no row: the lease another runner holds, a duplicate inline event, or a conflict (always thrown). */

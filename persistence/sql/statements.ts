@@ -47,9 +47,12 @@ const INLINE_OK = `((@inline_event IS NULL AND @first_in_line = 0) OR (NOT EXIST
 const STATE_SET = `revision = revision + 1, state_value = @state_value, state_paths = @state_paths, context = @context,
   snapshot = @snapshot, updated_at = @at, progress = CASE WHEN @set_progress = 1 THEN @progress ELSE progress END`;
 
+/** A commit made from a record not read again (`@unread` 1, `@unread_born` its birth time): the job is that one, and not quarantined. */
+const UNREAD_OK = `(@unread = 0 OR (created_at = @unread_born AND quarantine IS NULL))`;
+
 /** The job at the expected revision, status and version, not suspended while the commit settles an event. */
 const SAME_STATUS = `id = @id AND revision = @expected AND status = @status AND machine_version = @machine_version
-  AND (suspended_at IS NULL OR @settles = 0)`;
+  AND (suspended_at IS NULL OR @settles = 0) AND ${UNREAD_OK}`;
 
 /** A history row of an event applied as it was accepted, read as an event (as the `events` view maps it). */
 const INLINE_EVENT = `SELECT NULL AS seq, job_id, event_id, event_type AS type, payload, payload_hash, outcome AS status,
@@ -188,7 +191,7 @@ function jobsSql(d: SqlDialect) {
     /** Status and version unchanged (the usual case): their index entries are not rewritten. */
     updateState: q(`UPDATE jobs SET ${STATE_SET}, ${LEASE_SET(d)}
       WHERE ${SAME_STATUS} AND ${LEASE_OK(d)} AND ${INLINE_OK}
-      RETURNING lease_fence`),
+      RETURNING lease_fence, progress`),
     /**
      * updateState under a live lease this runner holds at this fence (the usual commit). By the
      * caller's lease clock, with this very expiry (expiries are rounded, leases.ts): the lease
@@ -199,14 +202,14 @@ function jobsSql(d: SqlDialect) {
     updateKeepingLease: q(`UPDATE jobs SET ${STATE_SET}${d.callerLeaseClock ? '' : `, lease_until = ${d.leaseUntil}`}
       WHERE ${SAME_STATUS} AND @force = 0
         AND lease_owner = @runner AND lease_fence = @held${d.callerLeaseClock ? ' AND lease_until = @until' : ''} AND lease_until > ${d.leaseNow} AND ${INLINE_OK}
-      RETURNING lease_fence`),
+      RETURNING lease_fence, progress`),
     /** Any change (a job that ends goes straight here); `timers_scheduled` 1: the job has timers still to fire (an ending commit cancels them). */
     updateJob: q(`UPDATE jobs SET revision = revision + 1, status = @status, state_value = @state_value,
         state_paths = @state_paths, context = @context, snapshot = @snapshot, machine_version = @machine_version, updated_at = @at,
         progress = CASE WHEN @set_progress = 1 THEN @progress ELSE progress END,
         ${LEASE_SET(d)}
-      WHERE id = @id AND revision = @expected AND (suspended_at IS NULL OR @settles = 0) AND ${LEASE_OK(d)} AND ${INLINE_OK}
-      RETURNING lease_fence, CASE WHEN EXISTS (SELECT 1 FROM timers WHERE job_id = @id AND status = 'scheduled') THEN 1 ELSE 0 END AS timers_scheduled`),
+      WHERE id = @id AND revision = @expected AND (suspended_at IS NULL OR @settles = 0) AND ${UNREAD_OK} AND ${LEASE_OK(d)} AND ${INLINE_OK}
+      RETURNING lease_fence, progress, CASE WHEN EXISTS (SELECT 1 FROM timers WHERE job_id = @id AND status = 'scheduled') THEN 1 ELSE 0 END AS timers_scheduled`),
     /** A refused commit's job: its revision, and its lease while live by the lease clock (`lease_live` 1). */
     revisionOf: q(`SELECT revision, lease_owner, lease_fence, lease_until, CASE WHEN lease_until > ${d.leaseNow} THEN 1 ELSE 0 END AS lease_live
       FROM jobs WHERE id = @id`),
