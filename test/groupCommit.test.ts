@@ -6,6 +6,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { assign, fromPromise, setup } from 'xstate';
 import type { CommitResult, DueClaim, JobStore, TransitionCommit, WriteBatch } from '../src/internal.ts';
+import { DAMAGED_RECORD } from '../src/ports/store.ts';
 import { VirtualClock } from '../src/testing/index.ts';
 import { CommitBatcher } from '../src/runtime/commits.ts';
 import { rawAll, rawAt, rawGet } from './helpers/rawSql.ts';
@@ -204,6 +205,68 @@ describe('group commit', () => {
     // (recorded by its history row alone, schema 13: no inbox row).
     expect(await rawGet(raw, "SELECT count(*) AS n FROM events WHERE source_kind = 'effect' AND status = 'applied' AND revision = 2")).toEqual({ n: 24 });
     expect(await rawGet(raw, "SELECT count(*) AS n FROM inbox WHERE source_kind = 'effect'")).toEqual({ n: 0 });
+  });
+
+  it('an outcome is applied from the record its runtime last committed, reading no job row first; a job held meanwhile refuses that commit, and the outcome waits', async () => {
+    const inner = await resources.sqlite(resources.dbPath());
+    let reads = 0;
+    const store = new Proxy(inner, {
+      get(target, prop, receiver) {
+        if (prop === 'getJob') {
+          return (...a: Parameters<JobStore['getJob']>) => {
+            reads += 1;
+            return target.getJob(...a);
+          };
+        }
+        const value = Reflect.get(target, prop, receiver) as unknown;
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    }) as JobStore;
+    const started = new Map<number, () => void>();
+    const gates = new Map<number, () => void>();
+    const gated = setup({
+      actors: {
+        fetch: fromPromise(async ({ input }: { input: { n: number } }) => {
+          await new Promise<void>((resolve) => {
+            gates.set(input.n, resolve);
+            started.get(input.n)!();
+          });
+          return input.n;
+        }),
+      },
+    }).createMachine({
+      id: 'gated',
+      initial: 'fetching',
+      context: ({ input }: { input: { n: number } }) => ({ n: input.n, out: 0 }),
+      states: {
+        fetching: {
+          invoke: { id: 'fetch', src: 'fetch', input: ({ context }) => ({ n: context.n }), onDone: { target: 'done', actions: assign({ out: ({ event }) => event.output }) } },
+        },
+        done: { type: 'final' },
+      },
+    });
+    const runtime = await resources.runtime({ store, machines: [gated], clock: new VirtualClock() });
+    const running = (n: number) => new Promise<void>((resolve) => started.set(n, resolve));
+    const firstRunning = running(1);
+    const first = await runtime.start('gated', { n: 1 });
+    await firstRunning;
+    reads = 0;
+    gates.get(1)!();
+    await runtime.idle();
+    expect(reads).toBe(0);
+    expect(await runtime.get(first.id)).toMatchObject({ value: 'done', context: { out: 1 } });
+
+    const secondRunning = running(2);
+    const second = await runtime.start('gated', { n: 2 });
+    await secondRunning;
+    const reason = `${DAMAGED_RECORD}a history row is unreadable`;
+    await inner.setQuarantine(second.id, reason, Date.now());
+    gates.get(2)!();
+    await runtime.idle();
+    // Refused by the job's UPDATE, then read afresh: held, its outcome recorded and waiting.
+    expect(await inner.getJob(second.id)).toMatchObject({ value: 'fetching', quarantine: reason, revision: 1 });
+    expect((await inner.listEffects(second.id))[0]).toMatchObject({ status: 'succeeded', output: 2 });
+    expect((await inner.pendingEvents(second.id, 10)).map((e) => e.source)).toEqual(['effect']);
   });
 });
 

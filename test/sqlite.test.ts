@@ -8,6 +8,7 @@ import { SchemaTooNewError, SpoolError, ValidationError, type RuntimeEvent } fro
 import { MemoryStore } from '../persistence/memory/index.ts';
 import { Resources } from './helpers/resources.ts';
 import { commitOf, newEvent, newJob } from './store.contract.ts';
+import { claim, effectOf, NOW, UNTIL } from './helpers/dueClaims.ts';
 
 const res = new Resources();
 afterEach(() => res.dispose());
@@ -562,6 +563,40 @@ describe('SqliteStore: a write batch', () => {
     expect(savepoints(again.texts)).toEqual([]);
     expect((await store.history('A')).map((h) => h.revision)).toEqual([1]);
     expect(await store.getJob('C')).toBeUndefined();
+  });
+
+  it('a job that ends cancels its timers still to come, and one that never had any runs no timer statement', async () => {
+    const store = await res.sqlite(res.dbPath());
+    for (const id of ['A', 'B']) await store.createJob(newJob(id));
+    const timer = { id: 'A~late', jobId: 'A', key: 'late', kind: 'raise' as const, event: { type: 'LATE' }, dueAt: Date.now() + 60_000, createdRevision: 2, createdAt: 0 };
+    expect((await store.commit([{ ...commitOf('A', 1), timers: { schedule: [timer], cancel: [] } }]))[0]).toMatchObject({ ok: true });
+    const ended = await statementsOf(store, () => store.commit([commitOf('A', 2, { status: 'done' }), commitOf('B', 1, { status: 'done' })]));
+    expect(ended.result.map((r) => r.ok)).toEqual([true, true]);
+    expect((await store.listTimers('A')).map((t) => [t.key, t.status])).toEqual([['late', 'cancelled']]);
+    // One timer statement: A's (B never had a timer).
+    expect(ended.texts.filter((t) => t.startsWith('UPDATE timers'))).toHaveLength(1);
+  });
+
+  it('a claim round claims each picked effect from its pick, in three writes, without a savepoint; a lease held elsewhere claims nothing', async () => {
+    const store = await res.sqlite(res.dbPath());
+    for (const id of ['A', 'B', 'C']) await store.createJob({ ...newJob(id), effects: [effectOf(id, 'x')] });
+    expect(await store.claimEffect('C~x', 'w2', NOW, UNTIL)).toBeDefined();
+    const round = await statementsOf(store, () => store.claimDueEffects(claim()));
+    expect(round.result.claimed.map((e) => [e.id, e.attempt, e.leaseFence])).toEqual([
+      ['A~x', 1, 1],
+      ['B~x', 1, 1],
+    ]);
+    expect(savepoints(round.texts)).toEqual([]);
+    // The pick, then per claim: the effect, the job's lease, the attempt started.
+    expect(round.texts.slice(2, -1).map((t) => /^\w+ \w+ \w+/.exec(t)![0])).toEqual([
+      'UPDATE effects SET', 'UPDATE jobs SET', 'INSERT INTO effect_attempts',
+      'UPDATE effects SET', 'UPDATE jobs SET', 'INSERT INTO effect_attempts',
+    ]);
+    // C's lease is w2's (live): its effect is not claimed by w1, and nothing of it changes.
+    await store.commit([{ ...commitOf('C', 1), effects: { create: [effectOf('C', 'y')], deactivate: [] } }]);
+    expect(await store.claimEffect('C~y', 'w1', NOW, UNTIL, undefined, null)).toBeUndefined();
+    expect(await store.getEffect('C~y')).toMatchObject({ status: 'pending', attempt: 0 });
+    expect((await store.getJob('C'))?.lease).toMatchObject({ owner: 'w2' });
   });
 
   it('a write that fails after changing rows runs the batch again with a savepoint per write: it alone rolls back, the others land', async () => {

@@ -71,13 +71,15 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
     // An outcome, too, goes in only while no event waits before it (INLINE_OK).
     first_in_line: outcome ? 1 : 0,
     at_named: namedAt === revision ? 1 : 0,
+    unread: c.unread ? 1 : 0,
+    unread_born: c.unread?.createdAt ?? 0,
   };
   // A job that stays active on its version takes the narrow update (no status index rewritten);
   // one that ends changes its status, so it goes straight to the full one.
   const updated = (
     (c.job.status === 'active' ? ((keepsLease(c) ? yield* get('updateKeepingLease', params) : undefined) ?? (yield* get('updateState', params))) : undefined) ??
     (yield* get('updateJob', params))
-  ) as { lease_fence: number } | undefined;
+  ) as { lease_fence: number; progress: number | null; timers_scheduled?: number } | undefined;
   if (!updated) return yield* refusal(c, inline, params.now);
   const fence = c.lease ? updated.lease_fence : null;
   // Applied as it is accepted: the history row is the event's record, and its key says so (a
@@ -87,8 +89,8 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
   const accepted = inline || outcome ? (e as Parameters<typeof inlineDraft>[1]) : undefined;
   yield* insertTransition(json, c.jobId, revision, accepted ? inlineDraft(c.transition, accepted) : c.transition, c.lease?.runner ?? null, fence, accepted?.accept);
   if (e && !inline && !outcome) yield* settleEventOf(c, json, revision);
-  yield* writeConsequences(c, finished?.deactivated ? leaving?.actorId : undefined);
-  return { ok: true, revision, fence };
+  yield* writeConsequences(c, Number(updated.timers_scheduled ?? 1) === 1, finished?.deactivated ? leaving?.actorId : undefined);
+  return c.unread ? { ok: true, revision, fence, progress: updated.progress === null ? null : Number(updated.progress) } : { ok: true, revision, fence };
 }
 
 /** Why a commit's job update changed no row: the lease another runner holds, a duplicate inline event, or a conflict (always thrown). */
@@ -132,10 +134,12 @@ function* settleEventOf(c: TransitionCommit, json: CommitJson, revision: number)
 
 /**
  * What a committed transition changes beyond the job and its history: effects and timers stopped,
- * delivered and created, child jobs, deliveries, the parent settled. `left`: the invocation whose
- * effect the outcome's own row write deactivated already (an actor has one live effect at most).
+ * delivered and created, child jobs, deliveries, the parent settled. `timersScheduled`: the job had
+ * timers still to fire when its row was updated (updateJob says; true when unknown). `left`: the
+ * invocation whose effect the outcome's own row write deactivated already (an actor has one live
+ * effect at most).
  */
-function* writeConsequences(c: TransitionCommit, left?: string): Program<void> {
+function* writeConsequences(c: TransitionCommit, timersScheduled: boolean, left?: string): Program<void> {
   if (c.stopAll) {
     yield* write('deactivateAll', c.job.at, c.jobId);
     yield* write('cancelAllTimers', c.jobId);
@@ -149,8 +153,10 @@ function* writeConsequences(c: TransitionCommit, left?: string): Program<void> {
   yield* writeRequests(c.effects?.create, c.timers?.schedule, [], claimsBy(c.claims, c.lease?.runner, c.job.at));
   // A job that ends cancels its delayed events still to come, as XState does when a machine stops
   // (after delivering the one this commit consumed; a fired one's pending event is rejected later).
-  // Done already when the commit stopped everything and scheduled nothing since.
-  if (c.job.status !== 'active' && !(c.stopAll && !c.timers?.schedule.length)) yield* write('cancelScheduledTimers', c.jobId);
+  // Done already when the commit stopped everything and scheduled nothing since; nothing to do
+  // when the job had no timer to fire and this commit scheduled none.
+  const toCancel = Boolean(c.timers?.schedule.length) || (timersScheduled && !c.stopAll);
+  if (c.job.status !== 'active' && toCancel) yield* write('cancelScheduledTimers', c.jobId);
   for (const child of c.children ?? []) yield* insertJob(child);
   for (const d of c.deliveries ?? []) yield* acceptPending(d);
   if (c.settleParent && (yield* settleChild(c.settleParent, c.job.at))) yield* acceptPending(c.settleParent.event);
@@ -334,22 +340,27 @@ export function inboxParams(e: NewInboxEvent, payload = JSON.stringify(e.payload
   };
 }
 
-/** `claimEffect` inside a transaction; throws LeaseHeld (to roll back) while another live runner holds the job. */
-export function* claimIn(c: EffectClaim): Program<ClaimedEffect | undefined> {
+/**
+ * `claimEffect` inside a transaction: nothing is written (undefined) while the effect is not
+ * claimable or another live runner holds its job. `before`: the effect's job, status and attempt,
+ * when the caller read them in this transaction (the batch claim's pick).
+ */
+export function* claimIn(c: EffectClaim, before?: Row): Program<ClaimedEffect | undefined> {
   const { id, runner, now, claimUntil } = c;
   const takeOver = c.takeOver ?? null;
-  const before = yield* get('effectClaimState', id);
+  before ??= yield* get('effectClaimState', id);
   if (!before) return undefined;
-  const claim = { id, runner, until: claimUntil, now, takeOver };
+  const lease = leaseParams({ runner, fence: c.fence, now, until: claimUntil, takeOver }, now);
+  const claim = { id, takeOver, ...lease };
   // A running attempt taken over is recorded interrupted from its effect row, before the claim
   // rewrites that row for the new attempt (which lives there until it ends: no row of its own yet).
+  // Both check the job's lease (CLAIM_WHERE), so a lease held elsewhere writes nothing.
   if (before['status'] === 'running') yield* write('interruptClaimed', claim);
   const row = yield* get('claimEffect', claim);
   if (!row) return undefined;
-  // The job's lease in the same transaction: while another live runner holds it, nothing is claimed.
-  const lease = (yield* get('claimJobLease', { id: before['job_id'], ...leaseParams({ runner, fence: c.fence, now, until: claimUntil, takeOver }, now) })) as { lease_fence: number } | undefined;
-  if (!lease) throw new LeaseHeld();
-  return { ...toEffectRecord(row), leaseFence: lease.lease_fence };
+  const leased = (yield* get('claimJobLease', { id: before['job_id'], ...lease })) as { lease_fence: number } | undefined;
+  if (!leased) throw new LeaseHeld(); // not reached (checked above in the same transaction): rolls the claim back
+  return { ...toEffectRecord(row), leaseFence: leased.lease_fence };
 }
 
 /** `finishAttempt` inside a transaction. */

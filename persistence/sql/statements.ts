@@ -47,9 +47,12 @@ const INLINE_OK = `((@inline_event IS NULL AND @first_in_line = 0) OR (NOT EXIST
 const STATE_SET = `revision = revision + 1, state_value = @state_value, state_paths = @state_paths, context = @context,
   snapshot = @snapshot, updated_at = @at, progress = CASE WHEN @set_progress = 1 THEN @progress ELSE progress END`;
 
+/** A commit made from a record not read again (`@unread` 1, `@unread_born` its birth time): the job is that one, and not quarantined. */
+const UNREAD_OK = `(@unread = 0 OR (created_at = @unread_born AND quarantine IS NULL))`;
+
 /** The job at the expected revision, status and version, not suspended while the commit settles an event. */
 const SAME_STATUS = `id = @id AND revision = @expected AND status = @status AND machine_version = @machine_version
-  AND (suspended_at IS NULL OR @settles = 0)`;
+  AND (suspended_at IS NULL OR @settles = 0) AND ${UNREAD_OK}`;
 
 /** A history row of an event applied as it was accepted, read as an event (as the `events` view maps it). */
 const INLINE_EVENT = `SELECT NULL AS seq, job_id, event_id, event_type AS type, payload, payload_hash, outcome AS status,
@@ -142,14 +145,14 @@ export function dueClaimParts(d: SqlDialect, limit = '@limit') {
   };
 }
 
-/** `claimDueEffects` on SQLite: the rows a batch claim of `limit` takes (then claimed one by one, as `claimEffect`), the held ones, and the counts (see {@link dueClaimParts}). */
+/** `claimDueEffects` on SQLite: the rows a batch claim of `limit` takes (then claimed one by one, as `claimEffect`, from the job, status and attempt read here), the held ones, and the counts (see {@link dueClaimParts}). */
 export function dueClaimPickSql(d: SqlDialect, limit: number): string {
   if (!Number.isSafeInteger(limit) || limit < 0) throw new RangeError(`dueClaimPickSql: limit ${limit} is not a count`);
   const parts = dueClaimParts(d, String(limit));
   return `WITH ${parts.cand}, claimable AS (SELECT * FROM cand WHERE lease_free = 1), ${parts.pick('claimable')}
-      SELECT x.kind, x.id, x.job_id, x.machine_id, x.machine_version, n.* FROM (SELECT ${parts.counts('claimable')}) AS n
-      LEFT JOIN (SELECT 'claim' AS kind, id, job_id, machine_id, machine_version, t, r FROM picked
-        UNION ALL SELECT 'held', id, job_id, NULL, NULL, t, r FROM cand WHERE lease_free = 0) AS x ON 1 = 1
+      SELECT x.kind, x.id, x.job_id, x.status, x.attempt, x.machine_id, x.machine_version, n.* FROM (SELECT ${parts.counts('claimable')}) AS n
+      LEFT JOIN (SELECT 'claim' AS kind, id, job_id, status, attempt, machine_id, machine_version, t, r FROM picked
+        UNION ALL SELECT 'held', id, job_id, NULL, NULL, NULL, NULL, t, r FROM cand WHERE lease_free = 0) AS x ON 1 = 1
       ORDER BY x.t, x.r`;
 }
 
@@ -163,12 +166,15 @@ const INSERT_JOB = (d: SqlDialect) => `INSERT INTO jobs (id, machine_id, machine
 
 /**
  * The WHERE of a claim of effect `@id` at `@now` (`@takeOver`: the runner whose running attempt it
- * may take over before its claim expires): one text for `claimEffect` and the attempt it interrupts.
+ * may take over before its claim expires), only while its job's lease may be taken (LEASE_OK, with
+ * leaseParams' parameters, so a lease held elsewhere writes nothing): one text for `claimEffect` and
+ * the attempt it interrupts.
  */
 const CLAIM_WHERE = (d: SqlDialect) => `id = @id AND active = 1 AND (status = 'pending' OR (status = 'backoff' AND next_run_at <= @now)
         OR (status = 'running' AND (claim_expires_at <= ${d.leaseNow} OR claimed_by = @takeOver)))
         AND ${attemptsLeft('effects')}
-        AND ${NOT_HELD('effects.job_id')}`;
+        AND ${NOT_HELD('effects.job_id')}
+        AND EXISTS (SELECT 1 FROM jobs lj WHERE lj.id = effects.job_id AND ${LEASE_OK(d)})`;
 
 /**
  * An ended attempt's row (schema 14), made from its effect row: the running attempt lives there
@@ -212,7 +218,7 @@ function jobsSql(d: SqlDialect) {
     /** Status and version unchanged (the usual case): their index entries are not rewritten. */
     updateState: q(`UPDATE jobs SET ${STATE_SET}, ${LEASE_SET(d)}
       WHERE ${SAME_STATUS} AND ${LEASE_OK(d)} AND ${INLINE_OK}
-      RETURNING lease_fence`),
+      RETURNING lease_fence, progress`),
     /**
      * updateState under a live lease this runner holds at this fence (the usual commit). By the
      * caller's lease clock, with this very expiry (expiries are rounded, leases.ts): the lease
@@ -223,13 +229,14 @@ function jobsSql(d: SqlDialect) {
     updateKeepingLease: q(`UPDATE jobs SET ${STATE_SET}${d.callerLeaseClock ? '' : `, lease_until = ${d.leaseUntil}`}
       WHERE ${SAME_STATUS} AND @force = 0
         AND lease_owner = @runner AND lease_fence = @held${d.callerLeaseClock ? ' AND lease_until = @until' : ''} AND lease_until > ${d.leaseNow} AND ${INLINE_OK}
-      RETURNING lease_fence`),
+      RETURNING lease_fence, progress`),
+    /** Any change (a job that ends goes straight here); `timers_scheduled` 1: the job has timers still to fire (an ending commit cancels them). */
     updateJob: q(`UPDATE jobs SET revision = revision + 1, status = @status, state_value = @state_value,
         state_paths = @state_paths, context = @context, snapshot = @snapshot, machine_version = @machine_version, updated_at = @at,
         progress = CASE WHEN @set_progress = 1 THEN @progress ELSE progress END,
         ${LEASE_SET(d)}
-      WHERE id = @id AND revision = @expected AND (suspended_at IS NULL OR @settles = 0) AND ${LEASE_OK(d)} AND ${INLINE_OK}
-      RETURNING lease_fence`),
+      WHERE id = @id AND revision = @expected AND (suspended_at IS NULL OR @settles = 0) AND ${UNREAD_OK} AND ${LEASE_OK(d)} AND ${INLINE_OK}
+      RETURNING lease_fence, progress, CASE WHEN EXISTS (SELECT 1 FROM timers WHERE job_id = @id AND status = 'scheduled') THEN 1 ELSE 0 END AS timers_scheduled`),
     /** A refused commit's job: its revision, and its lease while live by the lease clock (`lease_live` 1). */
     revisionOf: q(`SELECT revision, lease_owner, lease_fence, lease_until, CASE WHEN lease_until > ${d.leaseNow} THEN 1 ELSE 0 END AS lease_live
       FROM jobs WHERE id = @id`),
@@ -315,6 +322,7 @@ function effectsSql(d: SqlDialect) {
     // A child job's id is its invocation's effect id.
     orphanedChildren: q(`SELECT j.id FROM jobs j${d.indexedBy('jobs_active_children')} JOIN effects e ON e.id = j.id
       WHERE j.status = 'active' AND j.parent_job_id IS NOT NULL AND e.active = 0 ORDER BY j.id LIMIT ?`),
+    /** An effect claimed, only while its job's lease may be taken (CLAIM_WHERE's LEASE_OK, LEASE_SET's parameters): claimJobLease then takes it. */
     claimEffect: q(`UPDATE effects SET ${CLAIM_SET(d)} WHERE ${CLAIM_WHERE(d)} RETURNING *`),
     /** The running attempt a claim of `@id` takes over (claimEffect's rows, run just before it), recorded interrupted. */
     interruptClaimed: q(INTERRUPTED(`${CLAIM_WHERE(d)} AND status = 'running'`)),

@@ -108,6 +108,12 @@ export interface TransitionCommit {
    */
   finish?: AttemptFinish;
   /**
+   * Made from the job's record as this process last knew it, not read again before the commit:
+   * refused as a `conflict` while the job is quarantined or is another job under the same id
+   * (born at another `createdAt`); the result then carries the job's stored progress.
+   */
+  unread?: { createdAt: number };
+  /**
    * First attempts of this commit's new effects (`effects.create`) that it claims for
    * `lease.runner` (see {@link EffectStart}). Only with a `lease` that is kept (`until` set).
    */
@@ -126,8 +132,8 @@ export interface TransitionCommit {
 }
 
 export type CommitResult =
-  /** `fence`: the lease fence after the commit (null: made without a lease). */
-  | { ok: true; revision: number; fence: number | null }
+  /** `fence`: the lease fence after the commit (null: made without a lease); `progress`: the job's, for an `unread` commit. */
+  | { ok: true; revision: number; fence: number | null; progress?: number | null }
   | { ok: false; reason: 'conflict'; currentRevision: number | null }
   /** Another runner holds the job's lease (not expired): nothing was written. */
   | { ok: false; reason: 'leased'; owner: string; until: number }

@@ -43,7 +43,8 @@ export interface Applied {
 
 /** A job as `load` found it: ready to transition, held back (quarantined), or final. */
 export type Loaded =
-  | { kind: 'ready'; record: JobRecord; def: RegisteredMachine; snapshot: AnyMachineSnapshot; actor?: unknown }
+  /** `unread`: the record was not read again (its commit is made `unread`: TransitionCommit). */
+  | { kind: 'ready'; record: JobRecord; def: RegisteredMachine; snapshot: AnyMachineSnapshot; actor?: unknown; unread?: boolean }
   | { kind: 'held'; record: JobRecord }
   | { kind: 'terminal'; record: JobRecord };
 
@@ -282,6 +283,11 @@ export class JobCommits {
   applyOutcome(jobId: string, event: NewInboxEvent, outcome: OutcomeInCommit): Promise<void> {
     return this.#unit(() =>
       this.#withLock(jobId, async () => {
+        // From the record this runtime last knew, unread: the commit itself refuses it (a conflict)
+        // when the job moved on, was suspended, quarantined or cancelled meanwhile; then from a fresh read.
+        const cached = this.#snapshots.get(jobId);
+        const unread = cached && cached.record.suspendedAt === null ? this.readyFrom(cached.record) : undefined;
+        if (unread && (await this.#applyEvent({ ...unread, unread: true }, event.payload, { accept: event, outcome })) !== 'conflict') return;
         const loaded = await this.load(jobId);
         if (loaded?.kind !== 'ready' || loaded.record.suspendedAt !== null) return;
         await this.#applyEvent(loaded, event.payload, { accept: event, outcome });
@@ -382,7 +388,8 @@ export class JobCommits {
       runner: this.runnerId,
     });
     crashPoint('before-commit');
-    const result = await this.#commitOne(record, def, s.next, s.commit, s.plan, 'accept' in source ? source.outcome : undefined);
+    const prepared = loaded.unread ? { ...s.commit, unread: { createdAt: record.createdAt } } : s.commit;
+    const result = await this.#commitOne(record, def, s.next, prepared, s.plan, 'accept' in source ? source.outcome : undefined);
     if (typeof result !== 'object') return result;
     crashPoint('after-commit');
     const eventId = s.commit.transition.eventId;
@@ -474,7 +481,7 @@ export class JobCommits {
       context: commit.job.context,
       snapshot: commit.job.snapshot,
       machineVersion: def.version,
-      progress: commit.job.progress === undefined ? record.progress : commit.job.progress,
+      progress: result.progress !== undefined ? result.progress : commit.job.progress === undefined ? record.progress : commit.job.progress,
       updatedAt: now,
     };
     // The attempt's end is told before the transition it caused, as when it is recorded on its own.

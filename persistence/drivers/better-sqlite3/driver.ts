@@ -8,7 +8,7 @@ import { statSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import { DatabaseDamagedError } from '../../../src/base/errors.ts';
 import { CHECK } from '../../sql/faults.ts';
-import type { ClaimedEffect, DueClaim, DueClaimed, DueClaimResult, EffectRecord, FeedPage, HistoryFeedFilter } from '../../../src/ports/store.ts';
+import type { ClaimedEffect, DueClaim, DueClaimed, DueClaimResult, EffectRecord, FeedPage, HistoryFeedFilter, Outcome } from '../../../src/ports/store.ts';
 import { claimIn, commitOutcomeUnknown } from '../../sql/commit.ts';
 import type { SqlDriver, WriteOptions, WriteTx } from '../../sql/driver.ts';
 import { dueClaimCounts, dueClaimParams } from '../../sql/dueClaims.ts';
@@ -193,23 +193,27 @@ export class SqliteDriver implements SqlDriver {
   claimDue(c: DueClaim): DueClaimResult {
     const s = this.#s;
     return this.write(
-      () => {
+      (t) => {
         // One writer: the pick reads what nobody else changes before its claims (no rows to skip).
         let pick = this.#claimPicks.get(c.limit);
         if (!pick) this.#claimPicks.set(c.limit, (pick = this.#db.prepare(dueClaimPickSql(SQLITE, c.limit))));
         const rows = pick.all(dueClaimParams(c)) as Row[];
-        const claimed: DueClaimed[] = [];
         const held: EffectRecord[] = [];
         for (const row of rows) {
-          if (row['kind'] === 'held') {
-            const effect = s.getEffect.get(row['id']) as Row | undefined;
-            if (effect) held.push(toEffectRecord(effect));
-          } else if (row['kind'] === 'claim') {
-            const claim = claimIn({ id: row['id'] as string, runner: c.runner, now: c.now, claimUntil: c.claimUntil, fence: null });
-            const effect = unlessLeaseHeld(() => this.#savepoint(() => runSync(claim, s)) as ClaimedEffect | undefined);
-            if (effect) claimed.push({ ...effect, machineId: row['machine_id'] as string, machineVersion: row['machine_version'] as string });
-          }
+          if (row['kind'] !== 'held') continue;
+          const effect = s.getEffect.get(row['id']) as Row | undefined;
+          if (effect) held.push(toEffectRecord(effect));
         }
+        // Each claim from the job, status and attempt its pick read (a batch write: see #transaction).
+        const picked = rows.filter((row) => row['kind'] === 'claim');
+        const claim = (row: Row) => claimIn({ id: row['id'] as string, runner: c.runner, now: c.now, claimUntil: c.claimUntil, fence: null }, row);
+        const outcomes = t.each(picked, claim, true) as Outcome<ClaimedEffect | undefined>[];
+        const claimed: DueClaimed[] = [];
+        outcomes.forEach((o, i) => {
+          if (!o.ok) throw o.error;
+          const row = picked[i]!;
+          if (o.result) claimed.push({ ...o.result, machineId: row['machine_id'] as string, machineVersion: row['machine_version'] as string });
+        });
         return { claimed, held, ...dueClaimCounts(rows[0], claimed.length) };
       },
       { ops: () => [{ kind: 'due-claims', runner: c.runner }] },
