@@ -28,6 +28,8 @@ export function addWorkerRoutes(app: Hono, runtime: Runtime, changes: ChangeSign
     const deadline = Date.now() + waitMs;
     const signal = c.req.raw.signal;
     for (;;) {
+      // A worker that went away claims nothing more: what it was sent would wait out its claim.
+      if (signal.aborted) return c.json({ dispatches: [] });
       const seen = changes.version;
       const dispatches = await remote.claim({ slots, activities }, scope);
       const left = deadline - Date.now();
