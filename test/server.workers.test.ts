@@ -77,7 +77,7 @@ describe('spool serve: the worker routes', () => {
     expect((await api.runtime.details('o1')).assets.map((a) => a.uri)).toEqual(['receipt://1']);
   });
 
-  it('a failure is retried as a local one is; a malformed, edited or stale token is refused with its code and changes nothing', async () => {
+  it('a failure is retried as a local one is; a malformed, edited or stale token is refused with its code and changes nothing; a cancel is told by the heartbeat', async () => {
     const api = await open();
     await api.runtime.start('remote-order', { amount: 1 }, { jobId: 'o2' });
     const [first] = (await api.call('/api/workers/claim', { slots: 1, waitMs: 0 })).body.dispatches;
@@ -102,6 +102,15 @@ describe('spool serve: the worker routes', () => {
     expect(api.dump()).toEqual(before);
     await api.call('/api/workers/complete', { token: second.token, output: { charged: 1 } });
     expect((await api.runtime.get('o2')).value).toBe('shipping');
+
+    // A cancel waits for the remote attempt (its runner holds the job): the heartbeat says so, and its end lets it through.
+    const [ship] = (await api.call('/api/workers/claim', { slots: 1, waitMs: 0 })).body.dispatches;
+    expect((await api.call('/api/workers/heartbeat', { token: ship.token })).body.cancelRequested).toBe(false);
+    await api.call('/api/jobs/o2/cancel', { reason: 'customer asked' }, TOKEN);
+    expect((await api.call('/api/workers/heartbeat', { token: ship.token })).body.cancelRequested).toBe(true);
+    expect((await api.runtime.events('o2')).find((e) => e.type === 'CANCEL')?.status).toBe('pending');
+    await api.call('/api/workers/fail', { token: ship.token, error: { message: 'job cancelled' } });
+    expect(await api.runtime.get('o2')).toMatchObject({ value: 'cancelled', final: true });
   });
 
   it('a worker token reaches the worker routes only, and only its activities; the server token reaches them too', async () => {

@@ -159,7 +159,10 @@ class RemoteWorker {
   async #attempt(d: Dispatch, abort: AbortController): Promise<void> {
     let lost: SpoolError | undefined;
     const beat = setInterval(() => {
-      void request(this.#transport, 'POST', '/api/workers/heartbeat', { token: d.token }).catch((error: unknown) => {
+      void request(this.#transport, 'POST', '/api/workers/heartbeat', { token: d.token }).then((answer) => {
+        // The job's cancel is applied once this attempt ends: end it as a local one is aborted.
+        if (answer['cancelRequested'] === true) abort.abort(new Error('job cancelled'));
+      }, (error: unknown) => {
         if (retryable(error) || lost) return; // the server is away: the next beat tries again
         lost = error as SpoolError;
         abort.abort(error);
