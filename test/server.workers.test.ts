@@ -11,6 +11,7 @@ import type { Runtime } from '../src/index.ts';
 import { createServer, type SpoolServer } from '../src/server/index.ts';
 import { Resources, dumpDatabase } from './helpers/resources.ts';
 import { remoteOrder } from './fixtures/remoteMachines.ts';
+import { runRemoteWorker, type RemoteWorkerEvent } from '../src/client/index.ts';
 
 const TOKEN = 'test-token-0123456789abcdef';
 const WORKER = 'worker-token-0123456789abcdef';
@@ -128,5 +129,36 @@ describe('spool serve: the worker routes', () => {
     await api.call('/api/workers/complete', { token: charge.token, output: {} }, WORKER);
     const [ship] = (await api.call('/api/workers/claim', { slots: 1, waitMs: 0 }, SHIPPER)).body.dispatches;
     expect(ship.activity).toBe('ship');
+  });
+
+  it('runRemoteWorker runs attempts and, stopped, gives back the one still running after its grace period', async () => {
+    const api = await open();
+    const stop = new AbortController();
+    const seen: RemoteWorkerEvent[] = [];
+    let shipping!: () => void;
+    const started = new Promise<void>((resolve) => (shipping = resolve));
+    const running = runRemoteWorker({
+      url: api.server.url,
+      token: WORKER,
+      concurrency: 2,
+      graceMs: 0,
+      signal: stop.signal,
+      onEvent: (e) => (seen.push(e), e.type === 'activity.started' && e.activity === 'ship' && shipping()),
+      activities: {
+        charge: async ({ input, progress }) => (await progress(30), { charged: (input as { amount: number }).amount }),
+        // Never ends on its own: given back when the worker stops.
+        ship: ({ signal }) => new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason))),
+      },
+    });
+    await api.runtime.start('remote-order', { amount: 4 }, { jobId: 'o5' });
+    await started;
+    stop.abort();
+    await running;
+    expect(seen.map((e) => e.type)).toEqual(['activity.started', 'activity.finished', 'activity.started', 'activity.released']);
+    const details = await api.runtime.details('o5');
+    expect(details.job).toMatchObject({ value: 'shipping', context: { charged: { charged: 4 } }, progress: 30 });
+    const ship = details.effects.find((e) => e.src === 'ship')!;
+    expect(ship).toMatchObject({ status: 'pending', maxAttempts: 4 });
+    expect(details.attempts.filter((a) => a.effectId === ship.id).map((a) => a.outcome)).toEqual(['interrupted']);
   });
 });
