@@ -45,7 +45,7 @@ export interface QueueResult {
 }
 
 /** Run `produce` on `PRODUCERS` loops until `n` items are made. */
-async function producers(n: number, produce: (i: number) => Promise<unknown> | unknown): Promise<void> {
+export async function producers(n: number, produce: (i: number) => Promise<unknown> | unknown): Promise<void> {
   let next = 0;
   await Promise.all(Array.from({ length: PRODUCERS }, async () => {
     while (next < n) await produce(next++);
@@ -53,7 +53,7 @@ async function producers(n: number, produce: (i: number) => Promise<unknown> | u
 }
 
 /** CPU, statements and the database's meter around `run`. */
-async function metered(db: BenchDb | null, commits: (() => number | null) | null, jobs: number, run: () => Promise<void>): Promise<QueueResult> {
+export async function metered(db: BenchDb | null, commits: (() => number | null) | null, jobs: number, run: () => Promise<void>): Promise<QueueResult> {
   await countStatements();
   const meter = db ? await db.meter() : null;
   const c0 = commits?.() ?? null;
@@ -82,7 +82,7 @@ async function metered(db: BenchDb | null, commits: (() => number | null) | null
 }
 
 /** Resolves once `n` jobs have committed their final state in `runtime`. */
-function allFinal(runtime: Runtime, n: number): { done: Promise<void>; stop: () => void } {
+export function allFinal(runtime: Runtime, n: number): { done: Promise<void>; stop: () => void } {
   let finals = 0;
   let resolve!: () => void;
   const done = new Promise<void>((r) => (resolve = r));

@@ -9,12 +9,15 @@
  * Beside each case, in the same run: raw SQLite doing the same writes 100 to a transaction
  * (bench/rawBatch.ts) and the afternoon loop (bench/queueRun.ts), as ratios. Each case reports
  * jobs/s, CPU µs/job, statements and commits per job, and the growth of CPU per job from the
- * smallest backlog to the largest.
+ * smallest backlog to the largest. Then one line: a remote worker (spool/client's
+ * runRemoteWorker through a server on loopback, bench/remoteRun.ts) against the local worker on
+ * the same store, jobs/s and their ratio.
  */
 import { RAW_BATCH } from './groupCommit.ts';
 import { JOB_SHAPES } from './jobsRun.ts';
 import { runAfternoonQueue, runSpoolQueue, type QueueMode, type QueueResult } from './queueRun.ts';
 import { runRawJobs } from './rawBatch.ts';
+import { runRemoteQueue } from './remoteRun.ts';
 import { SETTINGS } from './rawRun.ts';
 import { fmtRate, hostLoad, loadNow, printLoadNote, printTable, round } from './format.ts';
 import type { SectionContext } from './sections.ts';
@@ -52,6 +55,7 @@ export async function queueSection(ctx: SectionContext & { queueFull: boolean })
     }
   }
   print(rows);
+  const remote = await remoteLine(ctx, backlogs[0]!);
   const load = hostLoad(load0);
   printLoadNote(load);
   return {
@@ -64,6 +68,7 @@ export async function queueSection(ctx: SectionContext & { queueFull: boolean })
       backlogs,
     },
     results: rows,
+    remote,
     hostLoad: load,
   };
 }
@@ -104,4 +109,20 @@ function print(rows: readonly ReturnType<typeof row>[]): void {
     ]),
   );
   console.log('  growth = CPU µs/job at the largest backlog / at the smallest; the afternoon loop and raw SQLite run on SQLite at the same setting (Postgres rows compare with them too).');
+}
+
+/**
+ * Remote worker vs local worker (bench/remoteRun.ts): the 1-step job, c16, then-drain, SQLite
+ * NORMAL, the smallest backlog; jobs/s of each and their ratio.
+ */
+async function remoteLine(ctx: SectionContext, backlog: number) {
+  const shape = JOB_SHAPES.find((s) => s.steps === 1)!;
+  const k = { store: 'sqlite' as const, synchronous: 'NORMAL' as const, shape, concurrency: 16, backlog, mode: 'then-drain' as QueueMode };
+  ctx.gc();
+  const local = await runSpoolQueue(k);
+  ctx.gc();
+  const remote = await runRemoteQueue(k);
+  const ratio = round(remote.jobsPerSec / local.jobsPerSec);
+  console.log(`  remote worker vs local worker (sqlite NORMAL ${shape.name} c16 then-drain, ${backlog} jobs): ${fmtRate(remote.jobsPerSec)} vs ${fmtRate(local.jobsPerSec)} jobs/s, ratio ${ratio}; CPU ${Math.round(remote.cpuUsPerJob)} vs ${Math.round(local.cpuUsPerJob)} µs/job`);
+  return { backlog, job: shape.name, concurrency: 16, localJobsPerSec: round(local.jobsPerSec), remoteJobsPerSec: round(remote.jobsPerSec), ratio, localCpuUsPerJob: round(local.cpuUsPerJob), remoteCpuUsPerJob: round(remote.cpuUsPerJob) };
 }
