@@ -75,7 +75,7 @@ async function complete(url: string, token: string): Promise<{ status: number; b
 
 describe('remote workers, as processes', () => {
   it('SIGKILL mid-activity: the claim expires, another worker finishes the job, and the killed attempt\'s late completion is refused', async () => {
-    const { proc: server, url } = await serve(res.dbPath(), ['--claim-ms', '1000']);
+    const { proc: server, url } = await serve(res.dbPath(), ['--claim-ms', '3000']);
     const client = createClient({ url, token: TOKEN });
     const first = await worker(url);
     await client.start('remote-order', { amount: 7, hang: true }, { jobId: 'k1' });
@@ -85,7 +85,8 @@ describe('remote workers, as processes', () => {
 
     const second = await worker(url);
     const done = await client.waitFor('k1', (j) => j.final, { timeoutMs: 90_000 });
-    expect(done).toMatchObject({ value: 'done', context: { charged: { charged: 7, attempt: 2, pid: second.child.pid } } });
+    expect(done).toMatchObject({ value: 'done', context: { charged: { charged: 7, pid: second.child.pid } } });
+    expect((done.context as { charged: { attempt: number } }).charged.attempt).toBeGreaterThanOrEqual(2);
 
     const late = await complete(url, started['token'] as string);
     expect(late).toMatchObject({ status: 409, body: { error: { code: 'SPOOL_STALE_ATTEMPT' } } });
@@ -103,7 +104,9 @@ describe('remote workers, as processes', () => {
     const db = res.dbPath();
     const port = await freePort();
     const gate = join(res.tempDir(), 'gate');
-    let { proc: server, url } = await serve(db, [], port);
+    // A claim that outlasts any restart on a loaded host: the held completion is still the attempt's.
+    const claim = ['--claim-ms', '120000'];
+    let { proc: server, url } = await serve(db, claim, port);
     const client = createClient({ url, token: TOKEN });
     const w = await worker(url);
     await client.start('remote-order', { amount: 3, gate }, { jobId: 'r1' });
@@ -113,7 +116,7 @@ describe('remote workers, as processes', () => {
 
     writeFileSync(gate, 'open'); // the activity ends while the server is down: its completion is held
     await line(w, (l) => l['type'] === 'server.unreachable');
-    ({ proc: server, url } = await serve(db, [], port));
+    ({ proc: server, url } = await serve(db, claim, port));
     const finished = await line(w, (l) => l['type'] === 'activity.finished' && l['activity'] === 'charge');
     expect(finished).toMatchObject({ outcome: 'succeeded', duplicate: false });
     const done = await client.waitFor('r1', (j) => j.final, { timeoutMs: 90_000 });
