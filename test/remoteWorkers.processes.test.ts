@@ -130,8 +130,8 @@ describe('remote workers, as processes', () => {
     await server.exited;
   }, 180_000);
 
-  it('the Python example worker (standard library only) runs a job to its end', async () => {
-    const { proc: server, url } = await serve(res.dbPath());
+  it('the Python example worker (standard library only) runs a job to its end, its timer fired by spool serve --run-timers', async () => {
+    const { proc: server, url } = await serve(res.dbPath(), ['--run-timers']);
     const python = spawn('python3', [PYTHON_WORKER, '--server', url, '--token', WORKER, '--wait-ms', '2000'], { stdio: ['ignore', 'pipe', 'pipe'] });
     children.push(python);
     let out = '';
@@ -150,7 +150,8 @@ describe('remote workers, as processes', () => {
     };
     await line(py, (l) => l['type'] === 'worker.ready');
     const client = createClient({ url, token: TOKEN });
-    await client.start('remote-order', { amount: 9, failFirst: true }, { jobId: 'p1' });
+    // Its timer is fired by spool serve --run-timers: nothing but the server and the Python worker runs.
+    await client.start('remote-order', { amount: 9, failFirst: true, pauseMs: 100 }, { jobId: 'p1' });
     const done = await client.waitFor('p1', (j) => j.final, { timeoutMs: 90_000 });
     expect(done).toMatchObject({ value: 'done', context: { charged: { charged: 9, attempt: 2, by: 'python' }, shipped: { shipped: true, by: 'python' } } });
     const assets = await fetch(`${url}/api/jobs/p1/assets`, { headers: { authorization: `Bearer ${TOKEN}` } }).then((r) => r.json() as Promise<any>);
