@@ -161,4 +161,34 @@ describe('spool serve: the worker routes', () => {
     expect(ship).toMatchObject({ status: 'pending', maxAttempts: 4 });
     expect(details.attempts.filter((a) => a.effectId === ship.id).map((a) => a.outcome)).toEqual(['interrupted']);
   });
+
+  it('four remote workers run 200 activities (100 jobs): each attempt claimed by one worker and applied once', async () => {
+    const api = await open();
+    const N = 100;
+    for (let i = 0; i < N; i++) await api.runtime.start('remote-order', { amount: i }, { jobId: `m${i}` });
+    let finals = 0;
+    let allDone!: () => void;
+    const done = new Promise<void>((resolve) => (allDone = resolve));
+    api.runtime.subscribe((e) => e.type === 'job.committed' && e.job.final && ++finals === N && allDone());
+    const stop = new AbortController();
+    const ran = new Map<string, number>();
+    const activity = (name: string) => async ({ idempotencyKey, input }: { idempotencyKey: string; input: unknown }) => {
+      ran.set(idempotencyKey, (ran.get(idempotencyKey) ?? 0) + 1);
+      return { [name]: (input as { amount: number }).amount };
+    };
+    const workers = Array.from({ length: 4 }, () =>
+      runRemoteWorker({ url: api.server.url, token: WORKER, concurrency: 8, graceMs: 0, signal: stop.signal, activities: { charge: activity('charged'), ship: activity('shipped') } }),
+    );
+    await done;
+    stop.abort();
+    await Promise.all(workers);
+    expect(ran.size).toBe(2 * N);
+    expect([...ran.values()].every((n) => n === 1)).toBe(true);
+    for (const i of [0, 57, N - 1]) {
+      const d = await api.runtime.details(`m${i}`);
+      expect(d.job).toMatchObject({ value: 'done', context: { charged: { charged: i }, shipped: { shipped: i } } });
+      expect(d.attempts.map((a) => a.outcome)).toEqual(['succeeded', 'succeeded']);
+      expect(d.history.filter((h) => h.eventType.startsWith('xstate.done.actor.'))).toHaveLength(2);
+    }
+  }, 120_000);
 });
