@@ -47,7 +47,7 @@ export interface QueueResult {
 }
 
 /** Run `produce` on `loops` loops (default {@link PRODUCERS}) until `n` items are made. */
-async function producers(n: number, produce: (i: number) => Promise<unknown> | unknown, loops = PRODUCERS): Promise<void> {
+export async function producers(n: number, produce: (i: number) => Promise<unknown> | unknown, loops = PRODUCERS): Promise<void> {
   let next = 0;
   await Promise.all(Array.from({ length: loops }, async () => {
     while (next < n) await produce(next++);
@@ -55,7 +55,7 @@ async function producers(n: number, produce: (i: number) => Promise<unknown> | u
 }
 
 /** CPU, statements and the database's meter around `run`. */
-async function metered(db: BenchDb | null, commits: (() => number | null) | null, jobs: number, run: () => Promise<void>): Promise<QueueResult> {
+export async function metered(db: BenchDb | null, commits: (() => number | null) | null, jobs: number, run: () => Promise<void>): Promise<QueueResult> {
   await countStatements();
   const meter = db ? await db.meter() : null;
   const c0 = commits?.() ?? null;
@@ -84,7 +84,7 @@ async function metered(db: BenchDb | null, commits: (() => number | null) | null
 }
 
 /** Resolves once `n` jobs have committed their final state in `runtime`. */
-function allFinal(runtime: Runtime, n: number): { done: Promise<void>; stop: () => void } {
+export function allFinal(runtime: Runtime, n: number): { done: Promise<void>; stop: () => void } {
   let finals = 0;
   let resolve!: () => void;
   const done = new Promise<void>((r) => (resolve = r));

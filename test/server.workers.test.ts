@@ -11,6 +11,7 @@ import type { Runtime } from '../src/index.ts';
 import { createServer, type SpoolServer } from '../src/server/index.ts';
 import { Resources, dumpDatabase } from './helpers/resources.ts';
 import { remoteOrder } from './fixtures/remoteMachines.ts';
+import { runRemoteWorker, type RemoteWorkerEvent } from '../src/client/index.ts';
 
 const TOKEN = 'test-token-0123456789abcdef';
 const WORKER = 'worker-token-0123456789abcdef';
@@ -77,7 +78,7 @@ describe('spool serve: the worker routes', () => {
     expect((await api.runtime.details('o1')).assets.map((a) => a.uri)).toEqual(['receipt://1']);
   });
 
-  it('a failure is retried as a local one is; a malformed, edited or stale token is refused with its code and changes nothing', async () => {
+  it('a failure is retried as a local one is; a malformed, edited or stale token is refused with its code and changes nothing; a cancel is told by the heartbeat', async () => {
     const api = await open();
     await api.runtime.start('remote-order', { amount: 1 }, { jobId: 'o2' });
     const [first] = (await api.call('/api/workers/claim', { slots: 1, waitMs: 0 })).body.dispatches;
@@ -102,6 +103,15 @@ describe('spool serve: the worker routes', () => {
     expect(api.dump()).toEqual(before);
     await api.call('/api/workers/complete', { token: second.token, output: { charged: 1 } });
     expect((await api.runtime.get('o2')).value).toBe('shipping');
+
+    // A cancel waits for the remote attempt (its runner holds the job): the heartbeat says so, and its end lets it through.
+    const [ship] = (await api.call('/api/workers/claim', { slots: 1, waitMs: 0 })).body.dispatches;
+    expect((await api.call('/api/workers/heartbeat', { token: ship.token })).body.cancelRequested).toBe(false);
+    await api.call('/api/jobs/o2/cancel', { reason: 'customer asked' }, TOKEN);
+    expect((await api.call('/api/workers/heartbeat', { token: ship.token })).body.cancelRequested).toBe(true);
+    expect((await api.runtime.events('o2')).find((e) => e.type === 'CANCEL')?.status).toBe('pending');
+    await api.call('/api/workers/fail', { token: ship.token, error: { message: 'job cancelled' } });
+    expect(await api.runtime.get('o2')).toMatchObject({ value: 'cancelled', final: true });
   });
 
   it('a worker token reaches the worker routes only, and only its activities; the server token reaches them too', async () => {
@@ -120,4 +130,65 @@ describe('spool serve: the worker routes', () => {
     const [ship] = (await api.call('/api/workers/claim', { slots: 1, waitMs: 0 }, SHIPPER)).body.dispatches;
     expect(ship.activity).toBe('ship');
   });
+
+  it('runRemoteWorker runs attempts and, stopped, gives back the one still running after its grace period', async () => {
+    const api = await open();
+    const stop = new AbortController();
+    const seen: RemoteWorkerEvent[] = [];
+    let shipping!: () => void;
+    const started = new Promise<void>((resolve) => (shipping = resolve));
+    const running = runRemoteWorker({
+      url: api.server.url,
+      token: WORKER,
+      concurrency: 2,
+      graceMs: 0,
+      signal: stop.signal,
+      onEvent: (e) => (seen.push(e), e.type === 'activity.started' && e.activity === 'ship' && shipping()),
+      activities: {
+        charge: async ({ input, progress }) => (await progress(30), { charged: (input as { amount: number }).amount }),
+        // Never ends on its own: given back when the worker stops.
+        ship: ({ signal }) => new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason))),
+      },
+    });
+    await api.runtime.start('remote-order', { amount: 4 }, { jobId: 'o5' });
+    await started;
+    stop.abort();
+    await running;
+    expect(seen.map((e) => e.type)).toEqual(['activity.started', 'activity.finished', 'activity.started', 'activity.released']);
+    const details = await api.runtime.details('o5');
+    expect(details.job).toMatchObject({ value: 'shipping', context: { charged: { charged: 4 } }, progress: 30 });
+    const ship = details.effects.find((e) => e.src === 'ship')!;
+    expect(ship).toMatchObject({ status: 'pending', maxAttempts: 4 });
+    expect(details.attempts.filter((a) => a.effectId === ship.id).map((a) => a.outcome)).toEqual(['interrupted']);
+  });
+
+  it('four remote workers run 200 activities (100 jobs): each attempt claimed by one worker and applied once', async () => {
+    const api = await open();
+    const N = 100;
+    for (let i = 0; i < N; i++) await api.runtime.start('remote-order', { amount: i }, { jobId: `m${i}` });
+    let finals = 0;
+    let allDone!: () => void;
+    const done = new Promise<void>((resolve) => (allDone = resolve));
+    api.runtime.subscribe((e) => e.type === 'job.committed' && e.job.final && ++finals === N && allDone());
+    const stop = new AbortController();
+    const ran = new Map<string, number>();
+    const activity = (name: string) => async ({ idempotencyKey, input }: { idempotencyKey: string; input: unknown }) => {
+      ran.set(idempotencyKey, (ran.get(idempotencyKey) ?? 0) + 1);
+      return { [name]: (input as { amount: number }).amount };
+    };
+    const workers = Array.from({ length: 4 }, () =>
+      runRemoteWorker({ url: api.server.url, token: WORKER, concurrency: 8, graceMs: 0, signal: stop.signal, activities: { charge: activity('charged'), ship: activity('shipped') } }),
+    );
+    await done;
+    stop.abort();
+    await Promise.all(workers);
+    expect(ran.size).toBe(2 * N);
+    expect([...ran.values()].every((n) => n === 1)).toBe(true);
+    for (const i of [0, 57, N - 1]) {
+      const d = await api.runtime.details(`m${i}`);
+      expect(d.job).toMatchObject({ value: 'done', context: { charged: { charged: i }, shipped: { shipped: i } } });
+      expect(d.attempts.map((a) => a.outcome)).toEqual(['succeeded', 'succeeded']);
+      expect(d.history.filter((h) => h.eventType.startsWith('xstate.done.actor.'))).toHaveLength(2);
+    }
+  }, 120_000);
 });

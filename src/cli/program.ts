@@ -128,7 +128,7 @@ function addModuleCommands(program: Command, io: CliIO, setExitCode: (code: numb
   });
 
   addServeCommand(program, {
-    withRuntime: (command, work) => withRuntime(globals(command), io, { create: true }, (runtime) => work(runtime)),
+    withRuntime: (command, work, timers = false) => withRuntime(globals(command), io, { create: true, ...(timers ? { effects: true, activitiesElsewhere: true } : {}) }, (runtime) => work(runtime)),
     print: (command, json, human) => io.stdout(globals(command).json ? `${JSON.stringify(json)}\n` : `${human}\n`),
     stderr: (text) => io.stderr(text),
   });

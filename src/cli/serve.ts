@@ -7,7 +7,7 @@
  * SPOOL_TOKEN=... spool --machines ./machines.ts worker --serve --host 0.0.0.0
  */
 import { Command } from 'commander';
-import type { Runtime } from '../index.ts';
+import { runWorker, type Runtime } from '../index.ts';
 import { createServer, parseWorkerToken, type SpoolServer, type WorkerToken } from '../server/index.ts';
 import { UsageError } from './errors.ts';
 import { onShutdownSignals } from './signals.ts';
@@ -22,6 +22,7 @@ export interface ServeFlags {
   readsNeedToken?: boolean;
   workerToken?: string[];
   claimMs?: string;
+  runTimers?: boolean;
 }
 
 /** Add the server's options to a command (`serve`, `worker`). */
@@ -39,8 +40,11 @@ export function addServeOptions(command: Command): Command {
 
 /** What `spool serve` needs from main.ts. */
 export interface ServeCommandHost {
-  /** Open the command's runtime (machines, database, owner from the global options), run `work`, close it. */
-  withRuntime(command: Command, work: (runtime: Runtime) => Promise<void>): Promise<void>;
+  /**
+   * Open the command's runtime (machines, database, owner from the global options), run `work`,
+   * close it. `timers`: a runtime that fires timers but runs no activity here (they are remote workers').
+   */
+  withRuntime(command: Command, work: (runtime: Runtime) => Promise<void>, timers?: boolean): Promise<void>;
   /** Print one line on stdout (JSON lines with --json). */
   print(command: Command, json: Record<string, unknown>, human: string): void;
   stderr(text: string): void;
@@ -53,8 +57,12 @@ export function addServeCommand(program: Command, host: ServeCommandHost): void 
       .command('serve')
       .description('an HTTP API and live event streams (SSE, resumable with Last-Event-ID) over the database; writes need a bearer token')
       .addHelpText('after', '\nExamples:\n  spool serve\n  spool serve --port 8080 --token "$(openssl rand -hex 32)"\n  curl localhost:7420/api/jobs'),
-  ).action(async (flags: ServeFlags, command: Command) => {
+  )
+    .option('--run-timers', 'also fire due timers and retries (the worker loop, running no activity here); on by default with --worker-token, whose activities run in remote workers')
+    .action(async (flags: ServeFlags, command: Command) => {
     checkServeFlags(flags);
+    // With worker tokens the activities run in remote workers: the server keeps the clock for their jobs.
+    const timers = flags.runTimers === true || (flags.workerToken ?? []).length > 0;
     await host.withRuntime(command, async (runtime) => {
       const stop = new AbortController();
       const release = onShutdownSignals({
@@ -66,12 +74,19 @@ export function addServeCommand(program: Command, host: ServeCommandHost): void 
       });
       try {
         const server = await startServer(runtime, flags, (json, human) => host.print(command, json, human));
-        await new Promise<void>((resolve) => stop.signal.addEventListener('abort', () => resolve(), { once: true }));
-        await server.close();
+        // A loop that stops on an error (a damaged database) stops the server too, with that error.
+        const loop = timers ? runWorker(runtime, { signal: stop.signal }) : undefined;
+        loop?.catch(() => stop.abort());
+        try {
+          await new Promise<void>((resolve) => stop.signal.addEventListener('abort', () => resolve(), { once: true }));
+          await loop;
+        } finally {
+          await server.close();
+        }
       } finally {
         release();
       }
-    });
+    }, timers);
   });
 }
 

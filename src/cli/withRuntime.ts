@@ -49,6 +49,8 @@ export async function withRuntime(
     log?: (entry: LogEntry, sensitive: ReadonlySet<string>) => void;
     /** Run on the opened store before the runtime opens (the worker's cheap doctor check); what it throws closes the store. */
     atOpen?: (store: OpenedStore) => void;
+    /** With `effects`: run no activity here (each one's concurrency 0: remote workers run them, `spool serve --run-timers`). */
+    activitiesElsewhere?: boolean;
     /** Ride out a retryable storage fault while opening (the worker: a full disk, a server restarting) instead of failing. */
     rideOut?: RideOutOptions;
   },
@@ -81,6 +83,7 @@ export async function withRuntime(
         ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
         ...(options.concurrency !== undefined ? { maxConcurrentActivities: options.concurrency } : {}),
         ...(options.activityConcurrency ? { activityConcurrency: options.activityConcurrency } : {}),
+        ...(options.activitiesElsewhere ? { activityConcurrency: noActivities(registry) } : {}),
         ...(log ? { log: (entry: LogEntry) => log(entry, sensitive) } : {}),
       });
       // Recovery after the runtime opened, so that a failed one closes it (its heartbeat, then the store).
@@ -131,4 +134,9 @@ export async function requireMachineOf(runtime: Runtime, jobId: string, module: 
         `Pass --machines <a module that registers version ${job.machineVersion}>, or register a migration from it. Nothing was changed.`,
     );
   }
+}
+
+/** Every activity of the registered machines at concurrency 0: none is claimed here. */
+function noActivities(registry: MachineRegistry): Record<string, number> {
+  return Object.fromEntries(registry.all().flatMap((m) => Object.keys(m.machine.implementations.actors ?? {})).map((src) => [src, 0]));
 }

@@ -18,9 +18,10 @@ import { onShutdownSignals } from './signals.ts';
 import { addServeOptions, checkServeFlags, startServer, type ServeFlags } from './serve.ts';
 import { commandPrefix, examples, globals, type CliIO } from './globals.ts';
 import { withRuntime } from './withRuntime.ts';
+import { runRemoteWorkerCommand } from './remoteWorker.ts';
 
 /** The options of `spool worker`, as commander parses them. */
-type WorkerOptions = { pollMs: string; graceMs: string; leaseMs: string; concurrency: string; log?: 'json'; activityConcurrency?: string; serve?: boolean } & ServeFlags;
+type WorkerOptions = { pollMs: string; graceMs: string; leaseMs: string; concurrency: string; log?: 'json'; activityConcurrency?: string; serve?: boolean; server?: string } & ServeFlags;
 
 /** `--poll-ms`, `--grace-ms`, `--lease-ms`, `--concurrency`, each checked against its range. */
 function workerNumbers(options: WorkerOptions): { pollMs: number; graceMs: number; leaseMs: number; concurrency: number } {
@@ -42,6 +43,7 @@ export function addWorkerCommand(program: Command, io: CliIO): void {
     .description('run activities, retries and timers until SIGINT/SIGTERM, printing what happens; --serve also serves the HTTP API')
     .addHelpText('after', examples('spool worker', 'spool --machines ./my-machines.ts worker --concurrency 16 --serve', 'spool worker --log json'))
     .option('--serve', 'also serve the HTTP API and event streams (see `spool serve --help`)'))
+    .option('--server <url>', "run the activities against a remote `spool serve` at this address instead of a database (with --token: a worker token); see docs/remote-workers.md")
     .option('--poll-ms <ms>', 'how often to look for work from other processes', '250')
     .option('--grace-ms <ms>', 'on SIGINT/SIGTERM: how long running activities may finish before they are aborted', '10000')
     .option('--lease-ms <ms>', "how long this worker's lease on a job lasts without renewal; a crashed worker's jobs are taken over once it expires", '30000')
@@ -52,6 +54,10 @@ export function addWorkerCommand(program: Command, io: CliIO): void {
       const g = globals(command);
       if (options.serve) checkServeFlags(options);
       const { pollMs, graceMs, leaseMs, concurrency } = workerNumbers(options);
+      if (options.server !== undefined) {
+        if (options.serve) throw new UsageError('--server runs against a remote server: it cannot --serve too.');
+        return runRemoteWorkerCommand(g, io, { server: options.server, token: options.token, concurrency, graceMs });
+      }
       const logJson = options.log === 'json';
       const logLine = (entry: LogEntry, sensitive: ReadonlySet<string>) => io.stdout(`${JSON.stringify(redactKeys(entry, sensitive))}\n`);
       // Installed until the runtime has closed, so that a second signal during the grace period exits at once (signals.ts).

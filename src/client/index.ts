@@ -17,7 +17,7 @@ import type { FeedRecord, JobStatus, TransitionOutcome, TransitionRecord } from 
 import type { Job, JobOf, ListFilter, SendOptions, SendResultOf, StartOptions, StartOrSendOptions, StartOrSendResult } from '../runtime/api.ts';
 import type { WaitOptions } from '../runtime/intake.ts';
 import type { CatalogOf, JobId, MachineCatalog, MachineIds, StartArgs } from '../runtime/machineTypes.ts';
-import { errorFromResponse, unreachable } from './errors.ts';
+import { authHeaders, request, type Transport } from './transport.ts';
 import { EventStream, type ReconnectOptions } from './sse.ts';
 
 export { RemoteError } from './errors.ts';
@@ -25,6 +25,7 @@ export { RemoteError } from './errors.ts';
 export * from '../base/errors.ts';
 export * from '../base/httpErrors.ts';
 export { EventStream, SseParser, type ReconnectOptions, type SseMessage } from './sse.ts';
+export { runRemoteWorker, type RemoteWorkerOptions, type RemoteActivity, type RemoteActivityArgs, type RemoteWorkerEvent } from './worker.ts';
 
 /** Options of {@link createClient}. */
 export interface ClientOptions {
@@ -97,11 +98,13 @@ class HttpClient {
   readonly #base: string;
   readonly #options: ClientOptions;
   readonly #fetch: (url: string, init: RequestInit) => Promise<Response>;
+  readonly #transport: Transport;
 
   constructor(options: ClientOptions) {
     this.#options = options;
     this.#base = options.url.replace(/\/+$/, '');
     this.#fetch = options.fetch ?? ((url, init) => globalThis.fetch(url, init));
+    this.#transport = { base: this.#base, token: options.token, fetch: this.#fetch };
   }
 
   async start(machineId: string, input: unknown = {}, options: StartOptions = {}): Promise<Job> {
@@ -176,23 +179,12 @@ class HttpClient {
   }
 
   #auth(): Record<string, string> {
-    return this.#options.token !== undefined ? { authorization: `Bearer ${this.#options.token}` } : {};
+    return authHeaders(this.#transport);
   }
 
   /** One request; a refusal thrown as its error class (errors.ts). */
-  async #call(method: 'GET' | 'POST', route: string, body?: unknown, headers: Record<string, string> = {}): Promise<Record<string, unknown>> {
-    const url = this.#base + route;
-    const init: RequestInit = { method, headers: { ...this.#auth(), ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers } };
-    if (body !== undefined) init.body = JSON.stringify(body);
-    let response: Response;
-    try {
-      response = await this.#fetch(url, init);
-    } catch (error) {
-      throw unreachable(this.#base, error);
-    }
-    const text = await response.text();
-    if (!response.ok) throw errorFromResponse(response.status, text);
-    return JSON.parse(text) as Record<string, unknown>;
+  #call(method: 'GET' | 'POST', route: string, body?: unknown, headers: Record<string, string> = {}): Promise<Record<string, unknown>> {
+    return request(this.#transport, method, route, body, headers);
   }
 }
 

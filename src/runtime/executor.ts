@@ -161,7 +161,7 @@ export class ActivityExecutor {
    * read what a batch claim leaves (`#startDue`).
    */
   async pump(orphans = false): Promise<number> {
-    if (!this.#runEffects || this.#closing) return 0;
+    if (!this.#runEffects || this.#closing || this.#slots.closed()) return 0;
     if (this.#pumping) {
       this.#pumpAgain = true;
       return 0;

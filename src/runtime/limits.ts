@@ -132,6 +132,7 @@ export class BacklogGauge {
 export class ActivitySlots {
   readonly #limits = new Map<string, number>();
   readonly #running = new Map<string, number>();
+  #known: ReadonlySet<string> = new Set();
 
   /** `known`: every activity name the registered machines invoke; a limit for another name is a typo. */
   constructor(limits: Record<string, number> | undefined, known: Iterable<string>) {
@@ -140,6 +141,7 @@ export class ActivitySlots {
       throw new ValidationError('activityConcurrency must be an object: { <activity name>: <how many at once> }.', { option: 'activityConcurrency' });
     }
     const names = new Set(known);
+    this.#known = names;
     for (const [src, limit] of Object.entries(limits)) {
       if (!Number.isSafeInteger(limit) || limit < 0) {
         throw new ValidationError(`activityConcurrency.${src} must be a whole number of attempts at once (0 or more); got ${String(limit)}.`, { option: 'activityConcurrency', src });
@@ -152,6 +154,13 @@ export class ActivitySlots {
       }
       this.#limits.set(src, limit);
     }
+  }
+
+  /** True when every activity is limited to 0 here (`spool serve --run-timers`: remote workers run them): nothing to claim. */
+  closed(): boolean {
+    if (this.#known.size === 0) return false;
+    for (const src of this.#known) if (this.#limits.get(src) !== 0) return false;
+    return true;
   }
 
   /** True when one more attempt of `src` may start now. */

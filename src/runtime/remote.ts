@@ -139,15 +139,19 @@ export class RemoteAttempts {
     });
   }
 
-  /** Extend the attempt's claim and its job's lease by `claimMs`; refused once the attempt is not current. */
-  async heartbeat(token: string, scope: ActivityScope): Promise<{ claimExpiresAt: number }> {
+  /**
+   * Extend the attempt's claim and its job's lease by `claimMs`; refused once the attempt is not
+   * current. `cancelRequested`: the job's cancel waits for this attempt to end (the worker aborts it).
+   */
+  async heartbeat(token: string, scope: ActivityScope): Promise<{ claimExpiresAt: number; cancelRequested: boolean }> {
     const { fields } = await this.#current(token, scope);
     const now = this.#deps.clock.now();
     const until = now + this.#claimMs;
     const store = this.#deps.store;
     const held = await store.renewLeases(fields.r, [fields.j], until, now);
     if (held.get(fields.j) !== fields.f || !(await store.renewClaim(fields.e, fields.a, fields.r, until, now))) throw stale(fields, 'its claim was taken over');
-    return { claimExpiresAt: until };
+    const job = await store.getJob(fields.j);
+    return { claimExpiresAt: until, cancelRequested: (job?.cancelRequestedAt ?? null) !== null };
   }
 
   /** Record how the attempt ended, as a local attempt's end is, then apply it; the same token again is answered as before. */
@@ -171,7 +175,8 @@ export class RemoteAttempts {
     d.events.emit({ type: 'activity.finished', jobId: fields.j, effectId: fields.e, attempt: fields.a, outcome: decided.reported, ...(error ? { error } : {}) });
     d.events.log(decided.reported === 'succeeded' ? 'info' : 'warn', `activity ${decided.reported} remotely`, { jobId: fields.j, effectId: fields.e, attempt: fields.a, ...(error ? { error } : {}) });
     if (decided.reported === 'retrying') d.events.emit({ type: 'timers.scheduled', jobId: fields.j, dueAt: [decided.retryAt] });
-    else if (d.process) await d.drain(fields.j);
+    // The outcome's event, and any sent meanwhile (held back while this attempt's runner held the job).
+    if (d.process) await d.drain(fields.j);
     return { duplicate: false, outcome: decided.reported, retryAt: decided.reported === 'retrying' ? decided.retryAt : null };
   }
 
@@ -180,7 +185,10 @@ export class RemoteAttempts {
     const { fields } = await this.#current(token, scope);
     const store = this.#deps.store;
     const released = (await store.releaseAttempt?.(fields.e, fields.a, fields.r, this.#deps.clock.now())) ?? false;
-    if (released) await store.releaseLeases(fields.r, [fields.j]);
+    if (released) {
+      await store.releaseLeases(fields.r, [fields.j]);
+      if (this.#deps.process) await this.#deps.drain(fields.j); // events sent meanwhile
+    }
     return { released };
   }
 

@@ -28,8 +28,15 @@ export function addWorkerRoutes(app: Hono, runtime: Runtime, changes: ChangeSign
     const deadline = Date.now() + waitMs;
     const signal = c.req.raw.signal;
     for (;;) {
+      // A worker that went away claims nothing more: what it was sent would wait out its claim.
+      if (signal.aborted) return c.json({ dispatches: [] });
       const seen = changes.version;
       const dispatches = await remote.claim({ slots, activities }, scope);
+      // Its worker went away while they were claimed: given back now rather than at their claims' expiry.
+      if (signal.aborted) {
+        for (const d of dispatches) await remote.release(d.token, scope).catch(() => undefined);
+        return c.json({ dispatches: [] });
+      }
       const left = deadline - Date.now();
       if (dispatches.length > 0 || left <= 0 || signal.aborted) return c.json({ dispatches });
       await changes.wait(seen, Math.min(left, await untilNextWake(runtime)), signal);

@@ -1,0 +1,164 @@
+/**
+ * Remote activity workers as separate processes against a real `spool serve` (the bin): a worker
+ * SIGKILLed mid-activity loses its claim once it expires and another worker finishes the job,
+ * while the killed attempt's completion, replayed with its token, is refused; a completion held
+ * by a worker while the server restarts is resent and applied once; the Python example worker
+ * (standard library only) runs a job to its end. The tests wait on the processes' output lines
+ * and on the job's stream, never on the wall clock.
+ */
+import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { createServer as netServer } from 'node:net';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createClient } from '../src/client/index.ts';
+import { Resources } from './helpers/resources.ts';
+import { spawnSpool } from './helpers/spoolCli.ts';
+
+const MODULE = fileURLToPath(new URL('./fixtures/remoteMachines.ts', import.meta.url));
+const PYTHON_WORKER = fileURLToPath(new URL('../examples/python-worker/worker.py', import.meta.url));
+const TOKEN = 'admin-token-0123456789abcdef';
+const WORKER = 'worker-token-0123456789abcdef';
+
+const res = new Resources();
+const children: { kill: (signal?: NodeJS.Signals) => boolean; exitCode: number | null; signalCode: string | null }[] = [];
+afterEach(async () => {
+  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  await res.dispose();
+});
+
+type Proc = ReturnType<typeof spawnSpool>;
+
+/** The first JSON line of `proc` that `match` accepts (waiting for it). */
+async function line(proc: Pick<Proc, 'until'>, match: (l: Record<string, any>) => boolean): Promise<Record<string, any>> {
+  let found: Record<string, any> | undefined;
+  await proc.until({
+    test: (text: string) => {
+      for (const l of text.split('\n')) {
+        if (!l.startsWith('{')) continue;
+        const parsed = JSON.parse(l) as Record<string, any>;
+        if (match(parsed)) return (found = parsed), true;
+      }
+      return false;
+    },
+  } as RegExp);
+  return found!;
+}
+
+async function serve(db: string, args: string[] = [], port = '0'): Promise<{ proc: Proc; url: string }> {
+  const proc = spawnSpool(['--db', db, '--machines', MODULE, 'serve', '--port', port, '--token', TOKEN, '--worker-token', WORKER, '--json', ...args], res.tempDir());
+  children.push(proc.child);
+  const ready = await line(proc, (l) => l['type'] === 'serve.ready');
+  return { proc, url: ready['url'] as string };
+}
+
+async function worker(url: string): Promise<Proc> {
+  const proc = spawnSpool(['--machines', MODULE, 'worker', '--server', url, '--token', WORKER, '--concurrency', '1', '--grace-ms', '2000', '--json'], res.tempDir());
+  children.push(proc.child);
+  await line(proc, (l) => l['type'] === 'worker.ready');
+  return proc;
+}
+
+async function freePort(): Promise<string> {
+  const server = netServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return String(port);
+}
+
+async function complete(url: string, token: string): Promise<{ status: number; body: any }> {
+  const response = await fetch(`${url}/api/workers/complete`, { method: 'POST', headers: { authorization: `Bearer ${WORKER}` }, body: JSON.stringify({ token, output: { late: true } }) });
+  return { status: response.status, body: await response.json() };
+}
+
+describe('remote workers, as processes', () => {
+  it('SIGKILL mid-activity: the claim expires, another worker finishes the job, and the killed attempt\'s late completion is refused', async () => {
+    const { proc: server, url } = await serve(res.dbPath(), ['--claim-ms', '3000']);
+    const client = createClient({ url, token: TOKEN });
+    const first = await worker(url);
+    await client.start('remote-order', { amount: 7, hang: true }, { jobId: 'k1' });
+    const started = await line(first, (l) => l['type'] === 'activity.started' && l['activity'] === 'charge');
+    first.child.kill('SIGKILL');
+    await first.exited;
+
+    const second = await worker(url);
+    const done = await client.waitFor('k1', (j) => j.final, { timeoutMs: 90_000 });
+    expect(done).toMatchObject({ value: 'done', context: { charged: { charged: 7, pid: second.child.pid } } });
+    expect((done.context as { charged: { attempt: number } }).charged.attempt).toBeGreaterThanOrEqual(2);
+
+    const late = await complete(url, started['token'] as string);
+    expect(late).toMatchObject({ status: 409, body: { error: { code: 'SPOOL_STALE_ATTEMPT' } } });
+    const history = await fetch(`${url}/api/jobs/k1/history`, { headers: { authorization: `Bearer ${TOKEN}` } }).then((r) => r.json() as Promise<any>);
+    expect(history.history.filter((h: { eventType: string }) => h.eventType === 'xstate.done.actor.charge')).toHaveLength(1);
+
+    second.child.kill('SIGTERM');
+    expect(await second.exited).toBe(0);
+    await line(second, (l) => l['type'] === 'worker.stopped');
+    server.child.kill('SIGTERM');
+    expect(await server.exited).toBe(0);
+  }, 180_000);
+
+  it('a completion held while spool serve restarts is resent once it is back, and applied once', async () => {
+    const db = res.dbPath();
+    const port = await freePort();
+    const gate = join(res.tempDir(), 'gate');
+    // A claim that outlasts any restart on a loaded host: the held completion is still the attempt's.
+    const claim = ['--claim-ms', '120000'];
+    let { proc: server, url } = await serve(db, claim, port);
+    const client = createClient({ url, token: TOKEN });
+    const w = await worker(url);
+    await client.start('remote-order', { amount: 3, gate }, { jobId: 'r1' });
+    await line(w, (l) => l['type'] === 'activity.started' && l['activity'] === 'charge');
+    server.child.kill('SIGTERM');
+    expect(await server.exited).toBe(0);
+
+    writeFileSync(gate, 'open'); // the activity ends while the server is down: its completion is held
+    await line(w, (l) => l['type'] === 'server.unreachable');
+    ({ proc: server, url } = await serve(db, claim, port));
+    const finished = await line(w, (l) => l['type'] === 'activity.finished' && l['activity'] === 'charge');
+    expect(finished).toMatchObject({ outcome: 'succeeded', duplicate: false });
+    const done = await client.waitFor('r1', (j) => j.final, { timeoutMs: 90_000 });
+    expect(done).toMatchObject({ value: 'done', context: { charged: { charged: 3, attempt: 1 } } });
+    const details = await fetch(`${url}/api/jobs/r1/attempts`, { headers: { authorization: `Bearer ${TOKEN}` } }).then((r) => r.json() as Promise<any>);
+    expect(details.attempts.map((a: { outcome: string }) => a.outcome)).toEqual(['succeeded', 'succeeded']);
+
+    w.child.kill('SIGTERM');
+    expect(await w.exited).toBe(0);
+    server.child.kill('SIGTERM');
+    await server.exited;
+  }, 180_000);
+
+  it('the Python example worker (standard library only) runs a job to its end, its timer fired by spool serve --run-timers', async () => {
+    const { proc: server, url } = await serve(res.dbPath(), ['--run-timers']);
+    const python = spawn('python3', [PYTHON_WORKER, '--server', url, '--token', WORKER, '--wait-ms', '2000'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    children.push(python);
+    let out = '';
+    const waiting: (() => void)[] = [];
+    python.stdout.setEncoding('utf8').on('data', (c: string) => ((out += c), waiting.splice(0).forEach((w) => w())));
+    python.stderr.setEncoding('utf8').on('data', (c: string) => ((out += c), waiting.splice(0).forEach((w) => w())));
+    const exited = new Promise<number | null>((resolve) => python.on('close', (code) => (resolve(code), waiting.splice(0).forEach((w) => w()))));
+    const py = {
+      until: async (pattern: RegExp) => {
+        while (!pattern.test(out)) {
+          if (python.exitCode !== null) throw new Error(`python exited ${python.exitCode}: ${out}`);
+          await new Promise<void>((resolve) => waiting.push(resolve));
+        }
+        return out;
+      },
+    };
+    await line(py, (l) => l['type'] === 'worker.ready');
+    const client = createClient({ url, token: TOKEN });
+    // Its timer is fired by spool serve --run-timers: nothing but the server and the Python worker runs.
+    await client.start('remote-order', { amount: 9, failFirst: true, pauseMs: 100 }, { jobId: 'p1' });
+    const done = await client.waitFor('p1', (j) => j.final, { timeoutMs: 90_000 });
+    expect(done).toMatchObject({ value: 'done', context: { charged: { charged: 9, attempt: 2, by: 'python' }, shipped: { shipped: true, by: 'python' } } });
+    const assets = await fetch(`${url}/api/jobs/p1/assets`, { headers: { authorization: `Bearer ${TOKEN}` } }).then((r) => r.json() as Promise<any>);
+    expect(assets.assets).toHaveLength(1);
+    python.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    server.child.kill('SIGTERM');
+    await server.exited;
+  }, 180_000);
+});
