@@ -61,7 +61,7 @@ export interface WorkersRun {
   lastReadyMs: number;
   /** Jobs per final status. */
   statuses: Record<string, number>;
-  /** Activity attempts per runner (effect_attempts.runner), most first: how the work spread over the children. */
+  /** Activity attempts per runner (the attempts view's runner), most first: how the work spread over the children. */
   attemptsPerRunner: number[];
   /** Children that printed their `stopped` line after SIGTERM (closed cleanly). */
   childrenStopped: number;
@@ -169,7 +169,7 @@ export async function runWorkers(workers: number, concurrency: number, jobs: num
     await Promise.race([Promise.all(exited), new Promise((r) => setTimeout(r, 10_000))]);
     const statuses = Object.fromEntries((await db.query('SELECT status, count(*) AS n FROM jobs GROUP BY status')).map((r) => [String(r['status']), Number(r['n'])]));
     const transitions = await count('SELECT count(*) AS n FROM transitions');
-    const perRunner = (await db.query("SELECT count(*) AS n FROM effect_attempts GROUP BY coalesce(runner, '') ORDER BY 1 DESC")).map((r) => Number(r['n']));
+    const perRunner = (await db.query("SELECT count(*) AS n FROM attempts GROUP BY coalesce(runner, '') ORDER BY 1 DESC")).map((r) => Number(r['n']));
     const seconds = elapsed / 1000;
     const lastReady = readyAt.length === workers ? Math.max(...readyAt) : elapsed;
     const fromReady = lastReady < elapsed ? (elapsed - lastReady) / 1000 : null;

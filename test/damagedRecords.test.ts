@@ -33,10 +33,13 @@ beforeAll(async () => {
   }
   await rt.start('crash-flaky', { deadlineMs: 60_000 }, { jobId: 'flaky' });
   await rt.start('approval-flow', { subject: 'x', remindAfterMs: 1000, deadlineMs: 5000 }, { jobId: 'approval' });
-  // An attempt that failed with a retry due (effect_attempts.error), and an asset (assets.meta).
+  // Attempts that failed with a retry due: the first archived (effect_attempts.error) by the claim
+  // of the second, which is on its effect row; and an asset (assets.meta).
   const [effect] = await store.listEffects('flaky');
-  const claimed = await store.claimEffect(effect!.id, 'r1', T0, T0 + 60_000);
-  await store.finishAttempt(effect!.id, claimed!.attempt, { kind: 'failed', error: { name: 'Error', message: 'boom' }, retryAt: T0 + 3_600_000, event: null }, T0);
+  for (const [attempt, at] of [[1, T0], [2, T0 + 1_000]] as const) {
+    expect(await store.claimEffect(effect!.id, 'r1', at, at + 60_000)).toMatchObject({ attempt });
+    await store.finishAttempt(effect!.id, attempt, { kind: 'failed', error: { name: 'Error', message: 'boom' }, retryAt: attempt === 1 ? at : T0 + 3_600_000, event: null }, at);
+  }
   await store.releaseLeases('r1', 'all');
   await store.attachAsset({ jobId: 'tally', key: 'k', type: 'text/plain', uri: 'file:///x', size: 1, meta: { a: 1 }, effectId: null, attempt: null, createdAt: T0 });
   await rt.close();

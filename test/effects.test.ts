@@ -673,12 +673,13 @@ describe('progress, assets and purge', () => {
     await runtime.processPending();
     await runtime.send(jobId, { type: 'ACCEPT' });
     await runtime.setProgress(jobId, 5); // leaves a note
-    const tables = ['jobs', 'transitions', 'inbox', 'effects', 'effect_attempts', 'timers', 'notes', 'assets'];
+    // `attempts`: the view of every attempt (a latest one lives on its effect row; effect_attempts holds the ones before it).
+    const tables = ['jobs', 'transitions', 'inbox', 'effects', 'attempts', 'timers', 'notes', 'assets'];
     for (const table of tables) expect((await rowsOf(store, table, jobId)).length, table).toBeGreaterThan(0);
     const rowCounts = async (id: string) => Promise.all(tables.map(async (t) => (await rowsOf(store, t, id)).length));
     const otherBefore = await rowCounts(keep);
     await runtime.purge(jobId);
-    for (const table of tables) expect(await rowsOf(store, table, jobId), table).toEqual([]);
+    for (const table of [...tables, 'effect_attempts']) expect(await rowsOf(store, table, jobId), table).toEqual([]);
     expect(await rowCounts(keep)).toEqual(otherBefore);
     await expect(runtime.get(jobId)).rejects.toBeInstanceOf(JobNotFoundError);
   });

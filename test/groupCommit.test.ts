@@ -199,8 +199,8 @@ describe('group commit', () => {
     expect(Math.max(...calls.map((c) => c.claims))).toBeLessThanOrEqual(8);
     expect(Math.max(...calls.map((c) => c.finishes))).toBeGreaterThan(1);
     const raw = await rawAt(resources, path, { readonly: true });
-    expect(await rawGet(raw, "SELECT count(*) AS n FROM effect_attempts WHERE outcome = 'succeeded'")).toEqual({ n: 24 });
-    expect(await rawGet(raw, "SELECT count(*) AS n FROM effect_attempts WHERE outcome <> 'succeeded'")).toEqual({ n: 0 });
+    expect(await rawGet(raw, "SELECT count(*) AS n FROM attempts WHERE outcome = 'succeeded'")).toEqual({ n: 24 });
+    expect(await rawGet(raw, "SELECT count(*) AS n FROM attempts WHERE outcome <> 'succeeded'")).toEqual({ n: 0 });
     // Nothing waited before them: each outcome was recorded in the commit that applied it, its event settled there
     // (recorded by its history row alone, schema 13: no inbox row).
     expect(await rawGet(raw, "SELECT count(*) AS n FROM events WHERE source_kind = 'effect' AND status = 'applied' AND revision = 2")).toEqual({ n: 24 });

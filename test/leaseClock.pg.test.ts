@@ -228,7 +228,7 @@ describe('two hosts with clocks 20 minutes apart on one database', () => {
     const jobs = (await h.store.pool.query<{ id: string; status: string }>('SELECT id, status FROM jobs ORDER BY id')).rows;
     expect(jobs.map((j) => j.status)).toEqual(Array(12).fill('done'));
     expect(runs.map((r) => `${r.job_id}/${r.step}/${r.attempt}`).sort()).toEqual(jobs.flatMap((j) => [`${j.id}/first/1`, `${j.id}/second/1`]).sort());
-    const attempts = (await h.store.pool.query<{ outcome: string; n: number }>('SELECT outcome, count(*)::int AS n FROM effect_attempts GROUP BY outcome')).rows;
+    const attempts = (await h.store.pool.query<{ outcome: string; n: number }>('SELECT outcome, count(*)::int AS n FROM attempts GROUP BY outcome')).rows;
     expect(attempts).toEqual([{ outcome: 'succeeded', n: 24 }]);
     // Fences: a job's commits never go back to a lower fence, and no fence is two runners'.
     const history = (await h.store.pool.query<{ job_id: string; runner: string | null; fence: number | null }>(

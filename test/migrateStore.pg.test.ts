@@ -29,7 +29,8 @@ async function fill(runtime: Runtime): Promise<void> {
       Array.from({ length: 30 }, async (_, k) => {
         const n = i + k;
         if (n % 3 === 0) await runtime.start('approval-flow', { subject: `s${n}`, remindAfterMs: 60_000, deadlineMs: 600_000 }, { jobId: `a-${n}` });
-        else if (n % 3 === 1) await runtime.start('export-job', { dataset: `d${n}`, rows: 2 }, { jobId: `e-${n}` });
+        // e-1's first attempt fails and is retried: an effect_attempts row (a latest attempt is on its effect row).
+        else if (n % 3 === 1) await runtime.start('export-job', { dataset: `d${n}`, rows: 2, flakyAttempts: n === 1 ? 1 : 0 }, { jobId: `e-${n}` });
         else {
           await runtime.start('job-lifecycle', { name: `j${n}`, items: 1 }, { jobId: `l-${n}` });
           await runtime.send(`l-${n}`, { type: 'CANCEL' }).catch(() => undefined);
@@ -37,6 +38,7 @@ async function fill(runtime: Runtime): Promise<void> {
       }),
     );
   }
+  await runtime.waitFor('e-1', (job) => job.final);
   // An event accepted and still waiting (its job suspended): an inbox row whatever the timing of
   // the sends above (an event applied in the commit that accepts it is recorded by history alone).
   await runtime.suspend('a-0', 'held for the copy');

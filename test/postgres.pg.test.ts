@@ -81,17 +81,21 @@ describe('PostgresStore: the schema', () => {
     await first.close();
     // Back to schema 3's layout: the running attempt a row of effect_attempts, no view, no columns.
     const c = await raw(url);
-    await c.query(`INSERT INTO effect_attempts (effect_id, attempt, runner, started_at, outcome)
-        SELECT effect_id, attempt, runner, started_at, 'running' FROM attempts WHERE outcome = 'running';
-      DROP VIEW attempts; ALTER TABLE effects DROP COLUMN attempt_runner; ALTER TABLE effects DROP COLUMN attempt_started_at;
+    await c.query(`INSERT INTO effect_attempts (effect_id, attempt, runner, started_at, ended_at, outcome, error)
+        SELECT id, attempt, attempt_runner, attempt_started_at, attempt_ended_at, coalesce(attempt_outcome, 'running'), attempt_error FROM effects
+        WHERE attempt_started_at IS NOT NULL;
+      DROP VIEW attempts;
+      ALTER TABLE effects DROP COLUMN attempt_runner, DROP COLUMN attempt_started_at, DROP COLUMN attempt_ended_at, DROP COLUMN attempt_outcome, DROP COLUMN attempt_error;
       DELETE FROM spool_migrations WHERE version >= 4`);
 
     const store = await open(url);
     expect(store.schemaVersion).toBe(pgMigrations().at(-1)!.version);
     expect(await store.listAttempts('a')).toEqual(before);
     expect((await c.query('SELECT attempt, outcome FROM effect_attempts')).rows).toEqual([{ attempt: 1, outcome: 'failed' }]);
+    expect((await c.query('SELECT attempt, attempt_runner, attempt_started_at::int AS started FROM effects')).rows).toEqual([{ attempt: 2, attempt_runner: 'w2', started: 25 }]);
     expect(await store.finishAttempt(effect.id, 2, { kind: 'succeeded', output: 1, event: event('a', 'done') }, 30)).toBe('current');
     expect(summary(await store.listAttempts('a'))).toEqual([[1, 'w1', 10, 15, 'failed'], [2, 'w2', 25, 30, 'succeeded']]);
+    expect((await c.query('SELECT attempt, outcome FROM effect_attempts')).rows).toEqual([{ attempt: 1, outcome: 'failed' }]);
   });
 
   it('refuses a schema newer than this code, and changes nothing', async () => {

@@ -5,6 +5,7 @@ import { loadMigrations, SqliteStore } from '../persistence/drivers/better-sqlit
 import { DatabaseBusyError, NotASpoolDatabaseError } from '../persistence/drivers/better-sqlite3/SqliteStore.ts';
 import { jobLifecycle } from '../machines/index.ts';
 import { SchemaTooNewError, SpoolError, ValidationError, type RuntimeEvent } from '../src/index.ts';
+import type { AttemptRecord } from '../src/ports/store.ts';
 import { MemoryStore } from '../persistence/memory/index.ts';
 import { Resources } from './helpers/resources.ts';
 import { commitOf, newEvent, newJob } from './store.contract.ts';
@@ -14,12 +15,14 @@ const res = new Resources();
 afterEach(() => res.dispose());
 
 /**
- * Schema 14's attempts back in schema 13's layout: a running attempt is a row of effect_attempts
- * (outcome 'running'), not its effect row's columns; no `attempts` view.
+ * Schema 15's attempts back in schema 13's layout: every attempt a row of effect_attempts (the
+ * running one with outcome 'running'), none on its effect row; no `attempts` view.
  */
-const BACK_TO_SCHEMA_13 = `INSERT INTO effect_attempts (effect_id, attempt, runner, started_at, outcome)
-    SELECT effect_id, attempt, runner, started_at, 'running' FROM attempts WHERE outcome = 'running';
-  DROP VIEW attempts; ALTER TABLE effects DROP COLUMN attempt_runner; ALTER TABLE effects DROP COLUMN attempt_started_at;`;
+const BACK_TO_SCHEMA_13 = `INSERT INTO effect_attempts (effect_id, attempt, runner, started_at, ended_at, outcome, error)
+    SELECT id, attempt, attempt_runner, attempt_started_at, attempt_ended_at, coalesce(attempt_outcome, 'running'), attempt_error FROM effects
+    WHERE attempt_started_at IS NOT NULL;
+  DROP VIEW attempts;
+  ${['attempt_runner', 'attempt_started_at', 'attempt_ended_at', 'attempt_outcome', 'attempt_error'].map((c) => `ALTER TABLE effects DROP COLUMN ${c};`).join(' ')}`;
 
 /**
  * Schema 12's history table back in schema 11's shape (keyed by job and revision, seq a column
@@ -217,7 +220,7 @@ describe('SqliteStore migrations', () => {
     expect(store.schemaVersion).toBe(loadMigrations().at(-1)!.version);
     expect((await store.history('a')).map((h) => h.revision)).toEqual([1]);
     expect(store.db.prepare("SELECT seq FROM transitions WHERE job_id = 'b'").pluck().get()).toBe(kept);
-    expect(store.db.prepare('SELECT effect_id, attempt, outcome FROM effect_attempts').all()).toEqual([{ effect_id: 'e1', attempt: 1, outcome: 'waiting' }]);
+    expect(store.db.prepare('SELECT effect_id, attempt, outcome FROM attempts').all()).toEqual([{ effect_id: 'e1', attempt: 1, outcome: 'waiting' }]);
     expect(await store.effectByToken('tok')).toMatchObject({ id: 'e1', status: 'waiting' });
     // A token is still unique; effects without one are not in its index at all.
     const second = "INSERT INTO effects (id, job_id, actor_id, src, input, status, active, max_attempts, token, created_revision, created_at, updated_at) VALUES ('e2', 'b', 'x', 'x', '{}', 'waiting', 1, 3, ?, 1, 1, 1)";
@@ -230,35 +233,47 @@ describe('SqliteStore migrations', () => {
     await store.close();
   });
 
-  it('upgrades a schema-13 file: its running attempt moves onto its effect row and reads back the same, then ends as a new one would', async () => {
+  it('upgrades a schema-13 file: its running and waiting attempts move onto their effect rows and read back the same, then end as new ones would', async () => {
     const path = res.dbPath();
-    const effect = { id: 'a~work~1', jobId: 'a', actorId: 'work', src: 'work', input: {}, maxAttempts: 3, unsafe: false, createdRevision: 1, at: 1 };
+    const effect = (actor: string) => ({ id: `a~${actor}~1`, jobId: 'a', actorId: actor, src: actor, input: {}, maxAttempts: 3, unsafe: false, createdRevision: 1, at: 1 });
+    const [work, wait] = [effect('work'), effect('wait')];
+    const summary = (list: AttemptRecord[]) => list.map((a) => [a.effectId, a.attempt, a.runner, a.startedAt, a.endedAt, a.outcome]);
     let before;
     {
       const store = await res.sqlite(path);
-      await store.createJob({ ...newJob('a'), effects: [effect] });
-      // Attempt 1 failed with a retry due; attempt 2 claimed by w2, running.
-      expect(await store.claimEffect(effect.id, 'w1', 10, 60_000)).toMatchObject({ attempt: 1 });
-      await store.finishAttempt(effect.id, 1, { kind: 'failed', error: { name: 'Error', message: 'boom' }, retryAt: 20, event: null }, 15);
+      await store.createJob({ ...newJob('a'), effects: [work, wait] });
+      // work: attempt 1 failed with a retry due, attempt 2 claimed by w2, running. wait: waiting on a token.
+      expect(await store.claimEffect(work.id, 'w1', 10, 60_000)).toMatchObject({ attempt: 1 });
+      await store.finishAttempt(work.id, 1, { kind: 'failed', error: { name: 'Error', message: 'boom' }, retryAt: 20, event: null }, 15);
+      expect(await store.claimEffect(wait.id, 'w1', 16, 60_000)).toMatchObject({ attempt: 1 });
+      await store.finishAttempt(wait.id, 1, { kind: 'waiting', token: 'tok' }, 17);
       await store.releaseLeases('w1', 'all');
-      expect(await store.claimEffect(effect.id, 'w2', 25, 60_000)).toMatchObject({ attempt: 2 });
+      expect(await store.claimEffect(work.id, 'w2', 25, 60_000)).toMatchObject({ attempt: 2 });
       before = await store.listAttempts('a');
-      expect(before.map((a) => [a.attempt, a.runner, a.startedAt, a.endedAt, a.outcome])).toEqual([[1, 'w1', 10, 15, 'failed'], [2, 'w2', 25, null, 'running']]);
+      expect(summary(before)).toEqual([[wait.id, 1, 'w1', 16, 17, 'waiting'], [work.id, 1, 'w1', 10, 15, 'failed'], [work.id, 2, 'w2', 25, null, 'running']]);
       await store.close();
     }
     const raw = res.raw(path);
     raw.exec(`${BACK_TO_SCHEMA_13} DELETE FROM spool_migrations WHERE version >= 14;`);
-    expect(raw.prepare('SELECT attempt, outcome FROM effect_attempts ORDER BY attempt').all()).toEqual([{ attempt: 1, outcome: 'failed' }, { attempt: 2, outcome: 'running' }]);
+    expect(raw.prepare('SELECT effect_id, attempt, outcome FROM effect_attempts ORDER BY effect_id, attempt').all()).toEqual([
+      { effect_id: wait.id, attempt: 1, outcome: 'waiting' }, { effect_id: work.id, attempt: 1, outcome: 'failed' }, { effect_id: work.id, attempt: 2, outcome: 'running' },
+    ]);
     raw.close();
 
     const store = await res.sqlite(path);
     expect(store.schemaVersion).toBe(loadMigrations().at(-1)!.version);
     expect(await store.listAttempts('a')).toEqual(before);
-    expect(store.db.prepare('SELECT attempt, outcome FROM effect_attempts').all()).toEqual([{ attempt: 1, outcome: 'failed' }]);
-    expect(store.db.prepare('SELECT attempt, attempt_runner, attempt_started_at FROM effects').get()).toEqual({ attempt: 2, attempt_runner: 'w2', attempt_started_at: 25 });
-    // Its end is written once, with the start the old row had.
-    expect(await store.finishAttempt(effect.id, 2, { kind: 'succeeded', output: 1, event: newEvent('a', 'done', { type: 'DONE' }, 30) }, 30)).toBe('current');
-    expect((await store.listAttempts('a')).map((a) => [a.attempt, a.runner, a.startedAt, a.endedAt, a.outcome])).toEqual([[1, 'w1', 10, 15, 'failed'], [2, 'w2', 25, 30, 'succeeded']]);
+    // The attempts whose end may still change are on their effect rows; the failed one keeps its row.
+    expect(store.db.prepare('SELECT effect_id, attempt, outcome FROM effect_attempts').all()).toEqual([{ effect_id: work.id, attempt: 1, outcome: 'failed' }]);
+    expect(store.db.prepare('SELECT id, attempt, attempt_runner, attempt_started_at, attempt_outcome FROM effects ORDER BY id').all()).toEqual([
+      { id: wait.id, attempt: 1, attempt_runner: 'w1', attempt_started_at: 16, attempt_outcome: 'waiting' },
+      { id: work.id, attempt: 2, attempt_runner: 'w2', attempt_started_at: 25, attempt_outcome: null },
+    ]);
+    // They end as new ones would: on their effect rows, with the starts the old rows had.
+    expect(await store.finishAttempt(work.id, 2, { kind: 'succeeded', output: 1, event: newEvent('a', 'done', { type: 'DONE' }, 30) }, 30)).toBe('current');
+    expect(await store.completeByToken('tok', { kind: 'succeeded', output: 2 }, newEvent('a', 'approved', { type: 'APPROVED' }, 31), 31)).toBe(true);
+    expect(summary(await store.listAttempts('a'))).toEqual([[wait.id, 1, 'w1', 16, 31, 'succeeded'], [work.id, 1, 'w1', 10, 15, 'failed'], [work.id, 2, 'w2', 25, 30, 'succeeded']]);
+    expect(store.db.prepare('SELECT count(*) AS n FROM effect_attempts').get()).toEqual({ n: 1 });
     await store.close();
   });
 

@@ -352,10 +352,10 @@ export function* claimIn(c: EffectClaim, before?: Row): Program<ClaimedEffect | 
   if (!before) return undefined;
   const lease = leaseParams({ runner, fence: c.fence, now, until: claimUntil, takeOver }, now);
   const claim = { id, takeOver, ...lease };
-  // A running attempt taken over is recorded interrupted from its effect row, before the claim
-  // rewrites that row for the new attempt (which lives there until it ends: no row of its own yet).
-  // Both check the job's lease (CLAIM_WHERE), so a lease held elsewhere writes nothing.
-  if (before['status'] === 'running') yield* write('interruptClaimed', claim);
+  // The effect row holds its latest attempt: before the claim rewrites it for the next one, that
+  // attempt gets its effect_attempts row (a running one taken over: interrupted). Both check the
+  // job's lease (CLAIM_WHERE), so a lease held elsewhere writes nothing.
+  if (Number(before['attempt']) > 0) yield* write('archiveClaimed', claim);
   const row = yield* get('claimEffect', claim);
   if (!row) return undefined;
   const leased = (yield* get('claimJobLease', { id: before['job_id'], ...lease })) as { lease_fence: number } | undefined;
@@ -390,7 +390,7 @@ function* settleIn(f: AttemptFinish, acceptEvent: boolean, leaving?: { actorId: 
           };
   const leased = { runner: lease?.runner ?? null, fence: lease?.fence ?? null, deactivate_actor: leaving?.actorId ?? null, deactivated_at: leaving?.at ?? null };
   // The update checks the lease itself; only a refusal reads why (the lease gone, or the attempt no longer current).
-  const settled = yield* get('settleEffect', { ...params, ...leased, id, attempt, at });
+  const settled = yield* get('settleEffect', { ...params, ...leased, id, attempt, at, outcome: result.kind });
   if (!settled && lease) {
     const effect = (yield* get('effectLeaseState', { id, runner: lease.runner, fence: lease.fence })) as { held: number } | undefined;
     if (effect && effect.held === 0) {
@@ -401,15 +401,14 @@ function* settleIn(f: AttemptFinish, acceptEvent: boolean, leaving?: { actorId: 
       return { status: 'lease-lost', deactivated: false };
     }
   }
-  const error = result.kind === 'failed' ? JSON.stringify(result.error) : null;
-  if (settled) yield* write('endAttempt', { outcome: result.kind, at, error, id, attempt });
-  else yield* staleEnd(id, attempt, at, error);
+  // Recorded: the outcome, and the attempt's end with it, on the effect row (settleEffect).
+  if (!settled) yield* staleEnd(id, attempt, at, result.kind === 'failed' ? JSON.stringify(result.error) : null);
   const event = result.kind === 'waiting' ? null : result.event;
   if (event && acceptEvent) yield* acceptPending(event);
   return { status: settled ? 'current' : 'stale', deactivated: Number(settled?.['active'] ?? 1) === 0 };
 }
 
-/** An outcome not recorded (stale): the end of its attempt, whether still the effect's current one or taken over since. */
+/** An outcome not recorded (stale): the end of its attempt, whether still the effect's latest one (on its row) or archived since. */
 function* staleEnd(id: string, attempt: number, at: number, error: string | null): Program<void> {
   const end = { outcome: 'stale', at, error, id, attempt };
   if ((yield* run('endAttempt', end)).changes === 0) yield* run('endOldAttempt', end);

@@ -97,7 +97,7 @@ const DUE_READS = (d: SqlDialect, also?: string, limit = '@limit') => {
 
 /** An attempt claimed: running, the next attempt, claimed by `@runner` until `@until` (by the lease clock), started now (the attempt lives on the effect row until it ends). One text for `claimEffect` and the batch claim. */
 export const CLAIM_SET = (d: SqlDialect) => `status = 'running', attempt = effects.attempt + 1, claimed_by = @runner,
-        claim_expires_at = ${d.leaseUntil}, next_run_at = NULL, updated_at = @now, attempt_runner = @runner, attempt_started_at = @now`;
+        claim_expires_at = ${d.leaseUntil}, next_run_at = NULL, updated_at = @now, ${ATTEMPT_START}`;
 
 /**
  * Of the due rows, the ones a batch claim may take: an attempt left; not a running attempt unsafe
@@ -168,7 +168,7 @@ const INSERT_JOB = (d: SqlDialect) => `INSERT INTO jobs (id, machine_id, machine
  * The WHERE of a claim of effect `@id` at `@now` (`@takeOver`: the runner whose running attempt it
  * may take over before its claim expires), only while its job's lease may be taken (LEASE_OK, with
  * leaseParams' parameters, so a lease held elsewhere writes nothing): one text for `claimEffect` and
- * the attempt it interrupts.
+ * the attempt it archives.
  */
 const CLAIM_WHERE = (d: SqlDialect) => `id = @id AND active = 1 AND (status = 'pending' OR (status = 'backoff' AND next_run_at <= @now)
         OR (status = 'running' AND (claim_expires_at <= ${d.leaseNow} OR claimed_by = @takeOver)))
@@ -177,18 +177,28 @@ const CLAIM_WHERE = (d: SqlDialect) => `id = @id AND active = 1 AND (status = 'p
         AND EXISTS (SELECT 1 FROM jobs lj WHERE lj.id = effects.job_id AND ${LEASE_OK(d)})`;
 
 /**
- * An ended attempt's row (schema 14), made from its effect row: the running attempt lives there
- * (`attempt`, `attempt_runner`, `attempt_started_at`), and its effect_attempts row is written once,
- * when it ends. Followed by the WHERE that picks the effect rows (one per attempt).
+ * An effect's latest attempt (schema 15) lives on its row: `attempt` (its number), and who ran it,
+ * since when, when it ended, how (`attempt_outcome`, NULL while it runs) and its error. The columns
+ * an attempt's end sets, from `@outcome`, `@at` and `@error`.
  */
-const ATTEMPT_ROW = (outcome: string, at: string, error: string) => `INSERT INTO effect_attempts (effect_id, attempt, runner, started_at, ended_at, outcome, error)
-      SELECT id, attempt, attempt_runner, coalesce(attempt_started_at, ${at}), ${at}, ${outcome}, ${error} FROM effects`;
+const ATTEMPT_END = `attempt_outcome = @outcome, attempt_ended_at = @at, attempt_error = @error`;
 
-/** The outcomes an attempt's row may still change from: running (written by schema 13 and before), waiting (its token completes it), interrupted (its late outcome is stale). */
+/** A claim's new attempt on its effect row: run by `@runner`, since `@now`, not ended. */
+const ATTEMPT_START = `attempt_runner = @runner, attempt_started_at = @now, attempt_ended_at = NULL, attempt_outcome = NULL, attempt_error = NULL`;
+
+/**
+ * The outcomes an attempt's record may still change from: running, waiting (its token completes
+ * it), interrupted (its late outcome is stale). NULL on an effect row: running.
+ */
 const ENDS_LATER = `('running', 'waiting', 'interrupted')`;
 
-/** The running attempts of the effect rows `where` picks, recorded interrupted at `@now` (a row an attempt has already is kept). */
-export const INTERRUPTED = (where: string) => `${ATTEMPT_ROW(`'interrupted'`, '@now', 'NULL')} WHERE ${where}
+/**
+ * The latest attempts of the effect rows `where` picks, before a claim starts the next one: their
+ * effect_attempts rows, written once (a running one taken over: interrupted now).
+ */
+export const ARCHIVED = (where: string) => `INSERT INTO effect_attempts (effect_id, attempt, runner, started_at, ended_at, outcome, error)
+      SELECT id, attempt, attempt_runner, attempt_started_at, coalesce(attempt_ended_at, @now), coalesce(attempt_outcome, 'interrupted'), attempt_error
+      FROM effects WHERE ${where} AND attempt_started_at IS NOT NULL
       ON CONFLICT (effect_id, attempt) DO NOTHING`;
 
 /** A statement's text (the groups below name them; `prepare` prepares them for SQLite). */
@@ -312,7 +322,7 @@ function effectsSql(d: SqlDialect) {
     effectLeaseState: q(`SELECT e.job_id, CASE WHEN EXISTS (SELECT 1 FROM jobs j WHERE j.id = e.job_id AND j.lease_owner = @runner AND j.lease_fence = @fence) THEN 1 ELSE 0 END AS held
       FROM effects e WHERE e.id = @id`),
     listEffects: q('SELECT * FROM effects WHERE job_id = ? ORDER BY created_revision, id'),
-    /** Every attempt of the job's effects: the ended ones, and the running ones on their effect rows (the `attempts` view, schema 14). */
+    /** Every attempt of the job's effects: the archived ones, and each effect's latest, on its row (the `attempts` view, schema 15). */
     listAttempts: q(`SELECT a.* FROM attempts a JOIN effects e ON e.id = a.effect_id
       WHERE a.job_id = ? ORDER BY e.created_revision, a.effect_id, a.attempt`),
     dueEffects: q(`SELECT * FROM (${DUE_READS(d)}) AS due ORDER BY coalesce(next_run_at, created_at), r LIMIT @limit`),
@@ -324,14 +334,13 @@ function effectsSql(d: SqlDialect) {
       WHERE j.status = 'active' AND j.parent_job_id IS NOT NULL AND e.active = 0 ORDER BY j.id LIMIT ?`),
     /** An effect claimed, only while its job's lease may be taken (CLAIM_WHERE's LEASE_OK, LEASE_SET's parameters): claimJobLease then takes it. */
     claimEffect: q(`UPDATE effects SET ${CLAIM_SET(d)} WHERE ${CLAIM_WHERE(d)} RETURNING *`),
-    /** The running attempt a claim of `@id` takes over (claimEffect's rows, run just before it), recorded interrupted. */
-    interruptClaimed: q(INTERRUPTED(`${CLAIM_WHERE(d)} AND status = 'running'`)),
+    /** The attempt before the one a claim of `@id` starts (claimEffect's rows, run just before it), archived. */
+    archiveClaimed: q(ARCHIVED(CLAIM_WHERE(d))),
+    /** A running attempt given back: pending again, one more attempt allowed, the attempt interrupted with `@error` (SPOOL_RELEASED). */
     releaseEffect: q(`UPDATE effects SET status = 'pending', max_attempts = max_attempts + 1, claimed_by = NULL, claim_expires_at = NULL,
-        next_run_at = NULL, updated_at = @at
+        next_run_at = NULL, updated_at = @at, attempt_outcome = 'interrupted', attempt_ended_at = @at, attempt_error = @error
       WHERE id = @id AND attempt = @attempt AND claimed_by = @runner AND status = 'running' AND active = 1 AND unsafe = 0
         AND ${releasesLeft(d)}`),
-    /** Attempt `@attempt` of `@id`, running, recorded interrupted (a row it has already is kept). */
-    interruptAttempt: q(INTERRUPTED('id = @id AND attempt = @attempt')),
     renewClaim: q(`UPDATE effects SET claim_expires_at = ${d.leaseUntil} WHERE id = @id AND attempt = @attempt AND claimed_by = @runner AND status = 'running'
         AND EXISTS (SELECT 1 FROM jobs lj WHERE lj.id = effects.job_id AND lj.lease_owner = @runner)`),
     /** An activity its creating commit claims (EffectStart): written running, at its first attempt. */
@@ -339,35 +348,36 @@ function effectsSql(d: SqlDialect) {
         claimed_by, claim_expires_at, attempt_runner, attempt_started_at, created_revision, created_at, updated_at)
       VALUES (@id, @job_id, @actor, @src, 'activity', @input, 'running', 1, 1, @max_attempts, @unsafe, @runner, ${d.leaseUntil}, @runner, @now, @revision, @at, @at)`),
     /**
-     * Attempt `@attempt` of `@id` ended (`@outcome` at `@at`, `@error`): its row written from what
-     * the effect row keeps of it, when it is the effect's current attempt; a row it has already
-     * (waiting, or interrupted) takes the end. Changes nothing for an attempt taken over since
-     * (endOldAttempt), or one whose end is recorded.
+     * Attempt `@attempt` of `@id` ended (`@outcome` at `@at`, `@error`) on its effect row, when it is
+     * the effect's latest and its end may still change. Changes nothing for an attempt archived
+     * since (endOldAttempt), or one whose end is recorded.
      */
-    endAttempt: q(`${ATTEMPT_ROW('@outcome', '@at', '@error')} WHERE id = @id AND attempt = @attempt
-      ON CONFLICT (effect_id, attempt) DO UPDATE SET outcome = excluded.outcome, ended_at = excluded.ended_at, error = excluded.error
-        WHERE effect_attempts.outcome IN ${ENDS_LATER}`),
-    /** The end of an attempt taken over since (its row written interrupted then). */
+    endAttempt: q(`UPDATE effects SET ${ATTEMPT_END}
+      WHERE id = @id AND attempt = @attempt AND attempt_started_at IS NOT NULL AND coalesce(attempt_outcome, 'running') IN ${ENDS_LATER}`),
+    /** The end of an attempt archived since (a newer attempt was claimed: its row written then). */
     endOldAttempt: q(`UPDATE effect_attempts SET outcome = @outcome, ended_at = @at, error = @error
       WHERE effect_id = @id AND attempt = @attempt AND outcome IN ${ENDS_LATER}`),
     /**
-     * An attempt's end on its effect, under the runner's lease at its fence when `@runner` is given
+     * An attempt's end on its effect (its outcome `@outcome` too), under the runner's lease at its fence when `@runner` is given
      * (a refusal is told apart afterwards: effectLeaseState). `@deactivate_actor`: the commit that
      * applies the outcome also leaves the invocation of that actor, so the effect is deactivated
      * here too (at `@deactivated_at`), in the same row write (`active` 0 returned: the commit then
      * runs no deactivateEffects for that actor).
      */
     settleEffect: q(`UPDATE effects SET status = @status, output = @output, error = @error, next_run_at = @next,
-        token = @token, claimed_by = NULL, claim_expires_at = NULL,
+        token = @token, claimed_by = NULL, claim_expires_at = NULL, ${ATTEMPT_END},
         active = CASE WHEN actor_id = @deactivate_actor THEN 0 ELSE active END,
         updated_at = CASE WHEN actor_id = @deactivate_actor THEN @deactivated_at ELSE @at END
       WHERE id = @id AND attempt = @attempt AND status = 'running' AND active = 1
         AND (@runner IS NULL OR EXISTS (SELECT 1 FROM jobs j WHERE j.id = effects.job_id AND j.lease_owner = @runner AND j.lease_fence = @fence))
       RETURNING active`),
-    failEffect: q(`UPDATE effects SET status = 'failed', error = ?, token = NULL, claimed_by = NULL, claim_expires_at = NULL, updated_at = ?
-      WHERE id = ? AND active = 1 AND attempt = ? AND (status = 'running' OR (attempt = 0 AND status = 'pending'))`),
+    /** Failed for good without an outcome (recovery: unsafe to repeat, or out of attempts); a running attempt is recorded interrupted. */
+    failEffect: q(`UPDATE effects SET status = 'failed', error = @error, token = NULL, claimed_by = NULL, claim_expires_at = NULL, updated_at = @at,
+        attempt_outcome = 'interrupted', attempt_ended_at = @at, attempt_error = NULL
+      WHERE id = @id AND active = 1 AND attempt = @attempt AND (status = 'running' OR (attempt = 0 AND status = 'pending'))`),
     effectByToken: q('SELECT * FROM effects WHERE token = ?'),
-    completeByToken: q(`UPDATE effects SET status = @status, output = @output, error = @error, token = NULL, updated_at = @at
+    completeByToken: q(`UPDATE effects SET status = @status, output = @output, error = @error, token = NULL, updated_at = @at,
+        attempt_outcome = @status, attempt_ended_at = @at, attempt_error = @error
       WHERE token = @token AND status = 'waiting' AND active = 1 RETURNING id, attempt`),
   };
 }

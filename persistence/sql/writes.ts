@@ -18,9 +18,7 @@ export function* acceptEventIn(event: NewInboxEvent): Program<AcceptResult> {
 
 /** `releaseAttempt`. */
 export function* releaseAttemptIn(id: string, attempt: number, runner: string, at: number): Program<boolean> {
-  if ((yield* run('releaseEffect', { id, attempt, runner, at, limit: MAX_RELEASES })).changes !== 1) return false;
-  yield* run('endAttempt', { outcome: 'interrupted', at, error: JSON.stringify(RELEASED_ATTEMPT), id, attempt });
-  return true;
+  return (yield* run('releaseEffect', { id, attempt, runner, at, limit: MAX_RELEASES, error: JSON.stringify(RELEASED_ATTEMPT) })).changes === 1;
 }
 
 /** `expireLeases`: every lease of a dead owner, or every lease expired by a time. */
@@ -36,8 +34,7 @@ export function* expireLeasesIn(filter: { owner: string } | { expiredBy: number 
 
 /** `failEffect`. */
 export function* failEffectIn(id: string, attempt: number, error: ErrorInfo, event: NewInboxEvent, at: number): Program<boolean> {
-  if ((yield* run('failEffect', JSON.stringify(error), at, id, attempt)).changes !== 1) return false;
-  if (attempt > 0) yield* run('interruptAttempt', { now: at, id, attempt });
+  if ((yield* run('failEffect', { error: JSON.stringify(error), at, id, attempt })).changes !== 1) return false;
   yield* acceptPending(event);
   return true;
 }
@@ -57,7 +54,6 @@ export function* completeByTokenIn(
     error: result.kind === 'failed' ? JSON.stringify(result.error) : null,
   });
   if (!row) return false;
-  yield* run('endAttempt', { outcome: result.kind, at, error: result.kind === 'failed' ? JSON.stringify(result.error) : null, id: row['id'], attempt: row['attempt'] });
   yield* acceptPending(event);
   return true;
 }

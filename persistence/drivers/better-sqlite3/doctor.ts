@@ -58,7 +58,7 @@ const JSON_COLUMNS: readonly { table: string; columns: readonly string[]; job: s
   { table: 'jobs', columns: ['state_value', 'context', 'input', 'snapshot'], job: 'jobs.id' },
   { table: 'transitions', columns: ['payload', 'from_value', 'to_value', 'error'], job: 'transitions.job_id' },
   { table: 'inbox', columns: ['payload', 'error'], job: 'inbox.job_id' },
-  { table: 'effects', columns: ['input', 'output', 'error'], job: 'effects.job_id' },
+  { table: 'effects', columns: ['input', 'output', 'error', 'attempt_error'], job: 'effects.job_id' },
   { table: 'effect_attempts', columns: ['error'], job: 'e.job_id', from: 'effect_attempts LEFT JOIN effects e ON e.id = effect_attempts.effect_id' },
   { table: 'timers', columns: ['event'], job: 'timers.job_id' },
   { table: 'assets', columns: ['meta'], job: 'assets.job_id' },

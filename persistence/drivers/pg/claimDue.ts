@@ -7,11 +7,12 @@
  * another claim took and committed meanwhile no longer has the status and attempt read). Then,
  * in data-modifying CTEs of the same statement: each job's lease taken (LEASE_SET, the rule of
  * every write under a lease), each effect claimed (CLAIM_SET, as `claimEffect`: the new attempt
- * lives on its effect row), and the attempt a dead runner left recorded interrupted (INTERRUPTED,
- * which reads the effect rows as they were before the claim: every part sees the statement's snapshot).
+ * lives on its effect row), and the attempt before it archived (ARCHIVED: a dead runner's running
+ * one as interrupted), read off the effect rows as they were before the claim: every part of the
+ * statement sees its snapshot.
  */
 import type { SqlDialect } from '../../sql/predicates.ts';
-import { CLAIM_SET, dueClaimParts, INTERRUPTED, LEASE_SET } from '../../sql/statements.ts';
+import { ARCHIVED, CLAIM_SET, dueClaimParts, LEASE_SET } from '../../sql/statements.ts';
 import { toPostgres, type PgStatement } from './sql.ts';
 
 /** The statement's text in dialect `d` (named parameters: `dueClaimParams`, with LEASE_SET's for a lease taken afresh). */
@@ -25,7 +26,7 @@ export function claimDueSql(d: SqlDialect): string {
   ${parts.pick('locked')},
   leased AS (UPDATE jobs SET ${LEASE_SET(d)} FROM picked p WHERE jobs.id = p.job_id RETURNING jobs.id, jobs.lease_fence),
   claimed AS (UPDATE effects SET ${CLAIM_SET(d)} FROM picked p WHERE effects.id = p.id RETURNING effects.*),
-  interrupted AS (${INTERRUPTED("effects.id IN (SELECT p.id FROM picked p WHERE p.status = 'running')")}),
+  archived AS (${ARCHIVED('effects.id IN (SELECT p.id FROM picked p)')}),
   n AS (SELECT ${parts.counts('locked')})
 SELECT x.*, n.* FROM n LEFT JOIN (
     SELECT cl.*, 'claim' AS kind, l.lease_fence, p.machine_id, p.machine_version, p.t AS due_t, p.r AS due_r

@@ -1,4 +1,4 @@
--- The postgres schema as persistence/sql/migrations/postgres produce it (schema version 4).
+-- The postgres schema as persistence/sql/migrations/postgres produce it (schema version 5).
 -- Written by `npm run schema:dump`; test/schemaDump tests fail when it drifts from the migrations.
 
 CREATE TABLE assets (
@@ -52,6 +52,9 @@ CREATE TABLE effects (
   rowid bigint NOT NULL,
   attempt_runner text,
   attempt_started_at bigint,
+  attempt_ended_at bigint,
+  attempt_outcome text,
+  attempt_error text,
   CONSTRAINT effects_kind_check CHECK ((kind = ANY (ARRAY['activity'::text, 'child'::text]))),
   CONSTRAINT effects_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'waiting'::text, 'backoff'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text]))),
   CONSTRAINT effects_job_id_fkey FOREIGN KEY (job_id) REFERENCES jobs(id) ON DELETE CASCADE,
@@ -242,14 +245,12 @@ UNION ALL
     effects.attempt,
     effects.attempt_runner AS runner,
     effects.attempt_started_at AS started_at,
-    NULL::bigint AS ended_at,
-    'running'::text AS outcome,
-    NULL::text AS error,
+    effects.attempt_ended_at AS ended_at,
+    COALESCE(effects.attempt_outcome, 'running'::text) AS outcome,
+    effects.attempt_error AS error,
     effects.job_id
    FROM effects
-  WHERE ((effects.attempt_started_at IS NOT NULL) AND (NOT (EXISTS ( SELECT 1
-           FROM effect_attempts a
-          WHERE ((a.effect_id = effects.id) AND (a.attempt = effects.attempt))))));
+  WHERE (effects.attempt_started_at IS NOT NULL);
 
 CREATE INDEX effects_due ON public.effects USING btree (status, next_run_at) WHERE (active = 1);
 

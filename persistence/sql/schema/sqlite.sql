@@ -1,4 +1,4 @@
--- The sqlite schema as persistence/sql/migrations/sqlite produce it (schema version 14).
+-- The sqlite schema as persistence/sql/migrations/sqlite produce it (schema version 15).
 -- Written by `npm run schema:dump`; test/schemaDump tests fail when it drifts from the migrations.
 
 CREATE TABLE assets (
@@ -46,7 +46,7 @@ CREATE TABLE "effects" (
   created_revision  INTEGER NOT NULL,
   created_at        INTEGER NOT NULL,
   updated_at        INTEGER NOT NULL
-, attempt_runner TEXT, attempt_started_at INTEGER) STRICT;
+, attempt_runner TEXT, attempt_started_at INTEGER, attempt_ended_at INTEGER, attempt_outcome TEXT, attempt_error TEXT) STRICT;
 
 CREATE TABLE event_keys (
   job_id    TEXT    NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
@@ -180,9 +180,8 @@ CREATE VIEW attempts AS
   SELECT a.effect_id, a.attempt, a.runner, a.started_at, a.ended_at, a.outcome, a.error, e.job_id
     FROM effect_attempts a JOIN effects e ON e.id = a.effect_id
   UNION ALL
-  SELECT id, attempt, attempt_runner, attempt_started_at, NULL, 'running', NULL, job_id FROM effects
-    WHERE attempt_started_at IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM effect_attempts a WHERE a.effect_id = effects.id AND a.attempt = effects.attempt);
+  SELECT id, attempt, attempt_runner, attempt_started_at, attempt_ended_at, coalesce(attempt_outcome, 'running'), attempt_error, job_id
+    FROM effects WHERE attempt_started_at IS NOT NULL;
 
 CREATE INDEX effects_due ON effects (status, next_run_at) WHERE active = 1;
 
