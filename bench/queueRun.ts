@@ -212,7 +212,11 @@ export async function runStarts(c: StartsCase): Promise<QueueResult> {
     const runtime = await createRuntime({ store: await db.openStore(c.synchronous), machines: [c.shape.def], runEffects: false });
     try {
       const calls = Math.ceil(c.jobs / c.batch);
-      const call = (k: number) => runtime.start(id, { n: k });
+      const call = (k: number) => {
+        if (c.batch === 1) return runtime.start(id, { n: k });
+        const items = Array.from({ length: Math.min(c.batch, c.jobs - k * c.batch) }, (_, j) => ({ input: { n: k * c.batch + j } }));
+        return runtime.startMany(id, items);
+      };
       return await metered(db, null, c.jobs, () => producers(calls, call, c.inFlight));
     } finally {
       await runtime.close();

@@ -63,9 +63,16 @@ export class CommitBatcher {
     return new Promise<CommitResult>((resolve, reject) => this.enqueue({ commit, resolve, reject }));
   }
 
-  /** A new job, group-committed like a transition: concurrent starts share a transaction and a sync. */
-  submitCreate(create: NewJob): Promise<CreateJobResult> {
-    return new Promise<CreateJobResult>((resolve, reject) => this.enqueue({ create, resolve, reject }));
+  /**
+   * New jobs, group-committed like transitions: concurrent starts share a transaction and a sync.
+   * Several at once (`startMany`) go in one transaction, whatever their number, with the writes
+   * queued before them; one alone waits for the others of its round, as a transition does.
+   */
+  submitCreates(creates: readonly NewJob[]): Promise<CreateJobResult>[] {
+    if (creates.length === 1) return [new Promise<CreateJobResult>((resolve, reject) => this.enqueue({ create: creates[0]!, resolve, reject }))];
+    const results = creates.map((create) => new Promise<CreateJobResult>((resolve, reject) => this.#queue.push({ create, resolve, reject })));
+    this.flush(true);
+    return results;
   }
 
   /**
@@ -92,13 +99,13 @@ export class CommitBatcher {
     else if (!this.#flushTimer) this.#flushTimer = setImmediate(() => this.flush());
   }
 
-  /** Send every queued write to the store now, in batches of at most {@link MAX_BATCH}. */
-  flush(): void {
+  /** Send every queued write to the store now, in batches of at most {@link MAX_BATCH} (`whole`: in one). */
+  flush(whole = false): void {
     if (this.#flushTimer) {
       clearImmediate(this.#flushTimer);
       this.#flushTimer = undefined;
     }
-    while (this.#queue.length > 0) this.#write(this.#queue.splice(0, MAX_BATCH));
+    while (this.#queue.length > 0) this.#write(this.#queue.splice(0, whole ? this.#queue.length : MAX_BATCH));
   }
 
   #write(batch: QueuedWrite[]): void {
