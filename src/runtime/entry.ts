@@ -136,7 +136,8 @@ export class JobEntry {
   async start(machineId: string, input: unknown, options: StartOptions): Promise<Job> {
     const def = this.#machine(machineId);
     const request = this.#request(def, input, requireOptions(options, 'start', ['jobId', 'idempotencyKey']));
-    const existing = await this.#existing(request);
+    const finding = this.#existing(request);
+    const existing = finding === undefined ? undefined : await finding; // no lookup, no wait
     if (existing) return this.#sameStart(existing, request);
     const started = this.#startStep(request);
     await this.#backlog.admit(false); // backpressure (limits.ts): refused before anything is written; a repeated start returned above
