@@ -12,7 +12,7 @@
  * smallest backlog to the largest.
  *
  * Then the starts (bench/queueRun.ts `runStarts`): N jobs enqueued and nothing else, by `start`
- * 64 in flight and by `startMany` in batches of 100, at NORMAL: starts/s, CPU µs, statements and
+ * 64 in flight and by `startMany` in batches of 100 (one call at a time), at NORMAL: starts/s, CPU µs, statements and
  * commits per start, against the CPU-per-start target (bench/targets.ts).
  * Then one line: a remote worker (spool/client's runRemoteWorker through a server on loopback,
  * bench/remoteRun.ts) against the local worker on the same store, jobs/s and their ratio.
@@ -85,7 +85,7 @@ export async function queueSection(ctx: SectionContext & { queueFull: boolean })
 async function startsPart(ctx: SectionContext) {
   const jobs = ctx.quick ? 2000 : 10_000;
   const shape = JOB_SHAPES.find((s) => s.steps === 3)!;
-  const ways = [{ way: 'start', inFlight: 64, batch: 1 }];
+  const ways = [{ way: 'start', inFlight: 64, batch: 1 }, { way: 'startMany', inFlight: 1, batch: 100 }];
   console.log(`\n== Starts: ${jobs} ${shape.name} jobs enqueued, no worker running, NORMAL (CPU target ≤ ${TARGETS.cpuUsPerStartNormal} µs per start)`);
   const rows = [];
   for (const store of ctx.stores) {

@@ -20,7 +20,7 @@ import type {
   TimerRecord,
   TransitionRecord,
 } from '../ports/store.ts';
-import type { JobId, MachineCatalog, MachineTypes, UntypedMachine } from './machineTypes.ts';
+import type { InputOptional, JobId, MachineCatalog, MachineTypes, UntypedMachine } from './machineTypes.ts';
 import type { JobDefinition } from '../base/definition.ts';
 import type { ScheduleEvent } from './schedules.ts';
 
@@ -177,6 +177,9 @@ export interface StartOptions {
   /** Starting twice with the same key and input returns the same job; other input is a conflict. */
   idempotencyKey?: string;
 }
+
+/** One item of `startMany`: a job's input (optional when its machine needs none) and `start`'s options. */
+export type StartManyItem<TInput = unknown> = StartOptions & (InputOptional<TInput> extends true ? { input?: TInput } : { input: TInput });
 
 /** Options of `send`. */
 export interface SendOptions {

@@ -48,6 +48,8 @@ export class CommitBatcher {
   readonly #again = new WeakMap<QueuedWrite, number>();
   /** Batches sent to the store and not yet settled. */
   #inFlight = 0;
+  /** The queue holds a startMany call's writes, to go in one batch (flush(true) while two were in flight). */
+  #whole = false;
 
   constructor(store: JobStore, readBack: ReadBackOptions = DEFAULT_READ_BACK) {
     this.#store = store;
@@ -73,9 +75,16 @@ export class CommitBatcher {
     return new Promise<CommitResult>((resolve, reject) => this.enqueue({ commit, resolve, reject }));
   }
 
-  /** A new job, group-committed like a transition: concurrent starts share a transaction and a sync. */
-  submitCreate(create: NewJob): Promise<CreateJobResult> {
-    return new Promise<CreateJobResult>((resolve, reject) => this.enqueue({ create, resolve, reject }));
+  /**
+   * New jobs, group-committed like transitions: concurrent starts share a transaction and a sync.
+   * Several at once (`startMany`) go in one transaction, whatever their number, with the writes
+   * queued before them; one alone waits for the others of its round, as a transition does.
+   */
+  submitCreates(creates: readonly NewJob[]): Promise<CreateJobResult>[] {
+    if (creates.length === 1) return [new Promise<CreateJobResult>((resolve, reject) => this.enqueue({ create: creates[0]!, resolve, reject }))];
+    const results = creates.map((create) => new Promise<CreateJobResult>((resolve, reject) => this.#queue.push({ create, resolve, reject })));
+    this.flush(true);
+    return results;
   }
 
   /**
@@ -103,15 +112,21 @@ export class CommitBatcher {
   }
 
   /**
-   * Send the queued writes to the store, in batches of at most {@link MAX_BATCH}, as far as
-   * {@link MAX_IN_FLIGHT} allows; the rest go when a batch in flight settles.
+   * Send the queued writes to the store, in batches of at most {@link MAX_BATCH} (`whole`: all of
+   * them in one, startMany's), as far as {@link MAX_IN_FLIGHT} allows; the rest go when a batch in
+   * flight settles.
    */
-  flush(): void {
+  flush(whole = false): void {
     if (this.#flushTimer) {
       clearImmediate(this.#flushTimer);
       this.#flushTimer = undefined;
     }
-    while (this.#queue.length > 0 && this.#inFlight < MAX_IN_FLIGHT) this.#write(this.#queue.splice(0, MAX_BATCH));
+    if (whole) this.#whole = true;
+    while (this.#queue.length > 0 && this.#inFlight < MAX_IN_FLIGHT) {
+      const size = this.#whole ? this.#queue.length : MAX_BATCH;
+      this.#whole = false;
+      this.#write(this.#queue.splice(0, size));
+    }
   }
 
   /** A batch settled: the writes that waited for it go now. */

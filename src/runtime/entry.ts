@@ -6,8 +6,8 @@
  * before anything is written; a repeat (an idempotency key, an event id) returns the first outcome.
  */
 import type { Clock } from '../ports/clock.ts';
-import type { JobRecord, JobStore, NewInboxEvent } from '../ports/store.ts';
-import { IdempotencyConflictError, JobNotFoundError, JobTerminalError, ValidationError } from '../base/errors.ts';
+import type { JobRecord, JobStore, JsonValue, NewInboxEvent, Outcome } from '../ports/store.ts';
+import { IdempotencyConflictError, JobNotFoundError, JobTerminalError, SpoolError, ValidationError } from '../base/errors.ts';
 import { hashJson } from '../base/json.ts';
 import { sensitivePaths } from '../base/redaction.ts';
 import type { MachineRegistry } from './registry.ts';
@@ -33,6 +33,50 @@ import type { RuntimeParts } from './parts.ts';
 function checkJobId(jobId: string): void {
   checkId('job id', jobId);
   if (jobId.includes('~')) throw new ValidationError(`A job id must not contain "~": Spool derives the ids of child and scheduled jobs with it (got "${jobId}").`);
+}
+
+/** Items one `startMany` takes at most: one transaction's worth. */
+export const MAX_START_MANY = 1000;
+
+/** A start checked and ready: its machine, input as validated, job id (made here unless `requestedId`), key and input hash. */
+interface StartRequest {
+  def: RegisteredMachine;
+  parsed: JsonValue;
+  jobId: string;
+  requestedId: string | undefined;
+  key: string | null;
+  inputHash: string;
+}
+
+/** `work` for item `index` of a `startMany`: a refusal names the item (same class and code, `details.item`). */
+function ofItem<T>(index: number, work: () => T): T {
+  try {
+    return work();
+  } catch (error) {
+    if (error instanceof SpoolError && error.details['item'] === undefined) {
+      error.message = `startMany item ${index}: ${error.message}`;
+      Object.assign(error.details, { item: index });
+    }
+    throw error;
+  }
+}
+
+/** A `startMany` item's options (its input aside), checked by name like `start`'s. */
+function itemOptions(item: unknown): StartOptions {
+  if (item === null || typeof item !== 'object' || Array.isArray(item)) throw new ValidationError('A startMany item must be an object: { input, jobId?, idempotencyKey? }.');
+  const { input: _input, ...options } = requireOptions(item as StartOptions & { input?: unknown }, 'startMany item', ['input', 'jobId', 'idempotencyKey']);
+  return options;
+}
+
+/** What an earlier item of the same `startMany` will create, as the record a repeat is checked against. */
+function requestRecord(r: StartRequest, owner: string | null): Pick<JobRecord, 'id' | 'owner' | 'idempotencyKey' | 'machineId' | 'inputHash'> {
+  return { id: r.jobId, owner, idempotencyKey: r.key, machineId: r.def.id, inputHash: r.inputHash };
+}
+
+/** A write's outcome as its result, or its error thrown. */
+function settled<T>(outcome: Outcome<T>): T {
+  if (!outcome.ok) throw outcome.error;
+  return outcome.result;
 }
 
 /** What the way in is built with besides the shared parts. */
@@ -90,44 +134,112 @@ export class JobEntry {
 
   /** `start` (Runtime.start): a new job, or the one a repeated start names. */
   async start(machineId: string, input: unknown, options: StartOptions): Promise<Job> {
+    const def = this.#machine(machineId);
+    const request = this.#request(def, input, requireOptions(options, 'start', ['jobId', 'idempotencyKey']));
+    const finding = this.#existing(request);
+    const existing = finding === undefined ? undefined : await finding; // no lookup, no wait
+    if (existing) return this.#sameStart(existing, request);
+    const started = this.#startStep(request);
+    await this.#backlog.admit(false); // backpressure (limits.ts): refused before anything is written; a repeated start returned above
+    const [outcome] = await this.#create([started], def);
+    const { record, created } = settled(outcome!);
+    if (!created) return this.#sameStart(record, request);
+    return this.#jobs.started(record, def, started);
+  }
+
+  /**
+   * `startMany` (Runtime.startMany): the jobs of `items`, new ones created in one commit, in
+   * order. Every item is checked first (its input, its options, a repeat against the job it
+   * repeats, in the store or earlier in `items`): a refusal names the item and writes nothing.
+   */
+  async startMany(machineId: string, items: readonly unknown[]): Promise<Job[]> {
+    const def = this.#machine(machineId);
+    if (!Array.isArray(items)) throw new ValidationError('startMany takes an array of items, each { input, jobId?, idempotencyKey? }.');
+    if (items.length > MAX_START_MANY) throw new ValidationError(`startMany takes at most ${MAX_START_MANY} items (got ${items.length}); split them into several calls.`, { items: items.length, limit: MAX_START_MANY });
+    const requests = items.map((item, i) => ofItem(i, () => {
+      const options = itemOptions(item);
+      const input = (item as { input?: unknown }).input;
+      return this.#request(def, input === undefined ? {} : input, options); // no input: `{}`, as `start` takes it
+    }));
+    const found = await Promise.all(requests.map((r) => this.#existing(r)));
+    const jobs: (Job | undefined)[] = [];
+    const first = new Map<string, number>(); // an earlier item's job id and key, to the item
+    const news: number[] = [];
+    const earlierOf = (r: StartRequest) => first.get(`id:${r.jobId}`) ?? (r.key === null ? undefined : first.get(`key:${r.key}`));
+    requests.forEach((r, i) => {
+      const stored = found[i];
+      if (stored) return void (jobs[i] = ofItem(i, () => this.#sameStart(stored, r)));
+      const earlier = earlierOf(r);
+      // A repeat of an earlier item: checked as a repeated start is, against what that item creates.
+      if (earlier !== undefined) return ofItem(i, () => this.#intake.checkSameStart(requestRecord(requests[earlier]!, this.#owner), r.def.id, r.inputHash, r.jobId, r.key, r.requestedId));
+      first.set(`id:${r.jobId}`, i);
+      if (r.key !== null) first.set(`key:${r.key}`, i);
+      news.push(i);
+    });
+    const starts = news.map((i) => ofItem(i, () => this.#startStep(requests[i]!)));
+    if (starts.length > 0) await this.#backlog.admit(false); // backpressure: refused before anything is written
+    const outcomes = await this.#create(starts, def);
+    const made = await Promise.all(outcomes.map(async (outcome, n) => {
+      const i = news[n]!;
+      const { record, created } = settled(outcome); // a store's refusal or fault: the write's, thrown as it is
+      return created ? this.#jobs.started(record, def, starts[n]!) : ofItem(i, () => this.#sameStart(record, requests[i]!));
+    }));
+    news.forEach((i, n) => (jobs[i] = made[n]));
+    // An item that repeated an earlier one of this call: that item's job.
+    return requests.map((r, i) => jobs[i] ?? jobs[earlierOf(r)!]!);
+  }
+
+  /** The newest version of `machineId`, for a start. */
+  #machine(machineId: string): RegisteredMachine {
     if (typeof machineId !== 'string') throw new ValidationError('A machine id must be a string.');
-    options = requireOptions(options, 'start', ['jobId', 'idempotencyKey']);
-    const def = this.registry.latest(machineId);
+    return this.registry.latest(machineId);
+  }
+
+  /** A start's input validated and its options checked: what it creates, or repeats. */
+  #request(def: RegisteredMachine, input: unknown, options: StartOptions): StartRequest {
     const parsed = this.#intake.validateInput(def, input);
     const jobId = options.jobId ?? this.#newId();
     if (options.jobId !== undefined) checkJobId(jobId);
     if (options.idempotencyKey !== undefined) checkId('idempotency key', options.idempotencyKey);
-    const inputHash = hashJson({ machine: def.id, input: parsed });
-    const key = options.idempotencyKey ?? null;
-
-    // A job id this runtime just made (UUID v7) and no key: nothing can exist yet (createJob's own key check catches a race).
-    const existing = options.jobId === undefined && key === null ? undefined : await this.#intake.findExisting(jobId, key);
-    if (existing) return this.#sameStart(existing, def.id, inputHash, jobId, key, options.jobId);
-
-    const started = startStep({ def, input: parsed, jobId, idempotencyKey: key, inputHash, owner: this.#owner, runner: this.runnerId, now: this.clock.now(), machines: this.#jobs.machines });
-    await this.#backlog.admit(false); // backpressure (limits.ts): refused before anything is written; a repeated start returned above
-    const { record, created } = await this.#create(started, def);
-    if (!created) return this.#sameStart(record, def.id, inputHash, jobId, key, options.jobId);
-    return this.#jobs.started(record, def, started);
+    return { def, parsed, jobId, requestedId: options.jobId, key: options.idempotencyKey ?? null, inputHash: hashJson({ machine: def.id, input: parsed }) };
   }
 
-  /** Create a started job (one write, with its first activities claimed here), or find the one that exists. */
-  async #create(started: Started, def: RegisteredMachine): Promise<{ record: JobRecord; created: boolean }> {
-    const newJob = started.job;
-    const claims = this.#activities.claimsFor(newJob.effects ?? [], newJob.at);
-    if (claims.length > 0) newJob.claims = claims;
-    let created = false;
-    let record: JobRecord;
-    try {
-      ({ job: record, created } = await this.#commits.submitCreate(newJob));
-    } finally {
-      this.#activities.claimsCommitted(newJob.effects ?? [], claims, created ? 1 : null, def);
-    }
-    if (!created) return { record, created };
-    if (claims.length > 0) this.#leases.set(newJob.id, 1);
-    // The new job's own actor lends its scope: its first event neither reads nor hydrates it again.
-    if (started.actor !== undefined) this.#jobs.remember(record, def, started.snapshot, started.actor);
-    return { record, created };
+  /** The job a start repeats, by its id or key. A job id this runtime just made (UUID v7) and no key: nothing can exist yet (createJob's own key check catches a race). */
+  #existing(r: StartRequest): Promise<JobRecord | undefined> | undefined {
+    return r.requestedId === undefined && r.key === null ? undefined : this.#intake.findExisting(r.jobId, r.key);
+  }
+
+  /** A new job's first transition (the pure step). */
+  #startStep(r: StartRequest): Started {
+    return startStep({ def: r.def, input: r.parsed, jobId: r.jobId, idempotencyKey: r.key, inputHash: r.inputHash, owner: this.#owner, runner: this.runnerId, now: this.clock.now(), machines: this.#jobs.machines });
+  }
+
+  /**
+   * Create started jobs in one commit (group-committed with whatever else is queued), each with
+   * its first activities claimed here; each outcome is the job made, or the one that exists.
+   */
+  async #create(starts: readonly Started[], def: RegisteredMachine): Promise<Outcome<{ record: JobRecord; created: boolean }>[]> {
+    if (starts.length === 0) return [];
+    const claims = starts.map((started) => {
+      const c = this.#activities.claimsFor(started.job.effects ?? [], started.job.at);
+      if (c.length > 0) started.job.claims = c;
+      return c;
+    });
+    const results = await Promise.allSettled(this.#commits.submitCreates(starts.map((s) => s.job)));
+    return starts.map((started, n) => {
+      const result = results[n]!;
+      const created = result.status === 'fulfilled' && result.value.created;
+      this.#activities.claimsCommitted(started.job.effects ?? [], claims[n]!, created ? 1 : null, def);
+      if (result.status === 'rejected') return { ok: false, error: result.reason };
+      const record = result.value.job;
+      if (created && claims[n]!.length > 0) this.#leases.set(started.job.id, 1);
+      // The start's scope and snapshot are kept: the job's first event neither reads nor hydrates
+      // it again. Not for a job whose first activities wait unclaimed in the backlog (its next
+      // event is a backlog away; a cache of them only costs the collector).
+      const waits = claims[n]!.length === 0 && (started.job.effects ?? []).some((e) => e.kind !== 'child');
+      if (created && started.actor !== undefined && this.#process && !waits) this.#jobs.remember(record, def, started.snapshot, started.actor);
+      return { ok: true, result: { record, created } };
+    });
   }
 
   /** `send` (Runtime.send): the event applied inline, or accepted into the inbox and applied in order. */
@@ -230,7 +342,8 @@ export class JobEntry {
     await this.#backlog.admit(true);
     const accept: NewInboxEvent = { jobId, eventId, type: (payload as { type: string }).type, payload, payloadHash: hashJson(payload), at };
     started.job.deliveries = [...(started.job.deliveries ?? []), accept];
-    const { record, created } = await this.#create(started, def);
+    const [outcome] = await this.#create([started], def);
+    const { record, created } = settled(outcome!);
     if (!created) return send(record);
     crashPoint('after-accept');
     this.#events.emit({ type: 'event.accepted', jobId, eventId, eventType: accept.type });
@@ -270,8 +383,8 @@ export class JobEntry {
   }
 
   /** The job a repeated `start` returns, once it is the same request (intake.ts). */
-  #sameStart(record: JobRecord, machineId: string, inputHash: string, jobId: string, key: string | null, requestedId: string | undefined): Job {
-    this.#intake.checkSameStart(record, machineId, inputHash, jobId, key, requestedId);
+  #sameStart(record: JobRecord, r: StartRequest): Job {
+    this.#intake.checkSameStart(record, r.def.id, r.inputHash, r.jobId, r.key, r.requestedId);
     return this.#reader.view(record);
   }
 

@@ -95,7 +95,7 @@ export class Intake {
   }
 
   /** Refuse a repeated `start` that is not the same request as the job it found (`record`). */
-  checkSameStart(record: JobRecord, machineId: string, inputHash: string, jobId: string, key: string | null, requestedId: string | undefined): void {
+  checkSameStart(record: Pick<JobRecord, 'id' | 'owner' | 'idempotencyKey' | 'machineId' | 'inputHash'>, machineId: string, inputHash: string, jobId: string, key: string | null, requestedId: string | undefined): void {
     if (record.owner !== this.#owner) {
       throw new IdempotencyConflictError(`Job id "${jobId}" is taken; choose another id.`, { jobId });
     }

@@ -152,9 +152,8 @@ export type CatalogOf<TMachines> = [EntriesOf<TMachines>] extends [never]
 /** The machine ids of a catalog. */
 export type MachineIds<C extends MachineCatalog> = keyof C & string;
 
+/** True when a machine needs no input (its input type takes `undefined` or `{}`). */
+export type InputOptional<TInput> = undefined extends TInput ? true : {} extends TInput ? true : false;
+
 /** What `start` takes after the machine id: the input (optional when the machine needs none) and options. */
-export type StartArgs<TInput, TOptions> = undefined extends TInput
-  ? [input?: TInput, options?: TOptions]
-  : {} extends TInput
-    ? [input?: TInput, options?: TOptions]
-    : [input: TInput, options?: TOptions];
+export type StartArgs<TInput, TOptions> = InputOptional<TInput> extends true ? [input?: TInput, options?: TOptions] : [input: TInput, options?: TOptions];

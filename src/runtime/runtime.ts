@@ -11,7 +11,7 @@ import type { RuntimeStats } from './operations.ts';
 import * as sched from './schedules.ts';
 import { ActivitySlots, BacklogGauge, DEFAULT_MAX_BACKLOG } from './limits.ts';
 import { checkRuntimeOptions } from './options.ts';
-import type { Job, JobDetails, JobDetailsOf, JobOf, ListFilter, LogEntry, MachineEntries, RuntimeEvent, RuntimeOptions, SendOptions, SendResult, SendResultOf, StartOptions, StartOrSendOptions, StartOrSendResult, StorageFaultEvent } from './api.ts';
+import type { Job, JobDetails, JobDetailsOf, JobOf, ListFilter, LogEntry, MachineEntries, RuntimeEvent, RuntimeOptions, SendOptions, SendResult, SendResultOf, StartManyItem, StartOptions, StartOrSendOptions, StartOrSendResult, StorageFaultEvent } from './api.ts';
 import type { RedeliverOptions } from './redelivery.ts';
 import type { CatalogOf, JobId, MachineCatalog, MachineIds, StartArgs } from './machineTypes.ts';
 import { RuntimeEvents } from './events.ts';
@@ -36,7 +36,7 @@ import type { RunningActivity, RuntimeParts } from './parts.ts';
 import { JobEntry } from './entry.ts';
 import { RemoteAttempts } from './remote.ts';
 
-export type { RuntimeOptions, LogEntry, Job, JobOf, SendResult, SendResultOf, StartOptions, SendOptions, StartOrSendOptions, StartOrSendResult, ListFilter, RuntimeEvent, JobDetails, JobDetailsOf, MachineEntries } from './api.ts';
+export type { RuntimeOptions, LogEntry, Job, JobOf, SendResult, SendResultOf, StartOptions, StartManyItem, SendOptions, StartOrSendOptions, StartOrSendResult, ListFilter, RuntimeEvent, JobDetails, JobDetailsOf, MachineEntries } from './api.ts';
 export type { RedeliverOptions } from './redelivery.ts';
 
 /**
@@ -203,6 +203,22 @@ export class Runtime<C extends MachineCatalog = any> {
   async start(machineId: string, input: unknown = {}, options: StartOptions = {}): Promise<Job<any>> {
     this.#assertOpen();
     return this.#unit(() => this.#entry.start(machineId, input, options));
+  }
+
+  /**
+   * Start many jobs of the newest version of `machineId` in one commit: each item is a job's
+   * `input` and `start`'s options, and each job comes back in order (a repeated id or key, in the
+   * store or earlier in `items`, returns its job as `start` does). Every item is checked before
+   * anything is written: a refusal is the error `start` would throw, naming the item
+   * (`details.item`). At most 1000 items (`MAX_START_MANY`, entry.ts).
+   *
+   * @example
+   * const jobs = await runtime.startMany('job-lifecycle', [{ input: { name: 'a' } }, { input: { name: 'b' }, idempotencyKey: 'upload-43' }]);
+   */
+  startMany<K extends MachineIds<C>>(machineId: K, items: readonly StartManyItem<C[K]['input']>[]): Promise<JobOf<C, K>[]>;
+  async startMany(machineId: string, items: readonly StartManyItem[]): Promise<Job<any>[]> {
+    this.#assertOpen();
+    return this.#unit(() => this.#entry.startMany(machineId, items));
   }
 
   /**

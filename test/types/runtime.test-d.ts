@@ -39,6 +39,19 @@ await runtime.start('approval-flow', { subject: 'budget' }, { jobId: 'a1', idemp
 // @ts-expect-error a misspelt start option
 await runtime.start('approval-flow', { subject: 'budget' }, { jobID: 'a1' });
 
+// startMany: the same ids and inputs, each item an input beside start's options.
+const many = await runtime.startMany('job-lifecycle', [{ input: { name: 'a', items: 1 } }, { input: { name: 'b' }, idempotencyKey: 'k' }]);
+expectTypeOf(many[0]!.id).toEqualTypeOf<JobId<'job-lifecycle'>>();
+expectTypeOf(many[0]!.context).toEqualTypeOf<JobLifecycleContext>();
+// @ts-expect-error a wrong input field
+await runtime.startMany('job-lifecycle', [{ input: { name: 'a', itmes: 2 } }]);
+// @ts-expect-error a missing required input
+await runtime.startMany('approval-flow', [{ jobId: 'a2' }]);
+// @ts-expect-error a misspelt item option
+await runtime.startMany('approval-flow', [{ input: { subject: 'budget' }, jobID: 'a2' }]);
+// @ts-expect-error a misspelt machine id
+await runtime.startMany('job-lifecycel', []);
+
 // ---------------------------------------------------------------- send: events by the job's machine
 
 const sent = await runtime.send(job.id, { type: 'PROGRESS', percent: 40 });
