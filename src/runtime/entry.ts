@@ -233,8 +233,11 @@ export class JobEntry {
       if (result.status === 'rejected') return { ok: false, error: result.reason };
       const record = result.value.job;
       if (created && claims[n]!.length > 0) this.#leases.set(started.job.id, 1);
-      // The new job's own actor lends its scope: its first event neither reads nor hydrates it again.
-      if (created && started.actor !== undefined) this.#jobs.remember(record, def, started.snapshot, started.actor);
+      // The start's scope and snapshot are kept: the job's first event neither reads nor hydrates
+      // it again. Not for a job whose first activities wait unclaimed in the backlog (its next
+      // event is a backlog away; a cache of them only costs the collector).
+      const waits = claims[n]!.length === 0 && (started.job.effects ?? []).some((e) => e.kind !== 'child');
+      if (created && started.actor !== undefined && this.#process && !waits) this.#jobs.remember(record, def, started.snapshot, started.actor);
       return { ok: true, result: { record, created } };
     });
   }
