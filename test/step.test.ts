@@ -3,7 +3,7 @@
  * store, clock or runtime around it. The runtime's tests prove the same rules end to end.
  */
 import { describe, expect, it } from 'vitest';
-import { assign, createMachine, fromPromise, raise, sendTo, setup, spawnChild } from 'xstate';
+import { assign, createMachine, fromPromise, raise, sendTo, setup } from 'xstate';
 import { MachineRegistry, ValidationError, type JobRecord, type JsonValue, type RegisteredMachine } from '../src/internal.ts';
 import { hydrate, parseSnapshot } from '../src/base/hydrate.ts';
 import { afterFailedAttempt, backoffDelay, DEFAULT_RETRY, interruptedError, maxAttemptsOf } from '../src/step/attempts.ts';
@@ -106,28 +106,6 @@ describe('the start step', () => {
     const start = () => startStep({ def: registry.latest('bad'), input: { card: '4111' }, jobId: 'j', idempotencyKey: null, inputHash: 'h', owner: null, runner: 'r', now: T0, machines: (id, v) => registry.get(id, v) });
     expect(start).toThrow(ValidationError);
     expect(start).toThrow('Machine bad could not start with this input: no [redacted]');
-  });
-});
-
-describe('the scope actor a start transitions in', () => {
-  it("is one per machine, shared by its jobs, and a job's own for a machine that spawns with a system id", () => {
-    const work = setup({ actors: { work: fromPromise(async () => 1) } });
-    const worker = work.createMachine({ id: 'worker', initial: 'a', states: { a: { entry: spawnChild('work', { id: 'w1', systemId: 'sys-w' }) } } });
-    const later = work.createMachine({ id: 'later', initial: 'a', states: { a: { on: { MORE: { actions: spawnChild('work', { id: 'w2', systemId: 'sys-w2' }) } } } } });
-    const registry = new MachineRegistry([{ machine: order }, { machine: worker }, { machine: later }]);
-    const start = (id: string, jobId: string) => startStep({ def: registry.latest(id), input: { card: 'x' }, jobId, idempotencyKey: null, inputHash: 'h', owner: null, runner: 'r', now: T0, machines: (m, v) => registry.get(m, v) });
-    expect(start('order', 'o1').actor).toBe(start('order', 'o2').actor);
-    // Two jobs registering the same system id in one system would collide: each has a system of its own.
-    const [w1, w2] = [start('worker', 'w1'), start('worker', 'w2')];
-    expect(w1.actor).not.toBe(w2.actor);
-    expect(w1.plan.effects.create.map((e) => e.actorId)).toEqual(['w1']);
-    expect(w2.plan.effects.create.map((e) => e.actorId)).toEqual(['w1']);
-    // A later transition in the shared scope that registers one is made again in a scope of its own.
-    const [l1, l2] = [start('later', 'l1'), start('later', 'l2')];
-    expect(l1.actor).toBe(l2.actor);
-    const def = registry.latest('later');
-    const more = (s: typeof l1) => step({ job: { id: s.job.id, revision: 1, status: 'active', value: 'a', context: s.job.context, snapshot: s.job.snapshot, parent: null } as JobRecord, def, snapshot: s.snapshot, actor: s.actor, now: T0, children: new Map(), machines: (m, v) => registry.get(m, v), runner: 'r', event: { type: 'MORE' }, source: { seq: 1, eventId: `e-${s.job.id}` } });
-    expect([more(l1), more(l2)].map((s) => [s.status, s.plan?.effects.create.map((e) => e.actorId)])).toEqual([['applied', ['w2']], ['applied', ['w2']]]);
   });
 });
 

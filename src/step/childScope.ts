@@ -62,63 +62,22 @@ export function initialWithScope(machine: AnyStateMachine, actor: unknown, input
 }
 
 /**
- * The scope actor a machine's root jobs share (a {@link scopeActor}, made on first use): a pure
- * transition reads only `self` (the same id, `x:0`, as an actor of the job's own) and the system
- * that books its children's session ids, which no persisted snapshot holds. A system id is the
- * one thing a shared system would mix between jobs: registering one is noted instead (nothing
- * registered, `systemIds`), the step is made again in an actor of its own, and the machine's
- * jobs get their own from then on.
- */
-interface SharedScope {
-  actor: unknown;
-  systemIds: boolean;
-}
-const sharedScopes = new WeakMap<AnyStateMachine, SharedScope>();
-
-function sharedScope(machine: AnyStateMachine): SharedScope {
-  let shared = sharedScopes.get(machine);
-  if (!shared) {
-    const entry: SharedScope = { actor: scopeActor(machine, undefined), systemIds: false };
-    (entry.actor as { system: { _set: unknown } }).system._set = () => void (entry.systemIds = true);
-    sharedScopes.set(machine, (shared = entry));
-  }
-  return shared;
-}
-
-/**
  * `initialTransition()` without XState's throwaway actor, whose construction runs the context
  * factory with no input (it throws in most machines, and XState builds the error's stack only to
- * drop it): the machine's shared never-started actor ({@link sharedScope}) lends its scope, and is
+ * drop it): the job's own never-started actor ({@link scopeActor}) lends its scope, and is
  * returned so the job's next event can transition in it too. Pure: actions are collected.
  */
 export function initialInScope(machine: AnyStateMachine, input: unknown): [AnyMachineSnapshot, unknown[], unknown] {
-  const shared = sharedScope(machine);
-  if (!shared.systemIds) {
-    const result = initialWithScope(machine, shared.actor, input);
-    if (!shared.systemIds) return [...result, shared.actor];
-  }
   const actor = scopeActor(machine, input);
   return [...initialWithScope(machine, actor, input), actor];
 }
 
 /**
- * `transition()` without XState's throwaway actor: the job's own restored (never started) actor,
- * or its machine's shared one, lends its scope, so a transition costs no actor construction and
- * runs no context factory. Pure like `transition()`: actions are collected, none runs.
+ * `transition()` without XState's throwaway actor: the job's own restored (never started) actor
+ * lends its scope, so a transition costs no actor construction and runs no context factory.
+ * Pure like `transition()`: actions are collected, none runs.
  */
 export function transitionInScope(machine: AnyStateMachine, actor: unknown, snapshot: AnyMachineSnapshot, event: EventObject): [AnyMachineSnapshot, unknown[]] {
-  const shared = sharedScopes.get(machine);
-  if (shared !== undefined && shared.actor === actor) {
-    if (!shared.systemIds) {
-      const result = collectedTransition(machine, actor, snapshot, event);
-      if (!shared.systemIds) return result;
-    }
-    actor = scopeActor(machine, undefined); // a system id: made again in an actor of the job's own
-  }
-  return collectedTransition(machine, actor, snapshot, event);
-}
-
-function collectedTransition(machine: AnyStateMachine, actor: unknown, snapshot: AnyMachineSnapshot, event: EventObject): [AnyMachineSnapshot, unknown[]] {
   const actions: unknown[] = [];
   const next = machine.transition(snapshot, event, collectingScope(actor, actions) as never) as AnyMachineSnapshot;
   return [next, actions];
