@@ -592,7 +592,7 @@ describe('SqliteStore: a write batch', () => {
     expect(ended.texts.filter((t) => t.startsWith('UPDATE timers'))).toHaveLength(1);
   });
 
-  it('a claim round claims each picked effect from its pick, in three writes, without a savepoint; a lease held elsewhere claims nothing', async () => {
+  it('a claim round claims each picked effect from its pick, in two writes, without a savepoint; a lease held elsewhere claims nothing', async () => {
     const store = await res.sqlite(res.dbPath());
     for (const id of ['A', 'B', 'C']) await store.createJob({ ...newJob(id), effects: [effectOf(id, 'x')] });
     expect(await store.claimEffect('C~x', 'w2', NOW, UNTIL)).toBeDefined();
@@ -602,10 +602,10 @@ describe('SqliteStore: a write batch', () => {
       ['B~x', 1, 1],
     ]);
     expect(savepoints(round.texts)).toEqual([]);
-    // The pick, then per claim: the effect, the job's lease, the attempt started.
+    // The pick, then per claim: the effect (its first attempt lives on its row: no attempt row), the job's lease.
     expect(round.texts.slice(2, -1).map((t) => /^\w+ \w+ \w+/.exec(t)![0])).toEqual([
-      'UPDATE effects SET', 'UPDATE jobs SET', 'INSERT INTO effect_attempts',
-      'UPDATE effects SET', 'UPDATE jobs SET', 'INSERT INTO effect_attempts',
+      'UPDATE effects SET', 'UPDATE jobs SET',
+      'UPDATE effects SET', 'UPDATE jobs SET',
     ]);
     // C's lease is w2's (live): its effect is not claimed by w1, and nothing of it changes.
     await store.commit([{ ...commitOf('C', 1), effects: { create: [effectOf('C', 'y')], deactivate: [] } }]);
