@@ -9,21 +9,18 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { main } from '../src/cli/main.ts';
+import { runCli } from './helpers/inProcessCli.ts';
 import type { SendResult } from '../src/index.ts';
 import { dumpDatabase, PROJECT_ROOT, TMP_ROOT } from './helpers/resources.ts';
-import { runSpool } from './helpers/spoolCli.ts';
+import { runSpool, type CliRun } from './helpers/spoolCli.ts';
 import { randomBytes } from 'node:crypto';
 
 const TMP = join(TMP_ROOT, `cli-backpressure-${randomBytes(4).toString('hex')}`);
 const DB = join(TMP, 'bp.db');
 const MACHINES = join(PROJECT_ROOT, 'machines', 'index.ts');
 
-async function inProcess(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(['--db', DB, '--machines', MACHINES, ...args], { stdout: (t) => (stdout += t), stderr: (t) => (stderr += t), cwd: TMP });
-  return { code, stdout, stderr };
+function inProcess(args: readonly string[]): Promise<CliRun> {
+  return runCli(['--db', DB, '--machines', MACHINES, ...args], TMP);
 }
 
 function dump(): Record<string, string[]> {

@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
-import { main } from '../src/cli/main.ts';
+import { runCli } from './helpers/inProcessCli.ts';
+import type { CliRun } from './helpers/spoolCli.ts';
 import { createRuntime, type SendResult } from '../src/index.ts';
 import { deliveryHooks, parcel, tally, till } from './fixtures/deliveryMachines.ts';
 
@@ -18,11 +19,8 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TMP = join(ROOT, '.vitest-tmp', `cli-delivery-${randomBytes(4).toString('hex')}`);
 const MACHINES = fileURLToPath(new URL('./fixtures/deliveryMachines.ts', import.meta.url));
 
-async function spool(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(['--machines', MACHINES, ...args], { stdout: (t) => (stdout += t), stderr: (t) => (stderr += t), cwd: TMP });
-  return { code, stdout, stderr };
+function spool(args: readonly string[]): Promise<CliRun> {
+  return runCli(['--machines', MACHINES, ...args], TMP);
 }
 
 let dbCount = 0;

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type { Command } from 'commander';
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { buildProgram } from '../src/cli/program.ts';
-import { main, type CliIO } from '../src/cli/main.ts';
+import { runCli } from './helpers/inProcessCli.ts';
 import { ConfigFileError, resolveConfig } from '../src/cli/config.ts';
 import { colourWanted, plain, useColour } from '../src/cli/style.ts';
 import { jsonText, table } from '../src/cli/format.ts';
@@ -39,12 +39,7 @@ function helpOf(command: Command, sink: { text: string }): string {
 }
 
 /** Run main() in process and collect its output. */
-async function run(args: readonly string[], io: Partial<CliIO> & { cwd: string }) {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(args, { stdout: (t) => (stdout += t), stderr: (t) => (stderr += t), ...io });
-  return { code, stdout, stderr };
-}
+const run = (args: readonly string[], io: { cwd: string; env?: Record<string, string> }) => runCli(args, io.cwd, io.env ? { env: io.env } : {});
 
 describe('--help', () => {
   it('every command, subcommands included, shows examples and the global --db, --machines and --json', () => {

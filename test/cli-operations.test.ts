@@ -13,12 +13,12 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
 import { collectDefinitions } from '../src/cli/loadMachines.ts';
-import { main } from '../src/cli/main.ts';
+import { runCli } from './helpers/inProcessCli.ts';
 import { createRuntime, type Job, type JobDetails, type Runtime, type RuntimeStats, type SendResult } from '../src/index.ts';
 import { VirtualClock } from '../src/testing/index.ts';
 import { opsHooks, resetOpsHooks } from './fixtures/opsMachines.ts';
 import * as opsModule from './fixtures/opsMachines.ts';
-import { runSpool } from './helpers/spoolCli.ts';
+import { runSpool, type CliRun } from './helpers/spoolCli.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BIN = join(ROOT, 'bin', 'spool.js');
@@ -27,18 +27,9 @@ const MACHINES = fileURLToPath(new URL('./fixtures/opsMachines.ts', import.meta.
 const CARD = '4242424242424242';
 const DAY = 86_400_000;
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
 /** `spool --machines <ops machines> ...args` in process. */
-async function spool(args: readonly string[]): Promise<Run> {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(['--machines', MACHINES, ...args], { stdout: (t) => (stdout += t), stderr: (t) => (stderr += t), cwd: TMP });
-  return { code, stdout, stderr };
+function spool(args: readonly string[]): Promise<CliRun> {
+  return runCli(['--machines', MACHINES, ...args], TMP);
 }
 
 async function ok(args: readonly string[]): Promise<string> {

@@ -12,7 +12,7 @@ import { approvalFlow } from '../machines/index.ts';
 import { doctor } from '../persistence/drivers/better-sqlite3/index.ts';
 import { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
 import { createRuntime, type JobStore } from '../src/internal.ts';
-import { main } from '../src/cli/main.ts';
+import { runCli } from './helpers/inProcessCli.ts';
 import { VirtualClock } from '../src/testing/index.ts';
 import { flaky, tally } from './crash/machines.ts';
 import { T0 } from './helpers/durable.ts';
@@ -147,11 +147,7 @@ describe.each(CASES.filter((c) => c.table !== 'jobs'))('recovery and $table.$col
 });
 
 describe('spool doctor (the CLI)', () => {
-  function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-    let stdout = '';
-    let stderr = '';
-    return main(args, { stdout: (t) => (stdout += t), stderr: (t) => (stderr += t), cwd: process.cwd() }).then((code) => ({ code, stdout, stderr }));
-  }
+  const run = (args: string[]) => runCli(args, process.cwd());
 
   it('a healthy file: exit 0, "nothing"; JSON with --json', async () => {
     const path = join(res.tempDir(), 'ok.db');
