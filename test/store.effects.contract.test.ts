@@ -818,6 +818,18 @@ function effectsContract(name: string, factory: StoreFactory): void {
         expect(await due(['m@1', 'm@2'])).toEqual(['A~u~r2', 'A~x~r2']);
         expect(await due([])).toEqual(['A~p~r2', 'A~u~r2', 'A~x~r2', 'C~q~r1']);
       });
+
+      it('dueEffects unclaimableBy reads the oldest `limit` due rows of each kind, not the backlog behind them', async () => {
+        // D's row (machine version 1: a batch claim with m@1 takes it) is older than E's (version 2: it never does).
+        expect((await store.createJob(newJob('D', { effects: [effectOf('D', 'p', 1, { at: T0 + 1 })] }))).created).toBe(true);
+        expect((await store.createJob({ ...newJob('E', { effects: [effectOf('E', 'q', 1, { at: T0 + 2 })] }), machineVersion: '2' })).created).toBe(true);
+        const due = async (limit: number) => (await store.dueEffects(T0 + 100, limit, 'w2', ['m@1'])).map((e) => e.id);
+        expect(await due(1)).toEqual([]);
+        expect(await due(2)).toEqual(['E~q~r1']);
+        // Once the claimable row before it is taken, E's row is at the head.
+        expect(await store.claimEffect('D~p~r1', 'w1', T0 + 50, T0 + 10_000)).toBeDefined();
+        expect(await due(1)).toEqual(['E~q~r1']);
+      });
     });
 
     describe('timers', () => {

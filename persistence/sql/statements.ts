@@ -81,18 +81,22 @@ const DUE_FILTER = (d: SqlDialect) => `${NOT_HELD('effects.job_id')}
 /**
  * The due effects (`dueEffects`), as three index-ordered reads (pending by age, backoff by due
  * time, running by claim expiry), each stopping at `limit` rows (default @limit), with a further
- * condition `also` on `effects` when given. Columns: the effect's, and `r` (its rowid).
+ * condition `also` on `effects` when given. `head`: a condition on the rows each read stopped at
+ * instead (the subquery is named `effects`), so that a filter most due rows fail reads at most
+ * `limit` rows of each kind, whatever the backlog behind them. Columns: the effect's, and `r` (its rowid).
  */
-const DUE_READS = (d: SqlDialect, also?: string, limit = '@limit') => {
+const DUE_READS = (d: SqlDialect, also?: string, limit = '@limit', head?: string) => {
   const where = `${DUE_FILTER(d)}${also ? ` AND ${also}` : ''}`;
-  return `SELECT * FROM (SELECT *, rowid AS r FROM effects${d.indexedBy('effects_pending')} WHERE active = 1 AND status = 'pending' AND ${where}
-          ORDER BY created_at, rowid LIMIT ${limit}) AS pending
+  const read = (name: string, rows: string, order: string, index = '') =>
+    head
+      ? `SELECT * FROM (SELECT *, rowid AS r FROM effects${index} WHERE ${rows} AND ${where} ORDER BY ${order}, rowid LIMIT ${limit}) AS effects WHERE ${head}`
+      : `SELECT * FROM (SELECT *, rowid AS r FROM effects${index} WHERE ${rows} AND ${where}
+          ORDER BY ${order}, rowid LIMIT ${limit}) AS ${name}`;
+  return `${read('pending', `active = 1 AND status = 'pending'`, 'created_at', d.indexedBy('effects_pending'))}
         UNION ALL
-        SELECT * FROM (SELECT *, rowid AS r FROM effects WHERE active = 1 AND status = 'backoff' AND next_run_at <= @now AND ${where}
-          ORDER BY next_run_at, rowid LIMIT ${limit}) AS backoff
+        ${read('backoff', `active = 1 AND status = 'backoff' AND next_run_at <= @now`, 'next_run_at')}
         UNION ALL
-        SELECT * FROM (SELECT *, rowid AS r FROM effects WHERE active = 1 AND status = 'running' AND claim_expires_at <= ${d.leaseNow} AND ${where}
-          ORDER BY claim_expires_at, rowid LIMIT ${limit}) AS expired`;
+        ${read('expired', `active = 1 AND status = 'running' AND claim_expires_at <= ${d.leaseNow}`, 'claim_expires_at')}`;
 };
 
 /** An attempt claimed: running, the next attempt, claimed by `@runner` until `@until` (by the lease clock), started now (the attempt lives on the effect row until it ends). One text for `claimEffect` and the batch claim. */
@@ -326,8 +330,8 @@ function effectsSql(d: SqlDialect) {
     listAttempts: q(`SELECT a.* FROM attempts a JOIN effects e ON e.id = a.effect_id
       WHERE a.job_id = ? ORDER BY e.created_revision, a.effect_id, a.attempt`),
     dueEffects: q(`SELECT * FROM (${DUE_READS(d)}) AS due ORDER BY coalesce(next_run_at, created_at), r LIMIT @limit`),
-    /** dueEffects' rows no batch claim with `@machines` would take (CLAIMABLE's rows left out, every src in budget). */
-    dueUnclaimable: q(`SELECT * FROM (${DUE_READS(d, `NOT (${CLAIMABLE(d)})`)}) AS due ORDER BY coalesce(next_run_at, created_at), r LIMIT @limit`),
+    /** Among dueEffects' oldest `@limit` rows of each kind, those no batch claim with `@machines` would take (CLAIMABLE's rows left out, every src in budget): bounded by the limit, not by the backlog. */
+    dueUnclaimable: q(`SELECT * FROM (${DUE_READS(d, undefined, '@limit', `NOT (${CLAIMABLE(d)})`)}) AS due ORDER BY coalesce(next_run_at, created_at), r LIMIT @limit`),
     runningEffects: q(`SELECT * FROM effects WHERE active = 1 AND status = 'running' LIMIT ?`),
     // A child job's id is its invocation's effect id.
     orphanedChildren: q(`SELECT j.id FROM jobs j${d.indexedBy('jobs_active_children')} JOIN effects e ON e.id = j.id

@@ -120,7 +120,10 @@ export interface JobStore {
    * `unclaimableBy`: only those a batch claim (`claimDueEffects`) with these `machines` would never
    * take: out of attempts, a running attempt unsafe to repeat, of a job not active or of a machine
    * version not among them. A runtime's poll reads these for what the batch claim leaves to it
-   * (recovery, migration, quarantine), never the rows another runner's batch claim is taking.
+   * (recovery, migration, quarantine), never the rows another runner's batch claim is taking. It
+   * looks only at the oldest `limit` due rows of each kind (pending by age, backoff by due time,
+   * running by claim expiry), so its cost does not grow with the backlog: a row the batch claim
+   * never takes stays due, and reaches the head as the claimable rows before it are taken.
    */
   dueEffects(now: number, limit: number, runner?: string, unclaimableBy?: readonly string[]): Promise<EffectRecord[]>;
   /** Active effects claimed as running (to check their runners after a restart). */
