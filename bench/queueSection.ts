@@ -14,14 +14,12 @@
  * Then the starts (bench/queueRun.ts `runStarts`): N jobs enqueued and nothing else, by `start`
  * 64 in flight and by `startMany` in batches of 100 (one call at a time), at NORMAL: starts/s, CPU µs, statements and
  * commits per start, against the CPU-per-start target (bench/targets.ts).
- * Then one line: a remote worker (spool/client's runRemoteWorker through a server on loopback,
- * bench/remoteRun.ts) against the local worker on the same store, jobs/s and their ratio.
+ * The remote worker's line is its own section (bench/remoteSection.ts, `--only remote`).
  */
 import { RAW_BATCH } from './groupCommit.ts';
 import { JOB_SHAPES } from './jobsRun.ts';
 import { runAfternoonQueue, runSpoolQueue, runStarts, type QueueMode, type QueueResult } from './queueRun.ts';
 import { runRawJobs } from './rawBatch.ts';
-import { runRemoteQueue } from './remoteRun.ts';
 import { SETTINGS } from './rawRun.ts';
 import { fmtRate, hostLoad, loadNow, printLoadNote, printTable, round } from './format.ts';
 import type { SectionContext } from './sections.ts';
@@ -61,7 +59,6 @@ export async function queueSection(ctx: SectionContext & { queueFull: boolean })
   }
   print(rows);
   const starts = await startsPart(ctx);
-  const remote = await remoteLine(ctx, backlogs[0]!);
   const load = hostLoad(load0);
   printLoadNote(load);
   return {
@@ -76,7 +73,6 @@ export async function queueSection(ctx: SectionContext & { queueFull: boolean })
     results: rows,
     starts: starts.rows,
     targets: starts.targets,
-    remote,
     hostLoad: load,
   };
 }
@@ -150,20 +146,4 @@ function print(rows: readonly ReturnType<typeof row>[]): void {
     ]),
   );
   console.log('  growth = CPU µs/job at the largest backlog / at the smallest; the afternoon loop and raw SQLite run on SQLite at the same setting (Postgres rows compare with them too).');
-}
-
-/**
- * Remote worker vs local worker (bench/remoteRun.ts): the 1-step job, c16, then-drain, SQLite
- * NORMAL, the smallest backlog; jobs/s of each and their ratio.
- */
-async function remoteLine(ctx: SectionContext, backlog: number) {
-  const shape = JOB_SHAPES.find((s) => s.steps === 1)!;
-  const k = { store: 'sqlite' as const, synchronous: 'NORMAL' as const, shape, concurrency: 16, backlog, mode: 'then-drain' as QueueMode };
-  ctx.gc();
-  const local = await runSpoolQueue(k);
-  ctx.gc();
-  const remote = await runRemoteQueue(k);
-  const ratio = round(remote.jobsPerSec / local.jobsPerSec);
-  console.log(`  remote worker vs local worker (sqlite NORMAL ${shape.name} c16 then-drain, ${backlog} jobs): ${fmtRate(remote.jobsPerSec)} vs ${fmtRate(local.jobsPerSec)} jobs/s, ratio ${ratio}; CPU ${Math.round(remote.cpuUsPerJob)} vs ${Math.round(local.cpuUsPerJob)} µs/job`);
-  return { backlog, job: shape.name, concurrency: 16, localJobsPerSec: round(local.jobsPerSec), remoteJobsPerSec: round(remote.jobsPerSec), ratio, localCpuUsPerJob: round(local.cpuUsPerJob), remoteCpuUsPerJob: round(remote.cpuUsPerJob) };
 }

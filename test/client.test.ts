@@ -76,6 +76,31 @@ describe('createClient: the calls', () => {
     expect((await runtime.get('c-1')).value).toBe('cancelled');
   });
 
+  it('startMany starts a batch in one request, typed by the machine; a bad item starts none and comes back as its error class', async () => {
+    const { server, runtime } = await open();
+    const spool = createClient<typeof machines>({ url: server.url, token: TOKEN });
+    await spool.start('job-lifecycle', { name: 'a' }, { idempotencyKey: 'k-a' });
+    const jobs = await spool.startMany('job-lifecycle', [
+      { input: { name: 'a' }, idempotencyKey: 'k-a' },
+      { input: { name: 'b', items: 3 }, jobId: 'm-b' },
+      { input: { name: 'c' } },
+    ]);
+    const names: string[] = jobs.map((j) => j.context.name);
+    expect(names).toEqual(['a', 'b', 'c']);
+    expect(jobs[1]).toMatchObject({ id: 'm-b', machineId: 'job-lifecycle', value: 'queued', revision: 1 });
+    expect(await spool.startMany('job-lifecycle', [])).toEqual([]);
+    expect((await runtime.list({ machineId: 'job-lifecycle' })).length).toBe(3);
+
+    const bad = await spool.startMany('job-lifecycle', [{ input: { name: 'd' } }, { input: { name: 42 as unknown as string } }]).catch((e: unknown) => e);
+    expect(bad).toBeInstanceOf(ValidationError);
+    expect(bad).toMatchObject({ code: 'SPOOL_INVALID', details: { item: 1 }, message: expect.stringMatching(/^startMany item 1: /) });
+    const tooMany = await spool.startMany('job-lifecycle', Array.from({ length: 1001 }, () => ({ input: { name: 'x' } }))).catch((e: unknown) => e);
+    expect(tooMany).toBeInstanceOf(ValidationError);
+    expect(tooMany).toMatchObject({ details: { items: 1001, limit: 1000 }, message: expect.stringContaining('at most 1000 items') });
+    await expect(createClient({ url: server.url, token: TOKEN }).startMany('no-such-machine', [{}])).rejects.toBeInstanceOf(UnknownMachineError);
+    expect((await runtime.list({ machineId: 'job-lifecycle' })).length).toBe(3);
+  });
+
   it('waitFor resolves from the job stream once the predicate holds, and says why when it cannot', async () => {
     const { server, runtime } = await open();
     const requests: string[] = [];
@@ -284,6 +309,10 @@ export async function typeChecks(spool: ReturnType<typeof createClient<typeof ma
   await spool.send(job.id, { type: 'PROGRESS', percent: 'half' });
   // @ts-expect-error startOrSend checks the machine's input and events too
   await spool.startOrSend('job-lifecycle', 'j', { name: 'x' }, { type: 'PAUSE' });
+  // @ts-expect-error startMany checks each item's input
+  await spool.startMany('job-lifecycle', [{ input: { name: 'x' } }, { input: { nmae: 'y' } }]);
+  // @ts-expect-error startMany needs the input of a machine that takes one
+  await spool.startMany('job-lifecycle', [{ jobId: 'j' }]);
   // @ts-expect-error a context field the machine does not have
   void (await spool.get(job.id)).context.nope;
 }

@@ -235,6 +235,52 @@ describe('spool serve: the JSON API', () => {
     expect(redelivered).toMatchObject({ status: 200, body: { status: 'applied', eventId: 'redeliver~pay', job: { value: 'paid' } } });
   });
 
+  it('starts a batch in one call: every job in order with whether this call created it; a bad item or too many start none', async () => {
+    const api = await open({ server: { bodyLimitBytes: 1024 * 1024 } });
+    const route = '/api/machines/tally/jobs/batch';
+    await api.call('POST', '/api/machines/tally/jobs', { body: { input: { label: 'a' }, idempotencyKey: 'k-a' } });
+    const first = await api.call('POST', route, { body: { items: [
+      { input: { label: 'a' }, idempotencyKey: 'k-a' },
+      { input: { label: 'b' }, jobId: 'b-1' },
+      { input: { label: 'c' } },
+      { input: { label: 'b' }, jobId: 'b-1' },
+    ] } });
+    expect(first.status).toBe(201);
+    const items = first.body.items as { created: boolean; job: { id: string; context: { label: string } } }[];
+    expect(items.map((i) => [i.created, i.job.context.label])).toEqual([[false, 'a'], [true, 'b'], [true, 'c'], [false, 'b']]);
+    expect(items[1]!.job.id).toBe('b-1');
+    expect(items[3]!.job.id).toBe('b-1');
+    // The whole batch again: every job found, none created, 200.
+    const again = await api.call('POST', route, { body: { items: [{ input: { label: 'b' }, jobId: 'b-1' }] } });
+    expect(again).toMatchObject({ status: 200, body: { items: [{ created: false, job: { id: 'b-1' } }] } });
+    expect(await api.call('POST', route, { body: { items: [] } })).toMatchObject({ status: 200, body: { items: [] } });
+
+    const before = api.dump();
+    const good = { input: { label: 'ok' } };
+    const cases: [unknown, number, string, RegExp, Record<string, unknown>][] = [
+      [{ items: [good, { input: { label: 7 } }] }, 400, 'SPOOL_INVALID', /^startMany item 1: Invalid input for tally/, { item: 1 }],
+      [{ items: [good, { input: { label: 'x' }, jobID: 'j' }] }, 400, 'SPOOL_INVALID', /^startMany item 1: startMany item: unknown option jobID/, { item: 1 }],
+      [{ items: [good, null] }, 400, 'SPOOL_INVALID', /^startMany item 1: A startMany item must be an object/, { item: 1 }],
+      [{ items: [good, { input: { label: 'other' }, idempotencyKey: 'k-a' }] }, 409, 'SPOOL_IDEMPOTENCY_CONFLICT', /^startMany item 1: A job with idempotency key "k-a" already exists/, { item: 1 }],
+      [{ items: good }, 400, 'SPOOL_INVALID', /takes an array of items/, {}],
+      [{}, 400, 'SPOOL_INVALID', /takes an array of items/, {}],
+      [{ items: [good], extra: 1 }, 400, 'SPOOL_INVALID', /Unknown field\(s\) extra; this route takes items/, {}],
+      [{ items: Array.from({ length: 1001 }, () => good) }, 400, 'SPOOL_INVALID', /at most 1000 items \(got 1001\)/, { items: 1001, limit: 1000 }],
+    ];
+    for (const [body, status, code, message, details] of cases) {
+      const r = await api.call('POST', route, { body });
+      expect([r.status, r.body.error.code, r.body.error.item]).toEqual([status, code, details['item']]);
+      expect(r.body.error).toMatchObject({ message: expect.stringMatching(message), ...details });
+      expect(api.dump()).toEqual(before);
+    }
+    expect((await api.call('POST', '/api/machines/nope/jobs/batch', { body: { items: [good] } })).body.error.code).toBe('SPOOL_UNKNOWN_MACHINE');
+    expect((await api.call('POST', route, { body: { items: [good] }, token: null })).status).toBe(401);
+    expect(api.dump()).toEqual(before);
+    // At the limit, one commit's worth goes through.
+    const full = await api.call('POST', route, { body: { items: Array.from({ length: 1000 }, (_, n) => ({ input: { label: `n${n}` } })) } });
+    expect([full.status, full.body.items.length, full.body.items.every((i: { created: boolean }) => i.created)]).toEqual([201, 1000, true]);
+  });
+
   it('spool serve on a port another server holds: one SPOOL_USAGE line, exit 1', async () => {
     const api = await open();
     const port = new URL(api.server.url).port;

@@ -8,13 +8,14 @@
  * import { createClient } from 'spool/client';
  * const spool = createClient<typeof machines>({ url: 'http://127.0.0.1:7420', token });
  * const job = await spool.start('job-lifecycle', { name: 'resize' });
+ * const jobs = await spool.startMany('job-lifecycle', [{ input: { name: 'a' } }, { input: { name: 'b' }, jobId: 'b-1' }]);
  * await spool.send(job.id, { type: 'START' });
  * const done = await spool.waitFor(job.id, (j) => j.final);
  * for await (const row of spool.tail(job.id)) console.log(row.revision, row.outcome);
  */
 import { EventFailedError, JobTerminalError, WaitTimeoutError } from '../base/errors.ts';
 import type { FeedRecord, JobStatus, TransitionOutcome, TransitionRecord } from '../ports/store.ts';
-import type { Job, JobOf, ListFilter, SendOptions, SendResultOf, StartOptions, StartOrSendOptions, StartOrSendResult } from '../runtime/api.ts';
+import type { Job, JobOf, ListFilter, SendOptions, SendResultOf, StartManyItem, StartOptions, StartOrSendOptions, StartOrSendResult } from '../runtime/api.ts';
 import type { WaitOptions } from '../runtime/intake.ts';
 import type { CatalogOf, JobId, MachineCatalog, MachineIds, StartArgs } from '../runtime/machineTypes.ts';
 import { authHeaders, request, type Transport } from './transport.ts';
@@ -64,6 +65,13 @@ export interface TailAllOptions {
 export interface SpoolClient<C extends MachineCatalog> {
   /** Start a job (`POST /api/machines/:machine/jobs`). A repeat with the same `jobId` or `idempotencyKey` and input returns the same job. */
   start<K extends MachineIds<C>>(machineId: K, ...args: StartArgs<C[K]['input'], StartOptions>): Promise<JobOf<C, K>>;
+  /**
+   * Start many jobs of `machineId` in one commit (`POST /api/machines/:machine/jobs/batch`), as
+   * the runtime's `startMany`: each item is a job's `input` and `start`'s options, each job comes
+   * back in order. Every item is checked before anything is written: a refusal names the item
+   * (`details.item`) and starts none. At most 1000 items, and within the server's body limit.
+   */
+  startMany<K extends MachineIds<C>>(machineId: K, items: readonly StartManyItem<C[K]['input']>[]): Promise<JobOf<C, K>[]>;
   /** Send an event (`POST /api/jobs/:id/events`); `eventId` makes a repeat return the first outcome. */
   send<K extends MachineIds<C> = MachineIds<C>>(jobId: JobId<K>, event: C[K]['event'], options?: SendOptions): Promise<SendResultOf<C, K>>;
   /** Create job `jobId` with `event` in its inbox, or send `event` to it if it exists. */
@@ -110,6 +118,11 @@ class HttpClient {
   async start(machineId: string, input: unknown = {}, options: StartOptions = {}): Promise<Job> {
     const body = await this.#call('POST', `/api/machines/${encodeURIComponent(machineId)}/jobs`, { input, ...options });
     return body.job as Job;
+  }
+
+  async startMany(machineId: string, items: readonly StartManyItem[]): Promise<Job[]> {
+    const body = await this.#call('POST', `/api/machines/${encodeURIComponent(machineId)}/jobs/batch`, { items });
+    return (body.items as { job: Job }[]).map((item) => item.job);
   }
 
   async send(jobId: string, event: unknown, options: SendOptions = {}): Promise<unknown> {

@@ -1,6 +1,6 @@
 /**
  * The HTTP API of `spool serve`, as a Hono app over a runtime's public API: machines, jobs and
- * their records, the writes (start, send, start-or-send, redeliver, cancel, retry, suspend,
+ * their records, the writes (start, start many, send, start-or-send, redeliver, cancel, retry, suspend,
  * resume, settling a token), stats, the event streams (sse.ts), the diagrams (diagrams.ts) and the
  * dashboard at `/` (dashboard.ts). Every refusal is `{ error: { code, ... } }` (errors.ts), decided
  * before anything is written: the Host, Origin and token first (auth.ts), then the body (size, JSON, shape), then
@@ -9,7 +9,7 @@
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { methodNotAllowed } from 'hono/method-not-allowed';
-import { JOB_STATUSES, ValidationError, eventFailure, type JobStatus, type ListFilter, type Runtime, type SendResult } from '../internal.ts';
+import { JOB_STATUSES, ValidationError, eventFailure, type Job, type JobStatus, type ListFilter, type Runtime, type SendResult } from '../internal.ts';
 import { redactDetails, redactJob, redactKeys, sensitiveKeys } from '../views/redacted.ts';
 import { guardHost, requireToken, type ListenAddress, type WorkerToken } from './auth.ts';
 import { BodyTooLargeError, MachineUnavailableError, MethodNotAllowedError, RouteNotFoundError, errorResponse } from './errors.ts';
@@ -69,7 +69,7 @@ export function createApp(options: AppOptions): Hono {
   return app;
 }
 
-/** The machines (`GET /api/machines`, `/api/machines/:machine`) and the writes named by machine: start, start-or-send. */
+/** The machines (`GET /api/machines`, `/api/machines/:machine`) and the writes named by machine: start, start many (`/jobs/batch`), start-or-send. */
 function addMachineRoutes(app: Hono, runtime: Runtime): void {
   app.get('/api/machines', (c) => c.json({ machines: runtime.registry.all().map(describeMachine) }));
   app.get('/api/machines/:machine', (c) => {
@@ -79,30 +79,51 @@ function addMachineRoutes(app: Hono, runtime: Runtime): void {
   });
   app.post('/api/machines/:machine/jobs', async (c) => {
     const body = await readBody(c, ['input', 'jobId', 'idempotencyKey']);
-    const machineId = c.req.param('machine');
-    if (!runtime.registry.all().some((m) => m.id === machineId)) throw unknownMachine(runtime, machineId);
-    const started = new Set<string>();
-    const unsubscribe = runtime.subscribe((e) => e.type === 'job.started' && started.add(e.job.id));
-    try {
-      const job = await runtime.start(machineId, body['input'] ?? {}, {
-        ...(body['jobId'] !== undefined ? { jobId: text(body['jobId'], 'jobId') } : {}),
-        ...(body['idempotencyKey'] !== undefined ? { idempotencyKey: text(body['idempotencyKey'], 'idempotencyKey') } : {}),
-      });
-      const created = started.has(job.id);
-      return c.json({ created, job: redactJob(runtime, job) }, created ? 201 : 200);
-    } finally {
-      unsubscribe();
-    }
+    const machineId = registeredMachine(runtime, c.req.param('machine'));
+    const { jobs: [job], created: [created] } = await startedBy(runtime, () => runtime.start(machineId, body['input'] ?? {}, {
+      ...(body['jobId'] !== undefined ? { jobId: text(body['jobId'], 'jobId') } : {}),
+      ...(body['idempotencyKey'] !== undefined ? { idempotencyKey: text(body['idempotencyKey'], 'idempotencyKey') } : {}),
+    }).then((j) => [j]));
+    return c.json({ created, job: redactJob(runtime, job!) }, created ? 201 : 200);
+  });
+  // startMany: every item checked before anything is written (all or nothing), the new jobs in one commit.
+  app.post('/api/machines/:machine/jobs/batch', async (c) => {
+    const body = await readBody(c, ['items']);
+    const machineId = registeredMachine(runtime, c.req.param('machine'));
+    const { jobs, created } = await startedBy(runtime, () => runtime.startMany(machineId, body['items'] as never));
+    const items = jobs.map((job, i) => ({ created: created[i]!, job: redactJob(runtime, job) }));
+    return c.json({ items }, created.includes(true) ? 201 : 200);
   });
 
   app.post('/api/machines/:machine/jobs/:id/events', async (c) => {
     const body = await readBody(c, ['input', 'event', 'eventId']);
-    const machineId = c.req.param('machine');
-    if (!runtime.registry.all().some((m) => m.id === machineId)) throw unknownMachine(runtime, machineId);
+    const machineId = registeredMachine(runtime, c.req.param('machine'));
     const eventId = optionalText(body['eventId'], 'eventId') ?? c.req.header('idempotency-key');
     const sent = await runtime.startOrSend(machineId, c.req.param('id'), body['input'] ?? {}, body['event'], eventId !== undefined ? { eventId } : {});
     return sendResponse(c, runtime, sent, sent.created ? 201 : undefined);
   });
+}
+
+/** `machineId` if this server registers it, else its refusal naming those it does. */
+function registeredMachine(runtime: Runtime, machineId: string): string {
+  if (!runtime.registry.all().some((m) => m.id === machineId)) throw unknownMachine(runtime, machineId);
+  return machineId;
+}
+
+/**
+ * The jobs `start` returns, and whether each was created by it (`created`: a repeat, of a job in
+ * the store or of an earlier item of the same call, is not): what the start routes answer.
+ */
+async function startedBy(runtime: Runtime, start: () => Promise<Job[]>): Promise<{ jobs: Job[]; created: boolean[] }> {
+  const started = new Set<string>();
+  const unsubscribe = runtime.subscribe((e) => e.type === 'job.started' && started.add(e.job.id));
+  try {
+    const jobs = await start();
+    // Each created job once: the first item that names it.
+    return { jobs, created: jobs.map((job) => started.delete(job.id)) };
+  } finally {
+    unsubscribe();
+  }
 }
 
 /** The reads of jobs: the list, a job and each part of its record, and the event streams. */
