@@ -1,7 +1,8 @@
 /**
  * Remote activity workers as separate processes against a real `spool serve` (the bin): a worker
  * SIGKILLed mid-activity loses its claim once it expires and another worker finishes the job,
- * while the killed attempt's completion, replayed with its token, is refused; a completion held
+ * while the killed attempt's completion, replayed with its token, is refused; a worker SIGSTOPped
+ * past its claim, woken once another finished the job, lands nothing; a completion held
  * by a worker while the server restarts is resent and applied once; the Python example worker
  * (standard library only) runs a job to its end. The tests wait on the processes' output lines
  * and on the job's stream, never on the wall clock.
@@ -60,6 +61,17 @@ async function worker(url: string): Promise<Proc> {
   return proc;
 }
 
+/** The JSON lines `proc` printed so far. */
+function lines(proc: Proc): Record<string, any>[] {
+  return proc.output().stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, any>);
+}
+
+/** What the server shows of a job: the job, its history, attempts and assets. */
+async function shown(url: string, jobId: string): Promise<Record<string, unknown>> {
+  const read = (part: string) => fetch(`${url}/api/jobs/${jobId}${part}`, { headers: { authorization: `Bearer ${TOKEN}` } }).then((r) => r.json() as Promise<unknown>);
+  return { job: await read(''), history: await read('/history'), attempts: await read('/attempts'), assets: await read('/assets') };
+}
+
 async function freePort(): Promise<string> {
   const server = netServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -96,6 +108,45 @@ describe('remote workers, as processes', () => {
     second.child.kill('SIGTERM');
     expect(await second.exited).toBe(0);
     await line(second, (l) => l['type'] === 'worker.stopped');
+    server.child.kill('SIGTERM');
+    expect(await server.exited).toBe(0);
+  }, 180_000);
+
+  it('SIGSTOP a worker past its claim, let another finish, then SIGCONT: nothing of the first worker lands', async () => {
+    // The shortest claim: the stopped worker's expires by the server's clock within a second.
+    const { proc: server, url } = await serve(res.dbPath(), ['--claim-ms', '1000']);
+    const client = createClient({ url, token: TOKEN });
+    const gate = join(res.tempDir(), 'gate');
+    const first = await worker(url);
+    await client.start('remote-order', { amount: 8, gate }, { jobId: 's1' });
+    const started = await line(first, (l) => l['type'] === 'activity.started' && l['activity'] === 'charge');
+    // Stopped in its attempt (the gate is shut), its claim live.
+    first.child.kill('SIGSTOP');
+
+    // The next worker's claim takes the activity over once the stopped one's claim expired.
+    const second = await worker(url);
+    const retaken = await line(second, (l) => l['type'] === 'activity.started' && l['activity'] === 'charge');
+    expect(retaken).toMatchObject({ jobId: 's1', attempt: 2 });
+    writeFileSync(gate, 'open');
+    const done = await client.waitFor('s1', (j) => j.final, { timeoutMs: 90_000 });
+    expect(done).toMatchObject({ value: 'done', context: { charged: { charged: 8, attempt: 2, pid: second.child.pid } } });
+    const before = await shown(url, 's1');
+
+    // Woken, the first worker finds the gate open and ends its attempt: the server refuses whatever it sends.
+    first.child.kill('SIGCONT');
+    const refused = await line(first, (l) => l['type'] === 'activity.refused');
+    expect(refused).toMatchObject({ jobId: 's1', activity: 'charge', attempt: 1, code: 'SPOOL_STALE_ATTEMPT' });
+    expect(lines(first).filter((l) => l['type'] === 'activity.finished')).toEqual([]);
+    // Its token, sent again as a completion, is refused too; the job is as the second worker left it.
+    expect(await complete(url, started['token'] as string)).toMatchObject({ status: 409, body: { error: { code: 'SPOOL_STALE_ATTEMPT' } } });
+    expect(await shown(url, 's1')).toEqual(before);
+    const history = (before['history'] as { history: { eventType: string }[] }).history;
+    expect(history.filter((h) => h.eventType === 'xstate.done.actor.charge')).toHaveLength(1);
+
+    for (const w of [first, second]) {
+      w.child.kill('SIGTERM');
+      expect(await w.exited).toBe(0);
+    }
     server.child.kill('SIGTERM');
     expect(await server.exited).toBe(0);
   }, 180_000);
