@@ -2,7 +2,8 @@
  * Remote activity workers as separate processes against a real `spool serve` (the bin): a worker
  * SIGKILLed mid-activity loses its claim once it expires and another worker finishes the job,
  * while the killed attempt's completion, replayed with its token, is refused; a worker SIGSTOPped
- * past its claim, woken once another finished the job, lands nothing; a completion held
+ * past its claim, woken once another finished the job, lands nothing; 1,000 activities through
+ * four worker processes are each claimed by one and applied once; a completion held
  * by a worker while the server restarts is resent and applied once; the Python example worker
  * (standard library only) runs a job to its end. The tests wait on the processes' output lines
  * and on the job's stream, never on the wall clock.
@@ -14,6 +15,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createClient } from '../src/client/index.ts';
+import { remoteOne } from './fixtures/remoteMachines.ts';
 import { Resources } from './helpers/resources.ts';
 import { spawnSpool } from './helpers/spoolCli.ts';
 
@@ -54,8 +56,8 @@ async function serve(db: string, args: string[] = [], port = '0'): Promise<{ pro
   return { proc, url: ready['url'] as string };
 }
 
-async function worker(url: string): Promise<Proc> {
-  const proc = spawnSpool(['--machines', MODULE, 'worker', '--server', url, '--token', WORKER, '--concurrency', '1', '--grace-ms', '2000', '--json'], res.tempDir());
+async function worker(url: string, concurrency = 1): Promise<Proc> {
+  const proc = spawnSpool(['--machines', MODULE, 'worker', '--server', url, '--token', WORKER, '--concurrency', String(concurrency), '--grace-ms', '2000', '--json'], res.tempDir());
   children.push(proc.child);
   await line(proc, (l) => l['type'] === 'worker.ready');
   return proc;
@@ -64,6 +66,32 @@ async function worker(url: string): Promise<Proc> {
 /** The JSON lines `proc` printed so far. */
 function lines(proc: Proc): Record<string, any>[] {
   return proc.output().stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, any>);
+}
+
+/** Once `procs` printed `n` lines of `type` between them (read as they come; refused if one exits first). */
+function countLines(procs: Proc[], type: string, n: number): Promise<void> {
+  const read = procs.map(() => 0);
+  let count = 0;
+  return new Promise((resolve, reject) => {
+    const check = (): boolean => {
+      procs.forEach((p, i) => {
+        const out = p.output().stdout;
+        const end = out.lastIndexOf('\n') + 1;
+        for (const l of out.slice(read[i], end).split('\n')) if (l.startsWith('{') && (JSON.parse(l) as { type?: string }).type === type) count += 1;
+        read[i] = Math.max(read[i]!, end);
+      });
+      if (count >= n) return resolve(), true;
+      const gone = procs.find((p) => p.child.exitCode !== null || p.child.signalCode !== null);
+      if (gone) return reject(new Error(`a worker exited before ${n} ${type} lines: ${gone.output().stderr}`)), true;
+      return false;
+    };
+    if (check()) return;
+    const onData = () => check() && procs.forEach((p) => (p.child.stdout.off('data', onData), p.child.off('close', onData)));
+    for (const p of procs) {
+      p.child.stdout.on('data', onData);
+      p.child.on('close', onData);
+    }
+  });
 }
 
 /** What the server shows of a job: the job, its history, attempts and assets. */
@@ -144,6 +172,47 @@ describe('remote workers, as processes', () => {
     expect(history.filter((h) => h.eventType === 'xstate.done.actor.charge')).toHaveLength(1);
 
     for (const w of [first, second]) {
+      w.child.kill('SIGTERM');
+      expect(await w.exited).toBe(0);
+    }
+    server.child.kill('SIGTERM');
+    expect(await server.exited).toBe(0);
+  }, 180_000);
+
+  it('1,000 activities through 4 spool worker processes: each claimed by one worker and applied once', async () => {
+    const db = res.dbPath();
+    const N = 1000;
+    const { proc: server, url } = await serve(db);
+    const workers = await Promise.all(Array.from({ length: 4 }, () => worker(url, 8)));
+    // Started in batches by a runtime of this process on the same database: the server sees its commits.
+    const starter = await res.runtime({ store: await res.sqlite(db), machines: [remoteOne], processEvents: false, runEffects: false, recover: false });
+    const finished = countLines(workers, 'activity.finished', N);
+    const items = Array.from({ length: N }, (_, n) => ({ input: { n }, jobId: `b${n}` }));
+    for (let i = 0; i < N; i += 250) await starter.startMany('remote-one', items.slice(i, i + 250));
+    await finished;
+
+    // Each job's activity started once and finished once, in one worker, accepted the first time.
+    const all = workers.flatMap(lines);
+    const ends = all.filter((l) => l['type'] === 'activity.finished');
+    expect(ends).toHaveLength(N);
+    expect(new Set(ends.map((l) => l['jobId'])).size).toBe(N);
+    expect(ends.every((l) => l['outcome'] === 'succeeded' && l['duplicate'] === false && l['attempt'] === 1)).toBe(true);
+    expect(all.filter((l) => l['type'] === 'activity.started')).toHaveLength(N);
+    expect(all.filter((l) => l['type'] === 'activity.refused')).toEqual([]);
+    // Every worker took part.
+    for (const w of workers) expect(lines(w).some((l) => l['type'] === 'activity.finished')).toBe(true);
+
+    // In the database: every job done with its own output, one attempt, its outcome applied once.
+    const pids = new Set(workers.map((w) => w.child.pid));
+    for (const { jobId, input } of items) {
+      const d = await starter.details(jobId);
+      expect(d.job).toMatchObject({ status: 'done', value: 'done', context: { stamped: { n: input.n } } });
+      expect(pids.has((d.job.context as { stamped: { pid: number } }).stamped.pid)).toBe(true);
+      expect(d.attempts.map((a) => [a.attempt, a.outcome])).toEqual([[1, 'succeeded']]);
+      expect(d.history.filter((h) => h.eventType === 'xstate.done.actor.0.remote-one.stamping')).toHaveLength(1);
+    }
+
+    for (const w of workers) {
       w.child.kill('SIGTERM');
       expect(await w.exited).toBe(0);
     }
