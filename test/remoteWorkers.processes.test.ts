@@ -1,7 +1,9 @@
 /**
  * Remote activity workers as separate processes against a real `spool serve` (the bin): a worker
  * SIGKILLed mid-activity loses its claim once it expires and another worker finishes the job,
- * while the killed attempt's completion, replayed with its token, is refused; a completion held
+ * while the killed attempt's completion, replayed with its token, is refused; a worker SIGSTOPped
+ * past its claim, woken once another finished the job, lands nothing; 1,000 activities through
+ * four worker processes are each claimed by one and applied once; a completion held
  * by a worker while the server restarts is resent and applied once; the Python example worker
  * (standard library only) runs a job to its end. The tests wait on the processes' output lines
  * and on the job's stream, never on the wall clock.
@@ -13,6 +15,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createClient } from '../src/client/index.ts';
+import { remoteOne } from './fixtures/remoteMachines.ts';
 import { Resources } from './helpers/resources.ts';
 import { spawnSpool } from './helpers/spoolCli.ts';
 
@@ -53,11 +56,48 @@ async function serve(db: string, args: string[] = [], port = '0'): Promise<{ pro
   return { proc, url: ready['url'] as string };
 }
 
-async function worker(url: string): Promise<Proc> {
-  const proc = spawnSpool(['--machines', MODULE, 'worker', '--server', url, '--token', WORKER, '--concurrency', '1', '--grace-ms', '2000', '--json'], res.tempDir());
+async function worker(url: string, concurrency = 1): Promise<Proc> {
+  const proc = spawnSpool(['--machines', MODULE, 'worker', '--server', url, '--token', WORKER, '--concurrency', String(concurrency), '--grace-ms', '2000', '--json'], res.tempDir());
   children.push(proc.child);
   await line(proc, (l) => l['type'] === 'worker.ready');
   return proc;
+}
+
+/** The JSON lines `proc` printed so far. */
+function lines(proc: Proc): Record<string, any>[] {
+  return proc.output().stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, any>);
+}
+
+/** Once `procs` printed `n` lines of `type` between them (read as they come; refused if one exits first). */
+function countLines(procs: Proc[], type: string, n: number): Promise<void> {
+  const read = procs.map(() => 0);
+  let count = 0;
+  return new Promise((resolve, reject) => {
+    const check = (): boolean => {
+      procs.forEach((p, i) => {
+        const out = p.output().stdout;
+        const end = out.lastIndexOf('\n') + 1;
+        for (const l of out.slice(read[i], end).split('\n')) if (l.startsWith('{') && (JSON.parse(l) as { type?: string }).type === type) count += 1;
+        read[i] = Math.max(read[i]!, end);
+      });
+      if (count >= n) return resolve(), true;
+      const gone = procs.find((p) => p.child.exitCode !== null || p.child.signalCode !== null);
+      if (gone) return reject(new Error(`a worker exited before ${n} ${type} lines: ${gone.output().stderr}`)), true;
+      return false;
+    };
+    if (check()) return;
+    const onData = () => check() && procs.forEach((p) => (p.child.stdout.off('data', onData), p.child.off('close', onData)));
+    for (const p of procs) {
+      p.child.stdout.on('data', onData);
+      p.child.on('close', onData);
+    }
+  });
+}
+
+/** What the server shows of a job: the job, its history, attempts and assets. */
+async function shown(url: string, jobId: string): Promise<Record<string, unknown>> {
+  const read = (part: string) => fetch(`${url}/api/jobs/${jobId}${part}`, { headers: { authorization: `Bearer ${TOKEN}` } }).then((r) => r.json() as Promise<unknown>);
+  return { job: await read(''), history: await read('/history'), attempts: await read('/attempts'), assets: await read('/assets') };
 }
 
 async function freePort(): Promise<string> {
@@ -96,6 +136,86 @@ describe('remote workers, as processes', () => {
     second.child.kill('SIGTERM');
     expect(await second.exited).toBe(0);
     await line(second, (l) => l['type'] === 'worker.stopped');
+    server.child.kill('SIGTERM');
+    expect(await server.exited).toBe(0);
+  }, 180_000);
+
+  it('SIGSTOP a worker past its claim, let another finish, then SIGCONT: nothing of the first worker lands', async () => {
+    // The shortest claim: the stopped worker's expires by the server's clock within a second.
+    const { proc: server, url } = await serve(res.dbPath(), ['--claim-ms', '1000']);
+    const client = createClient({ url, token: TOKEN });
+    const gate = join(res.tempDir(), 'gate');
+    const first = await worker(url);
+    await client.start('remote-order', { amount: 8, gate }, { jobId: 's1' });
+    const started = await line(first, (l) => l['type'] === 'activity.started' && l['activity'] === 'charge');
+    // Stopped in its attempt (the gate is shut), its claim live.
+    first.child.kill('SIGSTOP');
+
+    // The next worker's claim takes the activity over once the stopped one's claim expired.
+    const second = await worker(url);
+    const retaken = await line(second, (l) => l['type'] === 'activity.started' && l['activity'] === 'charge');
+    expect(retaken).toMatchObject({ jobId: 's1', attempt: 2 });
+    writeFileSync(gate, 'open');
+    const done = await client.waitFor('s1', (j) => j.final, { timeoutMs: 90_000 });
+    expect(done).toMatchObject({ value: 'done', context: { charged: { charged: 8, attempt: 2, pid: second.child.pid } } });
+    const before = await shown(url, 's1');
+
+    // Woken, the first worker finds the gate open and ends its attempt: the server refuses whatever it sends.
+    first.child.kill('SIGCONT');
+    const refused = await line(first, (l) => l['type'] === 'activity.refused');
+    expect(refused).toMatchObject({ jobId: 's1', activity: 'charge', attempt: 1, code: 'SPOOL_STALE_ATTEMPT' });
+    expect(lines(first).filter((l) => l['type'] === 'activity.finished')).toEqual([]);
+    // Its token, sent again as a completion, is refused too; the job is as the second worker left it.
+    expect(await complete(url, started['token'] as string)).toMatchObject({ status: 409, body: { error: { code: 'SPOOL_STALE_ATTEMPT' } } });
+    expect(await shown(url, 's1')).toEqual(before);
+    const history = (before['history'] as { history: { eventType: string }[] }).history;
+    expect(history.filter((h) => h.eventType === 'xstate.done.actor.charge')).toHaveLength(1);
+
+    for (const w of [first, second]) {
+      w.child.kill('SIGTERM');
+      expect(await w.exited).toBe(0);
+    }
+    server.child.kill('SIGTERM');
+    expect(await server.exited).toBe(0);
+  }, 180_000);
+
+  it('1,000 activities through 4 spool worker processes: each claimed by one worker and applied once', async () => {
+    const db = res.dbPath();
+    const N = 1000;
+    const { proc: server, url } = await serve(db);
+    const workers = await Promise.all(Array.from({ length: 4 }, () => worker(url, 8)));
+    // Started in batches by a runtime of this process on the same database: the server sees its commits.
+    const starter = await res.runtime({ store: await res.sqlite(db), machines: [remoteOne], processEvents: false, runEffects: false, recover: false });
+    const finished = countLines(workers, 'activity.finished', N);
+    const items = Array.from({ length: N }, (_, n) => ({ input: { n }, jobId: `b${n}` }));
+    for (let i = 0; i < N; i += 250) await starter.startMany('remote-one', items.slice(i, i + 250));
+    await finished;
+
+    // Each job's activity started once and finished once, in one worker, accepted the first time.
+    const all = workers.flatMap(lines);
+    const ends = all.filter((l) => l['type'] === 'activity.finished');
+    expect(ends).toHaveLength(N);
+    expect(new Set(ends.map((l) => l['jobId'])).size).toBe(N);
+    expect(ends.every((l) => l['outcome'] === 'succeeded' && l['duplicate'] === false && l['attempt'] === 1)).toBe(true);
+    expect(all.filter((l) => l['type'] === 'activity.started')).toHaveLength(N);
+    expect(all.filter((l) => l['type'] === 'activity.refused')).toEqual([]);
+    // Every worker took part.
+    for (const w of workers) expect(lines(w).some((l) => l['type'] === 'activity.finished')).toBe(true);
+
+    // In the database: every job done with its own output, one attempt, its outcome applied once.
+    const pids = new Set(workers.map((w) => w.child.pid));
+    for (const { jobId, input } of items) {
+      const d = await starter.details(jobId);
+      expect(d.job).toMatchObject({ status: 'done', value: 'done', context: { stamped: { n: input.n } } });
+      expect(pids.has((d.job.context as { stamped: { pid: number } }).stamped.pid)).toBe(true);
+      expect(d.attempts.map((a) => [a.attempt, a.outcome])).toEqual([[1, 'succeeded']]);
+      expect(d.history.filter((h) => h.eventType === 'xstate.done.actor.0.remote-one.stamping')).toHaveLength(1);
+    }
+
+    for (const w of workers) {
+      w.child.kill('SIGTERM');
+      expect(await w.exited).toBe(0);
+    }
     server.child.kill('SIGTERM');
     expect(await server.exited).toBe(0);
   }, 180_000);

@@ -12,6 +12,7 @@ import { createServer, type SpoolServer } from '../src/server/index.ts';
 import { Resources, dumpDatabase } from './helpers/resources.ts';
 import { remoteOrder } from './fixtures/remoteMachines.ts';
 import { runRemoteWorker, type RemoteWorkerEvent } from '../src/client/index.ts';
+import { VirtualClock } from '../src/testing/index.ts';
 
 const TOKEN = 'test-token-0123456789abcdef';
 const WORKER = 'worker-token-0123456789abcdef';
@@ -27,9 +28,16 @@ interface Api {
   call: (route: string, body?: unknown, token?: string, method?: string) => Promise<{ status: number; body: any }>;
 }
 
-async function open(): Promise<Api> {
+/**
+ * A server over a runtime on a SQLite file. `serving`: the runtime as `spool serve --worker-token`
+ * opens it (it applies events and runs the worker loop, with every activity's concurrency 0 here),
+ * on a VirtualClock that only the test moves.
+ */
+async function open(serving?: { clock: VirtualClock }): Promise<Api> {
   const path = res.dbPath();
-  const runtime = await res.runtime({ store: await res.sqlite(path), machines: [remoteOrder], runEffects: false });
+  const runtime = serving
+    ? await res.runtime({ store: await res.sqlite(path, { clock: serving.clock }), clock: serving.clock, machines: [remoteOrder], runEffects: true, activityConcurrency: { charge: 0, ship: 0 } })
+    : await res.runtime({ store: await res.sqlite(path), machines: [remoteOrder], runEffects: false });
   const workerTokens = [{ token: WORKER, activities: null }, { token: SHIPPER, activities: ['ship'] }];
   const server = res.track(await createServer({ runtime, port: 0, token: TOKEN, workerTokens }));
   const raw = res.raw(path, { readonly: true });
@@ -76,6 +84,24 @@ describe('spool serve: the worker routes', () => {
     const history = await api.runtime.history('o1');
     expect(history.filter((h) => h.eventType === 'xstate.done.actor.charge')).toHaveLength(1);
     expect((await api.runtime.details('o1')).assets.map((a) => a.uri)).toEqual(['receipt://1']);
+  });
+
+  it('a runtime that runs its activities remotely holds no job lease for them: each next activity is claimable at once, its clock never moved', async () => {
+    const clock = new VirtualClock();
+    const api = await open({ clock });
+    const started = clock.now();
+    await api.runtime.start('remote-order', { amount: 6 }, { jobId: 'l1' });
+    // Claimed at once: the start's commit took no lease for an activity this runtime never runs.
+    const [charge] = (await api.call('/api/workers/claim', { slots: 1, waitMs: 0 })).body.dispatches;
+    expect(charge).toMatchObject({ jobId: 'l1', activity: 'charge', attempt: 1 });
+    await api.call('/api/workers/complete', { token: charge.token, output: { charged: 6 } });
+    expect((await api.runtime.get('l1')).value).toBe('shipping');
+    // The commit that applied charge's outcome created ship: claimable now, not once a lease expires.
+    const [ship] = (await api.call('/api/workers/claim', { slots: 1, waitMs: 0 })).body.dispatches;
+    expect(ship).toMatchObject({ jobId: 'l1', activity: 'ship', attempt: 1 });
+    await api.call('/api/workers/complete', { token: ship.token, output: { shipped: true } });
+    expect(await api.runtime.get('l1')).toMatchObject({ value: 'done', status: 'done' });
+    expect(clock.now()).toBe(started);
   });
 
   it('a failure is retried as a local one is; a malformed, edited or stale token is refused with its code and changes nothing; a cancel is told by the heartbeat', async () => {

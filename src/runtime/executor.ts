@@ -310,7 +310,8 @@ export class ActivityExecutor {
     if (!this.#runEffects || this.#closing || (this.#unclaimed && !handoff?.held)) return [];
     const claims: EffectStart[] = [];
     for (const effect of effects) {
-      if (effect.kind === 'child') continue;
+      // A child job, or an activity another process runs (limited to 0 here): nothing to claim here, ever.
+      if (effect.kind === 'child' || !this.#slots.runsHere(effect.src)) continue;
       const mine = handoff?.held === true;
       if (!this.#slots.has(effect.src) || (!mine && (this.#unclaimed || this.#busySlots() >= this.#maxActivities))) {
         this.#unclaimed = true; // left pending in the store: the next freed slot pumps
@@ -323,6 +324,15 @@ export class ActivityExecutor {
       claims.push({ effectId: effect.id, claimUntil: this.#deps.leaseKeeper.until(now) });
     }
     return claims;
+  }
+
+  /**
+   * Whether this runtime runs any of a commit's new effects (so the commit keeps the job's lease
+   * for them): not when it runs no activities, nor for activities limited to 0 here (remote
+   * workers run them: a lease kept here would hold their claims back until it expired).
+   */
+  runsAny(effects: readonly NewEffect[]): boolean {
+    return this.#runEffects && effects.some((e) => e.kind === 'child' || this.#slots.runsHere(e.src));
   }
 
   /** The commit carrying `claims` held (`fence`: the job's lease fence after it) or not (null): keep them for `startClaimed`, or give their slots back. */

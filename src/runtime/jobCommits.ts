@@ -54,7 +54,7 @@ export type SnapshotCache = Map<string, { record: JobRecord; def: RegisteredMach
 /** What the commit path is built with besides the shared parts. */
 export interface JobCommitsDeps extends RuntimeParts {
   /** The activity executor: the claims a commit carries, the attempts it starts. */
-  activities: Pick<ActivityExecutor, 'claimsFor' | 'claimsCommitted' | 'startClaimed' | 'pump'>;
+  activities: Pick<ActivityExecutor, 'claimsFor' | 'claimsCommitted' | 'startClaimed' | 'pump' | 'runsAny'>;
   /** A job as the caller sees it (the runtime's `get`). */
   get: (jobId: string) => Promise<Job>;
   snapshots: SnapshotCache;
@@ -67,7 +67,6 @@ export class JobCommits {
   readonly registry: MachineRegistry;
   readonly runnerId: string;
   readonly #process: boolean;
-  readonly #runEffects: boolean;
   readonly #deps: JobCommitsDeps;
   readonly #activities: JobCommitsDeps['activities'];
   readonly #snapshots: SnapshotCache;
@@ -98,7 +97,6 @@ export class JobCommits {
     this.registry = deps.registry;
     this.runnerId = deps.runnerId;
     this.#process = deps.process;
-    this.#runEffects = deps.runEffects;
     this.#deps = deps;
     this.#activities = deps.activities;
     this.#snapshots = deps.snapshots;
@@ -500,7 +498,7 @@ export class JobCommits {
 
   /** Whether this runtime keeps the job's lease after a commit: its activities run (or are about to run) here. */
   #holdsWork(jobId: string, plan: ActionPlan | undefined, finishing?: string): boolean {
-    if (this.#runEffects && plan?.effects.create.length) return true;
+    if (plan && this.#activities.runsAny(plan.effects.create)) return true;
     // Every attempt of the job counted here but the one whose outcome this commit records (other commits keep the lease for it).
     for (const [effectId, id] of this.#attempting) if (id === jobId && effectId !== finishing) return true;
     return false;

@@ -163,6 +163,11 @@ export class ActivitySlots {
     return true;
   }
 
+  /** False when `src` is limited to 0 here: another process (a remote worker) runs it, never this runtime. */
+  runsHere(src: string): boolean {
+    return this.#limits.get(src) !== 0;
+  }
+
   /** True when one more attempt of `src` may start now. */
   has(src: string): boolean {
     const limit = this.#limits.get(src);
