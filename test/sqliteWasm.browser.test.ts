@@ -45,6 +45,16 @@ describe.skipIf(BROWSER === null)('sqlite-wasm in a browser Worker, on OPFS', ()
     expect(wasm.errors).toEqual([]);
   });
 
+  it('refuses a database the full pool has no room for with StorageAccessError, saying so', async () => {
+    const refused = await wasm.rpc<{ opened: number; code?: string; details?: Record<string, unknown>; message?: string }>('fill');
+    expect(refused.opened).toBeGreaterThan(0);
+    expect(refused).toMatchObject({ code: 'SPOOL_STORAGE_ACCESS', details: { driverCode: 'SQLITE_CANTOPEN', poolCapacity: expect.any(Number) } });
+    expect(refused.message).toMatch(/The SAH pool is full: its \d+ files are all in use/);
+    // sqlite-wasm's VFS writes its own refusal to the console: that one, and nothing else.
+    expect(wasm.errors).toEqual([expect.stringContaining('SAH pool is full')]);
+    wasm.errors.length = 0;
+  });
+
   it('keeps the jobs a runtime started across a page reload: they go on where they were, and a timer set before it fires once after it, on the host\'s tick()', async () => {
     const path = '/reload.db';
     const opened = await wasm.rpc<{ description: string; files: string[] }>('open', { path, at: T0 });

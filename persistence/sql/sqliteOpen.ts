@@ -4,6 +4,7 @@
  * then apply the migrations the file lacks. better-sqlite3 (persistence/drivers/better-sqlite3/open.ts)
  * and sqlite-wasm (persistence/drivers/sqlite-wasm) open through these.
  */
+import { ValidationError } from '../../src/base/errors.ts';
 import { migrationsOf, NotASpoolDatabaseError, tooNew } from './migrations.ts';
 
 /** A SQLite connection, as the open sequence uses it. */
@@ -69,4 +70,30 @@ export function migrate(db: SqliteConnection, path: string, now: number): number
     if (db.inTransaction()) db.exec('ROLLBACK');
     throw error;
   }
+}
+
+/** A refusal of an open's argument: `${caller}: ${message}.`, naming the option. */
+export function optionRefusal(caller: string): (message: string, option?: string) => never {
+  return (message, option) => {
+    throw new ValidationError(`${caller}: ${message}.`, option ? { option } : {});
+  };
+}
+
+/**
+ * The options every SQLite open takes, checked before anything is opened (a typo such as
+ * `synchronous: 'normal'` or an unknown option name would otherwise fall back to a default the
+ * caller did not ask for): an object of `known` names, `synchronous` 'FULL' or 'NORMAL', `clock` a Clock.
+ */
+export function checkSqliteOptions(caller: string, options: unknown, known: readonly string[]): Record<string, unknown> {
+  const refuse = optionRefusal(caller);
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) return refuse('options must be an object');
+  const o = options as Record<string, unknown>;
+  const unknown = Object.keys(o).filter((k) => !known.includes(k));
+  if (unknown.length > 0) refuse(`unknown option${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} (known: ${known.join(', ')})`, unknown[0]);
+  if (o['synchronous'] !== undefined && o['synchronous'] !== 'FULL' && o['synchronous'] !== 'NORMAL') {
+    refuse(`synchronous must be 'FULL' or 'NORMAL' (got ${JSON.stringify(o['synchronous']) ?? String(o['synchronous'])})`, 'synchronous');
+  }
+  const clock = o['clock'];
+  if (clock !== undefined && typeof (clock as { now?: unknown } | null)?.now !== 'function') refuse('clock must be a Clock: { now(): number }', 'clock');
+  return o;
 }

@@ -9,7 +9,8 @@ import sqlite3InitModule, { type SAHPoolUtil, type Sqlite3Static } from '@sqlite
 import { assign, setup } from 'xstate';
 import { openSqliteWasmStore, type SqliteWasmStore } from '../../persistence/drivers/sqlite-wasm/index.ts';
 import { createRuntime, type Runtime } from '../../src/index.ts';
-import { storeContract } from '../store.contract.ts';
+import { newJob, storeContract } from '../store.contract.ts';
+import type { SpoolError } from '../../src/base/errors.ts';
 import { installPool } from './sahPool.ts';
 import { serveRpc } from './rpc.ts';
 import { runCases } from './vitestShim.ts';
@@ -83,6 +84,29 @@ serveRpc({
   tick: async ({ at }: { at: number }) => {
     now = at;
     return runtime!.tick();
+  },
+  /** Open stores on new databases of the pool until one is refused: that refusal (its code and details), the stores closed after. */
+  fill: async () => {
+    const { sqlite3, pool } = await opfs();
+    const opened: SqliteWasmStore[] = [];
+    try {
+      for (let i = 1; i <= 2 * pool.getCapacity(); i++) {
+        try {
+          const s = await openSqliteWasmStore({ sqlite3, pool, path: `/fill-${i}.db` });
+          opened.push(s);
+          await s.createJob(newJob(`j${i}`)); // a write: the journal takes a file too
+        } catch (error) {
+          const e = error as SpoolError;
+          return { opened: opened.length, name: e.name, code: e.code, details: e.details, message: e.message };
+        }
+      }
+      return { opened: opened.length };
+    } finally {
+      for (const s of opened) {
+        await s.close();
+        pool.unlink(s.path);
+      }
+    }
   },
   wipe: async () => {
     const { pool } = await opfs();

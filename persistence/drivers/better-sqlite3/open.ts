@@ -1,8 +1,8 @@
 import Database from 'better-sqlite3';
 import { closeSync, openSync, readSync } from 'node:fs';
-import { SpoolError, ValidationError } from '../../../src/base/errors.ts';
+import { SpoolError } from '../../../src/base/errors.ts';
 import { type Migration, migrationsOf, NotASpoolDatabaseError } from '../../sql/migrations.ts';
-import { migrate as migrateConnection, refuseForeignDatabase as refuseForeign, refuseNewerSchema as refuseNewer, type SqliteConnection } from '../../sql/sqliteOpen.ts';
+import { checkSqliteOptions, migrate as migrateConnection, optionRefusal, refuseForeignDatabase as refuseForeign, refuseNewerSchema as refuseNewer, type SqliteConnection } from '../../sql/sqliteOpen.ts';
 import { storageFault } from './storageFault.ts';
 
 /** The open sequence met another process's lock: `open` tries again (internal). */
@@ -21,21 +21,11 @@ const OPEN_OPTIONS = ['synchronous', 'busyTimeoutMs', 'clock'] as const;
  * unknown option name) would otherwise fall back to a default the caller did not ask for.
  */
 export function checkOpenOptions(path: unknown, options: unknown): void {
-  const refuse = (message: string, option?: string) => {
-    throw new ValidationError(`SqliteStore.open: ${message}.`, option ? { option } : {});
-  };
+  const refuse = optionRefusal('SqliteStore.open');
   if (typeof path !== 'string' || path === '') refuse('the path must be a non-empty string (a file, or ":memory:")');
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) return refuse('options must be an object');
-  const o = options as Record<string, unknown>;
-  const unknown = Object.keys(o).filter((k) => !(OPEN_OPTIONS as readonly string[]).includes(k));
-  if (unknown.length > 0) refuse(`unknown option${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} (known: ${OPEN_OPTIONS.join(', ')})`, unknown[0]);
-  if (o['synchronous'] !== undefined && o['synchronous'] !== 'FULL' && o['synchronous'] !== 'NORMAL') {
-    refuse(`synchronous must be 'FULL' or 'NORMAL' (got ${JSON.stringify(o['synchronous']) ?? String(o['synchronous'])})`, 'synchronous');
-  }
+  const o = checkSqliteOptions('SqliteStore.open', options, OPEN_OPTIONS);
   const busy = o['busyTimeoutMs'];
   if (busy !== undefined && !(typeof busy === 'number' && Number.isSafeInteger(busy) && busy >= 0)) refuse('busyTimeoutMs must be a whole number of ms, 0 or more', 'busyTimeoutMs');
-  const clock = o['clock'];
-  if (clock !== undefined && typeof (clock as { now?: unknown } | null)?.now !== 'function') refuse('clock must be a Clock: { now(): number }', 'clock');
 }
 
 

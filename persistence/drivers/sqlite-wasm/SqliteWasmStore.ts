@@ -1,11 +1,11 @@
 import type { Database, SAHPoolUtil, Sqlite3Static } from '@sqlite.org/sqlite-wasm';
-import { DatabaseDamagedError, SpoolError, ValidationError } from '../../../src/base/errors.ts';
+import { DatabaseDamagedError, SpoolError } from '../../../src/base/errors.ts';
 import { systemClock, type Clock } from '../../../src/ports/clock.ts';
 import { CHECK } from '../../sql/faults.ts';
 import { SqlStore } from '../../sql/SqlStore.ts';
 import { sqliteStorageFault } from '../../sql/sqliteFaults.ts';
-import { migrate, refuseForeignDatabase, refuseNewerSchema } from '../../sql/sqliteOpen.ts';
-import { SqliteWasmDriver, WasmConnection } from './driver.ts';
+import { checkSqliteOptions, migrate, optionRefusal, refuseForeignDatabase, refuseNewerSchema } from '../../sql/sqliteOpen.ts';
+import { SqliteWasmDriver, WasmConnection, withPoolHint } from './driver.ts';
 import { asSqliteError } from './statements.ts';
 
 /** Options of {@link openSqliteWasmStore}. */
@@ -32,24 +32,14 @@ const OPTIONS = ['sqlite3', 'pool', 'path', 'synchronous', 'clock'] as const;
 
 /** The options, checked before anything is opened: a typed refusal of a typo. */
 function checkOptions(options: unknown): asserts options is SqliteWasmStoreOptions {
-  const refuse = (message: string, option?: string): never => {
-    throw new ValidationError(`openSqliteWasmStore: ${message}.`, option ? { option } : {});
-  };
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) return refuse('options must be an object');
-  const o = options as Record<string, unknown>;
-  const unknown = Object.keys(o).filter((k) => !(OPTIONS as readonly string[]).includes(k));
-  if (unknown.length > 0) refuse(`unknown option${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} (known: ${OPTIONS.join(', ')})`, unknown[0]);
+  const refuse = optionRefusal('openSqliteWasmStore');
+  const o = checkSqliteOptions('openSqliteWasmStore', options, OPTIONS);
   if (typeof (o['sqlite3'] as { oo1?: { DB?: unknown } } | undefined)?.oo1?.DB !== 'function') refuse('sqlite3 must be the initialised sqlite-wasm module (await sqlite3InitModule())', 'sqlite3');
   const pool = o['pool'];
   if (pool !== undefined && typeof (pool as { OpfsSAHPoolDb?: unknown } | null)?.OpfsSAHPoolDb !== 'function') refuse('pool must be the SAH-pool VFS (await sqlite3.installOpfsSAHPoolVfs({}))', 'pool');
   const path = o['path'];
   if (pool !== undefined && !(typeof path === 'string' && path.startsWith('/') && path.length > 1)) refuse('with a pool, path must name the database in it, starting with "/" ("/spool.db")', 'path');
   if (pool === undefined && path !== undefined && path !== ':memory:') refuse(`path ${JSON.stringify(path)} needs a pool (an in-memory database has none)`, 'path');
-  if (o['synchronous'] !== undefined && o['synchronous'] !== 'FULL' && o['synchronous'] !== 'NORMAL') {
-    refuse(`synchronous must be 'FULL' or 'NORMAL' (got ${JSON.stringify(o['synchronous']) ?? String(o['synchronous'])})`, 'synchronous');
-  }
-  const clock = o['clock'];
-  if (clock !== undefined && typeof (clock as { now?: unknown } | null)?.now !== 'function') refuse('clock must be a Clock: { now(): number }', 'clock');
 }
 
 /**
@@ -79,7 +69,7 @@ export class SqliteWasmStore extends SqlStore {
     try {
       db = pool ? new pool.OpfsSAHPoolDb(path) : new sqlite3.oo1.DB(':memory:', 'c');
     } catch (error) {
-      throw sqliteStorageFault(asSqliteError(sqlite3, error), { path, call: 'open' });
+      throw withPoolHint(sqliteStorageFault(asSqliteError(sqlite3, error), { path, call: 'open' }), pool);
     }
     const c = new WasmConnection(sqlite3, db);
     try {
@@ -90,12 +80,12 @@ export class SqliteWasmStore extends SqlStore {
       c.exec('PRAGMA foreign_keys = ON');
       const version = migrate(c, path, (options.clock ?? systemClock).now());
       const description = pool ? `sqlite-wasm:opfs-sahpool:${path}` : 'sqlite-wasm::memory:';
-      return new SqliteWasmStore(new SqliteWasmDriver(c, path, description, version), path, db, synchronous);
+      return new SqliteWasmStore(new SqliteWasmDriver(c, path, description, version, pool), path, db, synchronous);
     } catch (error) {
       c.close();
       if (error instanceof SpoolError) throw error;
       // A full quota, a file this origin may not use: that storage fault. Not a Spool database, or a damaged one: a typed refusal.
-      const fault = sqliteStorageFault(asSqliteError(sqlite3, error), { path, call: 'open' });
+      const fault = withPoolHint(sqliteStorageFault(asSqliteError(sqlite3, error), { path, call: 'open' }), pool);
       if (fault instanceof SpoolError && !(fault instanceof DatabaseDamagedError)) throw fault;
       throw new DatabaseDamagedError(`Cannot open ${path} as a Spool database: ${(error as Error).message}. ${CHECK}`, { path });
     }

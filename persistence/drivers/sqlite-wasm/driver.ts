@@ -6,7 +6,8 @@
  * a transaction, or in a deferred (read) one for a snapshot. Faults are SQLite's, mapped as every
  * SQLite driver maps them (persistence/sql/sqliteFaults.ts).
  */
-import type { Database, Sqlite3Static } from '@sqlite.org/sqlite-wasm';
+import type { Database, SAHPoolUtil, Sqlite3Static } from '@sqlite.org/sqlite-wasm';
+import { StorageAccessError } from '../../../src/base/errors.ts';
 import type { DueClaim, DueClaimResult, FeedPage, HistoryFeedFilter } from '../../../src/ports/store.ts';
 import { commitOutcomeUnknown } from '../../sql/commit.ts';
 import type { SqlDriver, WriteOptions, WriteTx } from '../../sql/driver.ts';
@@ -18,6 +19,19 @@ import type { SqliteConnection } from '../../sql/sqliteOpen.ts';
 import { dueClaimPickSql, statementsSql, type StatementName } from '../../sql/statements.ts';
 import { batchTxs, claimDueIn, feedPage, runBatch, SQLITE_FEED_SQL } from '../../sql/syncDriver.ts';
 import { asSqliteError, WasmStatement } from './statements.ts';
+
+/**
+ * A file the SAH pool could not open or create (SQLITE_CANTOPEN) while every file of the pool is in
+ * use: the fault says so, and how to make room. Any other fault as it is.
+ */
+export function withPoolHint(fault: unknown, pool: SAHPoolUtil | undefined): unknown {
+  if (!pool || !(fault instanceof StorageAccessError) || pool.getFileCount() < pool.getCapacity()) return fault;
+  return new StorageAccessError(
+    `${fault.message} The SAH pool is full: its ${pool.getCapacity()} files are all in use (a Spool database takes two, with its journal). ` +
+      'Give installOpfsSAHPoolVfs a larger initialCapacity, or call pool.reserveMinimumCapacity(n).',
+    { ...fault.details, poolCapacity: pool.getCapacity() },
+  );
+}
 
 /** The statements read as arrays of values. */
 const RAW: readonly StatementName[] = ['uncommittedOf'];
@@ -107,8 +121,11 @@ export class SqliteWasmDriver implements SqlDriver {
   readonly #txs: { first: WriteTx; isolated: WriteTx };
   #closed = false;
 
-  constructor(connection: WasmConnection, path: string, readonly description: string, readonly schemaVersion: number) {
+  readonly #pool: SAHPoolUtil | undefined;
+
+  constructor(connection: WasmConnection, path: string, readonly description: string, readonly schemaVersion: number, pool?: SAHPoolUtil) {
     this.#c = connection;
+    this.#pool = pool;
     this.#path = path;
     const sql = statementsSql(SQLITE);
     const s = {} as Record<StatementName, WasmStatement>;
@@ -118,7 +135,7 @@ export class SqliteWasmDriver implements SqlDriver {
   }
 
   fault(error: unknown, call: string): unknown {
-    return sqliteStorageFault(asSqliteError(this.#c.sqlite3, error), { path: this.#path, call });
+    return withPoolHint(sqliteStorageFault(asSqliteError(this.#c.sqlite3, error), { path: this.#path, call }), this.#pool);
   }
 
   get(name: StatementName, args: unknown[]): Row | undefined {
