@@ -5,7 +5,8 @@
  * (test/store.contract.ts, unchanged) runs inside the Worker, each case reported back; and jobs a
  * host-driven runtime started there survive a page reload and go on where they were, a timer set
  * before the reload firing once after it, with the host driving tick(). Every wait is on an answer
- * from the Worker, never on the clock: the runtime's clock is the one the test sets.
+ * from the Worker, never on the clock: the runtime's clock is the one the test sets. Also: the
+ * refusals at open (another application's database, a newer Spool's, a full pool).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { browserForTests } from './helpers/browser.ts';
@@ -43,6 +44,10 @@ describe.skipIf(BROWSER === null)('sqlite-wasm in a browser Worker, on OPFS', ()
     expect(results.length).toBeGreaterThanOrEqual(30);
     expect(new Set(results.map((r) => r.name)).size).toBe(results.length);
     expect(wasm.errors).toEqual([]);
+  });
+
+  it('refuses another application\'s database and a newer Spool\'s, changing nothing', async () => {
+    expect(await wasm.rpc('refusals')).toEqual({ foreign: 'SPOOL_NOT_A_SPOOL_DATABASE', tables: ['another_apps_notes'], newer: 'SPOOL_SCHEMA_TOO_NEW' });
   });
 
   it('refuses a database the full pool has no room for with StorageAccessError, saying so', async () => {

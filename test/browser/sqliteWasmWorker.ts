@@ -108,6 +108,24 @@ serveRpc({
       }
     }
   },
+  /** Open another application's database, and a newer Spool's: each refusal's code, and what the foreign one holds after. */
+  refusals: async () => {
+    const { sqlite3, pool } = await opfs();
+    const codeOf = (p: Promise<unknown>) => p.then(() => null, (e: SpoolError) => e.code);
+    const raw = new pool.OpfsSAHPoolDb('/foreign.db');
+    raw.exec('CREATE TABLE another_apps_notes (x)');
+    raw.close();
+    const foreign = await codeOf(openSqliteWasmStore({ sqlite3, pool, path: '/foreign.db' }));
+    const check = new pool.OpfsSAHPoolDb('/foreign.db');
+    const tables = check.selectValues('SELECT name FROM sqlite_master');
+    check.close();
+    const spool = await openSqliteWasmStore({ sqlite3, pool, path: '/newer.db' });
+    spool.db.exec("INSERT INTO spool_migrations VALUES (9999, '9999_future.sql', 0)");
+    await spool.close();
+    const newer = await codeOf(openSqliteWasmStore({ sqlite3, pool, path: '/newer.db' }));
+    for (const path of ['/foreign.db', '/newer.db']) pool.unlink(path);
+    return { foreign, tables, newer };
+  },
   wipe: async () => {
     const { pool } = await opfs();
     await pool.wipeFiles();
