@@ -11,7 +11,7 @@
  * The engine (src/base, src/ports, src/step, src/runtime), the SQL core (persistence/sql) and the
  * client import no Node built-in and no Node database library: they run in a browser Worker on
  * web-standard APIs (test/webStandard.test.ts bundles them for the browser). Node is for the
- * drivers (persistence/drivers), the CLI, the server's listener, the loader and the scripts.
+ * drivers (persistence/drivers; but sqlite-wasm's, which runs in a Worker too), the CLI, the server's listener, the loader and the scripts.
  *
  * In persistence/: the SQL core (persistence/sql) names no driver; each driver
  * (persistence/drivers/<name>) imports the core and its own client library, never another driver's.
@@ -19,7 +19,7 @@
  */
 const LOWER = '^src/(base|ports)/';
 /** What runs on web-standard APIs alone. */
-const WEB_STANDARD = '^(src/(base|ports|step|runtime|client)|persistence/sql)/';
+const WEB_STANDARD = '^(src/(base|ports|step|runtime|client)|persistence/(sql|drivers/sqlite-wasm))/';
 /** What src/client may import: itself, the error classes, and (as types only) the API's types. */
 const CLIENT_MAY_IMPORT = '^src/(client/|base/(errors|httpErrors)\\.ts$|ports/|runtime/(api|machineTypes|intake)\\.ts$)';
 module.exports = {

@@ -12,6 +12,8 @@
  *   4. path testing: generate and replay every path of the reference machines, with and without crash replay
  *   6. queue: a backlog of N jobs drained while 32 producers enqueue, and enqueue-all-then-drain (bench/queueSection.ts; --queue-full: 1k/10k/100k)
  *   7. remote: a remote worker through a server on loopback vs runWorker: backlog throughput, and claim-to-start latency at light load (bench/remoteSection.ts; SQLite only)
+ *   8. browser: in a Chromium Worker, transitions/s on the sqlite-wasm driver (OPFS SAH pool) vs raw sqlite-wasm in
+ *      the same Worker, and the reopen after a reload with 10k waiting jobs (bench/browserSection.ts; skipped without a browser)
  *   5. workers: jobs/s with 1, 2 and 4 runWorker processes on one SQLite file (FULL) and on one Postgres database, 8 activities at
  *      once each (and 1, 2 at 64), CPU µs/job, vs each store's raw limit (Postgres: 1 per transaction from 1 and 4 connections, and 100 batched)
  *
@@ -27,7 +29,7 @@
  *   npm run bench                 full, both stores (27 min on the shared 2-core host at load 8-17; SQLite alone ~4 min quiet)
  *   npm run bench -- --quick      shorter runs, one round (8 min there, both stores; SQLite alone ~1 min quiet)
  *   npm run bench -- --big        also restart with 1M waiting jobs (adds a few minutes and ~1.3 GB of temp disk)
- *   npm run bench -- --only group,jobs   some sections (sequential, group, jobs, restart, paths, workers, queue, remote): writes results/partial.json
+ *   npm run bench -- --only group,jobs   some sections (sequential, group, jobs, restart, paths, workers, queue, remote, browser): writes results/partial.json
  *   npm run bench -- --profile    where a Spool send spends its time at NORMAL (no results file)
  *   npm run bench -- --store sqlite|postgres|both   the stores (default both); --pg-url URL (or
  *                                 SPOOL_BENCH_PG_URL) names a server, else a throwaway cluster is started (bench/pgServer.ts)
@@ -50,6 +52,7 @@ import { WORKLOAD } from './workload.ts';
 import { runProfile } from './profile.ts';
 import { fmtMs, fmtRate, hostLoad, loadNow, printLoadNote, printTable } from './format.ts';
 import { groupCommitSection, pathTestingSection, restartSection, type SectionContext } from './sections.ts';
+import { browserSection } from './browserSection.ts';
 import { workersSection } from './workersSection.ts';
 import { benchPostgres } from './pgServer.ts';
 import { STORE_KINDS, type StoreKind } from './benchDb.ts';
@@ -62,7 +65,7 @@ import { check, printTargets, TARGETS, type TargetCheck } from './targets.ts';
 const USAGE = `npm run bench -- [options]: Spool's performance, each figure beside a limit measured in the same run
 
   --quick                 shorter runs, one round
-  --only LIST             some sections: sequential, group, jobs, restart, paths, workers, queue, remote (comma-separated)
+  --only LIST             some sections: sequential, group, jobs, restart, paths, workers, queue, remote, browser (comma-separated)
   --queue-full            the queue section at backlogs 1k, 10k and 100k, and c64 (default 1k, 10k; --quick 500, 2k)
   --store KIND            sqlite, postgres or both (default both)
   --pg-url URL            a Postgres server to use (or SPOOL_BENCH_PG_URL); otherwise a throwaway cluster is started
@@ -91,7 +94,7 @@ const quick = args.quick ?? false;
 const rounds = positiveInt(args.rounds, quick ? 1 : 3, '--rounds');
 const durationMs = positiveInt(args['duration-ms'], quick ? 800 : 2500, '--duration-ms');
 const warmupOps = positiveInt(args.warmup, quick ? 100 : 300, '--warmup');
-const SECTIONS = ['sequential', 'group', 'jobs', 'restart', 'paths', 'workers', 'queue', 'remote'] as const;
+const SECTIONS = ['sequential', 'group', 'jobs', 'restart', 'paths', 'workers', 'queue', 'remote', 'browser'] as const;
 type Section = (typeof SECTIONS)[number];
 const only = new Set<Section>((args.only ?? SECTIONS.join(',')).split(',').map((s) => s.trim()).filter(Boolean) as Section[]);
 for (const s of only) {
@@ -162,6 +165,7 @@ async function main(): Promise<void> {
   await run('workers', 'workers', () => workersSection(ctx));
   await run('queue', 'queue', () => queueSection({ ...ctx, queueFull: args['queue-full'] ?? false }));
   await run('remote', 'remote', () => remoteSection(ctx));
+  await run('browser', 'browser', () => browserSection(ctx));
 
   // Every target a section checked, in one table at the end (bench/targets.ts).
   // The sequential section's figures sit at the top level of the report, the others under their keys.
