@@ -1,4 +1,5 @@
 import type { JsonValue } from '../../src/ports/store.ts';
+import { utf8Compare } from '../../src/base/bytes.ts';
 
 /** A stored JSON text parsed, or null with the text added to `damaged`. */
 export function parsedOr(text: unknown, damaged: string[]): JsonValue {
@@ -12,5 +13,5 @@ export function parsedOr(text: unknown, damaged: string[]): JsonValue {
 
 /** SQLite's BINARY collation (UTF-8 byte order), for what is sorted after it is read. */
 export function byteOrder(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a), Buffer.from(b));
+  return utf8Compare(a, b);
 }

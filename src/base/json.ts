@@ -1,5 +1,5 @@
-import * as crypto from 'node:crypto';
 import type { JsonValue } from '../ports/store.ts';
+import { sha256Hex } from './sha256.ts';
 
 /** JSON text with object keys sorted, so equal values give equal text. */
 export function stableStringify(value: unknown): string {
@@ -16,12 +16,6 @@ function sortKeys(value: unknown): unknown {
   }
   return value;
 }
-
-/** One-shot `crypto.hash` (Node 20.12+): the same digest as a Hash object, without building one per call. */
-const oneShot = (crypto as { hash?: (algorithm: string, data: string, encoding: 'hex') => string }).hash;
-const sha256Hex = oneShot
-  ? (text: string) => oneShot('sha256', text, 'hex')
-  : (text: string) => crypto.createHash('sha256').update(text).digest('hex');
 
 /** A short, stable fingerprint of a JSON value (idempotency comparisons). */
 export function hashJson(value: unknown): string {

@@ -1,6 +1,5 @@
-import { randomUUID } from 'node:crypto';
-import { hostname } from 'node:os';
 import type { JsonValue } from '../ports/store.ts';
+import { nodeBuiltin, nodeProcess } from '../base/node.ts';
 
 /**
  * What a `fromPromise` activity receives when Spool runs it (XState's own `{ input, signal }`
@@ -78,9 +77,21 @@ export function isDeferred(value: unknown): value is DeferredCompletion {
 /** Runtimes of this process that are alive, by runner id. */
 const liveRunners = new Set<string>();
 
-/** A new runner id for one runtime: host, pid, and a random part. */
+/**
+ * This process as runner ids name it. On Node: its host name and pid, which other processes on the
+ * host can probe. Elsewhere (a browser Worker, a Durable Object): `web` and a random id of this
+ * instance, which no one probes (a runner there that is gone is left to claim expiry).
+ */
+const local: { host: string; instance: string; probe: boolean } = (() => {
+  const host = nodeBuiltin('node:os')?.hostname();
+  return nodeProcess && host !== undefined
+    ? { host, instance: String(nodeProcess.pid), probe: true }
+    : { host: 'web', instance: crypto.randomUUID().slice(0, 8), probe: false };
+})();
+
+/** A new runner id for one runtime: host, pid (or instance id), and a random part. */
 export function newRunnerId(): string {
-  const id = `${hostname()}/${process.pid}/${randomUUID().slice(0, 8)}`;
+  const id = `${local.host}/${local.instance}/${crypto.randomUUID().slice(0, 8)}`;
   liveRunners.add(id);
   return id;
 }
@@ -95,16 +106,16 @@ export function retireRunner(id: string): void {
  */
 export function runnerIsGone(id: string): boolean {
   if (liveRunners.has(id)) return false;
-  const [host, pidText] = id.split('/');
-  if (host !== hostname()) return false;
-  const pid = Number(pidText);
-  if (!Number.isInteger(pid) || pid <= 0) return false;
-  if (pid === process.pid) return true;
+  const [host, instance] = id.split('/');
+  if (host !== local.host) return false;
+  if (instance === local.instance) return true;
+  const pid = Number(instance);
+  if (!local.probe || !Number.isInteger(pid) || pid <= 0) return false;
   try {
-    process.kill(pid, 0);
+    nodeProcess!.kill(pid, 0);
     return false;
   } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'ESRCH';
+    return (error as { code?: unknown }).code === 'ESRCH';
   }
 }
 

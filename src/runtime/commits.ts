@@ -19,6 +19,7 @@ import {
   type TransitionCommit,
 } from '../ports/store.ts';
 import { RevisionConflictError } from '../base/errors.ts';
+import { afterIo } from '../base/node.ts';
 import { DEFAULT_READ_BACK, readBack, type QueuedWrite, type ReadBackOptions, type Waiting } from './outcomeUnknown.ts';
 
 /** Commits per group-commit transaction at most. */
@@ -40,7 +41,7 @@ export class CommitBatcher {
   readonly #store: JobStore;
   /** The writes waiting for the next batch. */
   readonly #queue: QueuedWrite[] = [];
-  #flushTimer: ReturnType<typeof setImmediate> | undefined;
+  #cancelFlush: (() => void) | undefined;
   /** Operations under way that may commit (sends, drains): a commit waits for them to join its batch. */
   #units = 0;
   readonly #readBack: ReadBackOptions;
@@ -108,7 +109,7 @@ export class CommitBatcher {
   enqueue(entry: QueuedWrite, eager = true): void {
     this.#queue.push(entry);
     if ((eager && this.#queue.length >= this.#units) || this.#queue.length >= MAX_BATCH) this.flush();
-    else if (!this.#flushTimer) this.#flushTimer = setImmediate(() => this.flush());
+    else if (!this.#cancelFlush) this.#cancelFlush = afterIo(() => this.flush());
   }
 
   /**
@@ -117,9 +118,9 @@ export class CommitBatcher {
    * flight settles.
    */
   flush(whole = false): void {
-    if (this.#flushTimer) {
-      clearImmediate(this.#flushTimer);
-      this.#flushTimer = undefined;
+    if (this.#cancelFlush) {
+      this.#cancelFlush();
+      this.#cancelFlush = undefined;
     }
     if (whole) this.#whole = true;
     while (this.#queue.length > 0 && this.#inFlight < MAX_IN_FLIGHT) {

@@ -6,6 +6,8 @@
  *
  * `SPOOL_CRASH_AT=name:n` crashes at the n-th pass (1-based).
  */
+import { nodeProcess } from '../base/node.ts';
+
 export type CrashPointName =
   | 'after-accept' // an event is durably accepted, not yet applied
   | 'before-commit' // a transition is computed, not yet committed
@@ -15,7 +17,7 @@ export type CrashPointName =
   | 'after-outcome' // the outcome is recorded, not yet applied to the machine
   | 'after-fire'; // a due timer moved into the inbox, not yet applied
 
-const armed = parse(process.env['SPOOL_CRASH_AT']);
+const armed = parse(nodeProcess?.env['SPOOL_CRASH_AT']);
 let passes = 0;
 
 function parse(spec: string | undefined): { name: string; at: number } | undefined {
@@ -28,5 +30,5 @@ function parse(spec: string | undefined): { name: string; at: number } | undefin
 export function crashPoint(name: CrashPointName): void {
   if (armed === undefined || armed.name !== name) return;
   passes += 1;
-  if (passes >= armed.at) process.kill(process.pid, 'SIGKILL');
+  if (passes >= armed.at) nodeProcess!.kill(nodeProcess!.pid, 'SIGKILL');
 }

@@ -9,6 +9,7 @@ import type { Clock } from '../ports/clock.ts';
 import type { AttemptFinish, ClaimedEffect, DueClaimResult, EffectClaim, EffectRecord, EffectStart, FinishStatus, JobRecord, JobStore, NewEffect, NewInboxEvent } from '../ports/store.ts';
 import { CommitOutcomeUnknown } from '../ports/store.ts';
 import { toErrorInfo } from '../base/errors.ts';
+import { unref } from '../base/node.ts';
 import type { MachineRegistry } from './registry.ts';
 import type { RegisteredMachine } from '../base/definition.ts';
 import { crashPoint } from './crashPoints.ts';
@@ -562,7 +563,7 @@ export class ActivityExecutor {
       const until = this.#deps.leaseKeeper.until(now);
       for (const [effectId, running] of this.#running) void this.store.renewClaim(effectId, running.attempt, this.runnerId, until, now).catch(() => undefined);
     }, Math.max(1000, Math.floor(this.#leaseMs / 3)));
-    this.#claimTimer.unref();
+    unref(this.#claimTimer);
   }
 
   /** The lease an attempt's outcome is recorded under: the fence this runtime holds on the job (-1: none, so it is refused). */

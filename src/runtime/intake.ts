@@ -8,6 +8,7 @@ import { JOB_STATUSES } from '../ports/store.ts';
 import type { ListFilter, SendOptions } from './api.ts';
 import { IdempotencyConflictError, PayloadTooLargeError, UnknownEventError, ValidationError } from '../base/errors.ts';
 import { NotJsonError, plainJson } from '../base/json.ts';
+import { utf8Length } from '../base/bytes.ts';
 import { redactText } from '../base/redaction.ts';
 import { eventSchemaFor, namesEventType } from './registry.ts';
 import { type RegisteredMachine } from '../base/definition.ts';
@@ -80,7 +81,7 @@ export class Intake {
   jsonPayload(what: string, value: unknown): JsonValue {
     const json = storedJson(what, value, this.#maxPayload);
     // The text a store writes for this copy: its size is the payload's.
-    const bytes = Buffer.byteLength(JSON.stringify(json));
+    const bytes = utf8Length(JSON.stringify(json));
     if (bytes > this.#maxPayload) {
       throw new PayloadTooLargeError(`The ${what} is ${bytes} bytes; the limit is ${this.#maxPayload} (maxPayloadBytes).`, { bytes, limit: this.#maxPayload });
     }

@@ -5,6 +5,7 @@
  * took stops everything this runtime does for that job.
  */
 import type { Clock } from '../ports/clock.ts';
+import { unref } from '../base/node.ts';
 import type { JobStore, LeaseClaim } from '../ports/store.ts';
 import { runnerIsGone, type AttemptAbort } from './activities.ts';
 import type { Tell } from './events.ts';
@@ -51,7 +52,7 @@ export class LeaseKeeper {
   /** Beat every third of the lease on an unref'd interval (never keeps the process alive); `run` tracks each beat. */
   startHeartbeat(run: (beat: Promise<void>) => void): void {
     this.#timer = setInterval(() => run(this.heartbeat()), Math.floor(this.#leaseMs / 3));
-    this.#timer.unref();
+    unref(this.#timer);
   }
 
   /** Whether a third of the lease has passed on the clock since the last beat. */

@@ -8,7 +8,7 @@
  * outcome is recorded as a local attempt's is (outcomes.ts), under that lease, then applied.
  * A token that is cut or edited, or whose attempt is no longer current, is refused and changes nothing.
  */
-import { randomBytes } from 'node:crypto';
+import { base64urlToText, randomBase64url, textToBase64url } from '../base/bytes.ts';
 import { AttemptTokenError, StaleAttemptError, ValidationError } from '../base/errors.ts';
 import { ForbiddenError } from '../base/httpErrors.ts';
 import type { EffectRecord, JsonValue } from '../ports/store.ts';
@@ -116,7 +116,7 @@ export class RemoteAttempts {
     const wanted = new Set((request.activities ?? known).filter((a) => scope === null || scope.includes(a)));
     const budgets = Object.fromEntries(known.filter((a) => !wanted.has(a)).map((a) => [a, 0]));
     if (wanted.size === 0 || request.slots < 1) return [];
-    const runner = `remote~${randomBytes(12).toString('base64url')}`;
+    const runner = `remote~${randomBase64url(12)}`;
     const now = this.#deps.clock.now();
     const claimUntil = now + this.#claimMs;
     const due = await this.#deps.store.claimDueEffects({ runner, now, claimUntil, limit: request.slots, machines: this.#deps.registry.keys(), budgets });
@@ -238,7 +238,7 @@ function stale(fields: TokenFields, why: string): StaleAttemptError {
 }
 
 function encodeToken(fields: TokenFields): string {
-  return TOKEN_PREFIX + Buffer.from(JSON.stringify(fields)).toString('base64url');
+  return TOKEN_PREFIX + textToBase64url(JSON.stringify(fields));
 }
 
 /** The fields of a token this server made, or AttemptTokenError (400) for anything else. */
@@ -247,7 +247,7 @@ export function decodeToken(token: unknown): TokenFields {
   if (typeof token !== 'string' || !token.startsWith(TOKEN_PREFIX) || token.length > 2048) throw bad();
   let fields: unknown;
   try {
-    fields = JSON.parse(Buffer.from(token.slice(TOKEN_PREFIX.length), 'base64url').toString('utf8'));
+    fields = JSON.parse(base64urlToText(token.slice(TOKEN_PREFIX.length)));
   } catch {
     throw bad();
   }

@@ -2,7 +2,6 @@
  * Completion tokens: an activity that finished out of band (`defer`) is completed or failed by
  * its single-use token, as long as the invocation it belongs to is still current.
  */
-import { randomUUID } from 'node:crypto';
 import type { Clock } from '../ports/clock.ts';
 import type { EffectRecord, ErrorInfo, JobStore, JsonValue, NewInboxEvent } from '../ports/store.ts';
 import { TokenError } from '../base/errors.ts';
@@ -10,7 +9,7 @@ import type { Tell } from './events.ts';
 
 /** A new completion token: 48 random hex characters. */
 export function tokenFor(): string {
-  return randomUUID().replace(/-/g, '') + randomUUID().replace(/-/g, '').slice(0, 16);
+  return crypto.randomUUID().replace(/-/g, '') + crypto.randomUUID().replace(/-/g, '').slice(0, 16);
 }
 
 /** What a caller passes to `fail` (any JSON), as the error the machine receives. */

@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
 import { UNCOMPARED_HASH, type ErrorInfo, type JsonValue, type NewInboxEvent } from '../ports/store.ts';
 import { toJson } from '../base/json.ts';
+import { sha256Hex } from '../base/sha256.ts';
 import type { RetryPolicy } from '../base/retry.ts';
 
 /**
@@ -27,7 +27,7 @@ export function backoffDelay(policy: RetryPolicy, attempt: number, seed: string)
   const max = policy.backoff?.maxMs ?? DEFAULT_RETRY.maxMs;
   const jitter = policy.backoff?.jitter ?? DEFAULT_RETRY.jitter;
   const base = Math.min(max, initial * factor ** Math.max(0, attempt - 1));
-  const unit = createHash('sha256').update(`${seed}:${attempt}`).digest().readUInt32BE(0) / 0xffffffff;
+  const unit = parseInt(sha256Hex(`${seed}:${attempt}`).slice(0, 8), 16) / 0xffffffff;
   return Math.max(0, Math.round(base + (unit * 2 - 1) * jitter * base));
 }
 
