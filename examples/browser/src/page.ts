@@ -24,7 +24,7 @@ function call(request: Request): Promise<string | null> {
 const main = document.getElementById('main')!;
 const status = h('p', { id: 'status', class: 'muted' }, 'Opening the database…');
 const startCard = h('div', { id: 'start' });
-const jobsList = h('div', { id: 'jobs' }, empty('No jobs yet.'));
+const jobsList: HTMLElement = h('div', { id: 'jobs' }, empty('No jobs yet.'));
 const jobHead = h('div', { id: 'job-head' }, empty('Start a job, or pick one.'));
 const diagram = h('div', { class: 'diagram', id: 'job-diagram' });
 const sendForm = h('div', { id: 'send' });
