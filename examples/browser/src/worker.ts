@@ -5,6 +5,7 @@
  * It draws each machine's diagram with the dashboard's modules (views/layout.ts, views/svg.ts)
  * and streams the watched job's marks to the page.
  */
+import sqlite3InitModule from '@sqlite.org/sqlite-wasm';
 import * as machinesModule from 'spool-example:machines';
 import { createRuntime, type Job, type Runtime } from '../../../src/index.ts';
 import { collectDefinitions, type RegisteredMachine } from '../../../src/internal.ts';
@@ -14,8 +15,14 @@ import { markLists, renderSvg, svgMarks } from '../../../src/views/svg.ts';
 import { openSqliteWasmStore } from '../../../persistence/drivers/sqlite-wasm/index.ts';
 import type { Call, EventObject, MachineInfo, Message } from './protocol.ts';
 
-/** The database's name in the origin's private file system. */
-const DATABASE = 'spool-example.db';
+/** The database: a file of the SAH-pool VFS named here, in the origin's private file system. */
+const POOL = 'spool-example';
+const DATABASE = '/spool-example.db';
+/**
+ * A reload's new Worker may start before the old one let go of the pool's files (one holder at a
+ * time): it tries again, this many times, a little longer each time.
+ */
+const OPEN_ATTEMPTS = 12;
 /** The longest the Worker sleeps between ticks (a timer due later is checked again then). */
 const MAX_SLEEP_MS = 30_000;
 
@@ -107,8 +114,20 @@ self.onmessage = async (message: MessageEvent<Call>) => {
   }
 };
 
+async function installPool(sqlite3: Awaited<ReturnType<typeof sqlite3InitModule>>) {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await sqlite3.installOpfsSAHPoolVfs({ name: POOL });
+    } catch (error) {
+      if (attempt >= OPEN_ATTEMPTS) throw new Error(`The database is held by another tab of this page (or OPFS is unavailable): ${(error as Error).message}`);
+      await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
+    }
+  }
+}
+
 const opened = (async () => {
-  const store = await openSqliteWasmStore({ name: DATABASE });
+  const sqlite3 = await sqlite3InitModule();
+  const store = await openSqliteWasmStore({ sqlite3, pool: await installPool(sqlite3), path: DATABASE });
   runtime = await createRuntime({ store, machines: definitions, hostDriven: true });
   runtime.subscribe((event) => {
     if (event.type !== 'job.started' && event.type !== 'job.committed') return;
