@@ -107,6 +107,15 @@ export default defineConfig({
           globalSetup: ['test/helpers/postgresSetup.ts'],
         },
       },
+      // The store contract suites on sqlite-wasm in memory (test/helpers/stores.ts); store.contract.ts's own: test/store.sqliteWasm.contract.test.ts.
+      {
+        extends: true,
+        test: {
+          name: 'sqlite-wasm',
+          include: STORE_CONTRACT_FILES.filter((f) => f !== 'test/store.contract.test.ts' && f !== 'test/store.backlog.contract.test.ts'),
+          env: { SPOOL_TEST_STORE: 'sqlite-wasm' },
+        },
+      },
       {
         extends: true,
         test: {

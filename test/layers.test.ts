@@ -51,6 +51,14 @@ describe('layers', () => {
     expect(sqlite.some((m) => /node_modules\/better-sqlite3\//.test(m))).toBe(true);
   });
 
+  it('spool/sqlite-wasm loads neither better-sqlite3 nor pg (it runs in a browser Worker), and does load sqlite-wasm', async () => {
+    const output = await cruiseTree();
+    const pkg = require('../package.json') as { exports: Record<string, { default: string }> };
+    const wasm = [...loadedBy(output, pkg.exports['./sqlite-wasm']!.default.replace(/^\.\/dist\//, '').replace(/\.js$/, '.ts'))];
+    expect(wasm.filter((m) => /node_modules\/(better-sqlite3|pg)\/|^persistence\/drivers\/(better-sqlite3|pg)\//.test(m))).toEqual([]);
+    expect(wasm.some((m) => /node_modules\/@sqlite\.org\/sqlite-wasm\//.test(m))).toBe(true);
+  });
+
   it('has no import cycle and no import against the layers', async () => {
     const output = await cruiseTree();
     const violations = output.summary.violations.map(

@@ -6,6 +6,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { JobStore, NewInboxEvent, NewJob } from '../src/ports/store.ts';
 import { Resources } from './helpers/resources.ts';
+import { sqliteWasmContractStore } from './helpers/stores.ts';
 
 const T0 = 1_700_000_000_000;
 const res = new Resources();
@@ -34,6 +35,7 @@ const event = (jobId: string, eventId: string): NewInboxEvent => ({ jobId, event
 
 const stores: [string, () => Promise<JobStore>][] = [
   ['sqlite', () => res.sqlite(res.dbPath())],
+  ['sqlite-wasm', async () => res.track((await sqliteWasmContractStore()).store)],
 ];
 
 describe.each(stores)('pendingBacklog (%s)', (_name, open) => {

@@ -15,7 +15,7 @@ import { claim, effectOf, NOW, T0, UNTIL } from './helpers/dueClaims.ts';
 import { commitOf, newJob } from './store.contract.ts';
 import { storeUnderTest } from './helpers/asyncStore.ts';
 import { freshDatabase } from './helpers/postgres.ts';
-import { ON_POSTGRES } from './helpers/stores.ts';
+import { CONTRACT_STORE, ON_POSTGRES, ON_SQLITE_WASM, sqliteWasmContractStore } from './helpers/stores.ts';
 
 const TMP_ROOT = fileURLToPath(new URL('../.vitest-tmp/', import.meta.url));
 interface Opened {
@@ -35,6 +35,10 @@ async function open(): Promise<Opened> {
       },
     };
   }
+  if (ON_SQLITE_WASM) {
+    const { store } = await sqliteWasmContractStore();
+    return { store, dispose: () => store.close() };
+  }
   const dir = join(TMP_ROOT, randomBytes(8).toString('hex'));
   mkdirSync(dir, { recursive: true });
   const store = storeUnderTest(await SqliteStore.open(join(dir, 'claims.db')));
@@ -47,7 +51,7 @@ async function open(): Promise<Opened> {
   };
 }
 
-describe(`JobStore batch claim contract: ${ON_POSTGRES ? 'PostgresStore' : 'SqliteStore (file)'}`, () => {
+describe(`JobStore batch claim contract: ${CONTRACT_STORE}`, () => {
   let opened: Opened;
   let store: JobStore;
   beforeEach(async () => {

@@ -25,7 +25,7 @@ import type {
 } from '../src/ports/store.ts';
 import { MAX_RELEASES, RELEASED_ATTEMPT } from '../src/ports/store.ts';
 import { storeUnderTest } from './helpers/asyncStore.ts';
-import { ON_POSTGRES, postgresContractStore } from './helpers/stores.ts';
+import { CONTRACT_STORE, ON_POSTGRES, ON_SQLITE_WASM, postgresContractStore, sqliteWasmContractStore } from './helpers/stores.ts';
 
 interface StoreUnderTest {
   store: JobStore;
@@ -1171,8 +1171,9 @@ function effectsContract(name: string, factory: StoreFactory): void {
 
 // ---------------------------------------------------------------------------------------------
 
-effectsContract(ON_POSTGRES ? 'PostgresStore' : 'SqliteStore (file)', async () => {
+effectsContract(CONTRACT_STORE, async () => {
   if (ON_POSTGRES) return postgresContractStore();
+  if (ON_SQLITE_WASM) return sqliteWasmContractStore();
   const dir = join(TMP_ROOT, randomBytes(8).toString('hex'));
   mkdirSync(dir, { recursive: true });
   const store = storeUnderTest(await SqliteStore.open(join(dir, 'effects.db')));

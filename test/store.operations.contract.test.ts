@@ -25,7 +25,7 @@ import type {
   TransitionCommit,
 } from '../src/ports/store.ts';
 import { storeUnderTest } from './helpers/asyncStore.ts';
-import { ON_POSTGRES, postgresContractStore } from './helpers/stores.ts';
+import { CONTRACT_STORE, ON_POSTGRES, ON_SQLITE_WASM, postgresContractStore, sqliteWasmContractStore } from './helpers/stores.ts';
 
 interface StoreUnderTest {
   store: JobStore;
@@ -499,8 +499,9 @@ function operationsContract(name: string, factory: StoreFactory): void {
   });
 }
 
-operationsContract(ON_POSTGRES ? 'PostgresStore' : 'SqliteStore (file)', async () => {
+operationsContract(CONTRACT_STORE, async () => {
   if (ON_POSTGRES) return postgresContractStore();
+  if (ON_SQLITE_WASM) return sqliteWasmContractStore();
   const dir = join(TMP_ROOT, randomBytes(8).toString('hex'));
   mkdirSync(dir, { recursive: true });
   const store = storeUnderTest(await SqliteStore.open(join(dir, 'operations.db')));

@@ -12,7 +12,7 @@ import type { JobStore, NewSchedule, ScheduleFire } from '../src/ports/store.ts'
 import { Resources } from './helpers/resources.ts';
 import { newEvent, newJob } from './store.contract.ts';
 import { storeUnderTest } from './helpers/asyncStore.ts';
-import { ON_POSTGRES, postgresContractStore } from './helpers/stores.ts';
+import { CONTRACT_STORE, ON_POSTGRES, ON_SQLITE_WASM, postgresContractStore, sqliteWasmContractStore } from './helpers/stores.ts';
 
 const T0 = 1_700_000_000_000;
 const MIN = 60_000;
@@ -206,8 +206,9 @@ function scheduleContract(name: string, factory: StoreFactory): void {
 const res = new Resources();
 afterEach(() => res.dispose());
 
-scheduleContract(ON_POSTGRES ? 'PostgresStore' : 'SqliteStore (file)', async () => {
+scheduleContract(CONTRACT_STORE, async () => {
   if (ON_POSTGRES) return postgresContractStore();
+  if (ON_SQLITE_WASM) return sqliteWasmContractStore();
   const store = storeUnderTest(await SqliteStore.open(join(res.tempDir(), 'schedules.db')));
   return { store };
 });

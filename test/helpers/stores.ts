@@ -3,15 +3,23 @@
  * - unset: the SQLite store (the `sync` project);
  * - `async`: the SQLite store behind an asynchronous boundary (asyncStore.ts; the `async-store` project);
  * - `postgres`: a PostgresStore, each on a database of its own on the run's server
- *   (postgres.ts; the `postgres` project). A test that reads or edits rows the port does not
+ *   (postgres.ts; the `postgres` project);
+ * - `sqlite-wasm`: the contract suites' stores are sqlite-wasm stores in memory (the `sqlite-wasm` project). A test that reads or edits rows the port does not
  *   reach does it through rawSql.ts, on either store, never through `store.db`.
  */
 import { PostgresStore } from '../../persistence/drivers/pg/index.ts';
 import type { SqliteStore, SqliteStoreOptions } from '../../persistence/drivers/better-sqlite3/index.ts';
+import { openSqliteWasmStore, type SqliteWasmStore } from '../../persistence/drivers/sqlite-wasm/index.ts';
 import { freshDatabase } from './postgres.ts';
 
 /** True when this run's stores are PostgresStores (`SPOOL_TEST_STORE=postgres`). */
 export const ON_POSTGRES = process.env['SPOOL_TEST_STORE'] === 'postgres';
+
+/** True when this run's contract suites run on sqlite-wasm stores (`SPOOL_TEST_STORE=sqlite-wasm`). */
+export const ON_SQLITE_WASM = process.env['SPOOL_TEST_STORE'] === 'sqlite-wasm';
+
+/** The store a contract suite runs on in this run, for its name. */
+export const CONTRACT_STORE = ON_POSTGRES ? 'PostgresStore' : ON_SQLITE_WASM ? 'SqliteWasmStore (memory)' : 'SqliteStore (file)';
 
 /** The database made for each SQLite path this process named: a test that reopens a path reopens its database. */
 const databases = new Map<string, { url: string; drop: () => Promise<void> }>();
@@ -71,6 +79,21 @@ export async function postgresContractStore(): Promise<{ store: PostgresStore; d
     dispose: async () => {
       if (!store.pool.ended) throw new Error('the suite left the Postgres store open');
       await db.drop();
+    },
+  };
+}
+
+/** The sqlite-wasm module, initialised once per process (loaded only by the tests that use it). */
+let sqliteWasm: Promise<import('@sqlite.org/sqlite-wasm').Sqlite3Static> | undefined;
+
+/** A contract suite's factory on sqlite-wasm: a fresh in-memory store; disposing checks the suite closed it. */
+export async function sqliteWasmContractStore(): Promise<{ store: SqliteWasmStore; dispose: () => Promise<void> }> {
+  sqliteWasm ??= import('@sqlite.org/sqlite-wasm').then((m) => m.default());
+  const store = await openSqliteWasmStore({ sqlite3: await sqliteWasm });
+  return {
+    store,
+    dispose: async () => {
+      if (store.db.isOpen()) throw new Error('the suite left the sqlite-wasm store open');
     },
   };
 }

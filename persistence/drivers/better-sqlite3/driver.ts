@@ -1,21 +1,20 @@
 /**
  * The better-sqlite3 driver (persistence/sql/driver.ts): synchronous, so every call returns its
  * value. Every write is one `BEGIN IMMEDIATE` transaction (one writer: no row locks to take), the
- * writes of a batch without savepoints unless one fails (#transaction); reads run on the connection outside a transaction, or in a
+ * writes of a batch without savepoints unless one fails (persistence/sql/syncDriver.ts); reads run on the connection outside a transaction, or in a
  * deferred (read) one for a snapshot.
  */
 import { statSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import { DatabaseDamagedError } from '../../../src/base/errors.ts';
 import { CHECK } from '../../sql/faults.ts';
-import type { ClaimedEffect, DueClaim, DueClaimed, DueClaimResult, EffectRecord, FeedPage, HistoryFeedFilter, Outcome } from '../../../src/ports/store.ts';
-import { claimIn, commitOutcomeUnknown } from '../../sql/commit.ts';
+import type { DueClaim, DueClaimResult, FeedPage, HistoryFeedFilter } from '../../../src/ports/store.ts';
+import { commitOutcomeUnknown } from '../../sql/commit.ts';
 import type { SqlDriver, WriteOptions, WriteTx } from '../../sql/driver.ts';
-import { dueClaimCounts, dueClaimParams } from '../../sql/dueClaims.ts';
-import { failure, outcomeOf, RunIsolated, unlessLeaseHeld } from '../../sql/outcomes.ts';
 import { SQLITE } from '../../sql/predicates.ts';
-import { runSync, type Program, type SyncStatement } from '../../sql/program.ts';
-import { toEffectRecord, type Row } from '../../sql/records.ts';
+import { runSync, type Program } from '../../sql/program.ts';
+import type { Row } from '../../sql/records.ts';
+import { batchTxs, claimDueIn, runBatch } from '../../sql/syncDriver.ts';
 import { dueClaimPickSql, type StatementName } from '../../sql/statements.ts';
 import { feedPage, prepareFeed } from './feed.ts';
 import { prepare, rawRows, type RawRows } from './prepared.ts';
@@ -45,33 +44,6 @@ function quickCheckRefusal(db: Database.Database, path: string): DatabaseDamaged
   );
 }
 
-/** A program run without a savepoint: one that fails after changing rows throws RunIsolated (a storage fault as it is). */
-function unisolated<T>(program: Program<T>, s: Record<StatementName, SyncStatement>): T {
-  const changed = { rows: 0 };
-  try {
-    return runSync(program, s, changed);
-  } catch (error) {
-    if (changed.rows > 0 && !isSqliteFault(error)) throw new RunIsolated(error);
-    throw error;
-  }
-}
-
-/** A write transaction whose batch writes each run by `one`; `fatal`: an error that fails the whole call. */
-function batchTx(s: Record<StatementName, SyncStatement>, one: <T>(program: Program<T>) => T, fatal: (error: unknown) => boolean): WriteTx {
-  return {
-    run: (program) => runSync(program, s),
-    each: (items, write, leaseHeld) => items.map((item) => outcomeOf(() => (leaseHeld ? unlessLeaseHeld(() => one(write(item))) : one(write(item))), fatal)),
-    eachCommit: (commits, write) =>
-      commits.map((c) => {
-        try {
-          return one(write(c));
-        } catch (error) {
-          return failure(error, fatal);
-        }
-      }),
-  };
-}
-
 export class SqliteDriver implements SqlDriver {
   readonly dialect = SQLITE;
   readonly isFault = isSqliteFault;
@@ -86,10 +58,8 @@ export class SqliteDriver implements SqlDriver {
   /** `#tx.immediate(fn)`: fn in BEGIN IMMEDIATE; `#tx.deferred(fn)`: in a read transaction; `#savepoint(fn)`, inside one: a savepoint. */
   readonly #tx: Database.Transaction<(fn: () => unknown) => unknown>;
   readonly #savepoint: Database.Transaction<(fn: () => unknown) => unknown>;
-  /** The first run of a write: a batch's writes without savepoints (see #transaction). */
-  readonly #t: WriteTx;
-  /** A run again after a write of its batch failed: each write in a savepoint of its own. */
-  readonly #isolated: WriteTx;
+  /** A write's batch writes: first without savepoints, then each in a savepoint of its own (syncDriver.ts, runBatch). */
+  readonly #txs: { first: WriteTx; isolated: WriteTx };
   #feed: ReturnType<typeof prepareFeed> | undefined;
   #closed = false;
   /** What `quick_check` found before the first write: undefined until then, null when healthy (or not checked). */
@@ -105,9 +75,7 @@ export class SqliteDriver implements SqlDriver {
     this.#jobById = rawRows(db.prepare('SELECT * FROM jobs WHERE id = ?'));
     this.#tx = db.transaction((fn: () => unknown) => fn());
     this.#savepoint = db.transaction((fn: () => unknown) => fn());
-    const inSavepoint = <T>(program: Program<T>) => this.#savepoint(() => runSync(program, s)) as T;
-    this.#isolated = batchTx(s, inSavepoint, isSqliteFault);
-    this.#t = batchTx(s, (program) => unisolated(program, s), (error) => error instanceof RunIsolated || isSqliteFault(error));
+    this.#txs = batchTxs(s, <T>(fn: () => T) => this.#savepoint(fn) as T);
   }
 
   fault(error: unknown, call: string): unknown {
@@ -160,19 +128,9 @@ export class SqliteDriver implements SqlDriver {
     return this.#wal.write(() => this.#transaction(fn, options?.ops));
   }
 
-  /**
-   * A batch's writes run first without savepoints (a SAVEPOINT and a RELEASE per write saved). A
-   * write its own checks refuse before it changed a row is refused alone as it is; one that fails
-   * after changing rows rolls the whole transaction back (RunIsolated), which runs again with a
-   * savepoint per write, where that write rolls back alone.
-   */
+  /** The write's batch writes without savepoints, then with one each if one failed after changing rows (syncDriver.ts, runBatch). */
   #transaction<T>(fn: (t: WriteTx) => T | Promise<T>, ops: WriteOptions['ops']): T {
-    try {
-      return this.#once(fn, this.#t, ops);
-    } catch (error) {
-      if (!(error instanceof RunIsolated)) throw error;
-    }
-    return this.#once(fn, this.#isolated, ops);
+    return runBatch(this.#txs, (t) => this.#once(fn, t, ops));
   }
 
   #once<T>(fn: (t: WriteTx) => T | Promise<T>, t: WriteTx, ops: WriteOptions['ops']): T {
@@ -191,30 +149,11 @@ export class SqliteDriver implements SqlDriver {
   }
 
   claimDue(c: DueClaim): DueClaimResult {
-    const s = this.#s;
     return this.write(
       (t) => {
-        // One writer: the pick reads what nobody else changes before its claims (no rows to skip).
         let pick = this.#claimPicks.get(c.limit);
         if (!pick) this.#claimPicks.set(c.limit, (pick = this.#db.prepare(dueClaimPickSql(SQLITE, c.limit))));
-        const rows = pick.all(dueClaimParams(c)) as Row[];
-        const held: EffectRecord[] = [];
-        for (const row of rows) {
-          if (row['kind'] !== 'held') continue;
-          const effect = s.getEffect.get(row['id']) as Row | undefined;
-          if (effect) held.push(toEffectRecord(effect));
-        }
-        // Each claim from the job, status and attempt its pick read (a batch write: see #transaction).
-        const picked = rows.filter((row) => row['kind'] === 'claim');
-        const claim = (row: Row) => claimIn({ id: row['id'] as string, runner: c.runner, now: c.now, claimUntil: c.claimUntil, fence: null }, row);
-        const outcomes = t.each(picked, claim, true) as Outcome<ClaimedEffect | undefined>[];
-        const claimed: DueClaimed[] = [];
-        outcomes.forEach((o, i) => {
-          if (!o.ok) throw o.error;
-          const row = picked[i]!;
-          if (o.result) claimed.push({ ...o.result, machineId: row['machine_id'] as string, machineVersion: row['machine_version'] as string });
-        });
-        return { claimed, held, ...dueClaimCounts(rows[0], claimed.length) };
+        return claimDueIn(t, c, pick, this.#s.getEffect);
       },
       { ops: () => [{ kind: 'due-claims', runner: c.runner }] },
     );

@@ -1,7 +1,8 @@
 import Database from 'better-sqlite3';
 import { closeSync, openSync, readSync } from 'node:fs';
 import { SpoolError, ValidationError } from '../../../src/base/errors.ts';
-import { type Migration, migrationsOf, NotASpoolDatabaseError, tooNew } from '../../sql/migrations.ts';
+import { type Migration, migrationsOf, NotASpoolDatabaseError } from '../../sql/migrations.ts';
+import { migrate as migrateConnection, refuseForeignDatabase as refuseForeign, refuseNewerSchema as refuseNewer, type SqliteConnection } from '../../sql/sqliteOpen.ts';
 import { storageFault } from './storageFault.ts';
 
 /** The open sequence met another process's lock: `open` tries again (internal). */
@@ -76,53 +77,23 @@ export function openDatabase(path: string, timeout: number): Database.Database {
 
 
 
-/**
- * Refuse a non-empty database without `spool_migrations` (read-only: sqlite_master only); true when
- * the file already holds Spool's schema. A new or 0-byte file has an empty schema and is migrated
- * as usual. A file that is not SQLite at all was refused before ({@link refuseNonSqliteFile}).
- */
-export function refuseForeignDatabase(db: Database.Database, path: string): boolean {
-  const objects = db.prepare("SELECT type, name FROM sqlite_master ORDER BY type <> 'table', type, name").all() as Array<{ type: string; name: string }>;
-  if (objects.length === 0) return false;
-  if (objects.some((o) => o.type === 'table' && o.name === 'spool_migrations')) return true;
-  // Name the application's own objects; SQLite's (sqlite_autoindex_…, sqlite_sequence) only if there is nothing else.
-  const own = objects.filter((o) => !o.name.startsWith('sqlite_'));
-  const named = own.length > 0 ? own : objects;
-  const kinds = [...new Set(named.map((o) => (o.type === 'index' ? 'indexes' : `${o.type}s`)))].join(', ');
-  const shown = named.slice(0, 5).map((o) => o.name);
-  const more = named.length > shown.length ? `, ... ${named.length - shown.length} more` : '';
-  throw new NotASpoolDatabaseError(
-    `${path} is not a Spool database: it already holds ${kinds} (${shown.join(', ')}${more}) and no Spool schema; nothing was changed. ` +
-      'Point --db at a new file or at a Spool database.',
-    { path, objects: named.slice(0, 20).map((o) => `${o.type} ${o.name}`), count: named.length },
-  );
+/** better-sqlite3's connection as the open sequence uses it (persistence/sql/sqliteOpen.ts). */
+export function connection(db: Database.Database): SqliteConnection {
+  const rows = (sql: string, args: readonly unknown[] = []): Record<string, unknown>[] => {
+    const stmt = db.prepare(sql);
+    if (stmt.reader) return stmt.all(...args) as Record<string, unknown>[];
+    stmt.run(...args);
+    return [];
+  };
+  return { rows, exec: (sql) => void db.exec(sql), inTransaction: () => db.inTransaction };
 }
 
-/** A Spool schema newer than this code is refused (the file holds `spool_migrations`). */
-export function refuseNewerSchema(db: Database.Database, path: string): void {
-  const current = (db.prepare('SELECT max(version) AS v FROM spool_migrations').get() as { v: number | null }).v ?? 0;
-  const latest = migrationsOf('sqlite').at(-1)?.version ?? 0;
-  if (current > latest) throw tooNew(path, current, latest);
-}
-
-/** Applies the migrations this file lacks in one IMMEDIATE transaction; the schema version it ends at (a newer one is refused). */
-export function migrate(db: Database.Database, path: string, now: number): number {
-  const migrations = migrationsOf('sqlite');
-  const latest = migrations.at(-1)?.version ?? 0;
-  return db
-    .transaction(() => {
-      db.exec('CREATE TABLE IF NOT EXISTS spool_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT');
-      const current = (db.prepare('SELECT max(version) AS v FROM spool_migrations').get() as { v: number | null }).v ?? 0;
-      if (current > latest) throw tooNew(path, current, latest);
-      for (const m of migrations) {
-        if (m.version <= current) continue;
-        db.exec(m.sql);
-        db.prepare('INSERT INTO spool_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, now);
-      }
-      return Math.max(current, latest);
-    })
-    .immediate();
-}
+/** Refuse another application's database (true: it holds Spool's schema): see persistence/sql/sqliteOpen.ts. */
+export const refuseForeignDatabase = (db: Database.Database, path: string): boolean => refuseForeign(connection(db), path);
+/** Refuse a newer Spool's schema. */
+export const refuseNewerSchema = (db: Database.Database, path: string): void => refuseNewer(connection(db), path);
+/** Apply the migrations the file lacks; the schema version it ends at. */
+export const migrate = (db: Database.Database, path: string, now: number): number => migrateConnection(connection(db), path, now);
 
 /** The SQLite migrations shipped with this code, in order. */
 export function loadMigrations(): Migration[] {

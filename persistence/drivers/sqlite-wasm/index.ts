@@ -1,0 +1,2 @@
+export { openSqliteWasmStore, SqliteWasmStore, type SqliteWasmStoreOptions } from './SqliteWasmStore.ts';
+export { SqliteWasmError } from './statements.ts';
