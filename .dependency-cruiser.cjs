@@ -8,11 +8,18 @@
  *   src/cli, src/server, src/testing, src/views, src/loader, persistence   on top
  *   src/client            the HTTP client: runs in browsers too, so fetch and streams only
  *
+ * The engine (src/base, src/ports, src/step, src/runtime), the SQL core (persistence/sql) and the
+ * client import no Node built-in and no Node database library: they run in a browser Worker on
+ * web-standard APIs (test/webStandard.test.ts bundles them for the browser). Node is for the
+ * drivers (persistence/drivers), the CLI, the server's listener, the loader and the scripts.
+ *
  * In persistence/: the SQL core (persistence/sql) names no driver; each driver
  * (persistence/drivers/<name>) imports the core and its own client library, never another driver's.
  * The `spool/postgres` entry's static graph never reaching better-sqlite3 is checked by test/layers.test.ts.
  */
 const LOWER = '^src/(base|ports)/';
+/** What runs on web-standard APIs alone. */
+const WEB_STANDARD = '^(src/(base|ports|step|runtime|client)|persistence/sql)/';
 /** What src/client may import: itself, the error classes, and (as types only) the API's types. */
 const CLIENT_MAY_IMPORT = '^src/(client/|base/(errors|httpErrors)\\.ts$|ports/|runtime/(api|machineTypes|intake)\\.ts$)';
 module.exports = {
@@ -61,11 +68,20 @@ module.exports = {
       to: { path: 'node_modules/pg/' },
     },
     {
-      name: 'client-no-node',
+      name: 'engine-no-node',
       severity: 'error',
-      comment: 'src/client runs in browsers: no Node built-ins (fetch, streams, AbortController and TextDecoder only).',
-      from: { path: '^src/client/' },
+      comment:
+        'The engine, the SQL core and the client run in browsers and Workers: no Node built-in (web-standard APIs; Node\'s own, where faster, ' +
+        'through src/base/node.ts at run time) and no Node database library.',
+      from: { path: WEB_STANDARD },
       to: { dependencyTypes: ['core'] },
+    },
+    {
+      name: 'engine-no-node-library',
+      severity: 'error',
+      comment: 'The engine, the SQL core and the client load no Node database library: the drivers do.',
+      from: { path: WEB_STANDARD },
+      to: { path: 'node_modules/(better-sqlite3|bindings|pg|pg-[a-z-]+)/' },
     },
     {
       name: 'client-types-only',

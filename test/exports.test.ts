@@ -10,10 +10,10 @@ import { describe, expect, it } from 'vitest';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 describe('package entry points', () => {
-  it('spool, spool/store, spool/sqlite, spool/postgres, spool/sqlite-wasm, spool/memory, spool/testing, spool/machines and spool/client export what the README names', () => {
+  it('spool, spool/store, spool/sqlite, spool/postgres, spool/sql, spool/sqlite-wasm, spool/memory, spool/testing, spool/machines and spool/client export what the README names', () => {
     const script = `
       const names = {};
-      for (const entry of ['spool', 'spool/store', 'spool/sqlite', 'spool/postgres', 'spool/sqlite-wasm', 'spool/memory', 'spool/testing', 'spool/machines', 'spool/client']) names[entry] = Object.keys(await import(entry)).sort();
+      for (const entry of ['spool', 'spool/store', 'spool/sqlite', 'spool/postgres', 'spool/sql', 'spool/sqlite-wasm', 'spool/memory', 'spool/testing', 'spool/machines', 'spool/client']) names[entry] = Object.keys(await import(entry)).sort();
       console.log(JSON.stringify(names));`;
     const env = { ...process.env };
     delete env['NODE_OPTIONS'];
@@ -28,6 +28,7 @@ describe('package entry points', () => {
     expect(names['spool/sqlite']).toContain('SqliteStore');
     expect(names['spool/postgres']).toEqual(expect.arrayContaining(['PostgresStore', 'openStore']));
     expect(names['spool/sqlite-wasm']).toEqual(['SqliteWasmError', 'SqliteWasmStore', 'openSqliteWasmStore']);
+    expect(names['spool/sql']).toEqual(expect.arrayContaining(['SqlStore', 'SQLITE', 'POSTGRES', 'migrationsOf', 'statementsSql', 'runSync', 'runAsync', 'andThen']));
     expect(names['spool/memory']).toContain('MemoryStore');
     expect(names['spool/testing']).toEqual(expect.arrayContaining(['VirtualClock', 'runPathTests', 'collectPathTests']));
     expect(names['spool/client']).toEqual(expect.arrayContaining(['createClient', 'RemoteError', 'EventStream']));

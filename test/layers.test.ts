@@ -1,7 +1,8 @@
 /**
  * The tree's layers (.dependency-cruiser.cjs): no import cycle, type-only imports included, and
- * base/ and ports/ below step/, step/ below runtime/, src/client free of Node and of the engine
- * but for its error classes and types; persistence/sql names no driver, no driver imports another,
+ * base/ and ports/ below step/, step/ below runtime/, the engine, the SQL core and src/client free
+ * of Node built-ins and Node database libraries, src/client free of the engine but for its error
+ * classes and types; persistence/sql names no driver, no driver imports another,
  * and the `spool/postgres` entry never loads better-sqlite3.
  */
 import { readdirSync, readFileSync } from 'node:fs';

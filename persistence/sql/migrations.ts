@@ -1,10 +1,10 @@
 /**
- * The numbered migrations of each dialect (persistence/sql/migrations/<dialect>/NNNN_name.sql) and
- * the refusals every store shares when it opens: another application's schema, a newer Spool's.
+ * The numbered migrations of each dialect (persistence/sql/migrations/<dialect>/NNNN_name.sql,
+ * shipped as the generated migrationTexts.ts: no file is read) and the refusals every store
+ * shares when it opens: another application's schema, a newer Spool's.
  */
-import { readdirSync, readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { SchemaTooNewError, SpoolError } from '../../src/base/errors.ts';
+import { MIGRATION_TEXTS } from './migrationTexts.ts';
 
 export interface Migration {
   version: number;
@@ -17,11 +17,7 @@ export type Dialect = 'sqlite' | 'postgres';
 
 /** A dialect's migrations shipped with this code, in order. */
 export function migrationsOf(dialect: Dialect): Migration[] {
-  const dir = fileURLToPath(new URL(`./migrations/${dialect}/`, import.meta.url));
-  return readdirSync(dir)
-    .filter((f) => /^\d{4}_[\w-]+\.sql$/.test(f))
-    .sort()
-    .map((file) => ({ version: Number(file.slice(0, 4)), name: file, sql: readFileSync(`${dir}${file}`, 'utf8') }));
+  return MIGRATION_TEXTS[dialect].map((m) => ({ ...m }));
 }
 
 /**

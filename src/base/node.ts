@@ -26,7 +26,13 @@ export interface NodeProcess {
 /** Node's `process`, or `undefined` off Node. */
 export const nodeProcess: NodeProcess | undefined = (globalThis as { process?: NodeProcess }).process;
 
+/** What the engine uses of `node:buffer`. */
+export interface NodeBuffer {
+  Buffer: { byteLength(text: string): number };
+}
+
 interface Builtins {
+  'node:buffer': NodeBuffer;
   'node:crypto': NodeCrypto;
   'node:os': NodeOs;
 }
