@@ -51,6 +51,9 @@ async function open(url: string): Promise<{ page: Page; errors: string[]; foreig
   page.on('request', (r) => {
     if (!r.url().startsWith(url)) foreign.push(r.url());
   });
+  page.on('response', (r) => {
+    if (r.status() >= 400) errors.push(`${r.status()} ${r.url()}`);
+  });
   await page.goto(url);
   await ready(page);
   return { page, errors, foreign };

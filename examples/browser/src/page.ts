@@ -124,7 +124,7 @@ worker.onmessage = (message: MessageEvent<Message>) => {
   switch (m.type) {
     case 'ready':
       machines = m.machines;
-      status.textContent = `Ready: ${m.jobs.length} job(s) kept in this browser.`;
+      status.textContent = 'Ready: jobs started here are kept in this browser.';
       status.dataset['ready'] = 'true';
       renderStart();
       renderJobs(m.jobs);

@@ -73,12 +73,17 @@ async function watch(jobId: string | null): Promise<void> {
   await postWatched(job);
 }
 
-// Host-driven ticks: one at a time, then sleep until the next wake-up (or MAX_SLEEP_MS).
+// Host-driven ticks: one at a time (calls while one waits to start share it), then sleep until
+// the next wake-up, or MAX_SLEEP_MS.
 let sleeping: ReturnType<typeof setTimeout> | undefined;
 let ticking: Promise<void> = Promise.resolve();
+let queued = false;
 
 function wake(): void {
+  if (queued) return;
+  queued = true;
   ticking = ticking.then(async () => {
+    queued = false;
     clearTimeout(sleeping);
     await runtime.tick();
     const at = await runtime.nextWakeAt();
