@@ -133,6 +133,15 @@ describe.skipIf(BROWSER === null)('examples/browser in Chromium', () => {
     await page.waitForSelector(current('approval-flow.approved'));
     await page.waitForSelector(`#job-view[data-final="true"]`);
     expect(await page.locator('.job-row').count()).toBe(1);
+
+    // One tab holds the database: a second one says so, and the first goes on.
+    const second = await page.context().newPage();
+    await second.goto(page.url());
+    await second.waitForSelector('#status.error-text');
+    expect(await second.textContent('#status')).toMatch(/could not start: The database is held by another tab/);
+    await second.close();
+    await startJob(page, 'approval-flow');
+    await page.waitForSelector(current('approval-flow.pending'));
     expect(errors).toEqual([]);
     expect(foreign).toEqual([]);
     await page.context().close();

@@ -27,6 +27,7 @@ const OPEN_ATTEMPTS = 12;
 const MAX_SLEEP_MS = 30_000;
 
 const post = (message: Message) => self.postMessage(message);
+const report = (error: unknown) => console.error('examples/browser worker:', error);
 
 const definitions = collectDefinitions(machinesModule);
 const examples = machinesModule as { exampleInputs?: Record<string, unknown>; exampleEvents?: Record<string, EventObject[]> };
@@ -90,7 +91,7 @@ function wake(): void {
     const delay = at === null ? MAX_SLEEP_MS : Math.min(MAX_SLEEP_MS, Math.max(0, at - Date.now()));
     sleeping = setTimeout(wake, delay);
   }).catch((error: unknown) => {
-    console.error('tick failed', error);
+    report(error);
     sleeping = setTimeout(wake, 1000);
   });
 }
@@ -138,8 +139,8 @@ const opened = (async () => {
     if (event.type !== 'job.started' && event.type !== 'job.committed') return;
     // A commit may schedule or cancel timers: sleep again to the (new) next wake-up.
     wake();
-    void postJobs();
-    if (event.jobId === watched) void postWatched(event.job);
+    postJobs().catch(report);
+    if (event.jobId === watched) postWatched(event.job).catch(report);
   });
   wake();
   const machines: MachineInfo[] = runtime.registry.all().map((m) => {
