@@ -89,9 +89,13 @@ const local: { host: string; instance: string; probe: boolean } = (() => {
     : { host: 'web', instance: crypto.randomUUID().slice(0, 8), probe: false };
 })();
 
-/** A new runner id for one runtime: host, pid (or instance id), and a random part. */
-export function newRunnerId(): string {
-  const id = `${local.host}/${local.instance}/${crypto.randomUUID().slice(0, 8)}`;
+/** The host names this process's runtimes gave their runner ids (the `runnerHost` option, or {@link local}'s). */
+const localHosts = new Set<string>([local.host]);
+
+/** A new runner id for one runtime: host (`runnerHost`, else this process's), pid (or instance id), and a random part. */
+export function newRunnerId(host = local.host): string {
+  localHosts.add(host);
+  const id = `${host}/${local.instance}/${crypto.randomUUID().slice(0, 8)}`;
   liveRunners.add(id);
   return id;
 }
@@ -107,10 +111,10 @@ export function retireRunner(id: string): void {
 export function runnerIsGone(id: string): boolean {
   if (liveRunners.has(id)) return false;
   const [host, instance] = id.split('/');
-  if (host !== local.host) return false;
+  if (!localHosts.has(host!)) return false;
   if (instance === local.instance) return true;
   const pid = Number(instance);
-  if (!local.probe || !Number.isInteger(pid) || pid <= 0) return false;
+  if (!local.probe || host !== local.host || !Number.isInteger(pid) || pid <= 0) return false;
   try {
     nodeProcess!.kill(pid, 0);
     return false;

@@ -97,6 +97,13 @@ export interface RuntimeOptions<TMachines extends MachineEntries = MachineEntrie
    * timers and retries once and renews the claims of running activities. Default false.
    */
   hostDriven?: boolean;
+  /**
+   * The host part of this runtime's runner id (`<host>/<pid>/<random>`: a job's lease owner, an
+   * activity's claimant). Default: the machine's host name on Node, `web` elsewhere (a browser
+   * Worker, a Durable Object). Only a runner of the machine's own host name is probed for being gone;
+   * any other is left to its lease's expiry. No `/`.
+   */
+  runnerHost?: string;
   /** Structured log sink, one object per lifecycle event, sensitive fields already redacted. */
   log?: (entry: LogEntry) => void;
   /**

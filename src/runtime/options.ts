@@ -35,6 +35,7 @@ const runtimeOptions = z.strictObject({
   maxBacklog: z.union([positiveInt, z.literal(Number.POSITIVE_INFINITY)]).optional(),
   leaseMs: z.number().int().min(1000, 'must be at least 1000 (ms)').optional(),
   hostDriven: z.boolean().optional(),
+  runnerHost: z.string().regex(/^[^/]+$/, 'must be a non-empty name without "/"').optional(),
   log: fn('(entry: LogEntry) => void').optional(),
   inspect: z.custom<object>(isInspectionObserver, 'must be an XState inspection observer: a function or { next(event) } (e.g. createWebSocketInspector(...).inspect)').optional(),
 });

@@ -125,7 +125,7 @@ export class Runtime<C extends MachineCatalog = any> {
     const leaseMs = Math.max(1000, options.leaseMs ?? 30_000);
     this.#hostDriven = options.hostDriven ?? false;
     this.#verifySnapshots = options.verifySnapshots ?? 'auto';
-    this.runnerId = newRunnerId();
+    this.runnerId = newRunnerId(options.runnerHost);
     const leaseState = { held: this.#leases, attempting: this.#attempting, running: this.#running, cache: this.#snapshots, closed: () => this.#closed, releaseIdle: (jobId: string) => this.#executor.releaseIdle(jobId), withLock: this.#withLock };
     this.#leaseKeeper = new LeaseKeeper(this.store, this.clock, this.runnerId, leaseMs, leaseState, this.#events);
     // The lease heartbeat (host-driven mode: `tick()` instead).
