@@ -27,8 +27,8 @@ describe('package entry points', () => {
     expect(names['spool/store']).toEqual(expect.arrayContaining(['CommitOutcomeUnknown', 'DAMAGED_RECORD', 'JOB_STATUSES', 'madeUpEventId', 'MAX_RELEASES', 'systemClock', 'StorageFullError']));
     expect(names['spool/sqlite']).toContain('SqliteStore');
     expect(names['spool/postgres']).toEqual(expect.arrayContaining(['PostgresStore', 'openStore']));
-    expect(names['spool/sqlite-wasm']).toEqual(['SqliteWasmError', 'SqliteWasmStore', 'openSqliteWasmStore']);
     expect(names['spool/sql']).toEqual(expect.arrayContaining(['SqlStore', 'SQLITE', 'POSTGRES', 'migrationsOf', 'statementsSql', 'runSync', 'runAsync', 'andThen']));
+    expect(names['spool/sqlite-wasm']).toEqual(['SqliteWasmError', 'SqliteWasmStore', 'openSqliteWasmStore']);
     expect(names['spool/memory']).toContain('MemoryStore');
     expect(names['spool/testing']).toEqual(expect.arrayContaining(['VirtualClock', 'runPathTests', 'collectPathTests']));
     expect(names['spool/client']).toEqual(expect.arrayContaining(['createClient', 'RemoteError', 'EventStream']));

@@ -13,7 +13,7 @@ import type {
   TransitionCommit,
 } from '../src/ports/store.ts';
 import { statePaths } from '../src/base/json.ts';
-import { dumpStore } from './helpers/resources.ts';
+import { dumpStore } from './helpers/dumpStore.ts';
 
 export interface StoreUnderTest {
   store: JobStore;

@@ -107,12 +107,4 @@ export function dumpDatabase(db: Database.Database): Record<string, string[]> {
   return out;
 }
 
-/** Everything a store holds, through the store port only (works for every store). */
-export async function dumpStore(store: JobStore): Promise<unknown> {
-  const jobs = await store.listJobs({});
-  const out: Record<string, unknown> = {};
-  for (const job of jobs) {
-    out[job.id] = { job, history: await store.history(job.id), inbox: await store.listEvents(job.id) };
-  }
-  return out;
-}
+export { dumpStore } from './dumpStore.ts';

@@ -1,0 +1,101 @@
+/**
+ * The Worker of test/sqliteWasm.browser.test.ts: Spool on sqlite-wasm on OPFS (the SAH-pool VFS)
+ * in a browser Worker. `contract` runs the store contract (test/store.contract.ts, unchanged:
+ * 'vitest' is test/browser/vitestShim.ts in this bundle) on a fresh OPFS database per case;
+ * `open`, `start`, `send`, `jobs`, `tick` drive a host-driven runtime on one OPFS database across
+ * page reloads, on a clock the test sets.
+ */
+import sqlite3InitModule, { type SAHPoolUtil, type Sqlite3Static } from '@sqlite.org/sqlite-wasm';
+import { assign, setup } from 'xstate';
+import { openSqliteWasmStore, type SqliteWasmStore } from '../../persistence/drivers/sqlite-wasm/index.ts';
+import { createRuntime, type Runtime } from '../../src/index.ts';
+import { storeContract } from '../store.contract.ts';
+import { serveRpc } from './rpc.ts';
+import { runCases } from './vitestShim.ts';
+
+/** A reminder: armed by ARM, it rings once a minute later (an `after` timer), counting its rings. */
+export const reminder = setup({
+  types: { context: {} as { rings: number }, events: {} as { type: 'ARM' } },
+}).createMachine({
+  id: 'reminder',
+  initial: 'idle',
+  context: { rings: 0 },
+  states: {
+    idle: { on: { ARM: 'armed' } },
+    armed: { after: { 60_000: { target: 'rang', actions: assign({ rings: ({ context }) => context.rings + 1 }) } } },
+    rang: { on: { ARM: 'armed' } },
+  },
+});
+
+let sqlite3: Sqlite3Static | undefined;
+let pool: SAHPoolUtil | undefined;
+
+/**
+ * The module and the pool. A page reloaded a moment ago may still hold the pool's files in the
+ * Worker it tore down: the install is tried again until the browser has let them go.
+ */
+async function opfs(): Promise<{ sqlite3: Sqlite3Static; pool: SAHPoolUtil }> {
+  sqlite3 ??= await sqlite3InitModule();
+  for (let attempt = 0; !pool; attempt++) {
+    try {
+      pool = await sqlite3.installOpfsSAHPoolVfs({ name: 'spool-test' });
+    } catch (error) {
+      if (attempt >= 50) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+  return { sqlite3, pool };
+}
+
+let now = 0;
+const clock = { now: () => now };
+let store: SqliteWasmStore | undefined;
+let runtime: Runtime | undefined;
+
+let contractCase = 0;
+storeContract('SqliteWasmStore (OPFS SAH pool, in a Worker)', async () => {
+  const { sqlite3, pool } = await opfs();
+  const path = `/contract-${++contractCase}.db`;
+  const opened = await openSqliteWasmStore({ sqlite3, pool, path });
+  return {
+    store: opened,
+    dispose: () => {
+      if (opened.db.isOpen()) throw new Error('the suite left the store open');
+      pool.unlink(path);
+    },
+  };
+});
+
+serveRpc({
+  contract: async () => {
+    await opfs();
+    return runCases();
+  },
+  /** Open the runtime on the database `path` of the pool (what a page does when it loads). */
+  open: async ({ path, at }: { path: string; at: number }) => {
+    now = at;
+    const o = await opfs();
+    store = await openSqliteWasmStore({ sqlite3: o.sqlite3, pool: o.pool, path, clock });
+    runtime = await createRuntime({ store, machines: [reminder], clock, hostDriven: true });
+    return { schemaVersion: store.schemaVersion, description: store.description, files: o.pool.getFileNames() };
+  },
+  start: async ({ count }: { count: number }) => {
+    const ids: string[] = [];
+    for (let i = 0; i < count; i++) ids.push((await runtime!.start('reminder', {})).id);
+    return ids;
+  },
+  send: async ({ jobId, type }: { jobId: string; type: 'ARM' }) => (await runtime!.send(jobId, { type })).status,
+  jobs: async () =>
+    (await runtime!.list()).map((j) => ({ id: j.id, value: j.value, context: j.context, status: j.status })).sort((a, b) => a.id.localeCompare(b.id)),
+  /** The job's history: each transition's event type and target. */
+  history: async ({ jobId }: { jobId: string }) => (await store!.history(jobId)).map((t) => `${t.eventType} -> ${JSON.stringify(t.to)}`),
+  tick: async ({ at }: { at: number }) => {
+    now = at;
+    return runtime!.tick();
+  },
+  wipe: async () => {
+    const { pool } = await opfs();
+    await pool.wipeFiles();
+    return pool.getFileNames();
+  },
+});
