@@ -16,6 +16,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { browserForTests } from './helpers/browser.ts';
 import { PROJECT_ROOT, Resources } from './helpers/resources.ts';
+import { CHROMIUM_ARGS } from './helpers/wasmPage.ts';
 
 const BROWSER = browserForTests();
 const EXAMPLE = join(PROJECT_ROOT, 'examples', 'browser');
@@ -90,10 +91,7 @@ async function reload(page: Page, jobId: string): Promise<void> {
 beforeAll(async () => {
   if (BROWSER === null) return;
   mkdirSync(SHOTS, { recursive: true });
-  browser = await chromium.launch({
-    executablePath: BROWSER,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await chromium.launch({ executablePath: BROWSER, args: CHROMIUM_ARGS });
 });
 
 afterAll(async () => {
