@@ -11,6 +11,8 @@
  *   3. restart: createRuntime (recover) + first tick and RSS with 10k / 100k (--big: 1M) jobs waiting on timers
  *   4. path testing: generate and replay every path of the reference machines, with and without crash replay
  *   6. queue: a backlog of N jobs drained while 32 producers enqueue, and enqueue-all-then-drain (bench/queueSection.ts; --queue-full: 1k/10k/100k)
+ *   7. browser: in a Chromium Worker, transitions/s on the sqlite-wasm driver (OPFS SAH pool) vs raw sqlite-wasm in
+ *      the same Worker, and the reopen after a reload with 10k waiting jobs (bench/browserSection.ts; skipped without a browser)
  *   5. workers: jobs/s with 1, 2 and 4 runWorker processes on one SQLite file (FULL) and on one Postgres database, 8 activities at
  *      once each (and 1, 2 at 64), CPU µs/job, vs each store's raw limit (Postgres: 1 per transaction from 1 and 4 connections, and 100 batched)
  *
@@ -49,6 +51,7 @@ import { WORKLOAD } from './workload.ts';
 import { runProfile } from './profile.ts';
 import { fmtMs, fmtRate, hostLoad, loadNow, printLoadNote, printTable } from './format.ts';
 import { groupCommitSection, pathTestingSection, restartSection, type SectionContext } from './sections.ts';
+import { browserSection } from './browserSection.ts';
 import { workersSection } from './workersSection.ts';
 import { benchPostgres } from './pgServer.ts';
 import { STORE_KINDS, type StoreKind } from './benchDb.ts';
@@ -60,7 +63,7 @@ import { check, printTargets, TARGETS, type TargetCheck } from './targets.ts';
 const USAGE = `npm run bench -- [options]: Spool's performance, each figure beside a limit measured in the same run
 
   --quick                 shorter runs, one round
-  --only LIST             some sections: sequential, group, jobs, restart, paths, workers, queue (comma-separated)
+  --only LIST             some sections: sequential, group, jobs, restart, paths, workers, queue, browser (comma-separated)
   --queue-full            the queue section at backlogs 1k, 10k and 100k, and c64 (default 1k, 10k; --quick 500, 2k)
   --store KIND            sqlite, postgres or both (default both)
   --pg-url URL            a Postgres server to use (or SPOOL_BENCH_PG_URL); otherwise a throwaway cluster is started
@@ -89,7 +92,7 @@ const quick = args.quick ?? false;
 const rounds = positiveInt(args.rounds, quick ? 1 : 3, '--rounds');
 const durationMs = positiveInt(args['duration-ms'], quick ? 800 : 2500, '--duration-ms');
 const warmupOps = positiveInt(args.warmup, quick ? 100 : 300, '--warmup');
-const SECTIONS = ['sequential', 'group', 'jobs', 'restart', 'paths', 'workers', 'queue'] as const;
+const SECTIONS = ['sequential', 'group', 'jobs', 'restart', 'paths', 'workers', 'queue', 'browser'] as const;
 type Section = (typeof SECTIONS)[number];
 const only = new Set<Section>((args.only ?? SECTIONS.join(',')).split(',').map((s) => s.trim()).filter(Boolean) as Section[]);
 for (const s of only) {
@@ -159,6 +162,7 @@ async function main(): Promise<void> {
   await run('paths', 'pathTesting', () => onStores(() => pathTestingSection(ctx), () => pathTestingPg(ctx)));
   await run('workers', 'workers', () => workersSection(ctx));
   await run('queue', 'queue', () => queueSection({ ...ctx, queueFull: args['queue-full'] ?? false }));
+  await run('browser', 'browser', () => browserSection(ctx));
 
   // Every target a section checked, in one table at the end (bench/targets.ts).
   // The sequential section's figures sit at the top level of the report, the others under their keys.

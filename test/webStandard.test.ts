@@ -82,11 +82,12 @@ describe('the engine on web-standard APIs', () => {
     // A browser's timers: numbered handles, with no unref.
     const handles = new Map<number, ReturnType<typeof setTimeout>>();
     let next = 0;
+    let intervals = 0;
     const web = {
       console, crypto, TextEncoder, TextDecoder, btoa, atob, URL, AbortController, AbortSignal, EventTarget, Event, structuredClone, queueMicrotask,
       setTimeout: (fn: () => void, ms?: number) => (handles.set(++next, setTimeout(fn, ms)), next),
       clearTimeout: (id: number) => (clearTimeout(handles.get(id)), handles.delete(id)),
-      setInterval: (fn: () => void, ms?: number) => (handles.set(++next, setInterval(fn, ms)), next),
+      setInterval: (fn: () => void, ms?: number) => (intervals++, handles.set(++next, setInterval(fn, ms)), next),
       clearInterval: (id: number) => (clearInterval(handles.get(id)), handles.delete(id)),
       driver,
     };
@@ -138,6 +139,8 @@ describe('the engine on web-standard APIs', () => {
     ) as Promise<string>;
     const result = JSON.parse(await run) as Record<string, unknown>;
     expect(result).toMatchObject({ missing: [], value: 'paid', output: { amount: 42 }, calls: 2, finished: ['retrying', 'succeeded'], retry: { status: 'backoff', attempt: 1 } });
+    // Host-driven: the runtime started no interval of its own.
+    expect(intervals).toBe(0);
     expect(result['runnerId']).toMatch(/^web\/[0-9a-f]{8}\/[0-9a-f]{8}$/);
     expect(result['jobId']).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     // Nothing due; the timer fired (its transition's commit starts the first attempt); the retry, due, started by the tick.

@@ -10,6 +10,7 @@ import { assign, setup } from 'xstate';
 import { openSqliteWasmStore, type SqliteWasmStore } from '../../persistence/drivers/sqlite-wasm/index.ts';
 import { createRuntime, type Runtime } from '../../src/index.ts';
 import { storeContract } from '../store.contract.ts';
+import { installPool } from './sahPool.ts';
 import { serveRpc } from './rpc.ts';
 import { runCases } from './vitestShim.ts';
 
@@ -30,20 +31,10 @@ export const reminder = setup({
 let sqlite3: Sqlite3Static | undefined;
 let pool: SAHPoolUtil | undefined;
 
-/**
- * The module and the pool. A page reloaded a moment ago may still hold the pool's files in the
- * Worker it tore down: the install is tried again until the browser has let them go.
- */
+/** The module and the pool, made once. */
 async function opfs(): Promise<{ sqlite3: Sqlite3Static; pool: SAHPoolUtil }> {
   sqlite3 ??= await sqlite3InitModule();
-  for (let attempt = 0; !pool; attempt++) {
-    try {
-      pool = await sqlite3.installOpfsSAHPoolVfs({ name: 'spool-test' });
-    } catch (error) {
-      if (attempt >= 50) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
+  pool ??= await installPool(sqlite3, 'spool-test');
   return { sqlite3, pool };
 }
 
