@@ -10,7 +10,7 @@ import { assign, setup } from 'xstate';
 import { openSqliteWasmStore, type SqliteWasmStore } from '../../persistence/drivers/sqlite-wasm/index.ts';
 import { createRuntime, type Runtime } from '../../src/index.ts';
 import { storeContract } from '../store.contract.ts';
-import { installPool } from './sahPool.ts';
+import { installPool } from '../../persistence/drivers/sqlite-wasm/pool.ts';
 import { serveRpc } from './rpc.ts';
 import { runCases } from './vitestShim.ts';
 

@@ -12,18 +12,12 @@ import { collectDefinitions, type RegisteredMachine } from '../../../src/interna
 import { layoutMachine, type DiagramLayout } from '../../../src/views/layout.ts';
 import { describeMachine, type MachineView } from '../../../src/views/machineView.ts';
 import { markLists, renderSvg, svgMarks } from '../../../src/views/svg.ts';
-import { openSqliteWasmStore } from '../../../persistence/drivers/sqlite-wasm/index.ts';
+import { installPool, openSqliteWasmStore } from '../../../persistence/drivers/sqlite-wasm/index.ts';
 import type { Call, EventObject, MachineInfo, Message } from './protocol.ts';
 
 /** The database: a file of the SAH-pool VFS named here, in the origin's private file system. */
 const POOL = 'spool-example';
 const DATABASE = '/spool-example.db';
-/**
- * A reload's new Worker may start before the old one let go of the pool's files (one holder at a
- * time): it tries again, this many times, 30 ms longer each time (1.35 s in all; then the page
- * says another tab holds it).
- */
-const OPEN_ATTEMPTS = 10;
 /** The longest the Worker sleeps between ticks (a timer due later is checked again then). */
 const MAX_SLEEP_MS = 30_000;
 
@@ -121,20 +115,18 @@ self.onmessage = async (message: MessageEvent<Call>) => {
   }
 };
 
-async function installPool(sqlite3: Awaited<ReturnType<typeof sqlite3InitModule>>) {
-  for (let attempt = 1; ; attempt += 1) {
-    try {
-      return await sqlite3.installOpfsSAHPoolVfs({ name: POOL });
-    } catch (error) {
-      if (attempt >= OPEN_ATTEMPTS) throw new Error(`The database is held by another tab of this page (or OPFS is unavailable): ${(error as Error).message}`);
-      await new Promise((resolve) => setTimeout(resolve, 30 * attempt));
-    }
+/** The pool, waiting out a reload's old Worker (installPool); held past that, by another tab. */
+async function openPool(sqlite3: Awaited<ReturnType<typeof sqlite3InitModule>>) {
+  try {
+    return await installPool(sqlite3, POOL);
+  } catch (error) {
+    throw new Error(`The database is held by another tab of this page (or OPFS is unavailable): ${(error as Error).message}`);
   }
 }
 
 const opened = (async () => {
   const sqlite3 = await sqlite3InitModule();
-  const store = await openSqliteWasmStore({ sqlite3, pool: await installPool(sqlite3), path: DATABASE });
+  const store = await openSqliteWasmStore({ sqlite3, pool: await openPool(sqlite3), path: DATABASE });
   runtime = await createRuntime({ store, machines: definitions, hostDriven: true });
   runtime.subscribe((event) => {
     if (event.type !== 'job.started' && event.type !== 'job.committed') return;
