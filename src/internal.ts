@@ -13,7 +13,7 @@ export { RetryableError, TerminalError, IndeterminateOutcomeError } from './base
 export { backoffDelay } from './step/attempts.ts';
 export type { RetryPolicy, ActivityPolicy } from './base/retry.ts';
 export type { ActivityArgs, AssetInput, DeferredCompletion } from './runtime/activities.ts';
-export { MachineRegistry, isStateMachine, isJobDefinition, eventSchemaFor } from './runtime/registry.ts';
+export { MachineRegistry, isStateMachine, isJobDefinition, eventSchemaFor, collectDefinitions, type Definition } from './runtime/registry.ts';
 export { rideOutFaults, runWorker, type RideOutOptions, type WorkerOptions } from './runtime/worker.ts';
 export type { StorageFaultEvent } from './runtime/api.ts';
 /** The Stately inspector: the `inspect` option's observer type, a job's sessionId, and the feed `spool inspect` relays with. */

@@ -28,7 +28,7 @@ describe('package entry points', () => {
     expect(names['spool/sqlite']).toContain('SqliteStore');
     expect(names['spool/postgres']).toEqual(expect.arrayContaining(['PostgresStore', 'openStore']));
     expect(names['spool/sql']).toEqual(expect.arrayContaining(['SqlStore', 'SQLITE', 'POSTGRES', 'migrationsOf', 'statementsSql', 'runSync', 'runAsync', 'andThen']));
-    expect(names['spool/sqlite-wasm']).toEqual(['SqliteWasmError', 'SqliteWasmStore', 'openSqliteWasmStore']);
+    expect(names['spool/sqlite-wasm']).toEqual(['SqliteWasmError', 'SqliteWasmStore', 'installPool', 'openSqliteWasmStore']);
     expect(names['spool/memory']).toContain('MemoryStore');
     expect(names['spool/testing']).toEqual(expect.arrayContaining(['VirtualClock', 'runPathTests', 'collectPathTests']));
     expect(names['spool/client']).toEqual(expect.arrayContaining(['createClient', 'RemoteError', 'EventStream']));

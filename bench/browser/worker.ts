@@ -9,7 +9,7 @@ import { setup } from 'xstate';
 import { jobLifecycle } from '../../machines/index.ts';
 import { openSqliteWasmStore } from '../../persistence/drivers/sqlite-wasm/index.ts';
 import { createRuntime } from '../../src/index.ts';
-import { installPool } from '../../test/browser/sahPool.ts';
+import { installPool } from '../../persistence/drivers/sqlite-wasm/pool.ts';
 import { serveRpc } from '../../test/browser/rpc.ts';
 import { timedSteps } from '../stats.ts';
 import { JOB_INPUT, MACHINE_ID, persistedSnapshotTemplate, progressEvent } from '../workload.ts';

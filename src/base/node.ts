@@ -49,9 +49,11 @@ export function unref(timer: unknown): void {
 
 /** Call `fn` once this turn's I/O has run (`setImmediate`), or after a zero timeout where there is none. Returns its cancel. */
 export function afterIo(fn: () => void): () => void {
-  if (typeof setImmediate === 'function') {
-    const immediate = setImmediate(fn);
-    return () => clearImmediate(immediate);
+  // Read off globalThis: the name exists only in Node's types (examples/browser checks without them).
+  const host = globalThis as { setImmediate?: (fn: () => void) => unknown; clearImmediate?: (immediate: unknown) => void };
+  if (typeof host.setImmediate === 'function') {
+    const immediate = host.setImmediate(fn);
+    return () => host.clearImmediate?.(immediate);
   }
   const timeout = setTimeout(fn, 0);
   return () => clearTimeout(timeout);

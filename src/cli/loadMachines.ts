@@ -2,48 +2,14 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { register } from 'node:module';
 import { pathToFileURL } from 'node:url';
-import type { AnyStateMachine } from 'xstate';
-import { isJobDefinition, isStateMachine, type JobDefinition } from '../internal.ts';
+import { collectDefinitions, type Definition } from '../internal.ts';
 import { MachinesModuleError, firstLine } from './errors.ts';
 import { OWN_EXTENSION, ownModule } from '../loader/ownFiles.ts';
 
 /** The project's reference machines: what `spool` loads without `--machines`. */
 export const DEFAULT_MACHINES_MODULE = ownModule('../../machines/index', import.meta.url);
 
-export type Definition = JobDefinition | AnyStateMachine;
-
-/**
- * The machines a module exports: every export that is a job definition or a bare XState machine,
- * arrays of those, and a default export that is either, an array, or an object of those.
- * A bare machine that a definition in the same module wraps is left out (the definition,
- * with its version and schemas, stands for it). Each value is taken once.
- *
- * @example
- * collectDefinitions(await import('./machines/index.ts')) // [jobLifecycle]
- */
-export function collectDefinitions(moduleNamespace: Record<string, unknown>): Definition[] {
-  const found: Definition[] = [];
-  const seen = new Set<unknown>();
-  const take = (value: unknown): boolean => {
-    if (!isJobDefinition(value) && !isStateMachine(value)) return false;
-    if (!seen.has(value)) {
-      seen.add(value);
-      found.push(value);
-    }
-    return true;
-  };
-  const takeMany = (value: unknown): void => {
-    if (take(value)) return;
-    if (Array.isArray(value)) for (const item of value) take(item);
-  };
-  for (const [name, value] of Object.entries(moduleNamespace)) {
-    if (take(value)) continue;
-    if (Array.isArray(value)) takeMany(value);
-    else if (name === 'default' && value !== null && typeof value === 'object') for (const inner of Object.values(value)) takeMany(inner);
-  }
-  const wrapped = new Set(found.filter(isJobDefinition).map((d) => d.machine));
-  return found.filter((d) => isJobDefinition(d) || !wrapped.has(d));
-}
+export { collectDefinitions, type Definition };
 
 let loaderReady: 'hooks' | 'typescript' | undefined;
 

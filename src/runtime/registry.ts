@@ -23,6 +23,42 @@ export function isJobDefinition(value: unknown): value is JobDefinition {
   return typeof value === 'object' && value !== null && isStateMachine((value as { machine?: unknown }).machine);
 }
 
+/** What a machines module may export as a machine: a job definition or a bare XState machine. */
+export type Definition = JobDefinition | AnyStateMachine;
+
+/**
+ * The machines a module exports: every export that is a job definition or a bare XState machine,
+ * arrays of those, and a default export that is either, an array, or an object of those.
+ * A bare machine that a definition in the same module wraps is left out (the definition,
+ * with its version and schemas, stands for it). Each value is taken once.
+ *
+ * @example
+ * collectDefinitions(await import('./machines/index.ts')) // [jobLifecycle]
+ */
+export function collectDefinitions(moduleNamespace: Record<string, unknown>): Definition[] {
+  const found: Definition[] = [];
+  const seen = new Set<unknown>();
+  const take = (value: unknown): boolean => {
+    if (!isJobDefinition(value) && !isStateMachine(value)) return false;
+    if (!seen.has(value)) {
+      seen.add(value);
+      found.push(value);
+    }
+    return true;
+  };
+  const takeMany = (value: unknown): void => {
+    if (take(value)) return;
+    if (Array.isArray(value)) for (const item of value) take(item);
+  };
+  for (const [name, value] of Object.entries(moduleNamespace)) {
+    if (take(value)) continue;
+    if (Array.isArray(value)) takeMany(value);
+    else if (name === 'default' && value !== null && typeof value === 'object') for (const inner of Object.values(value)) takeMany(inner);
+  }
+  const wrapped = new Set(found.filter(isJobDefinition).map((d) => d.machine));
+  return found.filter((d) => isJobDefinition(d) || !wrapped.has(d));
+}
+
 /** Versions sort numerically when both are numbers, else as text. */
 export function compareVersions(a: string, b: string): number {
   return a.localeCompare(b, 'en', { numeric: true });

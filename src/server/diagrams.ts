@@ -12,7 +12,7 @@ import type { Context, Hono } from 'hono';
 import { ValidationError, type Runtime } from '../index.ts';
 import { describeMachine, type MachineView } from '../views/machineView.ts';
 import { layoutMachine, type DiagramLayout } from '../views/layout.ts';
-import { renderSvg, svgMarks } from '../views/svg.ts';
+import { markLists, renderSvg, svgMarks } from '../views/svg.ts';
 import { pickVersion } from './machines.ts';
 
 /** Add the diagram routes to `app`. */
@@ -43,7 +43,7 @@ export function addDiagramRoutes(app: Hono, runtime: Runtime): void {
   });
   app.get('/api/jobs/:id/marks', async (c) => {
     const { view, marks } = await jobMarks(runtime, c.req.param('id'));
-    return c.json({ machineId: view.id, version: view.version, active: [...(marks.active ?? [])], taken: [...(marks.taken ?? [])].map((k) => k.split('\0')) });
+    return c.json({ machineId: view.id, version: view.version, ...markLists(marks) });
   });
 }
 

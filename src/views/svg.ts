@@ -89,6 +89,15 @@ export function svgMarks(view: MachineView, marks: { job?: { value: JsonValue; h
   };
 }
 
+/**
+ * A job's marks as plain lists (JSON, or a message to a page): the states it is in and the
+ * transitions it took as `[source, event, target]`, what the dashboard's `applyMarks` (diagram.js)
+ * moves on a drawing.
+ */
+export function markLists(marks: SvgMarks): { active: string[]; taken: [string, string, string][] } {
+  return { active: [...(marks.active ?? [])], taken: [...(marks.taken ?? [])].map((k) => k.split('\0') as [string, string, string]) };
+}
+
 function arrow(id: string, colour: string): string {
   return `<marker id="${id}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,1 L9,5 L0,9 z" fill="${colour}"/></marker>`;
 }

@@ -11,7 +11,7 @@ import { openSqliteWasmStore, type SqliteWasmStore } from '../../persistence/dri
 import { createRuntime, type Runtime } from '../../src/index.ts';
 import { newJob, storeContract } from '../store.contract.ts';
 import type { SpoolError } from '../../src/base/errors.ts';
-import { installPool } from './sahPool.ts';
+import { installPool } from '../../persistence/drivers/sqlite-wasm/pool.ts';
 import { serveRpc } from './rpc.ts';
 import { runCases } from './vitestShim.ts';
 

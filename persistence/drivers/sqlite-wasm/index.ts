@@ -1,2 +1,3 @@
 export { openSqliteWasmStore, SqliteWasmStore, type SqliteWasmStoreOptions } from './SqliteWasmStore.ts';
 export { SqliteWasmError } from './statements.ts';
+export { installPool } from './pool.ts';

@@ -1,4 +1,4 @@
-// A diagram drawn by the server (views/svg.ts) put in the page, and a job's marks moved on it live.
+// A diagram drawn by views/svg.ts (on the server, or in examples/browser's Worker) put in the page, and a job's marks moved on it live.
 
 import { svg } from './api.js';
 import { h } from './dom.js';
@@ -33,7 +33,14 @@ function zoomBar(el, drawnWidth) {
 
 /** Fetch the SVG at `path` into `container` (parsed as SVG, never as HTML). `onState(id)` on a click on a state. */
 export async function loadDiagram(container, path, onState) {
-  const text = await svg(path);
+  return showDiagram(container, await svg(path), onState);
+}
+
+/**
+ * Put a drawing of views/svg.ts (its text, from the server or drawn in the page's own Worker)
+ * into `container` (parsed as SVG, never as HTML), with the zoom bar. `onState(id)` on a click on a state.
+ */
+export function showDiagram(container, text, onState) {
   const doc = new DOMParser().parseFromString(text, 'image/svg+xml');
   const root = doc.documentElement;
   if (root.nodeName !== 'svg') throw new Error('the diagram could not be read');
