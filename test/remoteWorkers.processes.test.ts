@@ -155,17 +155,28 @@ describe('remote workers, as processes', () => {
     const second = await worker(url);
     const retaken = await line(second, (l) => l['type'] === 'activity.started' && l['activity'] === 'charge');
     expect(retaken).toMatchObject({ jobId: 's1', attempt: 2 });
-    writeFileSync(gate, 'open');
-    const done = await client.waitFor('s1', (j) => j.final, { timeoutMs: 90_000 });
-    expect(done).toMatchObject({ value: 'done', context: { charged: { charged: 8, attempt: 2, pid: second.child.pid } } });
-    const before = await shown(url, 's1');
 
-    // Woken, the first worker finds the gate open and ends its attempt: the server refuses whatever it sends.
+    // Woken while the second worker's attempt still runs (its gate shut), the first ends its own
+    // attempt (its gate opened): the server refuses whatever it sends, though the job has not moved on.
     first.child.kill('SIGCONT');
+    writeFileSync(`${gate}.1`, 'open');
     const refused = await line(first, (l) => l['type'] === 'activity.refused');
     expect(refused).toMatchObject({ jobId: 's1', activity: 'charge', attempt: 1, code: 'SPOOL_STALE_ATTEMPT' });
+    // Its token, sent again as a completion, is refused too, the second worker's attempt still running.
+    expect(await complete(url, started['token'] as string)).toMatchObject({ status: 409, body: { error: { code: 'SPOOL_STALE_ATTEMPT' } } });
+    const meanwhile = await shown(url, 's1');
+    expect(meanwhile['job']).toMatchObject({ job: { value: 'charging' } });
+    expect((meanwhile['attempts'] as { attempts: { attempt: number; outcome: string }[] }).attempts.map((a) => [a.attempt, a.outcome])).toEqual([
+      [1, 'interrupted'],
+      [2, 'running'],
+    ]);
+
+    // The second worker finishes: the job is its, and nothing of the first landed.
+    writeFileSync(`${gate}.2`, 'open');
+    const done = await client.waitFor('s1', (j) => j.final, { timeoutMs: 90_000 });
+    expect(done).toMatchObject({ value: 'done', context: { charged: { charged: 8, attempt: 2, pid: second.child.pid } } });
     expect(lines(first).filter((l) => l['type'] === 'activity.finished')).toEqual([]);
-    // Its token, sent again as a completion, is refused too; the job is as the second worker left it.
+    const before = await shown(url, 's1');
     expect(await complete(url, started['token'] as string)).toMatchObject({ status: 409, body: { error: { code: 'SPOOL_STALE_ATTEMPT' } } });
     expect(await shown(url, 's1')).toEqual(before);
     const history = (before['history'] as { history: { eventType: string }[] }).history;
