@@ -8,8 +8,9 @@
  * import { createRuntime } from 'spool';
  * import { SqliteStore } from 'spool/sqlite';
  */
-export { createRuntime, Runtime } from './runtime/runtime.ts';
-export type { RuntimeOptions, Job, JobOf, JobDetails, JobDetailsOf, SendResult, SendResultOf, SendOptions, StartOptions, StartManyItem, StartOrSendOptions, StartOrSendResult, RedeliverOptions, ListFilter, RuntimeEvent, LogEntry, MachineEntries } from './runtime/runtime.ts';
+export { createRuntime } from './runtime/createRuntime.ts';
+export { Runtime } from './runtime/runtime.ts';
+export type { RuntimeOptions, Job, JobOf, JobDetails, JobDetailsOf, SendResult, SendResultOf, SendOptions, StartOptions, StartManyItem, StartOrSendOptions, StartOrSendResult, RedeliverOptions, ListFilter, RuntimeEvent, LogEntry, MachineEntries } from './runtime/createRuntime.ts';
 /** Typed definitions and activities (checked against the machine at compile time), and a job id typed by its machine. */
 export { defineJob, activity, type CheckedDefinition } from './runtime/defineJob.ts';
 export type { JobId } from './runtime/machineTypes.ts';

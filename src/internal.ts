@@ -3,8 +3,9 @@
  * from the runtime, in one place. Not an entry point of the package: applications import `spool`
  * (src/index.ts), store authors `spool/store` (src/store.ts).
  */
-export { createRuntime, Runtime } from './runtime/runtime.ts';
-export type { RuntimeOptions, Job, JobOf, JobDetails, JobDetailsOf, SendResult, SendResultOf, SendOptions, StartOptions, StartManyItem, StartOrSendOptions, StartOrSendResult, RedeliverOptions, ListFilter, RuntimeEvent, LogEntry, MachineEntries } from './runtime/runtime.ts';
+export { createRuntime } from './runtime/createRuntime.ts';
+export { Runtime } from './runtime/runtime.ts';
+export type { RuntimeOptions, Job, JobOf, JobDetails, JobDetailsOf, SendResult, SendResultOf, SendOptions, StartOptions, StartManyItem, StartOrSendOptions, StartOrSendResult, RedeliverOptions, ListFilter, RuntimeEvent, LogEntry, MachineEntries } from './runtime/createRuntime.ts';
 export { redeliveryOf } from './runtime/redelivery.ts';
 /** Typed definitions and activities (checked against the machine at compile time), and the types that flow from machines. */
 export { defineJob, activity, type CheckedDefinition } from './runtime/defineJob.ts';

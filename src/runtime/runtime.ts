@@ -10,7 +10,6 @@ import * as ops from './operations.ts';
 import type { RuntimeStats } from './operations.ts';
 import * as sched from './schedules.ts';
 import { ActivitySlots, BacklogGauge, DEFAULT_MAX_BACKLOG } from './limits.ts';
-import { checkRuntimeOptions } from './options.ts';
 import type { Job, JobDetails, JobDetailsOf, JobOf, ListFilter, LogEntry, MachineEntries, RuntimeEvent, RuntimeOptions, SendOptions, SendResult, SendResultOf, StartManyItem, StartOptions, StartOrSendOptions, StartOrSendResult, StorageFaultEvent } from './api.ts';
 import type { RedeliverOptions } from './redelivery.ts';
 import type { CatalogOf, JobId, MachineCatalog, MachineIds, StartArgs } from './machineTypes.ts';
@@ -35,29 +34,6 @@ import { ActivityExecutor } from './executor.ts';
 import type { RunningActivity, RuntimeParts } from './parts.ts';
 import { JobEntry } from './entry.ts';
 import { RemoteAttempts } from './remote.ts';
-
-export type { RuntimeOptions, LogEntry, Job, JobOf, SendResult, SendResultOf, StartOptions, StartManyItem, SendOptions, StartOrSendOptions, StartOrSendResult, ListFilter, RuntimeEvent, JobDetails, JobDetailsOf, MachineEntries } from './api.ts';
-export type { RedeliverOptions } from './redelivery.ts';
-
-/**
- * Open a runtime: register the machines, recover the store's jobs, and return the API. Given a
- * literal list of definitions (`machines: [jobLifecycle, exportJob]`), the runtime is typed by
- * them: `start` takes their machine ids and inputs, `send` their events, and jobs come back with
- * their contexts (see machineTypes.ts); machines loaded dynamically give the untyped `Runtime`.
- *
- * @example
- * const store = await SqliteStore.open('./spool.db');
- * const runtime = await createRuntime({ store, machines: [jobLifecycle] });
- * const job = await runtime.start('job-lifecycle', { name: 'resize', items: 3 });
- * await runtime.send(job.id, { type: 'START' });
- * await runtime.close();
- */
-export async function createRuntime<const TMachines extends MachineEntries>(options: RuntimeOptions<TMachines>): Promise<Runtime<CatalogOf<TMachines>>> {
-  checkRuntimeOptions(options);
-  const runtime = new Runtime<CatalogOf<TMachines>>(options);
-  if (options.recover ?? true) await runtime.recover();
-  return runtime;
-}
 
 /**
  * The public API of a running Spool. Create it with {@link createRuntime}. `C` is the catalog of
