@@ -94,6 +94,14 @@ function countLines(procs: Proc[], type: string, n: number): Promise<void> {
   });
 }
 
+/** SIGTERM each process in turn; each exits 0. */
+async function stopAll(...procs: Proc[]): Promise<void> {
+  for (const p of procs) {
+    p.child.kill('SIGTERM');
+    expect(await p.exited).toBe(0);
+  }
+}
+
 /** What the server shows of a job: the job, its history, attempts and assets. */
 async function shown(url: string, jobId: string): Promise<Record<string, unknown>> {
   const read = (part: string) => fetch(`${url}/api/jobs/${jobId}${part}`, { headers: { authorization: `Bearer ${TOKEN}` } }).then((r) => r.json() as Promise<unknown>);
@@ -183,12 +191,7 @@ describe('remote workers, as processes', () => {
     const history = (before['history'] as { history: { eventType: string }[] }).history;
     expect(history.filter((h) => h.eventType === 'xstate.done.actor.charge')).toHaveLength(1);
 
-    for (const w of [first, second]) {
-      w.child.kill('SIGTERM');
-      expect(await w.exited).toBe(0);
-    }
-    server.child.kill('SIGTERM');
-    expect(await server.exited).toBe(0);
+    await stopAll(first, second, server);
   }, 180_000);
 
   it('1,000 activities through 4 spool worker processes: each claimed by one worker and applied once', async () => {
@@ -224,12 +227,7 @@ describe('remote workers, as processes', () => {
       expect(d.history.filter((h) => h.eventType === 'xstate.done.actor.0.remote-one.stamping')).toHaveLength(1);
     }
 
-    for (const w of workers) {
-      w.child.kill('SIGTERM');
-      expect(await w.exited).toBe(0);
-    }
-    server.child.kill('SIGTERM');
-    expect(await server.exited).toBe(0);
+    await stopAll(...workers, server);
   }, 180_000);
 
   it('a completion held while spool serve restarts is resent once it is back, and applied once', async () => {

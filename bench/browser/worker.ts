@@ -4,12 +4,12 @@
  * workload as the sequential section (bench/workload.ts), and raw sqlite-wasm doing the same
  * writes in this same Worker; and the reopen of a database holding waiting jobs after a reload.
  */
-import sqlite3InitModule, { type SAHPoolUtil, type Sqlite3Static } from '@sqlite.org/sqlite-wasm';
+import sqlite3InitModule from '@sqlite.org/sqlite-wasm';
 import { setup } from 'xstate';
 import { jobLifecycle } from '../../machines/index.ts';
 import { openSqliteWasmStore } from '../../persistence/drivers/sqlite-wasm/index.ts';
 import { createRuntime } from '../../src/index.ts';
-import { installPool } from '../../persistence/drivers/sqlite-wasm/pool.ts';
+import { opfsOnce } from '../../test/browser/opfs.ts';
 import { serveRpc } from '../../test/browser/rpc.ts';
 import { timedSteps } from '../stats.ts';
 import { JOB_INPUT, MACHINE_ID, persistedSnapshotTemplate, progressEvent } from '../workload.ts';
@@ -24,15 +24,8 @@ interface RunArgs {
 /** A job that waits an hour on a timer: what the reopen finds waiting. */
 const sleeper = setup({}).createMachine({ id: 'sleeper', initial: 'waiting', states: { waiting: { after: { 3_600_000: 'done' } }, done: { type: 'final' } } });
 
-let sqlite3: Sqlite3Static | undefined;
-let pool: SAHPoolUtil | undefined;
-
 /** The module and the pool, made once. */
-async function opfs(): Promise<{ sqlite3: Sqlite3Static; pool: SAHPoolUtil }> {
-  sqlite3 ??= await sqlite3InitModule();
-  pool ??= await installPool(sqlite3, 'spool-bench');
-  return { sqlite3, pool };
-}
+const opfs = opfsOnce('spool-bench');
 
 let runs = 0;
 
@@ -138,9 +131,9 @@ serveRpc({
   /** After a reload: the module, the pool, the store, the runtime (recovery) and its first tick, each timed. */
   reopen: async ({ path }: { path: string }) => {
     const t0 = performance.now();
-    sqlite3 = await sqlite3InitModule();
+    const module = await sqlite3InitModule();
     const t1 = performance.now();
-    const o = await opfs();
+    const o = await opfs(module);
     const t2 = performance.now();
     const store = await openSqliteWasmStore({ sqlite3: o.sqlite3, pool: o.pool, path });
     const t3 = performance.now();

@@ -5,13 +5,12 @@
  * `open`, `start`, `send`, `jobs`, `tick` drive a host-driven runtime on one OPFS database across
  * page reloads, on a clock the test sets.
  */
-import sqlite3InitModule, { type SAHPoolUtil, type Sqlite3Static } from '@sqlite.org/sqlite-wasm';
 import { assign, setup } from 'xstate';
 import { openSqliteWasmStore, type SqliteWasmStore } from '../../persistence/drivers/sqlite-wasm/index.ts';
 import { createRuntime, type Runtime } from '../../src/index.ts';
 import { newJob, storeContract } from '../store.contract.ts';
 import type { SpoolError } from '../../src/base/errors.ts';
-import { installPool } from '../../persistence/drivers/sqlite-wasm/pool.ts';
+import { opfsOnce } from './opfs.ts';
 import { serveRpc } from './rpc.ts';
 import { runCases } from './vitestShim.ts';
 
@@ -29,15 +28,8 @@ export const reminder = setup({
   },
 });
 
-let sqlite3: Sqlite3Static | undefined;
-let pool: SAHPoolUtil | undefined;
-
 /** The module and the pool, made once. */
-async function opfs(): Promise<{ sqlite3: Sqlite3Static; pool: SAHPoolUtil }> {
-  sqlite3 ??= await sqlite3InitModule();
-  pool ??= await installPool(sqlite3, 'spool-test');
-  return { sqlite3, pool };
-}
+const opfs = opfsOnce('spool-test');
 
 let now = 0;
 const clock = { now: () => now };
