@@ -2,11 +2,12 @@
  * A focused run for profiling (not part of `npm run bench`): one queue case, while-draining, on
  * SQLite, or with `--pg` on Postgres (SPOOL_BENCH_PG_URL, else a throwaway server: bench/pgServer.ts).
  * `tsx bench/queueProfile.ts [steps=3] [c=16] [backlog=2000] [NORMAL|FULL] [--sql] [--pg]`; with
- * `--sql` (SQLite), the statements run per job, by SQL text. Profile with `node --import tsx --cpu-prof`.
+ * `--sql`, the statements run per job, by SQL text (Postgres: the round trips). Profile with `node --import tsx --cpu-prof`.
  * `tsx bench/queueProfile.ts starts [jobs=5000] [inFlight=64] [batch=1] [--sql] [--pg]`: the starts
  * case (`runStarts`: `start` when batch is 1, else `startMany`), no worker, NORMAL.
  */
 import Database from 'better-sqlite3';
+import pg from 'pg';
 import { runSpoolQueue, runStarts } from './queueRun.ts';
 import { JOB_SHAPES } from './jobsRun.ts';
 import { benchPostgres } from './pgServer.ts';
@@ -16,15 +17,27 @@ const store = process.argv.includes('--pg') ? 'postgres' : 'sqlite';
 if (store === 'postgres') await benchPostgres(process.env['SPOOL_BENCH_PG_URL']);
 const [steps = '3', c = '16', backlog = '2000', sync = 'NORMAL'] = args;
 const bySql = new Map<string, number>();
-if (process.argv.includes('--sql')) {
+const count = (text: string) => {
+  const key = text.replace(/\s+/g, ' ').slice(0, 110);
+  bySql.set(key, (bySql.get(key) ?? 0) + 1);
+};
+if (process.argv.includes('--sql') && store === 'postgres') {
+  // Every round trip a client makes (a query, or statements sent together as one simple query), by text.
+  const proto = pg.Client.prototype as unknown as { query: (...a: unknown[]) => unknown };
+  const original = proto.query;
+  proto.query = function (this: unknown, ...a: unknown[]) {
+    const q = a[0];
+    count(typeof q === 'string' ? q : String((q as { text?: string; name?: string })?.text ?? (q as { name?: string })?.name ?? '?'));
+    return original.apply(this, a);
+  };
+} else if (process.argv.includes('--sql')) {
   const memory = new Database(':memory:');
   const proto = Object.getPrototypeOf(memory.prepare('SELECT 1')) as Record<string, (...a: unknown[]) => unknown>;
   memory.close();
   for (const name of ['run', 'get', 'all', 'iterate']) {
     const original = proto[name]!;
     proto[name] = function (this: { source: string }, ...a: unknown[]) {
-      const key = this.source.replace(/\s+/g, ' ').slice(0, 110);
-      bySql.set(key, (bySql.get(key) ?? 0) + 1);
+      count(this.source);
       return original.apply(this, a);
     };
   }
@@ -35,5 +48,5 @@ const r =
     ? await runStarts({ store, synchronous: 'NORMAL', shape, jobs: Number(args[1] ?? 5000), inFlight: Number(args[2] ?? 64), batch: Number(args[3] ?? 1) })
     : await runSpoolQueue({ store, synchronous: sync as 'NORMAL', shape, concurrency: Number(c), backlog: Number(backlog), mode: 'while-draining' });
 console.log(JSON.stringify(r));
-if (store === 'postgres') process.exit(0); // the throwaway server stops on exit
 for (const [sql, n] of [...bySql].sort((a, b) => b[1] - a[1])) if (n / r.jobs >= 0.05) console.log((n / r.jobs).toFixed(2), sql);
+if (store === 'postgres') process.exit(0); // the throwaway server stops on exit

@@ -149,12 +149,12 @@ describe('a slot freed by an ending activity', () => {
   it("goes to its job's next activity in the commit that applies the outcome, ahead of older waiting work, without a batch claim", async () => {
     stepGates.clear();
     const { runtime, store } = await openRuntime(res, [twoSteps], { maxConcurrentActivities: 1 });
-    // Batch claims (the pump's store call) counted from here on.
+    // Batch claims (a pump's, or one a batch of outcomes carries for the slots they free) counted from here on.
     let batchClaims = 0;
-    const claimDue = store.claimDueEffects.bind(store);
-    store.claimDueEffects = (claim) => {
-      batchClaims += 1;
-      return claimDue(claim);
+    const writeBatch = store.writeBatch.bind(store);
+    store.writeBatch = (batch) => {
+      batchClaims += batch.dueClaims?.length ?? 0;
+      return writeBatch(batch);
     };
     const order: string[] = [];
     runtime.subscribe((e) => {
@@ -178,10 +178,50 @@ describe('a slot freed by an ending activity', () => {
     stepGate('a:second').resolve();
     stepGate('b:first').resolve();
     await bSecond;
+    // B's first activity was claimed by a batch claim, in the transaction of A's last outcome or after it.
+    expect(batchClaims).toBeGreaterThan(0);
     stepGate('b:second').resolve();
     await runtime.idle();
     expect(order).toEqual(['a:first', 'a:second', 'b:first', 'b:second']);
     expect((await runtime.get('a')).value).toBe('done');
     expect((await runtime.get('b')).value).toBe('done');
+  });
+
+  it("goes, when its job takes it not, to the backlog's oldest activity in the same transaction as the outcome that freed it", async () => {
+    stepGates.clear();
+    const { runtime, store } = await openRuntime(res, [twoSteps], { maxConcurrentActivities: 1 });
+    // Each write batch: the jobs whose outcomes it commits, and the effects its batch claims took.
+    const batches: { outcomes: string[]; claimed: string[] }[] = [];
+    const writeBatch = store.writeBatch.bind(store);
+    store.writeBatch = async (batch) => {
+      const r = await writeBatch(batch);
+      const outcomes = [...(batch.commits ?? []).filter((c) => c.finish).map((c) => c.finish!.id), ...(batch.finishes ?? []).map((f) => f.id)];
+      batches.push({ outcomes, claimed: (r.dueClaims ?? []).flatMap((d) => d.claimed.map((e) => e.id)) });
+      return r;
+    };
+    const commit = store.commit.bind(store);
+    store.commit = async (commits) => {
+      batches.push({ outcomes: commits.filter((c) => c.finish).map((c) => c.finish!.id), claimed: [] });
+      return commit(commits);
+    };
+    const aFirst = started(runtime, 'first');
+    await runtime.start('two-steps', {}, { jobId: 'a' });
+    await aFirst;
+    await runtime.start('two-steps', {}, { jobId: 'b' });
+    const aSecond = nextEvent(runtime, 'activity.started', (e) => e.jobId === 'a' && e.src === 'second');
+    stepGate('a:first').resolve();
+    await aSecond;
+    const bFirst = nextEvent(runtime, 'activity.started', (e) => e.jobId === 'b' && e.src === 'first');
+    stepGate('a:second').resolve();
+    await bFirst;
+    // A's last outcome ended A; B's first activity was claimed in that same transaction.
+    expect(batches).toContainEqual({ outcomes: ['a~second~r2'], claimed: ['b~first~r1'] });
+    expect(await store.getEffect('b~first~r1')).toMatchObject({ status: 'running', attempt: 1 });
+    expect((await runtime.get('a')).status).toBe('done');
+    stepGate('b:first').resolve();
+    stepGate('b:second').resolve();
+    await runtime.idle();
+    expect((await runtime.get('b')).value).toBe('done');
+    expect((await store.listEffects('b')).every((e) => e.attempt === 1)).toBe(true);
   });
 });

@@ -8,7 +8,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { assign, fromPromise, setup } from 'xstate';
 import { CommitOutcomeUnknown, StorageIoError, type JobStore } from '../src/internal.ts';
-import { operationsOf, type DueClaim, type TransitionCommit, type UnresolvedOperation, type WriteBatch } from '../src/ports/store.ts';
+import { operationsOf, type TransitionCommit, type UnresolvedOperation, type WriteBatch } from '../src/ports/store.ts';
 import { CommitBatcher } from '../src/runtime/commits.ts';
 import { VirtualClock } from '../src/testing/index.ts';
 import { Resources } from './helpers/resources.ts';
@@ -62,10 +62,6 @@ function droppingStore(inner: JobStore, mode: Mode, kind: UnresolvedOperation['k
     get(target, prop, receiver) {
       if (prop === 'commit') return (commits: readonly TransitionCommit[]) => write(operationsOf({ commits }), () => target.commit(commits));
       if (prop === 'writeBatch') return (batch: WriteBatch) => write(operationsOf(batch), () => target.writeBatch(batch));
-      // A pump round's claims: one write of their own, dropped as a claim.
-      if (prop === 'claimDueEffects' && kind === 'claim') {
-        return (c: DueClaim) => write([{ kind: 'due-claims', runner: c.runner }], () => target.claimDueEffects(c));
-      }
       const value = Reflect.get(target, prop, receiver) as unknown;
       return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
     },

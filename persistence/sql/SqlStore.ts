@@ -43,7 +43,7 @@ import type {
 } from '../../src/ports/store.ts';
 import { CommitOutcomeUnknown, operationsOf } from '../../src/ports/store.ts';
 import { applyCommit, claimIn, createIn, findEvent, finishIn } from './commit.ts';
-import { andThen, jobsOfCommit, locksOfCreate, type Locks, type SqlDriver, type WriteOptions } from './driver.ts';
+import { andThen, inTurn, jobsOfCommit, locksOfCreate, type Locks, type SqlDriver, type WriteOptions } from './driver.ts';
 import { dueRead } from './dueClaims.ts';
 import { guardEntryPoints } from './faults.ts';
 import { failure, LeaseHeld } from './outcomes.ts';
@@ -78,11 +78,11 @@ export class SqlStore implements JobStore {
   }
 
   async writeBatch(batch: WriteBatch): Promise<WriteBatchResult> {
-    const { creates = [], commits = [], finishes = [], claims = [] } = batch;
-    if (creates.length + finishes.length + claims.length === 0) return { creates: [], commits: await this.commit(commits), finishes: [], claims: [] };
+    const { creates = [], commits = [], finishes = [], claims = [], dueClaims = [] } = batch;
+    if (creates.length + finishes.length + claims.length + dueClaims.length === 0) return { creates: [], commits: await this.commit(commits), finishes: [], claims: [] };
     const options: WriteOptions = { locks: () => batchLocks(batch), ops: () => operationsOf(batch), batch };
     // One new job alone (a lone start): no savepoint, as a failure rolls the whole transaction back.
-    if (creates.length === 1 && commits.length + finishes.length + claims.length === 0) {
+    if (creates.length === 1 && commits.length + finishes.length + claims.length + dueClaims.length === 0) {
       const job = creates[0]!;
       try {
         return { creates: [{ ok: true, result: await this.#d.write((t) => t.run(createIn(job)), options) }], commits: [], finishes: [], claims: [] };
@@ -91,13 +91,22 @@ export class SqlStore implements JobStore {
         return { creates: [{ ok: false, error }], commits: [], finishes: [], claims: [] };
       }
     }
-    // Each write in its own savepoint, in turn: a refused one rolls back alone.
+    // Each write in its own savepoint, in turn: a refused one rolls back alone. The batch claims
+    // last, so that they see the slots and rows the batch's outcomes freed.
     return this.#d.write(
       (t) =>
         andThen(t.each(creates, createIn), (c) =>
           andThen(t.eachCommit(commits, applyCommit), (m) =>
             andThen(t.each(finishes, finishIn), (f) =>
-              andThen(t.each(claims, claimIn, true), (l) => ({ creates: c as WriteBatchResult['creates'], commits: m, finishes: f as WriteBatchResult['finishes'], claims: l })),
+              andThen(t.each(claims, claimIn, true), (l) =>
+                andThen(inTurn(dueClaims, (d) => t.claimDue(d)), (d) => ({
+                  creates: c as WriteBatchResult['creates'],
+                  commits: m,
+                  finishes: f as WriteBatchResult['finishes'],
+                  claims: l,
+                  ...(dueClaims.length > 0 ? { dueClaims: d } : {}),
+                })),
+              ),
             ),
           ),
         ),
@@ -227,7 +236,8 @@ export class SqlStore implements JobStore {
   }
 
   async claimDueEffects(c: DueClaim): Promise<DueClaimResult> {
-    return this.#d.claimDue(c);
+    if (this.#d.claimDue) return this.#d.claimDue(c);
+    return this.#d.write((t) => t.claimDue(c), { ops: () => [{ kind: 'due-claims', runner: c.runner }] });
   }
 
   async renewClaim(id: string, attempt: number, runner: string, claimUntil: number, now: number): Promise<boolean> {

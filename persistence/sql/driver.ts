@@ -29,6 +29,19 @@ export function andThen<T, R>(v: MaybePromise<T>, f: (value: T) => MaybePromise<
   return v instanceof Promise ? v.then(f) : f(v);
 }
 
+/** `f` of each item in turn (each after the last one's promise, when it gives one): a synchronous driver stays synchronous. */
+export function inTurn<I, R>(items: readonly I[], f: (item: I) => MaybePromise<R>): MaybePromise<R[]> {
+  const out: R[] = [];
+  const from = (i: number): MaybePromise<R[]> =>
+    i === items.length
+      ? out
+      : andThen(f(items[i]!), (r) => {
+          out.push(r);
+          return from(i + 1);
+        });
+  return from(0);
+}
+
 /** What a write transaction touches, for a driver that locks those jobs' rows first (Postgres): the jobs, found directly or through their effects, tokens, timers or events. */
 export interface Locks {
   jobs?: readonly string[];
@@ -71,6 +84,8 @@ export interface WriteTx {
   each<I, T>(items: readonly I[], write: (item: I) => Program<T>, leaseHeld?: boolean): MaybePromise<Outcome<T | undefined>[]>;
   /** Each commit likewise, a refused one reported as its CommitResult. */
   eachCommit(commits: readonly TransitionCommit[], write: (c: TransitionCommit) => Program<CommitResult>): MaybePromise<CommitResult[]>;
+  /** A batch claim (`claimDueEffects`) in this transaction, after its other writes. */
+  claimDue(c: DueClaim): MaybePromise<DueClaimResult>;
 }
 
 /** A database driver under the store (persistence/drivers/<name>). */
@@ -98,8 +113,8 @@ export interface SqlDriver {
   snapshot<R>(program: Program<R>): MaybePromise<R>;
   /** A write transaction. */
   write<T>(fn: (t: WriteTx) => MaybePromise<T>, options?: WriteOptions): MaybePromise<T>;
-  /** `claimDueEffects`. */
-  claimDue(c: DueClaim): MaybePromise<DueClaimResult>;
+  /** `claimDueEffects` on its own, for a driver that does it without a transaction (Postgres: one statement); absent: `write` with WriteTx.claimDue. */
+  claimDue?(c: DueClaim): MaybePromise<DueClaimResult>;
   /** `historySince`. */
   historySince(after: number, limit: number, scan: number, filter: HistoryFeedFilter): MaybePromise<FeedPage>;
   /** `externalChanges`. */

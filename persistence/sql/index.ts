@@ -24,4 +24,4 @@ export { CHECK } from './faults.ts';
 // What a synchronous SQLite driver shares with better-sqlite3's and sqlite-wasm's (node:sqlite, bun:sqlite…).
 export { isSqliteFault, outcomeUnknownAtCommit, sqliteCode, sqliteStorageFault, type FaultContext } from './sqliteFaults.ts';
 export { migrate as migrateSqlite, refuseForeignDatabase, refuseNewerSchema, type SqliteConnection } from './sqliteOpen.ts';
-export { batchTxs, runBatch, claimDueIn, feedPage, SQLITE_FEED_SQL } from './syncDriver.ts';
+export { batchTxs, runBatch, feedPage, SQLITE_FEED_SQL } from './syncDriver.ts';

@@ -27,9 +27,12 @@ export function unisolated<T>(program: Program<T>, s: Record<StatementName, Sync
   }
 }
 
+/** A synchronous driver's batch-claim pick for a limit (`dueClaimPickSql`, prepared once per limit). */
+export type PickFor = (limit: number) => SyncStatement;
+
 /** A write transaction whose batch writes each run by `one`; `fatal`: an error that fails the whole call. */
-export function batchTx(s: Record<StatementName, SyncStatement>, one: <T>(program: Program<T>) => T, fatal: (error: unknown) => boolean): WriteTx {
-  return {
+export function batchTx(s: Record<StatementName, SyncStatement>, one: <T>(program: Program<T>) => T, fatal: (error: unknown) => boolean, pick: PickFor): WriteTx {
+  const t: WriteTx = {
     run: (program) => runSync(program, s),
     each: (items, write, leaseHeld) => items.map((item) => outcomeOf(() => (leaseHeld ? unlessLeaseHeld(() => one(write(item))) : one(write(item))), fatal)),
     eachCommit: (commits, write) =>
@@ -40,14 +43,16 @@ export function batchTx(s: Record<StatementName, SyncStatement>, one: <T>(progra
           return failure(error, fatal);
         }
       }),
+    claimDue: (c) => claimDueIn(t, c, pick(c.limit), s.getEffect),
   };
+  return t;
 }
 
 /** The first run of a batch (no savepoints) and its run again (a savepoint per write): see {@link runBatch}. */
-export function batchTxs(s: Record<StatementName, SyncStatement>, savepoint: <T>(fn: () => T) => T): { first: WriteTx; isolated: WriteTx } {
+export function batchTxs(s: Record<StatementName, SyncStatement>, savepoint: <T>(fn: () => T) => T, pick: PickFor): { first: WriteTx; isolated: WriteTx } {
   return {
-    first: batchTx(s, (program) => unisolated(program, s), (error) => error instanceof RunIsolated || isSqliteFault(error)),
-    isolated: batchTx(s, (program) => savepoint(() => runSync(program, s)), isSqliteFault),
+    first: batchTx(s, (program) => unisolated(program, s), (error) => error instanceof RunIsolated || isSqliteFault(error), pick),
+    isolated: batchTx(s, (program) => savepoint(() => runSync(program, s)), isSqliteFault, pick),
   };
 }
 
@@ -71,7 +76,7 @@ export function runBatch<T>(txs: { first: WriteTx; isolated: WriteTx }, once: (t
  * what nobody else changes before its claims, no rows to skip), read the held ones' effects, and
  * claim each from the job, status and attempt its pick read (a batch write).
  */
-export function claimDueIn(t: WriteTx, c: DueClaim, pick: SyncStatement, getEffect: SyncStatement): DueClaimResult {
+function claimDueIn(t: WriteTx, c: DueClaim, pick: SyncStatement, getEffect: SyncStatement): DueClaimResult {
   const rows = pick.all(dueClaimParams(c)) as Row[];
   const held: EffectRecord[] = [];
   for (const row of rows) {

@@ -3,7 +3,7 @@
  * whose outcome is unknown left to resolve.
  */
 import { SpoolError } from '../base/errors.ts';
-import type { AttemptFinish, ClaimedEffect, EffectClaim, FinishStatus, NewEffect, NewTimer } from './effects.ts';
+import type { AttemptFinish, ClaimedEffect, DueClaim, DueClaimResult, EffectClaim, FinishStatus, NewEffect, NewTimer } from './effects.ts';
 import type { CreateOutcome, ErrorInfo, EventStatus, JobStatus, JsonValue, LeaseClaim, NewInboxEvent, Outcome, TransitionDraft } from './jobs.ts';
 
 /** What `createJob` writes: the job at revision 1 and its first history record. */
@@ -187,19 +187,26 @@ export function operationsOf(batch: WriteBatch): UnresolvedOperation[] {
     })),
     ...(batch.finishes ?? []).map((f) => ({ kind: 'finish' as const, effectId: f.id, attempt: f.attempt })),
     ...(batch.claims ?? []).map((c) => ({ kind: 'claim' as const, effectId: c.id })),
+    ...(batch.dueClaims ?? []).map((c) => ({ kind: 'due-claims' as const, runner: c.runner })),
   ];
 }
 
 /**
  * A group-commit batch: writes of many jobs that share one transaction and one disk sync. Each
  * is checked and fails on its own; the order within the transaction is creates, commits,
- * finishes, claims.
+ * finishes, claims, due claims.
  */
 export interface WriteBatch {
   creates?: readonly NewJob[];
   commits?: readonly TransitionCommit[];
   finishes?: readonly AttemptFinish[];
   claims?: readonly EffectClaim[];
+  /**
+   * Batch claims (`claimDueEffects`), last: a slot an attempt's outcome frees in this batch is
+   * refilled from the backlog in the same transaction (the next job's first activity claimed in
+   * the commit that ended the last one). A storage fault fails the batch, as for every write.
+   */
+  dueClaims?: readonly DueClaim[];
 }
 
 /** The results of a {@link WriteBatch}, in the order of its lists. */
@@ -208,4 +215,6 @@ export interface WriteBatchResult {
   commits: CommitResult[];
   finishes: Outcome<FinishStatus>[];
   claims: Outcome<ClaimedEffect | undefined>[];
+  /** One per `dueClaims` (absent: the batch had none). */
+  dueClaims?: DueClaimResult[];
 }

@@ -11,12 +11,15 @@ import {
   type ClaimedEffect,
   type CommitResult,
   type CreateJobResult,
+  type DueClaim,
+  type DueClaimResult,
   type EffectClaim,
   type FinishStatus,
   type JobStore,
   type NewJob,
   type Outcome,
   type TransitionCommit,
+  type WriteBatchResult,
 } from '../ports/store.ts';
 import { RevisionConflictError } from '../base/errors.ts';
 import { afterIo } from '../base/node.ts';
@@ -101,6 +104,18 @@ export class CommitBatcher {
     return new Promise<ClaimedEffect | undefined>((resolve, reject) => this.enqueue({ claim, resolve, reject }, false));
   }
 
+  /** A batch claim of due activities (`claimDueEffects`), group-committed after the batch's other writes. */
+  submitDueClaim(claim: DueClaim): Promise<DueClaimResult> {
+    return new Promise<DueClaimResult>((resolve, reject) => this.enqueue({ dueClaim: claim, resolve, reject }, false));
+  }
+
+  /**
+   * What every batch asks for as it is written: a batch claim to add to it (the executor's, for
+   * the slots that outcomes of the batch free: `ActivityExecutor.refill`), so that they are
+   * refilled from the backlog in the same transaction.
+   */
+  topUp: (() => ({ dueClaim: DueClaim } & Waiting<DueClaimResult>) | undefined) | undefined;
+
   /**
    * `eager`: flush as soon as every counted operation has submitted. Outcomes and claims are not
    * counted operations (they arrive together without knowing of each other), so they wait for the
@@ -137,11 +152,14 @@ export class CommitBatcher {
   }
 
   #write(batch: QueuedWrite[]): void {
+    const top = this.topUp?.();
+    if (top) batch.push(top);
     const creates = batch.filter((b) => 'create' in b);
     const commits = batch.filter((b) => 'commit' in b);
     const finishes = batch.filter((b) => 'finish' in b);
     const claims = batch.filter((b) => 'claim' in b);
-    const written =
+    const dueClaims = batch.filter((b) => 'dueClaim' in b);
+    const written: Promise<WriteBatchResult> =
       commits.length === batch.length
         ? this.#store.commit(commits.map((b) => b.commit)).then((results) => ({ creates: [], commits: results, finishes: [], claims: [] }))
         : this.#store.writeBatch({
@@ -149,6 +167,7 @@ export class CommitBatcher {
             commits: commits.map((b) => b.commit),
             finishes: finishes.map((b) => b.finish),
             claims: claims.map((b) => b.claim),
+            ...(dueClaims.length > 0 ? { dueClaims: dueClaims.map((b) => b.dueClaim) } : {}),
           });
     this.#inFlight += 1;
     written.finally(() => this.#landed()).catch(() => {});
@@ -164,9 +183,14 @@ export class CommitBatcher {
         });
         settle(finishes, results.finishes);
         settle(claims, results.claims);
+        dueClaims.forEach((b, i) => {
+          const result = results.dueClaims?.[i];
+          if (result) b.resolve(result);
+          else b.reject(new RevisionConflictError('The store returned no result for a batch claim.'));
+        });
       },
       (error: unknown) => {
-        if (error instanceof CommitOutcomeUnknown) void this.#resolveUnknown([...creates, ...commits, ...finishes, ...claims], error);
+        if (error instanceof CommitOutcomeUnknown) void this.#resolveUnknown([...creates, ...commits, ...finishes, ...claims, ...dueClaims], error);
         else batch.forEach((b) => b.reject(error));
       },
     );

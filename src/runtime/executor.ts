@@ -6,7 +6,7 @@
  * works on any more.
  */
 import type { Clock } from '../ports/clock.ts';
-import type { AttemptFinish, ClaimedEffect, DueClaimResult, EffectClaim, EffectRecord, EffectStart, FinishStatus, JobRecord, JobStore, NewEffect, NewInboxEvent } from '../ports/store.ts';
+import type { AttemptFinish, ClaimedEffect, DueClaim, DueClaimResult, EffectClaim, EffectRecord, EffectStart, FinishStatus, JobRecord, JobStore, NewEffect, NewInboxEvent } from '../ports/store.ts';
 import { CommitOutcomeUnknown } from '../ports/store.ts';
 import { toErrorInfo } from '../base/errors.ts';
 import { unref } from '../base/node.ts';
@@ -23,6 +23,7 @@ import { TERMINAL } from './jobView.ts';
 import type { WriteLease } from './reports.ts';
 import type { RunningActivity, RuntimeParts } from './parts.ts';
 import { tokenFor } from './tokens.ts';
+import type { Waiting } from './outcomeUnknown.ts';
 
 /** An attempt's outcome recorded in the commit that applies its event; `recorded` runs once that commit is durable. */
 export interface OutcomeInCommit {
@@ -95,6 +96,8 @@ export class ActivityExecutor {
   readonly #assertOpen: () => void;
   /** Slots taken for first attempts that a commit in flight claims (`claimsFor`), not yet in `#running`. */
   #reserved = 0;
+  /** Slots of ended attempts, reserved (in #reserved) for the batch claim the next group-commit batch carries (`refill`, `#topUp`). */
+  #refills = 0;
   /** Renews the claims of running attempts (`#renewRunningClaims`). */
   #claimTimer: ReturnType<typeof setInterval> | undefined;
   /** Attempts a durable commit claimed, by effect id, for the commit's after-steps to start (`startClaimed`). */
@@ -130,6 +133,7 @@ export class ActivityExecutor {
     this.#withLock = (jobId, work) => deps.locks.run(jobId, work);
     this.#submitFinish = (finish) => deps.commits.submitFinish(finish);
     this.#submitClaim = (claim) => deps.commits.submitClaim(claim);
+    deps.commits.topUp = () => this.#topUp();
     this.#leaseLost = (jobId, fence) => deps.leaseKeeper.lost(jobId, fence);
     this.#progress = deps.progress;
     this.#attach = deps.attach;
@@ -198,28 +202,31 @@ export class ActivityExecutor {
   }
 
   /**
-   * Claim due attempts for the `free` slots in one store call (`claimDueEffects`) and run them;
-   * then the due effects of jobs whose lease this runtime holds, each claimed with its fence.
+   * Claim due attempts for the `free` slots in one batch claim (`claimDueEffects`, group-committed)
+   * and run them; then the due effects of jobs whose lease this runtime holds, each claimed with its fence.
    */
   async #claimDue(free: number): Promise<number> {
-    const now = this.clock.now();
     // The slots are held while the claim is in flight: a commit meanwhile claims none of them.
     this.#reserved += free;
+    return this.#claimed(free, this.#deps.commits.submitDueClaim(this.#dueClaim(free)));
+  }
+
+  /** A batch claim of at most `limit` attempts for this runner, now. */
+  #dueClaim(limit: number): DueClaim {
+    const now = this.clock.now();
+    return { runner: this.runnerId, now, claimUntil: this.#deps.leaseKeeper.until(now), limit, machines: this.registry.keys(), budgets: this.#slots.remaining() };
+  }
+
+  /** A batch claim for `free` reserved slots settles: the slots are given back, what it claimed runs, what it left is noted. How many attempts started. */
+  async #claimed(free: number, claim: Promise<DueClaimResult>): Promise<number> {
     let due: DueClaimResult;
     try {
-      due = await this.store.claimDueEffects({
-        runner: this.runnerId,
-        now,
-        claimUntil: this.#deps.leaseKeeper.until(now),
-        limit: free,
-        machines: this.registry.keys(),
-        budgets: this.#slots.remaining(),
-      });
+      due = await claim;
     } catch (error) {
+      this.#unclaimed = true; // nothing claimed: the next freed slot, or the poll, looks again
       if (!(error instanceof CommitOutcomeUnknown)) throw error;
       // Taken as nothing claimed: an attempt that landed expires at its claimUntil and is taken over.
       this.#logEntry('warn', 'a batch claim of due activities may or may not have landed', { error: toErrorInfo(error) });
-      this.#unclaimed = true;
       return 0;
     } finally {
       this.#reserved -= free;
@@ -237,6 +244,40 @@ export class ActivityExecutor {
       else this.#unclaimed = true;
     }
     return started;
+  }
+
+  /**
+   * An attempt's outcome is about to be submitted (in a commit that applies it, or on its own)
+   * and does not hand the attempt's slot to the job's next activity. When due work waits here
+   * unclaimed, the slot stays reserved for the batch claim that the outcome's group-commit batch
+   * carries ({@link #topUp}): the next job's first activity is claimed in the transaction that
+   * ended the last one, not by a claim of its own after it. Else the slot stays held until the
+   * outcome is recorded, and the pump after it looks.
+   */
+  refill(slot: SlotHandoff): void {
+    if (!slot.held || !this.#unclaimed || this.#closing) return;
+    slot.held = false; // counted in #reserved still: the top-up claim's now
+    this.#refills += 1;
+  }
+
+  /** The batcher's top-up (CommitBatcher.topUp): one batch claim, in the batch being written, for the slots `refill` kept. */
+  #topUp(): ({ dueClaim: DueClaim } & Waiting<DueClaimResult>) | undefined {
+    const free = this.#refills;
+    if (free === 0) return undefined;
+    this.#refills = 0;
+    if (this.#closing) {
+      this.#reserved -= free;
+      return undefined;
+    }
+    let waiting!: Waiting<DueClaimResult>;
+    const result = new Promise<DueClaimResult>((resolve, reject) => (waiting = { resolve, reject }));
+    this.#track(
+      this.#claimed(free, result).then(() => {
+        // More was due than the slots it had, and slots are free: a pump goes on (a running one sees the flag).
+        if (this.#pumpAgain && !this.#pumping) this.#track(this.pump());
+      }),
+    );
+    return { dueClaim: this.#dueClaim(free), ...waiting };
   }
 
   /**
@@ -598,8 +639,10 @@ export class ActivityExecutor {
       this.#logEntry(result === 'succeeded' ? 'info' : 'warn', `activity ${result}`, { jobId: effect.jobId, effectId: effect.id, attempt, ...(errorInfo ? { error: errorInfo } : {}) });
     };
     const finish = { id: effect.id, attempt, result: decided.result, at: now, lease: this.#attemptLease(effect.jobId) };
-    if (decided.result.event === null) status = await this.#submitFinish(finish);
-    else status = await this.#finishApplying({ ...finish, result: { ...decided.result, event: decided.result.event } }, effect.jobId, () => tell(decided.reported), slot);
+    if (decided.result.event === null) {
+      this.refill(slot);
+      status = await this.#submitFinish(finish);
+    } else status = await this.#finishApplying({ ...finish, result: { ...decided.result, event: decided.result.event } }, effect.jobId, () => tell(decided.reported), slot);
     const retryAt = decided.retryAt;
     this.#attempting.delete(effect.id); // recorded: a commit of the job may release its lease now
     if (slot.held) {

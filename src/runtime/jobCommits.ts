@@ -54,7 +54,7 @@ export type SnapshotCache = Map<string, { record: JobRecord; def: RegisteredMach
 /** What the commit path is built with besides the shared parts. */
 export interface JobCommitsDeps extends RuntimeParts {
   /** The activity executor: the claims a commit carries, the attempts it starts. */
-  activities: Pick<ActivityExecutor, 'claimsFor' | 'claimsCommitted' | 'startClaimed' | 'pump' | 'runsAny'>;
+  activities: Pick<ActivityExecutor, 'claimsFor' | 'claimsCommitted' | 'startClaimed' | 'pump' | 'runsAny' | 'refill'>;
   /** A job as the caller sees it (the runtime's `get`). */
   get: (jobId: string) => Promise<Job>;
   snapshots: SnapshotCache;
@@ -441,6 +441,8 @@ export class JobCommits {
     };
     const claims = plan && commit.lease?.until != null ? this.#activities.claimsFor(plan.effects.create, now, outcome?.slot) : [];
     if (claims.length > 0) commit.claims = claims;
+    // A slot the outcome frees and the job does not take: a batch claim of the backlog joins this commit's transaction.
+    if (outcome?.slot) this.#activities.refill(outcome.slot);
     let result: CommitResult | undefined;
     try {
       result = await this.#submit(commit);

@@ -7,10 +7,10 @@
  *   stops a second apply);
  * - a new job: landed if `getJob` finds it created at the same time; absent → written again;
  * - an attempt's outcome: landed if `getEffect` is at that attempt and no longer running;
- * - an activity claim: taken as not claimed (a claim that landed expires at its `claimUntil`).
+ * - an activity claim, or a batch claim: taken as not claimed (a claim that landed expires at its `claimUntil`).
  * A read-back that itself meets a retryable fault backs off (bounded) and reads again.
  */
-import { operationsOf, type AttemptFinish, type ClaimedEffect, type CommitResult, type CreateJobResult, type EffectClaim, type FinishStatus, type JobStore, type NewJob, type TransitionCommit } from '../ports/store.ts';
+import { operationsOf, type AttemptFinish, type ClaimedEffect, type CommitResult, type CreateJobResult, type DueClaim, type DueClaimResult, type EffectClaim, type FinishStatus, type JobStore, type NewJob, type TransitionCommit } from '../ports/store.ts';
 import { backoffMs, isRetryableFault, pause } from './backoff.ts';
 
 
@@ -25,7 +25,8 @@ export type QueuedWrite =
   | ({ commit: TransitionCommit } & Waiting<CommitResult>)
   | ({ create: NewJob } & Waiting<CreateJobResult>)
   | ({ finish: AttemptFinish } & Waiting<FinishStatus>)
-  | ({ claim: EffectClaim } & Waiting<ClaimedEffect | undefined>);
+  | ({ claim: EffectClaim } & Waiting<ClaimedEffect | undefined>)
+  | ({ dueClaim: DueClaim } & Waiting<DueClaimResult>);
 
 /** How patiently a read-back retries a retryable fault. */
 export interface ReadBackOptions {
@@ -75,5 +76,7 @@ async function readOnce(store: JobStore, write: QueuedWrite): Promise<ReadBackVe
     if (!effect || effect.attempt !== write.finish.attempt || effect.status === 'running') return 'again';
     return { settle: () => write.resolve('current') };
   }
+  // Nothing claimed, and more may be due: the runner looks again.
+  if ('dueClaim' in write) return { settle: () => write.resolve({ claimed: [], held: [], more: true, limited: false }) };
   return { settle: () => write.resolve(undefined) };
 }

@@ -8,13 +8,13 @@ import { statSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import { DatabaseDamagedError } from '../../../src/base/errors.ts';
 import { CHECK } from '../../sql/faults.ts';
-import type { DueClaim, DueClaimResult, FeedPage, HistoryFeedFilter } from '../../../src/ports/store.ts';
+import type { FeedPage, HistoryFeedFilter } from '../../../src/ports/store.ts';
 import { commitOutcomeUnknown } from '../../sql/commit.ts';
 import type { SqlDriver, WriteOptions, WriteTx } from '../../sql/driver.ts';
 import { SQLITE } from '../../sql/predicates.ts';
 import { runSync, type Program } from '../../sql/program.ts';
 import type { Row } from '../../sql/records.ts';
-import { batchTxs, claimDueIn, runBatch } from '../../sql/syncDriver.ts';
+import { batchTxs, runBatch } from '../../sql/syncDriver.ts';
 import { dueClaimPickSql, type StatementName } from '../../sql/statements.ts';
 import { feedPage, prepareFeed } from './feed.ts';
 import { prepare, rawRows, type RawRows } from './prepared.ts';
@@ -75,7 +75,12 @@ export class SqliteDriver implements SqlDriver {
     this.#jobById = rawRows(db.prepare('SELECT * FROM jobs WHERE id = ?'));
     this.#tx = db.transaction((fn: () => unknown) => fn());
     this.#savepoint = db.transaction((fn: () => unknown) => fn());
-    this.#txs = batchTxs(s, <T>(fn: () => T) => this.#savepoint(fn) as T);
+    const pick = (limit: number) => {
+      let stmt = this.#claimPicks.get(limit);
+      if (!stmt) this.#claimPicks.set(limit, (stmt = db.prepare(dueClaimPickSql(SQLITE, limit))));
+      return stmt;
+    };
+    this.#txs = batchTxs(s, <T>(fn: () => T) => this.#savepoint(fn) as T, pick);
   }
 
   fault(error: unknown, call: string): unknown {
@@ -146,17 +151,6 @@ export class SqliteDriver implements SqlDriver {
       if (ran && outcomeUnknownAtCommit(error)) throw commitOutcomeUnknown(this.description, error, ops());
       throw error;
     }
-  }
-
-  claimDue(c: DueClaim): DueClaimResult {
-    return this.write(
-      (t) => {
-        let pick = this.#claimPicks.get(c.limit);
-        if (!pick) this.#claimPicks.set(c.limit, (pick = this.#db.prepare(dueClaimPickSql(SQLITE, c.limit))));
-        return claimDueIn(t, c, pick, this.#s.getEffect);
-      },
-      { ops: () => [{ kind: 'due-claims', runner: c.runner }] },
-    );
   }
 
   historySince(after: number, limit: number, scan: number, filter: HistoryFeedFilter): FeedPage {

@@ -11,7 +11,10 @@
  * one as interrupted), read off the effect rows as they were before the claim: every part of the
  * statement sees its snapshot.
  */
+import type { DueClaim, DueClaimed, DueClaimResult, EffectRecord } from '../../../src/ports/store.ts';
+import { dueClaimCounts, dueClaimParams } from '../../sql/dueClaims.ts';
 import type { SqlDialect } from '../../sql/predicates.ts';
+import { toEffectRecord, type Row } from '../../sql/records.ts';
 import { ARCHIVED, CLAIM_SET, dueClaimParts, LEASE_SET } from '../../sql/statements.ts';
 import { toPostgres, type PgStatement } from './sql.ts';
 
@@ -44,4 +47,21 @@ export function claimDueStatement(d: SqlDialect): PgStatement {
   let stmt = made.get(d);
   if (!stmt) made.set(d, (stmt = toPostgres(claimDueSql(d), 'claimDue')));
   return stmt;
+}
+
+/** The statement's arguments for claim `c`: a lease taken afresh (free or expired), so LEASE_SET's other parameters name no fence, no take-over, no force. */
+export function claimDueArgs(c: DueClaim): unknown[] {
+  return [{ ...dueClaimParams(c), held: null, any_fence: 0, take_over: null, force: 0 }];
+}
+
+/** The statement's rows as the claim's result. */
+export function dueClaimResult(rows: readonly Row[]): DueClaimResult {
+  const claimed: DueClaimed[] = [];
+  const held: EffectRecord[] = [];
+  for (const row of rows) {
+    if (row['kind'] === 'claim') {
+      claimed.push({ ...toEffectRecord(row), leaseFence: row['lease_fence'] as number, machineId: row['machine_id'] as string, machineVersion: row['machine_version'] as string });
+    } else if (row['kind'] === 'held') held.push(toEffectRecord(row));
+  }
+  return { claimed, held, ...dueClaimCounts(rows[0], claimed.length) };
 }

@@ -6,16 +6,15 @@
  */
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import type { DueClaim, DueClaimed, DueClaimResult, EffectRecord, FeedPage, HistoryFeedFilter, UnresolvedOperation } from '../../../src/ports/store.ts';
+import type { DueClaim, DueClaimResult, FeedPage, HistoryFeedFilter, UnresolvedOperation } from '../../../src/ports/store.ts';
 import { commitOutcomeUnknown } from '../../sql/commit.ts';
 import type { Locks, SqlDriver, WriteOptions, WriteTx } from '../../sql/driver.ts';
-import { dueClaimCounts, dueClaimParams } from '../../sql/dueClaims.ts';
 import type { SqlDialect } from '../../sql/predicates.ts';
 import { runAsync, type Program } from '../../sql/program.ts';
-import { toEffectRecord, type Row } from '../../sql/records.ts';
+import type { Row } from '../../sql/records.ts';
 import type { StatementName } from '../../sql/statements.ts';
 import { ChangeListener, notifySql, Notifier, wakesOthers } from './changes.ts';
-import { claimDueStatement } from './claimDue.ts';
+import { claimDueArgs, claimDueStatement, dueClaimResult } from './claimDue.ts';
 import { DeferredWrites } from './deferred.ts';
 import { readFeedPage } from './feed.ts';
 import { isConnectionLost, isPgFault, isRetryable, pgFault, sqlState } from './faults.ts';
@@ -95,28 +94,18 @@ export class PgDriver implements SqlDriver {
   write<T>(fn: (t: WriteTx) => T | Promise<T>, options: WriteOptions = {}): Promise<T> {
     const locks = typeof options.locks === 'function' ? options.locks() : (options.locks ?? {});
     const notify = options.quiet ? 'changed' : options.batch && !wakesOthers(options.batch) ? 'changed' : 'wake';
-    return this.#transaction('BEGIN', locks, async (t) => fn(writeTx(t)), notify, options.ops);
+    return this.#transaction('BEGIN', locks, async (t) => fn(writeTx(t, this.#claimDue)), notify, options.ops);
   }
 
   /** One statement (claimDue.ts), on its own: atomic without a transaction around it. */
   async claimDue(c: DueClaim): Promise<DueClaimResult> {
-    // A lease taken afresh (free or expired): LEASE_SET's other parameters name no fence, no take-over, no force.
-    let rows: Row[];
     try {
-      rows = (await this.#query(this.#claimDue, [{ ...dueClaimParams(c), held: null, any_fence: 0, take_over: null, force: 0 }])).rows;
+      return dueClaimResult((await this.#query(this.#claimDue, claimDueArgs(c))).rows);
     } catch (error) {
       // The statement commits itself: a connection lost on the way leaves it unknown.
       if (isConnectionLost(error)) throw commitOutcomeUnknown(this.description, error, [{ kind: 'due-claims', runner: c.runner }]);
       throw error;
     }
-    const claimed: DueClaimed[] = [];
-    const held: EffectRecord[] = [];
-    for (const row of rows) {
-      if (row['kind'] === 'claim') {
-        claimed.push({ ...toEffectRecord(row), leaseFence: row['lease_fence'] as number, machineId: row['machine_id'] as string, machineVersion: row['machine_version'] as string });
-      } else if (row['kind'] === 'held') held.push(toEffectRecord(row));
-    }
-    return { claimed, held, ...dueClaimCounts(rows[0], claimed.length) };
   }
 
   /** Every job's history in the order the feed gives it (feed.ts: positions numbered by the reader, never out of commit order). */
@@ -170,6 +159,10 @@ export class PgDriver implements SqlDriver {
             return result;
           },
           sql: (text) => void queued.push(text),
+          query: async (stmt, args) => {
+            await flush();
+            return (await client.query<Row>(prepared(stmt, bind(stmt, args)))).rows;
+          },
           runs,
           isolated,
           keyRetried,
@@ -205,7 +198,7 @@ export class PgDriver implements SqlDriver {
 }
 
 /** The store's write transaction (persistence/sql/driver.ts) over one run of {@link PgDriver}'s. */
-function writeTx(t: Tx): WriteTx {
+function writeTx(t: Tx, claimDue: PgStatement): WriteTx {
   return {
     run: (program) => t.run(program),
     each: (items, write, leaseHeld) =>
@@ -214,5 +207,6 @@ function writeTx(t: Tx): WriteTx {
         return leaseHeld ? unlessLeaseHeld(written) : written;
       }),
     eachCommit: (commits, write) => eachCommit(commits, (c) => savepoint(t, () => t.run(write(c)))),
+    claimDue: async (c) => dueClaimResult(await t.query(claimDue, claimDueArgs(c))),
   };
 }

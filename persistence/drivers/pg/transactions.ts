@@ -9,6 +9,8 @@ import type { Locks } from '../../sql/driver.ts';
 import { CommitOutcomeUnknown } from '../../../src/ports/store.ts';
 import { failure, LeaseHeld } from '../../sql/outcomes.ts';
 import type { Program } from '../../sql/program.ts';
+import type { Row } from '../../sql/records.ts';
+import type { PgStatement } from './sql.ts';
 import { isConnectionLost, isPgFault, sqlState } from './faults.ts';
 
 /**
@@ -39,6 +41,8 @@ export const MAX_RUNS = 8;
 export interface Tx {
   run<R>(program: Program<R>): Promise<R>;
   sql(text: string): void;
+  /** One statement given as it is prepared (a driver's own: the batch claim), after the queued ones: its rows. */
+  query(stmt: PgStatement, args: readonly unknown[]): Promise<Row[]>;
   /** Which run of the transaction this is (1: the first; a {@link RunAgain} makes another). */
   runs: number;
   /**

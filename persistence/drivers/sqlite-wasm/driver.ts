@@ -8,7 +8,7 @@
  */
 import type { Database, SAHPoolUtil, Sqlite3Static } from '@sqlite.org/sqlite-wasm';
 import { StorageAccessError } from '../../../src/base/errors.ts';
-import type { DueClaim, DueClaimResult, FeedPage, HistoryFeedFilter } from '../../../src/ports/store.ts';
+import type { FeedPage, HistoryFeedFilter } from '../../../src/ports/store.ts';
 import { commitOutcomeUnknown } from '../../sql/commit.ts';
 import type { SqlDriver, WriteOptions, WriteTx } from '../../sql/driver.ts';
 import { SQLITE } from '../../sql/predicates.ts';
@@ -17,7 +17,7 @@ import type { Row } from '../../sql/records.ts';
 import { isSqliteFault, outcomeUnknownAtCommit, sqliteStorageFault } from '../../sql/sqliteFaults.ts';
 import type { SqliteConnection } from '../../sql/sqliteOpen.ts';
 import { dueClaimPickSql, statementsSql, type StatementName } from '../../sql/statements.ts';
-import { batchTxs, claimDueIn, feedPage, runBatch, SQLITE_FEED_SQL } from '../../sql/syncDriver.ts';
+import { batchTxs, feedPage, runBatch, SQLITE_FEED_SQL } from '../../sql/syncDriver.ts';
 import { asSqliteError, WasmStatement } from './statements.ts';
 
 /**
@@ -131,7 +131,7 @@ export class SqliteWasmDriver implements SqlDriver {
     const s = {} as Record<StatementName, WasmStatement>;
     for (const name of Object.keys(sql) as StatementName[]) s[name] = connection.statement(sql[name], RAW.includes(name));
     this.#s = s;
-    this.#txs = batchTxs(s, (fn) => connection.savepoint(fn));
+    this.#txs = batchTxs(s, (fn) => connection.savepoint(fn), (limit) => connection.statement(dueClaimPickSql(SQLITE, limit)));
   }
 
   fault(error: unknown, call: string): unknown {
@@ -184,12 +184,6 @@ export class SqliteWasmDriver implements SqlDriver {
         if (ops && ran && outcomeUnknownAtCommit(error)) throw commitOutcomeUnknown(this.description, error, ops());
         throw error;
       }
-    });
-  }
-
-  claimDue(c: DueClaim): DueClaimResult {
-    return this.write((t) => claimDueIn(t, c, this.#c.statement(dueClaimPickSql(SQLITE, c.limit)), this.#s.getEffect), {
-      ops: () => [{ kind: 'due-claims', runner: c.runner }],
     });
   }
 
