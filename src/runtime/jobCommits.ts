@@ -386,8 +386,9 @@ export class JobCommits {
       runner: this.runnerId,
     });
     crashPoint('before-commit');
-    const prepared = loaded.unread ? { ...s.commit, unread: { createdAt: record.createdAt } } : s.commit;
-    const result = await this.#commitOne(record, def, s.next, prepared, s.plan, 'accept' in source ? source.outcome : undefined);
+    // The step's commit is this call's own: completed in place, not copied.
+    if (loaded.unread) (s.commit as TransitionCommit).unread = { createdAt: record.createdAt };
+    const result = await this.#commitOne(record, def, s.next, s.commit, s.plan, 'accept' in source ? source.outcome : undefined);
     if (typeof result !== 'object') return result;
     crashPoint('after-commit');
     const eventId = s.commit.transition.eventId;
@@ -424,7 +425,11 @@ export class JobCommits {
     return stopChildJob(this.#deps, jobId);
   }
 
-  /** Submit a step's commit under this runner's lease (and, for an outcome applied with its event, the attempt's finish), and keep what it produced. */
+  /**
+   * Submit a step's commit under this runner's lease (and, for an outcome applied with its event,
+   * the attempt's finish), and keep what it produced. `prepared` is the caller's own (a step's,
+   * made for this call): its lease, finish and claims are added to it in place.
+   */
   async #commitOne(
     record: JobRecord,
     def: RegisteredMachine,
@@ -434,11 +439,9 @@ export class JobCommits {
     outcome?: OutcomeInCommit,
   ): Promise<{ record: JobRecord } | 'conflict' | 'duplicate' | 'leased' | 'refused' | 'outcome-not-current'> {
     const now = prepared.job.at;
-    const commit: TransitionCommit = {
-      ...prepared,
-      lease: this.#leaseFor(record.id, next.status === 'active' && this.#holdsWork(record.id, plan, outcome?.finish.id), now),
-      ...(outcome ? { finish: outcome.finish } : {}),
-    };
+    const commit = prepared as TransitionCommit;
+    commit.lease = this.#leaseFor(record.id, next.status === 'active' && this.#holdsWork(record.id, plan, outcome?.finish.id), now);
+    if (outcome) commit.finish = outcome.finish;
     const claims = plan && commit.lease?.until != null ? this.#activities.claimsFor(plan.effects.create, now, outcome?.slot) : [];
     if (claims.length > 0) commit.claims = claims;
     let result: CommitResult | undefined;
