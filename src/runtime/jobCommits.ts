@@ -285,7 +285,8 @@ export class JobCommits {
         // when the job moved on, was suspended, quarantined or cancelled meanwhile; then from a fresh read.
         const cached = this.#snapshots.get(jobId);
         const unread = cached && cached.record.suspendedAt === null ? this.readyFrom(cached.record) : undefined;
-        if (unread && (await this.#applyEvent({ ...unread, unread: true }, event.payload, { accept: event, outcome })) !== 'conflict') return;
+        if (unread) unread.unread = true; // readyFrom's answer is this call's own
+        if (unread && (await this.#applyEvent(unread, event.payload, { accept: event, outcome })) !== 'conflict') return;
         const loaded = await this.load(jobId);
         if (loaded?.kind !== 'ready' || loaded.record.suspendedAt !== null) return;
         await this.#applyEvent(loaded, event.payload, { accept: event, outcome });
@@ -369,6 +370,8 @@ export class JobCommits {
     timerId: string | null = null,
   ): Promise<Applied | 'conflict' | 'duplicate' | 'leased' | 'refused' | 'outcome-not-current'> {
     const { record, def } = loaded;
+    // Read only where there is something to read: the hot path (no children, no parent) awaits nothing here.
+    const book = stale || !(needsChildren(def) || record.parent) ? undefined : await this.#relationBook(record, def);
     const s = step({
       job: record,
       def,
@@ -376,12 +379,12 @@ export class JobCommits {
       // A child job's transition needs its parent marker in scope: the cached actor has none.
       actor: def.scopeReusable && !record.parent ? loaded.actor : undefined,
       event: payload,
-      source: 'accept' in source ? { accept: source.accept } : source,
+      source,
       now: this.clock.now(),
       stale,
       timerId,
-      // Read only where there is something to read: the hot path (no children, no parent) awaits nothing here.
-      ...(stale || !(needsChildren(def) || record.parent) ? {} : await this.#relationBook(record, def)),
+      children: book?.children,
+      parentEffect: book?.parentEffect,
       machines: this.machines,
       runner: this.runnerId,
     });
