@@ -364,7 +364,9 @@ export function* claimIn(c: EffectClaim, before?: Row): Program<ClaimedEffect | 
   if (!row) return undefined;
   const leased = (yield* get('claimJobLease', { id: before['job_id'], ...lease })) as { lease_fence: number } | undefined;
   if (!leased) throw new LeaseHeld(); // not reached (checked above in the same transaction): rolls the claim back
-  return { ...toEffectRecord(row), leaseFence: leased.lease_fence };
+  const claimed = toEffectRecord(row) as ClaimedEffect; // this call's own record: completed, not copied
+  claimed.leaseFence = leased.lease_fence;
+  return claimed;
 }
 
 /** `finishAttempt` inside a transaction. */
