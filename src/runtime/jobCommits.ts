@@ -493,7 +493,9 @@ export class JobCommits {
     // The job view and the event are built only for someone listening (the hot path has no one).
     if (this.#listeners.size > 0) {
       const job = toJob(updated, def);
-      this.#emit({ type: 'job.committed', jobId: job.id, job, transition: { ...commit.transition, jobId: record.id, revision: result.revision, runner: this.runnerId, fence: result.fence } });
+      const t = commit.transition; // spelled out, not spread: drafts come in several shapes, and a spread of them is slow
+      const transition = { eventId: t.eventId, eventType: t.eventType, payload: t.payload, from: t.from, to: t.to, outcome: t.outcome, error: t.error, at: t.at, jobId: record.id, revision: result.revision, runner: this.runnerId, fence: result.fence };
+      this.#emit({ type: 'job.committed', jobId: job.id, job, transition });
     }
     if (TERMINAL.has(updated.status) && !TERMINAL.has(record.status)) {
       this.#logEntry('info', 'job finished', { jobId: record.id, status: updated.status, state: updated.value });
