@@ -305,15 +305,14 @@ function* insertTransition(
   fence: number | null,
   accepted?: NewInboxEvent,
 ): Program<void> {
-  const text = (v: unknown) => (json ? json.of(v) : JSON.stringify(v));
   const args = [
     jobId,
     revision,
     t.eventId,
     t.eventType,
-    text(t.payload),
-    t.from === null ? null : text(t.from),
-    text(t.to),
+    textOf(json, t.payload),
+    t.from === null ? null : textOf(json, t.from),
+    textOf(json, t.to),
     t.outcome,
     t.error ? JSON.stringify(t.error) : null,
     t.at,
@@ -323,6 +322,11 @@ function* insertTransition(
   if (accepted === undefined) yield* write('insertTransition', ...args);
   else if (isExternal(accepted)) yield* write('insertInlineTransition', ...args, accepted.payloadHash, null, null, null);
   else yield* write('insertInlineTransition', ...args, accepted.payloadHash, accepted.source ?? null, accepted.sourceId ?? null, accepted.attempt ?? null);
+}
+
+/** A value's JSON text, made once per commit when the commit's texts are kept (`json`). */
+function textOf(json: CommitJson | undefined, value: unknown): string {
+  return json ? json.of(value) : JSON.stringify(value);
 }
 
 /** An inbox row's columns from the event; `payload` its text when another value is stored (a redacted copy). */
@@ -360,7 +364,9 @@ export function* claimIn(c: EffectClaim, before?: Row): Program<ClaimedEffect | 
   if (!row) return undefined;
   const leased = (yield* get('claimJobLease', { id: before['job_id'], ...lease })) as { lease_fence: number } | undefined;
   if (!leased) throw new LeaseHeld(); // not reached (checked above in the same transaction): rolls the claim back
-  return { ...toEffectRecord(row), leaseFence: leased.lease_fence };
+  const claimed = toEffectRecord(row) as ClaimedEffect; // this call's own record: completed, not copied
+  claimed.leaseFence = leased.lease_fence;
+  return claimed;
 }
 
 /** `finishAttempt` inside a transaction. */
@@ -388,9 +394,22 @@ function* settleIn(f: AttemptFinish, acceptEvent: boolean, leaving?: { actorId: 
             next: result.retryAt,
             token: null,
           };
-  const leased = { runner: lease?.runner ?? null, fence: lease?.fence ?? null, deactivate_actor: leaving?.actorId ?? null, deactivated_at: leaving?.at ?? null };
   // The update checks the lease itself; only a refusal reads why (the lease gone, or the attempt no longer current).
-  const settled = yield* get('settleEffect', { ...params, ...leased, id, attempt, at, outcome: result.kind });
+  const settled = yield* get('settleEffect', {
+    status: params.status,
+    output: params.output,
+    error: params.error,
+    next: params.next,
+    token: params.token,
+    runner: lease?.runner ?? null,
+    fence: lease?.fence ?? null,
+    deactivate_actor: leaving?.actorId ?? null,
+    deactivated_at: leaving?.at ?? null,
+    id,
+    attempt,
+    at,
+    outcome: result.kind,
+  });
   if (!settled && lease) {
     const effect = (yield* get('effectLeaseState', { id, runner: lease.runner, fence: lease.fence })) as { held: number } | undefined;
     if (effect && effect.held === 0) {

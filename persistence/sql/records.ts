@@ -17,9 +17,10 @@ export function damageReason(table: string, columns: readonly string[]): string 
   return `${DAMAGED_RECORD}${columns.map((c) => `${table}.${c}`).join(', ')} ${columns.length > 1 ? 'are' : 'is'} not valid JSON`;
 }
 
-/** `{ damaged }` for a record with damaged columns, else nothing. */
-function damagedOf(table: string, problems: string[]): { damaged?: string } {
-  return problems.length ? { damaged: damageReason(table, problems) } : {};
+/** The record, with `damaged` set when columns of it are damaged (set on it, not spread into a copy). */
+function withDamage<T extends { damaged?: string }>(record: T, table: string, problems: string[]): T {
+  if (problems.length) record.damaged = damageReason(table, problems);
+  return record;
 }
 
 /** Parse a JSON column; a damaged one is reported in `problems`, never thrown past the row. */
@@ -65,7 +66,7 @@ export function toJobRecord(row: Row): JobRecord {
   if (typeof row['id'] !== 'string' || typeof row['revision'] !== 'number') {
     throw new DatabaseDamagedError(`A jobs row is unreadable (id ${String(row['id'])}). ${CHECK}`, { table: 'jobs', row: String(row['id']) });
   }
-  return {
+  const record: JobRecord = {
     id: row['id'],
     machineId: row['machine_id'] as string,
     machineVersion: row['machine_version'] as string,
@@ -86,15 +87,16 @@ export function toJobRecord(row: Row): JobRecord {
     suspendedAt: (row['suspended_at'] as number | null) ?? null,
     suspendReason: (row['suspend_reason'] as string | null) ?? null,
     lease: typeof row['lease_owner'] === 'string' ? { owner: row['lease_owner'], fence: row['lease_fence'] as number, until: row['lease_until'] as number } : null,
-    ...(corrupt ? { corruption: corrupt } : {}),
     createdAt: row['created_at'] as number,
     updatedAt: row['updated_at'] as number,
   };
+  if (corrupt) record.corruption = corrupt;
+  return record;
 }
 
 export function toInboxRecord(row: Row): InboxRecord {
   const problems: string[] = [];
-  return {
+  const record: InboxRecord = {
     seq: (row['seq'] as number | null) ?? null,
     jobId: row['job_id'] as string,
     eventId: row['event_id'] as string,
@@ -109,13 +111,13 @@ export function toInboxRecord(row: Row): InboxRecord {
     source: row['source_kind'] as InboxRecord['source'],
     sourceId: (row['source_id'] as string | null) ?? null,
     attempt: (row['attempt'] as number | null) ?? null,
-    ...damagedOf('inbox', problems),
   };
+  return withDamage(record, 'inbox', problems);
 }
 
 export function toEffectRecord(row: Row): EffectRecord {
   const problems: string[] = [];
-  return {
+  const record: EffectRecord = {
     id: row['id'] as string,
     jobId: row['job_id'] as string,
     actorId: row['actor_id'] as string,
@@ -136,13 +138,13 @@ export function toEffectRecord(row: Row): EffectRecord {
     createdRevision: row['created_revision'] as number,
     createdAt: row['created_at'] as number,
     updatedAt: row['updated_at'] as number,
-    ...damagedOf('effects', problems),
   };
+  return withDamage(record, 'effects', problems);
 }
 
 export function toAttemptRecord(row: Row): AttemptRecord {
   const problems: string[] = [];
-  return {
+  const record: AttemptRecord = {
     effectId: row['effect_id'] as string,
     attempt: row['attempt'] as number,
     runner: (row['runner'] as string | null) ?? null,
@@ -150,13 +152,13 @@ export function toAttemptRecord(row: Row): AttemptRecord {
     endedAt: (row['ended_at'] as number | null) ?? null,
     outcome: row['outcome'] as AttemptRecord['outcome'],
     error: column(row, 'error', problems) as ErrorInfo | null,
-    ...damagedOf('effect_attempts', problems),
   };
+  return withDamage(record, 'effect_attempts', problems);
 }
 
 export function toTimerRecord(row: Row): TimerRecord {
   const problems: string[] = [];
-  return {
+  const record: TimerRecord = {
     id: row['id'] as string,
     jobId: row['job_id'] as string,
     key: row['key'] as string,
@@ -166,13 +168,13 @@ export function toTimerRecord(row: Row): TimerRecord {
     status: row['status'] as TimerRecord['status'],
     createdRevision: row['created_revision'] as number,
     createdAt: row['created_at'] as number,
-    ...damagedOf('timers', problems),
   };
+  return withDamage(record, 'timers', problems);
 }
 
 export function toAssetRecord(row: Row): AssetRecord {
   const problems: string[] = [];
-  return {
+  const record: AssetRecord = {
     jobId: row['job_id'] as string,
     key: row['key'] as string,
     type: row['type'] as string,
@@ -182,13 +184,13 @@ export function toAssetRecord(row: Row): AssetRecord {
     effectId: (row['effect_id'] as string | null) ?? null,
     attempt: (row['attempt'] as number | null) ?? null,
     createdAt: row['created_at'] as number,
-    ...damagedOf('assets', problems),
   };
+  return withDamage(record, 'assets', problems);
 }
 
 export function toTransitionRecord(row: Row): TransitionRecord {
   const problems: string[] = [];
-  return {
+  const record: TransitionRecord = {
     jobId: row['job_id'] as string,
     revision: row['revision'] as number,
     eventId: (row['event_id'] as string | null) ?? null,
@@ -201,6 +203,6 @@ export function toTransitionRecord(row: Row): TransitionRecord {
     at: row['at'] as number,
     runner: (row['runner'] as string | null) ?? null,
     fence: (row['fence'] as number | null) ?? null,
-    ...damagedOf('transitions', problems),
   };
+  return withDamage(record, 'transitions', problems);
 }

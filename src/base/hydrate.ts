@@ -29,7 +29,7 @@ export function hydrate(def: RegisteredMachine, json: PersistedSnapshotJson, sto
     return hydrateOrThrow(def, json, storedStatus);
   } catch (error) {
     // A damaged snapshot can make even the checks throw (a `status` that is not a string…).
-    return { ok: false, reason: `snapshot does not fit machine ${def.id}@${def.version}: ${String((error as Error)?.message ?? 'unreadable')}` };
+    return misfit(def, String((error as Error)?.message ?? 'unreadable'));
   }
 }
 
@@ -37,10 +37,8 @@ function hydrateOrThrow(def: RegisteredMachine, json: PersistedSnapshotJson, sto
   if (typeof json['status'] !== 'string') return { ok: false, reason: 'the stored snapshot has no readable status' };
   // XState restores a snapshot without a context object, or with children that are not an object,
   // and fails only on the next event ("Cannot assign to undefined context"): refuse it here.
-  const isObject = (v: unknown) => v !== null && typeof v === 'object' && !Array.isArray(v);
-  const misfit = (why: string): Hydrated => ({ ok: false, reason: `snapshot does not fit machine ${def.id}@${def.version}: ${why}` });
-  if (!isObject(json['context'])) return misfit('its context is not an object');
-  if (json['children'] !== undefined && !isObject(json['children'])) return misfit('its children are not an object');
+  if (!isObject(json['context'])) return misfit(def, 'its context is not an object');
+  if (json['children'] !== undefined && !isObject(json['children'])) return misfit(def, 'its children are not an object');
   let snapshot: AnyMachineSnapshot;
   let actor: unknown;
   try {
@@ -48,13 +46,21 @@ function hydrateOrThrow(def: RegisteredMachine, json: PersistedSnapshotJson, sto
     actor = restored;
     snapshot = restored.getSnapshot() as AnyMachineSnapshot;
   } catch (error) {
-    return misfit((error as Error).message);
+    return misfit(def, (error as Error).message);
   }
   if (snapshot.status === 'error' && storedStatus !== 'error') {
-    return misfit(snapshot.error instanceof Error ? snapshot.error.message : String(snapshot.error));
+    return misfit(def, snapshot.error instanceof Error ? snapshot.error.message : String(snapshot.error));
   }
   if (snapshot.status !== storedStatus) {
     return { ok: false, reason: `stored status "${storedStatus}" disagrees with the snapshot's "${snapshot.status}"` };
   }
   return { ok: true, snapshot, actor };
+}
+
+function isObject(v: unknown): boolean {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+function misfit(def: RegisteredMachine, why: string): Hydrated {
+  return { ok: false, reason: `snapshot does not fit machine ${def.id}@${def.version}: ${why}` };
 }

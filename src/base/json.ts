@@ -24,6 +24,8 @@ export function hashJson(value: unknown): string {
 
 /** Round-trip through JSON: what would be stored. Throws on cycles and BigInt. */
 export function toJson(value: unknown): JsonValue {
+  // A string, boolean or null is its own copy (a state value is usually a string): no text made.
+  if (typeof value === 'string' || typeof value === 'boolean' || value === null) return value;
   const text = JSON.stringify(value);
   return text === undefined ? null : (JSON.parse(text) as JsonValue);
 }

@@ -450,7 +450,7 @@ export class ActivityExecutor {
     const now = this.clock.now();
     const error = interruptedError(effect);
     if (error) {
-      const event = { ...outcomeEvent(effect, effect.attempt, { error }), at: now };
+      const event = outcomeEvent(effect, effect.attempt, { error }, now);
       if (await this.store.failEffect(effect.id, effect.attempt, error, event, now)) {
         this.#logEntry('warn', 'interrupted activity not re-run', { jobId: effect.jobId, effectId: effect.id, error });
         if (this.#process) this.#track(this.#jobs.drain(effect.jobId));

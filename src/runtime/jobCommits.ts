@@ -285,7 +285,8 @@ export class JobCommits {
         // when the job moved on, was suspended, quarantined or cancelled meanwhile; then from a fresh read.
         const cached = this.#snapshots.get(jobId);
         const unread = cached && cached.record.suspendedAt === null ? this.readyFrom(cached.record) : undefined;
-        if (unread && (await this.#applyEvent({ ...unread, unread: true }, event.payload, { accept: event, outcome })) !== 'conflict') return;
+        if (unread) unread.unread = true; // readyFrom's answer is this call's own
+        if (unread && (await this.#applyEvent(unread, event.payload, { accept: event, outcome })) !== 'conflict') return;
         const loaded = await this.load(jobId);
         if (loaded?.kind !== 'ready' || loaded.record.suspendedAt !== null) return;
         await this.#applyEvent(loaded, event.payload, { accept: event, outcome });
@@ -369,6 +370,8 @@ export class JobCommits {
     timerId: string | null = null,
   ): Promise<Applied | 'conflict' | 'duplicate' | 'leased' | 'refused' | 'outcome-not-current'> {
     const { record, def } = loaded;
+    // Read only where there is something to read: the hot path (no children, no parent) awaits nothing here.
+    const book = stale || !(needsChildren(def) || record.parent) ? undefined : await this.#relationBook(record, def);
     const s = step({
       job: record,
       def,
@@ -376,18 +379,19 @@ export class JobCommits {
       // A child job's transition needs its parent marker in scope: the cached actor has none.
       actor: def.scopeReusable && !record.parent ? loaded.actor : undefined,
       event: payload,
-      source: 'accept' in source ? { accept: source.accept } : source,
+      source,
       now: this.clock.now(),
       stale,
       timerId,
-      // Read only where there is something to read: the hot path (no children, no parent) awaits nothing here.
-      ...(stale || !(needsChildren(def) || record.parent) ? {} : await this.#relationBook(record, def)),
+      children: book?.children,
+      parentEffect: book?.parentEffect,
       machines: this.machines,
       runner: this.runnerId,
     });
     crashPoint('before-commit');
-    const prepared = loaded.unread ? { ...s.commit, unread: { createdAt: record.createdAt } } : s.commit;
-    const result = await this.#commitOne(record, def, s.next, prepared, s.plan, 'accept' in source ? source.outcome : undefined);
+    // The step's commit is this call's own: completed in place, not copied.
+    if (loaded.unread) (s.commit as TransitionCommit).unread = { createdAt: record.createdAt };
+    const result = await this.#commitOne(record, def, s.next, s.commit, s.plan, 'accept' in source ? source.outcome : undefined);
     if (typeof result !== 'object') return result;
     crashPoint('after-commit');
     const eventId = s.commit.transition.eventId;
@@ -424,7 +428,11 @@ export class JobCommits {
     return stopChildJob(this.#deps, jobId);
   }
 
-  /** Submit a step's commit under this runner's lease (and, for an outcome applied with its event, the attempt's finish), and keep what it produced. */
+  /**
+   * Submit a step's commit under this runner's lease (and, for an outcome applied with its event,
+   * the attempt's finish), and keep what it produced. `prepared` is the caller's own (a step's,
+   * made for this call): its lease, finish and claims are added to it in place.
+   */
   async #commitOne(
     record: JobRecord,
     def: RegisteredMachine,
@@ -434,11 +442,9 @@ export class JobCommits {
     outcome?: OutcomeInCommit,
   ): Promise<{ record: JobRecord } | 'conflict' | 'duplicate' | 'leased' | 'refused' | 'outcome-not-current'> {
     const now = prepared.job.at;
-    const commit: TransitionCommit = {
-      ...prepared,
-      lease: this.#leaseFor(record.id, next.status === 'active' && this.#holdsWork(record.id, plan, outcome?.finish.id), now),
-      ...(outcome ? { finish: outcome.finish } : {}),
-    };
+    const commit = prepared as TransitionCommit;
+    commit.lease = this.#leaseFor(record.id, next.status === 'active' && this.#holdsWork(record.id, plan, outcome?.finish.id), now);
+    if (outcome) commit.finish = outcome.finish;
     const claims = plan && commit.lease?.until != null ? this.#activities.claimsFor(plan.effects.create, now, outcome?.slot) : [];
     if (claims.length > 0) commit.claims = claims;
     // A slot the outcome frees and the job does not take: a batch claim of the backlog joins this commit's transaction.
@@ -489,7 +495,9 @@ export class JobCommits {
     // The job view and the event are built only for someone listening (the hot path has no one).
     if (this.#listeners.size > 0) {
       const job = toJob(updated, def);
-      this.#emit({ type: 'job.committed', jobId: job.id, job, transition: { ...commit.transition, jobId: record.id, revision: result.revision, runner: this.runnerId, fence: result.fence } });
+      const t = commit.transition; // spelled out, not spread: drafts come in several shapes, and a spread of them is slow
+      const transition = { eventId: t.eventId, eventType: t.eventType, payload: t.payload, from: t.from, to: t.to, outcome: t.outcome, error: t.error, at: t.at, jobId: record.id, revision: result.revision, runner: this.runnerId, fence: result.fence };
+      this.#emit({ type: 'job.committed', jobId: job.id, job, transition });
     }
     if (TERMINAL.has(updated.status) && !TERMINAL.has(record.status)) {
       this.#logEntry('info', 'job finished', { jobId: record.id, status: updated.status, state: updated.value });

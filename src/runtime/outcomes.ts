@@ -35,7 +35,7 @@ export function decideFinish(effect: EffectRecord, def: RegisteredMachine | unde
     }
   }
   if (outcome.ok) {
-    const event = { ...outcomeEvent(effect, attempt, { output: output ?? null }), at: now };
+    const event = outcomeEvent(effect, attempt, { output: output ?? null }, now);
     return { result: { kind: 'succeeded', output: output ?? null, event }, reported: 'succeeded', error: undefined, retryAt: 0 };
   }
   const { info, terminal, retryAfterMs } = classify(outcome.error);
@@ -43,6 +43,6 @@ export function decideFinish(effect: EffectRecord, def: RegisteredMachine | unde
   const error = { ...info, message: redactText(info.message, effect.input, def?.sensitive ?? new Set()) };
   const next = afterFailedAttempt({ policy, effectId: effect.id, attempt, maxAttempts: effect.maxAttempts, error, terminal, retryAfterMs, now });
   if (next.retry) return { result: { kind: 'failed', error, retryAt: next.retryAt, event: null }, reported: 'retrying', error, retryAt: next.retryAt };
-  const event = { ...outcomeEvent(effect, attempt, { error: next.eventError }), at: now };
+  const event = outcomeEvent(effect, attempt, { error: next.eventError }, now);
   return { result: { kind: 'failed', error: next.error, retryAt: null, event }, reported: 'failed', error, retryAt: 0 };
 }

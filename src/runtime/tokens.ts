@@ -33,7 +33,7 @@ export interface TokenHost {
   owner: string | null;
   tell: Tell;
   /** The inbox event that carries an activity's outcome back to its machine. */
-  outcomeEvent: (effect: EffectRecord, attempt: number, result: { output: JsonValue } | { error: ErrorInfo }) => Omit<NewInboxEvent, 'at'>;
+  outcomeEvent: (effect: EffectRecord, attempt: number, result: { output: JsonValue } | { error: ErrorInfo }, at: number) => NewInboxEvent;
 }
 
 /** Record a token's outcome and its event in the job's inbox; returns the job's id (its event is the caller's to apply). */
@@ -46,8 +46,8 @@ export async function settleToken(host: TokenHost, token: string, result: TokenR
     throw new TokenError(`The invocation behind this token is no longer current (${effect.status}); its outcome would be stale.`);
   }
   const now = host.clock.now();
-  const payload = host.outcomeEvent(effect, effect.attempt, result.kind === 'succeeded' ? { output: result.output } : { error: result.error });
-  const ok = await host.store.completeByToken(token, result, { ...payload, at: now }, now);
+  const event = host.outcomeEvent(effect, effect.attempt, result.kind === 'succeeded' ? { output: result.output } : { error: result.error }, now);
+  const ok = await host.store.completeByToken(token, result, event, now);
   if (!ok) throw new TokenError('Unknown completion token, or it was already used.');
   host.tell.emit({ type: 'activity.finished', jobId: effect.jobId, effectId: effect.id, attempt: effect.attempt, outcome: result.kind });
   return effect.jobId;

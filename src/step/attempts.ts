@@ -87,7 +87,8 @@ export function outcomeEvent(
   effect: { id: string; jobId: string; actorId: string },
   attempt: number,
   result: { output: JsonValue } | { error: JsonValue | ErrorInfo },
-): Omit<NewInboxEvent, 'at'> {
+  at: number,
+): NewInboxEvent {
   const payload = outcomePayload(effect.actorId, result);
   return {
     jobId: effect.jobId,
@@ -95,6 +96,7 @@ export function outcomeEvent(
     type: payload.type,
     payload,
     payloadHash: UNCOMPARED_HASH,
+    at,
     source: 'effect',
     sourceId: effect.id,
     attempt,

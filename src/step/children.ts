@@ -106,7 +106,7 @@ export function relationsOf(
     if (next.status === 'done' && book.parentEffect) {
       const effect = book.parentEffect;
       const output = toJson(next.output ?? null);
-      out.settleParent = { effectId: effect.id, output, event: { ...outcomeEvent(effect, 1, { output }), at: now } };
+      out.settleParent = { effectId: effect.id, output, event: outcomeEvent(effect, 1, { output }, now) };
       out.touched.add(parent.jobId);
     }
   }
@@ -124,7 +124,7 @@ export function childFailure(job: Pick<JobRecord, 'snapshot' | 'parent'>, error:
   const effect = book.parentEffect;
   if (!job.parent || !effect) return undefined;
   const out = noRelations();
-  out.settleParent = { effectId: effect.id, output: null, error, event: { ...outcomeEvent(effect, 1, { error }), at: now } };
+  out.settleParent = { effectId: effect.id, output: null, error, event: outcomeEvent(effect, 1, { error }, now) };
   out.touched.add(job.parent.jobId);
   out.stopChildren.push(...(book.children?.values() ?? []));
   const json = parseSnapshot(job.snapshot);

@@ -36,17 +36,18 @@ export function contextProgress(context: JsonValue): number | undefined {
  */
 export function jobColumns(job: Pick<JobRecord, 'context'>, def: RegisteredMachine, next: AnyMachineSnapshot, snapshot: string, at: number): TransitionCommit['job'] {
   const context = toJson(next.context);
-  const progress = contextProgress(context) === contextProgress(job.context) ? undefined : contextProgress(context);
-  return {
+  const progress = contextProgress(context);
+  const columns: TransitionCommit['job'] = {
     status: next.status as JobStatus,
     value: toJson(next.value),
     statePaths: statePaths(next.value),
     context,
     snapshot,
     machineVersion: def.version,
-    ...(progress !== undefined ? { progress } : {}),
     at,
   };
+  if (progress !== undefined && progress !== contextProgress(job.context)) columns.progress = progress;
+  return columns;
 }
 
 /** The job's columns unchanged (an event ignored, failed or stale keeps the state it found): nothing serialised again. */

@@ -124,20 +124,29 @@ export function step(input: StepInput): Step {
       ? keptColumns(job, def, now)
       : jobColumns(job, def, next, persisted, now);
   const source = input.source;
+  const accepted = 'accept' in source;
+  // Built field by field (no spread of partial objects): one shape for every step's commit.
   const commit: Step['commit'] = {
     jobId: job.id,
     expectedRevision: job.revision,
     job: columns,
-    transition: { eventId: 'accept' in source ? source.accept.eventId : source.eventId, eventType: event.type, payload, from: job.value, to: columns.value, outcome: status, error, at: now },
-    event: { ...('accept' in source ? { accept: source.accept } : { seq: source.seq }), status, error, payload },
-    ...planWrites(plan, relations),
-    ...(ended ? { stopAll: true, settleParent: ended.relations.settleParent! } : {}),
-    ...(status === 'applied' && input.timerId != null ? { consumedTimer: input.timerId } : {}),
+    transition: { eventId: accepted ? source.accept.eventId : source.eventId, eventType: event.type, payload, from: job.value, to: columns.value, outcome: status, error, at: now },
+    event: accepted ? { accept: source.accept, status, error, payload } : { seq: source.seq, status, error, payload },
   };
+  if (plan) addPlanWrites(commit, plan, relations);
+  if (ended) {
+    commit.stopAll = true;
+    commit.settleParent = ended.relations.settleParent!;
+  }
+  if (status === 'applied' && input.timerId != null) commit.consumedTimer = input.timerId;
   const sensitive = def.sensitive;
-  const clean = (m: string) => redactText(m, [input.event, job.context, columns.context], sensitive);
+  // Nothing sensitive: no message changes, and no closure is made per step.
+  const clean = sensitive.size === 0 ? unchanged : (m: string) => redactText(m, [input.event, job.context, columns.context], sensitive);
   return { status, error, payload, next, commit, plan, relations, clean };
 }
+
+/** A message as it is (a machine with no sensitive fields has nothing to redact). */
+const unchanged = (message: string): string => message;
 
 /** The transition itself: the next snapshot, its actions, and the snapshot it started from (the same one back means unhandled). */
 function compute(input: StepInput, event: { type: string }): [AnyMachineSnapshot, unknown[], AnyMachineSnapshot] {
@@ -155,15 +164,12 @@ function compute(input: StepInput, event: { type: string }): [AnyMachineSnapshot
 }
 
 /** The effects, timers, deliveries and child-job operations a plan (and its relations) writes in the commit. */
-function planWrites(plan: ActionPlan | undefined, relations: Relations | undefined): Partial<TransitionCommit> {
-  if (!plan) return {};
-  return {
-    effects: { create: [...plan.effects.create, ...(relations?.effects ?? [])], deactivate: plan.effects.deactivate },
-    timers: plan.timers,
-    deliveries: [...plan.deliveries, ...(relations?.deliveries ?? [])],
-    ...(relations?.children.length ? { children: relations.children } : {}),
-    ...(relations?.settleParent ? { settleParent: relations.settleParent } : {}),
-  };
+function addPlanWrites(commit: Step['commit'], plan: ActionPlan, relations: Relations | undefined): void {
+  commit.effects = relations?.effects.length ? { create: [...plan.effects.create, ...relations.effects], deactivate: plan.effects.deactivate } : plan.effects;
+  commit.timers = plan.timers;
+  commit.deliveries = relations?.deliveries.length ? [...plan.deliveries, ...relations.deliveries] : plan.deliveries;
+  if (relations?.children.length) commit.children = relations.children;
+  if (relations?.settleParent) commit.settleParent = relations.settleParent;
 }
 
 /** A new job: its definition, validated input and identity. */
