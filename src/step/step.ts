@@ -129,7 +129,7 @@ export function step(input: StepInput): Step {
     expectedRevision: job.revision,
     job: columns,
     transition: { eventId: 'accept' in source ? source.accept.eventId : source.eventId, eventType: event.type, payload, from: job.value, to: columns.value, outcome: status, error, at: now },
-    event: { ...('accept' in source ? { accept: source.accept } : { seq: source.seq }), status, error, payload },
+    event: 'accept' in source ? { accept: source.accept, status, error, payload } : { seq: source.seq, status, error, payload },
     ...planWrites(plan, relations),
     ...(ended ? { stopAll: true, settleParent: ended.relations.settleParent! } : {}),
     ...(status === 'applied' && input.timerId != null ? { consumedTimer: input.timerId } : {}),
@@ -201,8 +201,7 @@ export function startStep(input: StartInput): Started {
   if (plan.problems.length > 0) {
     throw new ValidationError(`Machine ${def.id} cannot start durably: ${plan.problems.join('; ')}`, { machineId: def.id });
   }
-  const job: NewJob = {
-    ...initialColumns(def, jobId, snapshot, input.input, now),
+  const job: NewJob = Object.assign(initialColumns(def, jobId, snapshot, input.input, now), {
     effects: [...plan.effects.create, ...relations.effects],
     timers: plan.timers.schedule,
     deliveries: plan.deliveries,
@@ -212,7 +211,7 @@ export function startStep(input: StartInput): Started {
     idempotencyKey: input.idempotencyKey,
     owner: input.owner,
     runner: input.runner,
-  };
+  });
   const clean = (m: string) => redactText(m, [input.input, job.context], def.sensitive);
   return { job, plan, relations, snapshot, actor, clean };
 }
