@@ -228,17 +228,20 @@ function newJobRecord(job: NewJob, leaseUntil: number | null): JobRecord {
 export function* insertJob(job: NewJob, ifNew = false): Program<number | null | undefined> {
   const claims = job.claims?.length ? job.claims : undefined;
   if (claims && !job.runner) throw new Error('A new job claims its effects only for the runner that creates it.');
+  // Its history row's payload is its input, and its `to` its state value: each written once (see CommitJson).
+  const json = new CommitJson();
+  json.begin();
   // Claiming its first activities, the job is leased to its runner at fence 1 in its own INSERT.
   const inserted = yield* get(ifNew ? 'insertNewJob' : 'insertJob', {
     id: job.id,
     machine_id: job.machineId,
     machine_version: job.machineVersion,
     status: job.status,
-    state_value: JSON.stringify(job.value),
+    state_value: json.of(job.value),
     state_paths: pathsText(job.statePaths),
     context: JSON.stringify(job.context),
     snapshot: job.snapshot,
-    input: JSON.stringify(job.input),
+    input: json.of(job.input),
     input_hash: job.inputHash,
     idempotency_key: job.idempotencyKey,
     owner: job.owner ?? '',
@@ -252,7 +255,7 @@ export function* insertJob(job: NewJob, ifNew = false): Program<number | null | 
     now: job.at,
   });
   if (!inserted && ifNew) return undefined;
-  yield* insertTransition(undefined, job.id, 1, job.transition, job.runner ?? null, 0);
+  yield* insertTransition(json, job.id, 1, job.transition, job.runner ?? null, 0);
   yield* writeRequests(job.effects, job.timers, job.deliveries, claimsBy(job.claims, job.runner ?? undefined, job.at));
   return claims ? ((inserted?.['lease_until'] as number | null | undefined) ?? null) : null;
 }
@@ -297,7 +300,7 @@ function* writeRequests(effects: NewEffect[] = [], timers: NewTimer[] = [], deli
 
 /** Append a history row; `accepted` (an event applied as it is accepted, or an outcome with its attempt's end) makes it the event's record too. */
 function* insertTransition(
-  json: CommitJson | undefined,
+  json: CommitJson,
   jobId: string,
   revision: number,
   t: TransitionCommit['transition'],
@@ -305,15 +308,14 @@ function* insertTransition(
   fence: number | null,
   accepted?: NewInboxEvent,
 ): Program<void> {
-  const text = (v: unknown) => (json ? json.of(v) : JSON.stringify(v));
   const args = [
     jobId,
     revision,
     t.eventId,
     t.eventType,
-    text(t.payload),
-    t.from === null ? null : text(t.from),
-    text(t.to),
+    json.of(t.payload),
+    t.from === null ? null : json.of(t.from),
+    json.of(t.to),
     t.outcome,
     t.error ? JSON.stringify(t.error) : null,
     t.at,

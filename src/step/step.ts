@@ -3,7 +3,7 @@ import type { ErrorInfo, JobRecord, JsonValue, NewInboxEvent, NewJob, Transition
 import { toErrorInfo, ValidationError } from '../base/errors.ts';
 import { parseSnapshot } from '../base/hydrate.ts';
 import { redact, statePaths, toJson } from '../base/json.ts';
-import { redactText } from '../base/redaction.ts';
+import { redactText, textCleaner } from '../base/redaction.ts';
 import type { RegisteredMachine } from '../base/definition.ts';
 import { planActions, type ActionPlan } from './actions.ts';
 import { childFailure, noRelations, relationsOf, spawnChildren, touchesRelations, type RelationBook, type Relations } from './children.ts';
@@ -134,9 +134,7 @@ export function step(input: StepInput): Step {
     ...(ended ? { stopAll: true, settleParent: ended.relations.settleParent! } : {}),
     ...(status === 'applied' && input.timerId != null ? { consumedTimer: input.timerId } : {}),
   };
-  const sensitive = def.sensitive;
-  const clean = (m: string) => redactText(m, [input.event, job.context, columns.context], sensitive);
-  return { status, error, payload, next, commit, plan, relations, clean };
+  return { status, error, payload, next, commit, plan, relations, clean: textCleaner([input.event, job.context, columns.context], def.sensitive) };
 }
 
 /** The transition itself: the next snapshot, its actions, and the snapshot it started from (the same one back means unhandled). */
@@ -212,8 +210,7 @@ export function startStep(input: StartInput): Started {
     owner: input.owner,
     runner: input.runner,
   });
-  const clean = (m: string) => redactText(m, [input.input, job.context], def.sensitive);
-  return { job, plan, relations, snapshot, actor, clean };
+  return { job, plan, relations, snapshot, actor, clean: textCleaner([input.input, job.context], def.sensitive) };
 }
 
 /** The initial snapshot and actions, and the actor that lent its scope; a start that throws or errors is the input's fault. */
