@@ -37,6 +37,8 @@ export function inputHash(machineId: string, input: JsonValue): string {
 
 /** Round-trip through JSON: what would be stored. Throws on cycles and BigInt. */
 export function toJson(value: unknown): JsonValue {
+  // A string or a boolean (a simple state value) is its own copy: JSON writes and reads it back unchanged.
+  if (typeof value === 'string' || typeof value === 'boolean') return value;
   const text = JSON.stringify(value);
   return text === undefined ? null : (JSON.parse(text) as JsonValue);
 }

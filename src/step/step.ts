@@ -129,12 +129,14 @@ export function step(input: StepInput): Step {
     expectedRevision: job.revision,
     job: columns,
     transition: { eventId: 'accept' in source ? source.accept.eventId : source.eventId, eventType: event.type, payload, from: job.value, to: columns.value, outcome: status, error, at: now },
-    event: 'accept' in source ? { accept: source.accept, status, error, payload } : { seq: source.seq, status, error, payload },
+    event: { ...('accept' in source ? { accept: source.accept } : { seq: source.seq }), status, error, payload },
     ...planWrites(plan, relations),
     ...(ended ? { stopAll: true, settleParent: ended.relations.settleParent! } : {}),
     ...(status === 'applied' && input.timerId != null ? { consumedTimer: input.timerId } : {}),
   };
-  return { status, error, payload, next, commit, plan, relations, clean: textCleaner([input.event, job.context, columns.context], def.sensitive) };
+  const sensitive = def.sensitive;
+  const clean = (m: string) => redactText(m, [input.event, job.context, columns.context], sensitive);
+  return { status, error, payload, next, commit, plan, relations, clean };
 }
 
 /** The transition itself: the next snapshot, its actions, and the snapshot it started from (the same one back means unhandled). */
