@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { assign, setup } from 'xstate';
 import { z } from 'zod';
 import { ValidationError, type Runtime } from '../src/index.ts';
-import { plainJson } from '../src/base/json.ts';
+import { hashJson, inputHash, plainJson, stableStringify } from '../src/base/json.ts';
 import { openRuntime } from './helpers/durable.ts';
 import { dumpDatabase, Resources } from './helpers/resources.ts';
 import { work, workHooks } from './fixtures/workMachine.ts';
@@ -221,5 +221,22 @@ describe("an activity's output", () => {
     await runtime.send(job.id, { type: 'GO' });
     const failed = await runtime.waitFor(job.id, (j) => j.value === 'failed', { timeoutMs: 10_000 });
     expect((failed.context as { error: { message: string } }).error.message).toContain('output.later[0] is a function');
+  });
+});
+
+describe('hashes of stored values do not change (a repeated start or event id is compared with the hash stored)', () => {
+  it('stableStringify sorts keys at every depth and writes what JSON.stringify writes', () => {
+    const value = { b: [1, { z: true, a: [null, 'x"\u00e9\u2028'] }], a: -0, '\u00e9': 1.5e-7, A: 'k' };
+    expect(stableStringify(value)).toBe('{"A":"k","a":0,"b":[1,{"a":[null,"x\\"\u00e9\u2028"],"z":true}],"\u00e9":1.5e-7}');
+    expect(hashJson(value)).toBe('8655c23ab22ffa9c20fdde88f270ecff');
+    const own = JSON.parse('{"__proto__": {"y": 1}, "constructor": 2}') as unknown;
+    expect(stableStringify(own)).toBe('{"__proto__":{"y":1},"constructor":2}');
+    expect(hashJson(own)).toBe('c8f5a699a5f9a3b02dbd344bad191ddc');
+  });
+
+  it("a job's input hash is the hash of { machine, input }, as stored before", () => {
+    const input = { to: 'a@b', amount: 5 };
+    expect(inputHash('invoice', input)).toBe('26f316f83236aba28b87ab52a3915293');
+    expect(inputHash('invoice', input)).toBe(hashJson({ machine: 'invoice', input }));
   });
 });

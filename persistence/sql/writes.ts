@@ -5,13 +5,13 @@
  */
 import type { AcceptResult, AssetRecord, ErrorInfo, JsonValue, NewInboxEvent, NoteRecord } from '../../src/ports/store.ts';
 import { MAX_RELEASES, RELEASED_ATTEMPT } from '../../src/ports/store.ts';
-import { acceptPending, findEvent, inboxParams, insertInbox } from './commit.ts';
+import { acceptPending, findEvent, insertInbox, pendingParams } from './commit.ts';
 import { all, get, run, type Program } from './program.ts';
 import { toInboxRecord } from './records.ts';
 
 /** `acceptEvent`: a repeat of a recorded id is refused by its key (event_keys; the inbox's own for the runtime's events). */
 export function* acceptEventIn(event: NewInboxEvent): Program<AcceptResult> {
-  const info = yield* insertInbox({ ...inboxParams(event), status: 'pending', error: null, revision: null, processed_at: null });
+  const info = yield* insertInbox(pendingParams(event));
   const row = (yield* findEvent(event.jobId, event.eventId))!;
   return { event: toInboxRecord(row), duplicate: info.changes === 0 };
 }

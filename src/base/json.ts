@@ -1,25 +1,38 @@
 import type { JsonValue } from '../ports/store.ts';
 import { sha256Hex } from './sha256.ts';
 
-/** JSON text with object keys sorted, so equal values give equal text. */
+/**
+ * JSON text with object keys sorted, so equal values give equal text: what `JSON.stringify`
+ * writes of a copy of `value` with its own keys sorted (an object's own enumerable keys, in
+ * `sort()` order; a `__proto__` key is a key like any), written in one walk without the copy.
+ */
 export function stableStringify(value: unknown): string {
-  return JSON.stringify(sortKeys(value));
+  return stable(value)!;
 }
 
-function sortKeys(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(sortKeys);
-  if (value !== null && typeof value === 'object') {
-    // No prototype: a `__proto__` key stays a key (an own property) instead of setting one.
-    const out: Record<string, unknown> = Object.create(null);
-    for (const key of Object.keys(value).sort()) out[key] = sortKeys((value as Record<string, unknown>)[key]);
-    return out;
+function stable(value: unknown): string | undefined {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value);
+  if (Array.isArray(value)) {
+    let out = '[';
+    for (let i = 0; i < value.length; i += 1) out += `${i === 0 ? '' : ','}${stable(value[i]) ?? 'null'}`;
+    return `${out}]`;
   }
-  return value;
+  let out = '';
+  for (const key of Object.keys(value).sort()) {
+    const text = stable((value as Record<string, unknown>)[key]);
+    if (text !== undefined) out += `${out === '' ? '' : ','}${JSON.stringify(key)}:${text}`;
+  }
+  return `{${out}}`;
 }
 
 /** A short, stable fingerprint of a JSON value (idempotency comparisons). */
 export function hashJson(value: unknown): string {
   return sha256Hex(stableStringify(value) ?? 'undefined').slice(0, 32);
+}
+
+/** A job's input hash (a repeated start's is compared with it): `hashJson({ machine, input })`. */
+export function inputHash(machineId: string, input: JsonValue): string {
+  return sha256Hex(`{"input":${stableStringify(input)},"machine":${JSON.stringify(machineId)}}`).slice(0, 32);
 }
 
 /** Round-trip through JSON: what would be stored. Throws on cycles and BigInt. */

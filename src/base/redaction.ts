@@ -20,6 +20,13 @@ export function holdsRedacted(value: unknown): boolean {
   return value !== null && typeof value === 'object' && Object.values(value).some(holdsRedacted);
 }
 
+/** `redactText` over `values`, for messages still to come (a step's after-commit failures): no closure when nothing is sensitive. */
+export function textCleaner(values: unknown, sensitive: ReadonlySet<string>): (message: string) => string {
+  return sensitive.size === 0 ? unchanged : (message) => redactText(message, values, sensitive);
+}
+
+const unchanged = (message: string): string => message;
+
 /**
  * Remove sensitive values that an error message may quote: every leaf under a sensitive key of
  * `values` (JSON: an event, an input, a stored context, or an array of them).

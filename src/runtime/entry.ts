@@ -8,7 +8,7 @@
 import type { Clock } from '../ports/clock.ts';
 import type { JobRecord, JobStore, JsonValue, NewInboxEvent, Outcome } from '../ports/store.ts';
 import { IdempotencyConflictError, JobNotFoundError, JobTerminalError, SpoolError, ValidationError } from '../base/errors.ts';
-import { hashJson } from '../base/json.ts';
+import { hashJson, inputHash } from '../base/json.ts';
 import { sensitivePaths } from '../base/redaction.ts';
 import type { MachineRegistry } from './registry.ts';
 import type { RegisteredMachine } from '../base/definition.ts';
@@ -201,7 +201,7 @@ export class JobEntry {
     const jobId = options.jobId ?? this.#newId();
     if (options.jobId !== undefined) checkJobId(jobId);
     if (options.idempotencyKey !== undefined) checkId('idempotency key', options.idempotencyKey);
-    return { def, parsed, jobId, requestedId: options.jobId, key: options.idempotencyKey ?? null, inputHash: hashJson({ machine: def.id, input: parsed }) };
+    return { def, parsed, jobId, requestedId: options.jobId, key: options.idempotencyKey ?? null, inputHash: inputHash(def.id, parsed) };
   }
 
   /** The job a start repeats, by its id or key. A job id this runtime just made (UUID v7) and no key: nothing can exist yet (createJob's own key check catches a race). */
@@ -338,7 +338,7 @@ export class JobEntry {
     if (existing) return send(existing);
     const parsed = this.#intake.validateInput(def, input);
     const at = this.clock.now();
-    const started = startStep({ def, input: parsed, jobId, idempotencyKey: null, inputHash: hashJson({ machine: def.id, input: parsed }), owner: this.#owner, runner: this.runnerId, now: at, machines: this.#jobs.machines });
+    const started = startStep({ def, input: parsed, jobId, idempotencyKey: null, inputHash: inputHash(def.id, parsed), owner: this.#owner, runner: this.runnerId, now: at, machines: this.#jobs.machines });
     await this.#backlog.admit(true);
     const accept: NewInboxEvent = { jobId, eventId, type: (payload as { type: string }).type, payload, payloadHash: hashJson(payload), at };
     started.job.deliveries = [...(started.job.deliveries ?? []), accept];
@@ -414,7 +414,7 @@ export class JobEntry {
     const def = this.registry.latest(machineId);
     const parsed = this.#intake.validateInput(def, input);
     checkId('job id', jobId);
-    const started = startStep({ def, input: parsed, jobId, idempotencyKey: null, inputHash: hashJson({ machine: def.id, input: parsed }), owner: this.#owner, runner: this.runnerId, now: at, machines: this.#jobs.machines });
+    const started = startStep({ def, input: parsed, jobId, idempotencyKey: null, inputHash: inputHash(def.id, parsed), owner: this.#owner, runner: this.runnerId, now: at, machines: this.#jobs.machines });
     return { job: started.job, sensitivePaths: sensitivePaths(parsed, def.sensitive), started: async (record: JobRecord) => void (await this.#jobs.started(record, def, started)) };
   }
 }

@@ -1,3 +1,6 @@
+/** The last millisecond an id was made in, and its ids' first 15 characters (many ids share one). */
+let last = { now: Number.NaN, prefix: '' };
+
 /**
  * A UUID version 7 (RFC 9562): 48 bits of Unix milliseconds, then random bits. Ids made close in
  * time sort close together, so a new job's or event's index entry lands at the right edge of its
@@ -8,7 +11,9 @@
  * generator that asks the OS for 16 random bytes per id takes several microseconds.
  */
 export function uuidv7(now: number = Date.now()): string {
-  const time = now.toString(16).padStart(12, '0').slice(-12);
-  const random = crypto.randomUUID();
-  return `${time.slice(0, 8)}-${time.slice(8)}-7${random.slice(15)}`;
+  if (now !== last.now) {
+    const time = now.toString(16).padStart(12, '0').slice(-12);
+    last = { now, prefix: `${time.slice(0, 8)}-${time.slice(8)}-7` };
+  }
+  return last.prefix + crypto.randomUUID().slice(15);
 }

@@ -92,6 +92,8 @@ export class MachineRegistry {
   readonly #byId = new Map<string, Map<string, RegisteredMachine>>();
   /** `keys()`, made on first use after a registration. */
   #keys: readonly string[] | undefined;
+  /** `latest(id)` by id, found on first use after a registration (a start asks for it each time). */
+  readonly #latest = new Map<string, RegisteredMachine>();
 
   constructor(definitions: Iterable<JobDefinition | AnyStateMachine> = []) {
     for (const def of definitions) this.register(def);
@@ -163,6 +165,7 @@ export class MachineRegistry {
     versions.set(version, registered);
     this.#byId.set(id, versions);
     this.#keys = undefined;
+    this.#latest.delete(id);
     // Child machines it can invoke run as child jobs: registered under `<parent id>.<src>`, same version.
     for (const [src, logic] of Object.entries(machine.implementations.actors ?? {})) {
       if (activityKind(logic) !== 'machine') continue;
@@ -180,12 +183,16 @@ export class MachineRegistry {
 
   /** The newest version of a machine: what `start` uses. */
   latest(id: string): RegisteredMachine {
+    const found = this.#latest.get(id);
+    if (found) return found;
     const versions = this.#byId.get(id);
     if (!versions || versions.size === 0) {
       const known = [...this.#byId.keys()].sort().join(', ') || 'none';
       throw new UnknownMachineError(`No machine "${id}" is registered (registered: ${known}).`, { machineId: id });
     }
-    return [...versions.values()].sort((a, b) => compareVersions(b.version, a.version))[0]!;
+    const newest = [...versions.values()].sort((a, b) => compareVersions(b.version, a.version))[0]!;
+    this.#latest.set(id, newest);
+    return newest;
   }
 
   get(id: string, version: string): RegisteredMachine | undefined {

@@ -175,9 +175,17 @@ function timer(jobId: string, key: string, kind: NewTimer['kind'], event: JsonVa
   return { id: `${jobId}~${key}~r${revision}`, jobId, key, kind, event, dueAt, createdRevision: revision, createdAt: now };
 }
 
-/** What kind of actor logic this is. XState 5 marks none of them, so look at behaviour. */
+/** What kind of actor logic this is. XState 5 marks none of them, so look at behaviour (once per logic: a spawn asks). */
 export function activityKind(logic: unknown): 'promise' | 'machine' | 'other' {
   if (logic === null || typeof logic !== 'object') return 'other';
+  let kind = kinds.get(logic);
+  if (kind === undefined) kinds.set(logic, (kind = kindOf(logic)));
+  return kind;
+}
+
+const kinds = new WeakMap<object, 'promise' | 'machine' | 'other'>();
+
+function kindOf(logic: object): 'promise' | 'machine' | 'other' {
   if ('root' in logic && 'implementations' in logic) return 'machine';
   const transition = (logic as { transition?: unknown }).transition;
   const config = (logic as { config?: unknown }).config;

@@ -2,7 +2,7 @@ import type { AnyMachineSnapshot } from 'xstate';
 import { UNCOMPARED_HASH, type ErrorInfo, type JobRecord, type JsonValue, type NewEffect, type NewInboxEvent, type NewJob } from '../ports/store.ts';
 import { toErrorInfo } from '../base/errors.ts';
 import { parseSnapshot } from '../base/hydrate.ts';
-import { hashJson, toJson } from '../base/json.ts';
+import { inputHash, toJson } from '../base/json.ts';
 import type { RegisteredMachine } from '../base/definition.ts';
 import { planActions, type ActionPlan } from './actions.ts';
 import { outcomeEvent } from './attempts.ts';
@@ -161,9 +161,8 @@ export function spawnChildren(
     const { snapshot, plan: childPlan } = started;
     out.childActors.set(childId, started.actor);
     out.effects.push({ id: childId, jobId: parentId, actorId: spawn.actorId, src: spawn.src, kind: 'child', input: spawn.input, maxAttempts: 1, unsafe: false, createdRevision: revision, at: now });
-    const job: NewJob = {
-      ...initialColumns(childDef, childId, snapshot, spawn.input, now),
-      inputHash: hashJson({ machine: childDef.id, input: spawn.input }),
+    const job: NewJob = Object.assign(initialColumns(childDef, childId, snapshot, spawn.input, now), {
+      inputHash: inputHash(childDef.id, spawn.input),
       idempotencyKey: null,
       owner,
       parent: { jobId: parentId, effectId: childId },
@@ -171,7 +170,7 @@ export function spawnChildren(
       effects: childPlan.effects.create,
       timers: childPlan.timers.schedule,
       deliveries: childPlan.deliveries,
-    };
+    });
     out.children.push(job);
     out.touched.add(childId);
     const grandchildren = noRelations();

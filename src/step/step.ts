@@ -3,7 +3,7 @@ import type { ErrorInfo, JobRecord, JsonValue, NewInboxEvent, NewJob, Transition
 import { toErrorInfo, ValidationError } from '../base/errors.ts';
 import { parseSnapshot } from '../base/hydrate.ts';
 import { redact, statePaths, toJson } from '../base/json.ts';
-import { redactText } from '../base/redaction.ts';
+import { redactText, textCleaner } from '../base/redaction.ts';
 import type { RegisteredMachine } from '../base/definition.ts';
 import { planActions, type ActionPlan } from './actions.ts';
 import { childFailure, noRelations, relationsOf, spawnChildren, touchesRelations, type RelationBook, type Relations } from './children.ts';
@@ -141,12 +141,9 @@ export function step(input: StepInput): Step {
   if (status === 'applied' && input.timerId != null) commit.consumedTimer = input.timerId;
   const sensitive = def.sensitive;
   // Nothing sensitive: no message changes, and no closure is made per step.
-  const clean = sensitive.size === 0 ? unchanged : (m: string) => redactText(m, [input.event, job.context, columns.context], sensitive);
+  const clean = textCleaner([input.event, job.context, columns.context], sensitive);
   return { status, error, payload, next, commit, plan, relations, clean };
 }
-
-/** A message as it is (a machine with no sensitive fields has nothing to redact). */
-const unchanged = (message: string): string => message;
 
 /** The transition itself: the next snapshot, its actions, and the snapshot it started from (the same one back means unhandled). */
 function compute(input: StepInput, event: { type: string }): [AnyMachineSnapshot, unknown[], AnyMachineSnapshot] {
@@ -207,8 +204,7 @@ export function startStep(input: StartInput): Started {
   if (plan.problems.length > 0) {
     throw new ValidationError(`Machine ${def.id} cannot start durably: ${plan.problems.join('; ')}`, { machineId: def.id });
   }
-  const job: NewJob = {
-    ...initialColumns(def, jobId, snapshot, input.input, now),
+  const job: NewJob = Object.assign(initialColumns(def, jobId, snapshot, input.input, now), {
     effects: [...plan.effects.create, ...relations.effects],
     timers: plan.timers.schedule,
     deliveries: plan.deliveries,
@@ -218,9 +214,8 @@ export function startStep(input: StartInput): Started {
     idempotencyKey: input.idempotencyKey,
     owner: input.owner,
     runner: input.runner,
-  };
-  const clean = (m: string) => redactText(m, [input.input, job.context], def.sensitive);
-  return { job, plan, relations, snapshot, actor, clean };
+  });
+  return { job, plan, relations, snapshot, actor, clean: textCleaner([input.input, job.context], def.sensitive) };
 }
 
 /** The initial snapshot and actions, and the actor that lent its scope; a start that throws or errors is the input's fault. */
