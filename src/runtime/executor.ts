@@ -213,6 +213,7 @@ export class ActivityExecutor {
         claimUntil: this.#deps.leaseKeeper.until(now),
         limit: free,
         machines: this.registry.keys(),
+        srcs: this.registry.srcs(),
         budgets: this.#slots.remaining(),
       });
     } catch (error) {

@@ -92,6 +92,8 @@ export class MachineRegistry {
   readonly #byId = new Map<string, Map<string, RegisteredMachine>>();
   /** `keys()`, made on first use after a registration. */
   #keys: readonly string[] | undefined;
+  /** `srcs()`, made on first use after a registration. */
+  #srcs: readonly string[] | undefined;
 
   constructor(definitions: Iterable<JobDefinition | AnyStateMachine> = []) {
     for (const def of definitions) this.register(def);
@@ -163,6 +165,7 @@ export class MachineRegistry {
     versions.set(version, registered);
     this.#byId.set(id, versions);
     this.#keys = undefined;
+    this.#srcs = undefined;
     // Child machines it can invoke run as child jobs: registered under `<parent id>.<src>`, same version.
     for (const [src, logic] of Object.entries(machine.implementations.actors ?? {})) {
       if (activityKind(logic) !== 'machine') continue;
@@ -218,6 +221,11 @@ export class MachineRegistry {
   /** Every registered machine version as `id@version` (ids and versions never hold an `@`): what a batch claim may take (`DueClaim.machines`). */
   keys(): readonly string[] {
     return (this.#keys ??= this.all().map((m) => `${m.id}@${m.version}`));
+  }
+
+  /** Every activity name (src) the registered machines declare in setup({ actors }), sorted: what a batch claim reads (`DueClaim.srcs`). */
+  srcs(): readonly string[] {
+    return (this.#srcs ??= [...new Set(this.all().flatMap((m) => Object.keys(m.machine.implementations.actors ?? {})))].sort());
   }
 
   all(): RegisteredMachine[] {
