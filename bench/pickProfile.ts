@@ -2,7 +2,8 @@
  * The batch claim's pick and the poll's reads, timed as statements (not part of `npm run bench`):
  * a backlog of `backlog` pending activities of a src at budget 0 (at its `activityConcurrency`, or
  * not run by a scoped remote worker) created ahead of 64 claimable ones of another src, on a
- * store's own schema. Each statement runs `runs` times; the median and p90 per run are printed.
+ * store's own schema. Each statement runs `runs` times; the median and p90 per run are printed
+ (SQLite: and the CPU per run, steadier than wall time on a busy host).
  * `tsx bench/pickProfile.ts [backlog=1000,10000] [runs=200] [--pg] [--plan]`. SQLite: the pick
  * (`dueClaimPickSql`, a read; the claims follow it one by one). Postgres (`--pg`:
  * SPOOL_BENCH_PG_URL, else a throwaway server): the whole claim, one statement, rolled back after
@@ -15,7 +16,7 @@ import { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
 import { PostgresStore } from '../persistence/drivers/pg/index.ts';
 import { claimDueSql } from '../persistence/drivers/pg/claimDue.ts';
 import { toPostgres } from '../persistence/drivers/pg/sql.ts';
-import { dueClaimParams } from '../persistence/sql/dueClaims.ts';
+import { dueClaimParams, dueRead } from '../persistence/sql/dueClaims.ts';
 import { POSTGRES, SQLITE } from '../persistence/sql/predicates.ts';
 import { dueClaimPickSql, statementsSql } from '../persistence/sql/statements.ts';
 import { benchPostgres, freshPgDatabase } from './pgServer.ts';
@@ -34,8 +35,8 @@ const CLAIMABLE_ROWS = 64;
 const LIMIT = 8;
 /** The claim a runtime makes at c16 with src `limited` out of slots. */
 const CLAIM = { runner: 'w1', now: NOW, claimUntil: NOW + 30_000, limit: LIMIT, machines: ['m@1'], srcs: ['limited', 'work'], budgets: { limited: 0 } };
-/** The poll's reads (`dueEffects`, and `dueUnclaimable` with this runtime's machine versions). */
-const POLL = { now: NOW, limit: 16, runner: 'w1' };
+/** The poll's reads: `dueEffects` with this runtime's machine versions (`dueUnclaimable`), and without. */
+const POLL = [dueRead(NOW, 16, 'w1', ['m@1']), dueRead(NOW, 16, 'w1', undefined)];
 
 /** `count` jobs of `m@1`, each with one pending effect of `src`, ids `<prefix><n>`, created from `at` on (one ms apart); one statement for both SQL stores. */
 const FILL = (prefix: string, src: string, count: number, at: number) => [
@@ -50,16 +51,19 @@ const FILL = (prefix: string, src: string, count: number, at: number) => [
 /** The backlog, then the claimable rows behind it. */
 const fills = (backlog: number) => [...FILL('L', 'limited', backlog, T0), ...FILL('W', 'work', CLAIMABLE_ROWS, T0 + backlog + 1)];
 
-/** The median and p90 of `runs` runs of `run`, in ms. */
-async function timed(run: () => unknown): Promise<{ median: number; p90: number }> {
+/** The median and p90 in ms of `runs` runs of `run`, each timing itself (its own setup left out). */
+async function timed(run: () => number | Promise<number>): Promise<{ median: number; p90: number }> {
   const ms: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const t = performance.now();
-    await run();
-    ms.push(performance.now() - t);
-  }
+  for (let i = 0; i < runs; i++) ms.push(await run());
   ms.sort((a, b) => a - b);
   return { median: percentileSorted(ms, 50), p90: percentileSorted(ms, 90) };
+}
+
+/** How long `run` takes, in ms. */
+function clocked(run: () => unknown): number {
+  const t = performance.now();
+  run();
+  return performance.now() - t;
 }
 
 const fmt = (r: { median: number; p90: number }) => `${(r.median * 1000).toFixed(0)} µs (p90 ${(r.p90 * 1000).toFixed(0)})`;
@@ -75,15 +79,17 @@ async function onSqlite(backlog: number): Promise<void> {
     const s = statementsSql(SQLITE);
     const statements = {
       pick: { sql: dueClaimPickSql(SQLITE, LIMIT), params: dueClaimParams(CLAIM) },
-      dueUnclaimable: { sql: s.dueUnclaimable, params: { ...POLL, machines: '["m@1"]', budgets: '{}' } },
-      dueEffects: { sql: s.dueEffects, params: POLL },
+      ...Object.fromEntries(POLL.map((r) => [r.name, { sql: s[r.name], params: r.params }])),
     };
     for (const [name, { sql, params }] of Object.entries(statements)) {
       const stmt = db.prepare(sql);
       // Parameters the statement does not name are left out (better-sqlite3 refuses them).
       const named = Object.fromEntries(Object.entries(params).filter(([k]) => new RegExp(`@${k}\\b`).test(sql)));
       const rows = stmt.all(named).length;
-      console.log(`sqlite backlog ${backlog} ${name}: ${fmt(await timed(() => stmt.all(named)))}, ${rows} rows`);
+      const cpu = process.cpuUsage();
+      const wall = await timed(() => clocked(() => stmt.all(named)));
+      const { user, system } = process.cpuUsage(cpu);
+      console.log(`sqlite backlog ${backlog} ${name}: ${fmt(wall)}, CPU ${((user + system) / runs).toFixed(0)} µs per run, ${rows} rows`);
       if (plan) for (const r of db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(named) as { detail: string }[]) console.log(`  ${r.detail}`);
     }
   } finally {
@@ -104,22 +110,27 @@ async function onPostgres(backlog: number): Promise<void> {
     const s = statementsSql(POSTGRES);
     const statements = {
       claim: { sql: claimDueSql(POSTGRES), params: { ...dueClaimParams(CLAIM), held: null, any_fence: 0, take_over: null, force: 0 } as Record<string, unknown> },
-      dueUnclaimable: { sql: s.dueUnclaimable, params: { ...POLL, machines: '["m@1"]', budgets: '{}' } },
-      dueEffects: { sql: s.dueEffects, params: POLL },
+      ...Object.fromEntries(POLL.map((r) => [r.name, { sql: s[r.name], params: r.params as Record<string, unknown> }])),
     };
     for (const [name, { sql, params }] of Object.entries(statements)) {
       const stmt = toPostgres(sql, name);
       const query = { name: `s_${name}`, text: stmt.text, values: stmt.names!.map((n) => params[n as keyof typeof params]) };
+      // The statement alone, in a transaction rolled back after it (the claim writes).
       const once = async () => {
         await client.query('BEGIN');
         try {
-          return (await client.query(query)).rowCount;
+          const t = performance.now();
+          const rows = (await client.query(query)).rowCount;
+          return { rows, ms: performance.now() - t };
         } finally {
           await client.query('ROLLBACK');
         }
       };
-      const rows = await once();
-      console.log(`postgres backlog ${backlog} ${name}: ${fmt(await timed(once))}, ${rows} rows`);
+      const { rows } = await once();
+      const wall = await timed(async () => (await once()).ms);
+      // Postgres plans a prepared statement afresh at each run while it finds a generic plan dearer than a custom one.
+      const plans = (await client.query(`SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = $1`, [query.name])).rows[0] as Record<string, string>;
+      console.log(`postgres backlog ${backlog} ${name}: ${fmt(wall)}, ${rows} rows, ${plans['generic_plans']} generic plans, ${plans['custom_plans']} custom`);
       if (plan) {
         await client.query('BEGIN');
         const explained = await client.query({ text: `EXPLAIN ANALYZE ${stmt.text}`, values: query.values });
