@@ -3,7 +3,7 @@
  * a backlog of `backlog` pending activities of a src at budget 0 (at its `activityConcurrency`, or
  * not run by a scoped remote worker) created ahead of 64 claimable ones of another src, on a
  * store's own schema. Each statement runs `runs` times; the median and p90 per run are printed
- (SQLite: and the CPU per run, steadier than wall time on a busy host).
+ * (SQLite: and the CPU per run, steadier than wall time on a busy host).
  * `tsx bench/pickProfile.ts [backlog=1000,10000] [runs=200] [--pg] [--plan]`. SQLite: the pick
  * (`dueClaimPickSql`, a read; the claims follow it one by one). Postgres (`--pg`:
  * SPOOL_BENCH_PG_URL, else a throwaway server): the whole claim, one statement, rolled back after
