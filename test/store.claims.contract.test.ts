@@ -157,6 +157,35 @@ describe(`JobStore batch claim contract: ${CONTRACT_STORE}`, () => {
     expect(last.more).toBe(false);
   });
 
+  it('finds a claimable row behind any backlog of a src it may not take (out of slots, or not among its srcs)', async () => {
+    for (let i = 0; i < 40; i++) await jobWith(`C${i}`, [effectOf(`C${i}`, 'x', { at: T0 + i, src: 'charge' })]);
+    await jobWith('W', [effectOf('W', 'x', { at: T0 + 100 })]);
+    // charge out of slots: its 40 older rows are not claimable, and do not hide W's (limit 1: the pick reads 2 rows of each src).
+    expect(await store.claimDueEffects(claim({ limit: 1, budgets: { charge: 0 } }))).toMatchObject({ claimed: [{ id: 'W~x', src: 'work' }], limited: true, more: false });
+    // A claim that does not name charge (a worker that does not run it) never takes its rows, budget or not.
+    await jobWith('V', [effectOf('V', 'x', { at: T0 + 200 })]);
+    expect(await store.claimDueEffects(claim({ limit: 1, srcs: ['work'] }))).toMatchObject({ claimed: [{ id: 'V~x' }], more: false });
+    expect(await store.claimDueEffects(claim({ srcs: ['work', 'ship'] }))).toMatchObject({ claimed: [], more: false, limited: false });
+    // The poll still sees every src's rows, oldest first.
+    expect((await store.dueEffects(NOW, 2)).map((e) => e.id)).toEqual(['C0~x', 'C1~x']);
+    expect((await store.claimDueEffects(claim({ limit: 2 }))).claimed.map((e) => e.id)).toEqual(['C0~x', 'C1~x']);
+  });
+
+  it('merges the srcs it reads oldest first, one row per job, each src within its budget', async () => {
+    // Srcs in the opposite order of their rows' age, and a job with rows of two srcs.
+    await jobWith('A', [effectOf('A', 'a1', { at: T0 + 5, src: 'alpha' }), effectOf('A', 'z1', { at: T0 + 1, src: 'zulu' })]);
+    await jobWith('B', [effectOf('B', 'a2', { at: T0 + 2, src: 'alpha' })]);
+    await jobWith('C', [effectOf('C', 'z2', { at: T0 + 3, src: 'zulu' })]);
+    await jobWith('D', [effectOf('D', 'm1', { at: T0 + 4, src: 'mike' })]);
+    await jobWith('E', [effectOf('E', 'z3', { at: T0 + 6, src: 'zulu' })]);
+    const srcs = ['alpha', 'mike', 'zulu'];
+    expect((await store.dueEffects(NOW, 10)).map((e) => e.id)).toEqual(['A~z1', 'B~a2', 'C~z2', 'D~m1', 'A~a1', 'E~z3']);
+    const r = await store.claimDueEffects(claim({ srcs, budgets: { zulu: 1 } }));
+    // A's second row waits for the fence of its first; zulu has one slot (A's z1), so C's and E's wait.
+    expect(r.claimed.map((e) => e.id)).toEqual(['A~z1', 'B~a2', 'D~m1']);
+    expect(r).toMatchObject({ more: true, limited: true });
+  });
+
   it('changes nothing when nothing is due', async () => {
     await jobWith('A', []);
     const before = await store.getJob('A');

@@ -15,15 +15,16 @@ export function dueClaimParams(c: DueClaim) {
     until: c.claimUntil,
     limit: c.limit,
     machines: JSON.stringify(c.machines),
+    srcs: JSON.stringify(c.srcs),
     budgets: JSON.stringify(c.budgets ?? {}),
   };
 }
 
-/** `dueEffects`' statement and parameters: every due row, or (`unclaimableBy`) only those no batch claim with these machine versions takes (every src in budget). */
+/** `dueEffects`' statement and parameters: every due row, or (`unclaimableBy`) only those no batch claim with these machine versions takes, whatever its srcs and budgets. */
 export function dueRead(now: number, limit: number, runner: string | undefined, unclaimableBy: readonly string[] | undefined) {
   const params = { now, limit, runner: runner ?? null };
   return unclaimableBy
-    ? { name: 'dueUnclaimable' as const, params: { ...params, machines: JSON.stringify(unclaimableBy), budgets: '{}' } }
+    ? { name: 'dueUnclaimable' as const, params: { ...params, machines: JSON.stringify(unclaimableBy) } }
     : { name: 'dueEffects' as const, params };
 }
 

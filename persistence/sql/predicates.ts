@@ -24,6 +24,13 @@ export interface SqlDialect {
   jsonValues(param: string): string;
   /** The entries of the JSON object of numbers in `param`, as a parenthesised subquery with columns `key` and `n`. */
   jsonEntries(param: string): string;
+  /**
+   * For each row of the FROM item `outer`, the rows of `table` a read correlated with it returns,
+   * `read(columns)` naming the columns it selects (its LIMIT bounds each row's share): SQLite, the
+   * rowids it selects looked up (`rowid IN (…)`, run once per outer row); Postgres, a LATERAL join.
+   * Columns: the table's, and `r` (its rowid).
+   */
+  perRow(outer: string, table: string, read: (columns: string) => string): string;
   /** `a` equals `b`, NULL equal to NULL. */
   same(a: string, b: string): string;
   /** The larger of two values (a scalar function, not the aggregate). */
@@ -75,6 +82,7 @@ export const SQLITE: SqlDialect = {
   indexedBy: (index) => ` INDEXED BY ${index}`,
   jsonValues: (param) => `SELECT value FROM json_each(${param})`,
   jsonEntries: (param) => `(SELECT key, value AS n FROM json_each(${param}))`,
+  perRow: (outer, table, read) => `SELECT t.*, t.rowid AS r FROM ${outer} CROSS JOIN ${table} AS t WHERE t.rowid IN (${read('rowid')})`,
   same: (a, b) => `${a} IS ${b}`,
   greatest: (a, b) => `max(${a}, ${b})`,
   least: (a, b) => `min(${a}, ${b})`,
@@ -91,6 +99,7 @@ export const POSTGRES: SqlDialect = {
   indexedBy: () => '',
   jsonValues: (param) => `SELECT value FROM jsonb_array_elements_text(CAST(${param} AS jsonb))`,
   jsonEntries: (param) => `(SELECT key, value::bigint AS n FROM jsonb_each_text(CAST(${param} AS jsonb)))`,
+  perRow: (outer, _table, read) => `SELECT t.* FROM ${outer} CROSS JOIN LATERAL (${read('*, rowid AS r')}) AS t`,
   same: (a, b) => `${a} IS NOT DISTINCT FROM ${b}`,
   greatest: (a, b) => `greatest(${a}, ${b})`,
   least: (a, b) => `least(${a}, ${b})`,

@@ -79,20 +79,39 @@ const DUE_FILTER = (d: SqlDialect) => `${NOT_HELD('effects.job_id')}
     AND lj.lease_owner IS NOT NULL AND lj.lease_owner <> @runner AND lj.lease_until > ${d.leaseNow}))`;
 
 /**
+ * The srcs that have pending effects, as a subquery's column `src`: read through effects_pending
+ * (keyed by src first) by seeking from each src to the next, one seek per src whatever the rows
+ * behind it.
+ */
+const PENDING_SRCS = (d: SqlDialect) => {
+  const next = (after: string) => `(SELECT src FROM effects${d.indexedBy('effects_pending')} WHERE active = 1 AND status = 'pending'${after}
+      ORDER BY src LIMIT 1)`;
+  return `WITH RECURSIVE k (src) AS (SELECT ${next('')} UNION ALL SELECT ${next(' AND src > k.src')} FROM k WHERE k.src IS NOT NULL)
+    SELECT src FROM k WHERE src IS NOT NULL`;
+};
+
+/**
  * The due effects (`dueEffects`), as three index-ordered reads (pending by age, backoff by due
  * time, running by claim expiry), each stopping at `limit` rows (default @limit), with a further
- * condition `also` on `effects` when given. `head`: a condition on the rows each read stopped at
- * instead (the subquery is named `effects`), so that a filter most due rows fail reads at most
- * `limit` rows of each kind, whatever the backlog behind them. Columns: the effect's, and `r` (its rowid).
+ * condition `also` on `effects` when given. Pending rows are read per src (effects_pending is keyed
+ * by src, then age): the oldest `limit` of each of `srcs` (a subquery's column `src`; default:
+ * every src with pending rows, PENDING_SRCS), merged oldest first, so rows of a src the read may
+ * not take (not in `srcs`) are never read. Given `srcs`, the backoff and expired reads keep to them
+ * too. `head`: a condition on the rows each read stopped at instead (the subquery is named
+ * `effects`), so that a filter most due rows fail reads at most `limit` rows of each kind (and
+ * pending src), whatever the backlog behind them. Columns: the effect's, and `r` (its rowid).
  */
-const DUE_READS = (d: SqlDialect, also?: string, limit = '@limit', head?: string) => {
-  const where = `${DUE_FILTER(d)}${also ? ` AND ${also}` : ''}`;
-  const read = (name: string, rows: string, order: string, index = '') =>
-    head
-      ? `SELECT * FROM (SELECT *, rowid AS r FROM effects${index} WHERE ${rows} AND ${where} ORDER BY ${order}, rowid LIMIT ${limit}) AS effects WHERE ${head}`
-      : `SELECT * FROM (SELECT *, rowid AS r FROM effects${index} WHERE ${rows} AND ${where}
-          ORDER BY ${order}, rowid LIMIT ${limit}) AS ${name}`;
-  return `${read('pending', `active = 1 AND status = 'pending'`, 'created_at', d.indexedBy('effects_pending'))}
+const DUE_READS = (d: SqlDialect, o: { also?: string; limit?: string; head?: string; srcs?: string } = {}) => {
+  const { limit = '@limit', head } = o;
+  const where = `${DUE_FILTER(d)}${o.also ? ` AND ${o.also}` : ''}`;
+  const stop = (name: string, rows: string) => `SELECT * FROM (${rows}) AS ${head ? `effects WHERE ${head}` : name}`;
+  const read = (name: string, rows: string, order: string) =>
+    stop(name, `SELECT *, rowid AS r FROM effects WHERE ${rows} AND ${where}${o.srcs ? ` AND effects.src IN (${o.srcs})` : ''}
+          ORDER BY ${order}, rowid LIMIT ${limit}`);
+  const pendingOfSrc = (columns: string) => `SELECT ${columns} FROM effects${d.indexedBy('effects_pending')}
+          WHERE effects.src = s.src AND active = 1 AND status = 'pending' AND ${where} ORDER BY created_at, rowid LIMIT ${limit}`;
+  const pending = `SELECT * FROM (${d.perRow(`(${o.srcs ?? PENDING_SRCS(d)}) AS s`, 'effects', pendingOfSrc)}) AS p ORDER BY created_at, r LIMIT ${limit}`;
+  return `${stop('pending', pending)}
         UNION ALL
         ${read('backoff', `active = 1 AND status = 'backoff' AND next_run_at <= @now`, 'next_run_at')}
         UNION ALL
@@ -106,27 +125,33 @@ export const CLAIM_SET = (d: SqlDialect) => `status = 'running', attempt = effec
 /**
  * Of the due rows, the ones a batch claim may take: an attempt left; not a running attempt unsafe
  * to repeat (the executor recovers its expired claim first); of an active job of a machine
- * version in `@machines` (`id@version` texts); of a src not out of slots in `@budgets`.
+ * version in `@machines` (`id@version` texts). Which srcs: CLAIM_SRCS.
  */
 const CLAIMABLE = (d: SqlDialect) => `${attemptsLeft('effects')} AND NOT (effects.status = 'running' AND effects.unsafe = 1)
-  AND NOT EXISTS (SELECT 1 FROM ${d.jsonEntries('@budgets')} AS b WHERE b.key = effects.src AND b.n <= 0)
   AND EXISTS (SELECT 1 FROM jobs mj WHERE mj.id = effects.job_id AND mj.status = 'active'
     AND (mj.machine_id || '@' || mj.machine_version) IN (${d.jsonValues('@machines')}))`;
 
+/** The srcs a batch claim reads (`@srcs`), but those out of slots in `@budgets`: a subquery's column `src`. */
+const CLAIM_SRCS = (d: SqlDialect) => `SELECT v.value AS src FROM (${d.jsonValues('@srcs')}) AS v
+      WHERE NOT EXISTS (SELECT 1 FROM ${d.jsonEntries('@budgets')} AS b WHERE b.key = v.value AND b.n <= 0)`;
+
 /**
  * The parts of a batch claim (`claimDueEffects`), one text for both stores:
- * - `cand`: the oldest @limit + 1 claimable due rows (one more than it claims: whether more are
- *   due is then known, not guessed from a full window), with their order (`t`, `r`), their job's machine
- *   version, and whether the job's lease is free or expired (`lease_free` 1) or @runner's, live
- *   (0: left to `claimEffect`, with the fence the runner knows);
+ * - `cand`: the oldest @limit + 1 claimable due rows of the srcs it may take (CLAIM_SRCS; pending
+ *   rows are read per src, so a src out of slots costs nothing however many of its rows wait; one
+ *   more than it claims: whether more are due is then known, not guessed from a full window), with
+ *   their order (`t`, `r`), their job's machine version, and whether the job's lease is free or
+ *   expired (`lease_free` 1) or @runner's, live (0: left to `claimEffect`, with the fence the
+ *   runner knows);
  * - `pick(source)`: from the rows of CTE `source` (SQLite: the free rows of `cand`; Postgres: the
  *   ones it locked, skipping rows a concurrent claim holds), `firsts` the oldest row of each job (a
  *   second claim of a job needs the fence the first returns), `within` those inside their src's
  *   budget, and `picked` the oldest @limit of them;
  * - `counts(source)`: how many rows each step kept, and whether a src out of slots has rows due
  *   (`starved`): `DueClaimResult.more` and `limited`. `starved` looks from each src out of slots
- *   (none, usually) for one due row of it (`OFFSET 0` keeps Postgres from turning the lookup into
- *   a join over every due row, which it did: a scan of the whole backlog at every claim).
+ *   (none, usually) for one due row of it: a pending one through effects_pending (src first), a
+ *   backoff one among the due backoffs (`OFFSET 0` keeps Postgres from turning the lookup into a
+ *   join over every due row, which it did: a scan of the whole backlog at every claim).
  *
  * `limit`: the claim's limit as SQL text, `@limit` (Postgres) or a number written in (SQLite,
  * `dueClaimPickSql`): SQLite re-prepares a statement whose plan depends on a bound LIMIT at every
@@ -136,7 +161,7 @@ export function dueClaimParts(d: SqlDialect, limit = '@limit') {
   return {
     cand: `cand AS (SELECT c.id, c.job_id, c.src, c.status, c.attempt, coalesce(c.next_run_at, c.created_at) AS t, c.r,
         j.machine_id, j.machine_version, CASE WHEN j.lease_owner IS NULL OR j.lease_until <= ${d.leaseNow} THEN 1 ELSE 0 END AS lease_free
-      FROM (${DUE_READS(d, CLAIMABLE(d), `${limit} + 1`)}) AS c JOIN jobs j ON j.id = c.job_id ORDER BY t, c.r LIMIT ${limit} + 1)`,
+      FROM (${DUE_READS(d, { also: CLAIMABLE(d), limit: `${limit} + 1`, srcs: CLAIM_SRCS(d) })}) AS c JOIN jobs j ON j.id = c.job_id ORDER BY t, c.r LIMIT ${limit} + 1)`,
     pick: (source: string) => `firsts AS (SELECT * FROM (SELECT s.*, row_number() OVER (PARTITION BY s.job_id ORDER BY s.t, s.r) AS nth_of_job
         FROM ${source} AS s) AS f WHERE f.nth_of_job = 1),
       ranked AS (SELECT f.*, row_number() OVER (PARTITION BY f.src ORDER BY f.t, f.r) AS nth_of_src FROM firsts AS f),
@@ -144,7 +169,8 @@ export function dueClaimParts(d: SqlDialect, limit = '@limit') {
       picked AS (SELECT * FROM within ORDER BY t, r LIMIT ${limit})`,
     counts: (source: string) => `(SELECT count(*) FROM ${source}) AS lockable, (SELECT count(*) FROM firsts) AS firsts, (SELECT count(*) FROM within) AS within,
       CASE WHEN EXISTS (SELECT 1 FROM ${d.jsonEntries('@budgets')} AS b WHERE b.n <= 0
-        AND EXISTS (SELECT 1 FROM effects WHERE active = 1 AND effects.src = b.key AND (status = 'pending' OR (status = 'backoff' AND next_run_at <= @now)) LIMIT 1 OFFSET 0))
+        AND (EXISTS (SELECT 1 FROM effects${d.indexedBy('effects_pending')} WHERE effects.src = b.key AND active = 1 AND status = 'pending' LIMIT 1 OFFSET 0)
+          OR EXISTS (SELECT 1 FROM effects WHERE effects.src = b.key AND active = 1 AND status = 'backoff' AND next_run_at <= @now LIMIT 1 OFFSET 0)))
         THEN 1 ELSE 0 END AS starved`,
   };
 }
@@ -330,8 +356,8 @@ function effectsSql(d: SqlDialect) {
     listAttempts: q(`SELECT a.* FROM attempts a JOIN effects e ON e.id = a.effect_id
       WHERE a.job_id = ? ORDER BY e.created_revision, a.effect_id, a.attempt`),
     dueEffects: q(`SELECT * FROM (${DUE_READS(d)}) AS due ORDER BY coalesce(next_run_at, created_at), r LIMIT @limit`),
-    /** Among dueEffects' oldest `@limit` rows of each kind, those no batch claim with `@machines` would take (CLAIMABLE's rows left out, every src in budget): bounded by the limit, not by the backlog. */
-    dueUnclaimable: q(`SELECT * FROM (${DUE_READS(d, undefined, '@limit', `NOT (${CLAIMABLE(d)})`)}) AS due ORDER BY coalesce(next_run_at, created_at), r LIMIT @limit`),
+    /** Among dueEffects' oldest `@limit` rows of each kind, those no batch claim with `@machines` would take (CLAIMABLE's rows left out, whatever its srcs and budgets): bounded by the limit, not by the backlog. */
+    dueUnclaimable: q(`SELECT * FROM (${DUE_READS(d, { head: `NOT (${CLAIMABLE(d)})` })}) AS due ORDER BY coalesce(next_run_at, created_at), r LIMIT @limit`),
     runningEffects: q(`SELECT * FROM effects WHERE active = 1 AND status = 'running' LIMIT ?`),
     // A child job's id is its invocation's effect id.
     orphanedChildren: q(`SELECT j.id FROM jobs j${d.indexedBy('jobs_active_children')} JOIN effects e ON e.id = j.id

@@ -84,7 +84,13 @@ export interface DueClaim {
   limit: number;
   /** The machine versions the runner can run, each as `machineId@machineVersion`: activities of other jobs are left unclaimed. */
   machines: readonly string[];
-  /** Activity srcs with a concurrency limit here, and how many more attempts of each may start (0: none). Other srcs: up to `limit`. */
+  /**
+   * The activity srcs (names) the runner runs: rows of other srcs are left unclaimed, and never
+   * read (the store reads the oldest due rows of each of these srcs, so a backlog of a src it may
+   * not take costs nothing). A runtime names every src its registered machines invoke.
+   */
+  srcs: readonly string[];
+  /** Activity srcs with a concurrency limit here, and how many more attempts of each may start (0: none, and its rows are not read). Other srcs: up to `limit`. */
   budgets?: Readonly<Record<string, number>> | undefined;
 }
 

@@ -142,11 +142,12 @@ export interface JobStore {
   /**
    * Claim due activities in ONE atomic write, as `claimEffect` would claim each: the oldest due
    * effects (in `dueEffects`' order) of active jobs of `machines` whose lease is free or expired,
-   * at most one per job and `limit` in all, within each src's `budget`; each job's lease is taken
-   * for `runner` until `claimUntil` (its fence grows) and each attempt recorded as started. Never
-   * a running attempt unsafe to repeat or out of attempts (the caller recovers those), never a row
-   * a concurrent claim holds: two runners claiming at once take disjoint rows and neither waits on
-   * the other (Postgres: `FOR NO KEY UPDATE … SKIP LOCKED` in one statement).
+   * at most one per job and `limit` in all, of the `srcs` it names, within each src's `budget` (each
+   * src's oldest rows are read on their own: a backlog of another src costs nothing); each job's
+   * lease is taken for `runner` until `claimUntil` (its fence grows) and each attempt recorded as
+   * started. Never a running attempt unsafe to repeat or out of attempts (the caller recovers
+   * those), never a row a concurrent claim holds: two runners claiming at once take disjoint rows
+   * and neither waits on the other (Postgres: `FOR NO KEY UPDATE … SKIP LOCKED` in one statement).
    */
   claimDueEffects(claim: DueClaim): Promise<DueClaimResult>;
   /**

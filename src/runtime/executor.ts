@@ -214,7 +214,7 @@ export class ActivityExecutor {
   /** A batch claim of at most `limit` attempts for this runner, now. */
   #dueClaim(limit: number): DueClaim {
     const now = this.clock.now();
-    return { runner: this.runnerId, now, claimUntil: this.#deps.leaseKeeper.until(now), limit, machines: this.registry.keys(), budgets: this.#slots.remaining() };
+    return { runner: this.runnerId, now, claimUntil: this.#deps.leaseKeeper.until(now), limit, machines: this.registry.keys(), srcs: this.registry.srcs(), budgets: this.#slots.remaining() };
   }
 
   /** A batch claim for `free` reserved slots settles: the slots are given back, what it claimed runs, what it left is noted. How many attempts started. */

@@ -94,6 +94,8 @@ export class MachineRegistry {
   #keys: readonly string[] | undefined;
   /** `latest(id)` by id, found on first use after a registration (a start asks for it each time). */
   readonly #latest = new Map<string, RegisteredMachine>();
+  /** `srcs()`, made on first use after a registration. */
+  #srcs: readonly string[] | undefined;
 
   constructor(definitions: Iterable<JobDefinition | AnyStateMachine> = []) {
     for (const def of definitions) this.register(def);
@@ -166,6 +168,7 @@ export class MachineRegistry {
     this.#byId.set(id, versions);
     this.#keys = undefined;
     this.#latest.delete(id);
+    this.#srcs = undefined;
     // Child machines it can invoke run as child jobs: registered under `<parent id>.<src>`, same version.
     for (const [src, logic] of Object.entries(machine.implementations.actors ?? {})) {
       if (activityKind(logic) !== 'machine') continue;
@@ -225,6 +228,11 @@ export class MachineRegistry {
   /** Every registered machine version as `id@version` (ids and versions never hold an `@`): what a batch claim may take (`DueClaim.machines`). */
   keys(): readonly string[] {
     return (this.#keys ??= this.all().map((m) => `${m.id}@${m.version}`));
+  }
+
+  /** Every activity name (src) the registered machines declare in setup({ actors }), sorted: what a batch claim reads (`DueClaim.srcs`). */
+  srcs(): readonly string[] {
+    return (this.#srcs ??= [...new Set(this.all().flatMap((m) => Object.keys(m.machine.implementations.actors ?? {})))].sort());
   }
 
   all(): RegisteredMachine[] {

@@ -106,20 +106,19 @@ export class RemoteAttempts {
 
   /** The activity names (srcs) of the registered machines. */
   activities(): string[] {
-    return [...new Set(this.#deps.registry.all().flatMap((m) => Object.keys(m.machine.implementations.actors ?? {})))].sort();
+    return [...this.#deps.registry.srcs()];
   }
 
   /** Claim up to `slots` due attempts of `activities` (within `scope`) for a new runner id; each comes with its token. */
   async claim(request: RemoteClaim, scope: ActivityScope): Promise<RemoteDispatch[]> {
     this.#deps.assertOpen();
-    const known = this.activities();
-    const wanted = new Set((request.activities ?? known).filter((a) => scope === null || scope.includes(a)));
-    const budgets = Object.fromEntries(known.filter((a) => !wanted.has(a)).map((a) => [a, 0]));
-    if (wanted.size === 0 || request.slots < 1) return [];
+    const known = this.#deps.registry.srcs();
+    const srcs = [...new Set((request.activities ?? known).filter((a) => scope === null || scope.includes(a)))];
+    if (srcs.length === 0 || request.slots < 1) return [];
     const runner = `remote~${randomBase64url(12)}`;
     const now = this.#deps.clock.now();
     const claimUntil = now + this.#claimMs;
-    const due = await this.#deps.store.claimDueEffects({ runner, now, claimUntil, limit: request.slots, machines: this.#deps.registry.keys(), budgets });
+    const due = await this.#deps.store.claimDueEffects({ runner, now, claimUntil, limit: request.slots, machines: this.#deps.registry.keys(), srcs });
     return due.claimed.map((effect) => {
       this.#deps.events.emit({ type: 'activity.started', jobId: effect.jobId, effectId: effect.id, src: effect.src, attempt: effect.attempt });
       this.#deps.events.log('info', 'activity started remotely', { jobId: effect.jobId, effectId: effect.id, src: effect.src, attempt: effect.attempt, runner });

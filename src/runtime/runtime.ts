@@ -96,7 +96,7 @@ export class Runtime<C extends MachineCatalog = any> {
     this.#commits = new CommitBatcher(this.store);
     this.#reader = new JobReader(this.store, this.registry, this.#owner, this.#snapshots);
     this.#runEffects = options.runEffects ?? this.#process;
-    const slots = new ActivitySlots(options.activityConcurrency, this.registry.all().flatMap((m) => Object.keys(m.machine.implementations.actors ?? {})));
+    const slots = new ActivitySlots(options.activityConcurrency, this.registry.srcs());
     this.#backlog = new BacklogGauge(() => this.store.pendingBacklog(), this.clock, options.maxBacklog ?? DEFAULT_MAX_BACKLOG);
     const leaseMs = Math.max(1000, options.leaseMs ?? 30_000);
     this.#hostDriven = options.hostDriven ?? false;

@@ -19,5 +19,8 @@ export function effectOf(jobId: string, actorId: string, o: { at?: number; src?:
   };
 }
 
-export const claim = (o: Partial<DueClaim> = {}): DueClaim => ({ runner: 'w1', now: NOW, claimUntil: UNTIL, limit: 10, machines: ['m@1'], ...o });
+/** The srcs the effects here use: a claim reads these unless it names others. */
+export const SRCS = ['charge', 'work'];
+
+export const claim = (o: Partial<DueClaim> = {}): DueClaim => ({ runner: 'w1', now: NOW, claimUntil: UNTIL, limit: 10, machines: ['m@1'], srcs: SRCS, ...o });
 

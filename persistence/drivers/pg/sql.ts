@@ -15,7 +15,7 @@ const PARAM_TYPES: Record<string, string> = {
   revision: 'bigint', accepted_at: 'bigint', processed_at: 'bigint', attempt: 'bigint', job_id: 'text', event_id: 'text',
   type: 'text', payload: 'text', payload_hash: 'text', status: 'text', error: 'text', source_kind: 'text', source_id: 'text',
   id: 'text', at: 'bigint', expected: 'bigint', fence: 'bigint', next: 'bigint', token: 'text', output: 'text', before: 'bigint',
-  seq: 'bigint', after: 'bigint', upto: 'bigint', deactivate_actor: 'text', deactivated_at: 'bigint', machines: 'text', budgets: 'text',
+  seq: 'bigint', after: 'bigint', upto: 'bigint', deactivate_actor: 'text', deactivated_at: 'bigint', machines: 'text', srcs: 'text', budgets: 'text',
 };
 
 /** A statement in Postgres's form: its text, and the parameter names in `$n` order (null: positional `?`). */

@@ -1,4 +1,4 @@
--- The postgres schema as persistence/sql/migrations/postgres produce it (schema version 5).
+-- The postgres schema as persistence/sql/migrations/postgres produce it (schema version 6).
 -- Written by `npm run schema:dump`; test/schemaDump tests fail when it drifts from the migrations.
 
 CREATE TABLE assets (
@@ -256,7 +256,7 @@ CREATE INDEX effects_due ON public.effects USING btree (status, next_run_at) WHE
 
 CREATE INDEX effects_job ON public.effects USING btree (job_id, actor_id);
 
-CREATE INDEX effects_pending ON public.effects USING btree (created_at, rowid) WHERE ((active = 1) AND (status = 'pending'::text));
+CREATE INDEX effects_pending ON public.effects USING btree (src, created_at, rowid) WHERE ((active = 1) AND (status = 'pending'::text));
 
 CREATE SEQUENCE effects_rowid_seq;
 

@@ -1,4 +1,4 @@
--- The sqlite schema as persistence/sql/migrations/sqlite produce it (schema version 15).
+-- The sqlite schema as persistence/sql/migrations/sqlite produce it (schema version 16).
 -- Written by `npm run schema:dump`; test/schemaDump tests fail when it drifts from the migrations.
 
 CREATE TABLE assets (
@@ -187,7 +187,7 @@ CREATE INDEX effects_due ON effects (status, next_run_at) WHERE active = 1;
 
 CREATE INDEX effects_job ON effects (job_id, actor_id);
 
-CREATE INDEX effects_pending ON effects (created_at) WHERE active = 1 AND status = 'pending';
+CREATE INDEX effects_pending ON effects (src, created_at) WHERE active = 1 AND status = 'pending';
 
 CREATE UNIQUE INDEX effects_token ON effects (token) WHERE token IS NOT NULL;
 
