@@ -109,7 +109,7 @@ async function onPostgres(backlog: number): Promise<void> {
     await client.query('ANALYZE');
     const s = statementsSql(POSTGRES);
     const statements = {
-      claim: { sql: claimDueSql(POSTGRES), params: { ...dueClaimParams(CLAIM), held: null, any_fence: 0, take_over: null, force: 0 } as Record<string, unknown> },
+      claim: { sql: claimDueSql(POSTGRES, LIMIT), params: { ...dueClaimParams(CLAIM), held: null, any_fence: 0, take_over: null, force: 0 } as Record<string, unknown> },
       ...Object.fromEntries(POLL.map((r) => [r.name, { sql: s[r.name], params: r.params as Record<string, unknown> }])),
     };
     for (const [name, { sql, params }] of Object.entries(statements)) {

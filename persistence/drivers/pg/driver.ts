@@ -35,8 +35,8 @@ export class PgDriver implements SqlDriver {
    */
   readonly #notifier: Notifier;
   readonly #statements: Record<StatementName, PgStatement>;
-  /** `claimDueEffects`' one statement (claimDue.ts). */
-  readonly #claimDue: PgStatement;
+  /** `claimDueEffects`' one statement for a limit (claimDue.ts). */
+  readonly #claimDue: (limit: number) => PgStatement;
   readonly #byText = new Map<string, PgStatement>();
   #closed = false;
 
@@ -44,7 +44,7 @@ export class PgDriver implements SqlDriver {
     this.#pool = pool;
     this.changes = listener;
     this.#statements = pgStatements(dialect);
-    this.#claimDue = claimDueStatement(dialect);
+    this.#claimDue = (limit) => claimDueStatement(dialect, limit);
     this.#notifier = new Notifier((wake) => pool.query(`BEGIN; SET LOCAL synchronous_commit TO OFF; ${notifySql(this.#id, wake)}; COMMIT`));
   }
 
@@ -100,7 +100,7 @@ export class PgDriver implements SqlDriver {
   /** One statement (claimDue.ts), on its own: atomic without a transaction around it. */
   async claimDue(c: DueClaim): Promise<DueClaimResult> {
     try {
-      return dueClaimResult((await this.#query(this.#claimDue, claimDueArgs(c))).rows);
+      return dueClaimResult((await this.#query(this.#claimDue(c.limit), claimDueArgs(c))).rows);
     } catch (error) {
       // The statement commits itself: a connection lost on the way leaves it unknown.
       if (isConnectionLost(error)) throw commitOutcomeUnknown(this.description, error, [{ kind: 'due-claims', runner: c.runner }]);
@@ -198,7 +198,7 @@ export class PgDriver implements SqlDriver {
 }
 
 /** The store's write transaction (persistence/sql/driver.ts) over one run of {@link PgDriver}'s. */
-function writeTx(t: Tx, claimDue: PgStatement): WriteTx {
+function writeTx(t: Tx, claimDue: (limit: number) => PgStatement): WriteTx {
   return {
     run: (program) => t.run(program),
     each: (items, write, leaseHeld) =>
@@ -207,6 +207,6 @@ function writeTx(t: Tx, claimDue: PgStatement): WriteTx {
         return leaseHeld ? unlessLeaseHeld(written) : written;
       }),
     eachCommit: (commits, write) => eachCommit(commits, (c) => savepoint(t, () => t.run(write(c)))),
-    claimDue: async (c) => dueClaimResult(await t.query(claimDue, claimDueArgs(c))),
+    claimDue: async (c) => dueClaimResult(await t.query(claimDue(c.limit), claimDueArgs(c))),
   };
 }
