@@ -100,6 +100,15 @@ async function postgresDb(): Promise<BenchDb> {
     return rows[0]?.[0];
   };
   const lsn = async () => String((await (await conn()).query({ text: 'SELECT pg_current_wal_lsn()', rowMode: 'array' })).rows[0]![0]);
+  // pg_walinspect reads only flushed WAL: an asynchronous commit (the notifications' transactions) may
+  // leave the insert position ahead of it for up to the WAL writer's delay.
+  const flushedTo = async (to: string) => {
+    for (let i = 0; i < 200; i++) {
+      const behind = (await (await conn()).query({ text: 'SELECT pg_current_wal_flush_lsn() < $1::pg_lsn', values: [to], rowMode: 'array' })).rows[0]![0];
+      if (!behind) return;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  };
   // Commits = COMMIT records in the WAL between two positions (pg_walinspect, PostgreSQL 15+): null when it cannot be installed.
   let walinspect: boolean | null = null;
   const installWalinspect = async () => (walinspect ??= await (await conn()).query('CREATE EXTENSION IF NOT EXISTS pg_walinspect').then(() => true, () => false));
@@ -125,6 +134,7 @@ async function postgresDb(): Promise<BenchDb> {
         stop: async () => {
           const cpu1 = cpu?.();
           const lsn1 = await lsn();
+          await flushedTo(lsn1);
           return {
             commits: await commitsBetween(lsn0, lsn1),
             walBytes: await bytesBetween(lsn0, lsn1),
