@@ -1,5 +1,6 @@
-import type { JsonValue } from '../ports/store.ts';
+import type { EffectRecord, JsonValue } from '../ports/store.ts';
 import { nodeBuiltin, nodeProcess } from '../base/node.ts';
+import { tokenFor } from './tokens.ts';
 
 /**
  * What a `fromPromise` activity receives when Spool runs it (XState's own `{ input, signal }`
@@ -42,6 +43,46 @@ export interface ActivityArgs<TInput = unknown, TOutput = unknown> {
   attachAsset: (asset: AssetInput) => Promise<void>;
   /** XState's `emit`: Spool ignores emitted events of activities. */
   emit: (emitted: { type: string }) => void;
+}
+
+/** A token an attempt asked for with `defer`, and what to hand it to once the waiting state is durable. */
+export interface PendingToken {
+  token: string;
+  onToken: ((token: string) => void | Promise<void>) | undefined;
+}
+
+/**
+ * What an attempt's activity is given: {@link ActivityArgs} (its writes through `writes`, which
+ * fence them), with XState's `self`, `system` and `emit` left empty; and the token it asked for
+ * with `defer`, if it did (`pending()`).
+ */
+export function attemptArgs(
+  effect: Pick<EffectRecord, 'id' | 'jobId' | 'input' | 'attempt'>,
+  controller: AttemptAbort,
+  writes: Pick<ActivityArgs, 'progress' | 'attachAsset'>,
+): { args: ActivityArgs & { self: undefined; system: undefined }; pending: () => PendingToken | undefined } {
+  let pending: PendingToken | undefined;
+  const args: ActivityArgs & { self: undefined; system: undefined } = {
+    input: structuredClone(effect.input),
+    idempotencyKey: effect.id,
+    attempt: effect.attempt,
+    // Made when the activity reads it (AttemptAbort): most attempts never do.
+    get signal() {
+      return controller.signal;
+    },
+    jobId: effect.jobId,
+    defer: (onToken) => {
+      const token = tokenFor();
+      pending = { token, onToken };
+      return deferred(token);
+    },
+    progress: writes.progress,
+    attachAsset: writes.attachAsset,
+    self: undefined,
+    system: undefined,
+    emit: () => undefined,
+  };
+  return { args, pending: () => pending };
 }
 
 /** An output to link to a job. `key` defaults to `uri`. */

@@ -14,15 +14,14 @@ import type { MachineRegistry } from './registry.ts';
 import type { RegisteredMachine } from '../base/definition.ts';
 import { crashPoint } from './crashPoints.ts';
 import { decideFinish, type AttemptEnd, type DecidedFinish } from './outcomes.ts';
-import { interruptedError, outcomeEvent } from '../step/attempts.ts';
-import { AttemptAbort, deferred, isDeferred, runnerIsGone, type ActivityArgs, type AssetInput } from './activities.ts';
+import { firstAttemptClaimed, interruptedError, outcomeEvent } from '../step/attempts.ts';
+import { AttemptAbort, attemptArgs, isDeferred, runnerIsGone, type AssetInput } from './activities.ts';
 import { widerScan, type ActivitySlots } from './limits.ts';
 import { checkPercent } from './intake.ts';
 import type { LogEntry, RuntimeEvent } from './api.ts';
 import { TERMINAL } from './jobView.ts';
 import type { WriteLease } from './reports.ts';
 import type { RunningActivity, RuntimeParts } from './parts.ts';
-import { tokenFor } from './tokens.ts';
 import type { Waiting } from './outcomeUnknown.ts';
 
 /** An attempt's outcome recorded in the commit that applies its event; `recorded` runs once that commit is durable. */
@@ -387,30 +386,7 @@ export class ActivityExecutor {
         this.#attempting.delete(created.id);
         continue;
       }
-      // Every field named (no spread of the new effect, which has others): one shape for every claimed attempt.
-      const effect: ClaimedEffect = {
-        id: created.id,
-        jobId: created.jobId,
-        actorId: created.actorId,
-        src: created.src,
-        kind: 'activity',
-        input: created.input,
-        status: 'running',
-        active: true,
-        attempt: 1,
-        maxAttempts: created.maxAttempts,
-        unsafe: created.unsafe,
-        nextRunAt: null,
-        claimedBy: this.runnerId,
-        claimExpiresAt: claim.claimUntil,
-        token: null,
-        output: null,
-        error: null,
-        createdRevision: created.createdRevision,
-        createdAt: created.at,
-        updatedAt: created.at,
-        leaseFence: fence,
-      };
+      const effect = firstAttemptClaimed(created, this.runnerId, claim.claimUntil, fence);
       this.#claimedInCommit.set(claim.effectId, { effect, def });
     }
   }
@@ -532,21 +508,8 @@ export class ActivityExecutor {
       if (!def || typeof logic?.config !== 'function') {
         throw Object.assign(new Error(`No activity "${effect.src}" in the registered machine.`), { terminal: true });
       }
-      const args: ActivityArgs & { self: undefined; system: undefined; emit: () => void } = {
-        input: structuredClone(effect.input),
-        idempotencyKey: effect.id,
-        attempt,
-        // Made when the activity reads it (AttemptAbort): most attempts never do.
-        get signal() {
-          return controller.signal;
-        },
-        jobId: effect.jobId,
-        defer: (onToken) => {
-          const token = tokenFor();
-          pendingToken = { token, onToken };
-          return deferred(token);
-        },
-        // Writes of an attempt are fenced like its outcome: ignored once another runner holds the job.
+      // Writes of an attempt are fenced like its outcome: ignored once another runner holds the job.
+      const { args, pending } = attemptArgs(effect, controller, {
         progress: async (percent) => {
           this.#assertOpen();
           checkPercent(percent);
@@ -555,11 +518,7 @@ export class ActivityExecutor {
         attachAsset: async (asset) => {
           await this.#attach(effect.jobId, asset, { effectId: effect.id, attempt }, this.#attemptLease(effect.jobId));
         },
-        self: undefined,
-        system: undefined,
-        emit: () => undefined,
-      };
-      let pendingToken: { token: string; onToken: ((token: string) => void | Promise<void>) | undefined } | undefined;
+      });
       // Shutdown aborts the attempt and stops waiting for it, whether or not the activity heeds
       // its signal: the attempt is taken over by the next runtime, and close() must not hang.
       const running = logic.config(args);
@@ -567,6 +526,7 @@ export class ActivityExecutor {
         controller.onAbort((reason) => this.#closing && reject(reason as Error));
         Promise.resolve(running).then(resolve, reject);
       });
+      const pendingToken = pending();
       if (isDeferred(value) && pendingToken && pendingToken.token === value.token) {
         const status = await this.#submitFinish({ id: effect.id, attempt, result: { kind: 'waiting', token: value.token }, at: this.clock.now(), lease: this.#attemptLease(effect.jobId) });
         this.#attempting.delete(effect.id);

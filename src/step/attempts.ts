@@ -1,4 +1,4 @@
-import { UNCOMPARED_HASH, type ErrorInfo, type JsonValue, type NewInboxEvent } from '../ports/store.ts';
+import { UNCOMPARED_HASH, type ClaimedEffect, type ErrorInfo, type JsonValue, type NewEffect, type NewInboxEvent } from '../ports/store.ts';
 import { toJson } from '../base/json.ts';
 import { sha256Hex } from '../base/sha256.ts';
 import type { RetryPolicy } from '../base/retry.ts';
@@ -100,5 +100,36 @@ export function outcomeEvent(
     source: 'effect',
     sourceId: effect.id,
     attempt,
+  };
+}
+
+/**
+ * The record of an effect's first attempt, claimed for `runner` until `claimUntil` by the commit
+ * that created the effect (`EffectStart`), as the store holds it after that commit (lease `fence`).
+ * Every field named (no spread of the new effect, which has others): one shape for every claimed attempt.
+ */
+export function firstAttemptClaimed(created: NewEffect, runner: string, claimUntil: number, fence: number): ClaimedEffect {
+  return {
+    id: created.id,
+    jobId: created.jobId,
+    actorId: created.actorId,
+    src: created.src,
+    kind: 'activity',
+    input: created.input,
+    status: 'running',
+    active: true,
+    attempt: 1,
+    maxAttempts: created.maxAttempts,
+    unsafe: created.unsafe,
+    nextRunAt: null,
+    claimedBy: runner,
+    claimExpiresAt: claimUntil,
+    token: null,
+    output: null,
+    error: null,
+    createdRevision: created.createdRevision,
+    createdAt: created.at,
+    updatedAt: created.at,
+    leaseFence: fence,
   };
 }
