@@ -32,7 +32,7 @@ export function hashJson(value: unknown): string {
 
 /** A job's input hash (a repeated start's is compared with it): `hashJson({ machine, input })`. */
 export function inputHash(machineId: string, input: JsonValue): string {
-  return sha256Hex(`{"input":${stableStringify(input)},"machine":${JSON.stringify(machineId)}}`).slice(0, 32);
+  return hashJson({ machine: machineId, input });
 }
 
 /** Round-trip through JSON: what would be stored. Throws on cycles and BigInt. */
