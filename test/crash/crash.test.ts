@@ -37,7 +37,8 @@ beforeAll(async () => {
       `${t.eventsAcked} events acknowledged, ${t.db.jobs} jobs, ${t.db.transitions} transitions, timers ${JSON.stringify(t.db.timers)}, ` +
       `${t.db.attempts} attempts ${JSON.stringify(t.db.attemptOutcomes)}, ${report.violations.length} violations, ${(t.durationMs / 1000).toFixed(1)} s`,
   );
-  concurrent = await runCrashHarness({ kills: KILLS, workers: WORKERS, seed, dir: res.tempDir() });
+  // A worker killed after claiming an attempt (at least one): its attempt is recorded interrupted when another takes it over.
+  concurrent = await runCrashHarness({ kills: KILLS, workers: WORKERS, needCrashPoints: ['after-claim'], seed, dir: res.tempDir() });
   const c = concurrent.tally;
   console.log(
     `crash harness, ${WORKERS} concurrent workers (seed ${seed}): ${c.kills} kills (worker ${c.workerKills}, client ${c.clientKills}; crash points ${JSON.stringify(c.crashPoints)}), ` +
@@ -76,6 +77,7 @@ describe(`crash harness, ${KILLS} kills (seed ${seed})`, () => {
     expect(tally.eventsAcked).toBeGreaterThan(100);
     expect(tally.db.outcomes['applied']).toBeGreaterThan(100);
     expect(tally.db.timers['delivered']).toBeGreaterThan(0);
+    expect(tally.crashPoints['worker:after-claim']).toBeGreaterThan(0);
     expect(tally.db.interruptedAttempts).toBeGreaterThan(0);
     expect(tally.db.overlapPairsChecked).toBeGreaterThan(0);
     expect(tally.db.overlapPairsSkipped).toBe(0);

@@ -70,6 +70,13 @@ export interface CrashOptions {
    * point depends on the machine's speed; this keeps a short run from passing none.
    */
   minCrashPoints?: number;
+  /**
+   * Worker crash points that must each have caused a death: while one has not, every further worker
+   * is armed at one of those still missing (up to twice `kills` kills in all). Default none. What a
+   * run checks happened (an attempt interrupted: `after-claim`) then does not hang on when the
+   * random kills land.
+   */
+  needCrashPoints?: readonly (typeof WORKER_CRASH_POINTS)[number][];
   /** Chance that a worker is armed at a crash point. Default 0.4. */
   armWorker?: number;
   /** Chance, per round, that the client is SIGKILLed too. Default 0.1. */
@@ -400,9 +407,14 @@ export async function runCrashHarness(options: CrashOptions): Promise<CrashRepor
     });
     return { child, arm, killedByUs: false };
   };
-  const wantCrashPoints = (): boolean => Object.values(crashPoints).reduce((a, b) => a + b, 0) < (options.minCrashPoints ?? 0);
-  const workerArm = (): string | null =>
-    random() < (wantCrashPoints() ? 1 : armWorker) ? `${WORKER_CRASH_POINTS[Math.floor(random() * WORKER_CRASH_POINTS.length)]}:${1 + Math.floor(random() * 8)}` : null;
+  const missingPoints = () => (options.needCrashPoints ?? []).filter((p) => !crashPoints[`worker:${p}`]);
+  const wantCrashPoints = (): boolean =>
+    Object.values(crashPoints).reduce((a, b) => a + b, 0) < (options.minCrashPoints ?? 0) || missingPoints().length > 0;
+  const workerArm = (): string | null => {
+    const missing = missingPoints();
+    const points: readonly string[] = missing.length > 0 ? missing : WORKER_CRASH_POINTS;
+    return random() < (wantCrashPoints() ? 1 : armWorker) ? `${points[Math.floor(random() * points.length)]}:${1 + Math.floor(random() * 8)}` : null;
+  };
 
   /** Account for a worker's death; a worker must die only by SIGKILL (ours or its crash point's). */
   const buried = (w: WorkerProc, exit: { code: number | null; signal: NodeJS.Signals | null }) => {
