@@ -167,6 +167,7 @@ export class SqliteDriver implements SqlDriver {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.#wal.close();
     this.#db.close();
   }
 }

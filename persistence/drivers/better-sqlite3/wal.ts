@@ -17,6 +17,7 @@
  */
 import type Database from 'better-sqlite3';
 import { freeBytes, sqliteCode } from './storageFault.ts';
+import { Checkpointer } from './checkpointer.ts';
 
 /** The bounds of `wal_autocheckpoint`, in pages: 4000 (~16 MB at 4 KB pages) on a roomy disk. */
 export const AUTOCHECKPOINT_PAGES = { min: 64, max: 4000 } as const;
@@ -39,9 +40,13 @@ export class WalGuard {
   /** A full disk refused the last checkpoint: the next write tries it first. */
   #owed = false;
 
+  /** Checkpoints off the event loop (checkpointer.ts), for a database in a file. */
+  readonly #checkpointer: Checkpointer | undefined;
+
   constructor(db: Database.Database, path: string) {
     this.#db = db;
     this.#path = path;
+    if (path !== '' && path !== ':memory:') this.#checkpointer = new Checkpointer(path, db.pragma('page_size', { simple: true }) as number, AUTOCHECKPOINT_PAGES.max);
   }
 
   /** Whether a checkpoint is owed (a full disk refused it). */
@@ -55,6 +60,7 @@ export class WalGuard {
     const pages = autocheckpointPages(freeBytes(this.#path), pageSize);
     this.#db.pragma(`wal_autocheckpoint = ${pages}`);
     this.#db.pragma(`journal_size_limit = ${pages * pageSize}`);
+    this.#checkpointer?.bound(pages);
   }
 
   /**
@@ -64,11 +70,18 @@ export class WalGuard {
   write<T>(write: () => T): T {
     if (this.#owed) this.#checkpoint();
     try {
-      return write();
+      const result = write();
+      this.#checkpointer?.committed();
+      return result;
     } catch (error) {
       if (!isFull(error) || this.#db.inTransaction || !this.#checkpoint()) throw error;
     }
     return write();
+  }
+
+  /** Stop checkpointing off the event loop (before the writer's connection closes). */
+  close(): void {
+    this.#checkpointer?.close();
   }
 
   /** Checkpoint the WAL into the database and truncate it; false (and owed) when the disk refused. */
