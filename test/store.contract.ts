@@ -409,7 +409,6 @@ export function storeContract(name: string, factory: StoreFactory): void {
         const c = commitOf('A', 1, {
           value: { busy: 'upload' },
           n: 7,
-          machineVersion: '2',
           at: T0 + 100,
           eventType: 'PAY',
           eventId: 'e1',
@@ -420,7 +419,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
           revision: 2,
           value: { busy: 'upload' },
           context: { n: 7 },
-          machineVersion: '2',
+          machineVersion: '1',
           updatedAt: T0 + 100,
           createdAt: T0,
           snapshot: c.job.snapshot,
@@ -476,6 +475,20 @@ export function storeContract(name: string, factory: StoreFactory): void {
         // A revision from the future is a conflict too.
         expect(await store.commit([commitOf('A', 5)])).toEqual([{ ok: false, reason: 'conflict', currentRevision: 2 }]);
         expect(await dumpStore(store)).toEqual(before);
+      });
+
+      it('a migration commit (outcome migrated) alone moves the job to another machine version; any other commit, ending or not, is of the version stored, or a conflict', async () => {
+        expect(await store.commit([commitOf('A', 1, { machineVersion: '2', outcome: 'migrated' })])).toEqual([{ ok: true, revision: 2, fence: null }]);
+        expect(await store.getJob('A')).toMatchObject({ machineVersion: '2', revision: 2 });
+        expect(ids(await store.listJobs({ machineId: 'm', machineVersion: '1' }))).toEqual(['B', 'C']);
+        const before = await dumpStore(store);
+        for (const status of ['active', 'done'] as const) {
+          expect(await store.commit([commitOf('A', 2, { status, machineVersion: '3' })])).toEqual([{ ok: false, reason: 'conflict', currentRevision: 2 }]);
+        }
+        expect(await dumpStore(store)).toEqual(before);
+        expect(await store.commit([commitOf('A', 2, { status: 'done', machineVersion: '2' })])).toEqual([{ ok: true, revision: 3, fence: null }]);
+        expect(await store.getJob('A')).toMatchObject({ machineVersion: '2', status: 'done' });
+        expect(ids(await store.listJobs({ machineId: 'm', machineVersion: '2' }))).toEqual(['A']);
       });
 
       it('a commit to an unknown job is a conflict with no current revision, and records no event', async () => {

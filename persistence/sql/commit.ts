@@ -76,10 +76,12 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
     unread_born: c.unread?.createdAt ?? 0,
   };
   // A job that stays active on its version takes the narrow update (no status index rewritten);
-  // one that ends changes its status, so it goes straight to the full one.
+  // one that ends changes its status, so it goes straight to the full one. A migration alone
+  // changes the version (its own statement: any other keeps the version's index entries as they are).
+  const migrates = c.transition.outcome === 'migrated';
   const updated = (
-    (c.job.status === 'active' ? ((keepsLease(c) ? yield* get('updateKeepingLease', params) : undefined) ?? (yield* get('updateState', params))) : undefined) ??
-    (yield* get('updateJob', params))
+    (c.job.status === 'active' && !migrates ? ((keepsLease(c) ? yield* get('updateKeepingLease', params) : undefined) ?? (yield* get('updateState', params))) : undefined) ??
+    (yield* get(migrates ? 'migrateJob' : 'updateJob', params))
   ) as { lease_fence: number; progress: number | null; timers_scheduled?: number } | undefined;
   if (!updated) return yield* refusal(c, inline, params.now);
   const fence = c.lease ? updated.lease_fence : null;

@@ -187,6 +187,20 @@ export function dueClaimPickSql(d: SqlDialect, limit: number): string {
       ORDER BY x.t, x.r`;
 }
 
+/**
+ * A job's full UPDATE (`updateJob`). Only a migration (`migrates`) names machine_version in its
+ * SET: SQLite rewrites the entries of every index on a column a SET names, changed or not (an
+ * ending job rewrote jobs_machine), and Postgres makes no HOT update past an index on a changed
+ * column. Any other commit is of the version it was made from, and checks it as SAME_STATUS does.
+ */
+const UPDATE_JOB = (d: SqlDialect, migrates: boolean) => `UPDATE jobs SET revision = revision + 1, status = @status, state_value = @state_value,
+        state_paths = @state_paths, context = @context, snapshot = @snapshot,${migrates ? ' machine_version = @machine_version,' : ''} updated_at = @at,
+        progress = CASE WHEN @set_progress = 1 THEN @progress ELSE progress END,
+        ${LEASE_SET(d)}
+      WHERE id = @id AND revision = @expected${migrates ? '' : ' AND machine_version = @machine_version'} AND (suspended_at IS NULL OR @settles = 0)
+        AND ${UNREAD_OK} AND ${LEASE_OK(d)} AND ${INLINE_OK}
+      RETURNING lease_fence, progress, CASE WHEN EXISTS (SELECT 1 FROM timers WHERE job_id = @id AND status = 'scheduled') THEN 1 ELSE 0 END AS timers_scheduled`;
+
 /** A new job's row, leased (fence 1, until `@until` from `@now` by the lease clock) to the runner that creates it when it claims its first activities (`lease_owner` set), else free. */
 const INSERT_JOB = (d: SqlDialect) => `INSERT INTO jobs (id, machine_id, machine_version, revision, status, state_value, state_paths, context,
         snapshot, input, input_hash, idempotency_key, owner, quarantine, progress, parent_job_id, parent_effect_id, created_at, updated_at,
@@ -271,13 +285,10 @@ function jobsSql(d: SqlDialect) {
       WHERE ${SAME_STATUS} AND @force = 0
         AND lease_owner = @runner AND lease_fence = @held${d.callerLeaseClock ? ' AND lease_until = @until' : ''} AND lease_until > ${d.leaseNow} AND ${INLINE_OK}
       RETURNING lease_fence, progress`),
-    /** Any change (a job that ends goes straight here); `timers_scheduled` 1: the job has timers still to fire (an ending commit cancels them). */
-    updateJob: q(`UPDATE jobs SET revision = revision + 1, status = @status, state_value = @state_value,
-        state_paths = @state_paths, context = @context, snapshot = @snapshot, machine_version = @machine_version, updated_at = @at,
-        progress = CASE WHEN @set_progress = 1 THEN @progress ELSE progress END,
-        ${LEASE_SET(d)}
-      WHERE id = @id AND revision = @expected AND (suspended_at IS NULL OR @settles = 0) AND ${UNREAD_OK} AND ${LEASE_OK(d)} AND ${INLINE_OK}
-      RETURNING lease_fence, progress, CASE WHEN EXISTS (SELECT 1 FROM timers WHERE job_id = @id AND status = 'scheduled') THEN 1 ELSE 0 END AS timers_scheduled`),
+    /** Any change but the version's (a job that ends goes straight here); `timers_scheduled` 1: the job has timers still to fire (an ending commit cancels them). */
+    updateJob: q(UPDATE_JOB(d, false)),
+    /** updateJob of a migration commit: the one commit that moves the job to another machine version. */
+    migrateJob: q(UPDATE_JOB(d, true)),
     /** A refused commit's job: its revision, and its lease while live by the lease clock (`lease_live` 1). */
     revisionOf: q(`SELECT revision, lease_owner, lease_fence, lease_until, CASE WHEN lease_until > ${d.leaseNow} THEN 1 ELSE 0 END AS lease_live
       FROM jobs WHERE id = @id`),
