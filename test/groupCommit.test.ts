@@ -206,66 +206,114 @@ describe('group commit', () => {
 
   it('an outcome is applied from the record its runtime last committed, reading no job row first; a job held meanwhile refuses that commit, and the outcome waits', async () => {
     const inner = await resources.sqlite(resources.dbPath());
-    let reads = 0;
-    const store = new Proxy(inner, {
-      get(target, prop, receiver) {
-        if (prop === 'getJob') {
-          return (...a: Parameters<JobStore['getJob']>) => {
-            reads += 1;
-            return target.getJob(...a);
-          };
-        }
-        const value = Reflect.get(target, prop, receiver) as unknown;
-        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-      },
-    }) as JobStore;
-    const started = new Map<number, () => void>();
-    const gates = new Map<number, () => void>();
-    const gated = setup({
-      actors: {
-        fetch: fromPromise(async ({ input }: { input: { n: number } }) => {
-          await new Promise<void>((resolve) => {
-            gates.set(input.n, resolve);
-            started.get(input.n)!();
-          });
-          return input.n;
-        }),
-      },
-    }).createMachine({
-      id: 'gated',
-      initial: 'fetching',
-      context: ({ input }: { input: { n: number } }) => ({ n: input.n, out: 0 }),
-      states: {
-        fetching: {
-          invoke: { id: 'fetch', src: 'fetch', input: ({ context }) => ({ n: context.n }), onDone: { target: 'done', actions: assign({ out: ({ event }) => event.output }) } },
-        },
-        done: { type: 'final' },
-      },
-    });
-    const runtime = await resources.runtime({ store, machines: [gated], clock: new VirtualClock() });
-    const running = (n: number) => new Promise<void>((resolve) => started.set(n, resolve));
-    const firstRunning = running(1);
+    const { store, reads } = readCounting(inner);
+    const g = gatedMachine();
+    const runtime = await resources.runtime({ store, machines: [g.machine], clock: new VirtualClock() });
+    const firstRunning = g.running(1);
     const first = await runtime.start('gated', { n: 1 });
     await firstRunning;
-    reads = 0;
-    gates.get(1)!();
+    reads.length = 0;
+    g.open(1);
     await runtime.idle();
-    expect(reads).toBe(0);
+    expect(reads).toEqual([]);
     expect(await runtime.get(first.id)).toMatchObject({ value: 'done', context: { out: 1 } });
 
-    const secondRunning = running(2);
+    const secondRunning = g.running(2);
     const second = await runtime.start('gated', { n: 2 });
     await secondRunning;
-    const reason = `${DAMAGED_RECORD}a history row is unreadable`;
-    await inner.setQuarantine(second.id, reason, Date.now());
-    gates.get(2)!();
+    const reason = await holdDamaged(inner, second.id);
+    g.open(2);
     await runtime.idle();
-    // Refused by the job's UPDATE, then read afresh: held, its outcome recorded and waiting.
-    expect(await inner.getJob(second.id)).toMatchObject({ value: 'fetching', quarantine: reason, revision: 1 });
-    expect((await inner.listEffects(second.id))[0]).toMatchObject({ status: 'succeeded', output: 2 });
-    expect((await inner.pendingEvents(second.id, 10)).map((e) => e.source)).toEqual(['effect']);
+    await expectHeldWaiting(inner, second.id, reason, 2);
+  });
+
+  it("a backlog job's outcome is applied from the record its batch claim read (this runtime never saw the job), reading no job row; a job held meanwhile refuses that commit, and the outcome waits", async () => {
+    const path = resources.dbPath();
+    const inner = await resources.sqlite(path);
+    const { store, reads } = readCounting(inner);
+    const g = gatedMachine();
+    const clock = new VirtualClock();
+    // Started by a runtime that runs no activities: the worker's snapshot cache has none of them.
+    const parked = await resources.runtime({ store: await resources.sqlite(path), machines: [g.machine], clock, runEffects: false });
+    const ids = Array.from({ length: 6 }, (_, i) => `b${i}`);
+    for (const [i, id] of ids.entries()) await parked.start('gated', { n: i }, { jobId: id });
+    await parked.close();
+    const runtime = await resources.runtime({ store, machines: [g.machine], clock, maxConcurrentActivities: 8 });
+    const running = ids.map((_, i) => g.running(i));
+    await runtime.tick();
+    await Promise.all(running);
+    // The record the claim read is stale once the job is held: the commit refuses it, and a fresh read finds the job held.
+    const reason = await holdDamaged(inner, 'b0');
+    reads.length = 0;
+    for (const i of ids.keys()) g.open(i);
+    await runtime.idle();
+    for (const [i, id] of ids.entries()) if (i > 0) expect(await inner.getJob(id)).toMatchObject({ status: 'done', context: { out: i } });
+    await expectHeldWaiting(inner, 'b0', reason, 0);
+    // The others were committed from the records their batch claim returned.
+    expect(reads.filter((id) => id !== 'b0')).toEqual([]);
+    expect(reads).toContain('b0');
   });
 });
+
+/** `inner` with the job id of every `getJob` call recorded (`reads`). */
+function readCounting(inner: JobStore): { store: JobStore; reads: string[] } {
+  const reads: string[] = [];
+  const store = new Proxy(inner, {
+    get(target, prop, receiver) {
+      if (prop === 'getJob') {
+        return (...a: Parameters<JobStore['getJob']>) => {
+          reads.push(a[0]);
+          return target.getJob(...a);
+        };
+      }
+      const value = Reflect.get(target, prop, receiver) as unknown;
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  }) as JobStore;
+  return { store, reads };
+}
+
+/** Machine `gated`: one activity (output: its input's `n`), then done; each attempt waits until the test opens it (`open(n)`), and tells it started (`running(n)`). */
+function gatedMachine() {
+  const started = new Map<number, () => void>();
+  const gates = new Map<number, () => void>();
+  const machine = setup({
+    actors: {
+      fetch: fromPromise(async ({ input }: { input: { n: number } }) => {
+        await new Promise<void>((resolve) => {
+          gates.set(input.n, resolve);
+          started.get(input.n)!();
+        });
+        return input.n;
+      }),
+    },
+  }).createMachine({
+    id: 'gated',
+    initial: 'fetching',
+    context: ({ input }: { input: { n: number } }) => ({ n: input.n, out: 0 }),
+    states: {
+      fetching: {
+        invoke: { id: 'fetch', src: 'fetch', input: ({ context }) => ({ n: context.n }), onDone: { target: 'done', actions: assign({ out: ({ event }) => event.output }) } },
+      },
+      done: { type: 'final' },
+    },
+  });
+  return { machine, running: (n: number) => new Promise<void>((resolve) => started.set(n, resolve)), open: (n: number) => gates.get(n)!() };
+}
+
+/** Quarantine job `jobId` as damaged (as a read of a damaged row would): the reason. */
+async function holdDamaged(inner: JobStore, jobId: string): Promise<string> {
+  const reason = `${DAMAGED_RECORD}a history row is unreadable`;
+  await inner.setQuarantine(jobId, reason, Date.now());
+  return reason;
+}
+
+/** A `gated` job whose attempt (returning `output`) ended while it was held: its commit was refused, and it stays held, the outcome recorded and waiting. */
+async function expectHeldWaiting(inner: JobStore, jobId: string, reason: string, output: number): Promise<void> {
+  expect(await inner.getJob(jobId)).toMatchObject({ value: 'fetching', quarantine: reason, revision: 1 });
+  expect((await inner.listEffects(jobId))[0]).toMatchObject({ status: 'succeeded', output });
+  expect((await inner.pendingEvents(jobId, 10)).map((e) => e.source)).toEqual(['effect']);
+}
 
 describe('batches in flight (an asynchronous store)', () => {
   it('holds at most two batches in the store; writes arriving meanwhile wait and share the next one', async () => {

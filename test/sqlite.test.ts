@@ -590,6 +590,10 @@ describe('SqliteStore: a write batch', () => {
     expect((await store.listTimers('A')).map((t) => [t.key, t.status])).toEqual([['late', 'cancelled']]);
     // One timer statement: A's (B never had a timer).
     expect(ended.texts.filter((t) => t.startsWith('UPDATE timers'))).toHaveLength(1);
+    // Their version does not change: the UPDATE's SET names no machine_version (SQLite would rewrite each job's jobs_machine entry).
+    const sets = ended.texts.filter((t) => t.startsWith('UPDATE jobs')).map((t) => t.slice(0, t.indexOf('WHERE')));
+    expect(sets).toHaveLength(2);
+    for (const set of sets) expect(set).not.toMatch(/machine_version/);
   });
 
   it('a claim round claims each picked effect from its pick, in two writes, without a savepoint; a lease held elsewhere claims nothing', async () => {

@@ -72,7 +72,7 @@ describe(`JobStore batch claim contract: ${CONTRACT_STORE}`, () => {
     await jobWith('B', [effectOf('B', 'b1', { at: T0 })]);
     const r = await store.claimDueEffects(claim());
     expect(r.claimed.map((e) => e.id)).toEqual(['B~b1', 'A~a1']);
-    expect(r.claimed[0]).toMatchObject({ status: 'running', attempt: 1, claimedBy: 'w1', machineId: 'm', machineVersion: '1', jobId: 'B' });
+    expect(r.claimed[0]).toMatchObject({ status: 'running', attempt: 1, claimedBy: 'w1', jobId: 'B', job: { id: 'B', machineId: 'm', machineVersion: '1' } });
     expect(r.held).toEqual([]);
     // A's second effect was left for a claim with the fence this one returned.
     expect(r.more).toBe(true);
@@ -80,6 +80,8 @@ describe(`JobStore batch claim contract: ${CONTRACT_STORE}`, () => {
     for (const e of r.claimed) {
       const job = await store.getJob(e.jobId);
       expect(job!.lease).toMatchObject({ owner: 'w1', fence: e.leaseFence });
+      // The job's record as the claim left it (its lease taken): what a read of it returns now.
+      expect(e.job).toEqual(job);
       expect(await store.listAttempts(e.jobId)).toMatchObject([{ effectId: e.id, attempt: 1, runner: 'w1', outcome: 'running' }]);
     }
     // The next call sees A's second effect under w1's live lease: held, not claimed.

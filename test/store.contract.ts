@@ -3,15 +3,7 @@
  * from a test file with a factory that opens a fresh, empty store.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type {
-  ErrorInfo,
-  JobStatus,
-  JobStore,
-  JsonValue,
-  NewInboxEvent,
-  NewJob,
-  TransitionCommit,
-} from '../src/ports/store.ts';
+import type { ErrorInfo, JobStatus, JobStore, JsonValue, NewInboxEvent, NewJob, TransitionCommit } from '../src/ports/store.ts';
 import { statePaths } from '../src/base/json.ts';
 import { dumpStore } from './helpers/dumpStore.ts';
 
@@ -409,7 +401,6 @@ export function storeContract(name: string, factory: StoreFactory): void {
         const c = commitOf('A', 1, {
           value: { busy: 'upload' },
           n: 7,
-          machineVersion: '2',
           at: T0 + 100,
           eventType: 'PAY',
           eventId: 'e1',
@@ -420,7 +411,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
           revision: 2,
           value: { busy: 'upload' },
           context: { n: 7 },
-          machineVersion: '2',
+          machineVersion: '1',
           updatedAt: T0 + 100,
           createdAt: T0,
           snapshot: c.job.snapshot,
@@ -476,6 +467,14 @@ export function storeContract(name: string, factory: StoreFactory): void {
         // A revision from the future is a conflict too.
         expect(await store.commit([commitOf('A', 5)])).toEqual([{ ok: false, reason: 'conflict', currentRevision: 2 }]);
         expect(await dumpStore(store)).toEqual(before);
+      });
+
+      it('only a migration commit (outcome migrated) changes the machine version: any other of another version, ending or not, is a conflict', async () => {
+        const before = await dumpStore(store);
+        for (const status of ['active', 'done'] as const) expect(await store.commit([commitOf('A', 1, { status, machineVersion: '2' })])).toEqual([{ ok: false, reason: 'conflict', currentRevision: 1 }]);
+        expect(await dumpStore(store)).toEqual(before);
+        expect(await store.commit([commitOf('A', 1, { machineVersion: '2', outcome: 'migrated' }), commitOf('B', 1, { status: 'done' })])).toMatchObject([{ ok: true, revision: 2 }, { ok: true, revision: 2 }]);
+        expect([ids(await store.listJobs({ machineId: 'm', machineVersion: '2' })), ids(await store.listJobs({ machineId: 'm', machineVersion: '1' }))]).toEqual([['A'], ['B', 'C']]);
       });
 
       it('a commit to an unknown job is a conflict with no current revision, and records no event', async () => {

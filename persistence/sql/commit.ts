@@ -3,6 +3,7 @@ import type {
   CreateJobResult,
   AttemptFinish,
   ClaimedEffect,
+  DueClaimed,
   EffectClaim,
   EffectStart,
   FinishStatus,
@@ -75,10 +76,12 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
     unread_born: c.unread?.createdAt ?? 0,
   };
   // A job that stays active on its version takes the narrow update (no status index rewritten);
-  // one that ends changes its status, so it goes straight to the full one.
+  // one that ends changes its status, so it goes straight to the full one. A migration alone
+  // changes the version (its own statement: any other keeps the version's index entries as they are).
+  const migrates = c.transition.outcome === 'migrated';
   const updated = (
-    (c.job.status === 'active' ? ((keepsLease(c) ? yield* get('updateKeepingLease', params) : undefined) ?? (yield* get('updateState', params))) : undefined) ??
-    (yield* get('updateJob', params))
+    (c.job.status === 'active' && !migrates ? ((keepsLease(c) ? yield* get('updateKeepingLease', params) : undefined) ?? (yield* get('updateState', params))) : undefined) ??
+    (yield* get(migrates ? 'migrateJob' : 'updateJob', params))
   ) as { lease_fence: number; progress: number | null; timers_scheduled?: number } | undefined;
   if (!updated) return yield* refusal(c, inline, params.now);
   const fence = c.lease ? updated.lease_fence : null;
@@ -353,6 +356,15 @@ export function inboxParams(e: NewInboxEvent, payload = JSON.stringify(e.payload
  * when the caller read them in this transaction (the batch claim's pick).
  */
 export function* claimIn(c: EffectClaim, before?: Row): Program<ClaimedEffect | undefined> {
+  return yield* claimWith(c, before, 'claimJobLease');
+}
+
+/** A batch claim's claim of a row its pick read (`before`): as {@link claimIn}, with the job's record as the claim leaves it. */
+export function* claimDueRowIn(c: EffectClaim, before: Row): Program<DueClaimed | undefined> {
+  return (yield* claimWith(c, before, 'claimJobLeaseRecord')) as DueClaimed | undefined;
+}
+
+function* claimWith(c: EffectClaim, before: Row | undefined, leaseWith: 'claimJobLease' | 'claimJobLeaseRecord'): Program<ClaimedEffect | undefined> {
   const { id, runner, now, claimUntil } = c;
   const takeOver = c.takeOver ?? null;
   before ??= yield* get('effectClaimState', id);
@@ -365,10 +377,11 @@ export function* claimIn(c: EffectClaim, before?: Row): Program<ClaimedEffect | 
   if (Number(before['attempt']) > 0) yield* write('archiveClaimed', claim);
   const row = yield* get('claimEffect', claim);
   if (!row) return undefined;
-  const leased = (yield* get('claimJobLease', { id: before['job_id'], ...lease })) as { lease_fence: number } | undefined;
+  const leased = (yield* get(leaseWith, { id: before['job_id'], ...lease })) as { lease_fence: number } | undefined;
   if (!leased) throw new LeaseHeld(); // not reached (checked above in the same transaction): rolls the claim back
   const claimed = toEffectRecord(row) as ClaimedEffect; // this call's own record: completed, not copied
   claimed.leaseFence = leased.lease_fence;
+  if (leaseWith === 'claimJobLeaseRecord') (claimed as DueClaimed).job = toJobRecord(leased);
   return claimed;
 }
 

@@ -56,6 +56,13 @@ export function withUncommitted(known: JobRecord, v: readonly unknown[] | undefi
   };
 }
 
+/** The jobs columns a record is read from (toJobRecord): a statement that returns a job's record without `*` names these (state_paths, for list filters, is never read back). */
+export const JOB_RECORD_COLUMNS = [
+  'id', 'machine_id', 'machine_version', 'revision', 'status', 'state_value', 'context', 'snapshot', 'input', 'input_hash', 'idempotency_key',
+  'owner', 'quarantine', 'progress', 'parent_job_id', 'parent_effect_id', 'cancel_requested_at', 'cancel_reason', 'suspended_at',
+  'suspend_reason', 'lease_owner', 'lease_fence', 'lease_until', 'created_at', 'updated_at',
+] as const;
+
 export function toJobRecord(row: Row): JobRecord {
   const problems: string[] = [];
   const value = column(row, 'state_value', problems);

@@ -1,6 +1,7 @@
 import type { JobFilter, LeaseClaim } from '../../src/ports/store.ts';
 import { attemptsLeft, exhausted, inCallerTime, releasesLeft, SQLITE, stuck, type SqlDialect } from './predicates.ts';
 import { statsSql } from './statsSql.ts';
+import { JOB_RECORD_COLUMNS } from './records.ts';
 import { schedulesSql } from './schedulesSql.ts';
 
 /** The inbox columns an accepted event writes, and their parameters (see inboxParams). */
@@ -140,7 +141,7 @@ const CLAIM_SRCS = (d: SqlDialect) => `SELECT v.value AS src FROM (${d.jsonValue
  * - `cand`: the oldest @limit + 1 claimable due rows of the srcs it may take (CLAIM_SRCS; pending
  *   rows are read per src, so a src out of slots costs nothing however many of its rows wait; one
  *   more than it claims: whether more are due is then known, not guessed from a full window), with
- *   their order (`t`, `r`), their job's machine version, and whether the job's lease is free or
+ *   their order (`t`, `r`), and whether the job's lease is free or
  *   expired (`lease_free` 1) or @runner's, live (0: left to `claimEffect`, with the fence the
  *   runner knows);
  * - `pick(source)`: from the rows of CTE `source` (SQLite: the free rows of `cand`; Postgres: the
@@ -160,7 +161,7 @@ const CLAIM_SRCS = (d: SqlDialect) => `SELECT v.value AS src FROM (${d.jsonValue
 export function dueClaimParts(d: SqlDialect, limit = '@limit') {
   return {
     cand: `cand AS (SELECT c.id, c.job_id, c.src, c.status, c.attempt, coalesce(c.next_run_at, c.created_at) AS t, c.r,
-        j.machine_id, j.machine_version, CASE WHEN j.lease_owner IS NULL OR j.lease_until <= ${d.leaseNow} THEN 1 ELSE 0 END AS lease_free
+        CASE WHEN j.lease_owner IS NULL OR j.lease_until <= ${d.leaseNow} THEN 1 ELSE 0 END AS lease_free
       FROM (${DUE_READS(d, { also: CLAIMABLE(d), limit: `${limit} + 1`, srcs: CLAIM_SRCS(d) })}) AS c JOIN jobs j ON j.id = c.job_id ORDER BY t, c.r LIMIT ${limit} + 1)`,
     pick: (source: string) => `firsts AS (SELECT * FROM (SELECT s.*, row_number() OVER (PARTITION BY s.job_id ORDER BY s.t, s.r) AS nth_of_job
         FROM ${source} AS s) AS f WHERE f.nth_of_job = 1),
@@ -180,11 +181,25 @@ export function dueClaimPickSql(d: SqlDialect, limit: number): string {
   if (!Number.isSafeInteger(limit) || limit < 0) throw new RangeError(`dueClaimPickSql: limit ${limit} is not a count`);
   const parts = dueClaimParts(d, String(limit));
   return `WITH ${parts.cand}, claimable AS (SELECT * FROM cand WHERE lease_free = 1), ${parts.pick('claimable')}
-      SELECT x.kind, x.id, x.job_id, x.status, x.attempt, x.machine_id, x.machine_version, n.* FROM (SELECT ${parts.counts('claimable')}) AS n
-      LEFT JOIN (SELECT 'claim' AS kind, id, job_id, status, attempt, machine_id, machine_version, t, r FROM picked
-        UNION ALL SELECT 'held', id, job_id, NULL, NULL, NULL, NULL, t, r FROM cand WHERE lease_free = 0) AS x ON 1 = 1
+      SELECT x.kind, x.id, x.job_id, x.status, x.attempt, n.* FROM (SELECT ${parts.counts('claimable')}) AS n
+      LEFT JOIN (SELECT 'claim' AS kind, id, job_id, status, attempt, t, r FROM picked
+        UNION ALL SELECT 'held', id, job_id, NULL, NULL, t, r FROM cand WHERE lease_free = 0) AS x ON 1 = 1
       ORDER BY x.t, x.r`;
 }
+
+/**
+ * A job's full UPDATE (`updateJob`). Only a migration (`migrates`) names machine_version in its
+ * SET: SQLite rewrites the entries of every index on a column a SET names, changed or not (an
+ * ending job rewrote jobs_machine), and Postgres makes no HOT update past an index on a changed
+ * column. Any other commit is of the version it was made from, and checks it as SAME_STATUS does.
+ */
+const UPDATE_JOB = (d: SqlDialect, migrates: boolean) => `UPDATE jobs SET revision = revision + 1, status = @status, state_value = @state_value,
+        state_paths = @state_paths, context = @context, snapshot = @snapshot,${migrates ? ' machine_version = @machine_version,' : ''} updated_at = @at,
+        progress = CASE WHEN @set_progress = 1 THEN @progress ELSE progress END,
+        ${LEASE_SET(d)}
+      WHERE id = @id AND revision = @expected${migrates ? '' : ' AND machine_version = @machine_version'} AND (suspended_at IS NULL OR @settles = 0)
+        AND ${UNREAD_OK} AND ${LEASE_OK(d)} AND ${INLINE_OK}
+      RETURNING lease_fence, progress, CASE WHEN EXISTS (SELECT 1 FROM timers WHERE job_id = @id AND status = 'scheduled') THEN 1 ELSE 0 END AS timers_scheduled`;
 
 /** A new job's row, leased (fence 1, until `@until` from `@now` by the lease clock) to the runner that creates it when it claims its first activities (`lease_owner` set), else free. */
 const INSERT_JOB = (d: SqlDialect) => `INSERT INTO jobs (id, machine_id, machine_version, revision, status, state_value, state_paths, context,
@@ -270,13 +285,10 @@ function jobsSql(d: SqlDialect) {
       WHERE ${SAME_STATUS} AND @force = 0
         AND lease_owner = @runner AND lease_fence = @held${d.callerLeaseClock ? ' AND lease_until = @until' : ''} AND lease_until > ${d.leaseNow} AND ${INLINE_OK}
       RETURNING lease_fence, progress`),
-    /** Any change (a job that ends goes straight here); `timers_scheduled` 1: the job has timers still to fire (an ending commit cancels them). */
-    updateJob: q(`UPDATE jobs SET revision = revision + 1, status = @status, state_value = @state_value,
-        state_paths = @state_paths, context = @context, snapshot = @snapshot, machine_version = @machine_version, updated_at = @at,
-        progress = CASE WHEN @set_progress = 1 THEN @progress ELSE progress END,
-        ${LEASE_SET(d)}
-      WHERE id = @id AND revision = @expected AND (suspended_at IS NULL OR @settles = 0) AND ${UNREAD_OK} AND ${LEASE_OK(d)} AND ${INLINE_OK}
-      RETURNING lease_fence, progress, CASE WHEN EXISTS (SELECT 1 FROM timers WHERE job_id = @id AND status = 'scheduled') THEN 1 ELSE 0 END AS timers_scheduled`),
+    /** Any change but the version's (a job that ends goes straight here); `timers_scheduled` 1: the job has timers still to fire (an ending commit cancels them). */
+    updateJob: q(UPDATE_JOB(d, false)),
+    /** updateJob of a migration commit: the one commit that moves the job to another machine version. */
+    migrateJob: q(UPDATE_JOB(d, true)),
     /** A refused commit's job: its revision, and its lease while live by the lease clock (`lease_live` 1). */
     revisionOf: q(`SELECT revision, lease_owner, lease_fence, lease_until, CASE WHEN lease_until > ${d.leaseNow} THEN 1 ELSE 0 END AS lease_live
       FROM jobs WHERE id = @id`),
@@ -412,12 +424,17 @@ function effectsSql(d: SqlDialect) {
   };
 }
 
+/** A claim's lease on its job (LEASE_OK, LEASE_SET's parameters), up to its RETURNING list. */
+const CLAIM_JOB_LEASE = (d: SqlDialect) => `UPDATE jobs SET ${LEASE_SET(d)}
+      WHERE id = @id AND ${LEASE_OK(d)} RETURNING`;
+
 /** Job leases: take, claim, renew, release, expire. */
 function leasesSql(d: SqlDialect) {
   return {
     /** A new job whose create claims its first activities: this runner's lease, fence 1. */
-    claimJobLease: q(`UPDATE jobs SET ${LEASE_SET(d)}
-      WHERE id = @id AND ${LEASE_OK(d)} RETURNING lease_fence`),
+    claimJobLease: q(`${CLAIM_JOB_LEASE(d)} lease_fence`),
+    /** claimJobLease for a batch claim: the job's record as the claim leaves it (DueClaimed.job), from the row the UPDATE writes anyway. */
+    claimJobLeaseRecord: q(`${CLAIM_JOB_LEASE(d)} ${JOB_RECORD_COLUMNS.join(', ')}`),
     holdsLease: q('SELECT 1 FROM jobs WHERE id = ? AND lease_owner = ? AND lease_fence = ?'),
     /** A claim ended now (by the lease clock): the job's lease holder may take the attempt over at once. */
     dropClaim: q(`UPDATE effects SET claim_expires_at = ${d.leaseNow} WHERE id = @id AND attempt = @attempt AND status = 'running'`),

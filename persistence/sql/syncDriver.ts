@@ -5,8 +5,8 @@
  * the history feed. The driver gives its statements (the {@link SyncStatement} shape) and its
  * transactions.
  */
-import type { ClaimedEffect, DueClaim, DueClaimed, DueClaimResult, EffectRecord, FeedPage, HistoryFeedFilter, Outcome } from '../../src/ports/store.ts';
-import { claimIn } from './commit.ts';
+import type { DueClaim, DueClaimed, DueClaimResult, EffectRecord, FeedPage, HistoryFeedFilter, Outcome } from '../../src/ports/store.ts';
+import { claimDueRowIn } from './commit.ts';
 import type { WriteTx } from './driver.ts';
 import { dueClaimCounts, dueClaimParams } from './dueClaims.ts';
 import { feedPageOf } from './feed.ts';
@@ -74,7 +74,8 @@ export function runBatch<T>(txs: { first: WriteTx; isolated: WriteTx }, once: (t
 /**
  * `claimDueEffects` inside a write transaction: `pick` the due rows (one writer: the pick reads
  * what nobody else changes before its claims, no rows to skip), read the held ones' effects, and
- * claim each from the job, status and attempt its pick read (a batch write).
+ * claim each from the job, status and attempt its pick read (a batch write; its job's record read
+ * back from the lease's UPDATE, which writes the row anyway: `claimDueRowIn`).
  */
 function claimDueIn(t: WriteTx, c: DueClaim, pick: SyncStatement, getEffect: SyncStatement): DueClaimResult {
   const rows = pick.all(dueClaimParams(c)) as Row[];
@@ -85,14 +86,13 @@ function claimDueIn(t: WriteTx, c: DueClaim, pick: SyncStatement, getEffect: Syn
     if (effect) held.push(toEffectRecord(effect));
   }
   const picked = rows.filter((row) => row['kind'] === 'claim');
-  const claim = (row: Row) => claimIn({ id: row['id'] as string, runner: c.runner, now: c.now, claimUntil: c.claimUntil, fence: null }, row);
-  const outcomes = t.each(picked, claim, true) as Outcome<ClaimedEffect | undefined>[];
+  const claim = (row: Row) => claimDueRowIn({ id: row['id'] as string, runner: c.runner, now: c.now, claimUntil: c.claimUntil, fence: null }, row);
+  const outcomes = t.each(picked, claim, true) as Outcome<DueClaimed | undefined>[];
   const claimed: DueClaimed[] = [];
-  outcomes.forEach((o, i) => {
+  for (const o of outcomes) {
     if (!o.ok) throw o.error;
-    const row = picked[i]!;
-    if (o.result) claimed.push({ ...o.result, machineId: row['machine_id'] as string, machineVersion: row['machine_version'] as string });
-  });
+    if (o.result) claimed.push(o.result);
+  }
   return { claimed, held, ...dueClaimCounts(rows[0], claimed.length) };
 }
 

@@ -74,6 +74,7 @@ export interface TransitionCommit {
     statePaths: string[];
     context: JsonValue;
     snapshot: string;
+    /** The job's stored version; another only in a migration commit (`transition.outcome` `migrated`), else the commit is a conflict. */
     machineVersion: string;
     /** 0-100 or null; `undefined` leaves the stored progress as it is. */
     progress?: number | null;

@@ -1,7 +1,7 @@
 /**
  * Activities and timers as stored: effects, attempts and their claims and finishes, timers, notes and assets. Part of the store port (store.ts).
  */
-import type { ErrorInfo, JsonValue, MayBeDamaged, NewInboxEvent } from './jobs.ts';
+import type { ErrorInfo, JobRecord, JsonValue, MayBeDamaged, NewInboxEvent } from './jobs.ts';
 
 export type EffectStatus = 'pending' | 'running' | 'waiting' | 'backoff' | 'succeeded' | 'failed' | 'cancelled';
 
@@ -94,8 +94,13 @@ export interface DueClaim {
   budgets?: Readonly<Record<string, number>> | undefined;
 }
 
-/** An attempt a batch claim took, with the machine version of its job (to run it). */
-export type DueClaimed = ClaimedEffect & { machineId: string; machineVersion: string };
+/**
+ * An attempt a batch claim took, with its job's record as the claim left it (its lease taken):
+ * the job's machine version (to run it), and the record the attempt's outcome commits from
+ * without reading the job again (that commit checks the revision, so a record gone stale meanwhile
+ * costs a conflict and a fresh read). Like any record read, it may carry `corruption`.
+ */
+export type DueClaimed = ClaimedEffect & { job: JobRecord };
 
 /** What `claimDueEffects` took, and what it saw and left. */
 export interface DueClaimResult {

@@ -30,7 +30,12 @@ export interface OutcomeInCommit {
   recorded: () => void;
   /** The ended attempt's slot, held for the job's next activity (`claimsFor`). */
   slot?: SlotHandoff;
+  /** The job's record as the batch claim that started the attempt left it (`DueClaimed.job`): the commit may start from it, unread. */
+  job?: JobRecord | undefined;
 }
+
+/** An attempt claimed for this runner; `job`: its job's record, when a batch claim took it (`DueClaimed`). */
+type Claimed = ClaimedEffect & { job?: JobRecord };
 
 /** A slot an ended attempt still holds while its outcome commits: `held` until a claim of that commit takes it over, or the outcome is recorded. */
 export interface SlotHandoff {
@@ -234,7 +239,7 @@ export class ActivityExecutor {
       this.#slots.take(effect.src);
       this.#attempting.set(effect.id, effect.jobId);
       this.#leases.set(effect.jobId, effect.leaseFence);
-      this.#launch(effect, this.registry.get(effect.machineId, effect.machineVersion));
+      this.#launch(effect, this.registry.get(effect.job.machineId, effect.job.machineVersion));
     }
     const started = due.claimed.length + (await this.#startRound(due.held)).started;
     if (due.limited) this.#unclaimed = true; // rows over their src's limit: the next freed slot pumps
@@ -490,7 +495,7 @@ export class ActivityExecutor {
   }
 
   /** Run an attempt claimed for this runner (its slot taken, counted in `#attempting`) in the background. */
-  #launch(claimed: ClaimedEffect, def: RegisteredMachine | undefined): void {
+  #launch(claimed: Claimed, def: RegisteredMachine | undefined): void {
     crashPoint('after-claim');
     const controller = new AttemptAbort();
     this.#running.set(claimed.id, { jobId: claimed.jobId, actorId: claimed.actorId, attempt: claimed.attempt, controller });
@@ -500,7 +505,7 @@ export class ActivityExecutor {
     this.#track(this.#runAttempt(claimed, def, controller).finally(() => this.#attempting.delete(claimed.id)));
   }
 
-  async #runAttempt(effect: EffectRecord, def: RegisteredMachine | undefined, controller: AttemptAbort): Promise<void> {
+  async #runAttempt(effect: Claimed, def: RegisteredMachine | undefined, controller: AttemptAbort): Promise<void> {
     const attempt = effect.attempt;
     let outcome: { ok: true; value: unknown } | { ok: false; error: unknown };
     try {
@@ -582,7 +587,7 @@ export class ActivityExecutor {
     return { runner: this.runnerId, fence: this.#leases.get(jobId) ?? -1 };
   }
 
-  async #recordOutcome(effect: EffectRecord, def: RegisteredMachine | undefined, outcome: AttemptEnd, slot: SlotHandoff): Promise<void> {
+  async #recordOutcome(effect: Claimed, def: RegisteredMachine | undefined, outcome: AttemptEnd, slot: SlotHandoff): Promise<void> {
     const attempt = effect.attempt;
     const now = this.clock.now();
     let status: FinishStatus | 'applied';
@@ -602,7 +607,7 @@ export class ActivityExecutor {
     if (decided.result.event === null) {
       this.refill(slot);
       status = await this.#submitFinish(finish);
-    } else status = await this.#finishApplying({ ...finish, result: { ...decided.result, event: decided.result.event } }, effect.jobId, () => tell(decided.reported), slot);
+    } else status = await this.#finishApplying({ ...finish, result: { ...decided.result, event: decided.result.event } }, effect.jobId, () => tell(decided.reported), slot, effect.job);
     const retryAt = decided.retryAt;
     this.#attempting.delete(effect.id); // recorded: a commit of the job may release its lease now
     if (slot.held) {
@@ -628,7 +633,7 @@ export class ActivityExecutor {
    * is refused, it is recorded on its own (group-committed) and applied in inbox order.
    * `applied`: recorded and applied in one commit.
    */
-  async #finishApplying(finish: AttemptFinish & { result: { event: NewInboxEvent } }, jobId: string, recorded: () => void, slot: SlotHandoff): Promise<FinishStatus | 'applied'> {
+  async #finishApplying(finish: AttemptFinish & { result: { event: NewInboxEvent } }, jobId: string, recorded: () => void, slot: SlotHandoff, job?: JobRecord): Promise<FinishStatus | 'applied'> {
     const event = finish.result.event;
     if (this.#process && !this.#closing) {
       const effectId = finish.id;
@@ -639,6 +644,7 @@ export class ActivityExecutor {
       const outcome = {
         finish,
         slot,
+        job,
         recorded: () => {
           committed = true;
           recorded();

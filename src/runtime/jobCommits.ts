@@ -60,6 +60,11 @@ export interface JobCommitsDeps extends RuntimeParts {
   snapshots: SnapshotCache;
 }
 
+/** Of two records of a job, the later one: `b` unless `a` is a later revision of the same job (born at the same time). */
+function newer(a: JobRecord | undefined, b: JobRecord | undefined): JobRecord | undefined {
+  return !b || (a && a.createdAt === b.createdAt && a.revision > b.revision) ? a : b;
+}
+
 /** The commit path (see the file's comment). */
 export class JobCommits {
   readonly store: JobStore;
@@ -281,10 +286,11 @@ export class JobCommits {
   applyOutcome(jobId: string, event: NewInboxEvent, outcome: OutcomeInCommit): Promise<void> {
     return this.#unit(() =>
       this.#withLock(jobId, async () => {
-        // From the record this runtime last knew, unread: the commit itself refuses it (a conflict)
-        // when the job moved on, was suspended, quarantined or cancelled meanwhile; then from a fresh read.
-        const cached = this.#snapshots.get(jobId);
-        const unread = cached && cached.record.suspendedAt === null ? this.readyFrom(cached.record) : undefined;
+        // From the record this runtime last knew (or the one the attempt's batch claim read, when
+        // not older), unread: the commit itself refuses it (a conflict) when the job moved on, was
+        // suspended, quarantined or cancelled meanwhile; then from a fresh read.
+        const known = newer(this.#snapshots.get(jobId)?.record, outcome.job);
+        const unread = known && known.suspendedAt === null ? this.readyFrom(known) : undefined;
         if (unread) unread.unread = true; // readyFrom's answer is this call's own
         if (unread && (await this.#applyEvent(unread, event.payload, { accept: event, outcome })) !== 'conflict') return;
         const loaded = await this.load(jobId);

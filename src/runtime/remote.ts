@@ -125,8 +125,8 @@ export class RemoteAttempts {
       return {
         token: encodeToken({ r: runner, j: effect.jobId, e: effect.id, a: effect.attempt, f: effect.leaseFence }),
         jobId: effect.jobId,
-        machineId: effect.machineId,
-        machineVersion: effect.machineVersion,
+        machineId: effect.job.machineId,
+        machineVersion: effect.job.machineVersion,
         activity: effect.src,
         idempotencyKey: effect.id,
         attempt: effect.attempt,

@@ -9,14 +9,18 @@
  * every write under a lease), each effect claimed (CLAIM_SET, as `claimEffect`: the new attempt
  * lives on its effect row), and the attempt before it archived (ARCHIVED: a dead runner's running
  * one as interrupted), read off the effect rows as they were before the claim: every part of the
- * statement sees its snapshot.
+ * statement sees its snapshot. Each claimed row comes back with its job's record as the lease's
+ * UPDATE left it (its columns prefixed `job_`; NULL on a held row).
  */
 import type { DueClaim, DueClaimed, DueClaimResult, EffectRecord } from '../../../src/ports/store.ts';
 import { dueClaimCounts, dueClaimParams } from '../../sql/dueClaims.ts';
 import type { SqlDialect } from '../../sql/predicates.ts';
-import { toEffectRecord, type Row } from '../../sql/records.ts';
+import { JOB_RECORD_COLUMNS, toEffectRecord, toJobRecord, type Row } from '../../sql/records.ts';
 import { ARCHIVED, CLAIM_SET, dueClaimParts, LEASE_SET } from '../../sql/statements.ts';
 import { toPostgres, type PgStatement } from './sql.ts';
+
+/** The prefix of the claimed job's columns in the statement's rows (an effect has columns of the same names). */
+const JOB = 'job_';
 
 /**
  * The statement's text in dialect `d` (named parameters: `dueClaimParams`, with LEASE_SET's for a
@@ -34,15 +38,15 @@ export function claimDueSql(d: SqlDialect, limit: number): string {
       AND (j.lease_owner IS NULL OR j.lease_until <= ${d.leaseNow}) AND j.status = 'active' AND j.suspended_at IS NULL AND j.quarantine IS NULL
     FOR NO KEY UPDATE OF e, j SKIP LOCKED),
   ${parts.pick('locked')},
-  leased AS (UPDATE jobs SET ${LEASE_SET(d)} FROM picked p WHERE jobs.id = p.job_id RETURNING jobs.id, jobs.lease_fence),
+  leased AS (UPDATE jobs SET ${LEASE_SET(d)} FROM picked p WHERE jobs.id = p.job_id RETURNING ${JOB_RECORD_COLUMNS.map((c) => `jobs.${c} AS ${JOB}${c}`).join(', ')}),
   claimed AS (UPDATE effects SET ${CLAIM_SET(d)} FROM picked p WHERE effects.id = p.id RETURNING effects.*),
   archived AS (${ARCHIVED('effects.id IN (SELECT p.id FROM picked p)')}),
   n AS (SELECT ${parts.counts('locked')})
 SELECT x.*, n.* FROM n LEFT JOIN (
-    SELECT cl.*, 'claim' AS kind, l.lease_fence, p.machine_id, p.machine_version, p.t AS due_t, p.r AS due_r
-      FROM claimed cl JOIN leased l ON l.id = cl.job_id JOIN picked p ON p.id = cl.id
+    SELECT cl.*, 'claim' AS kind, l.*, p.t AS due_t, p.r AS due_r
+      FROM claimed cl JOIN leased l ON l.${JOB}id = cl.job_id JOIN picked p ON p.id = cl.id
     UNION ALL
-    SELECT e.*, 'held', NULL, c.machine_id, c.machine_version, c.t, c.r FROM cand c JOIN effects e ON e.id = c.id WHERE c.lease_free = 0
+    SELECT e.*, 'held', ${JOB_RECORD_COLUMNS.map(() => 'NULL').join(', ')}, c.t, c.r FROM cand c JOIN effects e ON e.id = c.id WHERE c.lease_free = 0
   ) AS x ON TRUE
 ORDER BY x.due_t, x.due_r`;
 }
@@ -68,7 +72,9 @@ export function dueClaimResult(rows: readonly Row[]): DueClaimResult {
   const held: EffectRecord[] = [];
   for (const row of rows) {
     if (row['kind'] === 'claim') {
-      claimed.push({ ...toEffectRecord(row), leaseFence: row['lease_fence'] as number, machineId: row['machine_id'] as string, machineVersion: row['machine_version'] as string });
+      const job: Row = {};
+      for (const c of JOB_RECORD_COLUMNS) job[c] = row[JOB + c];
+      claimed.push({ ...toEffectRecord(row), leaseFence: row[`${JOB}lease_fence`] as number, job: toJobRecord(job) });
     } else if (row['kind'] === 'held') held.push(toEffectRecord(row));
   }
   return { claimed, held, ...dueClaimCounts(rows[0], claimed.length) };
