@@ -13,6 +13,7 @@ import type pg from 'pg';
 import type { Call } from '../../sql/program.ts';
 import type { StatementName } from '../../sql/statements.ts';
 import { pgMigrations } from './open.ts';
+import { pairOf, shifted, THEN_COLUMN } from './pairs.ts';
 import { bind, prepared, type PgStatement } from './sql.ts';
 
 /** Spool's tables (the names statements may mention): those its migrations create. */
@@ -52,8 +53,6 @@ interface Part {
   shape: Shape & { writes: string };
 }
 
-/** Shift a statement's `$n` parameters by `by` (the texts hold no `$` in their literals: checked where the parts are made). */
-const shifted = (text: string, by: number) => (by === 0 ? text : text.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + by}`));
 
 /** One combined text per sequence of statements, named once per process (a prepared statement's name has at most 63 bytes). */
 const combined = new Map<string, { name: string; text: string }>();
@@ -90,6 +89,7 @@ export class DeferredWrites {
 
   /** Run one call of a program: a `write` waits (its result is nobody's), any other goes now with what waits. */
   async call(call: Call): Promise<unknown> {
+    if (call.method === 'getThen') return this.#pair(call);
     const stmt = this.#statements[call.name];
     const values = bind(stmt, call.args);
     const shape = shapeOf(stmt);
@@ -103,16 +103,39 @@ export class DeferredWrites {
       this.#waiting.push({ stmt, values, shape: shape as Part['shape'] });
       return undefined;
     }
-    let r: pg.QueryResult;
-    if (this.#waiting.length > 0 && shape.leads && this.#joins(null, shape.names)) {
+    const r = await this.#send(stmt, values, this.#joins(null, shape.names));
+    return call.method === 'run' ? { changes: r.rowCount ?? 0 } : call.method === 'get' ? r.rows[0] : r.rows;
+  }
+
+  /** A statement whose result is read, with what waits in front of it when `joins` (and it `leads`), else after it is flushed. */
+  async #send(stmt: PgStatement, values: unknown[], joins: boolean, arrays = false): Promise<pg.QueryResult> {
+    let q: pg.QueryConfig;
+    if (this.#waiting.length > 0 && shapeOf(stmt).leads && joins) {
       const parts = this.#take();
-      const c = combine(parts, stmt);
-      r = await this.#client.query({ ...c, values: [...parts.flatMap((p) => p.values), ...values] });
+      q = { ...combine(parts, stmt), values: [...parts.flatMap((p) => p.values), ...values] };
     } else {
       await this.flush();
-      r = await this.#client.query(prepared(stmt, values));
+      q = prepared(stmt, values);
     }
-    return call.method === 'run' ? { changes: r.rowCount ?? 0 } : call.method === 'get' ? r.rows[0] : r.rows;
+    return arrays ? this.#client.query({ ...q, rowMode: 'array' }) : this.#client.query(q);
+  }
+
+  /** A `getThen` as one statement (pairs.ts) when its two may be one, else as two `get`s in turn. */
+  async #pair(call: Call): Promise<[unknown, unknown]> {
+    const [first, second] = [this.#statements[call.name], this.#statements[call.then!.name]];
+    const [a, b] = [shapeOf(first), shapeOf(second)];
+    const pair = a.writes !== null && b.writes !== null && !b.names.has(a.writes) ? pairOf(first, second) : null;
+    if (!pair) {
+      const row = await this.call({ name: call.name, method: 'get', args: call.args });
+      return [row, row === undefined ? undefined : await this.call({ name: call.then!.name, method: 'get', args: call.then!.args })];
+    }
+    const values = [...bind(first, call.args), ...bind(second, call.then!.args)];
+    const r = await this.#send(pair, values, this.#joins(a.writes, a.names) && this.#joins(b.writes, b.names), true);
+    const row = r.rows[0] as unknown[] | undefined;
+    if (!row) return [undefined, undefined];
+    const split = r.fields.findIndex((f) => f.name === THEN_COLUMN);
+    const rowOf = (from: number, to: number) => Object.fromEntries(r.fields.slice(from, to).map((f, i) => [f.name, row[from + i]]));
+    return [rowOf(0, split), row[split] === null ? undefined : rowOf(split + 1, r.fields.length)];
   }
 
   /** Send what waits (at the end of a program, before its savepoint is released). */
@@ -125,6 +148,35 @@ export class DeferredWrites {
     await this.#client.query({ ...c, values: parts.flatMap((p) => p.values) });
   }
 
+  /** Forget what waits (its program failed). */
+  drop(): void {
+    this.#take();
+  }
+
+  /** Whether writes wait. */
+  get waiting(): boolean {
+    return this.#waiting.length > 0;
+  }
+
+  /**
+   * What waits as one statement's text with its values written in as literals (`escape`: the
+   * connection's), taken from the queue: to go in one simple query with statements of the
+   * transaction's own (its COMMIT). As literals the values are what node-postgres sends for them
+   * (text, their types inferred where they stand). Undefined, nothing taken, when nothing waits or
+   * a value is not a string, number, bigint, boolean or null.
+   */
+  inlined(escape: (text: string) => string): string | undefined {
+    const parts = this.#waiting;
+    const values = parts.flatMap((p) => p.values);
+    if (parts.length === 0 || !values.every(literal)) return undefined;
+    const text = parts.length === 1 ? parts[0]!.stmt.text : combine(parts, undefined).text;
+    this.#take();
+    return text.replace(/\$(\d+)/g, (_, n: string) => {
+      const v = values[Number(n) - 1];
+      return v === null ? 'NULL' : escape(String(v));
+    });
+  }
+
   /** Whether a statement that writes `writes` (null: reads only) and names `names` may share a statement with what waits. */
   #joins(writes: string | null, names: Set<string>): boolean {
     return this.#waiting.every((w) => !names.has(w.shape.writes) && (writes === null || !w.shape.names.has(writes)));
@@ -135,4 +187,9 @@ export class DeferredWrites {
     this.#waiting = [];
     return parts;
   }
+}
+
+/** A value {@link DeferredWrites.inlined} writes as a literal. */
+function literal(v: unknown): boolean {
+  return v === null || typeof v === 'string' || typeof v === 'number' || typeof v === 'bigint' || typeof v === 'boolean';
 }
