@@ -20,6 +20,9 @@ const statements = {
   cancelScheduledTimers: { key: 'cancelScheduledTimers', text: "UPDATE timers SET status = 'cancelled' WHERE job_id = $1 AND status = 'scheduled'", names: null },
   effectLeaseState: { key: 'effectLeaseState', text: 'SELECT 1 AS held FROM effect_attempts WHERE effect_id = $1', names: null },
   settle: { key: 'settle', text: 'UPDATE effects SET outcome = $1 WHERE id = $2 AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = effects.job_id) RETURNING outcome', names: null },
+  insertEffect: { key: 'insertEffect', text: 'INSERT INTO effects (id, job_id) VALUES ($1, $2::text)', names: null },
+  endEffect: { key: 'endEffect', text: 'UPDATE effects SET outcome = $1 WHERE id = $2::text AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = effects.job_id) RETURNING outcome', names: null },
+  endEffects: { key: 'endEffects', text: 'UPDATE effects SET outcome = $1 WHERE id = $2 OR job_id = $2 RETURNING outcome', names: null },
   claimDue: { key: 'claimDue', text: 'WITH cand AS (SELECT id FROM effects WHERE status = $1) SELECT * FROM cand', names: null },
 } satisfies Record<string, PgStatement>;
 
@@ -128,5 +131,34 @@ describe('deferred writes on Postgres', () => {
     expect(writes.waiting).toBe(true);
     await writes.flush();
     expect(sent).toHaveLength(1);
+  });
+
+  it('a one-row INSERT waits in front of an UPDATE of another row of its table; not of its own row, of rows a WHERE may reach otherwise, nor of another INSERT', async () => {
+    const { sent, call, writes } = recording();
+    await call('insertTransition', 'write', 'j1', 2);
+    await call('insertEffect', 'write', 'e2', 'j1');
+    expect(await call('endEffect', 'get', 'succeeded', 'e1')).toEqual({ lease_fence: 7 }); // the row of e1 only
+    expect(sent).toEqual([
+      {
+        text: 'WITH spool_w1 AS (INSERT INTO transitions (job_id, revision) VALUES ($1, $2)), spool_w2 AS (INSERT INTO effects (id, job_id) VALUES ($3, $4::text)) UPDATE effects SET outcome = $5 WHERE id = $6::text AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = effects.job_id) RETURNING outcome',
+        values: ['j1', 2, 'e2', 'j1', 'succeeded', 'e1'],
+      },
+    ]);
+    // The update of the row the INSERT writes would not see it; nor would one whose WHERE may reach other rows.
+    for (const [name, args] of [
+      ['endEffect', ['succeeded', 'e2']],
+      ['endEffects', ['succeeded', 'j1']],
+    ] as const) {
+      sent.length = 0;
+      await call('insertEffect', 'write', 'e2', 'j1');
+      await call(name, 'get', ...args);
+      expect(sent.map((q) => q.text)).toEqual([statements.insertEffect.text, statements[name].text]);
+    }
+    // Two INSERTs of one table: in turn, so their rows take sequence values in that order.
+    sent.length = 0;
+    await call('insertEffect', 'write', 'e4', 'j1');
+    await call('insertEffect', 'write', 'e5', 'j1');
+    await writes.flush();
+    expect(sent.map((q) => q.text)).toEqual([statements.insertEffect.text, statements.insertEffect.text]);
   });
 });

@@ -322,7 +322,7 @@ describe('PostgresStore: round trips of a step', () => {
     };
   }
 
-  it("is BEGIN with its row locks, the attempt's end with the job's update, and its other writes with COMMIT; a batch of two, one more for the first's writes", async () => {
+  it("is BEGIN with its row locks, the attempt's end with the job's update, and its other writes with COMMIT; a batch of two, one more for the second's step", async () => {
     const url = await database();
     const store = await open(url);
     for (const id of ['A', 'B', 'C']) {
@@ -349,8 +349,9 @@ describe('PostgresStore: round trips of a step', () => {
       { ok: true, revision: 2, fence: 1 },
       { ok: true, revision: 2, fence: 1 },
     ]);
-    // B's writes (its history row, its new effect) wait for C's update of effects, which must see them: sent first.
-    expect(texts.map(shape)).toEqual(['BEGIN', 'WITH spool_a', 'WITH spool_w1', 'WITH spool_a', 'WITH spool_w1 … COMMIT']);
+    // B's writes (its history row, its new effect) go in front of C's step: C's attempt's end touches no row B writes.
+    expect(texts.map(shape)).toEqual(['BEGIN', 'WITH spool_a', 'WITH spool_w1', 'WITH spool_w1 … COMMIT']);
+    expect(texts[2]).toMatch(/^WITH spool_w1 AS \(INSERT INTO transitions .*spool_w2 AS \(INSERT INTO effects .*spool_a AS \(UPDATE effects /s);
     for (const id of ['A', 'B', 'C']) {
       expect(await store.getEffect(`${id}~one`)).toMatchObject({ status: 'succeeded', active: false });
       expect(await store.getEffect(`${id}~two`)).toMatchObject({ status: 'running', attempt: 1, claimedBy: 'w1' });

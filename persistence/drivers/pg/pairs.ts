@@ -7,21 +7,8 @@
  * writes, since it runs first in turn too (an attempt's end reads its job's lease before the job's
  * update). An attempt's end and its commit's job update (commit.ts) are thereby one round trip.
  */
+import { topLevel } from './shapes.ts';
 import type { PgStatement } from './sql.ts';
-
-/** Where a keyword stands in a statement outside parentheses and quotes (-1: not there). */
-function topLevel(text: string, word: string): number {
-  let depth = 0;
-  const re = new RegExp(`^${word}\\b`, 'i');
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i]!;
-    if (c === "'" || c === '"') i = text.indexOf(c, i + 1);
-    else if (c === '(') depth++;
-    else if (c === ')') depth--;
-    else if (depth === 0 && /\s/.test(text[i - 1] ?? ' ') && re.test(text.slice(i, i + word.length + 1))) return i;
-  }
-  return -1;
-}
 
 /** The highest `$n` a text uses (its parameter count). */
 function paramCount(text: string): number {
