@@ -310,7 +310,9 @@ describe('PostgresStore: a write batch', () => {
 describe('PostgresStore: round trips of a step', () => {
   /** Job `id`'s activity `one` ended (attempt 1, fence 1), its outcome applied, and activity `two` created and claimed: one step of a worker. */
   function step(id: string): TransitionCommit {
-    const done: NewInboxEvent = { ...event(id, `${id}~one#1`), type: 'xstate.done.actor.one', payload: { type: 'xstate.done.actor.one' }, source: 'effect', sourceId: `${id}~one`, attempt: 1 };
+    // Its output, in the history row that goes with COMMIT as literal text, has quotes, backslashes and more.
+    const payload = { type: 'xstate.done.actor.one', output: { note: "it's \\ a 'quote', \\' $1 ☃ \n" } };
+    const done: NewInboxEvent = { ...event(id, `${id}~one#1`), type: payload.type, payload, source: 'effect', sourceId: `${id}~one`, attempt: 1 };
     const next = { ...effectOf(id, 'two'), id: `${id}~two`, createdRevision: 2 };
     return {
       ...commitOf(id, 1, 'two'),
@@ -359,6 +361,7 @@ describe('PostgresStore: round trips of a step', () => {
         [1, 'xstate.init'],
         [2, 'xstate.done.actor.one'],
       ]);
+      expect((await store.history(id))[1]!.payload).toEqual(step(id).event!.payload);
     }
   });
 });

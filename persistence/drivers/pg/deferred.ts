@@ -130,13 +130,13 @@ export class DeferredWrites {
   }
 
   /**
-   * What waits as one statement's text with its values written in as literals (`escape`: the
-   * connection's), taken from the queue: to go in one simple query with statements of the
-   * transaction's own (its COMMIT). As literals the values are what node-postgres sends for them
-   * (text, their types inferred where they stand). Undefined, nothing taken, when nothing waits or
-   * a value is not a string, number, bigint, boolean or null.
+   * What waits as one statement's text with its values written in as literals ({@link quoted}),
+   * taken from the queue: to go in one simple query with statements of the transaction's own (its
+   * COMMIT). As literals the values are what node-postgres sends for them (text, their types
+   * inferred where they stand). Undefined, nothing taken, when nothing waits or a value is not a
+   * string, number, bigint, boolean or null.
    */
-  inlined(escape: (text: string) => string): string | undefined {
+  inlined(): string | undefined {
     const parts = this.#waiting;
     const values = parts.flatMap((p) => p.values);
     if (parts.length === 0 || !values.every(literal)) return undefined;
@@ -144,7 +144,7 @@ export class DeferredWrites {
     this.#take();
     return text.replace(/\$(\d+)/g, (_, n: string) => {
       const v = values[Number(n) - 1];
-      return v === null ? 'NULL' : escape(String(v));
+      return v === null ? 'NULL' : quoted(String(v));
     });
   }
 
@@ -178,4 +178,13 @@ function literal(v: unknown): boolean {
 function apart(w: Part, s: Shape, values: readonly unknown[]): boolean {
   if (w.shape.insertsId === null || s.writes !== w.shape.writes) return false;
   return s.atRow !== null && values[s.atRow] !== w.values[w.shape.insertsId];
+}
+
+/**
+ * A string as an SQL literal: `E'…'` with its quotes and backslashes doubled when it has any, so it
+ * reads the same whatever `standard_conforming_strings` says (one regular expression, not
+ * node-postgres's `escapeLiteral`, which builds the text a character at a time).
+ */
+export function quoted(text: string): string {
+  return /[\\']/.test(text) ? `E'${text.replace(/[\\']/g, '$&$&')}'` : `'${text}'`;
 }

@@ -153,7 +153,7 @@ export class PgDriver implements SqlDriver {
           const text = queued.join('; ');
           queued.length = 0;
           try {
-            const inlined = carried && text ? writes.inlined((v) => client.escapeLiteral(v)) : undefined;
+            const inlined = carried && text ? writes.inlined() : undefined;
             if (inlined === undefined) await writes.flush();
             if (text) await client.query(inlined === undefined ? text : `${inlined}; ${text}`);
           } catch (error) {
