@@ -56,8 +56,10 @@ export function topLevel(text: string, word: string, from = 0): number {
   const re = new RegExp(`^${word}\\b`, 'i');
   for (let i = from; i < text.length; i++) {
     const c = text[i]!;
-    if (c === "'" || c === '"') i = text.indexOf(c, i + 1);
-    else if (c === '(') depth++;
+    if (c === "'" || c === '"') {
+      i = text.indexOf(c, i + 1);
+      if (i < 0) return -1;
+    } else if (c === '(') depth++;
     else if (c === ')') depth--;
     else if (depth === 0 && /\s/.test(text[i - 1] ?? ' ') && re.test(text.slice(i, i + word.length + 1))) return i;
   }
@@ -71,8 +73,10 @@ function list(text: string, open: number): { items: string[]; end: number } | un
   let start = open + 1;
   for (let i = open; i < text.length; i++) {
     const c = text[i]!;
-    if (c === "'" || c === '"') i = text.indexOf(c, i + 1);
-    else if (c === '(') depth++;
+    if (c === "'" || c === '"') {
+      i = text.indexOf(c, i + 1);
+      if (i < 0) return undefined;
+    } else if (c === '(') depth++;
     else if (c === ')' && --depth === 0) return { items: [...items, text.slice(start, i).trim()], end: i + 1 };
     else if (c === ',' && depth === 1) {
       items.push(text.slice(start, i).trim());
@@ -105,6 +109,6 @@ function updatedRow(text: string, table: string): number | null {
   if (!/^\s*UPDATE\s/i.test(text) || [...text.matchAll(new RegExp(`\\b${table}\\b(?!\\.)`, 'g'))].length !== 1) return null;
   const where = topLevel(text, 'WHERE');
   if (where < 0 || topLevel(text, 'OR', where) >= 0) return null;
-  const m = where < 0 ? null : /^WHERE\s+id\s*=\s*(\$\d+(?:::\w+)?)(?:\s+AND\s|\s+RETURNING\s|\s*$)/i.exec(text.slice(where));
+  const m = /^WHERE\s+id\s*=\s*(\$\d+(?:::\w+)?)(?:\s+AND\s|\s+RETURNING\s|\s*$)/i.exec(text.slice(where));
   return m ? param(m[1]) : null;
 }
