@@ -10,6 +10,7 @@ import type pg from 'pg';
 import { DeferredWrites } from '../persistence/drivers/pg/deferred.ts';
 import type { StatementName } from '../persistence/sql/statements.ts';
 import type { PgStatement } from '../persistence/drivers/pg/sql.ts';
+import { THEN_COLUMN } from '../persistence/drivers/pg/pairs.ts';
 
 const statements = {
   endAttempt: { key: 'endAttempt', text: 'UPDATE effect_attempts SET outcome = $1 WHERE effect_id = $2', names: null },
@@ -18,6 +19,10 @@ const statements = {
   cancelAllTimers: { key: 'cancelAllTimers', text: "UPDATE timers SET status = 'cancelled' WHERE job_id = $1", names: null },
   cancelScheduledTimers: { key: 'cancelScheduledTimers', text: "UPDATE timers SET status = 'cancelled' WHERE job_id = $1 AND status = 'scheduled'", names: null },
   effectLeaseState: { key: 'effectLeaseState', text: 'SELECT 1 AS held FROM effect_attempts WHERE effect_id = $1', names: null },
+  settle: { key: 'settle', text: 'UPDATE effects SET outcome = $1 WHERE id = $2 AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = effects.job_id) RETURNING outcome', names: null },
+  insertEffect: { key: 'insertEffect', text: 'INSERT INTO effects (id, job_id) VALUES ($1, $2::text)', names: null },
+  endEffect: { key: 'endEffect', text: 'UPDATE effects SET outcome = $1 WHERE id = $2::text AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = effects.job_id) RETURNING outcome', names: null },
+  endEffects: { key: 'endEffects', text: 'UPDATE effects SET outcome = $1 WHERE id = $2 OR job_id = $2 RETURNING outcome', names: null },
   claimDue: { key: 'claimDue', text: 'WITH cand AS (SELECT id FROM effects WHERE status = $1) SELECT * FROM cand', names: null },
 } satisfies Record<string, PgStatement>;
 
@@ -78,5 +83,82 @@ describe('deferred writes on Postgres', () => {
         values: ['j1', 2, 'pending'],
       },
     ]);
+  });
+
+  it("a getThen of two writes is one statement: the second's WHERE also asks for the first's row, and each row is its own", async () => {
+    const sent: { text: string; values: unknown[]; rowMode?: string }[] = [];
+    let answer: { fields: { name: string }[]; rows: unknown[][] } = { fields: [], rows: [] };
+    const client = {
+      query: async (q: { text: string; values: unknown[]; rowMode?: string }) => (sent.push(q), { rowCount: answer.rows.length, ...answer }),
+    } as unknown as pg.PoolClient;
+    const writes = new DeferredWrites(client, statements as unknown as Record<StatementName, PgStatement>);
+    const pair = (first: keyof typeof statements, second: keyof typeof statements) =>
+      writes.call({ name: first as StatementName, method: 'getThen', args: ['succeeded', 'e1'], then: { name: second as StatementName, args: ['j1'] } });
+    const fields = [{ name: 'outcome' }, { name: THEN_COLUMN }, { name: 'lease_fence' }];
+    answer = { fields, rows: [['succeeded', 1, 7]] };
+    expect(await pair('settle', 'updateJob')).toEqual([{ outcome: 'succeeded' }, { lease_fence: 7 }]);
+    expect(sent).toEqual([
+      {
+        text: `WITH spool_a AS (${statements.settle.text}), spool_b AS (UPDATE jobs SET revision = revision + 1 WHERE (id = $3) AND EXISTS (SELECT 1 FROM spool_a)
+      RETURNING lease_fence)
+      SELECT spool_a.*, b.* FROM spool_a LEFT JOIN (SELECT 1 AS ${THEN_COLUMN}, * FROM spool_b) AS b ON true`,
+        values: ['succeeded', 'e1', 'j1'],
+        rowMode: 'array',
+        name: 's_settle>updateJob',
+      },
+    ]);
+    answer = { fields, rows: [['succeeded', null, null]] }; // the second changed no row
+    expect(await pair('settle', 'updateJob')).toEqual([{ outcome: 'succeeded' }, undefined]);
+    answer = { fields, rows: [] }; // the first found none
+    expect(await pair('settle', 'updateJob')).toEqual([undefined, undefined]);
+    // A second that names what the first writes would not see its write: two statements, in turn.
+    sent.length = 0;
+    answer = { fields: [{ name: 'lease_fence' }], rows: [] };
+    expect(await pair('updateJob', 'settle')).toEqual([undefined, undefined]);
+    expect(sent.map((q) => q.text)).toEqual([statements.updateJob.text]);
+  });
+
+  it('what waits goes as one text with its values as literals, to go with COMMIT; a value that is no scalar leaves it to a statement of its own', async () => {
+    const { sent, call, writes } = recording();
+    await call('insertTransition', 'write', "j'1\\", null);
+    await call('cancelAllTimers', 'write', 7);
+    expect(writes.inlined()).toBe(
+      "WITH spool_w1 AS (INSERT INTO transitions (job_id, revision) VALUES (E'j''1\\\\', NULL)) UPDATE timers SET status = 'cancelled' WHERE job_id = '7'",
+    );
+    expect(writes.waiting).toBe(false);
+    await call('insertTransition', 'write', 'j1', { not: 'a scalar' });
+    expect(writes.inlined()).toBeUndefined();
+    expect(writes.waiting).toBe(true);
+    await writes.flush();
+    expect(sent).toHaveLength(1);
+  });
+
+  it('a one-row INSERT waits in front of an UPDATE of another row of its table; not of its own row, of rows a WHERE may reach otherwise, nor of another INSERT', async () => {
+    const { sent, call, writes } = recording();
+    await call('insertTransition', 'write', 'j1', 2);
+    await call('insertEffect', 'write', 'e2', 'j1');
+    expect(await call('endEffect', 'get', 'succeeded', 'e1')).toEqual({ lease_fence: 7 }); // the row of e1 only
+    expect(sent).toEqual([
+      {
+        text: 'WITH spool_w1 AS (INSERT INTO transitions (job_id, revision) VALUES ($1, $2)), spool_w2 AS (INSERT INTO effects (id, job_id) VALUES ($3, $4::text)) UPDATE effects SET outcome = $5 WHERE id = $6::text AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = effects.job_id) RETURNING outcome',
+        values: ['j1', 2, 'e2', 'j1', 'succeeded', 'e1'],
+      },
+    ]);
+    // The update of the row the INSERT writes would not see it; nor would one whose WHERE may reach other rows.
+    for (const [name, args] of [
+      ['endEffect', ['succeeded', 'e2']],
+      ['endEffects', ['succeeded', 'j1']],
+    ] as const) {
+      sent.length = 0;
+      await call('insertEffect', 'write', 'e2', 'j1');
+      await call(name, 'get', ...args);
+      expect(sent.map((q) => q.text)).toEqual([statements.insertEffect.text, statements[name].text]);
+    }
+    // Two INSERTs of one table: in turn, so their rows take sequence values in that order.
+    sent.length = 0;
+    await call('insertEffect', 'write', 'e4', 'j1');
+    await call('insertEffect', 'write', 'e5', 'j1');
+    await writes.flush();
+    expect(sent.map((q) => q.text)).toEqual([statements.insertEffect.text, statements.insertEffect.text]);
   });
 });

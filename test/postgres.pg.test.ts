@@ -12,13 +12,14 @@ import { createServer, connect, type AddressInfo, type Server } from 'node:net';
 import { PostgresStore } from '../persistence/drivers/pg/index.ts';
 import { pgMigrations } from '../persistence/drivers/pg/open.ts';
 import { NotASpoolDatabaseError } from '../persistence/drivers/better-sqlite3/index.ts';
-import { CommitOutcomeUnknown, type NewInboxEvent } from '../src/ports/store.ts';
+import { CommitOutcomeUnknown, type NewInboxEvent, type TransitionCommit } from '../src/ports/store.ts';
 import { DatabaseBusyError, SchemaTooNewError, StorageFullError } from '../src/base/errors.ts';
 import { pgFault } from '../persistence/drivers/pg/faults.ts';
 import { perTestPostgres } from './helpers/pgTest.ts';
 import { runSpool } from './helpers/spoolCli.ts';
 import { PROJECT_ROOT } from './helpers/resources.ts';
 import { newJob } from './store.contract.ts';
+import { effectOf } from './helpers/dueClaims.ts';
 
 const T0 = 1_700_000_000_000;
 const { cleanups, database, open } = perTestPostgres();
@@ -303,6 +304,65 @@ describe('PostgresStore: a write batch', () => {
       [2, 'b2'],
       [3, 'b3'],
     ]);
+  });
+});
+
+describe('PostgresStore: round trips of a step', () => {
+  /** Job `id`'s activity `one` ended (attempt 1, fence 1), its outcome applied, and activity `two` created and claimed: one step of a worker. */
+  function step(id: string): TransitionCommit {
+    // Its output, in the history row that goes with COMMIT as literal text, has quotes, backslashes and more.
+    const payload = { type: 'xstate.done.actor.one', output: { note: "it's \\ a 'quote', \\' $1 ☃ \n" } };
+    const done: NewInboxEvent = { ...event(id, `${id}~one#1`), type: payload.type, payload, source: 'effect', sourceId: `${id}~one`, attempt: 1 };
+    const next = { ...effectOf(id, 'two'), id: `${id}~two`, createdRevision: 2 };
+    return {
+      ...commitOf(id, 1, 'two'),
+      event: { accept: done, status: 'applied', error: null, payload: done.payload },
+      finish: { id: `${id}~one`, attempt: 1, result: { kind: 'succeeded', output: { ok: true }, event: done }, at: T0 + 1, lease: { runner: 'w1', fence: 1 } },
+      effects: { create: [next], deactivate: ['one'] },
+      claims: [{ effectId: next.id, claimUntil: T0 + 60_000 }],
+      lease: { runner: 'w1', fence: 1, now: T0 + 1, until: T0 + 60_000 },
+    };
+  }
+
+  it("is BEGIN with its row locks, the attempt's end with the job's update, and its other writes with COMMIT; a batch of two, one more for the second's step", async () => {
+    const url = await database();
+    const store = await open(url);
+    for (const id of ['A', 'B', 'C']) {
+      await store.createJob({ ...newJob(id), effects: [effectOf(id, 'one')], runner: 'w1', claims: [{ effectId: `${id}~one`, claimUntil: T0 + 60_000 }] });
+    }
+    // What the store's connections send, one entry per round trip (the NOTIFY after a commit goes on a connection of its own: left out).
+    const texts: string[] = [];
+    const query = pg.Client.prototype.query;
+    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+      const q = args[0];
+      const text = typeof q === 'string' ? q : String((q as { text?: unknown } | undefined)?.text ?? '');
+      if (!text.includes('NOTIFY')) texts.push(text);
+      return (query as (...a: unknown[]) => unknown).apply(this, args);
+    } as typeof query;
+    cleanups.push(async () => {
+      pg.Client.prototype.query = query;
+    });
+    const shape = (t: string) => `${t.slice(0, t.indexOf(' AS (') > 0 ? t.indexOf(' AS (') : 5)}${/; COMMIT$/.test(t) ? ' … COMMIT' : ''}`;
+    expect(await store.commit([step('A')])).toEqual([{ ok: true, revision: 2, fence: 1 }]);
+    expect(texts.map(shape)).toEqual(['BEGIN', 'WITH spool_a', 'WITH spool_w1 … COMMIT']);
+    texts.length = 0;
+    const batch = await store.writeBatch({ commits: [step('B'), step('C')] });
+    expect(batch.commits).toEqual([
+      { ok: true, revision: 2, fence: 1 },
+      { ok: true, revision: 2, fence: 1 },
+    ]);
+    // B's writes (its history row, its new effect) go in front of C's step: C's attempt's end touches no row B writes.
+    expect(texts.map(shape)).toEqual(['BEGIN', 'WITH spool_a', 'WITH spool_w1', 'WITH spool_w1 … COMMIT']);
+    expect(texts[2]).toMatch(/^WITH spool_w1 AS \(INSERT INTO transitions .*spool_w2 AS \(INSERT INTO effects .*spool_a AS \(UPDATE effects /s);
+    for (const id of ['A', 'B', 'C']) {
+      expect(await store.getEffect(`${id}~one`)).toMatchObject({ status: 'succeeded', active: false });
+      expect(await store.getEffect(`${id}~two`)).toMatchObject({ status: 'running', attempt: 1, claimedBy: 'w1' });
+      expect((await store.history(id)).map((h) => [h.revision, h.eventType])).toEqual([
+        [1, 'xstate.init'],
+        [2, 'xstate.done.actor.one'],
+      ]);
+      expect((await store.history(id))[1]!.payload).toEqual(step(id).event!.payload);
+    }
   });
 });
 

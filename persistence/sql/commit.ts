@@ -18,9 +18,9 @@ import type {
 import { CommitOutcomeUnknown, inlineDraft, isExternal, leaseLostError, revisionNamedBy } from '../../src/ports/store.ts';
 import { toEffectRecord, toJobRecord, type Row } from './records.ts';
 import { CommitJson } from './commitJson.ts';
-import { leaseParams } from './statements.ts';
+import { leaseParams, type StatementName } from './statements.ts';
 import { Abort, LeaseHeld } from './outcomes.ts';
-import { get, run, write, type Program } from './program.ts';
+import { get, getThen, run, write, type Program } from './program.ts';
 
 /**
  * The store's writes as programs (program.ts): each yields the statements it runs, so the SQLite
@@ -43,8 +43,6 @@ export function* applyCommit(c: TransitionCommit): Program<CommitResult> {
 function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResult> {
   // The attempt whose outcome this is, recorded first; its event is accepted below, applied.
   const leaving = c.effects?.deactivate.length === 1 ? { actorId: c.effects.deactivate[0]!, at: c.job.at } : undefined;
-  const finished = c.finish ? yield* settleIn(c.finish, false, leaving) : undefined;
-  if (finished && finished.status !== 'current') throw new Abort({ ok: false, reason: 'outcome-not-current' });
   const revision = c.expectedRevision + 1;
   const e = c.event;
   const inline = e?.accept !== undefined && isExternal(e.accept);
@@ -77,12 +75,21 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
   };
   // A job that stays active on its version takes the narrow update (no status index rewritten);
   // one that ends changes its status, so it goes straight to the full one. A migration alone
-  // changes the version (its own statement: any other keeps the version's index entries as they are).
-  const migrates = c.transition.outcome === 'migrated';
-  const updated = (
-    (c.job.status === 'active' && !migrates ? ((keepsLease(c) ? yield* get('updateKeepingLease', params) : undefined) ?? (yield* get('updateState', params))) : undefined) ??
-    (yield* get(migrates ? 'migrateJob' : 'updateJob', params))
-  ) as { lease_fence: number; progress: number | null; timers_scheduled?: number } | undefined;
+  // changes the version (its own statement: any other keeps the version's index entries as they
+  // are). Each is tried in turn until one changes the row; the first goes with the attempt's end
+  // (settleIn), when there is one.
+  const updates: StatementName[] =
+    c.transition.outcome === 'migrated'
+      ? ['migrateJob']
+      : c.job.status !== 'active'
+        ? ['updateJob']
+        : keepsLease(c)
+          ? ['updateKeepingLease', 'updateState', 'updateJob']
+          : ['updateState', 'updateJob'];
+  const finished = c.finish ? yield* settleIn(c.finish, false, leaving, { name: updates[0]!, params }) : undefined;
+  if (finished && finished.status !== 'current') throw new Abort({ ok: false, reason: 'outcome-not-current' });
+  let updated = finished?.then as Updated | undefined;
+  for (const name of updates.slice(finished ? 1 : 0)) updated ??= (yield* get(name, params)) as Updated | undefined;
   if (!updated) return yield* refusal(c, inline, params.now);
   const fence = c.lease ? updated.lease_fence : null;
   // Applied as it is accepted: the history row is the event's record, and its key says so (a
@@ -95,6 +102,9 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
   yield* writeConsequences(c, Number(updated.timers_scheduled ?? 1) === 1, finished?.deactivated ? leaving?.actorId : undefined);
   return c.unread ? { ok: true, revision, fence, progress: updated.progress === null ? null : Number(updated.progress) } : { ok: true, revision, fence };
 }
+
+/** What a commit's job update returns. */
+type Updated = { lease_fence: number; progress: number | null; timers_scheduled?: number };
 
 /** Why a commit's job update changed no row: the lease another runner holds, a duplicate inline event, or a conflict (always thrown). */
 function* refusal(c: TransitionCommit, inline: boolean, now: number): Program<never> {
@@ -394,9 +404,16 @@ export function* finishIn(f: AttemptFinish): Program<FinishStatus> {
  * An attempt's end: the outcome on its effect row and the attempt's row written (once), and,
  * `acceptEvent`, its event accepted. `acceptEvent` false: the caller accepts the outcome event
  * itself (a commit's `finish`), and `leaving` names the invocation that commit leaves (its effect
- * is deactivated in the same row write when it is this one: `deactivated`).
+ * is deactivated in the same row write when it is this one: `deactivated`). `then`: the caller's
+ * next statement (its job update), run only when the outcome is recorded (getThen: one round trip
+ * on Postgres); its row is `then` of the result.
  */
-function* settleIn(f: AttemptFinish, acceptEvent: boolean, leaving?: { actorId: string; at: number }): Program<{ status: FinishStatus; deactivated: boolean }> {
+function* settleIn(
+  f: AttemptFinish,
+  acceptEvent: boolean,
+  leaving?: { actorId: string; at: number },
+  then?: { name: StatementName; params: object },
+): Program<{ status: FinishStatus; deactivated: boolean; then?: Row | undefined }> {
   const { id, attempt, result, at, lease } = f;
   const params =
     result.kind === 'succeeded'
@@ -411,7 +428,7 @@ function* settleIn(f: AttemptFinish, acceptEvent: boolean, leaving?: { actorId: 
             token: null,
           };
   // The update checks the lease itself; only a refusal reads why (the lease gone, or the attempt no longer current).
-  const settled = yield* get('settleEffect', {
+  const settle = {
     status: params.status,
     output: params.output,
     error: params.error,
@@ -425,7 +442,8 @@ function* settleIn(f: AttemptFinish, acceptEvent: boolean, leaving?: { actorId: 
     attempt,
     at,
     outcome: result.kind,
-  });
+  };
+  const [settled, next] = then ? yield* getThen('settleEffect', [settle], then.name, [then.params]) : [yield* get('settleEffect', settle), undefined];
   if (!settled && lease) {
     const effect = (yield* get('effectLeaseState', { id, runner: lease.runner, fence: lease.fence })) as { held: number } | undefined;
     if (effect && effect.held === 0) {
@@ -440,7 +458,7 @@ function* settleIn(f: AttemptFinish, acceptEvent: boolean, leaving?: { actorId: 
   if (!settled) yield* staleEnd(id, attempt, at, result.kind === 'failed' ? JSON.stringify(result.error) : null);
   const event = result.kind === 'waiting' ? null : result.event;
   if (event && acceptEvent) yield* acceptPending(event);
-  return { status: settled ? 'current' : 'stale', deactivated: Number(settled?.['active'] ?? 1) === 0 };
+  return { status: settled ? 'current' : 'stale', deactivated: Number(settled?.['active'] ?? 1) === 0, then: next };
 }
 
 /** An outcome not recorded (stale): the end of its attempt, whether still the effect's latest one (on its row) or archived since. */

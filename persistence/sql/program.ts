@@ -11,12 +11,15 @@ import type { Row } from './records.ts';
 /**
  * One statement to run: better-sqlite3's `run` (changes), `get` (the first row) or `all` (every
  * row); `write`: a write whose result the program does not read (Postgres may send it with the
- * next statement: persistence/drivers/pg/deferred.ts).
+ * next statement: persistence/drivers/pg/deferred.ts); `getThen`: `get`, and only when it returns
+ * a row, `get` of the statement `then` too (both rows; see {@link getThen}).
  */
 export interface Call {
   name: StatementName;
-  method: 'run' | 'get' | 'all' | 'write';
+  method: 'run' | 'get' | 'all' | 'write' | 'getThen';
   args: unknown[];
+  /** `getThen`'s second statement. */
+  then?: { name: StatementName; args: unknown[] };
 }
 
 /** An operation over the store's statements, ending with its result. */
@@ -35,6 +38,20 @@ export function* write(name: StatementName, ...args: unknown[]): Generator<Call,
 /** Run a statement: its first row, if any. */
 export function* get(name: StatementName, ...args: unknown[]): Generator<Call, Row | undefined, unknown> {
   return (yield { name, method: 'get', args }) as Row | undefined;
+}
+
+/**
+ * Run a statement, and only when it returns a row the statement `then` too: the first row of each
+ * (the second undefined when it did not run). What the two do is what two `get`s in turn do; a
+ * driver may send them as one statement (Postgres: one round trip, persistence/drivers/pg/pairs.ts).
+ */
+export function* getThen(
+  name: StatementName,
+  args: unknown[],
+  then: StatementName,
+  thenArgs: unknown[],
+): Generator<Call, [Row | undefined, Row | undefined], unknown> {
+  return (yield { name, method: 'getThen', args, then: { name: then, args: thenArgs } }) as [Row | undefined, Row | undefined];
 }
 
 /** Run a statement: all its rows. */
@@ -63,8 +80,15 @@ export function runSync<R>(program: Program<R>, s: Record<StatementName, SyncSta
     let value: unknown;
     try {
       const stmt = s[c.name];
-      value = c.method === 'run' || c.method === 'write' ? stmt.run(...c.args) : c.method === 'get' ? stmt.get(...c.args) : stmt.all(...c.args);
-      if (changed) changed.rows += rowsChanged(stmt, c.method, value);
+      if (c.method === 'getThen') {
+        const first = stmt.get(...c.args);
+        const then = first === undefined ? undefined : s[c.then!.name];
+        value = [first, then?.get(...c.then!.args)];
+        if (changed) changed.rows += rowsChanged(stmt, 'get', first) + (then ? rowsChanged(then, 'get', (value as unknown[])[1]) : 0);
+      } else {
+        value = c.method === 'run' || c.method === 'write' ? stmt.run(...c.args) : c.method === 'get' ? stmt.get(...c.args) : stmt.all(...c.args);
+        if (changed) changed.rows += rowsChanged(stmt, c.method, value);
+      }
     } catch (error) {
       step = program.throw(error);
       continue;
@@ -74,19 +98,28 @@ export function runSync<R>(program: Program<R>, s: Record<StatementName, SyncSta
   return step.value;
 }
 
+/** A `getThen` as two `get`s, the second only after a row. */
+async function inTurn(c: Call, exec: (call: Call) => Promise<unknown>): Promise<[unknown, unknown]> {
+  const first = await exec({ name: c.name, method: 'get', args: c.args });
+  return [first, first === undefined ? undefined : await exec({ name: c.then!.name, method: 'get', args: c.then!.args })];
+}
+
 function rowsChanged(stmt: SyncStatement, method: Call['method'], value: unknown): number {
   if (method === 'run' || method === 'write') return (value as { changes: number }).changes;
   if (stmt.readonly !== false) return 0;
   return method === 'get' ? (value === undefined ? 0 : 1) : (value as unknown[]).length;
 }
 
-/** Run a program with a driver that executes each statement asynchronously (one at a time, in order). */
-export async function runAsync<R>(program: Program<R>, exec: (call: Call) => Promise<unknown>): Promise<R> {
+/**
+ * Run a program with a driver that executes each statement asynchronously (one at a time, in
+ * order). A `getThen` reaches `exec` as two `get`s in turn, unless `pairs` says `exec` runs it itself.
+ */
+export async function runAsync<R>(program: Program<R>, exec: (call: Call) => Promise<unknown>, pairs = false): Promise<R> {
   let step = program.next();
   while (!step.done) {
     let value: unknown;
     try {
-      value = await exec(step.value);
+      value = pairs || step.value.method !== 'getThen' ? await exec(step.value) : await inTurn(step.value, exec);
     } catch (error) {
       step = program.throw(error);
       continue;

@@ -3,47 +3,19 @@
  * end, effects and timers cancelled) do not each cost a round trip on Postgres. They wait, in
  * order, and go with the next statement whose result the program reads, as data-modifying CTEs of
  * it (`WITH spool_w1 AS (…), spool_w2 AS (…) <that statement>`), or together as one statement when the
- * program ends. Every statement of a transaction sees what the ones before it wrote, but the parts
- * of one statement all see the same snapshot, and a row must not be written twice in one
- * statement (Postgres keeps one of the two writes). So a write joins only parts that neither
- * write a table it names nor name the table it writes; otherwise what waits goes first, on its own.
- * The write path's round trips for a finished job's commit fall from six statements to three.
+ * program ends (in a transaction's run without savepoints: with a later program's statement, or in
+ * COMMIT's simple query, driver.ts). Every statement of a transaction sees what the ones before it
+ * wrote, but the parts of one statement all see the same snapshot, and a row must not be written
+ * twice in one statement (Postgres keeps one of the two writes). So a write joins only parts that
+ * neither write a table it names nor name the table it writes (one exception: `#joins`); otherwise
+ * what waits goes first, on its own. What a statement writes and names: shapes.ts.
  */
 import type pg from 'pg';
 import type { Call } from '../../sql/program.ts';
 import type { StatementName } from '../../sql/statements.ts';
-import { pgMigrations } from './open.ts';
+import { pairOf, shifted, THEN_COLUMN } from './pairs.ts';
+import { shapeOf, type Shape } from './shapes.ts';
 import { bind, prepared, type PgStatement } from './sql.ts';
-
-/** Spool's tables (the names statements may mention): those its migrations create. */
-const TABLES = [...new Set(pgMigrations().flatMap((m) => [...m.sql.matchAll(/CREATE TABLE (?:IF NOT EXISTS )?(\w+)/gi)].map((x) => x[1]!)))];
-
-/** What a statement writes and names, read off its text once. */
-interface Shape {
-  /** The table it changes, if it may be a CTE part: a single INSERT, UPDATE or DELETE, without a WITH of its own or a `$` in a literal. */
-  writes: string | null;
-  /** The tables its text names. */
-  names: Set<string>;
-  /** It may take CTE parts in front of it (not WITH RECURSIVE; no `$` in a literal, where its parameters are renumbered). */
-  leads: boolean;
-}
-
-const shapes = new WeakMap<PgStatement, Shape>();
-
-function shapeOf(stmt: PgStatement): Shape {
-  let shape = shapes.get(stmt);
-  if (!shape) {
-    const text = stmt.text;
-    const renumberable = !text.includes("'$");
-    shape = {
-      writes: renumberable && !/^\s*WITH\s/i.test(text) ? (/^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)/i.exec(text)?.[1] ?? null) : null,
-      names: new Set(TABLES.filter((t) => new RegExp(`\\b${t}\\b`).test(text))),
-      leads: renumberable && !/^\s*WITH\s+RECURSIVE\s/i.test(text),
-    };
-    shapes.set(stmt, shape);
-  }
-  return shape;
-}
 
 /** A write waiting: its statement, values, and shape (what it writes, never null here). */
 interface Part {
@@ -52,8 +24,6 @@ interface Part {
   shape: Shape & { writes: string };
 }
 
-/** Shift a statement's `$n` parameters by `by` (the texts hold no `$` in their literals: checked where the parts are made). */
-const shifted = (text: string, by: number) => (by === 0 ? text : text.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + by}`));
 
 /** One combined text per sequence of statements, named once per process (a prepared statement's name has at most 63 bytes). */
 const combined = new Map<string, { name: string; text: string }>();
@@ -90,6 +60,7 @@ export class DeferredWrites {
 
   /** Run one call of a program: a `write` waits (its result is nobody's), any other goes now with what waits. */
   async call(call: Call): Promise<unknown> {
+    if (call.method === 'getThen') return this.#pair(call);
     const stmt = this.#statements[call.name];
     const values = bind(stmt, call.args);
     const shape = shapeOf(stmt);
@@ -99,20 +70,43 @@ export class DeferredWrites {
         await this.#client.query(prepared(stmt, values));
         return undefined;
       }
-      if (!this.#joins(shape.writes, shape.names)) await this.flush();
+      if (!this.#joins(shape, values, true)) await this.flush();
       this.#waiting.push({ stmt, values, shape: shape as Part['shape'] });
       return undefined;
     }
-    let r: pg.QueryResult;
-    if (this.#waiting.length > 0 && shape.leads && this.#joins(null, shape.names)) {
+    const r = await this.#send(stmt, values, this.#joins(shape, values));
+    return call.method === 'run' ? { changes: r.rowCount ?? 0 } : call.method === 'get' ? r.rows[0] : r.rows;
+  }
+
+  /** A statement whose result is read, with what waits in front of it when `joins` (and it `leads`), else after it is flushed. */
+  async #send(stmt: PgStatement, values: unknown[], joins: boolean, arrays = false): Promise<pg.QueryResult> {
+    let q: pg.QueryConfig;
+    if (this.#waiting.length > 0 && shapeOf(stmt).leads && joins) {
       const parts = this.#take();
-      const c = combine(parts, stmt);
-      r = await this.#client.query({ ...c, values: [...parts.flatMap((p) => p.values), ...values] });
+      q = { ...combine(parts, stmt), values: [...parts.flatMap((p) => p.values), ...values] };
     } else {
       await this.flush();
-      r = await this.#client.query(prepared(stmt, values));
+      q = prepared(stmt, values);
     }
-    return call.method === 'run' ? { changes: r.rowCount ?? 0 } : call.method === 'get' ? r.rows[0] : r.rows;
+    return arrays ? this.#client.query({ ...q, rowMode: 'array' }) : this.#client.query(q);
+  }
+
+  /** A `getThen` as one statement (pairs.ts) when its two may be one, else as two `get`s in turn. */
+  async #pair(call: Call): Promise<[unknown, unknown]> {
+    const [first, second] = [this.#statements[call.name], this.#statements[call.then!.name]];
+    const [a, b] = [shapeOf(first), shapeOf(second)];
+    const pair = a.writes !== null && b.writes !== null && !b.names.has(a.writes) ? pairOf(first, second) : null;
+    if (!pair) {
+      const row = await this.call({ name: call.name, method: 'get', args: call.args });
+      return [row, row === undefined ? undefined : await this.call({ name: call.then!.name, method: 'get', args: call.then!.args })];
+    }
+    const [va, vb] = [bind(first, call.args), bind(second, call.then!.args)];
+    const r = await this.#send(pair, [...va, ...vb], this.#joins(a, va) && this.#joins(b, vb), true);
+    const row = r.rows[0] as unknown[] | undefined;
+    if (!row) return [undefined, undefined];
+    const split = r.fields.findIndex((f) => f.name === THEN_COLUMN);
+    const rowOf = (from: number, to: number) => Object.fromEntries(r.fields.slice(from, to).map((f, i) => [f.name, row[from + i]]));
+    return [rowOf(0, split), row[split] === null ? undefined : rowOf(split + 1, r.fields.length)];
   }
 
   /** Send what waits (at the end of a program, before its savepoint is released). */
@@ -125,9 +119,47 @@ export class DeferredWrites {
     await this.#client.query({ ...c, values: parts.flatMap((p) => p.values) });
   }
 
-  /** Whether a statement that writes `writes` (null: reads only) and names `names` may share a statement with what waits. */
-  #joins(writes: string | null, names: Set<string>): boolean {
-    return this.#waiting.every((w) => !names.has(w.shape.writes) && (writes === null || !w.shape.names.has(writes)));
+  /** Forget what waits (its program failed). */
+  drop(): void {
+    this.#take();
+  }
+
+  /** Whether writes wait. */
+  get waiting(): boolean {
+    return this.#waiting.length > 0;
+  }
+
+  /**
+   * What waits as one statement's text with its values written in as literals ({@link quoted}),
+   * taken from the queue: to go in one simple query with statements of the transaction's own (its
+   * COMMIT). As literals the values are what node-postgres sends for them (text, their types
+   * inferred where they stand). Undefined, nothing taken, when nothing waits or a value is not a
+   * string, number, bigint, boolean or null.
+   */
+  inlined(): string | undefined {
+    const parts = this.#waiting;
+    const values = parts.flatMap((p) => p.values);
+    if (parts.length === 0 || !values.every(literal)) return undefined;
+    const text = parts.length === 1 ? parts[0]!.stmt.text : combine(parts, undefined).text;
+    this.#take();
+    return text.replace(/\$(\d+)/g, (_, n: string) => {
+      const v = values[Number(n) - 1];
+      return v === null ? 'NULL' : quoted(String(v));
+    });
+  }
+
+  /**
+   * Whether a statement of shape `s` (its `values`) may go in one statement with what waits, after
+   * it: it names no table a waiting write writes, and (`write`: it too waits) no waiting write
+   * names the table it writes. Except, on one table, a waiting INSERT of one row (reading nothing)
+   * and an UPDATE of the row of another id ({@link Shape.atRow}): it would not have met that row in
+   * turn either. Two INSERTs of one table stay apart: parts of one statement run in no set order,
+   * so the rows' sequence values (a history row's `seq`, an effect's `rowid`) could swap.
+   */
+  #joins(s: Shape, values: readonly unknown[], write = false): boolean {
+    return this.#waiting.every(
+      (w) => apart(w, s, values) || (!s.names.has(w.shape.writes) && (!write || s.writes === null || !w.shape.names.has(s.writes))),
+    );
   }
 
   #take(): Part[] {
@@ -135,4 +167,24 @@ export class DeferredWrites {
     this.#waiting = [];
     return parts;
   }
+}
+
+/** A value {@link DeferredWrites.inlined} writes as a literal. */
+function literal(v: unknown): boolean {
+  return v === null || typeof v === 'string' || typeof v === 'number' || typeof v === 'bigint' || typeof v === 'boolean';
+}
+
+/** A waiting one-row INSERT that a statement of shape `s` would not meet: see {@link DeferredWrites}'s `#joins`. */
+function apart(w: Part, s: Shape, values: readonly unknown[]): boolean {
+  if (w.shape.insertsId === null || s.writes !== w.shape.writes) return false;
+  return s.atRow !== null && values[s.atRow] !== w.values[w.shape.insertsId];
+}
+
+/**
+ * A string as an SQL literal: `E'…'` with its quotes and backslashes doubled when it has any, so it
+ * reads the same whatever `standard_conforming_strings` says (one regular expression, not
+ * node-postgres's `escapeLiteral`, which builds the text a character at a time).
+ */
+export function quoted(text: string): string {
+  return /[\\']/.test(text) ? `E'${text.replace(/[\\']/g, '$&$&')}'` : `'${text}'`;
 }

@@ -144,23 +144,40 @@ export class PgDriver implements SqlDriver {
         // row locks (and, in an isolated run, the first savepoint) are one round trip, COMMIT another.
         const queued: string[] = [begin];
         if (locks && hasLocks(locks)) queued.push(lockJobsSql(client, locks));
-        const flush = async () => {
-          if (queued.length === 0) return;
+        // The programs' result-less writes (deferred.ts). In a run that is not isolated they wait
+        // across programs, and what waits at the end goes in front of COMMIT, in its simple query.
+        const writes = new DeferredWrites(client, this.#statements);
+        const flush = async (withWrites = false) => {
+          const carried = writes.waiting;
+          if (queued.length === 0 && !(withWrites && carried)) return;
           const text = queued.join('; ');
           queued.length = 0;
-          await client.query(text);
+          try {
+            const inlined = carried && text ? writes.inlined() : undefined;
+            if (inlined === undefined) await writes.flush();
+            if (text) await client.query(inlined === undefined ? text : `${inlined}; ${text}`);
+          } catch (error) {
+            // A write of a program already returned failed: which one, a run with savepoints tells.
+            if (carried && !isPgFault(error)) throw new Isolate(error);
+            throw error;
+          }
         };
         const t: Tx = {
           run: async (program) => {
             await flush();
-            const writes = new DeferredWrites(client, this.#statements);
-            const result = await runAsync(program, (call) => writes.call(call));
-            await writes.flush();
+            let result;
+            try {
+              result = await runAsync(program, (call) => writes.call(call), true);
+            } catch (error) {
+              writes.drop(); // the program's own writes go with its refusal (and a run not isolated runs again)
+              throw error;
+            }
+            if (isolated) await writes.flush();
             return result;
           },
           sql: (text) => void queued.push(text),
           query: async (stmt, args) => {
-            await flush();
+            await flush(true);
             return (await client.query<Row>(prepared(stmt, bind(stmt, args)))).rows;
           },
           runs,
