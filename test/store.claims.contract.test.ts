@@ -88,7 +88,7 @@ describe(`JobStore batch claim contract: ${CONTRACT_STORE}`, () => {
     const again = await store.claimDueEffects(claim());
     expect(again.claimed).toEqual([]);
     expect(again.held.map((e) => e.id)).toEqual(['A~a2']);
-    expect(again.held[0]).toMatchObject({ status: 'pending', attempt: 0 });
+    expect(again.held[0]).toMatchObject({ jobId: 'A', status: 'pending', attempt: 0 });
     const fence = r.claimed.find((e) => e.jobId === 'A')!.leaseFence;
     expect(await store.claimEffect('A~a2', 'w1', NOW, UNTIL, undefined, fence)).toMatchObject({ id: 'A~a2', leaseFence: fence });
   });

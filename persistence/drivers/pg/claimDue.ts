@@ -19,8 +19,12 @@ import { JOB_RECORD_COLUMNS, toEffectRecord, toJobRecord, type Row } from '../..
 import { ARCHIVED, CLAIM_SET, dueClaimParts, LEASE_SET } from '../../sql/statements.ts';
 import { toPostgres, type PgStatement } from './sql.ts';
 
-/** The prefix of the claimed job's columns in the statement's rows (an effect has columns of the same names). */
-const JOB = 'job_';
+/**
+ * The prefix of the claimed job's columns in the statement's rows (an effect has columns of the
+ * same names). Not `job_`: the job's `id` would then be `job_id`, an effect's own column, which
+ * node-postgres takes from the last column of that name (NULL on a held row).
+ */
+const JOB = 'j_';
 
 /**
  * The statement's text in dialect `d` (named parameters: `dueClaimParams`, with LEASE_SET's for a
