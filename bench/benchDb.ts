@@ -18,7 +18,7 @@ import pg from 'pg';
 import { SqliteStore } from '../persistence/drivers/better-sqlite3/index.ts';
 import { PostgresStore } from '../persistence/drivers/pg/index.ts';
 import type { Synchronous } from './rawRun.ts';
-import { freshPgDatabase, serverCpuReader } from './pgServer.ts';
+import { freshPgDatabase, serverCpuMeter } from './pgServer.ts';
 import { freshDbPath } from './tempDb.ts';
 import { commitsBetween, walCommitCounter } from './walCommits.ts';
 
@@ -126,19 +126,18 @@ async function postgresDb(): Promise<BenchDb> {
     openStore: () => PostgresStore.open(db.url),
     scalar,
     meter: async () => {
-      const cpu = await serverCpuReader(db.url);
       await installWalinspect(); // before the start, not in the measured part
-      const cpu0 = cpu?.();
+      const cpu = await serverCpuMeter(db.url);
       const lsn0 = await lsn();
       return {
         stop: async () => {
-          const cpu1 = cpu?.();
+          const serverCpuUs = cpu ? await cpu.stop() : null;
           const lsn1 = await lsn();
           await flushedTo(lsn1);
           return {
             commits: await commitsBetween(lsn0, lsn1),
             walBytes: await bytesBetween(lsn0, lsn1),
-            serverCpuUs: cpu0 === undefined || cpu1 === undefined ? null : cpu1 - cpu0,
+            serverCpuUs,
           };
         },
       };

@@ -4,7 +4,7 @@
  * the durable defaults (`fsync`, `synchronous_commit`, `full_page_writes` on: the helper turns
  * them off for tests) so its figures compare with SQLite at FULL. Each run gets a fresh database.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { freshDatabase, startPostgres } from '../test/helpers/postgres.ts';
 
@@ -59,61 +59,99 @@ export async function freshPgDatabase(): Promise<{ url: string; dispose: () => P
   return { url: db.url, dispose: db.drop };
 }
 
-/** Clock ticks per second of /proc's CPU times (USER_HZ: 100 on every Linux the bench meets). */
-const TICKS_PER_SEC = 100;
-
-/** ppid and reaped children's CPU (cutime + cstime, µs) of /proc/<pid>/stat, or null when it is not readable. */
-function procStat(pid: number): { ppid: number; childrenUs: number } | null {
+/** A process's ppid, from /proc/<pid>/stat, or null when it is not readable. */
+function parentOf(pid: number): number | null {
   try {
     const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    // f[0] is field 3 (state): ppid is field 4, cutime and cstime fields 16 and 17.
-    return { ppid: Number(f[1]), childrenUs: ((Number(f[13]) + Number(f[14])) * 1e6) / TICKS_PER_SEC };
+    // After the command's closing parenthesis: field 3 (state), then field 4, the ppid.
+    return Number(text.slice(text.lastIndexOf(')') + 2).split(' ')[1]);
   } catch {
     return null;
   }
 }
 
-/** A process's own CPU time in µs, from /proc/<pid>/schedstat (ns, exact: /proc/<pid>/stat's ticks round each process to 10 ms). */
-function ownCpuUs(pid: number): number {
+/** A process's own CPU time in µs, from /proc/<pid>/schedstat (ns, exact: /proc/<pid>/stat's ticks round each process to 10 ms), or null when it is gone. */
+function ownCpuUs(pid: number): number | null {
   try {
     return Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1000;
   } catch {
-    return 0;
+    return null;
   }
 }
 
 const postmasters = new Map<string, number | null>();
 
 /**
- * A reader of the Postgres server's CPU (user + system, µs, cumulative): the postmaster's own and
- * every live child's (backends, WAL writer, checkpointer…) from /proc/<pid>/schedstat, and its
- * reaped children's (cutime + cstime, 10 ms ticks: backends that exit during a run are few). Null when the server is not on this host (its backend's pid has no /proc entry here).
+ * A meter of the Postgres server's CPU spent for one database, from now until `stop`: the own CPU
+ * (user + system, µs, /proc/<pid>/schedstat) of every backend connected to the URL's database and
+ * of the server's shared processes (WAL writer, checkpointer, background writer…), which serve
+ * every database. Backends of other databases on a shared server are not counted, and nothing is
+ * taken back when a process exits (no reaped children's 10 ms ticks, which once made a reading
+ * negative). The processes are read every 20 ms and their list every 250 ms (one query), so a
+ * backend that exits (the store's close at the end of a run) keeps all but its last 20 ms. Null
+ * when the server is not on this host (its backend's pid has no /proc entry here).
  */
-export async function serverCpuReader(url: string): Promise<(() => number) | null> {
+export async function serverCpuMeter(url: string): Promise<{ stop(): Promise<number> } | null> {
   const key = new URL(url).host;
-  if (!postmasters.has(key)) {
-    const c = new pg.Client({ connectionString: url });
-    await c.connect();
-    try {
-      const pid = Number((await c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid);
-      const ppid = procStat(pid)?.ppid ?? null;
+  const q = new pg.Client({ connectionString: url });
+  await q.connect();
+  try {
+    if (!postmasters.has(key)) {
+      const pid = Number((await q.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid);
+      const ppid = parentOf(pid);
       postmasters.set(key, ppid !== null && readFileSync(`/proc/${ppid}/comm`, 'utf8').startsWith('postgres') ? ppid : null);
-    } catch {
-      postmasters.set(key, null);
-    } finally {
-      await c.end();
     }
+  } catch {
+    postmasters.set(key, null);
   }
   const postmaster = postmasters.get(key) ?? null;
-  if (postmaster === null) return null;
-  return () => {
-    let us = ownCpuUs(postmaster) + (procStat(postmaster)?.childrenUs ?? 0);
-    for (const name of readdirSync('/proc')) {
-      const pid = Number(name);
-      if (!Number.isInteger(pid) || pid === postmaster) continue;
-      if (procStat(pid)?.ppid === postmaster) us += ownCpuUs(pid);
+  if (postmaster === null) {
+    await q.end();
+    return null;
+  }
+  // The meter's own connection is left out of what it counts.
+  const listed = async () =>
+    (await q.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE (datname = current_database() OR datname IS NULL) AND pid <> pg_backend_pid()')).rows
+      .map((r) => Number(r.pid))
+      .filter((pid) => parentOf(pid) === postmaster);
+  let pids = [postmaster, ...(await listed())];
+  const first = new Map<number, number>();
+  const last = new Map<number, number>();
+  let started = false;
+  const read = () => {
+    for (const pid of pids) {
+      const us = ownCpuUs(pid);
+      if (us === null) continue;
+      // A process first seen after the start counts whole: it began within the run.
+      if (!first.has(pid)) first.set(pid, started ? 0 : us);
+      last.set(pid, us);
     }
-    return us;
+  };
+  read();
+  started = true;
+  let listing: Promise<void> | null = null;
+  const relist = () => {
+    listing ??= listed().then(
+      (found) => void (pids = [postmaster, ...found.filter((pid) => pid !== postmaster)]),
+      () => {},
+    ).finally(() => (listing = null));
+  };
+  let ticks = 0;
+  const timer = setInterval(() => {
+    read();
+    if (++ticks % 12 === 0) relist();
+  }, 20);
+  return {
+    stop: async () => {
+      clearInterval(timer);
+      await listing;
+      relist();
+      await listing;
+      read();
+      await q.end();
+      let us = 0;
+      for (const [pid, t] of last) us += Math.max(0, t - first.get(pid)!);
+      return us;
+    },
   };
 }
