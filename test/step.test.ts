@@ -117,6 +117,8 @@ describe('the step', () => {
     expect(s.next.context).toMatchObject({ count: 1 });
     expect(JSON.parse(s.commit.job.snapshot)).toMatchObject({ context: { count: 1 } });
     expect(s.commit).toMatchObject({ jobId: 'j1', expectedRevision: 1, job: { status: 'active', value: 'idle', context: { count: 1 }, at: T0 + 1000 } });
+    // The context's text, made with its copy, is what the store writes: the copy's own JSON.
+    expect(s.commit.job.contextJson).toBe(JSON.stringify(s.commit.job.context));
     expect(s.commit.transition).toEqual({ eventId: 'e1', eventType: 'BUMP', payload: { type: 'BUMP' }, from: 'idle', to: 'idle', outcome: 'applied', error: null, at: T0 + 1000 });
     expect(s.commit.event).toEqual({ seq: 7, status: 'applied', error: null, payload: { type: 'BUMP' } });
   });
@@ -167,7 +169,7 @@ describe('the step', () => {
   it('an invoked fromPromise becomes an effect whose id is its idempotency key, with its policy', () => {
     const s = send({ type: 'PAY' });
     expect(s.commit.effects?.create).toEqual([
-      { id: 'j1~pay~r2', jobId: 'j1', actorId: 'pay', src: 'charge', input: { card: '4111222233334444' }, maxAttempts: 5, unsafe: false, createdRevision: 2, at: T0 + 1000 },
+      { id: 'j1~pay~r2', jobId: 'j1', actorId: 'pay', src: 'charge', input: { card: '4111222233334444' }, inputJson: '{"card":"4111222233334444"}', maxAttempts: 5, unsafe: false, createdRevision: 2, at: T0 + 1000 },
     ]);
     expect(s.plan?.effects.create).toHaveLength(1);
   });

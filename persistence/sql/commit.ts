@@ -57,7 +57,7 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
     status: c.job.status,
     state_value: json.of(c.job.value),
     state_paths: pathsText(c.job.statePaths),
-    context: json.of(c.job.context),
+    context: c.job.contextJson ?? json.of(c.job.context),
     snapshot: c.job.snapshot,
     machine_version: c.job.machineVersion,
     at: c.job.at,
@@ -252,7 +252,7 @@ export function* insertJob(job: NewJob, ifNew = false): Program<number | null | 
     status: job.status,
     state_value: json.of(job.value),
     state_paths: pathsText(job.statePaths),
-    context: JSON.stringify(job.context),
+    context: job.contextJson ?? JSON.stringify(job.context),
     snapshot: job.snapshot,
     input: json.of(job.input),
     input_hash: job.inputHash,
@@ -295,11 +295,11 @@ function* writeRequests(effects: NewEffect[] = [], timers: NewTimer[] = [], deli
     const child = e.kind === 'child';
     const until = child ? undefined : claims?.until.get(e.id);
     if (until === undefined) {
-      yield* write('insertEffect', e.id, e.jobId, e.actorId, e.src, child ? 'child' : 'activity', JSON.stringify(e.input), child ? 'waiting' : 'pending', child ? 1 : 0, e.maxAttempts, e.unsafe ? 1 : 0, e.createdRevision, e.at, e.at);
+      yield* write('insertEffect', e.id, e.jobId, e.actorId, e.src, child ? 'child' : 'activity', e.inputJson ?? JSON.stringify(e.input), child ? 'waiting' : 'pending', child ? 1 : 0, e.maxAttempts, e.unsafe ? 1 : 0, e.createdRevision, e.at, e.at);
       continue;
     }
     yield* write('insertClaimedEffect', {
-      id: e.id, job_id: e.jobId, actor: e.actorId, src: e.src, input: JSON.stringify(e.input), max_attempts: e.maxAttempts, unsafe: e.unsafe ? 1 : 0,
+      id: e.id, job_id: e.jobId, actor: e.actorId, src: e.src, input: e.inputJson ?? JSON.stringify(e.input), max_attempts: e.maxAttempts, unsafe: e.unsafe ? 1 : 0,
       runner: claims!.runner, until, now: claims!.at, revision: e.createdRevision, at: e.at,
     });
     claimed += 1;

@@ -43,6 +43,15 @@ export function toJson(value: unknown): JsonValue {
   return text === undefined ? null : (JSON.parse(text) as JsonValue);
 }
 
+/**
+ * {@link toJson} and the text it went through: the copy, and `JSON.stringify` of the copy (the
+ * text a store writes for it), made once. Throws on cycles and BigInt.
+ */
+export function toJsonText(value: unknown): { value: JsonValue; text: string } {
+  const text = JSON.stringify(value) ?? 'null';
+  return { value: typeof value === 'string' || typeof value === 'boolean' || value === null ? value : (JSON.parse(text) as JsonValue), text };
+}
+
 /** Why a value cannot be stored as JSON: `path` names the part (`event.items[2].when`), `reason` what it is. */
 export class NotJsonError extends Error {
   constructor(

@@ -16,6 +16,8 @@ export interface NewJob {
   /** Every state path the value is in (`["a", "a.b"]`), for `list --state`. */
   statePaths: string[];
   context: JsonValue;
+  /** `JSON.stringify(context)`, when the start made it already (as TransitionCommit's `job.contextJson`). */
+  contextJson?: string;
   snapshot: string;
   input: JsonValue;
   inputHash: string;
@@ -73,6 +75,8 @@ export interface TransitionCommit {
     value: JsonValue;
     statePaths: string[];
     context: JsonValue;
+    /** `JSON.stringify(context)`, when the step made it already (the store writes it as it is; absent: the store makes it). */
+    contextJson?: string;
     snapshot: string;
     /** The job's stored version; another only in a migration commit (`transition.outcome` `migrated`), else the commit is a conflict. */
     machineVersion: string;

@@ -42,6 +42,8 @@ export interface NewEffect {
   /** Default `activity`. A `child` effect starts as `waiting` at attempt 1: its child job runs it. */
   kind?: 'activity' | 'child';
   input: JsonValue;
+  /** `JSON.stringify(input)`, when the step made it already (the store writes it as it is; absent: the store makes it). */
+  inputJson?: string;
   maxAttempts: number;
   unsafe: boolean;
   createdRevision: number;

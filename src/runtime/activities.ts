@@ -1,5 +1,6 @@
 import type { EffectRecord, JsonValue } from '../ports/store.ts';
 import { nodeBuiltin, nodeProcess } from '../base/node.ts';
+import { toJson } from '../base/json.ts';
 import { tokenFor } from './tokens.ts';
 
 /**
@@ -63,7 +64,8 @@ export function attemptArgs(
 ): { args: ActivityArgs & { self: undefined; system: undefined }; pending: () => PendingToken | undefined } {
   let pending: PendingToken | undefined;
   const args: ActivityArgs & { self: undefined; system: undefined } = {
-    input: structuredClone(effect.input),
+    // The input is JSON (stored as text): a JSON round trip copies it in half structuredClone's time.
+    input: toJson(effect.input),
     idempotencyKey: effect.id,
     attempt: effect.attempt,
     // Made when the activity reads it (AttemptAbort): most attempts never do.

@@ -485,17 +485,8 @@ export class JobCommits {
       this.#logEntry('error', 'job quarantined', { jobId: record.id, reason });
       return 'refused';
     }
-    // Object.assign, not a spread with more properties after it (a slow path on Node 20: docs/performance.md).
-    const updated: JobRecord = Object.assign({}, record, {
-      revision: result.revision,
-      status: commit.job.status,
-      value: commit.job.value,
-      context: commit.job.context,
-      snapshot: commit.job.snapshot,
-      machineVersion: def.version,
-      progress: result.progress !== undefined ? result.progress : commit.job.progress === undefined ? record.progress : commit.job.progress,
-      updatedAt: now,
-    });
+    const progress = result.progress !== undefined ? result.progress : commit.job.progress === undefined ? record.progress : commit.job.progress;
+    const updated = committedRecord(record, result.revision, commit.job, def.version, progress, now);
     // The attempt's end is told before the transition it caused, as when it is recorded on its own.
     outcome?.recorded();
     // The job view and the event are built only for someone listening (the hot path has no one).
@@ -558,4 +549,40 @@ export class JobCommits {
     }
   }
 
+}
+
+/**
+ * The job's record after a commit of `job` at `revision`: every field named, in one literal (one
+ * shape for every step). `Object.assign({}, record, { … })` took ~5 µs per step here, ~13 µs when
+ * `record` was itself made that way (each step's record is the previous step's): docs/performance.md,
+ * "Object spread on Node 20".
+ */
+function committedRecord(record: JobRecord, revision: number, job: TransitionCommit['job'], machineVersion: string, progress: number | null, at: number): JobRecord {
+  const updated = {
+    id: record.id,
+    machineId: record.machineId,
+    machineVersion,
+    revision,
+    status: job.status,
+    value: job.value,
+    context: job.context,
+    snapshot: job.snapshot,
+    input: record.input,
+    inputHash: record.inputHash,
+    idempotencyKey: record.idempotencyKey,
+    owner: record.owner,
+    quarantine: record.quarantine,
+    progress,
+    cancelRequestedAt: record.cancelRequestedAt,
+    cancelReason: record.cancelReason,
+    suspendedAt: record.suspendedAt,
+    suspendReason: record.suspendReason,
+    parent: record.parent,
+    lease: record.lease,
+    createdAt: record.createdAt,
+    updatedAt: at,
+    // Every field of a record is named (a field added to JobRecord fails to compile here until it is).
+  } satisfies Record<Exclude<keyof JobRecord, 'corruption'>, unknown>;
+  if (record.corruption === undefined) return updated;
+  return Object.assign(updated, { corruption: record.corruption });
 }

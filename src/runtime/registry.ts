@@ -87,6 +87,9 @@ export function eventSchemaFor(def: Pick<RegisteredMachine, 'events'>, type: str
   return best === undefined ? undefined : def.events[best];
 }
 
+/** Where a job of a machine version runs: `target`, reached through the migrations of `chain` (empty: its own version). Shared: never changed by a caller. */
+export type Route = { readonly target: RegisteredMachine; readonly chain: readonly RegisteredMachine[] };
+
 /** The machines a runtime knows, by id and version. */
 export class MachineRegistry {
   readonly #byId = new Map<string, Map<string, RegisteredMachine>>();
@@ -96,6 +99,8 @@ export class MachineRegistry {
   readonly #latest = new Map<string, RegisteredMachine>();
   /** `srcs()`, made on first use after a registration. */
   #srcs: readonly string[] | undefined;
+  /** `route(id, version)` by `id@version`, found on first use after a registration (every step of a job asks for it). */
+  readonly #routes = new Map<string, Route | undefined>();
 
   constructor(definitions: Iterable<JobDefinition | AnyStateMachine> = []) {
     for (const def of definitions) this.register(def);
@@ -169,6 +174,7 @@ export class MachineRegistry {
     this.#keys = undefined;
     this.#latest.delete(id);
     this.#srcs = undefined;
+    this.#routes.clear();
     // Child machines it can invoke run as child jobs: registered under `<parent id>.<src>`, same version.
     for (const [src, logic] of Object.entries(machine.implementations.actors ?? {})) {
       if (activityKind(logic) !== 'machine') continue;
@@ -206,7 +212,16 @@ export class MachineRegistry {
    * Where a job of (id, version) should run: its own version, unless a migration chain leads
    * from it to a newer registered version (then the newest reachable one).
    */
-  route(id: string, version: string): { target: RegisteredMachine; chain: RegisteredMachine[] } | undefined {
+  route(id: string, version: string): Route | undefined {
+    const key = `${id}@${version}`;
+    if (this.#routes.has(key)) return this.#routes.get(key);
+    const found = this.#route(id, version);
+    // Kept only for a registered id: a stored job of an unknown machine adds nothing here.
+    if (this.#byId.has(id)) this.#routes.set(key, found);
+    return found;
+  }
+
+  #route(id: string, version: string): Route | undefined {
     const versions = this.#byId.get(id);
     if (!versions) return undefined;
     const chain: RegisteredMachine[] = [];

@@ -1,5 +1,5 @@
 import { UNCOMPARED_HASH, type JsonValue, type NewEffect, type NewInboxEvent, type NewTimer } from '../ports/store.ts';
-import { toJson } from '../base/json.ts';
+import { toJson, toJsonText } from '../base/json.ts';
 import type { RegisteredMachine } from '../base/definition.ts';
 import { maxAttemptsOf } from './attempts.ts';
 
@@ -113,12 +113,15 @@ function planSpawn(plan: ActionPlan, { def, jobId, revision, now }: PlanContext,
     return;
   }
   const policy = def.activities[src] ?? {};
+  // The input's copy and its text, made once: the store writes the text as it is.
+  const input = toJsonText(params['input'] ?? null);
   plan.effects.create.push({
     id: `${jobId}~${actorId}~r${revision}`,
     jobId,
     actorId,
     src,
-    input: toJson(params['input'] ?? null),
+    input: input.value,
+    inputJson: input.text,
     maxAttempts: maxAttemptsOf(policy),
     unsafe: policy.unsafeToRepeat === true,
     createdRevision: revision,

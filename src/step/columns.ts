@@ -1,7 +1,7 @@
 import type { AnyMachineSnapshot } from 'xstate';
 import type { JobRecord, JobStatus, JsonValue, NewJob, TransitionCommit } from '../ports/store.ts';
 import { toErrorInfo } from '../base/errors.ts';
-import { redact, statePaths, toJson } from '../base/json.ts';
+import { redact, statePaths, toJson, toJsonText } from '../base/json.ts';
 import type { RegisteredMachine } from '../base/definition.ts';
 
 /** A transition left a context JSON cannot hold: the event's error, recorded as `failed`. */
@@ -35,13 +35,15 @@ export function contextProgress(context: JsonValue): number | undefined {
  * Progress follows `context.progress` when the machine changes it; activities may set it in between.
  */
 export function jobColumns(job: Pick<JobRecord, 'context'>, def: RegisteredMachine, next: AnyMachineSnapshot, snapshot: string, at: number): TransitionCommit['job'] {
-  const context = toJson(next.context);
+  // The context's copy and its text, made once: the store writes the text as it is.
+  const { value: context, text: contextJson } = toJsonText(next.context);
   const progress = contextProgress(context);
   const columns: TransitionCommit['job'] = {
     status: next.status as JobStatus,
     value: toJson(next.value),
     statePaths: statePaths(next.value),
     context,
+    contextJson,
     snapshot,
     machineVersion: def.version,
     at,
@@ -62,9 +64,9 @@ export function initialColumns(
   snapshot: AnyMachineSnapshot,
   input: JsonValue,
   now: number,
-): Pick<NewJob, 'id' | 'machineId' | 'machineVersion' | 'status' | 'value' | 'statePaths' | 'context' | 'snapshot' | 'input' | 'progress' | 'at' | 'transition'> {
+): Pick<NewJob, 'id' | 'machineId' | 'machineVersion' | 'status' | 'value' | 'statePaths' | 'context' | 'contextJson' | 'snapshot' | 'input' | 'progress' | 'at' | 'transition'> {
   const value = toJson(snapshot.value);
-  const context = toJson(snapshot.context);
+  const { value: context, text: contextJson } = toJsonText(snapshot.context);
   const redacted = redact(input, def.sensitive);
   return {
     id: jobId,
@@ -74,6 +76,7 @@ export function initialColumns(
     value,
     statePaths: statePaths(snapshot.value),
     context,
+    contextJson,
     snapshot: JSON.stringify(def.machine.getPersistedSnapshot(snapshot)),
     input: redacted,
     progress: contextProgress(context) ?? null,
