@@ -20,7 +20,7 @@ export function childScriptArgs(script: string): string[] {
   if (bundle === undefined) {
     if (dir === undefined) {
       // Under .vitest-tmp/ (in the project), so the bundle's package imports resolve to its node_modules.
-      const made = join(TMP_ROOT, `children-${process.pid}`);
+      const made = join(TMP_ROOT, `child-bundles-${process.pid}`);
       mkdirSync(made, { recursive: true });
       process.on('exit', () => rmSync(made, { recursive: true, force: true }));
       dir = made;
