@@ -1,10 +1,11 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, rmSync } from 'node:fs';
+import { mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TMP_ROOT } from './resources.ts';
 
 const BUNDLER = fileURLToPath(new URL('./bundleChild.mjs', import.meta.url));
+const PREFIX = 'child-bundles-';
 const bundles = new Map<string, string>();
 let dir: string | undefined;
 
@@ -20,8 +21,9 @@ export function childScriptArgs(script: string): string[] {
   if (bundle === undefined) {
     if (dir === undefined) {
       // Under .vitest-tmp/ (in the project), so the bundle's package imports resolve to its node_modules.
-      const made = join(TMP_ROOT, `child-bundles-${process.pid}`);
+      const made = join(TMP_ROOT, `${PREFIX}${process.pid}`);
       mkdirSync(made, { recursive: true });
+      removeStaleBundles();
       process.on('exit', () => rmSync(made, { recursive: true, force: true }));
       dir = made;
     }
@@ -30,4 +32,23 @@ export function childScriptArgs(script: string): string[] {
     bundles.set(script, bundle);
   }
   return ['--enable-source-maps', bundle];
+}
+
+/** Remove the bundle folders of test processes that are gone (a worker ended by vitest runs no exit handler). */
+function removeStaleBundles(): void {
+  for (const name of readdirSync(TMP_ROOT)) {
+    if (!name.startsWith(PREFIX)) continue;
+    const pid = Number(name.slice(PREFIX.length));
+    if (pid === process.pid || alive(pid)) continue;
+    rmSync(join(TMP_ROOT, name), { recursive: true, force: true });
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
