@@ -3,11 +3,13 @@
  * base/ and ports/ below step/, step/ below runtime/, the engine, the SQL core and src/client free
  * of Node built-ins and Node database libraries, src/client free of the engine but for its error
  * classes and types; persistence/sql names no driver, no driver imports another,
- * and the `spool/postgres` entry never loads better-sqlite3.
+ * the `spool/postgres` entry never loads better-sqlite3, and the `spool` command's start loads
+ * none of the libraries only some commands use.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { cruise } from 'dependency-cruiser';
+import { build } from 'esbuild';
 import { describe, expect, it } from 'vitest';
 
 const require = createRequire(import.meta.url);
@@ -58,6 +60,19 @@ describe('layers', () => {
     const wasm = [...loadedBy(output, pkg.exports['./sqlite-wasm']!.default.replace(/^\.\/dist\//, '').replace(/\.js$/, '.ts'))];
     expect(wasm.filter((m) => /node_modules\/(better-sqlite3|pg)\/|^persistence\/drivers\/(better-sqlite3|pg)\//.test(m))).toEqual([]);
     expect(wasm.some((m) => /node_modules\/@sqlite\.org\/sqlite-wasm\//.test(m))).toBe(true);
+  });
+
+  it("the `spool` command's start loads neither pg, the HTTP server, elkjs nor path testing: the commands that use them import them when they run", async () => {
+    // esbuild's graph, which drops type-only imports (the cruiser's parser keeps them).
+    const { metafile } = await build({ entryPoints: ['src/cli/main.ts'], bundle: true, write: false, outdir: 'out', platform: 'node', format: 'esm', packages: 'external', metafile: true, logLevel: 'silent' });
+    const loaded = new Set(['src/cli/main.ts']);
+    const queue = ['src/cli/main.ts'];
+    while (queue.length > 0) {
+      for (const i of metafile.inputs[queue.pop()!]?.imports ?? []) if (i.kind !== 'dynamic-import' && !loaded.has(i.path)) loaded.add(i.path), queue.push(i.path);
+    }
+    expect([...loaded].filter((m) => /^(pg|hono|@hono\/node-server|elkjs(\/.*)?|fast-check)$|^src\/server\/(index|app|server)\.ts$|^src\/testing\//.test(m))).toEqual([]);
+    // The check sees what the command does load at start.
+    expect(loaded.has('commander') && loaded.has('src/cli/program.ts')).toBe(true);
   });
 
   it('has no import cycle and no import against the layers', async () => {

@@ -11,7 +11,6 @@ import { Command, Option } from 'commander';
 import type { JsonValue, MachineRegistry, Runtime, TransitionRecord } from '../internal.ts';
 import { GRAPH_FORMATS, highlightFor, renderGraph, type GraphFormat } from '../views/graph.ts';
 import { describeMachine, type MachineView } from '../views/machineView.ts';
-import { machineSvg } from '../views/svg.ts';
 import { UsageError } from './errors.ts';
 import { jsonText } from './format.ts';
 import { pickMachine } from './pickMachine.ts';
@@ -60,7 +59,8 @@ export function addGraphCommand(program: Command, host: GraphCommandHost): void 
 
 /** The text of one format; svg is laid out (async), the others are written from the tree. */
 async function draw(view: MachineView, format: GraphFormat, job?: { value: JsonValue; history: TransitionRecord[] }): Promise<string> {
-  if (format === 'svg') return machineSvg(view, job ? { job } : {});
+  // Imported here: the layout engine (elkjs) is a large module no other command needs at start.
+  if (format === 'svg') return (await import('../views/svg.ts')).machineSvg(view, job ? { job } : {});
   const text = renderGraph(view, format, job ? highlightFor(view, job.value, job.history) : undefined);
   return format === 'json' ? `${jsonText(JSON.parse(text), 2)}\n` : text;
 }

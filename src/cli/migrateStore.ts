@@ -10,7 +10,7 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { migrateStore, type MigrateReport } from '../../persistence/migrateStore.ts';
+import type { MigrateReport } from '../../persistence/migrateStore.ts';
 import { isPostgresUrl } from '../../persistence/openStore.ts';
 import { DatabaseError, UsageError } from './errors.ts';
 import { examples, globals, write, type CliIO } from './globals.ts';
@@ -31,6 +31,8 @@ export function addMigrateStoreCommand(program: Command, io: CliIO, setExitCode:
       const from = resolve(io.cwd, options.from);
       if (!existsSync(from)) throw new DatabaseError(`No Spool database at ${options.from}; pass --from <file>.`, { db: options.from });
       let shown = 0;
+      // Imported here: it loads the Postgres driver, which no other command needs at start.
+      const { migrateStore } = await import('../../persistence/migrateStore.ts');
       const report = await migrateStore({
         from,
         to: options.to,

@@ -11,9 +11,8 @@ import { UsageError } from './errors.ts';
 import { oneLine, table } from './format.ts';
 import { DEFAULT_MACHINES_MODULE, loadMachines } from './loadMachines.ts';
 import { examples, globals, write, type CliIO } from './globals.ts';
-import { collectPathTests, isPathTestSubject, runPathTests, type MachinePathResult, type PathTestProgress } from '../testing/runPathTests.ts';
-import { mutationTest, type MutationResult } from '../testing/mutate.ts';
-import { goldenPath } from '../testing/golden.ts';
+import type { collectPathTests, MachinePathResult, PathTestProgress } from '../testing/runPathTests.ts';
+import type { MutationResult } from '../testing/mutate.ts';
 
 /** `spool test`; `setExitCode(1)` when a machine fails. */
 export function addTestCommand(program: Command, io: CliIO, setExitCode: (code: number) => void): void {
@@ -34,13 +33,14 @@ export function addTestCommand(program: Command, io: CliIO, setExitCode: (code: 
       const childCrash = Number(options.childCrash);
       if (!Number.isInteger(childCrash) || childCrash < 0 || childCrash > 1000) throw new UsageError('--child-crash must be an integer from 0 to 1000.');
       const { path, namespace } = await loadMachines(g.machines ?? DEFAULT_MACHINES_MODULE, io.cwd);
+      const { collectPathTests, isPathTestSubject, runPathTests } = await testing();
       let subjects = collectPathTests(namespace);
       if (options.machine !== undefined) {
         subjects = subjects.filter((s) => new MachineRegistry([isPathTestSubject(s) ? s.definition : s]).all()[0]?.id === options.machine);
         if (subjects.length === 0) throw new UsageError(`No machine "${options.machine}" in ${path}; see \`spool machines\`.`);
       }
       if (options.mutate) {
-        const mutation = runMutations(subjects, path, seed, g.json ? undefined : (line) => io.stderr(`${line}\n`));
+        const mutation = await runMutations(subjects, path, seed, g.json ? undefined : (line) => io.stderr(`${line}\n`));
         write(io, g, { ok: mutation.errors.length === 0, mutation }, () => formatMutation(mutation));
         if (mutation.errors.length > 0) setExitCode(1);
         return;
@@ -72,8 +72,14 @@ export function addTestCommand(program: Command, io: CliIO, setExitCode: (code: 
 
 type Subject = ReturnType<typeof collectPathTests>[number];
 
+/** Path testing (fast-check, the walks), imported when `spool test` runs, not when any other command starts. */
+function testing() {
+  return import('../testing/runPathTests.ts');
+}
+
 /** `spool test --mutate`: every subject's mutants through its path tests; totals, survivors, and per machine. */
-function runMutations(subjects: Subject[], module: string, seed: number | undefined, progress?: (line: string) => void) {
+async function runMutations(subjects: Subject[], module: string, seed: number | undefined, progress?: (line: string) => void) {
+  const [{ isPathTestSubject }, { mutationTest }, { goldenPath }] = await Promise.all([testing(), import('../testing/mutate.ts'), import('../testing/golden.ts')]);
   const machines: MutationResult[] = [];
   for (const s of subjects) {
     const subject = isPathTestSubject(s) ? s : { definition: s, options: {} };
@@ -92,7 +98,7 @@ function runMutations(subjects: Subject[], module: string, seed: number | undefi
   };
 }
 
-function formatMutation(m: ReturnType<typeof runMutations>): string {
+function formatMutation(m: Awaited<ReturnType<typeof runMutations>>): string {
   const rows = m.machines.map((r) => [r.machine, String(r.total), String(r.killed), String(r.total - r.killed), r.total ? `${Math.round((100 * r.killed) / r.total)}%` : '-', `${(r.durationMs / 1000).toFixed(1)} s`]);
   const lines = [table(['MACHINE', 'MUTANTS', 'KILLED', 'SURVIVED', 'SCORE', 'TIME'], rows)];
   for (const e of m.errors) lines.push(`${e.machine}: ${e.error}`);

@@ -8,7 +8,8 @@
  */
 import { Command } from 'commander';
 import { runWorker, type Runtime } from '../index.ts';
-import { createServer, parseWorkerToken, type SpoolServer, type WorkerToken } from '../server/index.ts';
+import type { SpoolServer } from '../server/index.ts';
+import { parseWorkerToken, type WorkerToken } from '../server/auth.ts';
 import { UsageError } from './errors.ts';
 import { onShutdownSignals } from './signals.ts';
 
@@ -116,6 +117,8 @@ function workerTokensOf(flags: ServeFlags): WorkerToken[] {
 
 /** Listen over `runtime` and print where, with the token when it was made up here. */
 export async function startServer(runtime: Runtime, flags: ServeFlags, print: (json: Record<string, unknown>, human: string) => void, warn: (text: string) => void = (t) => process.stderr.write(t)): Promise<SpoolServer> {
+  // Imported here: the server (hono, the dashboard) is loaded by the commands that listen, not by every command.
+  const { createServer } = await import('../server/index.ts');
   const server = await createServer({
     runtime,
     host: flags.host,

@@ -12,7 +12,6 @@ import { formatValue } from './labels.ts';
 import { type GeneratedPaths, type PathPlan, type PredictedChild, type PredictedState } from './paths.ts';
 import { VirtualClock } from './VirtualClock.ts';
 import { ownModule } from '../loader/ownFiles.ts';
-import { scratchDatabase } from '../../persistence/drivers/pg/scratch.ts';
 
 /** How a path is replayed on the real runtime. */
 export type RunMode =
@@ -78,7 +77,8 @@ export async function runPath(generated: GeneratedPaths, path: PathPlan, options
   const dir = join(resolve(options.dir ?? tmpdir()), `spool-path-${randomBytes(6).toString('hex')}`);
   mkdirSync(dir, { recursive: true });
   try {
-    const scratch = options.db === undefined ? undefined : await scratchDatabase(options.db, 'spool_path');
+    // The Postgres driver is imported only for a run on Postgres (a child process of a SQLite run starts without it).
+    const scratch = options.db === undefined ? undefined : await (await import('../../persistence/drivers/pg/scratch.ts')).scratchDatabase(options.db, 'spool_path');
     const file = scratch?.url ?? join(dir, 'spool.db');
     try {
       const record = mode === 'child' ? await runInChildren(generated, path, file, options) : await runInProcess(generated, path, file, mode, options);

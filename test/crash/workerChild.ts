@@ -1,7 +1,7 @@
 /**
  * A worker process of the crash harness: `workerChild.ts <db> <pollMs>`.
  *
- * It starts as a standby: Node, tsx and every module are loaded, but the database is not touched
+ * It starts as a standby: Node and every module are loaded, but the database is not touched
  * until the harness writes `go` on stdin (so the next worker can be spawned while the current one
  * runs; with N slots, N workers are on the file at once). Then it opens the store and a
  * runtime with recovery deferred, prints {type:'ready', pid}, recovers and runs `runWorker` on the

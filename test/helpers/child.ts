@@ -1,6 +1,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { childScriptArgs } from './childScript.ts';
 import { PROJECT_ROOT } from './resources.ts';
 
 export const WORKER = fileURLToPath(new URL('../fixtures/worker.ts', import.meta.url));
@@ -8,7 +9,7 @@ export const WORKER = fileURLToPath(new URL('../fixtures/worker.ts', import.meta
 export type Message = { type: string; [key: string]: unknown };
 
 /**
- * A real child process running test/fixtures/worker.ts through tsx, with its stdout parsed as
+ * A real child process running test/fixtures/worker.ts (bundled: childScript.ts), with its stdout parsed as
  * JSON lines. Waits are on the child's own output or exit: never on the clock.
  */
 export class Worker {
@@ -23,7 +24,7 @@ export class Worker {
     const childEnv: NodeJS.ProcessEnv = { ...process.env, NODE_OPTIONS: '--conditions=development' };
     delete childEnv['SPOOL_CRASH_AT'];
     if (env.SPOOL_CRASH_AT) childEnv['SPOOL_CRASH_AT'] = env.SPOOL_CRASH_AT;
-    this.proc = spawn(process.execPath, ['--import', 'tsx', WORKER, ...args], { cwd: PROJECT_ROOT, env: childEnv, stdio: 'pipe' });
+    this.proc = spawn(process.execPath, [...childScriptArgs(WORKER), ...args], { cwd: PROJECT_ROOT, env: childEnv, stdio: 'pipe' });
     this.proc.stderr.setEncoding('utf8');
     this.proc.stderr.on('data', (chunk: string) => (this.stderr += chunk));
     createInterface({ input: this.proc.stdout }).on('line', (line) => {

@@ -1,11 +1,12 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createInterface } from 'node:readline';
+import { childScriptArgs } from './childScript.ts';
 import { PROJECT_ROOT } from './resources.ts';
 
 export type Line = { type: string; [key: string]: unknown };
 
 /**
- * A real child process running a TypeScript fixture through tsx (development conditions), its
+ * A real child process running a TypeScript fixture (bundled: childScript.ts; development conditions), its
  * stdout parsed as one JSON object per line. Waits are on the child's own output or exit, never on
  * the clock. `kill()` signals this child by its own pid, nothing broader.
  */
@@ -22,7 +23,7 @@ export class ChildScript {
     const env: NodeJS.ProcessEnv = { ...process.env, NODE_OPTIONS: '--conditions=development' };
     delete env['SPOOL_CRASH_AT'];
     Object.assign(env, extraEnv);
-    this.proc = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: PROJECT_ROOT, env, stdio: 'pipe' });
+    this.proc = spawn(process.execPath, [...childScriptArgs(script), ...args], { cwd: PROJECT_ROOT, env, stdio: 'pipe' });
     this.proc.stderr.setEncoding('utf8');
     this.proc.stderr.on('data', (chunk: string) => (this.stderr += chunk));
     createInterface({ input: this.proc.stdout }).on('line', (text) => {
