@@ -21,18 +21,30 @@ const bySql = new Map<string, number>();
 const timeBySql = new Map<string, number>();
 /** Each COMMIT's wall ms (SQLite): the WAL writes, and a checkpoint when the commit runs one. */
 const commitMs: number[] = [];
-const keyOf = (text: string) => text.replace(/\s+/g, ' ').slice(0, 110);
-const count = (text: string) => {
-  const key = keyOf(text);
+/** A text's key: literals written in (ids, values) as `?`, long texts by their head and tail. */
+const keyOf = (text: string) => {
+  const t = text.replace(/\s+/g, ' ').replace(/E?'(?:[^']|'')*'/g, '?').replace(/\b\d+\b/g, '?');
+  return t.length > 200 ? `${t.slice(0, 90)} … ${t.slice(-100)}` : t;
+};
+const count = (text: string, key = keyOf(text)) => {
   bySql.set(key, (bySql.get(key) ?? 0) + 1);
 };
 if (process.argv.includes('--sql') && store === 'postgres') {
   // Every round trip a client makes (a query, or statements sent together as one simple query), by text.
   const proto = pg.Client.prototype as unknown as { query: (...a: unknown[]) => unknown };
   const original = proto.query;
+  // Queries made together, before an answer could come (pipelined: one write), are one round trip: their texts joined by ' ⟫ '.
+  let together: string | undefined;
   proto.query = function (this: unknown, ...a: unknown[]) {
     const q = a[0];
-    count(typeof q === 'string' ? q : String((q as { text?: string; name?: string })?.text ?? (q as { name?: string })?.name ?? '?'));
+    const text = typeof q === 'string' ? q : String((q as { text?: string; name?: string })?.text ?? (q as { name?: string })?.name ?? '?');
+    if (together === undefined) {
+      queueMicrotask(() => {
+        count(together!, together!);
+        together = undefined;
+      });
+      together = keyOf(text);
+    } else together = `${together} ⟫ ${keyOf(text)}`;
     return original.apply(this, a);
   };
 } else if (process.argv.includes('--sql')) {
@@ -64,7 +76,12 @@ console.log(JSON.stringify(r));
 // Per job: how many times each statement ran and, on SQLite, the wall µs it took (the native work, its I/O included).
 for (const [sql, n] of [...bySql].sort((a, b) => b[1] - a[1])) {
   const us = timeBySql.get(sql);
-  if (n / r.jobs >= 0.05) console.log((n / r.jobs).toFixed(2), us === undefined ? '' : `${((us * 1000) / r.jobs).toFixed(0).padStart(5)} µs`, sql);
+  if (n / r.jobs >= (process.env["SQL_MIN"] ? Number(process.env["SQL_MIN"]) : 0.05)) console.log((n / r.jobs).toFixed(2), us === undefined ? '' : `${((us * 1000) / r.jobs).toFixed(0).padStart(5)} µs`, sql);
+}
+if (store === 'postgres' && bySql.size > 0) {
+  // Round trips per job in all, and those that open a transaction (BEGIN, with the row locks) or end one.
+  const sum = (f: (sql: string) => boolean) => ([...bySql].filter(([sql]) => f(sql)).reduce((n, [, k]) => n + k, 0) / r.jobs).toFixed(2);
+  console.log(`round trips per job: ${sum(() => true)} (BEGIN… ${sum((s) => /^BEGIN; SELECT/.test(s) && !s.includes(" ⟫ "))}, BEGIN… ⟫ ${sum((s) => /^BEGIN; SELECT/.test(s) && s.includes(" ⟫ "))}, …COMMIT ${sum((s) => /COMMIT$/.test(s) && !/NOTIFY/.test(s))}, NOTIFY ${sum((s) => /NOTIFY/.test(s))})`);
 }
 if (commitMs.length > 0) {
   commitMs.sort((a, b) => a - b);

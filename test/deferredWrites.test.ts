@@ -8,6 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { DeferredWrites } from '../persistence/drivers/pg/deferred.ts';
+import { Pipeline } from '../persistence/drivers/pg/pipeline.ts';
 import type { StatementName } from '../persistence/sql/statements.ts';
 import type { PgStatement } from '../persistence/drivers/pg/sql.ts';
 import { THEN_COLUMN } from '../persistence/drivers/pg/pairs.ts';
@@ -34,14 +35,20 @@ function recording() {
       return { rowCount: 1, rows: [{ lease_fence: 7 }] };
     },
   } as unknown as pg.PoolClient;
-  const writes = new DeferredWrites(client, statements as unknown as Record<StatementName, PgStatement>);
+  const pipe = new Pipeline(client);
+  const writes = new DeferredWrites(pipe, statements as unknown as Record<StatementName, PgStatement>);
   const call = (name: keyof typeof statements, method: 'run' | 'get' | 'write', ...args: unknown[]) => writes.call({ name: name as StatementName, method, args });
-  return { sent, writes, call };
+  /** Send what waits now (a program's end in a run with savepoints). */
+  const flush = async () => {
+    writes.flush();
+    await pipe.send();
+  };
+  return { sent, writes, call, flush };
 }
 
 describe('deferred writes on Postgres', () => {
   it('go with the next statement that is read, as CTE parts, their parameters renumbered after each other', async () => {
-    const { sent, call, writes } = recording();
+    const { sent, call, writes, flush } = recording();
     expect(await call('endAttempt', 'write', 'succeeded', 'e1')).toBeUndefined();
     expect(sent).toEqual([]); // waiting
     expect(await call('updateJob', 'get', 'j1')).toEqual({ lease_fence: 7 });
@@ -53,23 +60,23 @@ describe('deferred writes on Postgres', () => {
     ]);
     await call('insertTransition', 'write', 'j1', 2);
     await call('cancelAllTimers', 'write', 'j1');
-    await writes.flush();
+    await flush();
     expect(sent[1]).toEqual({
       text: "WITH spool_w1 AS (INSERT INTO transitions (job_id, revision) VALUES ($1, $2)) UPDATE timers SET status = 'cancelled' WHERE job_id = $3",
       values: ['j1', 2, 'j1'],
     });
-    await writes.flush();
+    await flush();
     expect(sent).toHaveLength(2); // nothing left to send
   });
 
   it('a read of a table a waiting write changes goes after it, on its own; so does a second write of one table', async () => {
-    const { sent, call, writes } = recording();
+    const { sent, call, writes, flush } = recording();
     await call('endAttempt', 'write', 'stale', 'e1');
     await call('effectLeaseState', 'get', 'e1'); // names effect_attempts: the write is sent first
     expect(sent.map((s) => s.text)).toEqual([statements.endAttempt.text, statements.effectLeaseState.text]);
     await call('cancelAllTimers', 'write', 'j1');
     await call('cancelScheduledTimers', 'write', 'j1'); // the same table: never one statement
-    await writes.flush();
+    await flush();
     expect(sent.slice(2).map((s) => s.text)).toEqual([statements.cancelAllTimers.text, statements.cancelScheduledTimers.text]);
   });
 
@@ -91,7 +98,7 @@ describe('deferred writes on Postgres', () => {
     const client = {
       query: async (q: { text: string; values: unknown[]; rowMode?: string }) => (sent.push(q), { rowCount: answer.rows.length, ...answer }),
     } as unknown as pg.PoolClient;
-    const writes = new DeferredWrites(client, statements as unknown as Record<StatementName, PgStatement>);
+    const writes = new DeferredWrites(new Pipeline(client), statements as unknown as Record<StatementName, PgStatement>);
     const pair = (first: keyof typeof statements, second: keyof typeof statements) =>
       writes.call({ name: first as StatementName, method: 'getThen', args: ['succeeded', 'e1'], then: { name: second as StatementName, args: ['j1'] } });
     const fields = [{ name: 'outcome' }, { name: THEN_COLUMN }, { name: 'lease_fence' }];
@@ -119,7 +126,7 @@ describe('deferred writes on Postgres', () => {
   });
 
   it('what waits goes as one text with its values as literals, to go with COMMIT; a value that is no scalar leaves it to a statement of its own', async () => {
-    const { sent, call, writes } = recording();
+    const { sent, call, writes, flush } = recording();
     await call('insertTransition', 'write', "j'1\\", null);
     await call('cancelAllTimers', 'write', 7);
     expect(writes.inlined()).toBe(
@@ -129,12 +136,12 @@ describe('deferred writes on Postgres', () => {
     await call('insertTransition', 'write', 'j1', { not: 'a scalar' });
     expect(writes.inlined()).toBeUndefined();
     expect(writes.waiting).toBe(true);
-    await writes.flush();
+    await flush();
     expect(sent).toHaveLength(1);
   });
 
   it('a one-row INSERT waits in front of an UPDATE of another row of its table; not of its own row, of rows a WHERE may reach otherwise, nor of another INSERT', async () => {
-    const { sent, call, writes } = recording();
+    const { sent, call, writes, flush } = recording();
     await call('insertTransition', 'write', 'j1', 2);
     await call('insertEffect', 'write', 'e2', 'j1');
     expect(await call('endEffect', 'get', 'succeeded', 'e1')).toEqual({ lease_fence: 7 }); // the row of e1 only
@@ -158,7 +165,7 @@ describe('deferred writes on Postgres', () => {
     sent.length = 0;
     await call('insertEffect', 'write', 'e4', 'j1');
     await call('insertEffect', 'write', 'e5', 'j1');
-    await writes.flush();
+    await flush();
     expect(sent.map((q) => q.text)).toEqual([statements.insertEffect.text, statements.insertEffect.text]);
   });
 });

@@ -324,27 +324,36 @@ describe('PostgresStore: round trips of a step', () => {
     };
   }
 
-  it("is BEGIN with its row locks, the attempt's end with the job's update, and its other writes with COMMIT; a batch of two, one more for the second's step", async () => {
+  it("is BEGIN with its row locks and the attempt's end with the job's update in one write, and its other writes with COMMIT; a batch of two, one more for the second's step", async () => {
     const url = await database();
     const store = await open(url);
     for (const id of ['A', 'B', 'C']) {
       await store.createJob({ ...newJob(id), effects: [effectOf(id, 'one')], runner: 'w1', claims: [{ effectId: `${id}~one`, claimUntil: T0 + 60_000 }] });
     }
     // What the store's connections send, one entry per round trip (the NOTIFY after a commit goes on a connection of its own: left out).
+    // Queries made together, before any answer could come (pipelined: one write), are one round trip, their texts joined by ' ⟫ '.
     const texts: string[] = [];
+    let together = false;
     const query = pg.Client.prototype.query;
     pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
       const q = args[0];
       const text = typeof q === 'string' ? q : String((q as { text?: unknown } | undefined)?.text ?? '');
-      if (!text.includes('NOTIFY')) texts.push(text);
+      if (!text.includes('NOTIFY')) {
+        if (together) texts[texts.length - 1] += ` ⟫ ${text}`;
+        else texts.push(text);
+        together = true;
+        queueMicrotask(() => (together = false));
+      }
       return (query as (...a: unknown[]) => unknown).apply(this, args);
     } as typeof query;
     cleanups.push(async () => {
       pg.Client.prototype.query = query;
     });
-    const shape = (t: string) => `${t.slice(0, t.indexOf(' AS (') > 0 ? t.indexOf(' AS (') : 5)}${/; COMMIT$/.test(t) ? ' … COMMIT' : ''}`;
+    const part = (t: string) => `${t.slice(0, t.indexOf(' AS (') > 0 ? t.indexOf(' AS (') : 5)}${/; COMMIT$/.test(t) ? ' … COMMIT' : ''}`;
+    const shape = (t: string) => t.split(' ⟫ ').map(part).join(' ⟫ ');
     expect(await store.commit([step('A')])).toEqual([{ ok: true, revision: 2, fence: 1 }]);
-    expect(texts.map(shape)).toEqual(['BEGIN', 'WITH spool_a', 'WITH spool_w1 … COMMIT']);
+    // BEGIN with the row locks goes in the same write as the first statement (pipelined): two round trips.
+    expect(texts.map(shape)).toEqual(['BEGIN ⟫ WITH spool_a', 'WITH spool_w1 … COMMIT']);
     texts.length = 0;
     const batch = await store.writeBatch({ commits: [step('B'), step('C')] });
     expect(batch.commits).toEqual([
@@ -352,8 +361,8 @@ describe('PostgresStore: round trips of a step', () => {
       { ok: true, revision: 2, fence: 1 },
     ]);
     // B's writes (its history row, its new effect) go in front of C's step: C's attempt's end touches no row B writes.
-    expect(texts.map(shape)).toEqual(['BEGIN', 'WITH spool_a', 'WITH spool_w1', 'WITH spool_w1 … COMMIT']);
-    expect(texts[2]).toMatch(/^WITH spool_w1 AS \(INSERT INTO transitions .*spool_w2 AS \(INSERT INTO effects .*spool_a AS \(UPDATE effects /s);
+    expect(texts.map(shape)).toEqual(['BEGIN ⟫ WITH spool_a', 'WITH spool_w1', 'WITH spool_w1 … COMMIT']);
+    expect(texts[1]).toMatch(/^WITH spool_w1 AS \(INSERT INTO transitions .*spool_w2 AS \(INSERT INTO effects .*spool_a AS \(UPDATE effects /s);
     for (const id of ['A', 'B', 'C']) {
       expect(await store.getEffect(`${id}~one`)).toMatchObject({ status: 'succeeded', active: false });
       expect(await store.getEffect(`${id}~two`)).toMatchObject({ status: 'running', attempt: 1, claimedBy: 'w1' });

@@ -14,6 +14,7 @@ import type pg from 'pg';
 import type { Call } from '../../sql/program.ts';
 import type { StatementName } from '../../sql/statements.ts';
 import { pairOf, shifted, THEN_COLUMN } from './pairs.ts';
+import type { Pipeline } from './pipeline.ts';
 import { shapeOf, type Shape } from './shapes.ts';
 import { bind, prepared, type PgStatement } from './sql.ts';
 
@@ -49,12 +50,12 @@ function combine(parts: readonly Part[], main: PgStatement | undefined): { name:
 
 /** A program's statements on one transaction's connection, with its result-less writes deferred (see the file's comment). */
 export class DeferredWrites {
-  readonly #client: pg.PoolClient;
+  readonly #pipe: Pipeline;
   readonly #statements: Record<StatementName, PgStatement>;
   #waiting: Part[] = [];
 
-  constructor(client: pg.PoolClient, statements: Record<StatementName, PgStatement>) {
-    this.#client = client;
+  constructor(pipe: Pipeline, statements: Record<StatementName, PgStatement>) {
+    this.#pipe = pipe;
     this.#statements = statements;
   }
 
@@ -66,11 +67,12 @@ export class DeferredWrites {
     const shape = shapeOf(stmt);
     if (call.method === 'write') {
       if (shape.writes === null) {
-        await this.flush();
-        await this.#client.query(prepared(stmt, values));
+        // Not a CTE part: held on its own, after what waits, to go with the next statement sent.
+        this.flush();
+        this.#pipe.hold(prepared(stmt, values));
         return undefined;
       }
-      if (!this.#joins(shape, values, true)) await this.flush();
+      if (!this.#joins(shape, values, true)) this.flush();
       this.#waiting.push({ stmt, values, shape: shape as Part['shape'] });
       return undefined;
     }
@@ -78,17 +80,17 @@ export class DeferredWrites {
     return call.method === 'run' ? { changes: r.rowCount ?? 0 } : call.method === 'get' ? r.rows[0] : r.rows;
   }
 
-  /** A statement whose result is read, with what waits in front of it when `joins` (and it `leads`), else after it is flushed. */
-  async #send(stmt: PgStatement, values: unknown[], joins: boolean, arrays = false): Promise<pg.QueryResult> {
+  /** A statement whose result is read, with what waits in front of it when `joins` (and it `leads`), else after it (held, in the same write). */
+  #send(stmt: PgStatement, values: unknown[], joins: boolean, arrays = false): Promise<pg.QueryResult> {
     let q: pg.QueryConfig;
     if (this.#waiting.length > 0 && shapeOf(stmt).leads && joins) {
       const parts = this.#take();
       q = { ...combine(parts, stmt), values: [...parts.flatMap((p) => p.values), ...values] };
     } else {
-      await this.flush();
+      this.flush();
       q = prepared(stmt, values);
     }
-    return arrays ? this.#client.query({ ...q, rowMode: 'array' }) : this.#client.query(q);
+    return this.#pipe.query(arrays ? { ...q, rowMode: 'array' } : q);
   }
 
   /** A `getThen` as one statement (pairs.ts) when its two may be one, else as two `get`s in turn. */
@@ -109,14 +111,16 @@ export class DeferredWrites {
     return [rowOf(0, split), row[split] === null ? undefined : rowOf(split + 1, r.fields.length)];
   }
 
-  /** Send what waits (at the end of a program, before its savepoint is released). */
-  async flush(): Promise<void> {
+  /**
+   * Hold what waits on the connection as one statement (pipeline.ts): it goes with the next
+   * statement sent (`fails`: its error then, mapped). At the end of a program in a run with
+   * savepoints the driver sends it at once, before the savepoint is released.
+   */
+  flush(fails?: (error: unknown) => unknown): void {
     if (this.#waiting.length === 0) return;
     const parts = this.#take();
     const [only] = parts;
-    if (parts.length === 1) return void (await this.#client.query(prepared(only!.stmt, only!.values)));
-    const c = combine(parts, undefined);
-    await this.#client.query({ ...c, values: parts.flatMap((p) => p.values) });
+    this.#pipe.hold(parts.length === 1 ? prepared(only!.stmt, only!.values) : { ...combine(parts, undefined), values: parts.flatMap((p) => p.values) }, fails);
   }
 
   /** Forget what waits (its program failed). */

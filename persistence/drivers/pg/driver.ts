@@ -18,6 +18,7 @@ import { claimDueArgs, claimDueStatement, dueClaimResult } from './claimDue.ts';
 import { DeferredWrites } from './deferred.ts';
 import { readFeedPage } from './feed.ts';
 import { isConnectionLost, isPgFault, isRetryable, pgFault, sqlState } from './faults.ts';
+import { Pipeline } from './pipeline.ts';
 import { bind, pgStatements, prepared, toPostgres, type PgStatement } from './sql.ts';
 import { each, eachCommit, hasLocks, Isolate, lockJobsSql, MAX_RUNS, RunAgain, savepoint, unlessLeaseHeld, type Tx } from './transactions.ts';
 
@@ -140,54 +141,55 @@ export class PgDriver implements SqlDriver {
       let broken: unknown;
       let committing = false;
       try {
-        // Statements without parameters wait and go with the next one (a simple query): BEGIN, the
-        // row locks (and, in an isolated run, the first savepoint) are one round trip, COMMIT another.
+        // Statements without parameters wait and go with the next round trip, as one simple query:
+        // BEGIN and the row locks (and, in an isolated run, a savepoint) are held (pipeline.ts) and
+        // go in the same write as the first statement, COMMIT goes with the writes still waiting.
         const queued: string[] = [begin];
         if (locks && hasLocks(locks)) queued.push(lockJobsSql(client, locks));
+        const pipe = new Pipeline(client);
+        const hold = () => {
+          if (queued.length > 0) pipe.hold(queued.join('; '));
+          queued.length = 0;
+        };
         // The programs' result-less writes (deferred.ts). In a run that is not isolated they wait
         // across programs, and what waits at the end goes in front of COMMIT, in its simple query.
-        const writes = new DeferredWrites(client, this.#statements);
-        const flush = async (withWrites = false) => {
-          const carried = writes.waiting;
-          if (queued.length === 0 && !(withWrites && carried)) return;
-          const text = queued.join('; ');
-          queued.length = 0;
-          try {
-            const inlined = carried && text ? writes.inlined() : undefined;
-            if (inlined === undefined) await writes.flush();
-            if (text) await client.query(inlined === undefined ? text : `${inlined}; ${text}`);
-          } catch (error) {
-            // A write of a program already returned failed: which one, a run with savepoints tells.
-            if (carried && !isPgFault(error)) throw new Isolate(error);
-            throw error;
-          }
-        };
+        const writes = new DeferredWrites(pipe, this.#statements);
+        // A write of a program already returned failed: which one, a run with savepoints tells.
+        const carried = (error: unknown) => (isPgFault(error) || error instanceof RunAgain ? error : new Isolate(error));
         const t: Tx = {
           run: async (program) => {
-            await flush();
+            hold();
             let result;
             try {
               result = await runAsync(program, (call) => writes.call(call), true);
             } catch (error) {
               writes.drop(); // the program's own writes go with its refusal (and a run not isolated runs again)
+              await pipe.send(); // what it held, before its savepoint's rollback (an error there came first)
               throw error;
             }
-            if (isolated) await writes.flush();
+            if (isolated) {
+              writes.flush();
+              await pipe.send();
+            } else pipe.returned(carried);
             return result;
           },
           sql: (text) => void queued.push(text),
           query: async (stmt, args) => {
-            await flush(true);
-            return (await client.query<Row>(prepared(stmt, bind(stmt, args)))).rows;
+            hold();
+            writes.flush(carried);
+            return (await pipe.query(prepared(stmt, bind(stmt, args)))).rows as Row[];
           },
           runs,
           isolated,
           keyRetried,
         };
         const result = await fn(t);
+        // COMMIT, with what waits in front of it in its simple query (values as literals), else held before it.
+        const inlined = writes.inlined();
+        if (inlined === undefined) writes.flush(carried);
         queued.push('COMMIT');
         committing = true;
-        await flush();
+        await pipe.query(inlined === undefined ? queued.join('; ') : `${inlined}; ${queued.join('; ')}`, inlined === undefined ? undefined : carried);
         // After the commit, on its own: see changes.ts (a NOTIFY in the transaction would serialise commits' WAL flushes).
         if (notify) this.#notifier.committed(notify === 'wake');
         return result;

@@ -70,7 +70,7 @@ export async function savepoint<T>(t: Tx, fn: () => Promise<T>): Promise<T> {
     } catch (error) {
       // A fault of the server or connection fails the whole call, as in an isolated run; only a
       // write's own refusal (an Abort, a constraint) runs the transaction again isolated.
-      if (isPgFault(error)) throw error;
+      if (isPgFault(error) || error instanceof RunAgain) throw error;
       throw new Isolate(error);
     }
   }
