@@ -4,11 +4,12 @@
  * order, and go with the next statement whose result the program reads, as data-modifying CTEs of
  * it (`WITH spool_w1 AS (…), spool_w2 AS (…) <that statement>`), or together as one statement when the
  * program ends (in a transaction's run without savepoints: with a later program's statement, or in
- * COMMIT's simple query, driver.ts). Every statement of a transaction sees what the ones before it
+ * the same write as COMMIT, driver.ts). Every statement of a transaction sees what the ones before it
  * wrote, but the parts of one statement all see the same snapshot, and a row must not be written
  * twice in one statement (Postgres keeps one of the two writes). So a write joins only parts that
  * neither write a table it names nor name the table it writes (one exception: `#joins`); otherwise
- * what waits goes first, on its own. What a statement writes and names: shapes.ts.
+ * what waits goes first, as a statement of its own held in front of it, in the same write
+ * (pipeline.ts). What a statement writes and names: shapes.ts.
  */
 import type pg from 'pg';
 import type { Call } from '../../sql/program.ts';
@@ -128,30 +129,6 @@ export class DeferredWrites {
     this.#take();
   }
 
-  /** Whether writes wait. */
-  get waiting(): boolean {
-    return this.#waiting.length > 0;
-  }
-
-  /**
-   * What waits as one statement's text with its values written in as literals ({@link quoted}),
-   * taken from the queue: to go in one simple query with statements of the transaction's own (its
-   * COMMIT). As literals the values are what node-postgres sends for them (text, their types
-   * inferred where they stand). Undefined, nothing taken, when nothing waits or a value is not a
-   * string, number, bigint, boolean or null.
-   */
-  inlined(): string | undefined {
-    const parts = this.#waiting;
-    const values = parts.flatMap((p) => p.values);
-    if (parts.length === 0 || !values.every(literal)) return undefined;
-    const text = parts.length === 1 ? parts[0]!.stmt.text : combine(parts, undefined).text;
-    this.#take();
-    return text.replace(/\$(\d+)/g, (_, n: string) => {
-      const v = values[Number(n) - 1];
-      return v === null ? 'NULL' : quoted(String(v));
-    });
-  }
-
   /**
    * Whether a statement of shape `s` (its `values`) may go in one statement with what waits, after
    * it: it names no table a waiting write writes, and (`write`: it too waits) no waiting write
@@ -173,22 +150,8 @@ export class DeferredWrites {
   }
 }
 
-/** A value {@link DeferredWrites.inlined} writes as a literal. */
-function literal(v: unknown): boolean {
-  return v === null || typeof v === 'string' || typeof v === 'number' || typeof v === 'bigint' || typeof v === 'boolean';
-}
-
 /** A waiting one-row INSERT that a statement of shape `s` would not meet: see {@link DeferredWrites}'s `#joins`. */
 function apart(w: Part, s: Shape, values: readonly unknown[]): boolean {
   if (w.shape.insertsId === null || s.writes !== w.shape.writes) return false;
   return s.atRow !== null && values[s.atRow] !== w.values[w.shape.insertsId];
-}
-
-/**
- * A string as an SQL literal: `E'…'` with its quotes and backslashes doubled when it has any, so it
- * reads the same whatever `standard_conforming_strings` says (one regular expression, not
- * node-postgres's `escapeLiteral`, which builds the text a character at a time).
- */
-export function quoted(text: string): string {
-  return /[\\']/.test(text) ? `E'${text.replace(/[\\']/g, '$&$&')}'` : `'${text}'`;
 }

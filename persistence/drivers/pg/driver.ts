@@ -20,7 +20,7 @@ import { readFeedPage } from './feed.ts';
 import { isConnectionLost, isPgFault, isRetryable, pgFault, sqlState } from './faults.ts';
 import { Pipeline } from './pipeline.ts';
 import { bind, pgStatements, prepared, toPostgres, type PgStatement } from './sql.ts';
-import { each, eachCommit, hasLocks, Isolate, lockJobsSql, MAX_RUNS, RunAgain, savepoint, unlessLeaseHeld, type Tx } from './transactions.ts';
+import { each, eachCommit, hasLocks, Isolate, lockJobsQuery, MAX_RUNS, RunAgain, savepoint, unlessLeaseHeld, type Tx } from './transactions.ts';
 
 export class PgDriver implements SqlDriver {
   readonly isFault = isPgFault;
@@ -129,7 +129,7 @@ export class PgDriver implements SqlDriver {
   }
 
   /**
-   * A transaction (`begin`) that first locks the rows of `locks` (see {@link lockJobsSql}); run again
+   * A transaction (`begin`) that first locks the rows of `locks` (see {@link lockJobsQuery}); run again
    * on a race; `notify`: what its commit tells other processes (changes.ts); `ops`: a commit's
    * operations, for an unknown outcome.
    */
@@ -141,18 +141,19 @@ export class PgDriver implements SqlDriver {
       let broken: unknown;
       let committing = false;
       try {
-        // Statements without parameters wait and go with the next round trip, as one simple query:
-        // BEGIN and the row locks (and, in an isolated run, a savepoint) are held (pipeline.ts) and
-        // go in the same write as the first statement, COMMIT goes with the writes still waiting.
-        const queued: string[] = [begin];
-        if (locks && hasLocks(locks)) queued.push(lockJobsSql(client, locks));
+        // Statements whose results nobody reads are held (pipeline.ts) and go in the same write as
+        // the next statement: BEGIN and the row locks with the first, the writes still waiting with
+        // COMMIT. Those without parameters (a savepoint) wait and go together, as one simple query.
         const pipe = new Pipeline(client);
+        pipe.hold(begin);
+        if (locks && hasLocks(locks)) pipe.hold(lockJobsQuery(locks));
+        const queued: string[] = [];
         const hold = () => {
           if (queued.length > 0) pipe.hold(queued.join('; '));
           queued.length = 0;
         };
         // The programs' result-less writes (deferred.ts). In a run that is not isolated they wait
-        // across programs, and what waits at the end goes in front of COMMIT, in its simple query.
+        // across programs, and what waits at the end goes in front of COMMIT, in the same write.
         const writes = new DeferredWrites(pipe, this.#statements);
         // A write of a program already returned failed: which one, a run with savepoints tells.
         const carried = (error: unknown) => (isPgFault(error) || error instanceof RunAgain ? error : new Isolate(error));
@@ -184,12 +185,11 @@ export class PgDriver implements SqlDriver {
           keyRetried,
         };
         const result = await fn(t);
-        // COMMIT, with what waits in front of it in its simple query (values as literals), else held before it.
-        const inlined = writes.inlined();
-        if (inlined === undefined) writes.flush(carried);
+        // COMMIT, in the same write as what waits (one prepared statement) and is held.
+        writes.flush(carried);
         queued.push('COMMIT');
         committing = true;
-        await pipe.query(inlined === undefined ? queued.join('; ') : `${inlined}; ${queued.join('; ')}`, inlined === undefined ? undefined : carried);
+        await pipe.query(queued.join('; '));
         // After the commit, on its own: see changes.ts (a NOTIFY in the transaction would serialise commits' WAL flushes).
         if (notify) this.#notifier.committed(notify === 'wake');
         return result;
