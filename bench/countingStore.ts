@@ -107,8 +107,8 @@ export function countingStore<S extends JobStore>(store: S, counter: StoreCounte
 
 /**
  * Statements run, process-wide, while counting is on: better-sqlite3's `run/get/all/iterate` and
- * node-postgres's `Client.query` (a pool's queries go through its clients; those made together,
- * pipelined in one write, count once: round trips), patched once. The
+ * node-postgres's `Client.query` (a pool's queries go through its clients; one call is one round
+ * trip, statements sent together included: persistence/drivers/pg/pipeline.ts), patched once. The
  * queue section reads it per job; `db.transaction` BEGIN/COMMIT are not statements here.
  */
 export const statementCounter = { count: 0, on: false };
@@ -129,14 +129,5 @@ export async function countStatements(): Promise<void> {
     };
   };
   for (const name of ['run', 'get', 'all', 'iterate']) wrap(proto, name);
-  // Postgres: round trips. Queries a client makes together, before an answer could come (pipelined, one write), count once.
-  const client = pg.Client.prototype as unknown as Record<string, (...a: unknown[]) => unknown>;
-  const query = client['query']!;
-  let together = false;
-  client['query'] = function (this: unknown, ...a: unknown[]) {
-    if (statementCounter.on && !together) statementCounter.count += 1;
-    together = true;
-    queueMicrotask(() => (together = false));
-    return query.apply(this, a);
-  };
+  wrap(pg.Client.prototype as unknown as Record<string, (...a: unknown[]) => unknown>, 'query');
 }

@@ -33,18 +33,12 @@ if (process.argv.includes('--sql') && store === 'postgres') {
   // Every round trip a client makes (a query, or statements sent together as one simple query), by text.
   const proto = pg.Client.prototype as unknown as { query: (...a: unknown[]) => unknown };
   const original = proto.query;
-  // Queries made together, before an answer could come (pipelined: one write), are one round trip: their texts joined by ' ⟫ '.
-  let together: string | undefined;
+  // Statements sent together in one round trip (persistence/drivers/pg/pipeline.ts) come as one text, joined by ' ⟫ '.
   proto.query = function (this: unknown, ...a: unknown[]) {
     const q = a[0];
     const text = typeof q === 'string' ? q : String((q as { text?: string; name?: string })?.text ?? (q as { name?: string })?.name ?? '?');
-    if (together === undefined) {
-      queueMicrotask(() => {
-        count(together!, together!);
-        together = undefined;
-      });
-      together = keyOf(text);
-    } else together = `${together} ⟫ ${keyOf(text)}`;
+    const key = text.split(' ⟫ ').map((t) => keyOf(t)).join(' ⟫ ');
+    count(text, key);
     return original.apply(this, a);
   };
 } else if (process.argv.includes('--sql')) {

@@ -27,14 +27,42 @@ const statements = {
   claimDue: { key: 'claimDue', text: 'WITH cand AS (SELECT id FROM effects WHERE status = $1) SELECT * FROM cand', names: null },
 } satisfies Record<string, PgStatement>;
 
-function recording() {
-  const sent: { text: string; values: unknown[] | undefined }[] = [];
-  const client = {
-    query: async (q: string | { text: string; values: unknown[] }) => {
-      sent.push(typeof q === 'string' ? { text: q, values: undefined } : { text: q.text, values: q.values });
-      return { rowCount: 1, rows: [{ lease_fence: 7 }] };
+type Sent = { text: string; values?: unknown[]; rowMode?: string; name?: string };
+
+/** What a round trip (pipeline.ts's batch, a node-postgres submittable) gets from the client. */
+interface BatchLike {
+  items: { q: string | Sent }[];
+  handleRowDescription(m: { fields: { name: string; dataTypeID: number }[] }): void;
+  handleDataRow(m: { fields: unknown[] }): void;
+  handleCommandComplete(m: { text: string }): void;
+  handleReadyForQuery(): void;
+}
+
+/** A client that records each statement it is sent (`record`) and answers each with `answer()`, as the server would. */
+function fakeClient(record: (q: string | Sent) => void, answer: () => { fields: { name: string }[]; rows: unknown[][] }): pg.PoolClient {
+  return {
+    query: (batch: BatchLike) => {
+      for (const { q } of batch.items) {
+        record(q);
+        const a = answer();
+        // Values come as text, typed by their column (int4 or text here).
+        const typeOf = (i: number) => (a.rows.some((r) => typeof r[i] === 'number') ? 23 : 25);
+        batch.handleRowDescription({ fields: a.fields.map((f, i) => ({ ...f, dataTypeID: typeOf(i) })) });
+        for (const row of a.rows) batch.handleDataRow({ fields: row.map((v) => (v === null ? null : String(v))) });
+        batch.handleCommandComplete({ text: `UPDATE ${a.rows.length}` });
+      }
+      queueMicrotask(() => batch.handleReadyForQuery());
+      return batch;
     },
   } as unknown as pg.PoolClient;
+}
+
+function recording() {
+  const sent: { text: string; values: unknown[] | undefined }[] = [];
+  const client = fakeClient(
+    (q) => sent.push(typeof q === 'string' ? { text: q, values: undefined } : { text: q.text, values: q.values }),
+    () => ({ fields: [{ name: 'lease_fence' }], rows: [[7]] }),
+  );
   const pipe = new Pipeline(client);
   const writes = new DeferredWrites(pipe, statements as unknown as Record<StatementName, PgStatement>);
   const call = (name: keyof typeof statements, method: 'run' | 'get' | 'write', ...args: unknown[]) => writes.call({ name: name as StatementName, method, args });
@@ -93,11 +121,12 @@ describe('deferred writes on Postgres', () => {
   });
 
   it("a getThen of two writes is one statement: the second's WHERE also asks for the first's row, and each row is its own", async () => {
-    const sent: { text: string; values: unknown[]; rowMode?: string }[] = [];
+    const sent: Sent[] = [];
     let answer: { fields: { name: string }[]; rows: unknown[][] } = { fields: [], rows: [] };
-    const client = {
-      query: async (q: { text: string; values: unknown[]; rowMode?: string }) => (sent.push(q), { rowCount: answer.rows.length, ...answer }),
-    } as unknown as pg.PoolClient;
+    const client = fakeClient(
+      (q) => sent.push(q as Sent),
+      () => answer,
+    );
     const writes = new DeferredWrites(new Pipeline(client), statements as unknown as Record<StatementName, PgStatement>);
     const pair = (first: keyof typeof statements, second: keyof typeof statements) =>
       writes.call({ name: first as StatementName, method: 'getThen', args: ['succeeded', 'e1'], then: { name: second as StatementName, args: ['j1'] } });

@@ -324,26 +324,20 @@ describe('PostgresStore: round trips of a step', () => {
     };
   }
 
-  it("is BEGIN with its row locks and the attempt's end with the job's update in one write, and its other writes with COMMIT; a batch of two, one more for the second's step", async () => {
+  it("is BEGIN with its row locks and the attempt's end with the job's update in one round trip, and its other writes with COMMIT; a batch of two, one more for the second's step", async () => {
     const url = await database();
     const store = await open(url);
     for (const id of ['A', 'B', 'C']) {
       await store.createJob({ ...newJob(id), effects: [effectOf(id, 'one')], runner: 'w1', claims: [{ effectId: `${id}~one`, claimUntil: T0 + 60_000 }] });
     }
     // What the store's connections send, one entry per round trip (the NOTIFY after a commit goes on a connection of its own: left out).
-    // Queries made together, before any answer could come (pipelined: one write), are one round trip, their texts joined by ' ⟫ '.
+    // Statements sent together, in one round trip (pg/pipeline.ts), have their texts joined by ' ⟫ '.
     const texts: string[] = [];
-    let together = false;
     const query = pg.Client.prototype.query;
     pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
       const q = args[0];
       const text = typeof q === 'string' ? q : String((q as { text?: unknown } | undefined)?.text ?? '');
-      if (!text.includes('NOTIFY')) {
-        if (together) texts[texts.length - 1] += ` ⟫ ${text}`;
-        else texts.push(text);
-        together = true;
-        queueMicrotask(() => (together = false));
-      }
+      if (!text.includes('NOTIFY')) texts.push(text);
       return (query as (...a: unknown[]) => unknown).apply(this, args);
     } as typeof query;
     cleanups.push(async () => {
@@ -352,7 +346,7 @@ describe('PostgresStore: round trips of a step', () => {
     const part = (t: string) => (t.indexOf(' AS (') > 0 ? t.slice(0, t.indexOf(' AS (')) : t.split(' ')[0]!);
     const shape = (t: string) => t.split(' ⟫ ').map(part).join(' ⟫ ');
     expect(await store.commit([step('A')])).toEqual([{ ok: true, revision: 2, fence: 1 }]);
-    // BEGIN and the row locks go in the same write as the first statement (pipelined), the writes waiting at the end with COMMIT: two round trips.
+    // BEGIN and the row locks go in one round trip with the first statement, the writes waiting at the end with COMMIT: two round trips.
     expect(texts.map(shape)).toEqual(['BEGIN ⟫ SELECT ⟫ WITH spool_a', 'WITH spool_w1 ⟫ COMMIT']);
     texts.length = 0;
     const batch = await store.writeBatch({ commits: [step('B'), step('C')] });

@@ -49,9 +49,7 @@ export class PostgresStore extends SqlStore {
     // store's statements are its own, named, and found by key or by index order, so one plan
     // serves every value; the batch claim's custom plan cost more (1.5-6 ms) than running it.
     const settings = `-c lock_timeout=${lockTimeout} -c TimeZone=UTC -c plan_cache_mode=force_generic_plan`;
-    // Pipeline mode: a query is sent when it is made, not after the one before it is answered, so a
-    // write transaction sends its held statements (BEGIN and the row locks...) with the next one (pipeline.ts).
-    const config: pg.PoolConfig = { connectionString: url, types: TYPES, options: settings, pipeline: true };
+    const config: pg.PoolConfig = { connectionString: url, types: TYPES, options: settings };
     const pool = new pg.Pool({ ...config, max: options.poolSize ?? 10 });
     // An idle connection the server drops (a restart) is an error event on the pool: the pool discards it.
     pool.on('error', () => undefined);

@@ -141,15 +141,15 @@ export class PgDriver implements SqlDriver {
       let broken: unknown;
       let committing = false;
       try {
-        // Statements whose results nobody reads are held (pipeline.ts) and go in the same write as
-        // the next statement: BEGIN and the row locks with the first, the writes still waiting with
-        // COMMIT. Those without parameters (a savepoint) wait and go together, as one simple query.
+        // Statements whose results nobody reads are held (pipeline.ts) and go in one round trip
+        // with the next statement: BEGIN and the row locks with the first, the writes still waiting
+        // with COMMIT. A savepoint's (`sql`) waits until the next statement of the transaction.
         const pipe = new Pipeline(client);
         pipe.hold(begin);
         if (locks && hasLocks(locks)) pipe.hold(lockJobsQuery(locks));
         const queued: string[] = [];
         const hold = () => {
-          if (queued.length > 0) pipe.hold(queued.join('; '));
+          for (const text of queued) pipe.hold(text);
           queued.length = 0;
         };
         // The programs' result-less writes (deferred.ts). In a run that is not isolated they wait
@@ -185,11 +185,11 @@ export class PgDriver implements SqlDriver {
           keyRetried,
         };
         const result = await fn(t);
-        // COMMIT, in the same write as what waits (one prepared statement) and is held.
+        // COMMIT, in one round trip with what waits (one prepared statement) and is held.
         writes.flush(carried);
-        queued.push('COMMIT');
+        hold();
         committing = true;
-        await pipe.query(queued.join('; '));
+        await pipe.query('COMMIT');
         // After the commit, on its own: see changes.ts (a NOTIFY in the transaction would serialise commits' WAL flushes).
         if (notify) this.#notifier.committed(notify === 'wake');
         return result;
