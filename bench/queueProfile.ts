@@ -30,7 +30,7 @@ const count = (text: string, key = keyOf(text)) => {
   bySql.set(key, (bySql.get(key) ?? 0) + 1);
 };
 if (process.argv.includes('--sql') && store === 'postgres') {
-  // Every round trip a client makes (a query, or statements sent together as one simple query), by text.
+  // Every round trip a client makes (a query, or statements sent together), by text.
   const proto = pg.Client.prototype as unknown as { query: (...a: unknown[]) => unknown };
   const original = proto.query;
   // Statements sent together in one round trip (persistence/drivers/pg/pipeline.ts) come as one text, joined by ' ⟫ '.
@@ -67,15 +67,18 @@ const r =
     ? await runStarts({ store, synchronous: 'NORMAL', shape, jobs: Number(args[1] ?? 5000), inFlight: Number(args[2] ?? 64), batch: Number(args[3] ?? 1) })
     : await runSpoolQueue({ store, synchronous: sync as 'NORMAL', shape, concurrency: Number(c), backlog: Number(backlog), mode: 'while-draining' });
 console.log(JSON.stringify(r));
-// Per job: how many times each statement ran and, on SQLite, the wall µs it took (the native work, its I/O included).
+// Per job: how many times each statement ran and, on SQLite, the wall µs it took (the native work, its I/O included);
+// those run at least SQL_MIN times a job (default 0.05).
+const minPerJob = Number(process.env['SQL_MIN'] ?? 0.05);
 for (const [sql, n] of [...bySql].sort((a, b) => b[1] - a[1])) {
   const us = timeBySql.get(sql);
-  if (n / r.jobs >= (process.env["SQL_MIN"] ? Number(process.env["SQL_MIN"]) : 0.05)) console.log((n / r.jobs).toFixed(2), us === undefined ? '' : `${((us * 1000) / r.jobs).toFixed(0).padStart(5)} µs`, sql);
+  if (n / r.jobs >= minPerJob) console.log((n / r.jobs).toFixed(2), us === undefined ? '' : `${((us * 1000) / r.jobs).toFixed(0).padStart(5)} µs`, sql);
 }
 if (store === 'postgres' && bySql.size > 0) {
-  // Round trips per job in all, and those that open a transaction (BEGIN, with the row locks) or end one.
+  // Round trips per job in all; those of write transactions that open one (BEGIN) or end one (COMMIT), and the NOTIFYs.
   const sum = (f: (sql: string) => boolean) => ([...bySql].filter(([sql]) => f(sql)).reduce((n, [, k]) => n + k, 0) / r.jobs).toFixed(2);
-  console.log(`round trips per job: ${sum(() => true)} (BEGIN… ${sum((s) => /^BEGIN; SELECT/.test(s) && !s.includes(" ⟫ "))}, BEGIN… ⟫ ${sum((s) => /^BEGIN; SELECT/.test(s) && s.includes(" ⟫ "))}, …COMMIT ${sum((s) => /COMMIT$/.test(s) && !/NOTIFY/.test(s))}, NOTIFY ${sum((s) => /NOTIFY/.test(s))})`);
+  const notify = (s: string) => s.includes('NOTIFY');
+  console.log(`round trips per job: ${sum(() => true)} (BEGIN… ${sum((s) => s.startsWith('BEGIN') && !notify(s))}, …COMMIT ${sum((s) => s.endsWith('COMMIT') && !notify(s))}, NOTIFY ${sum(notify)})`);
 }
 if (commitMs.length > 0) {
   commitMs.sort((a, b) => a - b);
