@@ -51,8 +51,9 @@ const { Result, utils } = pg as unknown as {
 
 /**
  * Statements as one extended-protocol sequence (Parse when not prepared on the connection yet,
- * Bind, Describe, Execute each; one Sync at the end), as a node-postgres submittable: its answers
- * come to it in order, each statement's ending with its CommandComplete.
+ * Bind, Execute each, the last described; one Sync at the end), as a node-postgres submittable:
+ * its answers come to it in order, each statement's ending with its CommandComplete. Only the
+ * last statement's rows are read (a held statement's result is nobody's).
  */
 class Batch {
   readonly results: ResultLike[];
@@ -99,7 +100,8 @@ class Batch {
           this.failed = { at: i, error };
           break;
         }
-        connection.describe({ type: 'P', name: '' });
+        // Only the last statement's rows are read: the others' are not described, and are passed by.
+        if (i === this.items.length - 1) connection.describe({ type: 'P', name: '' });
         connection.execute({ portal: '' });
       }
       connection.sync();
@@ -119,8 +121,9 @@ class Batch {
   }
 
   handleDataRow(msg: { fields: unknown[] }): void {
-    const r = this.results[this.#at];
-    r?.addRow(r.parseRow(msg.fields));
+    if (this.#at !== this.items.length - 1) return;
+    const r = this.results[this.#at]!;
+    r.addRow(r.parseRow(msg.fields));
   }
 
   handleCommandComplete(msg: unknown): void {
