@@ -39,7 +39,6 @@ interface Connection {
   describe(d: { type: 'P'; name: string }): void;
   execute(e: { portal: string }): void;
   sync(): void;
-  close(c: { type: 'S'; name: string }): void;
   on(event: 'parseComplete', fn: () => void): void;
   off(event: 'parseComplete', fn: () => void): void;
 }
