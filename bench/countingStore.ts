@@ -107,8 +107,7 @@ export function countingStore<S extends JobStore>(store: S, counter: StoreCounte
 
 /**
  * Statements run, process-wide, while counting is on: better-sqlite3's `run/get/all/iterate` and
- * node-postgres's `Client.query` (a pool's queries go through its clients; one call is one round
- * trip, statements sent together included: persistence/drivers/pg/pipeline.ts), patched once. The
+ * node-postgres's `Client.query` (a pool's queries go through its clients), patched once. The
  * queue section reads it per job; `db.transaction` BEGIN/COMMIT are not statements here.
  */
 export const statementCounter = { count: 0, on: false };

@@ -21,24 +21,18 @@ const bySql = new Map<string, number>();
 const timeBySql = new Map<string, number>();
 /** Each COMMIT's wall ms (SQLite): the WAL writes, and a checkpoint when the commit runs one. */
 const commitMs: number[] = [];
-/** A text's key: literals written in (ids, values) as `?`, long texts by their head and tail. */
-const keyOf = (text: string) => {
-  const t = text.replace(/\s+/g, ' ').replace(/E?'(?:[^']|'')*'/g, '?').replace(/\b\d+\b/g, '?');
-  return t.length > 200 ? `${t.slice(0, 90)} … ${t.slice(-100)}` : t;
-};
-const count = (text: string, key = keyOf(text)) => {
+const keyOf = (text: string) => text.replace(/\s+/g, ' ').slice(0, 110);
+const count = (text: string) => {
+  const key = keyOf(text);
   bySql.set(key, (bySql.get(key) ?? 0) + 1);
 };
 if (process.argv.includes('--sql') && store === 'postgres') {
-  // Every round trip a client makes (a query, or statements sent together), by text.
+  // Every round trip a client makes (a query, or statements sent together as one simple query), by text.
   const proto = pg.Client.prototype as unknown as { query: (...a: unknown[]) => unknown };
   const original = proto.query;
-  // Statements sent together in one round trip (persistence/drivers/pg/pipeline.ts) come as one text, joined by ' ⟫ '.
   proto.query = function (this: unknown, ...a: unknown[]) {
     const q = a[0];
-    const text = typeof q === 'string' ? q : String((q as { text?: string; name?: string })?.text ?? (q as { name?: string })?.name ?? '?');
-    const key = text.split(' ⟫ ').map((t) => keyOf(t)).join(' ⟫ ');
-    count(text, key);
+    count(typeof q === 'string' ? q : String((q as { text?: string; name?: string })?.text ?? (q as { name?: string })?.name ?? '?'));
     return original.apply(this, a);
   };
 } else if (process.argv.includes('--sql')) {
@@ -67,18 +61,10 @@ const r =
     ? await runStarts({ store, synchronous: 'NORMAL', shape, jobs: Number(args[1] ?? 5000), inFlight: Number(args[2] ?? 64), batch: Number(args[3] ?? 1) })
     : await runSpoolQueue({ store, synchronous: sync as 'NORMAL', shape, concurrency: Number(c), backlog: Number(backlog), mode: 'while-draining' });
 console.log(JSON.stringify(r));
-// Per job: how many times each statement ran and, on SQLite, the wall µs it took (the native work, its I/O included);
-// those run at least SQL_MIN times a job (default 0.05).
-const minPerJob = Number(process.env['SQL_MIN'] ?? 0.05);
+// Per job: how many times each statement ran and, on SQLite, the wall µs it took (the native work, its I/O included).
 for (const [sql, n] of [...bySql].sort((a, b) => b[1] - a[1])) {
   const us = timeBySql.get(sql);
-  if (n / r.jobs >= minPerJob) console.log((n / r.jobs).toFixed(2), us === undefined ? '' : `${((us * 1000) / r.jobs).toFixed(0).padStart(5)} µs`, sql);
-}
-if (store === 'postgres' && bySql.size > 0) {
-  // Round trips per job in all; those of write transactions that open one (BEGIN) or end one (COMMIT), and the NOTIFYs.
-  const sum = (f: (sql: string) => boolean) => ([...bySql].filter(([sql]) => f(sql)).reduce((n, [, k]) => n + k, 0) / r.jobs).toFixed(2);
-  const notify = (s: string) => s.includes('NOTIFY');
-  console.log(`round trips per job: ${sum(() => true)} (BEGIN… ${sum((s) => s.startsWith('BEGIN') && !notify(s))}, …COMMIT ${sum((s) => s.endsWith('COMMIT') && !notify(s))}, NOTIFY ${sum(notify)})`);
+  if (n / r.jobs >= 0.05) console.log((n / r.jobs).toFixed(2), us === undefined ? '' : `${((us * 1000) / r.jobs).toFixed(0).padStart(5)} µs`, sql);
 }
 if (commitMs.length > 0) {
   commitMs.sort((a, b) => a - b);

@@ -8,7 +8,6 @@
 import { describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { DeferredWrites } from '../persistence/drivers/pg/deferred.ts';
-import { Pipeline } from '../persistence/drivers/pg/pipeline.ts';
 import type { StatementName } from '../persistence/sql/statements.ts';
 import type { PgStatement } from '../persistence/drivers/pg/sql.ts';
 import { THEN_COLUMN } from '../persistence/drivers/pg/pairs.ts';
@@ -27,56 +26,22 @@ const statements = {
   claimDue: { key: 'claimDue', text: 'WITH cand AS (SELECT id FROM effects WHERE status = $1) SELECT * FROM cand', names: null },
 } satisfies Record<string, PgStatement>;
 
-type Sent = { text: string; values?: unknown[]; rowMode?: string; name?: string };
-
-/** What a round trip (pipeline.ts's batch, a node-postgres submittable) gets from the client. */
-interface BatchLike {
-  items: { q: string | Sent }[];
-  handleRowDescription(m: { fields: { name: string; dataTypeID: number }[] }): void;
-  handleDataRow(m: { fields: unknown[] }): void;
-  handleCommandComplete(m: { text: string }): void;
-  handleReadyForQuery(): void;
-}
-
-/** A client that records each statement it is sent (`record`) and answers each with `answer()`, as the server would. */
-function fakeClient(record: (q: string | Sent) => void, answer: () => { fields: { name: string }[]; rows: unknown[][] }): pg.PoolClient {
-  return {
-    query: (batch: BatchLike) => {
-      for (const { q } of batch.items) {
-        record(q);
-        const a = answer();
-        // Values come as text, typed by their column (int4 or text here).
-        const typeOf = (i: number) => (a.rows.some((r) => typeof r[i] === 'number') ? 23 : 25);
-        batch.handleRowDescription({ fields: a.fields.map((f, i) => ({ ...f, dataTypeID: typeOf(i) })) });
-        for (const row of a.rows) batch.handleDataRow({ fields: row.map((v) => (v === null ? null : String(v))) });
-        batch.handleCommandComplete({ text: `UPDATE ${a.rows.length}` });
-      }
-      queueMicrotask(() => batch.handleReadyForQuery());
-      return batch;
+function recording() {
+  const sent: { text: string; values: unknown[] }[] = [];
+  const client = {
+    query: async (q: { text: string; values: unknown[] }) => {
+      sent.push({ text: q.text, values: q.values });
+      return { rowCount: 1, rows: [{ lease_fence: 7 }] };
     },
   } as unknown as pg.PoolClient;
-}
-
-function recording() {
-  const sent: { text: string; values: unknown[] | undefined }[] = [];
-  const client = fakeClient(
-    (q) => sent.push(typeof q === 'string' ? { text: q, values: undefined } : { text: q.text, values: q.values }),
-    () => ({ fields: [{ name: 'lease_fence' }], rows: [[7]] }),
-  );
-  const pipe = new Pipeline(client);
-  const writes = new DeferredWrites(pipe, statements as unknown as Record<StatementName, PgStatement>);
+  const writes = new DeferredWrites(client, statements as unknown as Record<StatementName, PgStatement>);
   const call = (name: keyof typeof statements, method: 'run' | 'get' | 'write', ...args: unknown[]) => writes.call({ name: name as StatementName, method, args });
-  /** Send what waits now (a program's end in a run with savepoints). */
-  const flush = async () => {
-    writes.flush();
-    await pipe.send();
-  };
-  return { sent, writes, call, flush, pipe };
+  return { sent, writes, call };
 }
 
 describe('deferred writes on Postgres', () => {
   it('go with the next statement that is read, as CTE parts, their parameters renumbered after each other', async () => {
-    const { sent, call, writes, flush } = recording();
+    const { sent, call, writes } = recording();
     expect(await call('endAttempt', 'write', 'succeeded', 'e1')).toBeUndefined();
     expect(sent).toEqual([]); // waiting
     expect(await call('updateJob', 'get', 'j1')).toEqual({ lease_fence: 7 });
@@ -88,23 +53,23 @@ describe('deferred writes on Postgres', () => {
     ]);
     await call('insertTransition', 'write', 'j1', 2);
     await call('cancelAllTimers', 'write', 'j1');
-    await flush();
+    await writes.flush();
     expect(sent[1]).toEqual({
       text: "WITH spool_w1 AS (INSERT INTO transitions (job_id, revision) VALUES ($1, $2)) UPDATE timers SET status = 'cancelled' WHERE job_id = $3",
       values: ['j1', 2, 'j1'],
     });
-    await flush();
+    await writes.flush();
     expect(sent).toHaveLength(2); // nothing left to send
   });
 
   it('a read of a table a waiting write changes goes after it, on its own; so does a second write of one table', async () => {
-    const { sent, call, writes, flush } = recording();
+    const { sent, call, writes } = recording();
     await call('endAttempt', 'write', 'stale', 'e1');
     await call('effectLeaseState', 'get', 'e1'); // names effect_attempts: the write is sent first
     expect(sent.map((s) => s.text)).toEqual([statements.endAttempt.text, statements.effectLeaseState.text]);
     await call('cancelAllTimers', 'write', 'j1');
     await call('cancelScheduledTimers', 'write', 'j1'); // the same table: never one statement
-    await flush();
+    await writes.flush();
     expect(sent.slice(2).map((s) => s.text)).toEqual([statements.cancelAllTimers.text, statements.cancelScheduledTimers.text]);
   });
 
@@ -121,13 +86,12 @@ describe('deferred writes on Postgres', () => {
   });
 
   it("a getThen of two writes is one statement: the second's WHERE also asks for the first's row, and each row is its own", async () => {
-    const sent: Sent[] = [];
+    const sent: { text: string; values: unknown[]; rowMode?: string }[] = [];
     let answer: { fields: { name: string }[]; rows: unknown[][] } = { fields: [], rows: [] };
-    const client = fakeClient(
-      (q) => sent.push(q as Sent),
-      () => answer,
-    );
-    const writes = new DeferredWrites(new Pipeline(client), statements as unknown as Record<StatementName, PgStatement>);
+    const client = {
+      query: async (q: { text: string; values: unknown[]; rowMode?: string }) => (sent.push(q), { rowCount: answer.rows.length, ...answer }),
+    } as unknown as pg.PoolClient;
+    const writes = new DeferredWrites(client, statements as unknown as Record<StatementName, PgStatement>);
     const pair = (first: keyof typeof statements, second: keyof typeof statements) =>
       writes.call({ name: first as StatementName, method: 'getThen', args: ['succeeded', 'e1'], then: { name: second as StatementName, args: ['j1'] } });
     const fields = [{ name: 'outcome' }, { name: THEN_COLUMN }, { name: 'lease_fence' }];
@@ -154,24 +118,23 @@ describe('deferred writes on Postgres', () => {
     expect(sent.map((q) => q.text)).toEqual([statements.updateJob.text]);
   });
 
-  it('what waits at the end is one statement, held to go in the same write as the statement after it (COMMIT), and sent first', async () => {
-    const { sent, call, writes, pipe } = recording();
+  it('what waits goes as one text with its values as literals, to go with COMMIT; a value that is no scalar leaves it to a statement of its own', async () => {
+    const { sent, call, writes } = recording();
     await call('insertTransition', 'write', "j'1\\", null);
     await call('cancelAllTimers', 'write', 7);
-    writes.flush();
-    expect(sent).toEqual([]); // held
-    await pipe.query('COMMIT');
-    expect(sent).toEqual([
-      {
-        text: "WITH spool_w1 AS (INSERT INTO transitions (job_id, revision) VALUES ($1, $2)) UPDATE timers SET status = 'cancelled' WHERE job_id = $3",
-        values: ["j'1\\", null, 7],
-      },
-      { text: 'COMMIT', values: undefined },
-    ]);
+    expect(writes.inlined()).toBe(
+      "WITH spool_w1 AS (INSERT INTO transitions (job_id, revision) VALUES (E'j''1\\\\', NULL)) UPDATE timers SET status = 'cancelled' WHERE job_id = '7'",
+    );
+    expect(writes.waiting).toBe(false);
+    await call('insertTransition', 'write', 'j1', { not: 'a scalar' });
+    expect(writes.inlined()).toBeUndefined();
+    expect(writes.waiting).toBe(true);
+    await writes.flush();
+    expect(sent).toHaveLength(1);
   });
 
   it('a one-row INSERT waits in front of an UPDATE of another row of its table; not of its own row, of rows a WHERE may reach otherwise, nor of another INSERT', async () => {
-    const { sent, call, writes, flush } = recording();
+    const { sent, call, writes } = recording();
     await call('insertTransition', 'write', 'j1', 2);
     await call('insertEffect', 'write', 'e2', 'j1');
     expect(await call('endEffect', 'get', 'succeeded', 'e1')).toEqual({ lease_fence: 7 }); // the row of e1 only
@@ -195,7 +158,7 @@ describe('deferred writes on Postgres', () => {
     sent.length = 0;
     await call('insertEffect', 'write', 'e4', 'j1');
     await call('insertEffect', 'write', 'e5', 'j1');
-    await flush();
+    await writes.flush();
     expect(sent.map((q) => q.text)).toEqual([statements.insertEffect.text, statements.insertEffect.text]);
   });
 });

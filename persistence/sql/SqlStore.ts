@@ -287,8 +287,11 @@ export class SqlStore implements JobStore {
   /** Leases judged by the database's clock are given in the caller's `now` (as stored without one). */
   async nextWakeAt(now?: number): Promise<number | null> {
     const args = this.#d.dialect.callerLeaseClock ? [] : [{ now: now ?? null }];
-    const row = (await this.#d.get('nextWake', args)) ?? {};
-    const times = [row['timer'], row['retry'], row['claim'], row['lease']].filter((t): t is number => typeof t === 'number');
+    const times: number[] = [];
+    for (const name of ['nextTimer', 'nextRetry', 'nextClaimExpiry', 'nextLeaseExpiry'] as const) {
+      const t = (await this.#d.get(name, args))?.['t'];
+      if (typeof t === 'number') times.push(t);
+    }
     return times.length ? Math.min(...times) : null;
   }
 

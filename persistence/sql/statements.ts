@@ -447,6 +447,7 @@ function leasesSql(d: SqlDialect) {
       RETURNING id, lease_fence, ? AS owner`),
     expireLeases: q(`SELECT id, lease_owner AS owner, lease_fence FROM jobs WHERE lease_owner IS NOT NULL AND lease_until <= ${d.leaseNow}`),
     freeLease: q('UPDATE jobs SET lease_owner = NULL, lease_until = NULL WHERE id = ? AND lease_owner = ? AND lease_fence = ?'),
+    nextLeaseExpiry: q(`SELECT ${inCallerTime(d, 'min(lease_until)')} AS t FROM jobs WHERE lease_owner IS NOT NULL AND suspended_at IS NULL`),
   };
 }
 
@@ -463,18 +464,13 @@ function timersSql(d: SqlDialect) {
     cancelTimers: q(`UPDATE timers SET status = 'cancelled'
       WHERE job_id = ? AND key IN (${d.jsonValues('?')}) AND status IN ('scheduled', 'fired')`),
     deliverTimer: q(`UPDATE timers SET status = 'delivered' WHERE id = ? AND status = 'fired'`),
-    /**
-     * The next time anything is due, each kind in a subquery of one statement (one round trip on
-     * Postgres): the next timer, retry, claim expiry and lease expiry (these two in the caller's
-     * time). Suspended jobs wake nobody: their timers and retries wait for resume. (ORDER BY +
-     * LIMIT 1 walks the index in order and stops at the first row of a job that is not suspended.)
-     */
-    nextWake: q(`SELECT
-      (SELECT due_at FROM timers WHERE status = 'scheduled' AND ${NOT_SUSPENDED('timers.job_id')} ORDER BY due_at LIMIT 1) AS timer,
-      (SELECT next_run_at FROM effects WHERE active = 1 AND status = 'backoff' AND ${NOT_HELD('effects.job_id')} ORDER BY next_run_at LIMIT 1) AS retry,
-      (SELECT ${inCallerTime(d, 'claim_expires_at')} FROM effects WHERE active = 1 AND status = 'running' AND ${NOT_HELD('effects.job_id')}
-        ORDER BY claim_expires_at LIMIT 1) AS claim,
-      (SELECT ${inCallerTime(d, 'min(lease_until)')} FROM jobs WHERE lease_owner IS NOT NULL AND suspended_at IS NULL) AS lease`),
+    // Suspended jobs wake nobody: their timers and retries wait for resume. (ORDER BY + LIMIT 1
+    // walks the index in order and stops at the first row of a job that is not suspended.)
+    nextTimer: q(`SELECT due_at AS t FROM timers WHERE status = 'scheduled' AND ${NOT_SUSPENDED('timers.job_id')} ORDER BY due_at LIMIT 1`),
+    nextRetry: q(`SELECT next_run_at AS t FROM effects WHERE active = 1 AND status = 'backoff' AND ${NOT_HELD('effects.job_id')}
+      ORDER BY next_run_at LIMIT 1`),
+    nextClaimExpiry: q(`SELECT ${inCallerTime(d, 'claim_expires_at')} AS t FROM effects WHERE active = 1 AND status = 'running' AND ${NOT_HELD('effects.job_id')}
+      ORDER BY claim_expires_at LIMIT 1`),
   };
 }
 

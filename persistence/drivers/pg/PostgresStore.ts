@@ -9,12 +9,12 @@ import { pgFault } from './faults.ts';
 import { migrate } from './open.ts';
 import { checkOptions, redact, type PostgresStoreOptions } from './options.ts';
 
-/** A BIGINT's or numeric's text as a JS number. */
-const toNumber = (text: string) => (text === null ? null : Number(text));
-
 /** Connection-level types: BIGINT (int8) and numeric as JS numbers (every stored number is a safe integer or a float). */
 const TYPES = {
-  getTypeParser: ((oid: number, format?: string) => (oid === 20 || oid === 1700 ? toNumber : pg.types.getTypeParser(oid, format as 'text'))) as typeof pg.types.getTypeParser,
+  getTypeParser: ((oid: number, format?: string) => {
+    if (oid === 20 || oid === 1700) return (text: string) => (text === null ? null : Number(text));
+    return pg.types.getTypeParser(oid, format as 'text');
+  }) as typeof pg.types.getTypeParser,
 };
 
 /**

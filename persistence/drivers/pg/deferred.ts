@@ -4,18 +4,16 @@
  * order, and go with the next statement whose result the program reads, as data-modifying CTEs of
  * it (`WITH spool_w1 AS (…), spool_w2 AS (…) <that statement>`), or together as one statement when the
  * program ends (in a transaction's run without savepoints: with a later program's statement, or in
- * the same write as COMMIT, driver.ts). Every statement of a transaction sees what the ones before it
+ * COMMIT's simple query, driver.ts). Every statement of a transaction sees what the ones before it
  * wrote, but the parts of one statement all see the same snapshot, and a row must not be written
  * twice in one statement (Postgres keeps one of the two writes). So a write joins only parts that
  * neither write a table it names nor name the table it writes (one exception: `#joins`); otherwise
- * what waits goes first, as a statement of its own held in front of it, in the same write
- * (pipeline.ts). What a statement writes and names: shapes.ts.
+ * what waits goes first, on its own. What a statement writes and names: shapes.ts.
  */
 import type pg from 'pg';
 import type { Call } from '../../sql/program.ts';
 import type { StatementName } from '../../sql/statements.ts';
 import { pairOf, shifted, THEN_COLUMN } from './pairs.ts';
-import type { Pipeline } from './pipeline.ts';
 import { shapeOf, type Shape } from './shapes.ts';
 import { bind, prepared, type PgStatement } from './sql.ts';
 
@@ -51,12 +49,12 @@ function combine(parts: readonly Part[], main: PgStatement | undefined): { name:
 
 /** A program's statements on one transaction's connection, with its result-less writes deferred (see the file's comment). */
 export class DeferredWrites {
-  readonly #pipe: Pipeline;
+  readonly #client: pg.PoolClient;
   readonly #statements: Record<StatementName, PgStatement>;
   #waiting: Part[] = [];
 
-  constructor(pipe: Pipeline, statements: Record<StatementName, PgStatement>) {
-    this.#pipe = pipe;
+  constructor(client: pg.PoolClient, statements: Record<StatementName, PgStatement>) {
+    this.#client = client;
     this.#statements = statements;
   }
 
@@ -68,12 +66,11 @@ export class DeferredWrites {
     const shape = shapeOf(stmt);
     if (call.method === 'write') {
       if (shape.writes === null) {
-        // Not a CTE part: held on its own, after what waits, to go with the next statement sent.
-        this.flush();
-        this.#pipe.hold(prepared(stmt, values));
+        await this.flush();
+        await this.#client.query(prepared(stmt, values));
         return undefined;
       }
-      if (!this.#joins(shape, values, true)) this.flush();
+      if (!this.#joins(shape, values, true)) await this.flush();
       this.#waiting.push({ stmt, values, shape: shape as Part['shape'] });
       return undefined;
     }
@@ -81,17 +78,17 @@ export class DeferredWrites {
     return call.method === 'run' ? { changes: r.rowCount ?? 0 } : call.method === 'get' ? r.rows[0] : r.rows;
   }
 
-  /** A statement whose result is read, with what waits in front of it when `joins` (and it `leads`), else after it (held, in the same write). */
-  #send(stmt: PgStatement, values: unknown[], joins: boolean, arrays = false): Promise<pg.QueryResult> {
+  /** A statement whose result is read, with what waits in front of it when `joins` (and it `leads`), else after it is flushed. */
+  async #send(stmt: PgStatement, values: unknown[], joins: boolean, arrays = false): Promise<pg.QueryResult> {
     let q: pg.QueryConfig;
     if (this.#waiting.length > 0 && shapeOf(stmt).leads && joins) {
       const parts = this.#take();
       q = { ...combine(parts, stmt), values: [...parts.flatMap((p) => p.values), ...values] };
     } else {
-      this.flush();
+      await this.flush();
       q = prepared(stmt, values);
     }
-    return this.#pipe.query(arrays ? { ...q, rowMode: 'array' } : q);
+    return arrays ? this.#client.query({ ...q, rowMode: 'array' }) : this.#client.query(q);
   }
 
   /** A `getThen` as one statement (pairs.ts) when its two may be one, else as two `get`s in turn. */
@@ -112,21 +109,43 @@ export class DeferredWrites {
     return [rowOf(0, split), row[split] === null ? undefined : rowOf(split + 1, r.fields.length)];
   }
 
-  /**
-   * Hold what waits on the connection as one statement (pipeline.ts): it goes with the next
-   * statement sent (`fails`: its error then, mapped). At the end of a program in a run with
-   * savepoints the driver sends it at once, before the savepoint is released.
-   */
-  flush(fails?: (error: unknown) => unknown): void {
+  /** Send what waits (at the end of a program, before its savepoint is released). */
+  async flush(): Promise<void> {
     if (this.#waiting.length === 0) return;
     const parts = this.#take();
     const [only] = parts;
-    this.#pipe.hold(parts.length === 1 ? prepared(only!.stmt, only!.values) : { ...combine(parts, undefined), values: parts.flatMap((p) => p.values) }, fails);
+    if (parts.length === 1) return void (await this.#client.query(prepared(only!.stmt, only!.values)));
+    const c = combine(parts, undefined);
+    await this.#client.query({ ...c, values: parts.flatMap((p) => p.values) });
   }
 
   /** Forget what waits (its program failed). */
   drop(): void {
     this.#take();
+  }
+
+  /** Whether writes wait. */
+  get waiting(): boolean {
+    return this.#waiting.length > 0;
+  }
+
+  /**
+   * What waits as one statement's text with its values written in as literals ({@link quoted}),
+   * taken from the queue: to go in one simple query with statements of the transaction's own (its
+   * COMMIT). As literals the values are what node-postgres sends for them (text, their types
+   * inferred where they stand). Undefined, nothing taken, when nothing waits or a value is not a
+   * string, number, bigint, boolean or null.
+   */
+  inlined(): string | undefined {
+    const parts = this.#waiting;
+    const values = parts.flatMap((p) => p.values);
+    if (parts.length === 0 || !values.every(literal)) return undefined;
+    const text = parts.length === 1 ? parts[0]!.stmt.text : combine(parts, undefined).text;
+    this.#take();
+    return text.replace(/\$(\d+)/g, (_, n: string) => {
+      const v = values[Number(n) - 1];
+      return v === null ? 'NULL' : quoted(String(v));
+    });
   }
 
   /**
@@ -150,8 +169,22 @@ export class DeferredWrites {
   }
 }
 
+/** A value {@link DeferredWrites.inlined} writes as a literal. */
+function literal(v: unknown): boolean {
+  return v === null || typeof v === 'string' || typeof v === 'number' || typeof v === 'bigint' || typeof v === 'boolean';
+}
+
 /** A waiting one-row INSERT that a statement of shape `s` would not meet: see {@link DeferredWrites}'s `#joins`. */
 function apart(w: Part, s: Shape, values: readonly unknown[]): boolean {
   if (w.shape.insertsId === null || s.writes !== w.shape.writes) return false;
   return s.atRow !== null && values[s.atRow] !== w.values[w.shape.insertsId];
+}
+
+/**
+ * A string as an SQL literal: `E'…'` with its quotes and backslashes doubled when it has any, so it
+ * reads the same whatever `standard_conforming_strings` says (one regular expression, not
+ * node-postgres's `escapeLiteral`, which builds the text a character at a time).
+ */
+export function quoted(text: string): string {
+  return /[\\']/.test(text) ? `E'${text.replace(/[\\']/g, '$&$&')}'` : `'${text}'`;
 }

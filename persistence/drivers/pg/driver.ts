@@ -18,9 +18,8 @@ import { claimDueArgs, claimDueStatement, dueClaimResult } from './claimDue.ts';
 import { DeferredWrites } from './deferred.ts';
 import { readFeedPage } from './feed.ts';
 import { isConnectionLost, isPgFault, isRetryable, pgFault, sqlState } from './faults.ts';
-import { Pipeline } from './pipeline.ts';
 import { bind, pgStatements, prepared, toPostgres, type PgStatement } from './sql.ts';
-import { each, eachCommit, hasLocks, Isolate, lockJobsQuery, MAX_RUNS, RunAgain, savepoint, unlessLeaseHeld, type Tx } from './transactions.ts';
+import { each, eachCommit, hasLocks, Isolate, lockJobsSql, MAX_RUNS, RunAgain, savepoint, unlessLeaseHeld, type Tx } from './transactions.ts';
 
 export class PgDriver implements SqlDriver {
   readonly isFault = isPgFault;
@@ -129,7 +128,7 @@ export class PgDriver implements SqlDriver {
   }
 
   /**
-   * A transaction (`begin`) that first locks the rows of `locks` (see {@link lockJobsQuery}); run again
+   * A transaction (`begin`) that first locks the rows of `locks` (see {@link lockJobsSql}); run again
    * on a race; `notify`: what its commit tells other processes (changes.ts); `ops`: a commit's
    * operations, for an unknown outcome.
    */
@@ -141,55 +140,54 @@ export class PgDriver implements SqlDriver {
       let broken: unknown;
       let committing = false;
       try {
-        // Statements whose results nobody reads are held (pipeline.ts) and go in one round trip
-        // with the next statement: BEGIN and the row locks with the first, the writes still waiting
-        // with COMMIT. A savepoint's (`sql`) waits until the next statement of the transaction.
-        const pipe = new Pipeline(client);
-        pipe.hold(begin);
-        if (locks && hasLocks(locks)) pipe.hold(lockJobsQuery(locks));
-        const queued: string[] = [];
-        const hold = () => {
-          for (const text of queued) pipe.hold(text);
-          queued.length = 0;
-        };
+        // Statements without parameters wait and go with the next one (a simple query): BEGIN, the
+        // row locks (and, in an isolated run, the first savepoint) are one round trip, COMMIT another.
+        const queued: string[] = [begin];
+        if (locks && hasLocks(locks)) queued.push(lockJobsSql(client, locks));
         // The programs' result-less writes (deferred.ts). In a run that is not isolated they wait
-        // across programs, and what waits at the end goes in front of COMMIT, in the same write.
-        const writes = new DeferredWrites(pipe, this.#statements);
-        // A write of a program already returned failed: which one, a run with savepoints tells.
-        const carried = (error: unknown) => (isPgFault(error) || error instanceof RunAgain ? error : new Isolate(error));
+        // across programs, and what waits at the end goes in front of COMMIT, in its simple query.
+        const writes = new DeferredWrites(client, this.#statements);
+        const flush = async (withWrites = false) => {
+          const carried = writes.waiting;
+          if (queued.length === 0 && !(withWrites && carried)) return;
+          const text = queued.join('; ');
+          queued.length = 0;
+          try {
+            const inlined = carried && text ? writes.inlined() : undefined;
+            if (inlined === undefined) await writes.flush();
+            if (text) await client.query(inlined === undefined ? text : `${inlined}; ${text}`);
+          } catch (error) {
+            // A write of a program already returned failed: which one, a run with savepoints tells.
+            if (carried && !isPgFault(error)) throw new Isolate(error);
+            throw error;
+          }
+        };
         const t: Tx = {
           run: async (program) => {
-            hold();
+            await flush();
             let result;
             try {
               result = await runAsync(program, (call) => writes.call(call), true);
             } catch (error) {
               writes.drop(); // the program's own writes go with its refusal (and a run not isolated runs again)
-              await pipe.send(); // what it held, before its savepoint's rollback (an error there came first)
               throw error;
             }
-            if (isolated) {
-              writes.flush();
-              await pipe.send();
-            } else pipe.returned(carried);
+            if (isolated) await writes.flush();
             return result;
           },
           sql: (text) => void queued.push(text),
           query: async (stmt, args) => {
-            hold();
-            writes.flush(carried);
-            return (await pipe.query(prepared(stmt, bind(stmt, args)))).rows as Row[];
+            await flush(true);
+            return (await client.query<Row>(prepared(stmt, bind(stmt, args)))).rows;
           },
           runs,
           isolated,
           keyRetried,
         };
         const result = await fn(t);
-        // COMMIT, in one round trip with what waits (one prepared statement) and is held.
-        writes.flush(carried);
-        hold();
+        queued.push('COMMIT');
         committing = true;
-        await pipe.query('COMMIT');
+        await flush();
         // After the commit, on its own: see changes.ts (a NOTIFY in the transaction would serialise commits' WAL flushes).
         if (notify) this.#notifier.committed(notify === 'wake');
         return result;

@@ -1,6 +1,6 @@
 /**
  * The Postgres store's write transactions, apart from the store: the rows a write locks first
- * (lockJobsQuery, in one write with BEGIN and the first statement), a savepoint per write of a batch, each write's
+ * (lockJobsSql, in one statement with BEGIN), a savepoint per write of a batch, each write's
  * outcome, and the run-again signal of a write that met a concurrent one.
  */
 import type pg from 'pg';
@@ -21,10 +21,10 @@ import { isConnectionLost, isPgFault, sqlState } from './faults.ts';
  * would be planned as a scan of every job: 19 ms a transaction at 100k jobs).
  */
 const LOCK_PARTS: readonly { key: Exclude<keyof Locks, 'jobs'>; sql: (list: string) => string }[] = [
-  { key: 'effects', sql: (list) => `SELECT job_id FROM effects WHERE id = ANY(${list}::text[])` },
-  { key: 'tokens', sql: (list) => `SELECT job_id FROM effects WHERE token = ANY(${list}::text[])` },
-  { key: 'timers', sql: (list) => `SELECT job_id FROM timers WHERE id = ANY(${list}::text[])` },
-  { key: 'seqs', sql: (list) => `SELECT job_id FROM inbox WHERE seq = ANY(${list}::bigint[])` },
+  { key: 'effects', sql: (list) => `SELECT job_id FROM effects WHERE id = ANY(${list})` },
+  { key: 'tokens', sql: (list) => `SELECT job_id FROM effects WHERE token = ANY(${list})` },
+  { key: 'timers', sql: (list) => `SELECT job_id FROM timers WHERE id = ANY(${list})` },
+  { key: 'seqs', sql: (list) => `SELECT job_id FROM inbox WHERE seq = ANY(${list})` },
 ];
 
 /** A write met a concurrent one (a unique key taken meanwhile, a deadlock): the transaction runs again. */
@@ -70,7 +70,7 @@ export async function savepoint<T>(t: Tx, fn: () => Promise<T>): Promise<T> {
     } catch (error) {
       // A fault of the server or connection fails the whole call, as in an isolated run; only a
       // write's own refusal (an Abort, a constraint) runs the transaction again isolated.
-      if (isPgFault(error) || error instanceof RunAgain) throw error;
+      if (isPgFault(error)) throw error;
       throw new Isolate(error);
     }
   }
@@ -88,26 +88,14 @@ export async function savepoint<T>(t: Tx, fn: () => Promise<T>): Promise<T> {
   }
 }
 
-/** Each form of the row-lock statement (which kinds of reference it has), made once. */
-const lockTexts = new Map<string, string>();
-
-/**
- * The row-lock statement of {@link LOCK_PARTS} for `l`, prepared (one text per set of kinds
- * present, its arrays parameters): held to go in the same write as BEGIN and the first statement.
- */
-export function lockJobsQuery(l: Locks): pg.QueryConfig {
-  const direct = Boolean(l.jobs?.length);
-  const present = LOCK_PARTS.filter((p) => l[p.key]?.length);
-  const key = `${direct ? 'jobs' : ''}${present.map((p) => `,${p.key}`).join('')}`;
-  let text = lockTexts.get(key);
-  if (text === undefined) {
-    let n = direct ? 1 : 0;
-    const parts = present.map((p) => p.sql(`$${++n}`));
-    const which = parts.length === 0 ? 'id = ANY($1::text[])' : `id IN (${[...(direct ? ['SELECT unnest($1::text[])'] : []), ...parts].join(' UNION ALL ')})`;
-    lockTexts.set(key, (text = `SELECT id FROM jobs WHERE ${which} ORDER BY id FOR NO KEY UPDATE OF jobs`));
-  }
-  const values = [...(direct ? [l.jobs!] : []), ...present.map((p) => (p.key === 'seqs' ? l.seqs!.map((v) => Math.trunc(Number(v))) : l[p.key]!.map(String)))];
-  return { name: `lock_${key}`, text, values };
+/** The row-lock statement of {@link LOCK_PARTS} with its arrays written out as literals (escaped by the driver), to go in a simple query with BEGIN. */
+export function lockJobsSql(client: pg.PoolClient, l: Locks): string {
+  const texts = (values: readonly (string | number)[]) => `ARRAY[${values.map((v) => client.escapeLiteral(String(v))).join(', ')}]::text[]`;
+  const numbers = (values: readonly (string | number)[]) => `ARRAY[${values.map((v) => String(Math.trunc(Number(v)))).join(', ')}]::bigint[]`;
+  const parts = LOCK_PARTS.filter((p) => l[p.key]?.length).map((p) => p.sql((p.key === 'seqs' ? numbers : texts)(l[p.key]!)));
+  const direct = texts(l.jobs ?? []);
+  const which = parts.length === 0 ? `id = ANY(${direct})` : `id IN (${[...(l.jobs?.length ? [`SELECT unnest(${direct})`] : []), ...parts].join(' UNION ALL ')})`;
+  return `SELECT id FROM jobs WHERE ${which} ORDER BY id FOR NO KEY UPDATE OF jobs`;
 }
 
 export function hasLocks(l: Locks): boolean {
