@@ -70,13 +70,19 @@ function value(v: unknown): unknown {
 
 const made = new Map<SqlDialect, Record<StatementName, PgStatement>>();
 
-/** Every statement of the store in Postgres's form, in a Postgres dialect (its lease clock: POSTGRES or POSTGRES_CALLER_LEASES), made once. */
+/**
+ * Every statement of the store in Postgres's form, in a Postgres dialect (its lease clock: POSTGRES
+ * or POSTGRES_CALLER_LEASES), made once. A statement's key is its name, tagged with the dialect
+ * for every dialect after the first one made: what is cached by key across a process (the prepared
+ * name, deferred.ts's combined texts, pairs.ts's pairs) is then never one dialect's text for another.
+ */
 export function pgStatements(d: SqlDialect): Record<StatementName, PgStatement> {
   let statements = made.get(d);
   if (!statements) {
     const texts = statementsSql(d);
+    const tag = made.size === 0 ? '' : `_d${made.size}`;
     statements = {} as Record<StatementName, PgStatement>;
-    for (const name of Object.keys(texts) as StatementName[]) statements[name] = toPostgres(texts[name], name);
+    for (const name of Object.keys(texts) as StatementName[]) statements[name] = toPostgres(texts[name], `${name}${tag}`);
     made.set(d, statements);
   }
   return statements;
