@@ -166,3 +166,53 @@ export function runRawJobs(options: { synchronous: Synchronous; durationMs: numb
     dispose();
   }
 }
+
+/**
+ * The disk's floor for the light-load case: jobs started at `perSec` by the real clock, each its
+ * own chain of transactions one after another, as Spool's commits are at light load (a job INSERT
+ * + history INSERT, then per step, after an event-loop turn, a versioned UPDATE + history INSERT,
+ * each its own `BEGIN IMMEDIATE` transaction). Start → last commit, ms.
+ */
+export async function runRawLight(options: { synchronous: Synchronous; durationMs: number; steps: number; perSec: number; snapshot: (i: number) => string }): Promise<{ latencies: Samples; cpuUsPerJob: number }> {
+  const { db, dispose } = openRawDb(`rawlight-${options.synchronous.toLowerCase()}`, options.synchronous);
+  try {
+    const insertJob = db.prepare('INSERT INTO jobs (id, revision, snapshot, updated_at) VALUES (?, 1, ?, ?)');
+    const update = db.prepare('UPDATE jobs SET revision = revision + 1, snapshot = ?, updated_at = ? WHERE id = ? AND revision = ?');
+    const insert = db.prepare('INSERT INTO transitions (job_id, revision, event_type, payload, at) VALUES (?, ?, ?, ?, ?)');
+    const create = db.transaction((id: string, i: number) => {
+      insertJob.run(id, options.snapshot(i), Date.now());
+      insert.run(id, 1, 'xstate.init', '{}', Date.now());
+    });
+    const step = db.transaction((id: string, i: number, revision: number) => {
+      if (update.run(options.snapshot(i + revision), Date.now(), id, revision).changes !== 1) throw new Error(`raw light: conflict on ${id}`);
+      insert.run(id, revision + 1, 'xstate.done.actor.work', '{"type":"xstate.done.actor.work"}', Date.now());
+    });
+    const job = async (i: number): Promise<number> => {
+      const t0 = performance.now();
+      const id = randomUUID();
+      create.immediate(id, i);
+      for (let revision = 1; revision <= options.steps; revision += 1) {
+        await new Promise((resolve) => setImmediate(resolve));
+        step.immediate(id, i, revision);
+      }
+      return performance.now() - t0;
+    };
+    for (let k = 0; k < 20; k += 1) await job(k); // warm-up, one at a time
+    const latencies = new Samples();
+    const count = Math.round((options.durationMs / 1000) * options.perSec);
+    const interval = 1000 / options.perSec;
+    const cpu0 = process.cpuUsage();
+    const start = performance.now();
+    const jobs: Promise<void>[] = [];
+    for (let k = 0; k < count; k += 1) {
+      const wait = start + k * interval - performance.now();
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      jobs.push(job(k).then((ms) => latencies.push(ms)));
+    }
+    await Promise.all(jobs);
+    const cpu = process.cpuUsage(cpu0);
+    return { latencies, cpuUsPerJob: (cpu.user + cpu.system) / count };
+  } finally {
+    dispose();
+  }
+}
