@@ -31,17 +31,37 @@ export interface JobShape {
   def: ChainDefinition;
   /** Persisted snapshots of this machine (the context's `n` varies with i), for raw SQLite to write the same bytes. */
   snapshot: (i: number) => string;
+  /** What each step's activity awaits (absent: nothing, it resolves on a microtask); the afternoon loop awaits it too. */
+  work?: () => Promise<void>;
 }
 
-function chainShape(steps: number): JobShape {
-  const def = activityChain(`bench-chain-${steps}`, steps);
+function chainShape(steps: number, work?: { name: string; run: () => Promise<void> }): JobShape {
+  const def = activityChain(`bench-chain-${steps}${work ? `-${work.name}` : ''}`, steps, work?.run);
   const actor = createActor(def.machine, { input: { n: 0 } }).start();
   const template = JSON.parse(JSON.stringify(actor.getPersistedSnapshot())) as { context: Record<string, unknown> };
   actor.stop();
-  return { name: `${steps}-step`, steps, def, snapshot: (i) => JSON.stringify({ ...template, context: { ...template.context, n: i } }) };
+  return {
+    name: `${steps}-step${work ? ` ${work.name}` : ''}`,
+    steps,
+    def,
+    snapshot: (i) => JSON.stringify({ ...template, context: { ...template.context, n: i } }),
+    ...(work ? { work: work.run } : {}),
+  };
 }
 
 export const JOB_SHAPES: readonly JobShape[] = [chainShape(1), chainShape(3)];
+
+/** Longest wait of {@link TIMED_SHAPE}'s activities, ms: each waits a random 0 to this (a call to another service, say). */
+export const TIMED_ACTIVITY_MS = 4;
+
+/**
+ * 3 steps whose activities take a random 0-4 ms each (a timer): they end at different moments,
+ * as real work does, not all in one turn as no-ops do. The queue section runs it beside the no-op shapes.
+ */
+export const TIMED_SHAPE: JobShape = chainShape(3, {
+  name: `0-${TIMED_ACTIVITY_MS}ms`,
+  run: () => new Promise<void>((resolve) => setTimeout(resolve, Math.random() * TIMED_ACTIVITY_MS)),
+});
 
 /** What every run of the jobs section reports: Spool's, the afternoon baseline's and the light load's. */
 export interface JobsRunResult {

@@ -139,7 +139,7 @@ export async function runSpoolQueue(c: QueueCase): Promise<QueueResult> {
 /**
  * The afternoon loop on SQLite: `jobs (id INTEGER PRIMARY KEY, status, step, steps, payload,
  * worker)`; a producer INSERTs a row (autocommit); a worker claims the oldest ready row by
- * UPDATE … RETURNING, awaits a no-op step and writes it (one UPDATE per step, the last marks the
+ * UPDATE … RETURNING, awaits the step's work (the shape's, else none) and writes it (one UPDATE per step, the last marks the
  * row done), `concurrency` workers at once. The producers run beside the workers (while-draining)
  * or before them (then-drain).
  */
@@ -167,7 +167,7 @@ export async function runAfternoonQueue(c: Omit<QueueCase, 'store'>): Promise<Qu
         continue;
       }
       for (let s = 0; s < row.steps; s += 1) {
-        await Promise.resolve();
+        await (c.shape.work ? c.shape.work() : Promise.resolve());
         step.run(c.shape.snapshot(row.id), row.id, name);
       }
       finished += 1;

@@ -2,7 +2,8 @@
  * The queue section (`npm run bench -- --only queue`; issue 32): a backlog of N jobs drained by
  * workers in the same process (bench/queueRun.ts), two ways: enqueued by 32 producers while the
  * workers drain (while-draining), and all enqueued first (then-drain). 1- and 3-step jobs of
- * no-op activities, c1 and c16 activities at once (c64 with --queue-full), NORMAL and FULL, on
+ * no-op activities, c1 and c16 activities at once (c64 with --queue-full), and at c16 3-step jobs
+ * whose activities take a random 0-4 ms (they end at different moments), NORMAL and FULL, on
  * the stores --store names. Backlogs: 500 and 2k (--quick), 1k and 10k, or 1k, 10k and 100k
  * (--queue-full); c1 runs the smallest only (a job at a time: minutes per 10k).
  *
@@ -17,7 +18,7 @@
  * The remote worker's line is its own section (bench/remoteSection.ts, `--only remote`).
  */
 import { RAW_BATCH } from './groupCommit.ts';
-import { JOB_SHAPES } from './jobsRun.ts';
+import { JOB_SHAPES, TIMED_SHAPE } from './jobsRun.ts';
 import { runAfternoonQueue, runSpoolQueue, runStarts, type QueueMode, type QueueResult } from './queueRun.ts';
 import { runRawJobs } from './rawBatch.ts';
 import { SETTINGS } from './rawRun.ts';
@@ -32,12 +33,13 @@ export async function queueSection(ctx: SectionContext & { queueFull: boolean })
   console.log(`\n== Queue: N jobs drained by runWorker in the same process (producers 32 in flight), backlogs ${backlogs.join(', ')}; stores ${ctx.stores.join(', ')}`);
   const rows: ReturnType<typeof row>[] = [];
   for (const synchronous of SETTINGS) {
-    for (const shape of JOB_SHAPES) {
+    for (const shape of [...JOB_SHAPES, TIMED_SHAPE]) {
       ctx.gc();
       const raw = runRawJobs({ synchronous, durationMs: ctx.quick ? 200 : 1000, steps: shape.steps, batch: RAW_BATCH, snapshot: shape.snapshot });
       for (const c of concurrencies) {
         for (const mode of ['while-draining', 'then-drain'] as QueueMode[]) {
-          if (mode === 'then-drain' && (c !== 16 || shape.steps !== 3)) continue;
+          if (mode === 'then-drain' && (c !== 16 || shape.steps !== 3 || shape.work)) continue;
+          if (shape.work && c !== 16) continue; // the timed shape: c16 only (at c1 its waits, not Spool, set the rate)
           const sizes = c === 1 ? backlogs.slice(0, 1) : backlogs;
           for (const store of ctx.stores) {
             if (store === 'postgres' && synchronous === 'FULL') continue; // synchronous is SQLite's setting

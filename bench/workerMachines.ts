@@ -15,8 +15,11 @@ export interface ChainDefinition {
   description: string;
 }
 
-/** A machine `step1 → … → step<steps> → done`, each step invoking the no-work activity `work`. */
-export function activityChain(id: string, steps: number): ChainDefinition {
+/**
+ * A machine `step1 → … → step<steps> → done`, each step invoking the activity `work`: no work
+ * (it resolves on a microtask), or `work()` awaited first (an activity that takes time).
+ */
+export function activityChain(id: string, steps: number, work?: () => Promise<void>): ChainDefinition {
   const names = Array.from({ length: steps }, (_, k) => `step${k + 1}`);
   const states: Record<string, unknown> = { done: { type: 'final' } };
   names.forEach((name, k) => {
@@ -31,7 +34,12 @@ export function activityChain(id: string, steps: number): ChainDefinition {
   });
   const machine = setup({
     types: { context: {} as { n: number; result: number | null }, input: {} as { n: number } },
-    actors: { work: fromPromise<number, { n: number }>(async ({ input }) => input.n + 1) },
+    actors: {
+      work: fromPromise<number, { n: number }>(async ({ input }) => {
+        if (work) await work();
+        return input.n + 1;
+      }),
+    },
   }).createMachine({
     id,
     context: ({ input }) => ({ n: input.n, result: null }),
@@ -43,7 +51,7 @@ export function activityChain(id: string, steps: number): ChainDefinition {
     machine: machine as unknown as AnyStateMachine,
     version: 1,
     activities: { work: { maxAttempts: 3, backoff: { initialMs: 50, maxMs: 500 } } },
-    description: `${names.join(' → ')} → done, each step one no-work fromPromise activity`,
+    description: `${names.join(' → ')} → done, each step one ${work ? 'fromPromise activity that takes time' : 'no-work fromPromise activity'}`,
   };
 }
 

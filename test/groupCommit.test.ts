@@ -204,6 +204,34 @@ describe('group commit', () => {
     expect(await rawGet(raw, "SELECT count(*) AS n FROM inbox WHERE source_kind = 'effect'")).toEqual({ n: 0 });
   });
 
+  it('outcomes of attempts that end at different moments wait for the others still running and share one transaction (commitDelayMs); with 0, each takes its own', async () => {
+    for (const commitDelayMs of [1000, 0]) {
+      const inner = await resources.sqlite(resources.dbPath());
+      const store = spyStore(inner);
+      const g = gatedMachine();
+      // The longest delay: the last running attempt's outcome sends the queue (runtimeParts.test.ts has the rule itself).
+      const runtime = await resources.runtime({ store, machines: [g.machine], clock: new VirtualClock(), commitDelayMs });
+      const ns = [1, 2, 3, 4, 5];
+      const running = ns.map((n) => g.running(n));
+      const jobs = await Promise.all(ns.map((n) => runtime.start('gated', { n })));
+      await Promise.all(running);
+      store.batches.length = 0;
+      for (const n of ns) {
+        g.open(n);
+        // Each attempt ends in a later event-loop turn than the one before.
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      await runtime.idle();
+      for (const [i, job] of jobs.entries()) expect(await runtime.get(job.id)).toMatchObject({ value: 'done', context: { out: ns[i] } });
+      const outcomes = store.batches.map((b) => b.filter((c) => c.finish !== undefined).length).filter((n) => n > 0);
+      expect(outcomes.reduce((a, b) => a + b, 0)).toBe(5);
+      // No delay: the first outcome goes alone (an asynchronous store holds later ones while two batches are in flight).
+      if (commitDelayMs > 0) expect(outcomes).toEqual([5]);
+      else expect(outcomes[0]).toBe(1);
+      await runtime.close();
+    }
+  });
+
   it('an outcome is applied from the record its runtime last committed, reading no job row first; a job held meanwhile refuses that commit, and the outcome waits', async () => {
     const inner = await resources.sqlite(resources.dbPath());
     const { store, reads } = readCounting(inner);

@@ -60,6 +60,41 @@ describe('CommitBatcher', () => {
     expect(calls).toEqual([{ kind: 'commit', size: 1 }, { kind: 'writeBatch', size: 2 }]);
   });
 
+  it('while attempts run, a write waits for their outcomes (up to the delay) and goes with the last one; with none running, or no delay, it goes at once', async () => {
+    const { store, calls } = recordingStore();
+    // A delay no test would wait out: only the last outcome, or nothing running, sends the queue.
+    const batcher = new CommitBatcher(store, undefined, 60_000);
+    let running = 2;
+    batcher.siblings = () => running;
+    const first = batcher.submit(commit('a'));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(calls).toEqual([]); // another attempt still runs: its outcome may share the transaction
+    running = 1;
+    const second = batcher.submit(commit('b'));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(calls).toEqual([]);
+    running = 0; // the last outcome: nothing runs any more, so the queue goes at once
+    const third = batcher.submit(commit('c'));
+    await Promise.all([first, second, third]);
+    expect(calls).toEqual([{ kind: 'commit', size: 3 }]);
+    // Nothing running: a lone write goes at once, delay or not.
+    await batcher.submit(commit('d'));
+    expect(calls).toEqual([{ kind: 'commit', size: 3 }, { kind: 'commit', size: 1 }]);
+    // No delay: a lone write goes at once even while attempts run.
+    const undelayed = new CommitBatcher(store);
+    undelayed.siblings = () => 5;
+    await undelayed.submit(commit('e'));
+    expect(calls.at(-1)).toEqual({ kind: 'commit', size: 1 });
+  });
+
+  it('a write waiting for running attempts goes after the delay when their outcomes do not come', async () => {
+    const { store, calls } = recordingStore();
+    const batcher = new CommitBatcher(store, undefined, 1);
+    batcher.siblings = () => 3; // attempts that run on (a long activity): the write does not wait for them past the delay
+    await batcher.submit(commit('a')); // resolves: the delay's timer sent it
+    expect(calls).toEqual([{ kind: 'commit', size: 1 }]);
+  });
+
   it('a store that answers too few writes fails the callers left without an answer', async () => {
     const store = { writeBatch: async () => ({ creates: [], commits: [], finishes: [], claims: [] }) } as unknown as JobStore;
     const batcher = new CommitBatcher(store);

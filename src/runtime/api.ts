@@ -67,6 +67,13 @@ export interface RuntimeOptions<TMachines extends MachineEntries = MachineEntrie
   /** Activities running at once in this runtime. Default 8. */
   maxConcurrentActivities?: number;
   /**
+   * How long a write waits, at most, for the outcomes of other activities still running in this
+   * runtime to share its transaction (group commit), in ms. Activities that end at different
+   * moments (real work) would otherwise commit one transaction each. A write waits only while
+   * another attempt runs here, and goes as soon as none does. Default 1; 0: never wait.
+   */
+  commitDelayMs?: number;
+  /**
    * Attempts of one activity running at once in this runtime, by the activity's name in
    * `setup({ actors })` (the effect's `src`), within `maxConcurrentActivities`. Activities over their
    * limit stay pending in the store (not claimed) and start when a slot frees. 0: this runtime

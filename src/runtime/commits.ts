@@ -36,6 +36,9 @@ const MAX_BATCH = 256;
  */
 const MAX_IN_FLIGHT = 2;
 
+/** `commitDelayMs`' default: how long a write waits, at most, for the outcomes of attempts still running here. */
+export const DEFAULT_COMMIT_DELAY_MS = 1;
+
 /** Times one write is written again after a read-back found it absent; then its caller gets the unknown outcome. */
 const MAX_WRITES_AGAIN = 3;
 
@@ -54,11 +57,22 @@ export class CommitBatcher {
   #inFlight = 0;
   /** The queue holds a startMany call's writes, to go in one batch (flush(true) while two were in flight). */
   #whole = false;
+  /** How long the queue waits, at most, while attempts run here ({@link siblings}); 0: never. */
+  readonly #delayMs: number;
+  /** The queue waits for the delay's timer, not just the end of the turn (`#cancelFlush` clears it). */
+  #delaying = false;
 
-  constructor(store: JobStore, readBack: ReadBackOptions = DEFAULT_READ_BACK) {
+  constructor(store: JobStore, readBack: ReadBackOptions = DEFAULT_READ_BACK, delayMs = 0) {
     this.#store = store;
     this.#readBack = readBack;
+    this.#delayMs = delayMs;
   }
+
+  /**
+   * Attempts running here (the executor's): their outcomes may come within the delay and share
+   * the queued writes' transaction. None (or no executor): the queue goes without waiting.
+   */
+  siblings: (() => number) | undefined;
 
   /**
    * Count an operation that may commit, for group commit: while it runs, a commit of another
@@ -119,12 +133,32 @@ export class CommitBatcher {
   /**
    * `eager`: flush as soon as every counted operation has submitted. Outcomes and claims are not
    * counted operations (they arrive together without knowing of each other), so they wait for the
-   * end of the event-loop turn, when the others of their round have joined.
+   * end of the event-loop turn, when the others of their round have joined. While attempts run
+   * here (and a delay is set), any write waits for their outcomes, up to the delay ({@link #flushLater}).
    */
   enqueue(entry: QueuedWrite, eager = true): void {
     this.#queue.push(entry);
-    if ((eager && this.#queue.length >= this.#units) || this.#queue.length >= MAX_BATCH) this.flush();
-    else if (!this.#cancelFlush) this.#cancelFlush = afterIo(() => this.flush());
+    if (this.#queue.length >= MAX_BATCH) this.flush();
+    else if (this.#delayMs > 0 && (this.siblings?.() ?? 0) > 0) {
+      if (!this.#delaying) this.#flushLater(this.#delayMs);
+    } else if (eager && this.#queue.length >= this.#units) this.flush();
+    else if (!this.#cancelFlush || this.#delaying) this.#flushLater();
+  }
+
+  /**
+   * Send the queue after this event-loop turn, or (`delayMs` > 0) after the delay: attempts still
+   * run here, and the queue waits for their outcomes, up to the delay. Activities that end at
+   * different moments would otherwise each take a transaction and a sync of their own (a
+   * transaction's fixed cost is several times a step's). An outcome that finds none running
+   * any more sends the queue at once (an outcome's commit is eager) or after this turn.
+   */
+  #flushLater(delayMs = 0): void {
+    this.#cancelFlush?.();
+    this.#delaying = delayMs > 0;
+    if (delayMs > 0) {
+      const timer = setTimeout(() => this.flush(), delayMs);
+      this.#cancelFlush = () => clearTimeout(timer);
+    } else this.#cancelFlush = afterIo(() => this.flush());
   }
 
   /**
@@ -137,6 +171,7 @@ export class CommitBatcher {
       this.#cancelFlush();
       this.#cancelFlush = undefined;
     }
+    this.#delaying = false;
     if (whole) this.#whole = true;
     while (this.#queue.length > 0 && this.#inFlight < MAX_IN_FLIGHT) {
       const size = this.#whole ? this.#queue.length : MAX_BATCH;

@@ -138,6 +138,7 @@ export class ActivityExecutor {
     this.#submitFinish = (finish) => deps.commits.submitFinish(finish);
     this.#submitClaim = (claim) => deps.commits.submitClaim(claim);
     deps.commits.topUp = () => this.#topUp();
+    deps.commits.siblings = () => this.#running.size;
     this.#leaseLost = (jobId, fence) => deps.leaseKeeper.lost(jobId, fence);
     this.#progress = deps.progress;
     this.#attach = deps.attach;

@@ -29,6 +29,7 @@ const runtimeOptions = z.strictObject({
   verifySnapshots: z.union([z.boolean(), z.literal('auto')]).optional(),
   runEffects: z.boolean().optional(),
   maxConcurrentActivities: positiveInt.optional(),
+  commitDelayMs: z.number().min(0, 'must be at least 0 (ms)').max(1000, 'must be at most 1000 (ms)').optional(),
   // Checked in detail against the registered activities (limits.ts).
   activityConcurrency: z.unknown().optional(),
   // Infinity turns backpressure off (limits.ts).

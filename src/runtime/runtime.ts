@@ -18,7 +18,7 @@ import { inspectRuntime } from './inspection.ts';
 import { quarantined, damageOf, refuseDamaged } from './quarantine.ts';
 import { JobReader, TERMINAL } from './jobView.ts';
 import { checkAsset, checkClose, checkListFilter, checkPercent, checkWait, DEFAULT_MAX_PAYLOAD, Intake, requireOptions, requireText, type CloseOptions, type WaitOptions } from './intake.ts';
-import { CommitBatcher } from './commits.ts';
+import { CommitBatcher, DEFAULT_COMMIT_DELAY_MS } from './commits.ts';
 import { JobLocks } from './jobLocks.ts';
 import { BackgroundWork } from './background.ts';
 import { LeaseKeeper } from './leases.ts';
@@ -93,7 +93,7 @@ export class Runtime<C extends MachineCatalog = any> {
     this.#process = options.processEvents ?? true;
     this.#events = new RuntimeEvents(this.clock, options.log);
     this.#background = new BackgroundWork(this.#events);
-    this.#commits = new CommitBatcher(this.store);
+    this.#commits = new CommitBatcher(this.store, undefined, options.commitDelayMs ?? DEFAULT_COMMIT_DELAY_MS);
     this.#reader = new JobReader(this.store, this.registry, this.#owner, this.#snapshots);
     this.#runEffects = options.runEffects ?? this.#process;
     const slots = new ActivitySlots(options.activityConcurrency, this.registry.srcs());
