@@ -130,8 +130,13 @@ export const CLAIM_SET = (d: SqlDialect) => `status = 'running', attempt = effec
 /** The effect row may be attempted: an attempt left; not a running attempt unsafe to repeat (the executor recovers its expired claim first). */
 const ATTEMPTABLE = `${attemptsLeft('effects')} AND NOT (effects.status = 'running' AND effects.unsafe = 1)`;
 
-/** The job row `j` (an alias) is active, of a machine version in `@machines` (`id@version` texts). */
-const RUNNABLE_JOB = (d: SqlDialect, j: string) => `${j}.status = 'active' AND (${j}.machine_id || '@' || ${j}.machine_version) IN (${d.jsonValues('@machines')})`;
+/**
+ * The job row `j` (an alias) is active, of a machine version in `@machines` (`id@version` texts).
+ * EXISTS, not IN: SQLite builds an IN list into a table (a page zeroed, a Bloom filter) at every
+ * run of the statement, 14% of a claim pick at a limit of 1; the few versions are read per row.
+ */
+const RUNNABLE_JOB = (d: SqlDialect, j: string) =>
+  `${j}.status = 'active' AND EXISTS (SELECT 1 FROM (${d.jsonValues('@machines')}) AS mv WHERE mv.value = ${j}.machine_id || '@' || ${j}.machine_version)`;
 
 /** Of the due rows, the ones a batch claim may take: ATTEMPTABLE, of a RUNNABLE_JOB. Which srcs: CLAIM_SRCS. */
 const CLAIMABLE = (d: SqlDialect) => `${ATTEMPTABLE} AND EXISTS (SELECT 1 FROM jobs mj WHERE mj.id = effects.job_id AND ${RUNNABLE_JOB(d, 'mj')})`;

@@ -79,9 +79,7 @@ export function runBatch<T>(txs: { first: WriteTx; isolated: WriteTx }, once: (t
  * lease's UPDATE, which writes the row anyway: `claimDueRowIn`).
  */
 function claimDueIn(t: WriteTx, c: DueClaim, pick: SyncStatement, s: Record<StatementName, SyncStatement>): DueClaimResult {
-  const budgets = c.budgets ?? {};
-  const { picked, held: heldRows, counts } = pickDue(pick.all(dueClaimParams(c)) as Row[], c.limit, budgets);
-  if (anyStarved(budgets)) counts.starved = Number((s.dueStarved.get({ budgets: JSON.stringify(budgets), now: c.now }) as Row)['starved']);
+  const { picked, held: heldRows, counts } = duePick(c, pick, s.dueStarved);
   const held: EffectRecord[] = [];
   for (const row of heldRows) {
     const effect = s.getEffect.get(row['id']) as Row | undefined;
@@ -95,6 +93,14 @@ function claimDueIn(t: WriteTx, c: DueClaim, pick: SyncStatement, s: Record<Stat
     if (o.result) claimed.push(o.result);
   }
   return { claimed, held, ...dueClaimCounts(counts, claimed.length) };
+}
+
+/** A batch claim's pick on SQLite: its candidates read (`pick`, dueClaimPickSql) and taken (`pickDue`), `starved` read (`dueStarved`) only when a src is out of slots. */
+export function duePick(c: DueClaim, pick: SyncStatement, starved: SyncStatement): ReturnType<typeof pickDue> {
+  const budgets = c.budgets ?? {};
+  const taken = pickDue(pick.all(dueClaimParams(c)) as Row[], c.limit, budgets);
+  if (anyStarved(budgets)) taken.counts.starved = Number((starved.get({ budgets: JSON.stringify(budgets), now: c.now }) as Row)['starved']);
+  return taken;
 }
 
 /** The statements of `historySince` on SQLite: the history's head and a page of it. */
