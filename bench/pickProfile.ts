@@ -1,11 +1,14 @@
 /**
  * The batch claim's pick and the poll's reads, timed as statements (not part of `npm run bench`):
  * a backlog of `backlog` pending activities of a src at budget 0 (at its `activityConcurrency`, or
- * not run by a scoped remote worker) created ahead of 64 claimable ones of another src, on a
- * store's own schema. Each statement runs `runs` times; the median and p90 per run are printed
+ * not run by a scoped remote worker) created ahead of `backlog` (at least 64) claimable ones of
+ * another src, on a store's own schema. The claims: `pick` a runtime's at c16 with the first src
+ * out of slots (limit 8), `queue1`/`queue16` a queue worker's (the second src only, no budgets,
+ * limit 1 and 16). Each statement runs `runs` times; the median and p90 per run are printed
  * (SQLite: and the CPU per run, steadier than wall time on a busy host).
  * `tsx bench/pickProfile.ts [backlog=1000,10000] [runs=200] [--pg] [--plan]`. SQLite: the pick
- * (`dueClaimPickSql`, a read; the claims follow it one by one). Postgres (`--pg`:
+ * (`duePick`: dueClaimPickSql's read of the candidates, what it takes of them, `starved` when a
+ * src is out of slots; the claims follow it one by one). Postgres (`--pg`:
  * SPOOL_BENCH_PG_URL, else a throwaway server): the whole claim, one statement, rolled back after
  * each run. `--plan`: each statement's plan (SQLite: EXPLAIN QUERY PLAN; Postgres: EXPLAIN ANALYZE's
  * planning and execution times, `--plan-full` its whole plan).
@@ -17,6 +20,7 @@ import { PostgresStore } from '../persistence/drivers/pg/index.ts';
 import { claimDueSql } from '../persistence/drivers/pg/claimDue.ts';
 import { toPostgres } from '../persistence/drivers/pg/sql.ts';
 import { dueClaimParams, dueRead } from '../persistence/sql/dueClaims.ts';
+import { duePick } from '../persistence/sql/syncDriver.ts';
 import { POSTGRES, SQLITE } from '../persistence/sql/predicates.ts';
 import { dueClaimPickSql, statementsSql } from '../persistence/sql/statements.ts';
 import { benchPostgres, freshPgDatabase } from './pgServer.ts';
@@ -35,6 +39,8 @@ const CLAIMABLE_ROWS = 64;
 const LIMIT = 8;
 /** The claim a runtime makes at c16 with src `limited` out of slots. */
 const CLAIM = { runner: 'w1', now: NOW, claimUntil: NOW + 30_000, limit: LIMIT, machines: ['m@1'], srcs: ['limited', 'work'], budgets: { limited: 0 } };
+/** The claims a queue worker makes (one src, no budgets) at c1 and c16. */
+const CLAIMS = { pick: CLAIM, queue1: { ...CLAIM, limit: 1, srcs: ['work'], budgets: {} }, queue16: { ...CLAIM, limit: 16, srcs: ['work'], budgets: {} } };
 /** The poll's reads: `dueEffects` with this runtime's machine versions (`dueUnclaimable`), and without. */
 const POLL = [dueRead(NOW, 16, 'w1', ['m@1']), dueRead(NOW, 16, 'w1', undefined)];
 
@@ -49,7 +55,7 @@ const FILL = (prefix: string, src: string, count: number, at: number) => [
 ];
 
 /** The backlog, then the claimable rows behind it. */
-const fills = (backlog: number) => [...FILL('L', 'limited', backlog, T0), ...FILL('W', 'work', CLAIMABLE_ROWS, T0 + backlog + 1)];
+const fills = (backlog: number) => [...FILL('L', 'limited', backlog, T0), ...FILL('W', 'work', Math.max(CLAIMABLE_ROWS, backlog), T0 + backlog + 1)];
 
 /** The median and p90 in ms of `runs` runs of `run`, each timing itself (its own setup left out). */
 async function timed(run: () => number | Promise<number>): Promise<{ median: number; p90: number }> {
@@ -77,20 +83,32 @@ async function onSqlite(backlog: number): Promise<void> {
       for (const sql of fills(backlog)) db.exec(sql);
     })();
     const s = statementsSql(SQLITE);
+    const starved = db.prepare(s.dueStarved);
+    // Parameters a statement does not name are left out (better-sqlite3 refuses them).
+    const named = (sql: string, params: object) => Object.fromEntries(Object.entries(params).filter(([k]) => new RegExp(`@${k}\\b`).test(sql)));
     const statements = {
-      pick: { sql: dueClaimPickSql(SQLITE, LIMIT), params: dueClaimParams(CLAIM) },
-      ...Object.fromEntries(POLL.map((r) => [r.name, { sql: s[r.name], params: r.params }])),
+      ...Object.fromEntries(
+        Object.entries(CLAIMS).map(([name, claim]) => {
+          const sql = dueClaimPickSql(SQLITE, claim.limit);
+          const pick = db.prepare(sql);
+          return [name, { sql, params: named(sql, dueClaimParams(claim)), run: () => duePick(claim, pick, starved).picked.length }];
+        }),
+      ),
+      ...Object.fromEntries(
+        POLL.map((r) => {
+          const stmt = db.prepare(s[r.name]);
+          const params = named(s[r.name], r.params);
+          return [r.name, { sql: s[r.name], params, run: () => stmt.all(params).length }];
+        }),
+      ),
     };
-    for (const [name, { sql, params }] of Object.entries(statements)) {
-      const stmt = db.prepare(sql);
-      // Parameters the statement does not name are left out (better-sqlite3 refuses them).
-      const named = Object.fromEntries(Object.entries(params).filter(([k]) => new RegExp(`@${k}\\b`).test(sql)));
-      const rows = stmt.all(named).length;
+    for (const [name, { sql, params, run }] of Object.entries(statements)) {
+      const rows = run();
       const cpu = process.cpuUsage();
-      const wall = await timed(() => clocked(() => stmt.all(named)));
+      const wall = await timed(() => clocked(run));
       const { user, system } = process.cpuUsage(cpu);
       console.log(`sqlite backlog ${backlog} ${name}: ${fmt(wall)}, CPU ${((user + system) / runs).toFixed(0)} µs per run, ${rows} rows`);
-      if (plan) for (const r of db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(named) as { detail: string }[]) console.log(`  ${r.detail}`);
+      if (plan) for (const r of db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(params) as { detail: string }[]) console.log(`  ${r.detail}`);
     }
   } finally {
     db.close();
@@ -109,7 +127,9 @@ async function onPostgres(backlog: number): Promise<void> {
     await client.query('ANALYZE');
     const s = statementsSql(POSTGRES);
     const statements = {
-      claim: { sql: claimDueSql(POSTGRES, LIMIT), params: { ...dueClaimParams(CLAIM), held: null, any_fence: 0, take_over: null, force: 0 } as Record<string, unknown> },
+      ...Object.fromEntries(
+        Object.entries(CLAIMS).map(([name, claim]) => [name, { sql: claimDueSql(POSTGRES, claim.limit), params: { ...dueClaimParams(claim), held: null, any_fence: 0, take_over: null, force: 0 } as Record<string, unknown> }]),
+      ),
       ...Object.fromEntries(POLL.map((r) => [r.name, { sql: s[r.name], params: r.params as Record<string, unknown> }])),
     };
     for (const [name, { sql, params }] of Object.entries(statements)) {

@@ -362,22 +362,12 @@ export function inboxParams(e: NewInboxEvent, payload = JSON.stringify(e.payload
 
 /**
  * `claimEffect` inside a transaction: nothing is written (undefined) while the effect is not
- * claimable or another live runner holds its job. `before`: the effect's job, status and attempt,
- * when the caller read them in this transaction (the batch claim's pick).
+ * claimable or another live runner holds its job.
  */
-export function* claimIn(c: EffectClaim, before?: Row): Program<ClaimedEffect | undefined> {
-  return yield* claimWith(c, before, 'claimJobLease');
-}
-
-/** A batch claim's claim of a row its pick read (`before`): as {@link claimIn}, with the job's record as the claim leaves it. */
-export function* claimDueRowIn(c: EffectClaim, before: Row): Program<DueClaimed | undefined> {
-  return (yield* claimWith(c, before, 'claimJobLeaseRecord')) as DueClaimed | undefined;
-}
-
-function* claimWith(c: EffectClaim, before: Row | undefined, leaseWith: 'claimJobLease' | 'claimJobLeaseRecord'): Program<ClaimedEffect | undefined> {
+export function* claimIn(c: EffectClaim): Program<ClaimedEffect | undefined> {
   const { id, runner, now, claimUntil } = c;
   const takeOver = c.takeOver ?? null;
-  before ??= yield* get('effectClaimState', id);
+  const before = yield* get('effectClaimState', id);
   if (!before) return undefined;
   const lease = leaseParams({ runner, fence: c.fence, now, until: claimUntil, takeOver }, now);
   const claim = { id, takeOver, ...lease };
@@ -387,11 +377,30 @@ function* claimWith(c: EffectClaim, before: Row | undefined, leaseWith: 'claimJo
   if (Number(before['attempt']) > 0) yield* write('archiveClaimed', claim);
   const row = yield* get('claimEffect', claim);
   if (!row) return undefined;
-  const leased = (yield* get(leaseWith, { id: before['job_id'], ...lease })) as { lease_fence: number } | undefined;
+  const leased = (yield* get('claimJobLease', { id: before['job_id'], ...lease })) as { lease_fence: number } | undefined;
   if (!leased) throw new LeaseHeld(); // not reached (checked above in the same transaction): rolls the claim back
   const claimed = toEffectRecord(row) as ClaimedEffect; // this call's own record: completed, not copied
   claimed.leaseFence = leased.lease_fence;
-  if (leaseWith === 'claimJobLeaseRecord') (claimed as DueClaimed).job = toJobRecord(leased);
+  return claimed;
+}
+
+/**
+ * A batch claim's claim of a row its pick read in this transaction (`picked`: its job and attempt;
+ * SQLite, one writer): `claimPicked` writes it without CLAIM_WHERE's checks, which the pick made,
+ * then the job's lease is taken (`claimJobLeaseRecord`, still under LEASE_OK), with the job's
+ * record as the claim leaves it.
+ */
+export function* claimDueRowIn(c: EffectClaim, picked: Row): Program<DueClaimed | undefined> {
+  const { id, runner, now, claimUntil } = c;
+  const attempt = picked['attempt'];
+  if (Number(attempt) > 0) yield* write('archivePicked', { id, attempt, now });
+  const row = yield* get('claimPicked', { id, attempt, runner, now, until: claimUntil });
+  if (!row) return undefined;
+  const leased = yield* get('claimJobLeaseRecord', { id: picked['job_id'], ...leaseParams({ runner, fence: null, now, until: claimUntil }, now) });
+  if (!leased) throw new LeaseHeld(); // not reached (the pick read the lease free or expired in this transaction): rolls the claim back
+  const claimed = toEffectRecord(row) as DueClaimed; // this call's own record: completed, not copied
+  claimed.leaseFence = leased['lease_fence'] as number;
+  claimed.job = toJobRecord(leased);
   return claimed;
 }
 

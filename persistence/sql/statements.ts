@@ -16,8 +16,10 @@ const NOT_SUSPENDED = (jobIdColumn: string) => `NOT EXISTS (SELECT 1 FROM jobs s
  * quarantined job's runtime cannot apply their outcomes, and one without the job's machine cannot
  * run them at all; they wait, unclaimed, for its release.
  */
-const NOT_HELD = (jobIdColumn: string) =>
-  `NOT EXISTS (SELECT 1 FROM jobs sj WHERE sj.id = ${jobIdColumn} AND (sj.suspended_at IS NOT NULL OR sj.quarantine IS NOT NULL))`;
+const NOT_HELD = (jobIdColumn: string) => `NOT EXISTS (SELECT 1 FROM jobs sj WHERE sj.id = ${jobIdColumn} AND ${HELD('sj')})`;
+
+/** The job row `j` (an alias) is suspended or quarantined (NOT_HELD). */
+const HELD = (j: string) => `(${j}.suspended_at IS NOT NULL OR ${j}.quarantine IS NOT NULL)`;
 
 /**
  * A write under a lease (`@runner` null: no lease given, nothing checked or changed). Allowed when
@@ -76,8 +78,10 @@ export function leaseParams(lease: (Omit<LeaseClaim, 'fence'> & { fence: number 
 
 /** An effect a round may start: its job is not held (suspended, quarantined), and no other live runner holds the job's lease. */
 const DUE_FILTER = (d: SqlDialect) => `${NOT_HELD('effects.job_id')}
-  AND (@runner IS NULL OR NOT EXISTS (SELECT 1 FROM jobs lj WHERE lj.id = effects.job_id
-    AND lj.lease_owner IS NOT NULL AND lj.lease_owner <> @runner AND lj.lease_until > ${d.leaseNow}))`;
+  AND (@runner IS NULL OR NOT EXISTS (SELECT 1 FROM jobs lj WHERE lj.id = effects.job_id AND ${LEASED_ELSEWHERE(d, 'lj')}))`;
+
+/** Another live runner than `@runner` holds the lease of job row `j` (an alias). */
+const LEASED_ELSEWHERE = (d: SqlDialect, j: string) => `${j}.lease_owner IS NOT NULL AND ${j}.lease_owner <> @runner AND ${j}.lease_until > ${d.leaseNow}`;
 
 /**
  * The srcs that have pending effects, as a subquery's column `src`: read through effects_pending
@@ -94,17 +98,17 @@ const PENDING_SRCS = (d: SqlDialect) => {
 /**
  * The due effects (`dueEffects`), as three index-ordered reads (pending by age, backoff by due
  * time, running by claim expiry), each stopping at `limit` rows (default @limit), with a further
- * condition `also` on `effects` when given. Pending rows are read per src (effects_pending is keyed
- * by src, then age): the oldest `limit` of each of `srcs` (a subquery's column `src`; default:
+ * condition `also` on `effects` when given (`filter`: one in DUE_FILTER's place, which implies it).
+ * Pending rows are read per src (effects_pending is keyed by src, then age): the oldest `limit` of each of `srcs` (a subquery's column `src`; default:
  * every src with pending rows, PENDING_SRCS), merged oldest first, so rows of a src the read may
  * not take (not in `srcs`) are never read. Given `srcs`, the backoff and expired reads keep to them
  * too. `head`: a condition on the rows each read stopped at instead (the subquery is named
  * `effects`), so that a filter most due rows fail reads at most `limit` rows of each kind (and
  * pending src), whatever the backlog behind them. Columns: the effect's, and `r` (its rowid).
  */
-const DUE_READS = (d: SqlDialect, o: { also?: string; limit?: string; head?: string; srcs?: string } = {}) => {
+const DUE_READS = (d: SqlDialect, o: { filter?: string; also?: string; limit?: string; head?: string; srcs?: string } = {}) => {
   const { limit = '@limit', head } = o;
-  const where = `${DUE_FILTER(d)}${o.also ? ` AND ${o.also}` : ''}`;
+  const where = `${o.filter ?? DUE_FILTER(d)}${o.also ? ` AND ${o.also}` : ''}`;
   const stop = (name: string, rows: string) => `SELECT * FROM (${rows}) AS ${head ? `effects WHERE ${head}` : name}`;
   const read = (name: string, rows: string, order: string) =>
     stop(name, `SELECT *, rowid AS r FROM effects WHERE ${rows} AND ${where}${o.srcs ? ` AND effects.src IN (${o.srcs})` : ''}
@@ -123,36 +127,57 @@ const DUE_READS = (d: SqlDialect, o: { also?: string; limit?: string; head?: str
 export const CLAIM_SET = (d: SqlDialect) => `status = 'running', attempt = effects.attempt + 1, claimed_by = @runner,
         claim_expires_at = ${d.leaseUntil}, next_run_at = NULL, updated_at = @now, ${ATTEMPT_START}`;
 
+/** The effect row may be attempted: an attempt left; not a running attempt unsafe to repeat (the executor recovers its expired claim first). */
+const ATTEMPTABLE = `${attemptsLeft('effects')} AND NOT (effects.status = 'running' AND effects.unsafe = 1)`;
+
 /**
- * Of the due rows, the ones a batch claim may take: an attempt left; not a running attempt unsafe
- * to repeat (the executor recovers its expired claim first); of an active job of a machine
- * version in `@machines` (`id@version` texts). Which srcs: CLAIM_SRCS.
+ * The job row `j` (an alias) is active, of a machine version in `@machines` (`id@version` texts).
+ * EXISTS, not IN: SQLite builds an IN list into a table (a page zeroed, a Bloom filter) at every
+ * run of the statement, 14% of a claim pick at a limit of 1; the few versions are read per row.
  */
-const CLAIMABLE = (d: SqlDialect) => `${attemptsLeft('effects')} AND NOT (effects.status = 'running' AND effects.unsafe = 1)
-  AND EXISTS (SELECT 1 FROM jobs mj WHERE mj.id = effects.job_id AND mj.status = 'active'
-    AND (mj.machine_id || '@' || mj.machine_version) IN (${d.jsonValues('@machines')}))`;
+const RUNNABLE_JOB = (d: SqlDialect, j: string) =>
+  `${j}.status = 'active' AND EXISTS (SELECT 1 FROM (${d.jsonValues('@machines')}) AS mv WHERE mv.value = ${j}.machine_id || '@' || ${j}.machine_version)`;
 
-/** The srcs a batch claim reads (`@srcs`), but those out of slots in `@budgets`: a subquery's column `src`. */
-const CLAIM_SRCS = (d: SqlDialect) => `SELECT v.value AS src FROM (${d.jsonValues('@srcs')}) AS v
-      WHERE NOT EXISTS (SELECT 1 FROM ${d.jsonEntries('@budgets')} AS b WHERE b.key = v.value AND b.n <= 0)`;
+/** Of the due rows, the ones a batch claim may take: ATTEMPTABLE, of a RUNNABLE_JOB. Which srcs: CLAIM_SRCS. */
+const CLAIMABLE = (d: SqlDialect) => `${ATTEMPTABLE} AND EXISTS (SELECT 1 FROM jobs mj WHERE mj.id = effects.job_id AND ${RUNNABLE_JOB(d, 'mj')})`;
 
 /**
- * The parts of a batch claim (`claimDueEffects`), one text for both stores:
+ * DUE_FILTER and CLAIMABLE for a batch claim (`@runner` given), in one look at the job instead of
+ * three: ATTEMPTABLE, of a RUNNABLE_JOB neither HELD nor LEASED_ELSEWHERE.
+ */
+const CLAIM_FILTER = (d: SqlDialect) => `${ATTEMPTABLE} AND EXISTS (SELECT 1 FROM jobs cj WHERE cj.id = effects.job_id AND ${RUNNABLE_JOB(d, 'cj')}
+    AND NOT ${HELD('cj')} AND NOT coalesce(${LEASED_ELSEWHERE(d, 'cj')}, FALSE))`;
+
+/** The srcs a batch claim reads (`@srcs`: `dueClaimParams` leaves out those out of slots): a subquery's column `src`. */
+const CLAIM_SRCS = (d: SqlDialect) => `SELECT value AS src FROM (${d.jsonValues('@srcs')}) AS v`;
+
+/**
+ * Whether a src out of slots in `@budgets` has a row due (a batch claim's `starved`: `limited`): it
+ * looks from each src out of slots (none, usually) for one due row of it, a pending one through
+ * effects_pending (src first), a backoff one among the due backoffs (`OFFSET 0` keeps Postgres from
+ * turning the lookup into a join over every due row, which it did: a scan of the whole backlog at
+ * every claim).
+ */
+const STARVED = (d: SqlDialect) => `EXISTS (SELECT 1 FROM ${d.jsonEntries('@budgets')} AS b WHERE b.n <= 0
+        AND (EXISTS (SELECT 1 FROM effects${d.indexedBy('effects_pending')} WHERE effects.src = b.key AND active = 1 AND status = 'pending' LIMIT 1 OFFSET 0)
+          OR EXISTS (SELECT 1 FROM effects WHERE effects.src = b.key AND active = 1 AND status = 'backoff' AND next_run_at <= @now LIMIT 1 OFFSET 0)))`;
+
+/**
+ * The parts of a batch claim (`claimDueEffects`): `cand` for both stores, `pick` and `counts` for
+ * Postgres's one statement (SQLite applies the same rule to `cand`'s rows in JS: `pickDue`,
+ * dueClaims.ts; the claim contract tests hold both to it):
  * - `cand`: the oldest @limit + 1 claimable due rows of the srcs it may take (CLAIM_SRCS; pending
  *   rows are read per src, so a src out of slots costs nothing however many of its rows wait; one
  *   more than it claims: whether more are due is then known, not guessed from a full window), with
  *   their order (`t`, `r`), and whether the job's lease is free or
  *   expired (`lease_free` 1) or @runner's, live (0: left to `claimEffect`, with the fence the
  *   runner knows);
- * - `pick(source)`: from the rows of CTE `source` (SQLite: the free rows of `cand`; Postgres: the
- *   ones it locked, skipping rows a concurrent claim holds), `firsts` the oldest row of each job (a
+ * - `pick(source)`: from the rows of CTE `source` (the free rows of `cand` Postgres locked,
+ *   skipping rows a concurrent claim holds), `firsts` the oldest row of each job (a
  *   second claim of a job needs the fence the first returns), `within` those inside their src's
  *   budget, and `picked` the oldest @limit of them;
  * - `counts(source)`: how many rows each step kept, and whether a src out of slots has rows due
- *   (`starved`): `DueClaimResult.more` and `limited`. `starved` looks from each src out of slots
- *   (none, usually) for one due row of it: a pending one through effects_pending (src first), a
- *   backoff one among the due backoffs (`OFFSET 0` keeps Postgres from turning the lookup into a
- *   join over every due row, which it did: a scan of the whole backlog at every claim).
+ *   (`starved`, STARVED): `DueClaimResult.more` and `limited`.
  *
  * `limit`: the claim's limit as SQL text, `@limit` (Postgres) or a number written in (SQLite,
  * `dueClaimPickSql`): SQLite re-prepares a statement whose plan depends on a bound LIMIT at every
@@ -162,29 +187,28 @@ export function dueClaimParts(d: SqlDialect, limit = '@limit') {
   return {
     cand: `cand AS (SELECT c.id, c.job_id, c.src, c.status, c.attempt, coalesce(c.next_run_at, c.created_at) AS t, c.r,
         CASE WHEN j.lease_owner IS NULL OR j.lease_until <= ${d.leaseNow} THEN 1 ELSE 0 END AS lease_free
-      FROM (${DUE_READS(d, { also: CLAIMABLE(d), limit: `${limit} + 1`, srcs: CLAIM_SRCS(d) })}) AS c JOIN jobs j ON j.id = c.job_id ORDER BY t, c.r LIMIT ${limit} + 1)`,
+      FROM (${DUE_READS(d, { filter: CLAIM_FILTER(d), limit: `${limit} + 1`, srcs: CLAIM_SRCS(d) })}) AS c JOIN jobs j ON j.id = c.job_id ORDER BY t, c.r LIMIT ${limit} + 1)`,
     pick: (source: string) => `firsts AS (SELECT * FROM (SELECT s.*, row_number() OVER (PARTITION BY s.job_id ORDER BY s.t, s.r) AS nth_of_job
         FROM ${source} AS s) AS f WHERE f.nth_of_job = 1),
       ranked AS (SELECT f.*, row_number() OVER (PARTITION BY f.src ORDER BY f.t, f.r) AS nth_of_src FROM firsts AS f),
       within AS (SELECT * FROM ranked WHERE nth_of_src <= coalesce((SELECT b.n FROM ${d.jsonEntries('@budgets')} AS b WHERE b.key = ranked.src), ${limit} + 1)),
       picked AS (SELECT * FROM within ORDER BY t, r LIMIT ${limit})`,
     counts: (source: string) => `(SELECT count(*) FROM ${source}) AS lockable, (SELECT count(*) FROM firsts) AS firsts, (SELECT count(*) FROM within) AS within,
-      CASE WHEN EXISTS (SELECT 1 FROM ${d.jsonEntries('@budgets')} AS b WHERE b.n <= 0
-        AND (EXISTS (SELECT 1 FROM effects${d.indexedBy('effects_pending')} WHERE effects.src = b.key AND active = 1 AND status = 'pending' LIMIT 1 OFFSET 0)
-          OR EXISTS (SELECT 1 FROM effects WHERE effects.src = b.key AND active = 1 AND status = 'backoff' AND next_run_at <= @now LIMIT 1 OFFSET 0)))
-        THEN 1 ELSE 0 END AS starved`,
+      CASE WHEN ${STARVED(d)} THEN 1 ELSE 0 END AS starved`,
   };
 }
 
-/** `claimDueEffects` on SQLite: the rows a batch claim of `limit` takes (then claimed one by one, as `claimEffect`, from the job, status and attempt read here), the held ones, and the counts (see {@link dueClaimParts}). */
+/**
+ * `claimDueEffects` on SQLite: the pick's candidates, `cand`'s rows oldest first (`lease_free` 0: held),
+ * and no more. What it takes of them (`pick`'s rule, one row per job within its src's budget) and
+ * its counts are then made from these few rows (`pickDue`, dueClaims.ts), and `starved` read only
+ * when a budget is 0 (`dueStarved`): `pick`'s window functions and `counts`' subqueries over
+ * SQLite's CTEs were about half the statement's instructions (at a limit of 1 and of 16), a few µs in JS. Each picked row is
+ * then claimed one by one (`claimPicked`), from the job and attempt read here.
+ */
 export function dueClaimPickSql(d: SqlDialect, limit: number): string {
   if (!Number.isSafeInteger(limit) || limit < 0) throw new RangeError(`dueClaimPickSql: limit ${limit} is not a count`);
-  const parts = dueClaimParts(d, String(limit));
-  return `WITH ${parts.cand}, claimable AS (SELECT * FROM cand WHERE lease_free = 1), ${parts.pick('claimable')}
-      SELECT x.kind, x.id, x.job_id, x.status, x.attempt, n.* FROM (SELECT ${parts.counts('claimable')}) AS n
-      LEFT JOIN (SELECT 'claim' AS kind, id, job_id, status, attempt, t, r FROM picked
-        UNION ALL SELECT 'held', id, job_id, NULL, NULL, t, r FROM cand WHERE lease_free = 0) AS x ON 1 = 1
-      ORDER BY x.t, x.r`;
+  return `WITH ${dueClaimParts(d, String(limit)).cand} SELECT lease_free, id, job_id, src, attempt FROM cand ORDER BY t, r`;
 }
 
 /**
@@ -378,6 +402,17 @@ function effectsSql(d: SqlDialect) {
     claimEffect: q(`UPDATE effects SET ${CLAIM_SET(d)} WHERE ${CLAIM_WHERE(d)} RETURNING *`),
     /** The attempt before the one a claim of `@id` starts (claimEffect's rows, run just before it), archived. */
     archiveClaimed: q(ARCHIVED(CLAIM_WHERE(d))),
+    /**
+     * A batch claim's claim of a row its pick read at `@attempt` in this transaction, on SQLite (one
+     * writer: nothing but this claim changes the row, its job or the job's lease between the pick and
+     * it, and the pick read it due, claimable, its job not held, the job's lease free or expired):
+     * CLAIM_WHERE's checks are the pick's, not made again. claimJobLeaseRecord then takes the lease.
+     */
+    claimPicked: q(`UPDATE effects SET ${CLAIM_SET(d)} WHERE id = @id AND attempt = @attempt RETURNING *`),
+    /** The attempt before the one claimPicked starts (run just before it), archived. */
+    archivePicked: q(ARCHIVED('id = @id AND attempt = @attempt')),
+    /** STARVED alone, for SQLite's batch claim (dueClaimPickSql): read only when a budget is 0. */
+    dueStarved: q(`SELECT CASE WHEN ${STARVED(d)} THEN 1 ELSE 0 END AS starved`),
     /** A running attempt given back: pending again, one more attempt allowed, the attempt interrupted with `@error` (SPOOL_RELEASED). */
     releaseEffect: q(`UPDATE effects SET status = 'pending', max_attempts = max_attempts + 1, claimed_by = NULL, claim_expires_at = NULL,
         next_run_at = NULL, updated_at = @at, attempt_outcome = 'interrupted', attempt_ended_at = @at, attempt_error = @error

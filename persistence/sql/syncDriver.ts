@@ -8,7 +8,7 @@
 import type { DueClaim, DueClaimed, DueClaimResult, EffectRecord, FeedPage, HistoryFeedFilter, Outcome } from '../../src/ports/store.ts';
 import { claimDueRowIn } from './commit.ts';
 import type { WriteTx } from './driver.ts';
-import { dueClaimCounts, dueClaimParams } from './dueClaims.ts';
+import { anyStarved, dueClaimCounts, dueClaimParams, pickDue } from './dueClaims.ts';
 import { feedPageOf } from './feed.ts';
 import { failure, outcomeOf, RunIsolated, unlessLeaseHeld } from './outcomes.ts';
 import { runSync, type Program, type SyncStatement } from './program.ts';
@@ -43,7 +43,7 @@ export function batchTx(s: Record<StatementName, SyncStatement>, one: <T>(progra
           return failure(error, fatal);
         }
       }),
-    claimDue: (c) => claimDueIn(t, c, pick(c.limit), s.getEffect),
+    claimDue: (c) => claimDueIn(t, c, pick(c.limit), s),
   };
   return t;
 }
@@ -73,19 +73,18 @@ export function runBatch<T>(txs: { first: WriteTx; isolated: WriteTx }, once: (t
 
 /**
  * `claimDueEffects` inside a write transaction: `pick` the due rows (one writer: the pick reads
- * what nobody else changes before its claims, no rows to skip), read the held ones' effects, and
- * claim each from the job, status and attempt its pick read (a batch write; its job's record read
- * back from the lease's UPDATE, which writes the row anyway: `claimDueRowIn`).
+ * what nobody else changes before its claims, no rows to skip) and take them (`pickDue`), read
+ * `starved` only when a src is out of slots, read the held ones' effects, and claim each picked row
+ * from the job and attempt its pick read (a batch write; its job's record read back from the
+ * lease's UPDATE, which writes the row anyway: `claimDueRowIn`).
  */
-function claimDueIn(t: WriteTx, c: DueClaim, pick: SyncStatement, getEffect: SyncStatement): DueClaimResult {
-  const rows = pick.all(dueClaimParams(c)) as Row[];
+function claimDueIn(t: WriteTx, c: DueClaim, pick: SyncStatement, s: Record<StatementName, SyncStatement>): DueClaimResult {
+  const { picked, held: heldRows, counts } = duePick(c, pick, s.dueStarved);
   const held: EffectRecord[] = [];
-  for (const row of rows) {
-    if (row['kind'] !== 'held') continue;
-    const effect = getEffect.get(row['id']) as Row | undefined;
+  for (const row of heldRows) {
+    const effect = s.getEffect.get(row['id']) as Row | undefined;
     if (effect) held.push(toEffectRecord(effect));
   }
-  const picked = rows.filter((row) => row['kind'] === 'claim');
   const claim = (row: Row) => claimDueRowIn({ id: row['id'] as string, runner: c.runner, now: c.now, claimUntil: c.claimUntil, fence: null }, row);
   const outcomes = t.each(picked, claim, true) as Outcome<DueClaimed | undefined>[];
   const claimed: DueClaimed[] = [];
@@ -93,7 +92,15 @@ function claimDueIn(t: WriteTx, c: DueClaim, pick: SyncStatement, getEffect: Syn
     if (!o.ok) throw o.error;
     if (o.result) claimed.push(o.result);
   }
-  return { claimed, held, ...dueClaimCounts(rows[0], claimed.length) };
+  return { claimed, held, ...dueClaimCounts(counts, claimed.length) };
+}
+
+/** A batch claim's pick on SQLite: its candidates read (`pick`, dueClaimPickSql) and taken (`pickDue`), `starved` read (`dueStarved`) only when a src is out of slots. */
+export function duePick(c: DueClaim, pick: SyncStatement, starved: SyncStatement): ReturnType<typeof pickDue> {
+  const budgets = c.budgets ?? {};
+  const taken = pickDue(pick.all(dueClaimParams(c)) as Row[], c.limit, budgets);
+  if (anyStarved(budgets)) taken.counts.starved = Number((starved.get({ budgets: JSON.stringify(budgets), now: c.now }) as Row)['starved']);
+  return taken;
 }
 
 /** The statements of `historySince` on SQLite: the history's head and a page of it. */
