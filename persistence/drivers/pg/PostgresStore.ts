@@ -50,7 +50,7 @@ export class PostgresStore extends SqlStore {
     // serves every value; the batch claim's custom plan cost more (1.5-6 ms) than running it.
     // No JIT: a plan whose estimate passes jit_above_cost (the batch claim's, as a backlog grows:
     // it guesses 100 srcs) compiled its expressions again at every run, 0.3-0.6 s of server CPU
-    // for a statement that runs in 10 ms (docs/performance.md, "Server CPU of a queue job").
+    // for a statement that runs in 10 ms (docs/performance.md, "Server CPU of a queue job on Postgres").
     const settings = `-c lock_timeout=${lockTimeout} -c TimeZone=UTC -c plan_cache_mode=force_generic_plan -c jit=off`;
     const config: pg.PoolConfig = { connectionString: url, types: TYPES, options: settings };
     const pool = new pg.Pool({ ...config, max: options.poolSize ?? 10 });
