@@ -109,6 +109,26 @@ describe('PostgresStore: the schema', () => {
   });
 });
 
+describe("PostgresStore: its connections' settings", () => {
+  it('never JIT-compiles a plan, however dear its estimate (a compile at every run of the generic plan cost more than the run)', async () => {
+    const url = await database();
+    const store = await open(url);
+    const jitOf = async (client: pg.Client | pg.PoolClient) => {
+      await client.query('SET jit_above_cost = 0');
+      const [plan] = (await client.query<{ 'QUERY PLAN': [{ JIT?: unknown }] }>('EXPLAIN (ANALYZE, FORMAT JSON) SELECT count(*) FROM jobs')).rows[0]!['QUERY PLAN'];
+      return plan.JIT;
+    };
+    // The server JIT-compiles such a plan on a connection of its own: the store's settings are what turns it off.
+    expect(await jitOf(await raw(url))).toBeDefined();
+    const client = await store.pool.connect();
+    try {
+      expect(await jitOf(client)).toBeUndefined();
+    } finally {
+      client.release();
+    }
+  });
+});
+
 describe('PostgresStore: two stores (two hosts) on one database', () => {
   it('commits of one revision from two stores at once: exactly one lands, the other is a conflict', async () => {
     const url = await database();

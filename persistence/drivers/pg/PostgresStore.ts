@@ -48,7 +48,10 @@ export class PostgresStore extends SqlStore {
     // Generic plans: each connection plans a statement once (its first run), not at every run. The
     // store's statements are its own, named, and found by key or by index order, so one plan
     // serves every value; the batch claim's custom plan cost more (1.5-6 ms) than running it.
-    const settings = `-c lock_timeout=${lockTimeout} -c TimeZone=UTC -c plan_cache_mode=force_generic_plan`;
+    // No JIT: a plan whose estimate passes jit_above_cost (the batch claim's, as a backlog grows:
+    // it guesses 100 srcs) compiled its expressions again at every run, 0.3-0.6 s of server CPU
+    // for a statement that runs in 10 ms (docs/performance.md, "Server CPU of a queue job on Postgres").
+    const settings = `-c lock_timeout=${lockTimeout} -c TimeZone=UTC -c plan_cache_mode=force_generic_plan -c jit=off`;
     const config: pg.PoolConfig = { connectionString: url, types: TYPES, options: settings };
     const pool = new pg.Pool({ ...config, max: options.poolSize ?? 10 });
     // An idle connection the server drops (a restart) is an error event on the pool: the pool discards it.
