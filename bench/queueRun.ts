@@ -194,8 +194,14 @@ export async function runAfternoonQueue(c: Omit<QueueCase, 'store'>): Promise<Qu
   }
 }
 
-/** Jobs enqueued, unmetered, before a starts case is measured. */
-const STARTS_WARMUP = 500;
+/**
+ * Jobs run unmetered before a case is measured, in the same process (a starts case enqueues them;
+ * the queue section runs the same case with this backlog first): the JIT and the statement cache
+ * warm, so a figure is a job's cost, not the first calls' compile. The bench collects garbage
+ * before each case, and a case run right after that costs up to 1.7x as much CPU per job at a 1k
+ * backlog (docs/performance.md, "Queue shape").
+ */
+export const WARMUP_JOBS = 500;
 
 /** The starts case: N jobs enqueued by `start` (`batch` 1) or `startMany` (`batch` jobs a call), `inFlight` calls at once, no worker. */
 export interface StartsCase {
@@ -223,7 +229,7 @@ export async function runStarts(c: StartsCase): Promise<QueueResult> {
         return producers(Math.ceil(jobs / c.batch), call, c.inFlight);
       };
       // Warmed up first (the JIT, the statement cache): a start's cost, not the first calls' compile.
-      await enqueue(STARTS_WARMUP, c.jobs);
+      await enqueue(WARMUP_JOBS, c.jobs);
       return await metered(db, null, c.jobs, () => enqueue(c.jobs, 0));
     } finally {
       await runtime.close();

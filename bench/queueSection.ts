@@ -5,7 +5,8 @@
  * no-op activities, c1 and c16 activities at once (c64 with --queue-full), and at c16 3-step jobs
  * whose activities take a random 0-4 ms (they end at different moments), NORMAL and FULL, on
  * the stores --store names. Backlogs: 500 and 2k (--quick), 1k and 10k, or 1k, 10k and 100k
- * (--queue-full); c1 runs the smallest only (a job at a time: minutes per 10k).
+ * (--queue-full); c1 runs the smallest only (a job at a time: minutes per 10k). Each run (Spool's
+ * and the afternoon loop's) follows the same case run unmetered with WARMUP_JOBS jobs.
  *
  * Beside each case, in the same run: raw SQLite doing the same writes 100 to a transaction
  * (bench/rawBatch.ts) and the afternoon loop (bench/queueRun.ts), as ratios. Each case reports
@@ -19,7 +20,7 @@
  */
 import { RAW_BATCH } from './groupCommit.ts';
 import { JOB_SHAPES, TIMED_SHAPE } from './jobsRun.ts';
-import { runAfternoonQueue, runSpoolQueue, runStarts, type QueueMode, type QueueResult } from './queueRun.ts';
+import { runAfternoonQueue, runSpoolQueue, runStarts, WARMUP_JOBS, type QueueCase, type QueueMode, type QueueResult } from './queueRun.ts';
 import { runRawJobs } from './rawBatch.ts';
 import { SETTINGS } from './rawRun.ts';
 import { fmtRate, hostLoad, loadNow, printLoadNote, printTable, round } from './format.ts';
@@ -48,8 +49,8 @@ export async function queueSection(ctx: SectionContext & { queueFull: boolean })
             for (const backlog of sizes) {
               const k = { store, synchronous, shape, concurrency: c, backlog, mode };
               ctx.gc();
-              runs.push(await runSpoolQueue(k));
-              if (backlog === sizes.at(-1)) afternoon = await runAfternoonQueue(k);
+              runs.push(await warmed(runSpoolQueue, k));
+              if (backlog === sizes.at(-1)) afternoon = await warmed(runAfternoonQueue, k);
             }
             const r = row({ store, synchronous, job: shape.name, concurrency: c, mode, backlogs: sizes, runs, afternoon: afternoon!, rawJobsPerSec: raw.jobsPerSec });
             rows.push(r);
@@ -71,12 +72,19 @@ export async function queueSection(ctx: SectionContext & { queueFull: boolean })
       raw: `better-sqlite3, the same writes ${RAW_BATCH} jobs to a transaction (bench/rawBatch.ts)`,
       afternoon: 'SQLite, one row per job, claim by UPDATE … RETURNING, one UPDATE per step, c loops, the same producers (bench/queueRun.ts), at the largest backlog',
       backlogs,
+      warmup: `each run follows the same case run unmetered with ${WARMUP_JOBS} jobs`,
     },
     results: rows,
     starts: starts.rows,
     targets: starts.targets,
     hostLoad: load,
   };
+}
+
+/** One run of a case, after the same case run unmetered with {@link WARMUP_JOBS} jobs. */
+async function warmed(run: (k: QueueCase) => Promise<QueueResult>, k: QueueCase): Promise<QueueResult> {
+  await run({ ...k, backlog: WARMUP_JOBS });
+  return run(k);
 }
 
 /** The starts: `start` 64 in flight and `startMany` by 100, NORMAL, no worker (see the file's comment). */
