@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { POSTGRES, POSTGRES_CALLER_LEASES } from '../persistence/sql/predicates.ts';
-import { pgStatements } from '../persistence/drivers/pg/sql.ts';
+import { pgStatements, prepared } from '../persistence/drivers/pg/sql.ts';
 import { pairOf } from '../persistence/drivers/pg/pairs.ts';
 
 describe('Postgres statement keys', () => {
@@ -19,5 +19,19 @@ describe('Postgres statement keys', () => {
     const callerPair = pairOf(caller.settleEffect, caller.updateState)!;
     // The job update (the pair's second statement) reads the lease by each store's own clock.
     expect(callerPair.text).not.toBe(serverPair.text);
+  });
+});
+
+describe('prepared statement names', () => {
+  it('a read goes under a new name after 100 and 1,000 runs (each connection plans it again, from the tables as they are then); a write keeps its name', () => {
+    const stmt = pgStatements(POSTGRES).leaseHolders;
+    const names = Array.from({ length: 1_001 }, () => prepared(stmt, [], true).name);
+    expect(names[0]).toBe(`s_${stmt.key}`);
+    expect(names[99]).toBe(`s_${stmt.key}`);
+    expect(names[100]).toBe(`s_${stmt.key}_p1`);
+    expect(names[999]).toBe(`s_${stmt.key}_p1`);
+    expect(names[1_000]).toBe(`s_${stmt.key}_p2`);
+    const write = pgStatements(POSTGRES).freeLease;
+    for (let i = 0; i < 200; i++) expect(prepared(write, []).name).toBe(`s_${write.key}`);
   });
 });

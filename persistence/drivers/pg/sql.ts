@@ -52,9 +52,35 @@ export function toPostgres(sql: string, key: string): PgStatement {
   return { key, text: out, names: positional > 0 ? null : names };
 }
 
-/** A statement as node-postgres prepares it: named once per connection (`s_<key>`), with its values. */
-export function prepared(stmt: PgStatement, values: unknown[]): { name: string; text: string; values: unknown[] } {
-  return { name: `s_${stmt.key}`, text: stmt.text, values };
+/**
+ * A statement as node-postgres prepares it: named once per connection (`s_<key>`), with its
+ * values. `replan`: a read outside a program's writes, or the batch claim, whose plan chooses how
+ * rows are found, runs under {@link planName}'s name; a program's writes (by key) keep theirs.
+ */
+export function prepared(stmt: PgStatement, values: unknown[], replan = false): { name: string; text: string; values: unknown[] } {
+  const name = `s_${stmt.key}`;
+  return { name: replan ? planName(name) : name, text: stmt.text, values };
+}
+
+/**
+ * Runs of a prepared statement (in this process) after which it goes under a new name, so that
+ * each connection plans it again. A connection plans a statement once, at its first run there
+ * (`plan_cache_mode = force_generic_plan`, PostgresStore), from the tables as they are then. On a
+ * fresh database those are nearly empty, and such a plan kept serving a backlog of thousands
+ * until an ANALYZE invalidated it (autovacuum's, at most once a minute): the batch claim checked
+ * each candidate's job by scanning every active job (docs/performance.md, "Plans made on empty
+ * tables"). A connection keeps at most one prepared statement per entry here and name.
+ */
+const REPLAN_AFTER = [100, 1_000, 10_000, 100_000];
+const runsByName = new Map<string, number>();
+
+/** The name a statement runs under now: `base`, then `base_p1`, `base_p2`… once its runs pass each of {@link REPLAN_AFTER}. */
+export function planName(base: string): string {
+  const runs = (runsByName.get(base) ?? 0) + 1;
+  runsByName.set(base, runs);
+  let generation = 0;
+  while (generation < REPLAN_AFTER.length && runs > REPLAN_AFTER[generation]!) generation += 1;
+  return generation === 0 ? base : `${base}_p${generation}`;
 }
 
 /** The values of a call's arguments in `$n` order (a named statement takes one object). */
