@@ -169,14 +169,24 @@ describe('PostgresStore: two stores (two hosts) on one database', () => {
   it('tells a watcher of the commits of another store, not of its own', async () => {
     const url = await database();
     const [a, b] = [await open(url), await open(url)];
-    await a.externalChanges(); // listening
-    let told = 0;
-    const heard = new Promise<void>((resolve) => a.watchChanges(() => (told += 1, resolve())));
-    await a.createJob(newJob('mine'));
+    await a.externalChanges(); // listening on both channels
+    const server = await raw(url);
+    await server.query('LISTEN spool_work');
+    const mine = new Promise<string>((resolve) => server.once('notification', (n) => resolve(n.payload ?? '')));
+    let work = 0;
+    a.watchChanges(() => (work += 1), 'work');
+    await a.createJob(newJob('mine')); // a new job: a notification on the work channel, with a's id
+    const payload = await mine;
+    // a's id again, then another store's change, in one transaction: a's listener reads them in
+    // that order, after a's own notification; the first it tells an 'all' watcher of must be the last.
+    const next = new Promise<void>((resolve) => { const stop = a.watchChanges(() => (stop(), resolve())); });
+    await server.query(`NOTIFY spool_work, '${payload}'; NOTIFY spool_changes, 'another store'`);
+    await next;
+    expect(work).toBe(0);
+    const theirs = new Promise<void>((resolve) => { const stop = a.watchChanges(() => (stop(), resolve()), 'work'); });
     await b.createJob(newJob('theirs'));
-    await heard;
-    expect(told).toBeGreaterThanOrEqual(1);
-    expect(await a.externalChanges()).toBeGreaterThanOrEqual(1);
+    await theirs;
+    expect(work).toBe(1);
   });
 
   it("wakes a 'work' watcher for work another store leaves, not for a write that leaves none", async () => {

@@ -69,7 +69,7 @@ export class PostgresStore extends SqlStore {
         client.release();
       }
       const dialect = options.leaseClock === 'caller' ? POSTGRES_CALLER_LEASES : POSTGRES;
-      return new PostgresStore(pool, new PgDriver(pool, description, version, new ChangeListener({ connectionString: url, types: TYPES }, ''), dialect));
+      return new PostgresStore(pool, new PgDriver(pool, description, version, new ChangeListener({ connectionString: url, types: TYPES }), dialect));
     } catch (error) {
       await pool.end().catch(() => undefined);
       throw pgFault(error, description, 'open');

@@ -17,6 +17,7 @@
  * instead of at its next poll. A listener that reconnects calls the watchers too (it may have
  * missed notifications); polling stays the fallback either way.
  */
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { WriteBatch } from '../../../src/ports/store.ts';
 
@@ -28,7 +29,8 @@ type Hearing = 'work' | 'all';
 
 export class ChangeListener {
   readonly #config: pg.ClientConfig;
-  readonly #self: string;
+  /** The store's id: the payload of its own NOTIFYs ({@link Notifier}), which it does not hear. */
+  readonly self: string;
   /** Each watcher, and whether it is told of every change or of work only. */
   readonly #watchers = new Map<() => void, Hearing>();
   #client: pg.Client | undefined;
@@ -42,9 +44,9 @@ export class ChangeListener {
   /** Notifications from other stores seen so far (and reconnections, which may have missed some). */
   changes = 0;
 
-  constructor(config: pg.ClientConfig, self: string) {
+  constructor(config: pg.ClientConfig, self: string = randomUUID()) {
     this.#config = config;
-    this.#self = self;
+    this.self = self;
   }
 
   /**
@@ -82,7 +84,7 @@ export class ChangeListener {
     if (this.#closed) return;
     const client = new pg.Client(this.#config);
     client.on('notification', (n) => {
-      if (n.payload !== this.#self) this.#changed(n.channel !== CHANNELS.changed);
+      if (n.payload !== this.self) this.#changed(n.channel !== CHANNELS.changed);
     });
     client.on('error', () => this.#lost(client));
     client.on('end', () => this.#lost(client));

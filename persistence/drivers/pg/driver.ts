@@ -4,7 +4,6 @@
  * key taken meanwhile, a deadlock or a serialization failure; its writes whose results nobody
  * reads sent with the next statement (deferred.ts); a NOTIFY after each commit (changes.ts).
  */
-import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import type { DueClaim, DueClaimResult, FeedPage, HistoryFeedFilter, UnresolvedOperation } from '../../../src/ports/store.ts';
 import { commitOutcomeUnknown } from '../../sql/commit.ts';
@@ -24,8 +23,6 @@ import { each, eachCommit, hasLocks, Isolate, lockJobsSql, MAX_RUNS, RunAgain, s
 export class PgDriver implements SqlDriver {
   readonly isFault = isPgFault;
   readonly #pool: pg.Pool;
-  /** This store's id in its NOTIFY payloads (its own notifications wake nobody here). */
-  readonly #id = randomUUID();
   readonly changes: ChangeListener;
   /**
    * This store's NOTIFY after its commits (changes.ts). A NOTIFY takes a transaction id, so its
@@ -45,7 +42,7 @@ export class PgDriver implements SqlDriver {
     this.changes = listener;
     this.#statements = pgStatements(dialect);
     this.#claimDue = (limit) => claimDueStatement(dialect, limit);
-    this.#notifier = new Notifier((wake) => pool.query(`BEGIN; SET LOCAL synchronous_commit TO OFF; ${notifySql(this.#id, wake)}; COMMIT`));
+    this.#notifier = new Notifier((wake) => pool.query(`BEGIN; SET LOCAL synchronous_commit TO OFF; ${notifySql(listener.self, wake)}; COMMIT`));
   }
 
   fault(error: unknown, call: string): unknown {
