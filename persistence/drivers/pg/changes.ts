@@ -30,7 +30,7 @@ type Hearing = 'work' | 'all';
 export class ChangeListener {
   readonly #config: pg.ClientConfig;
   /** The store's id: the payload of its own NOTIFYs ({@link Notifier}), which it does not hear. */
-  readonly self: string;
+  readonly self = randomUUID();
   /** Each watcher, and whether it is told of every change or of work only. */
   readonly #watchers = new Map<() => void, Hearing>();
   #client: pg.Client | undefined;
@@ -44,9 +44,8 @@ export class ChangeListener {
   /** Notifications from other stores seen so far (and reconnections, which may have missed some). */
   changes = 0;
 
-  constructor(config: pg.ClientConfig, self: string = randomUUID()) {
+  constructor(config: pg.ClientConfig) {
     this.#config = config;
-    this.self = self;
   }
 
   /**

@@ -69,18 +69,19 @@ export function prepared(stmt: PgStatement, values: unknown[], replan = false): 
  * fresh database those are nearly empty, and such a plan kept serving a backlog of thousands
  * until an ANALYZE invalidated it (autovacuum's, at most once a minute): the batch claim checked
  * each candidate's job by scanning every active job (docs/performance.md, "Plans made on empty
- * tables"). A connection keeps at most one prepared statement per entry here and name.
+ * tables"). A connection keeps at most one prepared statement per name a read has had.
  */
 const REPLAN_AFTER = [100, 1_000, 10_000, 100_000];
-const runsByName = new Map<string, number>();
+/** Per base name: its runs so far, and the name it runs under now (the `generation`-th). */
+const plans = new Map<string, { runs: number; generation: number; name: string }>();
 
 /** The name a statement runs under now: `base`, then `base_p1`, `base_p2`… once its runs pass each of {@link REPLAN_AFTER}. */
 export function planName(base: string): string {
-  const runs = (runsByName.get(base) ?? 0) + 1;
-  runsByName.set(base, runs);
-  let generation = 0;
-  while (generation < REPLAN_AFTER.length && runs > REPLAN_AFTER[generation]!) generation += 1;
-  return generation === 0 ? base : `${base}_p${generation}`;
+  let plan = plans.get(base);
+  if (!plan) plans.set(base, (plan = { runs: 0, generation: 0, name: base }));
+  plan.runs += 1;
+  if (plan.generation < REPLAN_AFTER.length && plan.runs > REPLAN_AFTER[plan.generation]!) plan.name = `${base}_p${++plan.generation}`;
+  return plan.name;
 }
 
 /** The values of a call's arguments in `$n` order (a named statement takes one object). */
