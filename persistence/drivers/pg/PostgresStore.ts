@@ -47,8 +47,8 @@ export class PostgresStore extends SqlStore {
     const lockTimeout = options.lockTimeoutMs ?? 5000;
     // Generic plans: each connection plans a statement once (its first run), not at every run. The
     // store's statements are its own, named, and found by key or by index order, so one plan
-    // serves every value; the batch claim's custom plan cost more (1.5-6 ms) than running it. Reads
-    // and the batch claim are planned again as the tables grow (`planName`, sql.ts).
+    // serves every value; the batch claim's custom plan cost more (1.5-6 ms) than running it. Every
+    // statement is planned again as the tables grow (`planName`, sql.ts).
     // No JIT: a plan whose estimate passes jit_above_cost (the batch claim's, as a backlog grows:
     // it guesses 100 srcs) compiled its expressions again at every run, 0.3-0.6 s of server CPU
     // for a statement that runs in 10 ms (docs/performance.md, "Server CPU of a queue job on Postgres").

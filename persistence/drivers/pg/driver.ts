@@ -59,7 +59,7 @@ export class PgDriver implements SqlDriver {
 
   async values(name: StatementName, args: unknown[]): Promise<unknown[] | undefined> {
     const stmt = this.#statements[name];
-    return (await this.#pool.query<unknown[]>({ ...prepared(stmt, bind(stmt, args), true), rowMode: 'array' })).rows[0];
+    return (await this.#pool.query<unknown[]>({ ...prepared(stmt, bind(stmt, args)), rowMode: 'array' })).rows[0];
   }
 
   job(id: string): Promise<Row | undefined> {
@@ -175,7 +175,7 @@ export class PgDriver implements SqlDriver {
           sql: (text) => void queued.push(text),
           query: async (stmt, args) => {
             await flush(true);
-            return (await client.query<Row>(prepared(stmt, bind(stmt, args), true))).rows;
+            return (await client.query<Row>(prepared(stmt, bind(stmt, args)))).rows;
           },
           runs,
           isolated,
@@ -207,7 +207,7 @@ export class PgDriver implements SqlDriver {
   }
 
   #query(stmt: PgStatement, args: readonly unknown[]): Promise<pg.QueryResult<Row>> {
-    return this.#pool.query<Row>(prepared(stmt, bind(stmt, args), true));
+    return this.#pool.query<Row>(prepared(stmt, bind(stmt, args)));
   }
 }
 

@@ -53,13 +53,11 @@ export function toPostgres(sql: string, key: string): PgStatement {
 }
 
 /**
- * A statement as node-postgres prepares it: named once per connection (`s_<key>`), with its
- * values. `replan`: a read outside a program's writes, or the batch claim, whose plan chooses how
- * rows are found, runs under {@link planName}'s name; a program's writes (by key) keep theirs.
+ * A statement as node-postgres prepares it, with its values: named per connection (`s_<key>`,
+ * under {@link planName}'s name, so that it is planned again as the tables grow).
  */
-export function prepared(stmt: PgStatement, values: unknown[], replan = false): { name: string; text: string; values: unknown[] } {
-  const name = `s_${stmt.key}`;
-  return { name: replan ? planName(name) : name, text: stmt.text, values };
+export function prepared(stmt: PgStatement, values: unknown[]): { name: string; text: string; values: unknown[] } {
+  return { name: planName(`s_${stmt.key}`), text: stmt.text, values };
 }
 
 /**
@@ -69,7 +67,8 @@ export function prepared(stmt: PgStatement, values: unknown[], replan = false): 
  * fresh database those are nearly empty, and such a plan kept serving a backlog of thousands
  * until an ANALYZE invalidated it (autovacuum's, at most once a minute): the batch claim checked
  * each candidate's job by scanning every active job (docs/performance.md, "Plans made on empty
- * tables"). A connection keeps at most one prepared statement per name a read has had.
+ * tables"): writes chose a partial index over the primary key the same way. A connection keeps at
+ * most one prepared statement per name a statement has had.
  */
 const REPLAN_AFTER = [100, 1_000, 10_000, 100_000];
 /** Per base name: its runs so far, and the name it runs under now (the `generation`-th). */
