@@ -5,7 +5,11 @@
  */
 import { afterEach, expect, it } from 'vitest';
 import { PostgresStore } from '../persistence/drivers/pg/index.ts';
-import { claim, effectOf, T0 } from './helpers/dueClaims.ts';
+import { claimDueArgs, claimDueStatement } from '../persistence/drivers/pg/claimDue.ts';
+import { quoted } from '../persistence/drivers/pg/deferred.ts';
+import { bind } from '../persistence/drivers/pg/sql.ts';
+import { POSTGRES } from '../persistence/sql/predicates.ts';
+import { claim, effectOf, NOW, T0 } from './helpers/dueClaims.ts';
 import { freshDatabase } from './helpers/postgres.ts';
 import { newJob } from './store.contract.ts';
 
@@ -52,4 +56,52 @@ it('two runners claiming at once take disjoint rows, and a row another transacti
   const rows = (await other.pool.query("SELECT effect_id, runner FROM attempts WHERE outcome = 'running' ORDER BY effect_id")).rows;
   expect(rows).toHaveLength(jobs - 1);
   expect((await store.claimDueEffects(claim())).claimed.map((e) => e.id)).toEqual(['J00~x']);
+});
+
+it("reads due backoff rows in the index's order, so a claim's work does not grow with how many wait (schema 7: effects_due ends with rowid)", async () => {
+  const db = await freshDatabase();
+  drops.push(db.drop);
+  const store = await PostgresStore.open(db.url);
+  opened.push(store);
+  // The batch claim as the store runs it: one generic plan per connection, made at its first run,
+  // here on an empty database (as every store's first claims are).
+  const stmt = claimDueStatement(POSTGRES, 4);
+  const values = bind(stmt, claimDueArgs(claim({ limit: 4, now: NOW + 60_000, claimUntil: NOW + 90_000 })));
+  const client = await store.pool.connect();
+  try {
+    await client.query('SET plan_cache_mode = force_generic_plan');
+    await client.query(`PREPARE claim AS ${stmt.text}`);
+    const literal = (v: unknown) => (v === null ? 'NULL' : typeof v === 'number' ? String(v) : quoted(String(v)));
+    /** Buffers the claim reads with `due` backoff rows waiting (rolled back: nothing is claimed). */
+    const hits = async (): Promise<number> => {
+      await client.query('BEGIN');
+      try {
+        const plan = (await client.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE claim(${values.map(literal).join(', ')})`)).rows[0]['QUERY PLAN'];
+        return plan[0].Plan['Shared Hit Blocks'] + plan[0].Plan['Shared Read Blocks'];
+      } finally {
+        await client.query('ROLLBACK');
+      }
+    };
+    /** `n` more jobs, each with an activity in backoff, due (oldest first by due time). */
+    let made = 0;
+    const backoffs = async (n: number) => {
+      const creates = Array.from({ length: n }, (_, i) => {
+        const id = `B${String(made + i).padStart(5, '0')}`;
+        return { ...newJob(id), effects: [effectOf(id, 'x', { at: T0 })] };
+      });
+      await store.writeBatch({ creates, commits: [], finishes: [], claims: [] });
+      made += n;
+      await client.query(`UPDATE effects SET status = 'backoff', attempt = 1, next_run_at = ${T0} + rowid WHERE status = 'pending'`);
+    };
+    await hits(); // planned now, on the empty tables
+    await backoffs(20);
+    const few = await hits();
+    await backoffs(2_000);
+    const many = await hits();
+    // Sorting every due row read each one (about 68,000 buffers here against 194 with 20 waiting);
+    // the index's order reads the first few (about 330 against 160).
+    expect(many).toBeLessThan(3 * few);
+  } finally {
+    client.release();
+  }
 });

@@ -1,4 +1,4 @@
--- The postgres schema as persistence/sql/migrations/postgres produce it (schema version 6).
+-- The postgres schema as persistence/sql/migrations/postgres produce it (schema version 7).
 -- Written by `npm run schema:dump`; test/schemaDump tests fail when it drifts from the migrations.
 
 CREATE TABLE assets (
@@ -252,7 +252,7 @@ UNION ALL
    FROM effects
   WHERE (effects.attempt_started_at IS NOT NULL);
 
-CREATE INDEX effects_due ON public.effects USING btree (status, next_run_at) WHERE (active = 1);
+CREATE INDEX effects_due ON public.effects USING btree (status, next_run_at, rowid) WHERE (active = 1);
 
 CREATE INDEX effects_job ON public.effects USING btree (job_id, actor_id);
 
