@@ -19,7 +19,7 @@ import { createRuntime, runWorker, type Job, type Runtime } from '../src/index.t
 import type { Synchronous } from './rawRun.ts';
 import { Samples, timedLoops } from './stats.ts';
 import { freshBenchDb, type BenchDb, type StoreKind } from './benchDb.ts';
-import { activityChain, type ChainDefinition } from './workerMachines.ts';
+import { activityChain, type AttemptInfo, type ChainDefinition } from './workerMachines.ts';
 
 /** The grid's "N at once": N jobs in flight (N loops) and `maxConcurrentActivities: N`. */
 export const AT_ONCE = [1, 64] as const;
@@ -31,12 +31,14 @@ export interface JobShape {
   def: ChainDefinition;
   /** Persisted snapshots of this machine (the context's `n` varies with i), for raw SQLite to write the same bytes. */
   snapshot: (i: number) => string;
-  /** What each step's activity awaits (absent: nothing, it resolves on a microtask); the afternoon loop awaits it too. */
-  work?: () => Promise<void>;
+  /** What each step's activity awaits (absent: nothing, it resolves on a microtask); the afternoon loop awaits it too. It may throw: the attempt fails. */
+  work?: (attempt: AttemptInfo) => Promise<void>;
+  /** The activity's retry policy's first backoff, ms (the afternoon loop waits as long before it takes a failed job again). */
+  backoffMs?: number;
 }
 
-function chainShape(steps: number, work?: { name: string; run: () => Promise<void> }): JobShape {
-  const def = activityChain(`bench-chain-${steps}${work ? `-${work.name}` : ''}`, steps, work?.run);
+function chainShape(steps: number, work?: { name: string; run: (attempt: AttemptInfo) => Promise<void> }): JobShape {
+  const def = activityChain(`bench-chain-${steps}${work ? `-${work.name.replace(/[^A-Za-z0-9-]/g, '')}` : ''}`, steps, work?.run);
   const actor = createActor(def.machine, { input: { n: 0 } }).start();
   const template = JSON.parse(JSON.stringify(actor.getPersistedSnapshot())) as { context: Record<string, unknown> };
   actor.stop();
@@ -45,7 +47,7 @@ function chainShape(steps: number, work?: { name: string; run: () => Promise<voi
     steps,
     def,
     snapshot: (i) => JSON.stringify({ ...template, context: { ...template.context, n: i } }),
-    ...(work ? { work: work.run } : {}),
+    ...(work ? { work: work.run, backoffMs: def.activities['work']!.backoff.initialMs } : {}),
   };
 }
 
@@ -62,6 +64,28 @@ export const TIMED_SHAPE: JobShape = chainShape(3, {
   name: `0-${TIMED_ACTIVITY_MS}ms`,
   run: () => new Promise<void>((resolve) => setTimeout(resolve, Math.random() * TIMED_ACTIVITY_MS)),
 });
+
+/** Share of {@link RETRY_SHAPE}'s steps whose first attempt fails (the issue's W3: 20% retried). */
+export const RETRIED_SHARE = 0.2;
+
+/**
+ * 3 no-op steps, of which one in five fails its first attempt and is retried after the chain's
+ * backoff (50 ms): which ones, by a hash of the attempt's key, so a retried attempt (number 2)
+ * always succeeds. The queue section runs it at c16 beside the other shapes.
+ */
+export const RETRY_SHAPE: JobShape = chainShape(3, {
+  name: `${RETRIED_SHARE * 100}% retried`,
+  run: async ({ key, attempt }) => {
+    if (attempt === 1 && keyHash(key) % 100 < RETRIED_SHARE * 100) throw new Error('transient failure (the bench fails it on purpose)');
+  },
+});
+
+/** FNV-1a of a key: the same key, the same verdict, in Spool's run and the afternoon loop's. */
+function keyHash(key: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
+  return h >>> 0;
+}
 
 /** What every run of the jobs section reports: Spool's, the afternoon baseline's and the light load's. */
 export interface JobsRunResult {

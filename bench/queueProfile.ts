@@ -1,7 +1,7 @@
 /**
  * A focused run for profiling (not part of `npm run bench`): one queue case, while-draining, on
  * SQLite, or with `--pg` on Postgres (SPOOL_BENCH_PG_URL, else a throwaway server: bench/pgServer.ts).
- * `tsx bench/queueProfile.ts [steps=3] [c=16] [backlog=2000] [NORMAL|FULL] [--sql] [--pg]`; with
+ * `tsx bench/queueProfile.ts [steps=3|timed|retried] [c=16] [backlog=2000] [NORMAL|FULL] [--sql] [--pg]`; with
  * `--sql`, the statements run per job, by SQL text (Postgres: the round trips; SQLite: their wall µs, and
  * how COMMIT's time is spread). Profile with `node --import tsx --cpu-prof`.
  * `tsx bench/queueProfile.ts starts [jobs=5000] [inFlight=64] [batch=1] [--sql] [--pg]`: the starts
@@ -10,7 +10,7 @@
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { runSpoolQueue, runStarts } from './queueRun.ts';
-import { JOB_SHAPES } from './jobsRun.ts';
+import { JOB_SHAPES, RETRY_SHAPE, TIMED_SHAPE } from './jobsRun.ts';
 import { benchPostgres } from './pgServer.ts';
 
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
@@ -55,7 +55,7 @@ if (process.argv.includes('--sql') && store === 'postgres') {
     };
   }
 }
-const shape = JOB_SHAPES.find((s) => s.steps === (args[0] === 'starts' ? 3 : Number(steps)))!;
+const shape = steps === 'retried' ? RETRY_SHAPE : steps === 'timed' ? TIMED_SHAPE : JOB_SHAPES.find((s) => s.steps === (args[0] === 'starts' ? 3 : Number(steps)))!;
 const r =
   args[0] === 'starts'
     ? await runStarts({ store, synchronous: 'NORMAL', shape, jobs: Number(args[1] ?? 5000), inFlight: Number(args[2] ?? 64), batch: Number(args[3] ?? 1) })

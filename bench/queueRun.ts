@@ -151,8 +151,12 @@ export async function runAfternoonQueue(c: Omit<QueueCase, 'store'>): Promise<Qu
   db.exec(`CREATE TABLE jobs (id INTEGER PRIMARY KEY, status TEXT NOT NULL, step INTEGER NOT NULL, steps INTEGER NOT NULL, payload TEXT NOT NULL, worker TEXT);
     CREATE INDEX jobs_ready ON jobs (id) WHERE status = 'ready'`);
   const insert = db.prepare(`INSERT INTO jobs (status, step, steps, payload) VALUES ('ready', 0, ?, ?)`);
-  const claim = db.prepare(`UPDATE jobs SET status = 'running', worker = ? WHERE id = (SELECT id FROM jobs WHERE status = 'ready' ORDER BY id LIMIT 1) RETURNING id, steps`);
+  const claim = db.prepare(`UPDATE jobs SET status = 'running', worker = ? WHERE id = (SELECT id FROM jobs WHERE status = 'ready' ORDER BY id LIMIT 1) RETURNING id, step, steps`);
   const step = db.prepare(`UPDATE jobs SET step = step + 1, payload = ?, status = CASE WHEN step + 1 = steps THEN 'done' ELSE status END WHERE id = ? AND worker = ?`);
+  const requeue = db.prepare(`UPDATE jobs SET status = 'ready', worker = NULL WHERE id = ?`);
+  /** Failed attempts per job step (a work that throws), and the jobs waiting out a backoff before they are ready again. */
+  const failures = new Map<string, number>();
+  let backingOff = 0;
   const counter = walCommitCounter(tmp.path);
   let produced = 0;
   let finished = 0;
@@ -160,17 +164,29 @@ export async function runAfternoonQueue(c: Omit<QueueCase, 'store'>): Promise<Qu
   const worker = async (w: number) => {
     const name = `w${w}`;
     while (finished < c.backlog) {
-      const row = claim.get(name) as { id: number; steps: number } | undefined;
+      const row = claim.get(name) as { id: number; step: number; steps: number } | undefined;
       if (!row) {
         if (!producing && produced === finished) break;
-        await new Promise((r) => setImmediate(r));
+        // Nothing ready: new jobs come on the next turn; a failed one only after its backoff.
+        await new Promise((r) => (producing || backingOff === 0 ? setImmediate(r) : setTimeout(r, 1)));
         continue;
       }
-      for (let s = 0; s < row.steps; s += 1) {
-        await (c.shape.work ? c.shape.work() : Promise.resolve());
+      let failed = false;
+      for (let s = row.step; s < row.steps; s += 1) {
+        const key = `${row.id}:${s}`;
+        try {
+          await (c.shape.work ? c.shape.work({ key, attempt: (failures.get(key) ?? 0) + 1 }) : Promise.resolve());
+        } catch {
+          // As a retry policy would: the job is ready again after the backoff, at the step that failed.
+          failures.set(key, (failures.get(key) ?? 0) + 1);
+          backingOff += 1;
+          setTimeout(() => (requeue.run(row.id), (backingOff -= 1)), c.shape.backoffMs ?? 0);
+          failed = true;
+          break;
+        }
         step.run(c.shape.snapshot(row.id), row.id, name);
       }
-      finished += 1;
+      if (!failed) finished += 1;
     }
   };
   const workers = () => Promise.all(Array.from({ length: c.concurrency }, (_, w) => worker(w)));

@@ -3,7 +3,8 @@
  * workers in the same process (bench/queueRun.ts), two ways: enqueued by 32 producers while the
  * workers drain (while-draining), and all enqueued first (then-drain). 1- and 3-step jobs of
  * no-op activities, c1 and c16 activities at once (c64 with --queue-full), and at c16 3-step jobs
- * whose activities take a random 0-4 ms (they end at different moments), NORMAL and FULL, on
+ * whose activities take a random 0-4 ms (they end at different moments) and 3-step jobs one step in
+ * five of which fails its first attempt (retried after the backoff, 50 ms), NORMAL and FULL, on
  * the stores --store names. Backlogs: 500 and 2k (--quick), 1k and 10k, or 1k, 10k and 100k
  * (--queue-full); c1 runs the smallest only (a job at a time: minutes per 10k). Each run (Spool's
  * and the afternoon loop's) follows the same case run unmetered with WARMUP_JOBS jobs.
@@ -19,7 +20,7 @@
  * The remote worker's line is its own section (bench/remoteSection.ts, `--only remote`).
  */
 import { RAW_BATCH } from './groupCommit.ts';
-import { JOB_SHAPES, TIMED_SHAPE } from './jobsRun.ts';
+import { JOB_SHAPES, RETRY_SHAPE, TIMED_SHAPE } from './jobsRun.ts';
 import { runAfternoonQueue, runSpoolQueue, runStarts, WARMUP_JOBS, type QueueCase, type QueueMode, type QueueResult } from './queueRun.ts';
 import { runRawJobs } from './rawBatch.ts';
 import { SETTINGS } from './rawRun.ts';
@@ -34,13 +35,13 @@ export async function queueSection(ctx: SectionContext & { queueFull: boolean })
   console.log(`\n== Queue: N jobs drained by runWorker in the same process (producers 32 in flight), backlogs ${backlogs.join(', ')}; stores ${ctx.stores.join(', ')}`);
   const rows: ReturnType<typeof row>[] = [];
   for (const synchronous of SETTINGS) {
-    for (const shape of [...JOB_SHAPES, TIMED_SHAPE]) {
+    for (const shape of [...JOB_SHAPES, TIMED_SHAPE, RETRY_SHAPE]) {
       ctx.gc();
       const raw = runRawJobs({ synchronous, durationMs: ctx.quick ? 200 : 1000, steps: shape.steps, batch: RAW_BATCH, snapshot: shape.snapshot });
       for (const c of concurrencies) {
         for (const mode of ['while-draining', 'then-drain'] as QueueMode[]) {
           if (mode === 'then-drain' && (c !== 16 || shape.steps !== 3 || shape.work)) continue;
-          if (shape.work && c !== 16) continue; // the timed shape: c16 only (at c1 its waits, not Spool, set the rate)
+          if (shape.work && c !== 16) continue; // the timed and retried shapes: c16 only (at c1 their waits, not Spool, set the rate)
           const sizes = c === 1 ? backlogs.slice(0, 1) : backlogs;
           for (const store of ctx.stores) {
             if (store === 'postgres' && synchronous === 'FULL') continue; // synchronous is SQLite's setting

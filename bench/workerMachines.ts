@@ -17,9 +17,15 @@ export interface ChainDefinition {
 
 /**
  * A machine `step1 → … → step<steps> → done`, each step invoking the activity `work`: no work
- * (it resolves on a microtask), or `work()` awaited first (an activity that takes time).
+ * (it resolves on a microtask), or `work()` awaited first (an activity that takes time, or fails).
  */
-export function activityChain(id: string, steps: number, work?: () => Promise<void>): ChainDefinition {
+/** What an activity's work is told of its attempt: the effect's idempotency key and the attempt's number (from 1). */
+export interface AttemptInfo {
+  key: string;
+  attempt: number;
+}
+
+export function activityChain(id: string, steps: number, work?: (attempt: AttemptInfo) => Promise<void>): ChainDefinition {
   const names = Array.from({ length: steps }, (_, k) => `step${k + 1}`);
   const states: Record<string, unknown> = { done: { type: 'final' } };
   names.forEach((name, k) => {
@@ -35,9 +41,11 @@ export function activityChain(id: string, steps: number, work?: () => Promise<vo
   const machine = setup({
     types: { context: {} as { n: number; result: number | null }, input: {} as { n: number } },
     actors: {
-      work: fromPromise<number, { n: number }>(async ({ input }) => {
-        if (work) await work();
-        return input.n + 1;
+      work: fromPromise<number, { n: number }>(async (args) => {
+        // Spool passes the attempt's key and number beside XState's arguments (ActivityArgs).
+        const { idempotencyKey = '', attempt = 1 } = args as { idempotencyKey?: string; attempt?: number };
+        if (work) await work({ key: idempotencyKey, attempt });
+        return args.input.n + 1;
       }),
     },
   }).createMachine({
