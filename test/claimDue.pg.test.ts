@@ -58,38 +58,72 @@ it('two runners claiming at once take disjoint rows, and a row another transacti
   expect((await store.claimDueEffects(claim())).claimed.map((e) => e.id)).toEqual(['J00~x']);
 });
 
-it("reads due backoff rows in the index's order, so a claim's work does not grow with how many wait (schema 7: effects_due ends with rowid)", async () => {
+/**
+ * A store on a fresh database, and the batch claim as the store runs it on one of its connections:
+ * one generic plan, made at the first run (`explain` runs it, rolled back), on the database as it
+ * is then (empty, as every store's first claims find it). `explain` gives the plan's JSON.
+ */
+async function preparedClaim() {
   const db = await freshDatabase();
   drops.push(db.drop);
   const store = await PostgresStore.open(db.url);
   opened.push(store);
-  // The batch claim as the store runs it: one generic plan per connection, made at its first run,
-  // here on an empty database (as every store's first claims are).
   const stmt = claimDueStatement(POSTGRES, 4);
   const values = bind(stmt, claimDueArgs(claim({ limit: 4, now: NOW + 60_000, claimUntil: NOW + 90_000 })));
   const client = await store.pool.connect();
-  try {
-    await client.query('SET plan_cache_mode = force_generic_plan');
-    await client.query(`PREPARE claim AS ${stmt.text}`);
-    const literal = (v: unknown) => (v === null ? 'NULL' : typeof v === 'number' ? String(v) : quoted(String(v)));
-    /** Buffers the claim reads with `due` backoff rows waiting (rolled back: nothing is claimed). */
-    const hits = async (): Promise<number> => {
+  await client.query('SET plan_cache_mode = force_generic_plan');
+  await client.query(`PREPARE claim AS ${stmt.text}`);
+  const literal = (v: unknown) => (v === null ? 'NULL' : typeof v === 'number' ? String(v) : quoted(String(v)));
+  return {
+    store,
+    client,
+    explain: async (): Promise<PlanNode> => {
       await client.query('BEGIN');
       try {
-        const plan = (await client.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE claim(${values.map(literal).join(', ')})`)).rows[0]['QUERY PLAN'];
-        return plan[0].Plan['Shared Hit Blocks'] + plan[0].Plan['Shared Read Blocks'];
+        return (await client.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE claim(${values.map(literal).join(', ')})`)).rows[0]['QUERY PLAN'][0].Plan;
       } finally {
         await client.query('ROLLBACK');
       }
+    },
+  };
+}
+
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  Alias?: string;
+  'Index Name'?: string;
+  'Shared Hit Blocks': number;
+  'Shared Read Blocks': number;
+  Plans?: PlanNode[];
+}
+
+function* nodes(plan: PlanNode): Generator<PlanNode> {
+  yield plan;
+  for (const p of plan.Plans ?? []) yield* nodes(p);
+}
+
+/** `n` jobs (ids from `from`), each with a pending activity. */
+async function pendingJobs(store: PostgresStore, from: number, n: number): Promise<void> {
+  const creates = Array.from({ length: n }, (_, i) => {
+    const id = `B${String(from + i).padStart(5, '0')}`;
+    return { ...newJob(id), effects: [effectOf(id, 'x', { at: T0 })] };
+  });
+  await store.writeBatch({ creates, commits: [], finishes: [], claims: [] });
+}
+
+it("reads due backoff rows in the index's order, so a claim's work does not grow with how many wait (schema 7: effects_due ends with rowid)", async () => {
+  const { store, client, explain } = await preparedClaim();
+  try {
+    /** Buffers one claim reads. */
+    const hits = async () => {
+      const plan = await explain();
+      return plan['Shared Hit Blocks'] + plan['Shared Read Blocks'];
     };
     /** `n` more jobs, each with an activity in backoff, due (oldest first by due time). */
     let made = 0;
     const backoffs = async (n: number) => {
-      const creates = Array.from({ length: n }, (_, i) => {
-        const id = `B${String(made + i).padStart(5, '0')}`;
-        return { ...newJob(id), effects: [effectOf(id, 'x', { at: T0 })] };
-      });
-      await store.writeBatch({ creates, commits: [], finishes: [], claims: [] });
+      await pendingJobs(store, made, n);
       made += n;
       await client.query(`UPDATE effects SET status = 'backoff', attempt = 1, next_run_at = ${T0} + rowid WHERE status = 'pending'`);
     };
@@ -101,6 +135,19 @@ it("reads due backoff rows in the index's order, so a claim's work does not grow
     // Sorting every due row read each one (about 68,000 buffers here against 194 with 20 waiting);
     // the index's order reads the first few (about 330 against 160).
     expect(many).toBeLessThan(3 * few);
+  } finally {
+    client.release();
+  }
+});
+
+it("finds each candidate's effect by its primary key, even in a plan made on an empty database (not through effects_due, dead entries and all)", async () => {
+  const { store, client, explain } = await preparedClaim();
+  try {
+    await explain(); // planned now, on the empty tables
+    await pendingJobs(store, 0, 50);
+    // `e` twice: the candidates locked (`e_1`, which the plan walked effects_due for) and the held ones.
+    const lookups = [...nodes(await explain())].filter((n) => n['Relation Name'] === 'effects' && /^e(_\d+)?$/.test(n.Alias ?? ''));
+    expect(lookups.map((n) => [n.Alias, n['Index Name']])).toEqual([['e_1', 'effects_pkey'], ['e', 'effects_pkey']]);
   } finally {
     client.release();
   }
