@@ -20,7 +20,11 @@ async function write(label, work, refresh) {
   await refresh();
 }
 
-export function actionsPanel({ job, waitingFor, effects, events = [], machine, held, refresh }) {
+/**
+ * `openForm`: the event form open on the panel this one replaces (a live update re-reads the page).
+ * It stays open, with what was typed in it, while its event is still accepted.
+ */
+export function actionsPanel({ job, waitingFor, effects, events = [], machine, held, refresh, openForm = null }) {
   const id = enc(job.id);
   if (held) return heldPanel(id, held);
   const parts = [];
@@ -32,9 +36,10 @@ export function actionsPanel({ job, waitingFor, effects, events = [], machine, h
       onclick: () => {
         const schema = schemas.get(type);
         if (!hasFields(schema, ['type'])) return void write(`send ${type}`, () => post(`/api/jobs/${id}/events`, { type }), refresh);
-        forms.replaceChildren(eventForm(type, schema, (event) => write(`send ${type}`, () => post(`/api/jobs/${id}/events`, event), refresh), () => forms.replaceChildren()));
+        forms.replaceChildren(eventForm(type, schema, (event) => write(`send ${type}`, () => post(`/api/jobs/${id}/events`, event), refresh)));
       },
     }, type));
+    if (openForm && waitingFor.includes(openForm.dataset.event)) forms.replaceChildren(openForm);
     parts.push(h('div', { class: 'action-group' }, h('h3', {}, 'Send an event'), buttons.length ? h('div', { class: 'buttons' }, buttons) : h('p', { class: 'muted' }, 'The current state accepts no event from outside.'), forms));
   }
   const failed = failedEvents(events);
@@ -76,9 +81,11 @@ function heldPanel(id, held) {
     h('h3', {}, 'Held back: damaged'), h('p', { class: 'error-text' }, held.damaged), h('p', { class: 'muted' }, held.wayOut), h('div', { class: 'buttons' }, purge)));
 }
 
-function eventForm(type, schema, send, close) {
+/** An event's form; it closes itself (sent, or Close), wherever a re-drawn panel has put it. */
+function eventForm(type, schema, send) {
   const form = schemaForm(schema, { skip: ['type'], idPrefix: `ev-${type}` });
   const problem = h('p', { class: 'error-text' });
+  const close = () => el.remove();
   const el = h('form', {
     class: 'event-form', dataset: { event: type },
     onsubmit: (event) => {

@@ -79,7 +79,8 @@ async function load(page, refresh) {
   if (page.svg) applyMarks(page.svg, marks);
   drawHead(view.head, job, d.stuck);
   drawTimeline(view.timeline, history.history);
-  fill(view.side, actionsPanel({ job, waitingFor: d.waitingFor, effects: effects.effects, events: events.events, machine: page.machine, held: d.held, refresh }), card('Context', jsonBlock(job.context)), card('Input', jsonBlock(job.input)), job.output !== undefined ? card('Output', jsonBlock(job.output)) : null);
+  const openForm = view.side.querySelector('form.event-form');
+  fill(view.side, actionsPanel({ job, waitingFor: d.waitingFor, effects: effects.effects, events: events.events, machine: page.machine, held: d.held, refresh, openForm }), card('Context', jsonBlock(job.context)), card('Input', jsonBlock(job.input)), job.output !== undefined ? card('Output', jsonBlock(job.output)) : null);
   fill(view.details, activities(effects.effects, attempts.attempts), timersCard(timers.timers), assetsCard(assets.assets), notesCard(notes.notes));
   page.main.dataset.revision = String(job.revision);
   page.loaded = true;
