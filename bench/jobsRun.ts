@@ -33,8 +33,6 @@ export interface JobShape {
   snapshot: (i: number) => string;
   /** What each step's activity awaits (absent: nothing, it resolves on a microtask); the afternoon loop awaits it too. It may throw: the attempt fails. */
   work?: (attempt: AttemptInfo) => Promise<void>;
-  /** The activity's retry policy's first backoff, ms (the afternoon loop waits as long before it takes a failed job again). */
-  backoffMs?: number;
 }
 
 function chainShape(steps: number, work?: { name: string; run: (attempt: AttemptInfo) => Promise<void> }): JobShape {
@@ -47,7 +45,7 @@ function chainShape(steps: number, work?: { name: string; run: (attempt: Attempt
     steps,
     def,
     snapshot: (i) => JSON.stringify({ ...template, context: { ...template.context, n: i } }),
-    ...(work ? { work: work.run, backoffMs: def.activities['work']!.backoff.initialMs } : {}),
+    ...(work ? { work: work.run } : {}),
   };
 }
 

@@ -157,6 +157,22 @@ export async function runAfternoonQueue(c: Omit<QueueCase, 'store'>): Promise<Qu
   /** Failed attempts per job step (a work that throws), and the jobs waiting out a backoff before they are ready again. */
   const failures = new Map<string, number>();
   let backingOff = 0;
+  const work = c.shape.work;
+  /** The retry policy's first backoff, as the shape's activity has it. */
+  const backoffMs = c.shape.def.activities['work']?.backoff.initialMs ?? 0;
+  /** One step's work, as a retry policy runs it: false when it failed (the job is ready again after the backoff, at this step). */
+  const attempt = async (id: number, s: number): Promise<boolean> => {
+    const key = `${id}:${s}`;
+    try {
+      await work!({ key, attempt: (failures.get(key) ?? 0) + 1 });
+      return true;
+    } catch {
+      failures.set(key, (failures.get(key) ?? 0) + 1);
+      backingOff += 1;
+      setTimeout(() => (requeue.run(id), (backingOff -= 1)), backoffMs);
+      return false;
+    }
+  };
   const counter = walCommitCounter(tmp.path);
   let produced = 0;
   let finished = 0;
@@ -173,14 +189,8 @@ export async function runAfternoonQueue(c: Omit<QueueCase, 'store'>): Promise<Qu
       }
       let failed = false;
       for (let s = row.step; s < row.steps; s += 1) {
-        const key = `${row.id}:${s}`;
-        try {
-          await (c.shape.work ? c.shape.work({ key, attempt: (failures.get(key) ?? 0) + 1 }) : Promise.resolve());
-        } catch {
-          // As a retry policy would: the job is ready again after the backoff, at the step that failed.
-          failures.set(key, (failures.get(key) ?? 0) + 1);
-          backingOff += 1;
-          setTimeout(() => (requeue.run(row.id), (backingOff -= 1)), c.shape.backoffMs ?? 0);
+        if (!work) await Promise.resolve();
+        else if (!(await attempt(row.id, s))) {
           failed = true;
           break;
         }

@@ -15,7 +15,7 @@ import type { Call } from '../../sql/program.ts';
 import type { StatementName } from '../../sql/statements.ts';
 import { pairOf, shifted, THEN_COLUMN } from './pairs.ts';
 import { shapeOf, type Shape } from './shapes.ts';
-import { bind, planName, prepared, type PgStatement } from './sql.ts';
+import { bind, planned, prepared, type PgStatement } from './sql.ts';
 
 /** A write waiting: its statement, values, and shape (what it writes, never null here). */
 interface Part {
@@ -25,7 +25,7 @@ interface Part {
 }
 
 
-/** One combined text per sequence of statements, named once per process (a prepared statement's name has at most 63 bytes; it runs under planName's). */
+/** One combined text per sequence of statements, named once per process (a prepared statement's name has at most 63 bytes; it runs as `planned`). */
 const combined = new Map<string, { name: string; text: string }>();
 
 function combine(parts: readonly Part[], main: PgStatement | undefined): { name: string; text: string } {
@@ -84,7 +84,7 @@ export class DeferredWrites {
     if (this.#waiting.length > 0 && shapeOf(stmt).leads && joins) {
       const parts = this.#take();
       const c = combine(parts, stmt);
-      q = { name: planName(c.name), text: c.text, values: [...parts.flatMap((p) => p.values), ...values] };
+      q = planned(c.name, c.text, [...parts.flatMap((p) => p.values), ...values]);
     } else {
       await this.flush();
       q = prepared(stmt, values);
@@ -117,7 +117,7 @@ export class DeferredWrites {
     const [only] = parts;
     if (parts.length === 1) return void (await this.#client.query(prepared(only!.stmt, only!.values)));
     const c = combine(parts, undefined);
-    await this.#client.query({ name: planName(c.name), text: c.text, values: parts.flatMap((p) => p.values) });
+    await this.#client.query(planned(c.name, c.text, parts.flatMap((p) => p.values)));
   }
 
   /** Forget what waits (its program failed). */

@@ -57,7 +57,12 @@ export function toPostgres(sql: string, key: string): PgStatement {
  * under {@link planName}'s name, so that it is planned again as the tables grow).
  */
 export function prepared(stmt: PgStatement, values: unknown[]): { name: string; text: string; values: unknown[] } {
-  return { name: planName(`s_${stmt.key}`), text: stmt.text, values };
+  return planned(`s_${stmt.key}`, stmt.text, values);
+}
+
+/** A prepared query under `base`'s current name ({@link planName}): every statement the driver prepares, combined ones included (deferred.ts). */
+export function planned(base: string, text: string, values: unknown[]): { name: string; text: string; values: unknown[] } {
+  return { name: planName(base), text, values };
 }
 
 /**
@@ -75,7 +80,7 @@ const REPLAN_AFTER = [100, 1_000, 10_000, 100_000];
 const plans = new Map<string, { runs: number; generation: number; name: string }>();
 
 /** The name a statement runs under now: `base`, then `base_p1`, `base_p2`… once its runs pass each of {@link REPLAN_AFTER}. */
-export function planName(base: string): string {
+function planName(base: string): string {
   let plan = plans.get(base);
   if (!plan) plans.set(base, (plan = { runs: 0, generation: 0, name: base }));
   plan.runs += 1;
