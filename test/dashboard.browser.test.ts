@@ -204,6 +204,12 @@ describe.skipIf(BROWSER === null)('the dashboard in Chromium', () => {
     await page.waitForSelector(current('job-lifecycle.queued'));
     await page.click('[data-action="cancel-job"]');
     await page.fill('.confirm input', 'not needed');
+    // A live update (an event the state ignores) draws the page again: the confirm step stays
+    // open, with the reason typed, and the field keeps the focus.
+    await runtime.send('cancel-1', { type: 'FINISH' });
+    await page.waitForSelector('.timeline li.tl-ignored');
+    expect(await page.inputValue('.confirm input')).toBe('not needed');
+    expect(await page.evaluate('document.activeElement?.matches(".confirm input") ?? false')).toBe(true);
     await page.click('[data-action="confirm"]');
     await page.waitForSelector(current('job-lifecycle.cancelled'));
     expect(await runtime.get('cancel-1')).toMatchObject({ value: 'cancelled', cancel: { reason: 'not needed' } });
@@ -250,6 +256,10 @@ describe.skipIf(BROWSER === null)('the dashboard in Chromium', () => {
     await page.waitForSelector('.settle [data-action="complete"]');
     await page.screenshot({ path: join(SHOTS, 'job-token.png'), fullPage: true });
     await page.fill('.settle textarea', '{"approvedBy":"ada"}');
+    // A live update while the output is typed (a commit that changes nothing) keeps it.
+    await runtime.send('approve-1', { type: 'PING' });
+    await page.waitForSelector('.timeline li:has-text("PING")');
+    expect(await page.inputValue('.settle textarea')).toBe('{"approvedBy":"ada"}');
     await page.click('.settle [data-action="complete"]');
     await page.waitForSelector(current('approval.approved'));
     expect(await runtime.get('approve-1')).toMatchObject({ value: 'approved', final: true });

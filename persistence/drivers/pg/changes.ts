@@ -3,11 +3,12 @@
  * whose payload is its id, on one of two channels ({@link CHANNELS}): `spool_work` when the write
  * left work for other processes' workers ({@link wakesOthers}), `spool_changes` when it only
  * changed what waiters and streams read. It sends on its own ({@link Notifier}: one at a time, so
- * the commits that land while one is in flight share the next; Postgres delivers it to connected
- * listeners only). Not with the COMMIT: a transaction that notifies holds the database's one
- * notification-queue lock from its commit until it ends, its WAL flush included, so commits that
- * notified could never share a flush (measured: docs/ARCHITECTURE.md, "Postgres"). A process that
- * dies between a commit and its notification leaves the wake-up to polling.
+ * the commits that land while one is in flight share the next, and changes alone at most once per
+ * {@link CHANGES_GAP_MS}; Postgres delivers it to connected listeners only). Not with the COMMIT:
+ * a transaction that notifies holds the database's one notification-queue lock from its commit
+ * until it ends, its WAL flush included, so commits that notified could never share a flush
+ * (measured: docs/ARCHITECTURE.md, "Postgres"). A process that dies between a commit and its
+ * notification leaves the wake-up to polling.
  *
  * One listening connection per store, opened on first use, LISTENs on `spool_work` for its
  * watchers of work (a worker), and on `spool_changes` as well only once something wants every
@@ -119,38 +120,76 @@ export class ChangeListener {
 }
 
 /**
+ * How long, at least, between two NOTIFYs on `spool_changes` alone: the commits of that window share
+ * the next one. Each NOTIFY is a transaction of the server's (a commit record, the queue's lock, a
+ * round trip): one per step of a job that runs alone cost the server about a fifth of its CPU in
+ * the queue bench (3-step c1; docs/postgres.md, "Wake-ups"). Only waiters and streams of other
+ * processes hear that channel, and a change reaches them this much later at most; work
+ * (`spool_work`) goes at once, and carries the changes waiting with it.
+ */
+export const CHANGES_GAP_MS = 20;
+
+/**
  * The NOTIFY a store sends after its commits: at once when none is in flight, else once more when
- * the one in flight is done (however many commits landed meanwhile). A failed one is dropped:
- * polling covers it.
+ * the one in flight is done (however many commits landed meanwhile), on `spool_work` if any of
+ * them was work. Changes alone wait until {@link CHANGES_GAP_MS} after the last NOTIFY. A failed
+ * one is dropped: polling covers it.
  */
 export class Notifier {
   readonly #send: (wake: boolean) => Promise<unknown>;
+  readonly #gapMs: number;
   #inFlight: Promise<void> | undefined;
   /** Commits since the last NOTIFY went out: none (undefined), changes only (false), or work (true). */
   #next: boolean | undefined;
+  /** When the last NOTIFY went out (performance.now()), and the timer of a changes-only one waiting for its gap. */
+  #lastSent = -Infinity;
+  #timer: ReturnType<typeof setTimeout> | undefined;
 
   /** `send`: the NOTIFY (waking workers or not), on a connection of its own (outside any write transaction). */
-  constructor(send: (wake: boolean) => Promise<unknown>) {
+  constructor(send: (wake: boolean) => Promise<unknown>, gapMs = CHANGES_GAP_MS) {
     this.#send = send;
+    this.#gapMs = gapMs;
   }
 
   /** A write transaction committed; `wake`: it left work for other processes' workers. */
   committed(wake: boolean): void {
     this.#next = (this.#next ?? false) || wake;
-    if (this.#inFlight) return;
-    this.#inFlight = (async () => {
-      while (this.#next !== undefined) {
-        const next = this.#next;
-        this.#next = undefined;
-        await this.#send(next).catch(() => undefined);
-      }
-      this.#inFlight = undefined;
-    })();
+    this.#pump(false);
   }
 
-  /** The notifications still to send, sent (before the pool closes). */
+  /** Send what waits, unless one is in flight, or (not `now`) only changes wait and the gap since the last one is not over. */
+  #pump(now: boolean): void {
+    if (this.#inFlight || this.#next === undefined) return;
+    const wait = now || this.#next ? 0 : this.#lastSent + this.#gapMs - performance.now();
+    if (wait > 0) {
+      this.#timer ??= setTimeout(() => {
+        this.#timer = undefined;
+        this.#pump(false);
+      }, wait);
+      this.#timer.unref?.();
+      return;
+    }
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    const next = this.#next;
+    this.#next = undefined;
+    this.#lastSent = performance.now();
+    this.#inFlight = this.#send(next).then(
+      () => undefined,
+      () => undefined,
+    );
+    void this.#inFlight.then(() => {
+      this.#inFlight = undefined;
+      this.#pump(false);
+    });
+  }
+
+  /** The notifications still to send, sent now, gap or not (before the pool closes). */
   async flush(): Promise<void> {
-    await this.#inFlight;
+    while (this.#inFlight || this.#next !== undefined) {
+      if (this.#inFlight) await this.#inFlight;
+      else this.#pump(true);
+    }
   }
 }
 

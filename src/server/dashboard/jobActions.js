@@ -21,12 +21,35 @@ async function write(label, work, refresh) {
 }
 
 /**
- * `openForm`: the event form open on the panel this one replaces (a live update re-reads the page).
- * It stays open, with what was typed in it, while its event is still accepted.
+ * The parts of a panel a live update keeps as they are (an open event form, a token's output being
+ * typed, a cancel's reason): each carries `data-keep`, its key. Read them from the panel about to
+ * be replaced and give them to the next one ({@link actionsPanel}'s `kept`).
  */
-export function actionsPanel({ job, waitingFor, effects, events = [], machine, held, refresh, openForm = null }) {
+export function keptParts(root) {
+  return new Map([...root.querySelectorAll('[data-keep]')].map((el) => [el.dataset.keep, el]));
+}
+
+/**
+ * In a panel just built, each part whose key was kept is the kept part again, with what was
+ * typed in it: only where the new panel still has that part (the effect still waits for that
+ * token, the job can still be cancelled), so what no longer applies goes.
+ */
+function restoreKept(panel, kept) {
+  for (const el of panel.querySelectorAll('[data-keep]')) {
+    const old = kept.get(el.dataset.keep);
+    if (old && old !== el) el.replaceWith(old);
+  }
+  return panel;
+}
+
+/**
+ * `kept`: the parts of the panel this one replaces ({@link keptParts}; a live update re-reads the
+ * page). They stay as they were while they still apply: an open event form while its event is
+ * still accepted, a token's form while the effect still waits for it, the cancel step.
+ */
+export function actionsPanel({ job, waitingFor, effects, events = [], machine, held, refresh, kept = new Map() }) {
   const id = enc(job.id);
-  if (held) return heldPanel(id, held);
+  if (held) return restoreKept(heldPanel(id, held), kept);
   const parts = [];
   if (!job.final) {
     const schemas = new Map((machine?.events ?? []).map((e) => [e.type, e.schema]));
@@ -39,6 +62,7 @@ export function actionsPanel({ job, waitingFor, effects, events = [], machine, h
         forms.replaceChildren(eventForm(type, schema, (event) => write(`send ${type}`, () => post(`/api/jobs/${id}/events`, event), refresh)));
       },
     }, type));
+    const openForm = kept.get('event-form');
     if (openForm && waitingFor.includes(openForm.dataset.event)) forms.replaceChildren(openForm);
     parts.push(h('div', { class: 'action-group' }, h('h3', {}, 'Send an event'), buttons.length ? h('div', { class: 'buttons' }, buttons) : h('p', { class: 'muted' }, 'The current state accepts no event from outside.'), forms));
   }
@@ -67,7 +91,7 @@ export function actionsPanel({ job, waitingFor, effects, events = [], machine, h
     }, 'Retry as a new job'));
   }
   if (controls.length) parts.push(h('div', { class: 'action-group' }, h('h3', {}, 'Job'), h('div', { class: 'buttons' }, controls)));
-  return card('Actions', parts.length ? parts : empty('This job has ended; nothing to do.'));
+  return restoreKept(card('Actions', parts.length ? parts : empty('This job has ended; nothing to do.')), kept);
 }
 
 /** A job whose rows are damaged accepts nothing and can never finish: its one action is purge. */
@@ -87,7 +111,7 @@ function eventForm(type, schema, send) {
   const problem = h('p', { class: 'error-text' });
   const close = () => el.remove();
   const el = h('form', {
-    class: 'event-form', dataset: { event: type },
+    class: 'event-form', dataset: { event: type, keep: 'event-form' },
     onsubmit: (event) => {
       event.preventDefault();
       try {
@@ -106,7 +130,7 @@ function settleForm(effect, refresh) {
   const output = h('textarea', { class: 'mono', rows: 2, 'aria-label': 'output (JSON)', placeholder: 'output as JSON, e.g. {"approved": true}' });
   const message = h('input', { type: 'text', 'aria-label': 'failure message', placeholder: 'why it failed' });
   const path = (what) => `/api/tokens/${enc(effect.token)}/${what}`;
-  return h('div', { class: 'settle', dataset: { effect: effect.id } },
+  return h('div', { class: 'settle', dataset: { effect: effect.id, keep: `settle:${effect.token}` } },
     h('div', {}, h('strong', {}, effect.src), h('span', { class: 'muted mono small' }, ` token ${effect.token.slice(0, 10)}…`)),
     output,
     h('div', { class: 'buttons' },
@@ -128,7 +152,7 @@ function settleForm(effect, refresh) {
 
 /** A button that asks once more (with an optional text) before it acts. */
 function confirmButton(label, cls, placeholder, act) {
-  const wrap = h('span', { class: 'confirm' });
+  const wrap = h('span', { class: 'confirm', dataset: { keep: `confirm:${label}` } });
   const first = h('button', {
     type: 'button', class: cls, dataset: { action: label.toLowerCase().replace(/\s+/g, '-') },
     onclick: () => {

@@ -10,7 +10,7 @@
 import { enc, get, streamUrl } from './api.js';
 import { applyMarks, loadDiagram } from './diagram.js';
 import { ago, card, empty, fill, flagChips, h, jsonBlock, link, progressBar, stateChip, stateChips, statePaths, statusChip } from './dom.js';
-import { actionsPanel } from './jobActions.js';
+import { actionsPanel, keptParts } from './jobActions.js';
 
 const OUTCOMES = ['started', 'applied', 'ignored', 'failed', 'migrated', 'stale'];
 
@@ -79,8 +79,11 @@ async function load(page, refresh) {
   if (page.svg) applyMarks(page.svg, marks);
   drawHead(view.head, job, d.stuck);
   drawTimeline(view.timeline, history.history);
-  const openForm = view.side.querySelector('form.event-form');
-  fill(view.side, actionsPanel({ job, waitingFor: d.waitingFor, effects: effects.effects, events: events.events, machine: page.machine, held: d.held, refresh, openForm }), card('Context', jsonBlock(job.context)), card('Input', jsonBlock(job.input)), job.output !== undefined ? card('Output', jsonBlock(job.output)) : null);
+  // What is open in the panel (and the field being typed in) stays through the redraw.
+  const kept = keptParts(view.side);
+  const focused = document.activeElement;
+  fill(view.side, actionsPanel({ job, waitingFor: d.waitingFor, effects: effects.effects, events: events.events, machine: page.machine, held: d.held, refresh, kept }), card('Context', jsonBlock(job.context)), card('Input', jsonBlock(job.input)), job.output !== undefined ? card('Output', jsonBlock(job.output)) : null);
+  if (focused instanceof HTMLElement && focused !== document.activeElement && view.side.contains(focused)) focused.focus();
   fill(view.details, activities(effects.effects, attempts.attempts), timersCard(timers.timers), assetsCard(assets.assets), notesCard(notes.notes));
   page.main.dataset.revision = String(job.revision);
   page.loaded = true;
