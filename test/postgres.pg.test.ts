@@ -354,13 +354,68 @@ describe('PostgresStore: round trips of a step', () => {
     };
   }
 
-  it("is BEGIN with its row locks, the attempt's end with the job's update, and its other writes with COMMIT; a batch of two, one more for the second's step", async () => {
+  it("is BEGIN with its row locks, the attempt's end with the job's update, and its other writes with COMMIT; a batch's steps go on lanes, together", async () => {
     const url = await database();
     const store = await open(url);
     for (const id of ['A', 'B', 'C']) {
       await store.createJob({ ...newJob(id), effects: [effectOf(id, 'one')], runner: 'w1', claims: [{ effectId: `${id}~one`, claimUntil: T0 + 60_000 }] });
     }
-    // What the store's connections send, one entry per round trip (the NOTIFY after a commit goes on a connection of its own: left out).
+    // What the store's connections send, with how many answers had come back when each was sent
+    // (pipeline mode: a statement goes out while others are unanswered). The NOTIFY after a commit
+    // goes on a connection of its own: left out.
+    const sent: { text: string; answered: number }[] = [];
+    let answered = 0;
+    const query = pg.Client.prototype.query;
+    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+      const q = args[0];
+      const text = typeof q === 'string' ? q : String((q as { text?: unknown } | undefined)?.text ?? '');
+      const result = (query as (...a: unknown[]) => unknown).apply(this, args);
+      if (text.includes('NOTIFY')) return result;
+      sent.push({ text, answered });
+      if (result instanceof Promise) void result.finally(() => (answered += 1)).catch(() => undefined);
+      return result;
+    } as typeof query;
+    cleanups.push(async () => {
+      pg.Client.prototype.query = query;
+    });
+    const shape = (t: string) => `${t.indexOf(' AS (') > 0 ? t.slice(0, t.indexOf(' AS (')) : t.split(/[ ;]/)[0]}${/; COMMIT$/.test(t) ? ' … COMMIT' : ''}`;
+    expect(await store.commit([step('A')])).toEqual([{ ok: true, revision: 2, fence: 1 }]);
+    // One step alone, in turn: three round trips, each statement sent once the one before it answered.
+    expect(sent.map((q) => shape(q.text))).toEqual(['BEGIN', 'WITH spool_a', 'WITH spool_w1 … COMMIT']);
+    expect(sent.map((q) => q.answered - sent[0]!.answered)).toEqual([0, 1, 2]);
+    sent.length = 0;
+    const batch = await store.writeBatch({ commits: [step('B'), step('C')] });
+    expect(batch.commits).toEqual([
+      { ok: true, revision: 2, fence: 1 },
+      { ok: true, revision: 2, fence: 1 },
+    ]);
+    // Each step on a lane of its own: BEGIN and both attempts' ends go out together, before any
+    // answer (one round trip); each step's other writes (history row, new effect) once its own
+    // end answered; COMMIT once all did. A lane is two round trips, however many the batch holds
+    // (in turn, each step added one).
+    expect(sent.map((q) => shape(q.text))).toEqual(['BEGIN', 'WITH spool_a', 'WITH spool_a', 'WITH spool_w1', 'WITH spool_w1', 'COMMIT']);
+    const at = sent.map((q) => q.answered - sent[0]!.answered);
+    expect(at.slice(0, 3)).toEqual([0, 0, 0]);
+    expect(Math.min(at[3]!, at[4]!)).toBeGreaterThanOrEqual(2); // BEGIN's and its own end's answers
+    expect(at[5]).toBe(5);
+    expect(sent[3]!.text).toMatch(/^WITH spool_w1 AS \(INSERT INTO transitions .*\) INSERT INTO effects /s);
+    for (const id of ['A', 'B', 'C']) {
+      expect(await store.getEffect(`${id}~one`)).toMatchObject({ status: 'succeeded', active: false });
+      expect(await store.getEffect(`${id}~two`)).toMatchObject({ status: 'running', attempt: 1, claimedBy: 'w1' });
+      expect((await store.history(id)).map((h) => [h.revision, h.eventType])).toEqual([
+        [1, 'xstate.init'],
+        [2, 'xstate.done.actor.one'],
+      ]);
+      expect((await store.history(id))[1]!.payload).toEqual(step(id).event!.payload);
+    }
+  });
+
+  it('on lanes, a step refused (a stale revision) sends nothing more, and the batch runs again in turn: the other steps land, that one alone is refused', async () => {
+    const url = await database();
+    const store = await open(url);
+    for (const id of ['A', 'B', 'C']) {
+      await store.createJob({ ...newJob(id), effects: [effectOf(id, 'one')], runner: 'w1', claims: [{ effectId: `${id}~one`, claimUntil: T0 + 60_000 }] });
+    }
     const texts: string[] = [];
     const query = pg.Client.prototype.query;
     pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
@@ -372,27 +427,22 @@ describe('PostgresStore: round trips of a step', () => {
     cleanups.push(async () => {
       pg.Client.prototype.query = query;
     });
-    const shape = (t: string) => `${t.slice(0, t.indexOf(' AS (') > 0 ? t.indexOf(' AS (') : 5)}${/; COMMIT$/.test(t) ? ' … COMMIT' : ''}`;
-    expect(await store.commit([step('A')])).toEqual([{ ok: true, revision: 2, fence: 1 }]);
-    expect(texts.map(shape)).toEqual(['BEGIN', 'WITH spool_a', 'WITH spool_w1 … COMMIT']);
-    texts.length = 0;
-    const batch = await store.writeBatch({ commits: [step('B'), step('C')] });
-    expect(batch.commits).toEqual([
-      { ok: true, revision: 2, fence: 1 },
-      { ok: true, revision: 2, fence: 1 },
-    ]);
-    // B's writes (its history row, its new effect) go in front of C's step: C's attempt's end touches no row B writes.
-    expect(texts.map(shape)).toEqual(['BEGIN', 'WITH spool_a', 'WITH spool_w1', 'WITH spool_w1 … COMMIT']);
-    expect(texts[2]).toMatch(/^WITH spool_w1 AS \(INSERT INTO transitions .*spool_w2 AS \(INSERT INTO effects .*spool_a AS \(UPDATE effects /s);
-    for (const id of ['A', 'B', 'C']) {
-      expect(await store.getEffect(`${id}~one`)).toMatchObject({ status: 'succeeded', active: false });
-      expect(await store.getEffect(`${id}~two`)).toMatchObject({ status: 'running', attempt: 1, claimedBy: 'w1' });
-      expect((await store.history(id)).map((h) => [h.revision, h.eventType])).toEqual([
-        [1, 'xstate.init'],
-        [2, 'xstate.done.actor.one'],
-      ]);
-      expect((await store.history(id))[1]!.payload).toEqual(step(id).event!.payload);
-    }
+    // B's commit expects revision 5: its job is at 1, so its first statement changes nothing and the program refuses.
+    const stale = { ...step('B'), expectedRevision: 5 };
+    const batch = await store.writeBatch({ commits: [step('A'), stale, step('C')] });
+    expect(batch.commits[0]).toEqual({ ok: true, revision: 2, fence: 1 });
+    expect(batch.commits[1]).toMatchObject({ ok: false });
+    expect(batch.commits[2]).toEqual({ ok: true, revision: 2, fence: 1 });
+    // The run on lanes stopped at B's refusal, then ROLLBACK; the run in turn, with a savepoint a
+    // write, is what landed. Nothing was sent between the ROLLBACK and that run's BEGIN.
+    const rollback = texts.indexOf('ROLLBACK');
+    expect(rollback).toBeGreaterThan(0);
+    expect(texts[rollback + 1]).toMatch(/^BEGIN/);
+    expect(texts.slice(rollback + 1).some((t) => t.includes('SAVEPOINT'))).toBe(true);
+    for (const id of ['A', 'C']) expect((await store.history(id)).map((h) => h.revision)).toEqual([1, 2]);
+    expect((await store.history('B')).map((h) => h.revision)).toEqual([1]);
+    expect(await store.getEffect('B~one')).toMatchObject({ status: 'running', active: true });
+    expect(await store.getEffect('B~two')).toBeUndefined();
   });
 });
 

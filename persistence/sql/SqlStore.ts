@@ -95,7 +95,7 @@ export class SqlStore implements JobStore {
     // last, so that they see the slots and rows the batch's outcomes freed.
     return this.#d.write(
       (t) =>
-        andThen(t.each(creates, createIn), (c) =>
+        andThen(t.each(creates, createIn, false, (job) => locksOfCreate(job).jobs ?? []), (c) =>
           andThen(t.eachCommit(commits, applyCommit), (m) =>
             andThen(t.each(finishes, finishIn), (f) =>
               andThen(t.each(claims, claimIn, true), (l) =>

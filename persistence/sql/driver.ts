@@ -79,9 +79,11 @@ export interface WriteTx {
   /**
    * Each write in turn, each in a savepoint of its own: one its own checks refuse rolls back alone
    * (`ok: false`), a storage fault fails the whole transaction. `leaseHeld`: a claim refused
-   * because another live runner holds the job is `ok` with `undefined`.
+   * because another live runner holds the job is `ok` with `undefined`. `jobsOf`: the jobs each
+   * write touches, when known; a driver may then run writes that share no job together (Postgres:
+   * on lanes, persistence/drivers/pg/transactions.ts).
    */
-  each<I, T>(items: readonly I[], write: (item: I) => Program<T>, leaseHeld?: boolean): MaybePromise<Outcome<T | undefined>[]>;
+  each<I, T>(items: readonly I[], write: (item: I) => Program<T>, leaseHeld?: boolean, jobsOf?: (item: I) => readonly string[]): MaybePromise<Outcome<T | undefined>[]>;
   /** Each commit likewise, a refused one reported as its CommitResult. */
   eachCommit(commits: readonly TransitionCommit[], write: (c: TransitionCommit) => Program<CommitResult>): MaybePromise<CommitResult[]>;
   /** A batch claim (`claimDueEffects`) in this transaction, after its other writes. */

@@ -53,7 +53,10 @@ export class PostgresStore extends SqlStore {
     // it guesses 100 srcs) compiled its expressions again at every run, 0.3-0.6 s of server CPU
     // for a statement that runs in 10 ms (docs/performance.md, "Server CPU of a queue job on Postgres").
     const settings = `-c lock_timeout=${lockTimeout} -c TimeZone=UTC -c plan_cache_mode=force_generic_plan -c jit=off`;
-    const config: pg.PoolConfig = { connectionString: url, types: TYPES, options: settings };
+    // Pipeline mode: a statement goes out without waiting for the answer to the one before it, so
+    // the lanes of a batch share round trips (transactions.ts, runLanes). One at a time, as every
+    // other caller sends them, it is what it was.
+    const config: pg.PoolConfig = { connectionString: url, types: TYPES, options: settings, pipeline: true };
     const pool = new pg.Pool({ ...config, max: options.poolSize ?? 10 });
     // An idle connection the server drops (a restart) is an error event on the pool: the pool discards it.
     pool.on('error', () => undefined);

@@ -47,13 +47,18 @@ function combine(parts: readonly Part[], main: PgStatement | undefined): { name:
   return c;
 }
 
+/** Where a program's statements go: the transaction's connection, or one lane of it (driver.ts, `lanes`). */
+export interface Queries {
+  query(q: pg.QueryConfig & { rowMode?: 'array' }): Promise<pg.QueryResult>;
+}
+
 /** A program's statements on one transaction's connection, with its result-less writes deferred (see the file's comment). */
 export class DeferredWrites {
-  readonly #client: pg.PoolClient;
+  readonly #client: Queries;
   readonly #statements: Record<StatementName, PgStatement>;
   #waiting: Part[] = [];
 
-  constructor(client: pg.PoolClient, statements: Record<StatementName, PgStatement>) {
+  constructor(client: Queries, statements: Record<StatementName, PgStatement>) {
     this.#client = client;
     this.#statements = statements;
   }

@@ -7,7 +7,7 @@
 import type pg from 'pg';
 import type { DueClaim, DueClaimResult, FeedPage, HistoryFeedFilter, UnresolvedOperation } from '../../../src/ports/store.ts';
 import { commitOutcomeUnknown } from '../../sql/commit.ts';
-import type { Locks, SqlDriver, WriteOptions, WriteTx } from '../../sql/driver.ts';
+import { jobsOfCommit, type Locks, type SqlDriver, type WriteOptions, type WriteTx } from '../../sql/driver.ts';
 import type { SqlDialect } from '../../sql/predicates.ts';
 import { runAsync, type Program } from '../../sql/program.ts';
 import type { Row } from '../../sql/records.ts';
@@ -18,7 +18,7 @@ import { DeferredWrites } from './deferred.ts';
 import { readFeedPage } from './feed.ts';
 import { isConnectionLost, isPgFault, isRetryable, pgFault, sqlState } from './faults.ts';
 import { bind, pgStatements, prepared, toPostgres, type PgStatement } from './sql.ts';
-import { each, eachCommit, hasLocks, Isolate, lockJobsSql, MAX_RUNS, RunAgain, savepoint, unlessLeaseHeld, type Tx } from './transactions.ts';
+import { disjointJobs, each, eachCommit, hasLocks, Isolate, lockJobsSql, MAX_RUNS, RunAgain, runLanes, savepoint, unlessLeaseHeld, type Tx } from './transactions.ts';
 
 export class PgDriver implements SqlDriver {
   readonly isFault = isPgFault;
@@ -172,6 +172,17 @@ export class PgDriver implements SqlDriver {
             if (isolated) await writes.flush();
             return result;
           },
+          lanes: async (programs) => {
+            // What waits goes first: writes carried from programs before, on their own; BEGIN and
+            // the row locks in the lanes' first round trip (pipeline mode keeps the order sent).
+            // Should they fail, the transaction is aborted and so is every lane's statement.
+            if (writes.waiting) await flush(true);
+            const opening = queued.length > 0 ? client.query(queued.splice(0).join('; ')) : undefined;
+            const [opened, ran] = await Promise.allSettled([opening, runLanes(client, this.#statements, programs)]);
+            if (opened.status === 'rejected') throw opened.reason;
+            if (ran.status === 'rejected') throw ran.reason;
+            return ran.value;
+          },
           sql: (text) => void queued.push(text),
           query: async (stmt, args) => {
             await flush(true);
@@ -215,12 +226,34 @@ export class PgDriver implements SqlDriver {
 function writeTx(t: Tx, claimDue: (limit: number) => PgStatement): WriteTx {
   return {
     run: (program) => t.run(program),
-    each: (items, write, leaseHeld) =>
-      each(items, (item) => {
+    each: async (items, write, leaseHeld, jobsOf) => {
+      if (!leaseHeld && jobsOf && lanesFor(t, items.map(jobsOf))) return (await inLanes(t, items.map(write))).map((result) => ({ ok: true as const, result }));
+      return each(items, (item) => {
         const written = savepoint(t, () => t.run(write(item)));
         return leaseHeld ? unlessLeaseHeld(written) : written;
-      }),
-    eachCommit: (commits, write) => eachCommit(commits, (c) => savepoint(t, () => t.run(write(c)))),
+      });
+    },
+    eachCommit: async (commits, write) =>
+      lanesFor(t, commits.map(jobsOfCommit)) ? inLanes(t, commits.map(write)) : eachCommit(commits, (c) => savepoint(t, () => t.run(write(c)))),
     claimDue: async (c) => dueClaimResult(await t.query(claimDue(c.limit), claimDueArgs(c))),
   };
+}
+
+/** Whether writes touching these jobs (each write's) go on lanes: two or more sharing no job, in a run without savepoints. */
+function lanesFor(t: Tx, jobs: readonly (readonly string[])[]): boolean {
+  return !t.isolated && jobs.length > 1 && disjointJobs(jobs);
+}
+
+/**
+ * The programs on lanes. Refused as a write of a run without savepoints is ({@link savepoint}): a
+ * fault fails the call, anything else runs the transaction again isolated, where each write is
+ * refused alone.
+ */
+async function inLanes<R>(t: Tx, programs: readonly Program<R>[]): Promise<R[]> {
+  try {
+    return await t.lanes(programs);
+  } catch (error) {
+    if (isPgFault(error)) throw error;
+    throw new Isolate(error);
+  }
 }

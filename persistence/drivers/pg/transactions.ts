@@ -8,8 +8,10 @@ import type { CommitResult, TransitionCommit } from '../../../src/ports/store.ts
 import type { Locks } from '../../sql/driver.ts';
 import { CommitOutcomeUnknown } from '../../../src/ports/store.ts';
 import { failure, LeaseHeld } from '../../sql/outcomes.ts';
-import type { Program } from '../../sql/program.ts';
+import { runAsync, type Program } from '../../sql/program.ts';
 import type { Row } from '../../sql/records.ts';
+import type { StatementName } from '../../sql/statements.ts';
+import { DeferredWrites, type Queries } from './deferred.ts';
 import type { PgStatement } from './sql.ts';
 import { isConnectionLost, isPgFault, sqlState } from './faults.ts';
 
@@ -40,6 +42,11 @@ export const MAX_RUNS = 8;
 /** A write transaction: run a program (program.ts) on its connection, or queue a statement without parameters to go with the next round trip. */
 export interface Tx {
   run<R>(program: Program<R>): Promise<R>;
+  /**
+   * Programs of writes that touch no job in common, each on a lane of its own (see
+   * {@link runLanes}): their statements share round trips. Not in an isolated run.
+   */
+  lanes<R>(programs: readonly Program<R>[]): Promise<R[]>;
   sql(text: string): void;
   /** One statement given as it is prepared (a driver's own: the batch claim), after the queued ones: its rows. */
   query(stmt: PgStatement, args: readonly unknown[]): Promise<Row[]>;
@@ -86,6 +93,57 @@ export async function savepoint<T>(t: Tx, fn: () => Promise<T>): Promise<T> {
     if (sqlState(error) === '23505' && !t.keyRetried) throw new RunAgain(error);
     throw error;
   }
+}
+
+/**
+ * Programs on lanes of one connection: each runs as {@link Tx.run} would, with deferred writes of
+ * its own (deferred.ts), all at once, so that the statements of every lane go out together
+ * (node-postgres's pipeline mode: a statement is sent without waiting for the one before it to
+ * answer) and a round trip serves them all. A batch of commits is then as many round trips as its
+ * longest program, not the sum of them (docs/postgres.md, "Lanes"). The statements still run one
+ * after another, in the order sent, each seeing what the ones before it wrote; the programs touch
+ * disjoint jobs ({@link disjointJobs}), so no lane reads what another writes. The first statement
+ * that fails (or program that refuses) stops every lane from sending more, and once all have
+ * stopped it is thrown: nothing of a failed run goes out after the transaction's ROLLBACK.
+ */
+export async function runLanes<R>(client: Queries, statements: Record<StatementName, PgStatement>, programs: readonly Program<R>[]): Promise<R[]> {
+  let failure: { error: unknown } | undefined;
+  const lane: Queries = {
+    query: (q) => {
+      if (failure) return Promise.reject(failure.error);
+      return client.query(q).catch((error: unknown) => {
+        failure ??= { error };
+        throw error;
+      });
+    },
+  };
+  const runs = await Promise.allSettled(
+    programs.map(async (program) => {
+      const writes = new DeferredWrites(lane, statements);
+      try {
+        const result = await runAsync(program, (call) => writes.call(call), true);
+        await writes.flush();
+        return result;
+      } catch (error) {
+        failure ??= { error };
+        throw error;
+      }
+    }),
+  );
+  if (failure) throw failure.error;
+  return runs.map((r) => (r as PromiseFulfilledResult<R>).value);
+}
+
+/** Whether no job is in two of these sets (each the jobs one write touches): their writes may run on lanes. */
+export function disjointJobs(sets: readonly (readonly string[])[]): boolean {
+  const seen = new Set<string>();
+  for (const jobs of sets) {
+    for (const job of new Set(jobs)) {
+      if (seen.has(job)) return false;
+      seen.add(job);
+    }
+  }
+  return true;
 }
 
 /** The row-lock statement of {@link LOCK_PARTS} with its arrays written out as literals (escaped by the driver), to go in a simple query with BEGIN. */
