@@ -13,7 +13,7 @@ import { PostgresStore } from '../persistence/drivers/pg/index.ts';
 import { pgMigrations } from '../persistence/drivers/pg/open.ts';
 import { NotASpoolDatabaseError } from '../persistence/drivers/better-sqlite3/index.ts';
 import { CommitOutcomeUnknown, type NewInboxEvent, type TransitionCommit } from '../src/ports/store.ts';
-import { DatabaseBusyError, SchemaTooNewError, StorageFullError } from '../src/base/errors.ts';
+import { DatabaseBusyError, SchemaTooNewError, StorageFullError, StorageIoError } from '../src/base/errors.ts';
 import { pgFault } from '../persistence/drivers/pg/faults.ts';
 import { perTestPostgres } from './helpers/pgTest.ts';
 import { runSpool } from './helpers/spoolCli.ts';
@@ -380,9 +380,9 @@ describe('PostgresStore: round trips of a step', () => {
     });
     const shape = (t: string) => `${t.indexOf(' AS (') > 0 ? t.slice(0, t.indexOf(' AS (')) : t.split(/[ ;]/)[0]}${/; COMMIT$/.test(t) ? ' … COMMIT' : ''}`;
     expect(await store.commit([step('A')])).toEqual([{ ok: true, revision: 2, fence: 1 }]);
-    // One step alone, in turn: three round trips, each statement sent once the one before it answered.
+    // One step alone, in turn: two round trips, its first statement sent right behind BEGIN (before any answer).
     expect(sent.map((q) => shape(q.text))).toEqual(['BEGIN', 'WITH spool_a', 'WITH spool_w1 … COMMIT']);
-    expect(sent.map((q) => q.answered - sent[0]!.answered)).toEqual([0, 1, 2]);
+    expect(sent.map((q) => q.answered - sent[0]!.answered)).toEqual([0, 0, 2]);
     sent.length = 0;
     const batch = await store.writeBatch({ commits: [step('B'), step('C')] });
     expect(batch.commits).toEqual([
@@ -408,6 +408,58 @@ describe('PostgresStore: round trips of a step', () => {
       ]);
       expect((await store.history(id))[1]!.payload).toEqual(step(id).event!.payload);
     }
+  });
+
+  it("a commit's first statement goes right behind BEGIN and the row locks; when the locks time out, that is the error told, and nothing was written", async () => {
+    const url = await database();
+    const store = await PostgresStore.open(url, { lockTimeoutMs: 50 });
+    cleanups.push(() => store.close());
+    expect((await store.createJob({ ...newJob('A'), effects: [effectOf('A', 'one')], runner: 'w1', claims: [{ effectId: 'A~one', claimUntil: T0 + 60_000 }] })).created).toBe(true);
+    // Another transaction holds A's row: the commit's row lock waits out lock_timeout (55P03), in
+    // the round trip its first statement shares, which the aborted transaction refuses (25P02).
+    const holder = await raw(url);
+    await holder.query('BEGIN');
+    await holder.query("SELECT 1 FROM jobs WHERE id = 'A' FOR UPDATE");
+    const error = await store.commit([step('A')]).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(DatabaseBusyError);
+    expect(error).toMatchObject({ details: { driverCode: '55P03' } });
+    await holder.query('ROLLBACK');
+    expect((await store.history('A')).map((h) => h.revision)).toEqual([1]);
+    expect(await store.commit([step('A')])).toEqual([{ ok: true, revision: 2, fence: 1 }]);
+  });
+
+  it('a batch refused on lanes whose connection breaks before it can run again isolated fails with the storage fault, not the refusal', async () => {
+    const url = await database();
+    const store = await open(url);
+    for (const id of ['A', 'B']) {
+      await store.createJob({ ...newJob(id), effects: [effectOf(id, 'one')], runner: 'w1', claims: [{ effectId: `${id}~one`, claimUntil: T0 + 60_000 }] });
+    }
+    // The connection drops as the refused run's ROLLBACK goes out (as when the server restarts then).
+    const query = pg.Client.prototype.query;
+    let dropped = false;
+    pg.Client.prototype.query = function (this: pg.Client & { connection: { stream: { destroy: () => void } } }, ...args: unknown[]) {
+      if (args[0] === 'ROLLBACK' && !dropped) {
+        dropped = true;
+        this.connection.stream.destroy();
+      }
+      return (query as (...a: unknown[]) => unknown).apply(this, args);
+    } as typeof query;
+    cleanups.push(async () => {
+      pg.Client.prototype.query = query;
+    });
+    const error = await store.writeBatch({ commits: [step('A'), { ...step('B'), expectedRevision: 5 }] }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    pg.Client.prototype.query = query;
+    expect(dropped).toBe(true);
+    expect(error).toBeInstanceOf(StorageIoError);
+    // Nothing of the run landed; the store goes on on another connection.
+    expect((await store.history('A')).map((h) => h.revision)).toEqual([1]);
+    expect(await store.commit([step('A')])).toEqual([{ ok: true, revision: 2, fence: 1 }]);
   });
 
   it('on lanes, a step refused (a stale revision) sends nothing more, and the batch runs again in turn: the other steps land, that one alone is refused', async () => {

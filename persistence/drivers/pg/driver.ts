@@ -161,14 +161,26 @@ export class PgDriver implements SqlDriver {
         };
         const t: Tx = {
           run: async (program) => {
-            await flush();
+            // BEGIN and the row locks, in a run without savepoints, go without waiting: the
+            // program's first statement goes right behind them (pipeline mode), in the same round
+            // trip. Their answer comes first; should they fail, so does that statement (the
+            // transaction is aborted), and theirs is the error told.
+            const opening = !isolated && !writes.waiting && queued.length > 0 ? client.query(queued.splice(0).join('; ')) : undefined;
+            const opened = opening?.then(
+              () => undefined,
+              (error: unknown) => ({ error }),
+            );
+            if (!opening) await flush();
             let result;
             try {
               result = await runAsync(program, (call) => writes.call(call), true);
             } catch (error) {
               writes.drop(); // the program's own writes go with its refusal (and a run not isolated runs again)
-              throw error;
+              const failed = await opened;
+              throw failed ? failed.error : error;
             }
+            const failed = await opened;
+            if (failed) throw failed.error;
             if (isolated) await writes.flush();
             return result;
           },
@@ -210,6 +222,10 @@ export class PgDriver implements SqlDriver {
         if (error instanceof Isolate) isolated = true;
         if (raced && sqlState(cause) === '23505') keyRetried = true;
         if ((raced || isRetryable(error)) && runs < MAX_RUNS && broken === undefined) continue;
+        // A run to repeat (a write refused without savepoints, a key raced) whose connection broke
+        // meanwhile: nothing committed, and the fault is what the caller is told (a refusal seen
+        // in a run that could not finish is no write's answer).
+        if (error instanceof RunAgain && broken !== undefined) throw broken;
         throw cause;
       } finally {
         client.release(broken instanceof Error ? broken : broken === undefined ? undefined : true);
