@@ -159,41 +159,42 @@ export class PgDriver implements SqlDriver {
             throw error;
           }
         };
+        /**
+         * `work` sent right behind what is queued (BEGIN and the row locks), without waiting for
+         * their answer (pipeline mode: one round trip). Should they fail, the transaction is
+         * aborted and work's statements with it, and theirs is the error told.
+         */
+        const afterOpening = async <T>(work: () => Promise<T>): Promise<T> => {
+          const opening = queued.length > 0 ? client.query(queued.splice(0).join('; ')) : undefined;
+          const [opened, done] = await Promise.allSettled([opening, work()]);
+          if (opened.status === 'rejected') throw opened.reason;
+          if (done.status === 'rejected') throw done.reason;
+          return done.value;
+        };
         const t: Tx = {
           run: async (program) => {
-            // BEGIN and the row locks, in a run without savepoints, go without waiting: the
-            // program's first statement goes right behind them (pipeline mode), in the same round
-            // trip. Their answer comes first; should they fail, so does that statement (the
-            // transaction is aborted), and theirs is the error told.
-            const opening = !isolated && !writes.waiting && queued.length > 0 ? client.query(queued.splice(0).join('; ')) : undefined;
-            const opened = opening?.then(
-              () => undefined,
-              (error: unknown) => ({ error }),
-            );
-            if (!opening) await flush();
-            let result;
-            try {
-              result = await runAsync(program, (call) => writes.call(call), true);
-            } catch (error) {
-              writes.drop(); // the program's own writes go with its refusal (and a run not isolated runs again)
-              const failed = await opened;
-              throw failed ? failed.error : error;
+            const run = async () => {
+              let result;
+              try {
+                result = await runAsync(program, (call) => writes.call(call), true);
+              } catch (error) {
+                writes.drop(); // the program's own writes go with its refusal (and a run not isolated runs again)
+                throw error;
+              }
+              if (isolated) await writes.flush();
+              return result;
+            };
+            // In an isolated run the savepoint goes first, and carried writes with what is queued.
+            if (isolated || writes.waiting) {
+              await flush();
+              return run();
             }
-            const failed = await opened;
-            if (failed) throw failed.error;
-            if (isolated) await writes.flush();
-            return result;
+            return afterOpening(run);
           },
           lanes: async (programs) => {
-            // What waits goes first: writes carried from programs before, on their own; BEGIN and
-            // the row locks in the lanes' first round trip (pipeline mode keeps the order sent).
-            // Should they fail, the transaction is aborted and so is every lane's statement.
+            // Writes carried from programs before go first, on their own.
             if (writes.waiting) await flush(true);
-            const opening = queued.length > 0 ? client.query(queued.splice(0).join('; ')) : undefined;
-            const [opened, ran] = await Promise.allSettled([opening, runLanes(client, this.#statements, programs)]);
-            if (opened.status === 'rejected') throw opened.reason;
-            if (ran.status === 'rejected') throw ran.reason;
-            return ran.value;
+            return afterOpening(() => runLanes(client, this.#statements, programs));
           },
           sql: (text) => void queued.push(text),
           query: async (stmt, args) => {
