@@ -261,6 +261,15 @@ function summary(runs: readonly JobsRunResult[]) {
 /** A raw limit in jobs: a job of `steps` activities is steps + 1 transitions (its start counted as one UPDATE + INSERT). */
 const perJob = (l: PgLimit | null, shape: JobShape) => (l === null ? null : { ...l, jobsPerSec: round(l.perSec / (shape.steps + 1)) });
 
+/** Postgres's raw limits for jobs of `shape` (one measurement of each), in jobs/s: 1/tx ×1, 1/tx ×`atOnce` (null when 1) and 100/tx. */
+export async function pgJobLimits(shape: JobShape, atOnce: number, durationMs: number) {
+  const raws = emptyRuns();
+  await pgLimits({ atOnce, durationMs, snapshot: shape.snapshot, runs: raws });
+  const l = limitsOf(raws);
+  return { oneTx: perJob(l.oneTx, shape)!, oneTxAtOnce: perJob(l.oneTxAtOnce, shape), batched: perJob(l.batched, shape)! };
+}
+export type PgJobLimits = Awaited<ReturnType<typeof pgJobLimits>>;
+
 export async function jobsPg(ctx: SectionContext) {
   const load0 = loadNow();
   await benchPostgres();

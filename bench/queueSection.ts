@@ -10,7 +10,8 @@
  * and the afternoon loop's) follows the same case run unmetered with WARMUP_JOBS jobs.
  *
  * Beside each case, in the same run: raw SQLite doing the same writes 100 to a transaction
- * (bench/rawBatch.ts) and the afternoon loop (bench/queueRun.ts), as ratios. Each case reports
+ * (bench/rawBatch.ts) and the afternoon loop (bench/queueRun.ts), as ratios; Postgres rows also
+ * beside Postgres's raw limit on the same server (`pgJobLimits`: 1/tx from c connections, 100/tx). Each case reports
  * jobs/s, CPU µs/job, statements and commits per job, and the growth of CPU per job from the
  * smallest backlog to the largest.
  *
@@ -27,6 +28,7 @@ import { SETTINGS } from './rawRun.ts';
 import { fmtRate, hostLoad, loadNow, printLoadNote, printTable, round } from './format.ts';
 import type { SectionContext } from './sections.ts';
 import { check, TARGETS } from './targets.ts';
+import { pgJobLimits, type PgJobLimits } from './pgSections.ts';
 
 export async function queueSection(ctx: SectionContext & { queueFull: boolean }) {
   const load0 = loadNow();
@@ -38,6 +40,10 @@ export async function queueSection(ctx: SectionContext & { queueFull: boolean })
     for (const shape of [...JOB_SHAPES, TIMED_SHAPE, RETRY_SHAPE]) {
       ctx.gc();
       const raw = runRawJobs({ synchronous, durationMs: ctx.quick ? 200 : 1000, steps: shape.steps, batch: RAW_BATCH, snapshot: shape.snapshot });
+      // Postgres's own raw limit for this shape, on the same server (its rows run at NORMAL only).
+      const rawPg = synchronous === 'NORMAL' && ctx.stores.includes('postgres')
+        ? await pgJobLimits(shape, Math.max(...concurrencies), ctx.quick ? 300 : 1000)
+        : undefined;
       for (const c of concurrencies) {
         for (const mode of ['while-draining', 'then-drain'] as QueueMode[]) {
           if (mode === 'then-drain' && (c !== 16 || shape.steps !== 3 || shape.work)) continue;
@@ -53,7 +59,7 @@ export async function queueSection(ctx: SectionContext & { queueFull: boolean })
               runs.push(await warmed(runSpoolQueue, k));
               if (backlog === sizes.at(-1)) afternoon = await warmed(runAfternoonQueue, k);
             }
-            const r = row({ store, synchronous, job: shape.name, concurrency: c, mode, backlogs: sizes, runs, afternoon: afternoon!, rawJobsPerSec: raw.jobsPerSec });
+            const r = row({ store, synchronous, job: shape.name, concurrency: c, mode, backlogs: sizes, runs, afternoon: afternoon!, rawJobsPerSec: raw.jobsPerSec, rawPg: store === 'postgres' ? rawPg : undefined });
             rows.push(r);
             process.stdout.write(`  ${store.padEnd(8)} ${synchronous.padEnd(6)} ${shape.name} c${String(c).padEnd(2)} ${mode.padEnd(14)} ${fmtRate(r.jobsPerSec).padStart(7)} jobs/s  CPU ${r.cpuUsPerJob} µs/job  growth ${r.cpuGrowth ?? '—'}\n`);
           }
@@ -71,6 +77,7 @@ export async function queueSection(ctx: SectionContext & { queueFull: boolean })
       cpu: 'process.cpuUsage() per job over the whole run (producers, runtime, worker, SQLite); Postgres: server CPU separately',
       statements: 'better-sqlite3 run/get/all/iterate and pg Client.query calls per job (bench/countingStore.ts)',
       raw: `better-sqlite3, the same writes ${RAW_BATCH} jobs to a transaction (bench/rawBatch.ts)`,
+      rawPostgres: `Postgres rows: Postgres's raw limit on the same server (bench/pgRaw.ts: the versioned UPDATE + history INSERT per transition), 1/tx from c connections and ${RAW_BATCH}/tx, in jobs/s = transitions/s ÷ (steps + 1)`,
       afternoon: 'SQLite, one row per job, claim by UPDATE … RETURNING, one UPDATE per step, c loops, the same producers (bench/queueRun.ts), at the largest backlog',
       backlogs,
       warmup: `each run follows the same case run unmetered with ${WARMUP_JOBS} jobs`,
@@ -121,8 +128,10 @@ async function startsPart(ctx: SectionContext) {
   return { rows, targets };
 }
 
-function row(r: { store: string; synchronous: string; job: string; concurrency: number; mode: QueueMode; backlogs: number[]; runs: QueueResult[]; afternoon: QueueResult; rawJobsPerSec: number }) {
+function row(r: { store: string; synchronous: string; job: string; concurrency: number; mode: QueueMode; backlogs: number[]; runs: QueueResult[]; afternoon: QueueResult; rawJobsPerSec: number; rawPg: PgJobLimits | undefined }) {
   const last = r.runs.at(-1)!;
+  // 1/tx from as many connections as the case runs activities at once (c1: one), and 100/tx.
+  const pgOneTx = r.rawPg && (r.concurrency === 1 ? r.rawPg.oneTx : r.rawPg.oneTxAtOnce);
   return {
     store: r.store,
     synchronous: r.synchronous,
@@ -142,6 +151,12 @@ function row(r: { store: string; synchronous: string; job: string; concurrency: 
     rawJobsPerSec: round(r.rawJobsPerSec),
     ratioToAfternoon: round(last.jobsPerSec / r.afternoon.jobsPerSec, 3),
     ratioToRaw: round(last.jobsPerSec / r.rawJobsPerSec, 3),
+    rawPostgres: r.rawPg && pgOneTx
+      ? {
+          oneTx: { clients: pgOneTx.clients, jobsPerSec: pgOneTx.jobsPerSec, ratio: round(last.jobsPerSec / pgOneTx.jobsPerSec, 3) },
+          batched: { jobsPerSec: r.rawPg.batched.jobsPerSec, ratio: round(last.jobsPerSec / r.rawPg.batched.jobsPerSec, 3) },
+        }
+      : null,
   };
 }
 
@@ -157,4 +172,16 @@ function print(rows: readonly ReturnType<typeof row>[]): void {
     ]),
   );
   console.log('  growth = CPU µs/job at the largest backlog / at the smallest; the afternoon loop and raw SQLite run on SQLite at the same setting (Postgres rows compare with them too).');
+  const pgRows = rows.filter((r) => r.rawPostgres !== null);
+  if (pgRows.length === 0) return;
+  console.log('\n  Postgres rows beside Postgres\'s raw limit on the same server, in the same run (jobs/s = transitions/s ÷ (steps + 1)):');
+  printTable(
+    ['job', 'c', 'mode', 'jobs/s', 'raw 1/tx ×c', '/raw 1/tx', `raw ${RAW_BATCH}/tx`, `/raw ${RAW_BATCH}/tx`],
+    pgRows.map((r) => [
+      r.job, String(r.concurrency), r.mode, fmtRate(r.jobsPerSec),
+      `${fmtRate(r.rawPostgres!.oneTx.jobsPerSec)} (×${r.rawPostgres!.oneTx.clients})`, r.rawPostgres!.oneTx.ratio.toFixed(3),
+      fmtRate(r.rawPostgres!.batched.jobsPerSec), r.rawPostgres!.batched.ratio.toFixed(3),
+    ]),
+  );
+  console.log(`  graphile-worker and pg-boss commit at least once per job step from c connections (a claim, then a completion): raw 1/tx ×c bounds them from above.`);
 }
