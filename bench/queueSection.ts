@@ -11,9 +11,9 @@
  *
  * Beside each case, in the same run: raw SQLite doing the same writes 100 to a transaction
  * (bench/rawBatch.ts) and the afternoon loop (bench/queueRun.ts), as ratios; Postgres rows also
- * beside Postgres's raw limit on the same server (`pgJobLimits`: 1/tx from c connections, 100/tx). Each case reports
- * jobs/s, CPU µs/job, statements and commits per job, and the growth of CPU per job from the
- * smallest backlog to the largest.
+ * beside Postgres's raw limit on the same server (`pgJobLimits`: 1/tx from c connections, and
+ * 100/tx). Each case reports jobs/s, CPU µs/job, statements and commits per job, and the growth
+ * of CPU per job from the smallest backlog to the largest.
  *
  * Then the starts (bench/queueRun.ts `runStarts`): N jobs enqueued and nothing else, by `start`
  * 64 in flight and by `startMany` in batches of 100 (one call at a time), at NORMAL: starts/s, CPU µs, statements and

@@ -46,5 +46,4 @@ describe('dependency patches', () => {
       }
     });
   }
-
 });
