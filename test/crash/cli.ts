@@ -17,6 +17,7 @@ import { TMP_ROOT } from '../helpers/resources.ts';
 import { byKind, runCrashHarness } from './harness.ts';
 import { restartPostgres } from './postgres.ts';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.ts';
+import { openStore } from '../../persistence/openStore.ts';
 
 const USAGE = `npm run crash -- [options]: worker processes SIGKILLed at random; every guarantee checked after
 
@@ -73,6 +74,15 @@ let db = values.db;
 if (onPostgres && db === undefined) {
   server = await startPostgres(); // its own cluster: its default database is empty
   db = server.url;
+} else if (db !== undefined) {
+  // A database Spool refuses (another application's tables, a newer schema) is told now, before
+  // any worker starts: each worker would die on it at start, and the run would go round with none.
+  try {
+    await (await openStore(db)).close();
+  } catch (error) {
+    console.error(`crash: ${(error as Error).message}`);
+    process.exit(2);
+  }
 }
 process.on('exit', () => server?.stop());
 const seed = values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : Number(values.seed);

@@ -9,8 +9,10 @@
  * The server is this file's own throwaway cluster, not the project's shared one: restarting
  * that would drop the other test files' connections.
  */
+import { spawnSync } from 'node:child_process';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startPostgres, type TestPostgres } from '../helpers/postgres.ts';
+import { freshDatabase, startPostgres, type TestPostgres } from '../helpers/postgres.ts';
 import { Resources } from '../helpers/resources.ts';
 import { byKind, runCrashHarness, type CrashReport } from './harness.ts';
 import { restartPostgres } from './postgres.ts';
@@ -49,4 +51,26 @@ describe(`crash harness on Postgres, ${KILLS} kills and a server restart (seed $
     expect(tally.db.jobs).toBe(Object.values(tally.db.ends).reduce((a, b) => a + b, 0));
     expect(tally.maxConcurrentWorkers).toBe(2);
   });
+});
+
+describe('npm run crash -- --db URL', () => {
+  it('refuses a database Spool refuses before any worker starts: the store\'s message, exit 2, nothing written', async () => {
+    // Another application's table: every worker would die on it at start, and the run went round
+    // with none (0 commands acknowledged), then failed reading a jobs table that was never made.
+    const { url, drop } = await freshDatabase();
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      await client.query('CREATE TABLE orders (id int PRIMARY KEY)');
+      const run = spawnSync(process.execPath, ['--import', 'tsx', 'test/crash/cli.ts', '--kills', '1', '--db', url], { encoding: 'utf8', timeout: 60_000 });
+      expect(run.status).toBe(2);
+      expect(run.stderr).toContain('is not a Spool database');
+      expect(run.stdout).not.toContain('kills, ');
+      const tables = await client.query(`SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name`);
+      expect(tables.rows.map((r) => r.table_name)).toEqual(['orders']);
+    } finally {
+      await client.end();
+      await drop();
+    }
+  }, 90_000);
 });
