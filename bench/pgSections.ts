@@ -261,10 +261,10 @@ function summary(runs: readonly JobsRunResult[]) {
 /** A raw limit in jobs: a job of `steps` activities is steps + 1 transitions (its start counted as one UPDATE + INSERT). */
 const perJob = (l: PgLimit | null, shape: JobShape) => (l === null ? null : { ...l, jobsPerSec: round(l.perSec / (shape.steps + 1)) });
 
-/** Postgres's raw limits for jobs of `shape` (one measurement of each), in jobs/s: 1/tx ×1, 1/tx ×`atOnce` (null when 1) and 100/tx. */
-export async function pgJobLimits(shape: JobShape, atOnce: number, durationMs: number) {
+/** Postgres's raw limits for jobs of `shape` (medians of `rounds` measurements), in jobs/s: 1/tx ×1, 1/tx ×`atOnce` (null when 1) and 100/tx. */
+export async function pgJobLimits(shape: JobShape, atOnce: number, durationMs: number, rounds = 1) {
   const raws = emptyRuns();
-  await pgLimits({ atOnce, durationMs, snapshot: shape.snapshot, runs: raws });
+  for (let r = 0; r < rounds; r += 1) await pgLimits({ atOnce, durationMs, snapshot: shape.snapshot, runs: raws });
   const l = limitsOf(raws);
   return { oneTx: perJob(l.oneTx, shape)!, oneTxAtOnce: perJob(l.oneTxAtOnce, shape), batched: perJob(l.batched, shape)! };
 }
@@ -283,9 +283,7 @@ export async function jobsPg(ctx: SectionContext) {
   await runSpoolJobs({ ...PG, shape: JOB_SHAPES[0]!, atOnce: 8, durationMs: 200, warmupJobs: 16 });
   const rows = [];
   for (const shape of JOB_SHAPES) {
-    const raws = emptyRuns();
-    for (let r = 0; r < rounds; r += 1) await pgLimits({ atOnce: Math.max(...AT_ONCE), durationMs: ms.raw, snapshot: shape.snapshot, runs: raws });
-    const limits = limitsOf(raws);
+    const limits = await pgJobLimits(shape, Math.max(...AT_ONCE), ms.raw, rounds);
     for (const atOnce of AT_ONCE) {
       const spools: JobsRunResult[] = [];
       const baselines: JobsRunResult[] = [];
@@ -298,8 +296,8 @@ export async function jobsPg(ctx: SectionContext) {
       }
       const spool = summary(spools);
       const baseline = summary(baselines);
-      const oneTx = perJob(atOnce === 1 ? limits.oneTx : limits.oneTxAtOnce, shape)!;
-      const batched = perJob(limits.batched, shape)!;
+      const oneTx = (atOnce === 1 ? limits.oneTx : limits.oneTxAtOnce)!;
+      const batched = limits.batched;
       process.stdout.write(`  postgres ${shape.name} ${String(atOnce).padStart(2)} at once  Spool ${fmtRate(spool.jobsPerSec).padStart(7)} jobs/s, baseline ${fmtRate(baseline.jobsPerSec).padStart(7)}, raw 1/tx ×${oneTx.clients} ${fmtRate(oneTx.jobsPerSec)}, ${RAW_BATCH}/tx ${fmtRate(batched.jobsPerSec)}\n`);
       rows.push({
         job: shape.name,

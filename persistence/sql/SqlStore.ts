@@ -43,7 +43,7 @@ import type {
 } from '../../src/ports/store.ts';
 import { CommitOutcomeUnknown, operationsOf } from '../../src/ports/store.ts';
 import { applyCommit, claimIn, createIn, findEvent, finishIn } from './commit.ts';
-import { andThen, inTurn, jobsOfCommit, locksOfCreate, type Locks, type SqlDriver, type WriteOptions } from './driver.ts';
+import { andThen, inTurn, jobsOfCommit, jobsOfCreate, locksOfCreate, type Locks, type SqlDriver, type WriteOptions } from './driver.ts';
 import { dueRead } from './dueClaims.ts';
 import { guardEntryPoints } from './faults.ts';
 import { failure, LeaseHeld } from './outcomes.ts';
@@ -95,7 +95,7 @@ export class SqlStore implements JobStore {
     // last, so that they see the slots and rows the batch's outcomes freed.
     return this.#d.write(
       (t) =>
-        andThen(t.each(creates, createIn, false, (job) => locksOfCreate(job).jobs ?? []), (c) =>
+        andThen(t.each(creates, createIn, false, jobsOfCreate), (c) =>
           andThen(t.eachCommit(commits, applyCommit), (m) =>
             andThen(t.each(finishes, finishIn), (f) =>
               andThen(t.each(claims, claimIn, true), (l) =>
@@ -473,7 +473,7 @@ export class SqlStore implements JobStore {
 function batchLocks(batch: WriteBatch): Locks {
   const { creates = [], commits = [], finishes = [], claims = [] } = batch;
   return {
-    jobs: [...creates.flatMap((j) => locksOfCreate(j).jobs ?? []), ...commits.flatMap(jobsOfCommit)],
+    jobs: [...creates.flatMap(jobsOfCreate), ...commits.flatMap(jobsOfCommit)],
     effects: [...finishes.map((f) => f.id), ...claims.map((c) => c.id)],
   };
 }

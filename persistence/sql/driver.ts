@@ -53,7 +53,12 @@ export interface Locks {
 
 /** The jobs a new job's create writes: itself, its children, the jobs its related deliveries go to. */
 export function locksOfCreate(job: NewJob): Locks {
-  return { jobs: [job.id, ...(job.children ?? []).map((c) => c.id), ...(job.relatedDeliveries ?? []).map((d) => d.jobId)] };
+  return { jobs: jobsOfCreate(job) };
+}
+
+/** The jobs a create writes: its own, its child jobs, the jobs its start delivers to. */
+export function jobsOfCreate(job: NewJob): string[] {
+  return [job.id, ...(job.children ?? []).map((c) => c.id), ...(job.relatedDeliveries ?? []).map((d) => d.jobId)];
 }
 
 /** The jobs a commit writes: its own, the ones it delivers to, its parent (a child settling its invocation), its children. */

@@ -10,7 +10,7 @@
  * import { SqlStore, SQLITE, migrationsOf, statementsSql, type SqlDriver } from 'spool/sql';
  */
 export { SqlStore } from './SqlStore.ts';
-export { andThen, locksOfCreate, jobsOfCommit, type MaybePromise, type Locks, type WriteOptions, type WriteTx, type SqlDriver } from './driver.ts';
+export { andThen, locksOfCreate, jobsOfCreate, jobsOfCommit, type MaybePromise, type Locks, type WriteOptions, type WriteTx, type SqlDriver } from './driver.ts';
 export { run, write, get, all, runSync, runAsync, type Call, type Program, type SyncStatement } from './program.ts';
 export { statementsSql, dueClaimPickSql, type StatementName } from './statements.ts';
 export { SQLITE, POSTGRES, type SqlDialect } from './predicates.ts';
