@@ -639,6 +639,22 @@ describe('progress, assets and purge', () => {
     await expect(runtime.setProgress(jobId, 101)).rejects.toBeInstanceOf(ValidationError);
   });
 
+  it("the commit that applies an outcome reported after progress carries that progress, not the one the runtime knew before", async () => {
+    // On Postgres that commit goes ahead of its answers, expecting the progress the runtime knows
+    // (deferred.ts, "Sent ahead"; test/postgres.pg.test.ts has its check refuse a stale one).
+    const { runtime, seen } = await open();
+    workHooks.work = async (args) => {
+      await args.progress(40);
+      return 'ok';
+    };
+    const jobId = await startWorking(runtime);
+    await runtime.idle();
+    const outcome = seen.find((e): e is Extract<RuntimeEvent, { type: 'job.committed' }> => e.type === 'job.committed' && e.jobId === jobId && e.transition.eventType.startsWith('xstate.done.actor.'));
+    expect(outcome?.job.progress).toBe(40);
+    expect((await runtime.get(jobId)).progress).toBe(40);
+    expect(await runtime.send(jobId, { type: 'ACCEPT' })).toMatchObject({ status: 'applied', job: { progress: 40 } });
+  });
+
   it('an asset attached by attempts 1 and 2 is attached once', async () => {
     const { runtime, clock } = await open();
     workHooks.work = async (args) => {

@@ -354,15 +354,12 @@ describe('PostgresStore: round trips of a step', () => {
     };
   }
 
-  it("is BEGIN with its row locks, the attempt's end with the job's update, and its other writes with COMMIT; a batch's steps go on lanes, together", async () => {
-    const url = await database();
-    const store = await open(url);
-    for (const id of ['A', 'B', 'C']) {
-      await store.createJob({ ...newJob(id), effects: [effectOf(id, 'one')], runner: 'w1', claims: [{ effectId: `${id}~one`, claimUntil: T0 + 60_000 }] });
-    }
-    // What the store's connections send, with how many answers had come back when each was sent
-    // (pipeline mode: a statement goes out while others are unanswered). The NOTIFY after a commit
-    // goes on a connection of its own: left out.
+  /**
+   * What the store's connections send from now on, with how many answers had come back when each
+   * was sent (pipeline mode: a statement goes out while others are unanswered). The NOTIFY after a
+   * commit goes on a connection of its own: left out.
+   */
+  function recordSent(): { text: string; answered: number }[] {
     const sent: { text: string; answered: number }[] = [];
     let answered = 0;
     const query = pg.Client.prototype.query;
@@ -378,6 +375,16 @@ describe('PostgresStore: round trips of a step', () => {
     cleanups.push(async () => {
       pg.Client.prototype.query = query;
     });
+    return sent;
+  }
+
+  it("is BEGIN with its row locks, the attempt's end with the job's update, and its other writes with COMMIT; a batch's steps go on lanes, together", async () => {
+    const url = await database();
+    const store = await open(url);
+    for (const id of ['A', 'B', 'C']) {
+      await store.createJob({ ...newJob(id), effects: [effectOf(id, 'one')], runner: 'w1', claims: [{ effectId: `${id}~one`, claimUntil: T0 + 60_000 }] });
+    }
+    const sent = recordSent();
     const shape = (t: string) => `${t.indexOf(' AS (') > 0 ? t.slice(0, t.indexOf(' AS (')) : t.split(/[ ;]/)[0]}${/; COMMIT$/.test(t) ? ' … COMMIT' : ''}`;
     expect(await store.commit([step('A')])).toEqual([{ ok: true, revision: 2, fence: 1 }]);
     // One step alone, in turn: two round trips, its first statement sent right behind BEGIN (before any answer).
@@ -408,6 +415,49 @@ describe('PostgresStore: round trips of a step', () => {
       ]);
       expect((await store.history(id))[1]!.payload).toEqual(step(id).event!.payload);
     }
+  });
+
+  it('a step whose attempt names its invocation goes whole before any answer, checked in front of COMMIT; a check that fails runs it again, waiting for each answer', async () => {
+    const url = await database();
+    const store = await open(url);
+    for (const id of ['A', 'B']) {
+      await store.createJob({ ...newJob(id), effects: [effectOf(id, 'one')], runner: 'w1', claims: [{ effectId: `${id}~one`, claimUntil: T0 + 60_000 }] });
+    }
+    const sent = recordSent();
+    const shape = (t: string) => (t.startsWith('SELECT spool_expect(') ? 'spool_expect' : `${t.indexOf(' AS (') > 0 ? t.slice(0, t.indexOf(' AS (')) : t.split(/[ ;]/)[0]}${/; COMMIT$/.test(t) ? ' … COMMIT' : ''}`);
+    // The attempt's invocation known (`actorId`), as the runtime's own attempts have it: its end and
+    // the job's update are expected to land, and everything goes out before any answer (one round trip).
+    const ahead = (id: string, unread?: { createdAt: number; progress: number | null }) => {
+      const c = step(id);
+      return { ...c, finish: { ...c.finish!, actorId: 'one' }, ...(unread ? { unread } : {}) };
+    };
+    expect(await store.commit([ahead('A')])).toEqual([{ ok: true, revision: 2, fence: 1 }]);
+    expect(sent.map((q) => shape(q.text))).toEqual(['BEGIN', 'WITH spool_a', 'spool_expect', 'WITH spool_w1 … COMMIT']);
+    expect(sent.map((q) => q.answered - sent[0]!.answered)).toEqual([0, 0, 0, 0]);
+    // Expecting a progress the job no longer has (it reported 30 since): the check refuses the
+    // run, which is rolled back and run again in turn, and the commit reports what it found.
+    await store.setProgress('B', 30, T0);
+    sent.length = 0;
+    expect(await store.commit([ahead('B', { createdAt: T0, progress: null })])).toEqual([{ ok: true, revision: 2, fence: 1, progress: 30 }]);
+    expect(sent.map((q) => shape(q.text))).toEqual([
+      'BEGIN',
+      'WITH spool_a',
+      'spool_expect',
+      'WITH spool_w1 … COMMIT',
+      'ROLLBACK',
+      'BEGIN',
+      'WITH spool_a',
+      'WITH spool_w1 … COMMIT',
+    ]);
+    for (const id of ['A', 'B']) {
+      expect(await store.getEffect(`${id}~one`)).toMatchObject({ status: 'succeeded', active: false });
+      expect(await store.getEffect(`${id}~two`)).toMatchObject({ status: 'running', attempt: 1, claimedBy: 'w1' });
+      expect((await store.history(id)).map((h) => [h.revision, h.eventType])).toEqual([
+        [1, 'xstate.init'],
+        [2, 'xstate.done.actor.one'],
+      ]);
+    }
+    expect((await store.getJob('B'))?.progress).toBe(30);
   });
 
   it("a commit's first statement goes right behind BEGIN and the row locks; when the locks time out, that is the error told, and nothing was written", async () => {

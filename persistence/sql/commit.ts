@@ -20,7 +20,7 @@ import { toEffectRecord, toJobRecord, type Row } from './records.ts';
 import { CommitJson } from './commitJson.ts';
 import { leaseParams, type StatementName } from './statements.ts';
 import { Abort, LeaseHeld } from './outcomes.ts';
-import { get, getThen, run, write, type Program } from './program.ts';
+import { get, getThen, run, write, type Expected, type Program } from './program.ts';
 
 /**
  * The store's writes as programs (program.ts): each yields the statements it runs, so the SQLite
@@ -86,7 +86,7 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
         : keepsLease(c)
           ? ['updateKeepingLease', 'updateState', 'updateJob']
           : ['updateState', 'updateJob'];
-  const finished = c.finish ? yield* settleIn(c.finish, false, leaving, { name: updates[0]!, params }) : undefined;
+  const finished = c.finish ? yield* settleIn(c.finish, false, leaving, { name: updates[0]!, params, expect: expectation(c, updates[0]!, revision, leaving) }) : undefined;
   if (finished && finished.status !== 'current') throw new Abort({ ok: false, reason: 'outcome-not-current' });
   let updated = finished?.then as Updated | undefined;
   for (const name of updates.slice(finished ? 1 : 0)) updated ??= (yield* get(name, params)) as Updated | undefined;
@@ -101,6 +101,29 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
   if (e && !inline && !outcome) yield* settleEventOf(c, json, revision);
   yield* writeConsequences(c, Number(updated.timers_scheduled ?? 1) === 1, finished?.deactivated ? leaving?.actorId : undefined);
   return c.unread ? { ok: true, revision, fence, progress: updated.progress === null ? null : Number(updated.progress) } : { ok: true, revision, fence };
+}
+
+/**
+ * What the first statement of a commit that applies an attempt's outcome is expected to answer
+ * (program.ts, `Expected`), when that is known in advance: the attempt's invocation is known (so
+ * whether this commit's own row write deactivates it), the job's lease is held here at a known
+ * fence and not forced, and the update is one that keeps that fence. Then the attempt's end is
+ * recorded and the job updated to `revision` under that fence, with the progress the commit sets or
+ * the one the process knew; `expectCommitted` checks exactly that. `timers_scheduled` (an ending
+ * commit's) is expected as 1, "unknown": the timers' cancellation is then written, and changes
+ * nothing when there were none.
+ */
+function expectation(c: TransitionCommit, first: StatementName, revision: number, leaving: { actorId: string } | undefined): Expected | undefined {
+  const { finish, lease } = c;
+  if (finish?.actorId === undefined || !lease || lease.force || typeof lease.fence !== 'number') return undefined;
+  if (first !== 'updateKeepingLease' && first !== 'updateJob') return undefined;
+  if (c.unread && c.job.progress === undefined && c.unread.progress === undefined) return undefined;
+  const progress = c.job.progress !== undefined ? c.job.progress : (c.unread?.progress ?? null);
+  const updated: Row = first === 'updateJob' ? { lease_fence: lease.fence, progress, timers_scheduled: 1 } : { lease_fence: lease.fence, progress };
+  return {
+    rows: [{ active: finish.actorId === leaving?.actorId ? 0 : 1 }, updated],
+    check: { name: 'expectCommitted', args: [{ id: c.jobId, revision, fence: lease.fence, check_progress: c.unread ? 1 : 0, progress }] },
+  };
 }
 
 /** What a commit's job update returns. */
@@ -421,7 +444,7 @@ function* settleIn(
   f: AttemptFinish,
   acceptEvent: boolean,
   leaving?: { actorId: string; at: number },
-  then?: { name: StatementName; params: object },
+  then?: { name: StatementName; params: object; expect?: Expected | undefined },
 ): Program<{ status: FinishStatus; deactivated: boolean; then?: Row | undefined }> {
   const { id, attempt, result, at, lease } = f;
   const params =
@@ -452,7 +475,7 @@ function* settleIn(
     at,
     outcome: result.kind,
   };
-  const [settled, next] = then ? yield* getThen('settleEffect', [settle], then.name, [then.params]) : [yield* get('settleEffect', settle), undefined];
+  const [settled, next] = then ? yield* getThen('settleEffect', [settle], then.name, [then.params], then.expect) : [yield* get('settleEffect', settle), undefined];
   if (!settled && lease) {
     const effect = (yield* get('effectLeaseState', { id, runner: lease.runner, fence: lease.fence })) as { held: number } | undefined;
     if (effect && effect.held === 0) {

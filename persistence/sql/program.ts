@@ -12,7 +12,8 @@ import type { Row } from './records.ts';
  * One statement to run: better-sqlite3's `run` (changes), `get` (the first row) or `all` (every
  * row); `write`: a write whose result the program does not read (Postgres may send it with the
  * next statement: persistence/drivers/pg/deferred.ts); `getThen`: `get`, and only when it returns
- * a row, `get` of the statement `then` too (both rows; see {@link getThen}).
+ * a row, `get` of the statement `then` too (both rows; see {@link getThen}); its `expect`, what the
+ * program expects them to answer (see {@link Expected}).
  */
 export interface Call {
   name: StatementName;
@@ -20,6 +21,23 @@ export interface Call {
   args: unknown[];
   /** `getThen`'s second statement. */
   then?: { name: StatementName; args: unknown[] };
+  /** `getThen`'s answer as the program expects it (see {@link Expected}). */
+  expect?: Expected | undefined;
+}
+
+/**
+ * What a program expects a `getThen` to answer, and the statement that checks it did. A driver
+ * that answers each statement at once ignores it. One that waits a round trip per answer may hand
+ * the program `rows` at once, send what the program writes next without waiting, and run `check`
+ * (a statement that fails when the pair did not do what `rows` say) in front of COMMIT: the
+ * transaction then commits only as the program assumed, and is otherwise run again, waiting for
+ * each answer (Postgres: persistence/drivers/pg/deferred.ts, "Sent ahead"). So the program may
+ * expect only what `check` proves, and what it writes on that assumption must be right whenever
+ * `check` passes.
+ */
+export interface Expected {
+  rows: [Row, Row];
+  check: { name: StatementName; args: unknown[] };
 }
 
 /** An operation over the store's statements, ending with its result. */
@@ -50,8 +68,9 @@ export function* getThen(
   args: unknown[],
   then: StatementName,
   thenArgs: unknown[],
+  expect?: Expected,
 ): Generator<Call, [Row | undefined, Row | undefined], unknown> {
-  return (yield { name, method: 'getThen', args, then: { name: then, args: thenArgs } }) as [Row | undefined, Row | undefined];
+  return (yield { name, method: 'getThen', args, then: { name: then, args: thenArgs }, expect }) as [Row | undefined, Row | undefined];
 }
 
 /** Run a statement: all its rows. */

@@ -115,9 +115,10 @@ export interface TransitionCommit {
   /**
    * Made from the job's record as this process last knew it, not read again before the commit:
    * refused as a `conflict` while the job is quarantined or is another job under the same id
-   * (born at another `createdAt`); the result then carries the job's stored progress.
+   * (born at another `createdAt`); the result then carries the job's stored progress, which is
+   * most often `progress`, the one this process knew (a store may count on it: program.ts, `Expected`).
    */
-  unread?: { createdAt: number };
+  unread?: { createdAt: number; progress?: number | null };
   /**
    * First attempts of this commit's new effects (`effects.create`) that it claims for
    * `lease.runner` (see {@link EffectStart}). Only with a `lease` that is kept (`until` set).

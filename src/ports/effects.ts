@@ -122,6 +122,8 @@ export interface DueClaimResult {
 /** One attempt outcome of a write batch: the arguments of `finishAttempt`. */
 export interface AttemptFinish {
   id: string;
+  /** The invocation (its effect's `actorId`) the attempt belongs to, when the caller knows it. */
+  actorId?: string;
   attempt: number;
   result: AttemptResult;
   at: number;

@@ -604,7 +604,7 @@ export class ActivityExecutor {
       this.#emit({ type: 'activity.finished', jobId: effect.jobId, effectId: effect.id, attempt, outcome: result, ...(errorInfo ? { error: errorInfo } : {}) });
       this.#logEntry(result === 'succeeded' ? 'info' : 'warn', `activity ${result}`, { jobId: effect.jobId, effectId: effect.id, attempt, ...(errorInfo ? { error: errorInfo } : {}) });
     };
-    const finish = { id: effect.id, attempt, result: decided.result, at: now, lease: this.#attemptLease(effect.jobId) };
+    const finish = { id: effect.id, actorId: effect.actorId, attempt, result: decided.result, at: now, lease: this.#attemptLease(effect.jobId) };
     if (decided.result.event === null) {
       this.refill(slot);
       status = await this.#submitFinish(finish);

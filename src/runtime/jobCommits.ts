@@ -396,7 +396,7 @@ export class JobCommits {
     });
     crashPoint('before-commit');
     // The step's commit is this call's own: completed in place, not copied.
-    if (loaded.unread) (s.commit as TransitionCommit).unread = { createdAt: record.createdAt };
+    if (loaded.unread) (s.commit as TransitionCommit).unread = { createdAt: record.createdAt, progress: record.progress };
     const result = await this.#commitOne(record, def, s.next, s.commit, s.plan, 'accept' in source ? source.outcome : undefined);
     if (typeof result !== 'object') return result;
     crashPoint('after-commit');
@@ -499,7 +499,8 @@ export class JobCommits {
     if (TERMINAL.has(updated.status) && !TERMINAL.has(record.status)) {
       this.#logEntry('info', 'job finished', { jobId: record.id, status: updated.status, state: updated.value });
     }
-    this.remember(updated, def, next);
+    if (TERMINAL.has(updated.status)) this.#snapshots.delete(record.id);
+    else this.remember(updated, def, next);
     return { record: updated };
   }
 

@@ -8,6 +8,7 @@ import { PgDriver } from './driver.ts';
 import { pgFault } from './faults.ts';
 import { migrate } from './open.ts';
 import { checkOptions, redact, type PostgresStoreOptions } from './options.ts';
+import { oneWritePerTurn } from './oneWrite.ts';
 
 /** Connection-level types: BIGINT (int8) and numeric as JS numbers (every stored number is a safe integer or a float). */
 const TYPES = {
@@ -63,7 +64,10 @@ export class PostgresStore extends SqlStore {
     // One the server drops while checked out (between a transaction's statements) is an error event
     // on that client, which the pool does not listen to then: without a listener it would end the
     // process. The transaction learns of it from its next statement (isConnectionLost).
-    pool.on('connect', (client) => client.on('error', () => undefined));
+    pool.on('connect', (client) => {
+      client.on('error', () => undefined);
+      oneWritePerTurn(client);
+    });
     try {
       const client = await pool.connect();
       let version: number;

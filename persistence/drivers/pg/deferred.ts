@@ -9,6 +9,14 @@
  * twice in one statement (Postgres keeps one of the two writes). So a write joins only parts that
  * neither write a table it names nor name the table it writes (one exception: `#joins`); otherwise
  * what waits goes first, on its own. What a statement writes and names: shapes.ts.
+ *
+ * Sent ahead: in a transaction's run without savepoints, a `getThen` whose answer its program
+ * expects (program.ts, `Expected`: a step's attempt end and job update) goes with the statement
+ * that checks it, and the program goes on at once with the answer it expected. What it writes next
+ * then waits for COMMIT's simple query as above, and a step's whole transaction is one round trip
+ * instead of two. The answers are read when the transaction ends: a failed check (SPX01, the pair
+ * did not do what was expected: the job moved, the attempt was no longer current) aborts the
+ * transaction before anything sent after it runs, and it is run again waiting for each answer.
  */
 import type pg from 'pg';
 import type { Call } from '../../sql/program.ts';
@@ -16,6 +24,34 @@ import type { StatementName } from '../../sql/statements.ts';
 import { pairOf, shifted, THEN_COLUMN } from './pairs.ts';
 import { shapeOf, type Shape } from './shapes.ts';
 import { bind, planned, prepared, type PgStatement } from './sql.ts';
+
+/**
+ * Statements of a transaction sent ahead of their answers, each awaited only when the transaction
+ * ends ({@link DeferredWrites}, "Sent ahead"): `sent` in the order they went; `expected`, how many
+ * `getThen`s were answered as their program expected.
+ */
+export interface Ahead {
+  sent: Promise<unknown>[];
+  expected: number;
+}
+
+/** Record `p` as sent ahead: its failure is read when the transaction ends (and is not unhandled meanwhile). */
+export function sendAhead(ahead: Ahead, p: Promise<unknown>): void {
+  p.catch(() => undefined);
+  ahead.sent.push(p);
+}
+
+/** The first failure among what was sent ahead, in the order sent (undefined: none failed). */
+export async function firstFailure(ahead: Ahead): Promise<unknown> {
+  for (const p of ahead.sent) {
+    try {
+      await p;
+    } catch (error) {
+      return error;
+    }
+  }
+  return undefined;
+}
 
 /** A write waiting: its statement, values, and shape (what it writes, never null here). */
 interface Part {
@@ -56,11 +92,14 @@ export interface Queries {
 export class DeferredWrites {
   readonly #client: Queries;
   readonly #statements: Record<StatementName, PgStatement>;
+  readonly #ahead: Ahead | null;
   #waiting: Part[] = [];
 
-  constructor(client: Queries, statements: Record<StatementName, PgStatement>) {
+  /** `ahead`: where statements sent ahead of their answers go (see {@link #expected}); null: every answer is waited for. */
+  constructor(client: Queries, statements: Record<StatementName, PgStatement>, ahead: Ahead | null = null) {
     this.#client = client;
     this.#statements = statements;
+    this.#ahead = ahead;
   }
 
   /** Run one call of a program: a `write` waits (its result is nobody's), any other goes now with what waits. */
@@ -85,16 +124,17 @@ export class DeferredWrites {
 
   /** A statement whose result is read, with what waits in front of it when `joins` (and it `leads`), else after it is flushed. */
   async #send(stmt: PgStatement, values: unknown[], joins: boolean, arrays = false): Promise<pg.QueryResult> {
-    let q: pg.QueryConfig;
-    if (this.#waiting.length > 0 && shapeOf(stmt).leads && joins) {
-      const parts = this.#take();
-      const c = combine(parts, stmt);
-      q = planned(c.name, c.text, [...parts.flatMap((p) => p.values), ...values]);
-    } else {
-      await this.flush();
-      q = prepared(stmt, values);
-    }
+    if (!(this.#waiting.length > 0 && shapeOf(stmt).leads && joins)) await this.flush();
+    const q = this.#withWaiting(stmt, values);
     return arrays ? this.#client.query({ ...q, rowMode: 'array' }) : this.#client.query(q);
+  }
+
+  /** `stmt` with what waits in front of it, as one statement (everything waiting is taken). */
+  #withWaiting(stmt: PgStatement, values: unknown[]): pg.QueryConfig {
+    if (this.#waiting.length === 0) return prepared(stmt, values);
+    const parts = this.#take();
+    const c = combine(parts, stmt);
+    return planned(c.name, c.text, [...parts.flatMap((p) => p.values), ...values]);
   }
 
   /** A `getThen` as one statement (pairs.ts) when its two may be one, else as two `get`s in turn. */
@@ -107,12 +147,34 @@ export class DeferredWrites {
       return [row, row === undefined ? undefined : await this.call({ name: call.then!.name, method: 'get', args: call.then!.args })];
     }
     const [va, vb] = [bind(first, call.args), bind(second, call.then!.args)];
-    const r = await this.#send(pair, [...va, ...vb], this.#joins(a, va) && this.#joins(b, vb), true);
+    const joins = this.#joins(a, va) && this.#joins(b, vb);
+    if (call.expect && this.#ahead && (this.#waiting.length === 0 || (shapeOf(pair).leads && joins))) return this.#expected(call, pair, [...va, ...vb], this.#ahead);
+    const r = await this.#send(pair, [...va, ...vb], joins, true);
     const row = r.rows[0] as unknown[] | undefined;
     if (!row) return [undefined, undefined];
     const split = r.fields.findIndex((f) => f.name === THEN_COLUMN);
     const rowOf = (from: number, to: number) => Object.fromEntries(r.fields.slice(from, to).map((f, i) => [f.name, row[from + i]]));
     return [rowOf(0, split), row[split] === null ? undefined : rowOf(split + 1, r.fields.length)];
+  }
+
+  /**
+   * Sent ahead: a pair whose answer the program expects (program.ts, `Expected`) goes now with its
+   * check right behind it, and the program is answered at once with what it expects, so that what
+   * it writes next (and the transaction's COMMIT) goes in the same round trip instead of the next
+   * one. Neither answer is waited for here: the transaction reads them when it ends (the driver's
+   * `#transaction`). The check fails the transaction when the pair did not do what the program was
+   * told, before anything the program sent after it runs; the transaction is then run again with
+   * every answer waited for. Only when the pair goes now, in order: nothing waits in front of it,
+   * or what waits goes with it.
+   */
+  #expected(call: Call, pair: PgStatement, values: unknown[], ahead: Ahead): [unknown, unknown] {
+    const expect = call.expect!;
+    const check = this.#statements[expect.check.name];
+    // Both handed to the connection now, in this order (no await in between: #send's would let the check go first).
+    sendAhead(ahead, this.#client.query({ ...this.#withWaiting(pair, values), rowMode: 'array' }));
+    sendAhead(ahead, this.#client.query(prepared(check, bind(check, expect.check.args))));
+    ahead.expected += 1;
+    return [expect.rows[0], expect.rows[1]];
   }
 
   /** Send what waits (at the end of a program, before its savepoint is released). */

@@ -14,7 +14,7 @@ import type { Row } from '../../sql/records.ts';
 import type { StatementName } from '../../sql/statements.ts';
 import { ChangeListener, notifySql, Notifier, wakesOthers } from './changes.ts';
 import { claimDueArgs, claimDueStatement, dueClaimResult } from './claimDue.ts';
-import { DeferredWrites } from './deferred.ts';
+import { DeferredWrites, firstFailure, sendAhead, type Ahead } from './deferred.ts';
 import { readFeedPage } from './feed.ts';
 import { isConnectionLost, isPgFault, isRetryable, pgFault, sqlState } from './faults.ts';
 import { bind, pgStatements, prepared, toPostgres, type PgStatement } from './sql.ts';
@@ -132,10 +132,15 @@ export class PgDriver implements SqlDriver {
   async #transaction<T>(begin: string, locks: Locks | undefined, fn: (t: Tx) => Promise<T>, notify: 'wake' | 'changed' | false, ops?: () => UnresolvedOperation[]): Promise<T> {
     let isolated = false;
     let keyRetried = false;
+    // Statements may be sent ahead of their answers (deferred.ts, "Sent ahead") until a run finds
+    // one did not answer as expected: the runs after it wait for each answer.
+    let ahead: Ahead | null = null;
+    let sendsAhead = true;
     for (let runs = 1; ; runs++) {
       const client = await this.#pool.connect();
       let broken: unknown;
       let committing = false;
+      ahead = sendsAhead && !isolated ? { sent: [], expected: 0 } : null;
       try {
         // Statements without parameters wait and go with the next one (a simple query): BEGIN, the
         // row locks (and, in an isolated run, the first savepoint) are one round trip, COMMIT another.
@@ -143,7 +148,7 @@ export class PgDriver implements SqlDriver {
         if (locks && hasLocks(locks)) queued.push(lockJobsSql(client, locks));
         // The programs' result-less writes (deferred.ts). In a run that is not isolated they wait
         // across programs, and what waits at the end goes in front of COMMIT, in its simple query.
-        const writes = new DeferredWrites(client, this.#statements);
+        const writes = new DeferredWrites(client, this.#statements, ahead);
         const flush = async (withWrites = false) => {
           const carried = writes.waiting;
           if (queued.length === 0 && !(withWrites && carried)) return;
@@ -166,6 +171,11 @@ export class PgDriver implements SqlDriver {
          */
         const afterOpening = async <T>(work: () => Promise<T>): Promise<T> => {
           const opening = queued.length > 0 ? client.query(queued.splice(0).join('; ')) : undefined;
+          if (opening && ahead) {
+            // Its answer too is read when the transaction ends (first: its failure is the one told).
+            sendAhead(ahead, opening);
+            return work();
+          }
           const [opened, done] = await Promise.allSettled([opening, work()]);
           if (opened.status === 'rejected') throw opened.reason;
           if (done.status === 'rejected') throw done.reason;
@@ -209,12 +219,29 @@ export class PgDriver implements SqlDriver {
         queued.push('COMMIT');
         committing = true;
         await flush();
+        // What was sent ahead answered before COMMIT did; had any of it failed, COMMIT only ended the
+        // aborted transaction (a simple query's COMMIT then answers ROLLBACK, not an error).
+        if (ahead) {
+          const failed = await firstFailure(ahead);
+          if (failed !== undefined) throw failed;
+        }
         // After the commit, on its own: see changes.ts (a NOTIFY in the transaction would serialise commits' WAL flushes).
         if (notify) this.#notifier.committed(notify === 'wake');
         return result;
-      } catch (error) {
+      } catch (caught) {
+        // A statement sent ahead that failed is the cause of whatever failed after it.
+        const early = ahead ? await firstFailure(ahead) : undefined;
+        const error = early ?? caught;
         if (isConnectionLost(error)) broken = error;
         else await client.query('ROLLBACK').catch((e: unknown) => (broken = e));
+        // A run that went on from expected answers and failed (a check found the job not as
+        // expected, or a statement failed where the program would have seen it): once more,
+        // waiting for each answer, where the program meets what happened in its place.
+        if (ahead && ahead.expected > 0 && broken === undefined && !isPgFault(error) && runs < MAX_RUNS) {
+          sendsAhead = false;
+          if (error instanceof Isolate) isolated = true; // a write refused in COMMIT's query: the next run is isolated anyway
+          continue;
+        }
         const cause = error instanceof RunAgain ? error.cause : error;
         if (committing && broken !== undefined && ops) throw commitOutcomeUnknown(this.description, cause, ops());
         // A key another transaction took meanwhile (a concurrent create): once more, where the write

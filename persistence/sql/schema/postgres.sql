@@ -1,4 +1,4 @@
--- The postgres schema as persistence/sql/migrations/postgres produce it (schema version 7).
+-- The postgres schema as persistence/sql/migrations/postgres produce it (schema version 8).
 -- Written by `npm run schema:dump`; test/schemaDump tests fail when it drifts from the migrations.
 
 CREATE TABLE assets (
@@ -325,6 +325,19 @@ CREATE INDEX notes_job ON public.notes USING btree (job_id, id);
 CREATE INDEX schedules_buffered ON public.schedules USING btree (owner) WHERE (buffered_due_at IS NOT NULL);
 
 CREATE INDEX schedules_due ON public.schedules USING btree (owner, next_due_at) WHERE (next_due_at IS NOT NULL);
+
+CREATE OR REPLACE FUNCTION public.spool_expect(ok boolean)
+ RETURNS boolean
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  IF ok IS NOT TRUE THEN
+    RAISE EXCEPTION 'spool: a commit sent ahead of its answers found the job not as it expected; it runs again'
+      USING ERRCODE = 'SPX01';
+  END IF;
+  RETURN TRUE;
+END
+$function$;
 
 CREATE INDEX timers_due ON public.timers USING btree (due_at) WHERE (status = 'scheduled'::text);
 
