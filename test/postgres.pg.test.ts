@@ -458,6 +458,20 @@ describe('PostgresStore: round trips of a step', () => {
       ]);
     }
     expect((await store.getJob('B'))?.progress).toBe(30);
+
+    // A job another commit moved to the revision the step expected (one made without a lease: the
+    // fence stays), so its update writes nothing though its attempt's end would: the check (the
+    // row is not this transaction's) refuses the run, and the step is a conflict that wrote nothing.
+    await store.createJob({ ...newJob('C'), effects: [effectOf('C', 'one')], runner: 'w1', claims: [{ effectId: 'C~one', claimUntil: T0 + 60_000 }] });
+    expect(await store.commit([commitOf('C', 1, 'elsewhere')])).toEqual([{ ok: true, revision: 2, fence: null }]);
+    sent.length = 0;
+    expect(await store.commit([ahead('C')])).toEqual([{ ok: false, reason: 'conflict', currentRevision: 2 }]);
+    expect(sent.map((q) => shape(q.text)).slice(0, 5)).toEqual(['BEGIN', 'WITH spool_a', 'spool_expect', 'WITH spool_w1 … COMMIT', 'ROLLBACK']);
+    expect(await store.getEffect('C~one')).toMatchObject({ status: 'running', active: true });
+    expect((await store.history('C')).map((h) => [h.revision, h.eventType])).toEqual([
+      [1, 'xstate.init'],
+      [2, 'GO'],
+    ]);
   });
 
   it("a commit's first statement goes right behind BEGIN and the row locks; when the locks time out, that is the error told, and nothing was written", async () => {

@@ -46,6 +46,12 @@ export interface SqlDialect {
    */
   expect(condition: string): string;
   /**
+   * True on a row of the table read that this transaction wrote (Postgres: the row version's
+   * `xmin` is this transaction's id; a run with savepoints never asks). Only {@link expect}'s checks
+   * read it; SQLite, which never runs them, says true.
+   */
+  writtenHere: string;
+  /**
    * A new history row's global seq. SQLite (schema 12: the table's rowid): one more than the highest
    * given, kept or purged (history_seq_floor; SQLite's own rowid choice would give a purged one
    * again); writers are serialised, so rows become visible in seq order (`historySince`). Postgres:
@@ -94,6 +100,7 @@ export const SQLITE: SqlDialect = {
   least: (a, b) => `min(${a}, ${b})`,
   contains: (column, needle) => `instr(${column}, ${needle}) > 0`,
   expect: (condition) => `(${condition})`,
+  writtenHere: '1',
   historySeq: `(SELECT max(coalesce((SELECT max(seq) FROM transitions), 0),
   coalesce((SELECT seq FROM history_seq_floor WHERE id = 1), 0)) + 1)`,
   ...CALLER_LEASE_CLOCK,
@@ -112,6 +119,7 @@ export const POSTGRES: SqlDialect = {
   least: (a, b) => `least(${a}, ${b})`,
   contains: (column, needle) => `strpos(${column}, ${needle}) > 0`,
   expect: (condition) => `spool_expect(${condition})`,
+  writtenHere: 'xmin = xid(pg_current_xact_id())',
   historySeq: "nextval('transitions_seq')",
   leaseNow: PG_SERVER_MS,
   leaseUntil: `(${PG_SERVER_MS} + (@until - @now))`,
