@@ -398,13 +398,13 @@ describe('PostgresStore: round trips of a step', () => {
     ]);
     // Each step on a lane of its own: BEGIN and both attempts' ends go out together, before any
     // answer (one round trip); each step's other writes (history row, new effect) once its own
-    // end answered; COMMIT once all did. A lane is two round trips, however many the batch holds
-    // (in turn, each step added one).
+    // end answered, and COMMIT right behind the last of them, their answers read with its own. A
+    // lane is two round trips, however many the batch holds (in turn, each step added one).
     expect(sent.map((q) => shape(q.text))).toEqual(['BEGIN', 'WITH spool_a', 'WITH spool_a', 'WITH spool_w1', 'WITH spool_w1', 'COMMIT']);
     const at = sent.map((q) => q.answered - sent[0]!.answered);
     expect(at.slice(0, 3)).toEqual([0, 0, 0]);
     expect(Math.min(at[3]!, at[4]!)).toBeGreaterThanOrEqual(2); // BEGIN's and its own end's answers
-    expect(at[5]).toBe(5);
+    expect(at[5]).toBe(3); // BEGIN's and both ends' answers, not the writes'
     expect(sent[3]!.text).toMatch(/^WITH spool_w1 AS \(INSERT INTO transitions .*\) INSERT INTO effects /s);
     for (const id of ['A', 'B', 'C']) {
       expect(await store.getEffect(`${id}~one`)).toMatchObject({ status: 'succeeded', active: false });
@@ -458,6 +458,20 @@ describe('PostgresStore: round trips of a step', () => {
       ]);
     }
     expect((await store.getJob('B'))?.progress).toBe(30);
+
+    // A batch of such steps on lanes: every lane's pair and check, their other writes and COMMIT,
+    // all before any answer.
+    for (const id of ['D', 'E']) {
+      await store.createJob({ ...newJob(id), effects: [effectOf(id, 'one')], runner: 'w1', claims: [{ effectId: `${id}~one`, claimUntil: T0 + 60_000 }] });
+    }
+    sent.length = 0;
+    expect((await store.writeBatch({ commits: [ahead('D'), ahead('E')] })).commits).toEqual([
+      { ok: true, revision: 2, fence: 1 },
+      { ok: true, revision: 2, fence: 1 },
+    ]);
+    expect(sent.map((q) => shape(q.text))).toEqual(['BEGIN', 'WITH spool_a', 'spool_expect', 'WITH spool_a', 'spool_expect', 'WITH spool_w1', 'WITH spool_w1', 'COMMIT']);
+    expect(sent.map((q) => q.answered - sent[0]!.answered)).toEqual([0, 0, 0, 0, 0, 0, 0, 0]);
+    for (const id of ['D', 'E']) expect(await store.getEffect(`${id}~two`)).toMatchObject({ status: 'running', attempt: 1, claimedBy: 'w1' });
 
     // A job another commit moved to the revision the step expected (one made without a lease: the
     // fence stays), so its update writes nothing though its attempt's end would: the check (the

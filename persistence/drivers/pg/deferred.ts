@@ -28,7 +28,9 @@ import { bind, planned, prepared, type PgStatement } from './sql.ts';
 /**
  * Statements of a transaction sent ahead of their answers, each awaited only when the transaction
  * ends ({@link DeferredWrites}, "Sent ahead"): `sent` in the order they went; `expected`, how many
- * `getThen`s were answered as their program expected.
+ * were sent on an expectation of their answer (a `getThen` answered as its program expected, a
+ * lane's trailing writes: transactions.ts, runLanes). A run with any fails as a whole and runs again
+ * waiting for each answer (the driver's `#transaction`).
  */
 export interface Ahead {
   sent: Promise<unknown>[];

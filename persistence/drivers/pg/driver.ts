@@ -204,7 +204,7 @@ export class PgDriver implements SqlDriver {
           lanes: async (programs) => {
             // Writes carried from programs before go first, on their own.
             if (writes.waiting) await flush(true);
-            return afterOpening(() => runLanes(client, this.#statements, programs));
+            return afterOpening(() => runLanes(client, this.#statements, programs, ahead));
           },
           sql: (text) => void queued.push(text),
           query: async (stmt, args) => {

@@ -11,7 +11,7 @@ import { failure, LeaseHeld } from '../../sql/outcomes.ts';
 import { runAsync, type Program } from '../../sql/program.ts';
 import type { Row } from '../../sql/records.ts';
 import type { StatementName } from '../../sql/statements.ts';
-import { DeferredWrites, type Queries } from './deferred.ts';
+import { DeferredWrites, sendAhead, type Ahead, type Queries } from './deferred.ts';
 import type { PgStatement } from './sql.ts';
 import { isConnectionLost, isPgFault, sqlState } from './faults.ts';
 
@@ -104,9 +104,12 @@ export async function savepoint<T>(t: Tx, fn: () => Promise<T>): Promise<T> {
  * after another, in the order sent, each seeing what the ones before it wrote; the programs touch
  * disjoint jobs ({@link disjointJobs}), so no lane reads what another writes. The first statement
  * that fails (or program that refuses) stops every lane from sending more, and once all have
- * stopped it is thrown: nothing of a failed run goes out after the transaction's ROLLBACK.
+ * stopped it is thrown: nothing of a failed run goes out after the transaction's ROLLBACK. With
+ * `ahead` (a run that sends ahead of answers), a lane's program may be answered as it expects and
+ * its trailing writes go unanswered: the transaction reads every answer when it ends, and a failure
+ * among them runs it again in turn.
  */
-export async function runLanes<R>(client: Queries, statements: Record<StatementName, PgStatement>, programs: readonly Program<R>[]): Promise<R[]> {
+export async function runLanes<R>(client: Queries, statements: Record<StatementName, PgStatement>, programs: readonly Program<R>[], ahead: Ahead | null = null): Promise<R[]> {
   let failure: { error: unknown } | undefined;
   const lane: Queries = {
     query: (q) => {
@@ -119,10 +122,15 @@ export async function runLanes<R>(client: Queries, statements: Record<StatementN
   };
   const runs = await Promise.allSettled(
     programs.map(async (program) => {
-      const writes = new DeferredWrites(lane, statements);
+      const writes = new DeferredWrites(lane, statements, ahead);
       try {
         const result = await runAsync(program, (call) => writes.call(call), true);
-        await writes.flush();
+        if (ahead) {
+          // Its trailing writes too go without waiting for their answer, read when the transaction
+          // ends (deferred.ts, "Sent ahead"): any failure then runs it again in turn.
+          sendAhead(ahead, writes.flush());
+          ahead.expected += 1;
+        } else await writes.flush();
         return result;
       } catch (error) {
         failure ??= { error };
