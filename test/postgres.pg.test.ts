@@ -417,14 +417,14 @@ describe('PostgresStore: round trips of a step', () => {
     }
   });
 
-  it('a step whose attempt names its invocation goes whole before any answer, checked in front of COMMIT; a check that fails runs it again, waiting for each answer', async () => {
+  it('a step whose attempt names its invocation goes whole before any answer, its pair failing unless it did what was expected; then it runs again, waiting for each answer', async () => {
     const url = await database();
     const store = await open(url);
     for (const id of ['A', 'B']) {
       await store.createJob({ ...newJob(id), effects: [effectOf(id, 'one')], runner: 'w1', claims: [{ effectId: `${id}~one`, claimUntil: T0 + 60_000 }] });
     }
     const sent = recordSent();
-    const shape = (t: string) => (t.startsWith('SELECT spool_expect(') ? 'spool_expect' : `${t.indexOf(' AS (') > 0 ? t.slice(0, t.indexOf(' AS (')) : t.split(/[ ;]/)[0]}${/; COMMIT$/.test(t) ? ' … COMMIT' : ''}`);
+    const shape = (t: string) => `${t.indexOf(' AS (') > 0 ? t.slice(0, t.indexOf(' AS (')) : t.split(/[ ;]/)[0]}${t.includes('SELECT spool_expect(') ? ' expected' : ''}${/; COMMIT$/.test(t) ? ' … COMMIT' : ''}`;
     // The attempt's invocation known (`actorId`), as the runtime's own attempts have it: its end and
     // the job's update are expected to land, and everything goes out before any answer (one round trip).
     const ahead = (id: string, unread?: { createdAt: number; progress: number | null }) => {
@@ -432,17 +432,16 @@ describe('PostgresStore: round trips of a step', () => {
       return { ...c, finish: { ...c.finish!, actorId: 'one' }, ...(unread ? { unread } : {}) };
     };
     expect(await store.commit([ahead('A')])).toEqual([{ ok: true, revision: 2, fence: 1 }]);
-    expect(sent.map((q) => shape(q.text))).toEqual(['BEGIN', 'WITH spool_a', 'spool_expect', 'WITH spool_w1 … COMMIT']);
-    expect(sent.map((q) => q.answered - sent[0]!.answered)).toEqual([0, 0, 0, 0]);
-    // Expecting a progress the job no longer has (it reported 30 since): the check refuses the
-    // run, which is rolled back and run again in turn, and the commit reports what it found.
+    expect(sent.map((q) => shape(q.text))).toEqual(['BEGIN', 'WITH spool_a expected', 'WITH spool_w1 … COMMIT']);
+    expect(sent.map((q) => q.answered - sent[0]!.answered)).toEqual([0, 0, 0]);
+    // Expecting a progress the job no longer has (it reported 30 since): the pair fails the run,
+    // which is rolled back and run again in turn, and the commit reports what it found.
     await store.setProgress('B', 30, T0);
     sent.length = 0;
     expect(await store.commit([ahead('B', { createdAt: T0, progress: null })])).toEqual([{ ok: true, revision: 2, fence: 1, progress: 30 }]);
     expect(sent.map((q) => shape(q.text))).toEqual([
       'BEGIN',
-      'WITH spool_a',
-      'spool_expect',
+      'WITH spool_a expected',
       'WITH spool_w1 … COMMIT',
       'ROLLBACK',
       'BEGIN',
@@ -469,18 +468,18 @@ describe('PostgresStore: round trips of a step', () => {
       { ok: true, revision: 2, fence: 1 },
       { ok: true, revision: 2, fence: 1 },
     ]);
-    expect(sent.map((q) => shape(q.text))).toEqual(['BEGIN', 'WITH spool_a', 'spool_expect', 'WITH spool_a', 'spool_expect', 'WITH spool_w1', 'WITH spool_w1', 'COMMIT']);
-    expect(sent.map((q) => q.answered - sent[0]!.answered)).toEqual([0, 0, 0, 0, 0, 0, 0, 0]);
+    expect(sent.map((q) => shape(q.text))).toEqual(['BEGIN', 'WITH spool_a expected', 'WITH spool_a expected', 'WITH spool_w1', 'WITH spool_w1', 'COMMIT']);
+    expect(sent.map((q) => q.answered - sent[0]!.answered)).toEqual([0, 0, 0, 0, 0, 0]);
     for (const id of ['D', 'E']) expect(await store.getEffect(`${id}~two`)).toMatchObject({ status: 'running', attempt: 1, claimedBy: 'w1' });
 
-    // A job another commit moved to the revision the step expected (one made without a lease: the
-    // fence stays), so its update writes nothing though its attempt's end would: the check (the
-    // row is not this transaction's) refuses the run, and the step is a conflict that wrote nothing.
+    // A job another commit moved on (one made without a lease: the fence stays), so its update
+    // writes nothing though its attempt's end would: the pair fails as not expected, and the step
+    // is a conflict that wrote nothing.
     await store.createJob({ ...newJob('C'), effects: [effectOf('C', 'one')], runner: 'w1', claims: [{ effectId: 'C~one', claimUntil: T0 + 60_000 }] });
     expect(await store.commit([commitOf('C', 1, 'elsewhere')])).toEqual([{ ok: true, revision: 2, fence: null }]);
     sent.length = 0;
     expect(await store.commit([ahead('C')])).toEqual([{ ok: false, reason: 'conflict', currentRevision: 2 }]);
-    expect(sent.map((q) => shape(q.text)).slice(0, 5)).toEqual(['BEGIN', 'WITH spool_a', 'spool_expect', 'WITH spool_w1 … COMMIT', 'ROLLBACK']);
+    expect(sent.map((q) => shape(q.text)).slice(0, 4)).toEqual(['BEGIN', 'WITH spool_a expected', 'WITH spool_w1 … COMMIT', 'ROLLBACK']);
     expect(await store.getEffect('C~one')).toMatchObject({ status: 'running', active: true });
     expect((await store.history('C')).map((h) => [h.revision, h.eventType])).toEqual([
       [1, 'xstate.init'],

@@ -86,7 +86,7 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
         : keepsLease(c)
           ? ['updateKeepingLease', 'updateState', 'updateJob']
           : ['updateState', 'updateJob'];
-  const finished = c.finish ? yield* settleIn(c.finish, false, leaving, { name: updates[0]!, params, expect: expectation(c, updates[0]!, revision, leaving) }) : undefined;
+  const finished = c.finish ? yield* settleIn(c.finish, false, leaving, { name: updates[0]!, params, expect: expectation(c, updates[0]!, leaving) }) : undefined;
   if (finished && finished.status !== 'current') throw new Abort({ ok: false, reason: 'outcome-not-current' });
   let updated = finished?.then as Updated | undefined;
   for (const name of updates.slice(finished ? 1 : 0)) updated ??= (yield* get(name, params)) as Updated | undefined;
@@ -108,22 +108,23 @@ function* writeCommit(c: TransitionCommit, json: CommitJson): Program<CommitResu
  * (program.ts, `Expected`), when that is known in advance: the attempt's invocation is known (so
  * whether this commit's own row write deactivates it), the job's lease is held here at a known
  * fence and not forced, and the update is one that keeps that fence. Then the attempt's end is
- * recorded and the job updated to `revision` under that fence, with the progress the commit sets or
- * the one the process knew; `expectCommitted` checks exactly that. `timers_scheduled` (an ending
- * commit's) is expected as 1, "unknown": the timers' cancellation is then written, and changes
- * nothing when there were none.
+ * recorded and the job updated under that fence, with the progress the commit sets or the one the
+ * process knew (read only by a commit made from that record, `unread`). `timers_scheduled` (an
+ * ending commit's) is expected as 1, "unknown", and not compared: the timers' cancellation is then
+ * written, and changes nothing when there were none.
  */
-function expectation(c: TransitionCommit, first: StatementName, revision: number, leaving: { actorId: string } | undefined): Expected | undefined {
+function expectation(c: TransitionCommit, first: StatementName, leaving: { actorId: string } | undefined): Expected | undefined {
   const { finish, lease } = c;
   if (finish?.actorId === undefined || !lease || lease.force || typeof lease.fence !== 'number') return undefined;
   if (first !== 'updateKeepingLease' && first !== 'updateJob') return undefined;
-  if (c.unread && c.job.progress === undefined && c.unread.progress === undefined) return undefined;
-  const progress = c.job.progress !== undefined ? c.job.progress : (c.unread?.progress ?? null);
-  const updated: Row = first === 'updateJob' ? { lease_fence: lease.fence, progress, timers_scheduled: 1 } : { lease_fence: lease.fence, progress };
-  return {
-    rows: [{ active: finish.actorId === leaving?.actorId ? 0 : 1 }, updated],
-    check: { name: 'expectCommitted', args: [{ id: c.jobId, revision, fence: lease.fence, check_progress: c.unread ? 1 : 0, progress }] },
-  };
+  const updated: Row = { lease_fence: lease.fence };
+  if (c.unread) {
+    const progress = c.job.progress !== undefined ? c.job.progress : c.unread.progress;
+    if (progress === undefined) return undefined;
+    updated['progress'] = progress;
+  }
+  if (first === 'updateJob') updated['timers_scheduled'] = 1;
+  return { rows: [{ active: finish.actorId === leaving?.actorId ? 0 : 1 }, updated], unchecked: first === 'updateJob' ? ['timers_scheduled'] : [] };
 }
 
 /** What a commit's job update returns. */

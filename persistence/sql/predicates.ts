@@ -40,18 +40,6 @@ export interface SqlDialect {
   /** `needle` occurs in the text `column`. */
   contains(column: string, needle: string): string;
   /**
-   * A value that fails its statement unless `condition` holds (Postgres: `spool_expect`, schema 8,
-   * SQLSTATE SPX01). Only a driver that sends a commit ahead of its answers runs it
-   * (`expectCommitted`); SQLite, which answers each statement at once, never does.
-   */
-  expect(condition: string): string;
-  /**
-   * True on a row of the table read that this transaction wrote (Postgres: the row version's
-   * `xmin` is this transaction's id; a run with savepoints never asks). Only {@link expect}'s checks
-   * read it; SQLite, which never runs them, says true.
-   */
-  writtenHere: string;
-  /**
    * A new history row's global seq. SQLite (schema 12: the table's rowid): one more than the highest
    * given, kept or purged (history_seq_floor; SQLite's own rowid choice would give a purged one
    * again); writers are serialised, so rows become visible in seq order (`historySince`). Postgres:
@@ -99,8 +87,6 @@ export const SQLITE: SqlDialect = {
   greatest: (a, b) => `max(${a}, ${b})`,
   least: (a, b) => `min(${a}, ${b})`,
   contains: (column, needle) => `instr(${column}, ${needle}) > 0`,
-  expect: (condition) => `(${condition})`,
-  writtenHere: '1',
   historySeq: `(SELECT max(coalesce((SELECT max(seq) FROM transitions), 0),
   coalesce((SELECT seq FROM history_seq_floor WHERE id = 1), 0)) + 1)`,
   ...CALLER_LEASE_CLOCK,
@@ -118,8 +104,6 @@ export const POSTGRES: SqlDialect = {
   greatest: (a, b) => `greatest(${a}, ${b})`,
   least: (a, b) => `least(${a}, ${b})`,
   contains: (column, needle) => `strpos(${column}, ${needle}) > 0`,
-  expect: (condition) => `spool_expect(${condition})`,
-  writtenHere: 'xmin = xid(pg_current_xact_id())',
   historySeq: "nextval('transitions_seq')",
   leaseNow: PG_SERVER_MS,
   leaseUntil: `(${PG_SERVER_MS} + (@until - @now))`,

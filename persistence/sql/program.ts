@@ -26,18 +26,17 @@ export interface Call {
 }
 
 /**
- * What a program expects a `getThen` to answer, and the statement that checks it did. A driver
- * that answers each statement at once ignores it. One that waits a round trip per answer may hand
- * the program `rows` at once, send what the program writes next without waiting, and run `check`
- * (a statement that fails when the pair did not do what `rows` say) in front of COMMIT: the
- * transaction then commits only as the program assumed, and is otherwise run again, waiting for
- * each answer (Postgres: persistence/drivers/pg/deferred.ts, "Sent ahead"). So the program may
- * expect only what `check` proves, and what it writes on that assumption must be right whenever
- * `check` passes.
+ * What a program expects a `getThen` to answer: both rows, as it will read them. A driver that
+ * answers each statement at once ignores it. One that waits a round trip per answer may hand the
+ * program `rows` at once and send what it writes next (and the transaction's COMMIT) without
+ * waiting, provided the pair itself fails, aborting the transaction, unless it returns rows with
+ * exactly these values (Postgres: persistence/drivers/pg/deferred.ts, "Sent ahead"); the
+ * transaction then runs again, waiting for each answer. `unchecked`: columns of the second row the
+ * program writes rightly whatever they turn out to be (not compared).
  */
 export interface Expected {
   rows: [Row, Row];
-  check: { name: StatementName; args: unknown[] };
+  unchecked?: readonly string[];
 }
 
 /** An operation over the store's statements, ending with its result. */

@@ -313,15 +313,6 @@ function jobsSql(d: SqlDialect) {
     updateJob: q(UPDATE_JOB(d, false)),
     /** updateJob of a migration commit: the one commit that moves the job to another machine version. */
     migrateJob: q(UPDATE_JOB(d, true)),
-    /**
-     * A commit sent ahead of its answers (program.ts, `Expected`) checks here, in front of its
-     * COMMIT, that its job update did what the rest was written for: the job at `@revision` under
-     * fence `@fence` (and with `@progress`, when `@check_progress` is 1), written by this
-     * transaction (not a commit of another that reached that revision first: then the update
-     * wrote nothing, though the attempt's end may have). Fails the statement otherwise (`d.expect`).
-     */
-    expectCommitted: q(`SELECT ${d.expect(`EXISTS (SELECT 1 FROM jobs WHERE id = @id AND revision = @revision AND lease_fence = @fence
-        AND ${d.writtenHere} AND (@check_progress = 0 OR ${d.same('progress', '@progress')}))`)} AS expected`),
     /** A refused commit's job: its revision, and its lease while live by the lease clock (`lease_live` 1). */
     revisionOf: q(`SELECT revision, lease_owner, lease_fence, lease_until, CASE WHEN lease_until > ${d.leaseNow} THEN 1 ELSE 0 END AS lease_live
       FROM jobs WHERE id = @id`),

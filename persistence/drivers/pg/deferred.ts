@@ -11,17 +11,18 @@
  * what waits goes first, on its own. What a statement writes and names: shapes.ts.
  *
  * Sent ahead: in a transaction's run without savepoints, a `getThen` whose answer its program
- * expects (program.ts, `Expected`: a step's attempt end and job update) goes with the statement
- * that checks it, and the program goes on at once with the answer it expected. What it writes next
- * then waits for COMMIT's simple query as above, and a step's whole transaction is one round trip
- * instead of two. The answers are read when the transaction ends: a failed check (SPX01, the pair
- * did not do what was expected: the job moved, the attempt was no longer current) aborts the
- * transaction before anything sent after it runs, and it is run again waiting for each answer.
+ * expects (program.ts, `Expected`: a step's attempt end and job update) goes in a form that fails
+ * unless it did what was expected, and the program goes on at once with the answer it expected.
+ * What it writes next then waits for COMMIT's simple query as above, and a step's whole
+ * transaction is one round trip instead of two. The answers are read when the transaction ends:
+ * a pair that did not do what was expected (SPX01: the job moved, the attempt was no longer
+ * current, a progress report landed in between) aborts the transaction before anything sent after
+ * it runs, and it is run again waiting for each answer.
  */
 import type pg from 'pg';
-import type { Call } from '../../sql/program.ts';
+import type { Call, Expected } from '../../sql/program.ts';
 import type { StatementName } from '../../sql/statements.ts';
-import { pairOf, shifted, THEN_COLUMN } from './pairs.ts';
+import { expectedPairOf, pairOf, shifted, THEN_COLUMN } from './pairs.ts';
 import { shapeOf, type Shape } from './shapes.ts';
 import { bind, planned, prepared, type PgStatement } from './sql.ts';
 
@@ -150,7 +151,10 @@ export class DeferredWrites {
     }
     const [va, vb] = [bind(first, call.args), bind(second, call.then!.args)];
     const joins = this.#joins(a, va) && this.#joins(b, vb);
-    if (call.expect && this.#ahead && (this.#waiting.length === 0 || (shapeOf(pair).leads && joins))) return this.#expected(call, pair, [...va, ...vb], this.#ahead);
+    if (call.expect && this.#ahead && (this.#waiting.length === 0 || (shapeOf(pair).leads && joins))) {
+      const expected = this.#expected(call.expect, first, second, [...va, ...vb], this.#ahead);
+      if (expected) return expected;
+    }
     const r = await this.#send(pair, [...va, ...vb], joins, true);
     const row = r.rows[0] as unknown[] | undefined;
     if (!row) return [undefined, undefined];
@@ -160,23 +164,27 @@ export class DeferredWrites {
   }
 
   /**
-   * Sent ahead: a pair whose answer the program expects (program.ts, `Expected`) goes now with its
-   * check right behind it, and the program is answered at once with what it expects, so that what
-   * it writes next (and the transaction's COMMIT) goes in the same round trip instead of the next
-   * one. Neither answer is waited for here: the transaction reads them when it ends (the driver's
-   * `#transaction`). The check fails the transaction when the pair did not do what the program was
-   * told, before anything the program sent after it runs; the transaction is then run again with
-   * every answer waited for. Only when the pair goes now, in order: nothing waits in front of it,
-   * or what waits goes with it.
+   * Sent ahead: a pair whose answer the program expects (program.ts, `Expected`) goes now, in the
+   * form that fails unless it returns what was expected (pairs.ts, `expectedPairOf`), and the
+   * program is answered at once with what it expects, so that what it writes next (and the
+   * transaction's COMMIT) goes in the same round trip instead of the next one. The answer is not
+   * waited for here: the transaction reads it when it ends (the driver's `#transaction`). When the
+   * pair did not do what the program was told, it fails, and the aborted transaction runs nothing
+   * sent after it; it is then run again with every answer waited for. Only when the pair goes now,
+   * in order: nothing waits in front of it, or what waits goes with it. Undefined: no such form.
    */
-  #expected(call: Call, pair: PgStatement, values: unknown[], ahead: Ahead): [unknown, unknown] {
-    const expect = call.expect!;
-    const check = this.#statements[expect.check.name];
-    // Both handed to the connection now, in this order (no await in between: #send's would let the check go first).
-    sendAhead(ahead, this.#client.query({ ...this.#withWaiting(pair, values), rowMode: 'array' }));
-    sendAhead(ahead, this.#client.query(prepared(check, bind(check, expect.check.args))));
+  #expected(expect: Expected, first: PgStatement, second: PgStatement, values: unknown[], ahead: Ahead): [unknown, unknown] | undefined {
+    const [a, b] = expect.rows;
+    const unchecked = new Set(expect.unchecked ?? []);
+    const firstColumns = Object.keys(a);
+    const secondColumns = Object.keys(b).filter((c) => !unchecked.has(c));
+    const checked = expectedPairOf(first, second, firstColumns, secondColumns);
+    if (!checked) return undefined;
+    const all = [...values, ...firstColumns.map((c) => a[c]), ...secondColumns.map((c) => b[c])];
+    // Handed to the connection now, synchronously (#send's await would let what the program sends next go first).
+    sendAhead(ahead, this.#client.query(this.#withWaiting(checked, all)));
     ahead.expected += 1;
-    return [expect.rows[0], expect.rows[1]];
+    return [a, b];
   }
 
   /** Send what waits (at the end of a program, before its savepoint is released). */

@@ -30,7 +30,33 @@ const made = new Map<string, PgStatement | null>();
  * it changed no row).
  */
 export function pairOf(first: PgStatement, second: PgStatement): PgStatement | null {
-  const key = `${first.key}>${second.key}`;
+  return pairWith(`${first.key}>${second.key}`, first, second, () => `SELECT spool_a.*, b.* FROM spool_a LEFT JOIN (SELECT 1 AS ${THEN_COLUMN}, * FROM spool_b) AS b ON true`);
+}
+
+/**
+ * The pair as {@link pairOf} makes it, answering nothing but failing unless it did what was
+ * expected: `spool_expect` (Postgres schema 8: SQLSTATE SPX01 unless given true) of the first
+ * having returned a row whose `firstColumns` equal the values given after both statements' own,
+ * and the second one whose `secondColumns` equal those after them (NULL equal to NULL). A lone
+ * SELECT without FROM, so the check runs whatever the CTEs return (deferred.ts, "Sent ahead").
+ */
+export function expectedPairOf(first: PgStatement, second: PgStatement, firstColumns: readonly string[], secondColumns: readonly string[]): PgStatement | null {
+  // Named by a number: its description is too long for a prepared statement's name (63 bytes).
+  const cacheKey = `${first.key}>${second.key}?${firstColumns.join(',')}|${secondColumns.join(',')}`;
+  if (made.has(cacheKey)) return made.get(cacheKey)!;
+  return pairWith(cacheKey, first, second, (params) => {
+    let n = params;
+    const match = (cte: string, columns: readonly string[]) =>
+      `EXISTS (SELECT 1 FROM ${cte} WHERE ${columns.length === 0 ? 'true' : columns.map((c) => `${c} IS NOT DISTINCT FROM $${++n}`).join(' AND ')})`;
+    return `SELECT spool_expect(${match('spool_a', firstColumns)} AND ${match('spool_b', secondColumns)}) AS spool_expected`;
+  }, `expected${++expectedPairs}`);
+}
+
+/** Expected pairs made so far (the number in each one's name). */
+let expectedPairs = 0;
+
+/** The pair with `tail` (given the parameter count of both statements) as its main query, made once under `key` (an expected pair's: `name`). */
+function pairWith(key: string, first: PgStatement, second: PgStatement, tail: (params: number) => string, name = key): PgStatement | null {
   if (made.has(key)) return made.get(key)!;
   const where = /^\s*(UPDATE|DELETE)\s/i.test(second.text) ? topLevel(second.text, 'WHERE') : -1;
   const returning = where < 0 ? -1 : topLevel(second.text, 'RETURNING');
@@ -38,9 +64,10 @@ export function pairOf(first: PgStatement, second: PgStatement): PgStatement | n
   if (returning > where) {
     const t = second.text;
     const guarded = `${t.slice(0, where)}WHERE (${t.slice(where + 5, returning).trim()}) AND EXISTS (SELECT 1 FROM spool_a)\n      ${t.slice(returning)}`;
-    const text = `WITH spool_a AS (${first.text}), spool_b AS (${shifted(guarded, paramCount(first.text))})
-      SELECT spool_a.*, b.* FROM spool_a LEFT JOIN (SELECT 1 AS ${THEN_COLUMN}, * FROM spool_b) AS b ON true`;
-    pair = { key, text, names: null };
+    const shift = paramCount(first.text);
+    const text = `WITH spool_a AS (${first.text}), spool_b AS (${shifted(guarded, shift)})
+      ${tail(shift + paramCount(second.text))}`;
+    pair = { key: name, text, names: null };
   }
   made.set(key, pair);
   return pair;

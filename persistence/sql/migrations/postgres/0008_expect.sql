@@ -1,9 +1,9 @@
 -- Spool Postgres schema 8: spool_expect(ok), which fails the statement it is in, with SQLSTATE
 -- SPX01, unless `ok` is true. A step's commit is sent whole, its COMMIT included, before the
 -- answer to its first statement (the attempt's end and the job's update) has come back: the rest
--- was written as if that statement did what it was expected to, and one statement in front of
--- COMMIT checks that it did (`expectCommitted`). When it did not, the transaction is rolled back
--- and run again, waiting for each answer (persistence/drivers/pg/deferred.ts, "Sent ahead").
+-- was written as if that statement did what it was expected to, and that statement itself fails
+-- unless it did (persistence/drivers/pg/pairs.ts, `expectedPairOf`). The transaction is then rolled
+-- back and run again, waiting for each answer (persistence/drivers/pg/deferred.ts, "Sent ahead").
 -- Migrations are append-only: never edit a released file, add the next number.
 
 CREATE OR REPLACE FUNCTION spool_expect(ok boolean) RETURNS boolean LANGUAGE plpgsql AS $$
