@@ -641,7 +641,7 @@ describe('progress, assets and purge', () => {
 
   it("the commit that applies an outcome reported after progress carries that progress, not the one the runtime knew before", async () => {
     // On Postgres that commit goes ahead of its answers, expecting the progress the runtime knows
-    // (deferred.ts, "Sent ahead"; test/postgres.pg.test.ts has its check refuse a stale one).
+    // (deferred.ts, "Sent ahead"; test/postgres.pg.test.ts has that statement refuse a stale one).
     const { runtime, seen } = await open();
     workHooks.work = async (args) => {
       await args.progress(40);

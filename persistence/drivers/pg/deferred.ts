@@ -30,8 +30,8 @@ import { bind, planned, prepared, type PgStatement } from './sql.ts';
  * Statements of a transaction sent ahead of their answers, each awaited only when the transaction
  * ends ({@link DeferredWrites}, "Sent ahead"): `sent` in the order they went; `expected`, how many
  * were sent on an expectation of their answer (a `getThen` answered as its program expected, a
- * lane's trailing writes: transactions.ts, runLanes). A run with any fails as a whole and runs again
- * waiting for each answer (the driver's `#transaction`).
+ * lane's trailing writes: transactions.ts, runLanes). A run that sent any and then failed runs
+ * again waiting for each answer (the driver's `#transaction`).
  */
 export interface Ahead {
   sent: Promise<unknown>[];
@@ -175,9 +175,8 @@ export class DeferredWrites {
    */
   #expected(expect: Expected, first: PgStatement, second: PgStatement, values: unknown[], ahead: Ahead): [unknown, unknown] | undefined {
     const [a, b] = expect.rows;
-    const unchecked = new Set(expect.unchecked ?? []);
     const firstColumns = Object.keys(a);
-    const secondColumns = Object.keys(b).filter((c) => !unchecked.has(c));
+    const secondColumns = Object.keys(b).filter((c) => !expect.unchecked?.includes(c));
     const checked = expectedPairOf(first, second, firstColumns, secondColumns);
     if (!checked) return undefined;
     const all = [...values, ...firstColumns.map((c) => a[c]), ...secondColumns.map((c) => b[c])];

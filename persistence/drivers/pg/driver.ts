@@ -134,13 +134,12 @@ export class PgDriver implements SqlDriver {
     let keyRetried = false;
     // Statements may be sent ahead of their answers (deferred.ts, "Sent ahead") until a run finds
     // one did not answer as expected: the runs after it wait for each answer.
-    let ahead: Ahead | null = null;
     let sendsAhead = true;
     for (let runs = 1; ; runs++) {
       const client = await this.#pool.connect();
       let broken: unknown;
       let committing = false;
-      ahead = sendsAhead && !isolated ? { sent: [], expected: 0 } : null;
+      const ahead: Ahead | null = sendsAhead && !isolated ? { sent: [], expected: 0 } : null;
       try {
         // Statements without parameters wait and go with the next one (a simple query): BEGIN, the
         // row locks (and, in an isolated run, the first savepoint) are one round trip, COMMIT another.

@@ -41,22 +41,24 @@ export function pairOf(first: PgStatement, second: PgStatement): PgStatement | n
  * SELECT without FROM, so the check runs whatever the CTEs return (deferred.ts, "Sent ahead").
  */
 export function expectedPairOf(first: PgStatement, second: PgStatement, firstColumns: readonly string[], secondColumns: readonly string[]): PgStatement | null {
-  // Named by a number: its description is too long for a prepared statement's name (63 bytes).
-  const cacheKey = `${first.key}>${second.key}?${firstColumns.join(',')}|${secondColumns.join(',')}`;
-  if (made.has(cacheKey)) return made.get(cacheKey)!;
-  return pairWith(cacheKey, first, second, (params) => {
+  const key = `${first.key}>${second.key}?${firstColumns.join(',')}|${secondColumns.join(',')}`;
+  return pairWith(key, first, second, (params) => {
     let n = params;
     const match = (cte: string, columns: readonly string[]) =>
       `EXISTS (SELECT 1 FROM ${cte} WHERE ${columns.length === 0 ? 'true' : columns.map((c) => `${c} IS NOT DISTINCT FROM $${++n}`).join(' AND ')})`;
     return `SELECT spool_expect(${match('spool_a', firstColumns)} AND ${match('spool_b', secondColumns)}) AS spool_expected`;
-  }, `expected${++expectedPairs}`);
+  }, () => `expected${++expectedPairs}`);
 }
 
-/** Expected pairs made so far (the number in each one's name). */
+/** Expected pairs made so far (the number in each one's prepared name). */
 let expectedPairs = 0;
 
-/** The pair with `tail` (given the parameter count of both statements) as its main query, made once under `key` (an expected pair's: `name`). */
-function pairWith(key: string, first: PgStatement, second: PgStatement, tail: (params: number) => string, name = key): PgStatement | null {
+/**
+ * The pair with `tail` (given the parameter count of both statements) as its main query, made once
+ * under `key`; its statement's key (its prepared name) `name()`, asked once it is made (an expected
+ * pair's is numbered: its `key` would pass Postgres's 63 bytes for a name, truncated into another's).
+ */
+function pairWith(key: string, first: PgStatement, second: PgStatement, tail: (params: number) => string, name = () => key): PgStatement | null {
   if (made.has(key)) return made.get(key)!;
   const where = /^\s*(UPDATE|DELETE)\s/i.test(second.text) ? topLevel(second.text, 'WHERE') : -1;
   const returning = where < 0 ? -1 : topLevel(second.text, 'RETURNING');
@@ -67,7 +69,7 @@ function pairWith(key: string, first: PgStatement, second: PgStatement, tail: (p
     const shift = paramCount(first.text);
     const text = `WITH spool_a AS (${first.text}), spool_b AS (${shifted(guarded, shift)})
       ${tail(shift + paramCount(second.text))}`;
-    pair = { key: name, text, names: null };
+    pair = { key: name(), text, names: null };
   }
   made.set(key, pair);
   return pair;
