@@ -250,6 +250,10 @@ describe('the heartbeat letting an idle lease go, racing the claim of that job\'
         }
         if (key === 'writeBatch') {
           return async (batch: WriteBatch) => {
+            // The runtime's release of an idle job goes in a batch: held back the same way.
+            const releases = (batch.releases ?? []).flatMap((r) => r.jobIds);
+            if (releases.includes('b')) await turnsUntil(() => claimed);
+            released = [...released, ...releases];
             const result = await target.writeBatch(batch);
             claimed ||= (batch.claims ?? []).some((c) => c.id.startsWith('b~'));
             return result;

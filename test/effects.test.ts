@@ -22,10 +22,12 @@ import {
   type AttemptRecord,
   type Runtime,
   type RuntimeEvent,
+  type WriteBatch,
 } from '../src/internal.ts';
 import { dumpRows, rawGet } from './helpers/rawSql.ts';
 import { Resources } from './helpers/resources.ts';
 import { RELEASED_ATTEMPT } from '../src/ports/store.ts';
+import { VirtualClock } from '../src/testing/index.ts';
 import { T0, gate, releaseGates, nextEvent, openRuntime, rowsOf, runToEnd, untilAborted, type Opened } from './helpers/durable.ts';
 import { WORK_POLICY, WORK_TIMEOUT_MS, work, workHooks } from './fixtures/workMachine.ts';
 
@@ -422,6 +424,37 @@ describe('retries', () => {
     await runtime.idle();
     expect(calls).toBe(1);
     expect((await runtime.get(job.id)).value).toBe('failed');
+  });
+
+  it('a retry lets its job\'s lease go in a group-committed batch, never in a transaction of its own', async () => {
+    const clock = new VirtualClock(T0);
+    const inner = await res.sqlite(res.dbPath(), { clock });
+    const alone: string[] = [];
+    const batched: string[] = [];
+    const store = new Proxy(inner, {
+      get(target, key) {
+        if (key === 'releaseLeases') return async (runner: string, jobIds: readonly string[] | 'all') => (alone.push(String(jobIds)), target.releaseLeases(runner, jobIds));
+        if (key === 'writeBatch') return async (batch: WriteBatch) => (batched.push(...(batch.releases ?? []).flatMap((r) => r.jobIds)), target.writeBatch(batch));
+        const value: unknown = Reflect.get(target, key, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const runtime = await res.runtime({ store, machines: MACHINES, clock });
+    workHooks.work = async (args) => {
+      if (args.attempt === 1) throw new Error('flaky');
+      return 'ok';
+    };
+    const jobId = await startWorking(runtime);
+    await runtime.idle();
+    // Attempt 1 failed and waits for its backoff: nothing runs on the job here, so its lease is free.
+    expect(await inner.getEffect(effectIdOf(jobId))).toMatchObject({ status: 'backoff', attempt: 1 });
+    expect((await inner.getJob(jobId))?.lease).toBeNull();
+    expect(batched).toEqual([jobId]);
+    expect(alone).toEqual([]);
+    clock.advance(backoffDelay(WORK_POLICY, 1, effectIdOf(jobId)));
+    await runtime.tick();
+    await runtime.idle();
+    expect(await runtime.get(jobId)).toMatchObject({ value: 'review', context: { output: 'ok' } });
   });
 
   it('keeps a retry’s deadline across a restart: the next runtime starts attempt 2 then, not earlier', async () => {

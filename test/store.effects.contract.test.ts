@@ -723,6 +723,32 @@ function effectsContract(name: string, factory: StoreFactory): void {
         expect((await store.listEvents('A')).map((e) => [e.eventId, e.status])).toEqual([[`${a!.id}#1`, 'pending']]);
       });
 
+      it('writeBatch: releases free the runner\'s own leases after the finishes, and a claim of the same batch takes the job again', async () => {
+        const [a, b] = await createEffects('a', 'b');
+        await claimed(a!);
+        expect((await store.getJob('A'))?.lease).toMatchObject({ owner: 'w1', fence: 1 });
+        // a retried (backoff): nothing runs on A; w1 lets A go in the batch that records it.
+        const retry = { kind: 'failed' as const, error: BOOM, retryAt: T0 + 5000, event: null };
+        const first = await store.writeBatch({
+          finishes: [{ id: a!.id, attempt: 1, result: retry, at: T0 + 150, lease: { runner: 'w1', fence: 1 } }],
+          releases: [{ runner: 'w1', jobIds: ['A'] }, { runner: 'w2', jobIds: ['A'] }], // w2 holds nothing: frees nothing
+        });
+        expect(first.finishes).toEqual([{ ok: true, result: 'current' }]);
+        expect(first.releases).toEqual([{ ok: true, result: 1 }, { ok: true, result: 0 }]);
+        expect((await store.getJob('A'))?.lease).toBeNull();
+        expect(await store.getEffect(a!.id)).toMatchObject({ status: 'backoff', nextRunAt: T0 + 5000 });
+        // Released, then claimed in one transaction: the claim holds the job when it commits (a new
+        // fence each time the job is taken free: 2 for a's retry, 3 for b).
+        await claimed(a!, 'w1', T0 + 5000, T0 + 9000);
+        const second = await store.writeBatch({
+          releases: [{ runner: 'w1', jobIds: ['A'] }],
+          claims: [{ id: b!.id, runner: 'w1', now: T0 + 5100, claimUntil: T0 + 9000 }],
+        });
+        expect(second.releases).toEqual([{ ok: true, result: 1 }]);
+        expect(second.claims.map((c) => (c.ok && c.result ? [c.result.id, c.result.leaseFence] : 'nothing'))).toEqual([[b!.id, 3]]);
+        expect((await store.getJob('A'))?.lease).toEqual({ owner: 'w1', fence: 3, until: T0 + 9000 });
+      });
+
       it('failEffect settles an unfinished effect once, interrupts its running attempt and accepts the error event', async () => {
         const [running, pending, done] = await createEffects('running', 'pending', 'done');
         await claimed(running!);

@@ -29,6 +29,7 @@ import type {
   NewSchedule,
   NoteRecord,
   OccurrenceRecord,
+  Outcome,
   PurgeFilter,
   QueuedEvent,
   ScheduleFire,
@@ -47,7 +48,7 @@ import { andThen, inTurn, jobsOfCommit, jobsOfCreate, locksOfCreate, type Locks,
 import { dueRead } from './dueClaims.ts';
 import { guardEntryPoints } from './faults.ts';
 import { failure, LeaseHeld } from './outcomes.ts';
-import { all, run } from './program.ts';
+import { all, run, type Program } from './program.ts';
 import { damageReason, toAssetRecord, toAttemptRecord, toEffectRecord, toInboxRecord, toJobRecord, toTimerRecord, toTransitionRecord, withUncommitted } from './records.ts';
 import { fireScheduleIn, putScheduleIn, Refused, toOccurrenceRecord, toScheduleRecord } from './schedules.ts';
 import { jobListSql, type StatementName } from './statements.ts';
@@ -78,11 +79,11 @@ export class SqlStore implements JobStore {
   }
 
   async writeBatch(batch: WriteBatch): Promise<WriteBatchResult> {
-    const { creates = [], commits = [], finishes = [], claims = [], dueClaims = [] } = batch;
-    if (creates.length + finishes.length + claims.length + dueClaims.length === 0) return { creates: [], commits: await this.commit(commits), finishes: [], claims: [] };
+    const { creates = [], commits = [], finishes = [], releases = [], claims = [], dueClaims = [] } = batch;
+    if (creates.length + finishes.length + releases.length + claims.length + dueClaims.length === 0) return { creates: [], commits: await this.commit(commits), finishes: [], claims: [] };
     const options: WriteOptions = { locks: () => batchLocks(batch), ops: () => operationsOf(batch), batch };
     // One new job alone (a lone start): no savepoint, as a failure rolls the whole transaction back.
-    if (creates.length === 1 && commits.length + finishes.length + claims.length + dueClaims.length === 0) {
+    if (creates.length === 1 && commits.length + finishes.length + releases.length + claims.length + dueClaims.length === 0) {
       const job = creates[0]!;
       try {
         return { creates: [{ ok: true, result: await this.#d.write((t) => t.run(createIn(job)), options) }], commits: [], finishes: [], claims: [] };
@@ -98,14 +99,17 @@ export class SqlStore implements JobStore {
         andThen(t.each(creates, createIn, false, jobsOfCreate), (c) =>
           andThen(t.eachCommit(commits, applyCommit), (m) =>
             andThen(t.each(finishes, finishIn), (f) =>
-              andThen(t.each(claims, claimIn, true), (l) =>
-                andThen(inTurn(dueClaims, (d) => t.claimDue(d)), (d) => ({
-                  creates: c as WriteBatchResult['creates'],
-                  commits: m,
-                  finishes: f as WriteBatchResult['finishes'],
-                  claims: l,
-                  ...(dueClaims.length > 0 ? { dueClaims: d } : {}),
-                })),
+              andThen(t.each(releases, releaseIn, false, (r) => r.jobIds), (r) =>
+                andThen(t.each(claims, claimIn, true), (l) =>
+                  andThen(inTurn(dueClaims, (d) => t.claimDue(d)), (d) => ({
+                    creates: c as WriteBatchResult['creates'],
+                    commits: m,
+                    finishes: f as WriteBatchResult['finishes'],
+                    ...(releases.length > 0 ? { releases: r as Outcome<number>[] } : {}),
+                    claims: l,
+                    ...(dueClaims.length > 0 ? { dueClaims: d } : {}),
+                  })),
+                ),
               ),
             ),
           ),
@@ -305,8 +309,7 @@ export class SqlStore implements JobStore {
 
   async releaseLeases(runner: string, jobIds: readonly string[] | 'all'): Promise<number> {
     if (jobIds !== 'all' && jobIds.length === 0) return 0;
-    const params = { runner, all: jobIds === 'all' ? 1 : 0, ids: jobIds === 'all' ? '[]' : JSON.stringify(jobIds) };
-    return (await this.#d.write((t) => t.run(run('releaseLeases', params)))).changes;
+    return this.#d.write((t) => t.run(releaseIn({ runner, jobIds })));
   }
 
   async leaseHolders(now: number): Promise<string[]> {
@@ -469,11 +472,17 @@ export class SqlStore implements JobStore {
   }
 }
 
+/** `releaseLeases` inside a transaction: how many leases it freed. */
+function* releaseIn(r: { runner: string; jobIds: readonly string[] | 'all' }): Program<number> {
+  const all = r.jobIds === 'all';
+  return (yield* run('releaseLeases', { runner: r.runner, all: all ? 1 : 0, ids: all ? '[]' : JSON.stringify(r.jobIds) })).changes;
+}
+
 /** The rows a batch writes. */
 function batchLocks(batch: WriteBatch): Locks {
-  const { creates = [], commits = [], finishes = [], claims = [] } = batch;
+  const { creates = [], commits = [], finishes = [], releases = [], claims = [] } = batch;
   return {
-    jobs: [...creates.flatMap(jobsOfCreate), ...commits.flatMap(jobsOfCommit)],
+    jobs: [...creates.flatMap(jobsOfCreate), ...commits.flatMap(jobsOfCommit), ...releases.flatMap((r) => r.jobIds)],
     effects: [...finishes.map((f) => f.id), ...claims.map((c) => c.id)],
   };
 }

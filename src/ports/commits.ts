@@ -200,12 +200,18 @@ export function operationsOf(batch: WriteBatch): UnresolvedOperation[] {
 /**
  * A group-commit batch: writes of many jobs that share one transaction and one disk sync. Each
  * is checked and fails on its own; the order within the transaction is creates, commits,
- * finishes, claims, due claims.
+ * finishes, releases, claims, due claims.
  */
 export interface WriteBatch {
   creates?: readonly NewJob[];
   commits?: readonly TransitionCommit[];
   finishes?: readonly AttemptFinish[];
+  /**
+   * Leases freed (`releaseLeases` of one runner on some jobs), after the finishes and before the
+   * claims: a job nothing runs on any more (an attempt that ended in a retry) is let go in the
+   * next batch's transaction, not one of its own, and a claim of the same batch takes it again.
+   */
+  releases?: readonly LeaseRelease[];
   claims?: readonly EffectClaim[];
   /**
    * Batch claims (`claimDueEffects`), last: a slot an attempt's outcome frees in this batch is
@@ -215,11 +221,19 @@ export interface WriteBatch {
   dueClaims?: readonly DueClaim[];
 }
 
+/** A runner's leases on some jobs, freed as `releaseLeases` frees them (fences kept). */
+export interface LeaseRelease {
+  runner: string;
+  jobIds: readonly string[];
+}
+
 /** The results of a {@link WriteBatch}, in the order of its lists. */
 export interface WriteBatchResult {
   creates: CreateOutcome[];
   commits: CommitResult[];
   finishes: Outcome<FinishStatus>[];
+  /** One per `releases`: how many leases it freed (absent: the batch had none). */
+  releases?: Outcome<number>[];
   claims: Outcome<ClaimedEffect | undefined>[];
   /** One per `dueClaims` (absent: the batch had none). */
   dueClaims?: DueClaimResult[];

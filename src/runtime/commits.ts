@@ -16,6 +16,7 @@ import {
   type EffectClaim,
   type FinishStatus,
   type JobStore,
+  type LeaseRelease,
   type NewJob,
   type Outcome,
   type TransitionCommit,
@@ -113,6 +114,11 @@ export class CommitBatcher {
     return new Promise<FinishStatus>((resolve, reject) => this.enqueue({ finish, resolve, reject }, false));
   }
 
+  /** Leases of this runner freed, group-committed: they join the next batch's transaction (before its claims). */
+  submitRelease(release: LeaseRelease): Promise<number> {
+    return new Promise<number>((resolve, reject) => this.enqueue({ release, resolve, reject }, false));
+  }
+
   /** An activity claim, group-committed: the claims of one pump round share a transaction and a sync. */
   submitClaim(claim: EffectClaim): Promise<ClaimedEffect | undefined> {
     return new Promise<ClaimedEffect | undefined>((resolve, reject) => this.enqueue({ claim, resolve, reject }, false));
@@ -192,6 +198,7 @@ export class CommitBatcher {
     const creates = batch.filter((b) => 'create' in b);
     const commits = batch.filter((b) => 'commit' in b);
     const finishes = batch.filter((b) => 'finish' in b);
+    const releases = batch.filter((b) => 'release' in b);
     const claims = batch.filter((b) => 'claim' in b);
     const dueClaims = batch.filter((b) => 'dueClaim' in b);
     const written: Promise<WriteBatchResult> =
@@ -201,6 +208,7 @@ export class CommitBatcher {
             creates: creates.map((b) => b.create),
             commits: commits.map((b) => b.commit),
             finishes: finishes.map((b) => b.finish),
+            ...(releases.length > 0 ? { releases: releases.map((b) => b.release) } : {}),
             claims: claims.map((b) => b.claim),
             ...(dueClaims.length > 0 ? { dueClaims: dueClaims.map((b) => b.dueClaim) } : {}),
           });
@@ -217,6 +225,7 @@ export class CommitBatcher {
           else b.reject(new RevisionConflictError(`The store returned no result for job ${b.commit.jobId}.`));
         });
         settle(finishes, results.finishes);
+        settle(releases, results.releases ?? []);
         settle(claims, results.claims);
         dueClaims.forEach((b, i) => {
           const result = results.dueClaims?.[i];
@@ -225,7 +234,7 @@ export class CommitBatcher {
         });
       },
       (error: unknown) => {
-        if (error instanceof CommitOutcomeUnknown) void this.#resolveUnknown([...creates, ...commits, ...finishes, ...claims, ...dueClaims], error);
+        if (error instanceof CommitOutcomeUnknown) void this.#resolveUnknown([...creates, ...commits, ...finishes, ...releases, ...claims, ...dueClaims], error);
         else batch.forEach((b) => b.reject(error));
       },
     );

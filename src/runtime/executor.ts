@@ -670,7 +670,8 @@ export class ActivityExecutor {
       if (fence === undefined) return;
       // An attempt of the job still counted here, finishing or not: its own commit decides the lease.
       for (const id of this.#attempting.values()) if (id === jobId) return;
-      await this.store.releaseLeases(this.runnerId, [jobId]);
+      // In the next group-committed batch's transaction, not one of its own.
+      await this.#deps.commits.submitRelease({ runner: this.runnerId, jobIds: [jobId] });
       if (this.#leases.get(jobId) === fence) this.#leases.delete(jobId);
     });
   }

@@ -10,7 +10,7 @@
  * - an activity claim, or a batch claim: taken as not claimed (a claim that landed expires at its `claimUntil`).
  * A read-back that itself meets a retryable fault backs off (bounded) and reads again.
  */
-import { operationsOf, type AttemptFinish, type ClaimedEffect, type CommitResult, type CreateJobResult, type DueClaim, type DueClaimResult, type EffectClaim, type FinishStatus, type JobStore, type NewJob, type TransitionCommit } from '../ports/store.ts';
+import { operationsOf, type AttemptFinish, type ClaimedEffect, type CommitResult, type CreateJobResult, type DueClaim, type DueClaimResult, type EffectClaim, type FinishStatus, type JobStore, type LeaseRelease, type NewJob, type TransitionCommit } from '../ports/store.ts';
 import { backoffMs, isRetryableFault, pause } from './backoff.ts';
 
 
@@ -26,7 +26,8 @@ export type QueuedWrite =
   | ({ create: NewJob } & Waiting<CreateJobResult>)
   | ({ finish: AttemptFinish } & Waiting<FinishStatus>)
   | ({ claim: EffectClaim } & Waiting<ClaimedEffect | undefined>)
-  | ({ dueClaim: DueClaim } & Waiting<DueClaimResult>);
+  | ({ dueClaim: DueClaim } & Waiting<DueClaimResult>)
+  | ({ release: LeaseRelease } & Waiting<number>);
 
 /** How patiently a read-back retries a retryable fault. */
 export interface ReadBackOptions {
@@ -76,6 +77,8 @@ async function readOnce(store: JobStore, write: QueuedWrite): Promise<ReadBackVe
     if (!effect || effect.attempt !== write.finish.attempt || effect.status === 'running') return 'again';
     return { settle: () => write.resolve('current') };
   }
+  // A release frees what the runner still holds of those jobs: the same again is harmless.
+  if ('release' in write) return 'again';
   // Nothing claimed, and more may be due: the runner looks again.
   if ('dueClaim' in write) return { settle: () => write.resolve({ claimed: [], held: [], more: true, limited: false }) };
   return { settle: () => write.resolve(undefined) };

@@ -204,7 +204,7 @@ export class Notifier {
  * the next step, leaves nothing.
  */
 export function wakesOthers(batch: WriteBatch): boolean {
-  if (batch.creates?.length || batch.finishes?.length) return true;
+  if (batch.creates?.length || batch.finishes?.length || batch.releases?.length) return true;
   return (batch.commits ?? []).some(
     (c) =>
       (c.effects?.create.length ?? 0) > (c.claims?.length ?? 0) ||
