@@ -50,6 +50,29 @@ describe('CommitBatcher', () => {
     expect(calls).toEqual([{ kind: 'commit', size: 2 }]);
   });
 
+  it('an uncounted write in the queue does not stand in for a counted operation: their commits all share one batch', async () => {
+    const { store, calls } = recordingStore();
+    const batcher = new CommitBatcher(store);
+    // Three counted operations (an activity's outcome applied as a step, each); an attempt's
+    // outcome recorded alone (a retry: no step, no counted operation) is queued before the last
+    // two submit. With it counted as one of theirs, the round went when two commits were in, and
+    // the third took a batch of its own.
+    const release: (() => void)[] = [];
+    const steps = ['a', 'b', 'c'].map((id) =>
+      batcher.unit(async () => {
+        await new Promise<void>((resolve) => release.push(resolve));
+        return batcher.submit(commit(id));
+      }),
+    );
+    release[0]!();
+    await Promise.resolve();
+    const retried = batcher.submitFinish(finish('e1'));
+    release[1]!();
+    release[2]!();
+    await Promise.all([...steps, retried]);
+    expect(calls).toEqual([{ kind: 'writeBatch', size: 4 }]);
+  });
+
   it('a lone caller is flushed at once; outcomes wait for the end of the turn and share one writeBatch', async () => {
     const { store, calls } = recordingStore();
     const batcher = new CommitBatcher(store);

@@ -51,6 +51,13 @@ export class CommitBatcher {
   #cancelFlush: (() => void) | undefined;
   /** Operations under way that may commit (sends, drains): a commit waits for them to join its batch. */
   #units = 0;
+  /**
+   * The queued writes of counted operations (enqueued eager): the round is complete when there
+   * are as many as operations under way. Other writes in the queue (an attempt's outcome recorded
+   * alone, a claim, a release) do not stand in for a counted operation's.
+   */
+  readonly #eagerWrites = new WeakSet<QueuedWrite>();
+  #eagerQueued = 0;
   readonly #readBack: ReadBackOptions;
   /** Writes written again after an unknown outcome, and how many times. */
   readonly #again = new WeakMap<QueuedWrite, number>();
@@ -85,7 +92,7 @@ export class CommitBatcher {
       return await work();
     } finally {
       this.#units -= 1;
-      if (this.#queue.length > 0 && this.#queue.length >= this.#units) this.flush();
+      if (this.#queue.length > 0 && this.#eagerQueued >= this.#units) this.flush();
     }
   }
 
@@ -144,10 +151,14 @@ export class CommitBatcher {
    */
   enqueue(entry: QueuedWrite, eager = true): void {
     this.#queue.push(entry);
+    if (eager) {
+      this.#eagerWrites.add(entry);
+      this.#eagerQueued += 1;
+    }
     if (this.#queue.length >= MAX_BATCH) this.flush();
     else if (this.#delayMs > 0 && (this.siblings?.() ?? 0) > 0) {
       if (!this.#delaying) this.#flushLater(this.#delayMs);
-    } else if (eager && this.#queue.length >= this.#units) this.flush();
+    } else if (eager && this.#eagerQueued >= this.#units) this.flush();
     else if (!this.#cancelFlush || this.#delaying) this.#flushLater();
   }
 
@@ -193,6 +204,7 @@ export class CommitBatcher {
   }
 
   #write(batch: QueuedWrite[]): void {
+    for (const b of batch) if (this.#eagerWrites.delete(b)) this.#eagerQueued -= 1;
     const top = this.topUp?.();
     if (top) batch.push(top);
     const creates = batch.filter((b) => 'create' in b);
