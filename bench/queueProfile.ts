@@ -1,7 +1,8 @@
 /**
- * A focused run for profiling (not part of `npm run bench`): one queue case, while-draining, on
- * SQLite, or with `--pg` on Postgres (SPOOL_BENCH_PG_URL, else a throwaway server: bench/pgServer.ts).
- * `tsx bench/queueProfile.ts [steps=3|timed|retried] [c=16] [backlog=2000] [NORMAL|FULL] [--sql] [--pg]`; with
+ * A focused run for profiling (not part of `npm run bench`): one queue case, while-draining (or
+ * `--then-drain`), on SQLite, or with `--pg` on Postgres (SPOOL_BENCH_PG_URL, else a throwaway
+ * server: bench/pgServer.ts).
+ * `tsx bench/queueProfile.ts [steps=3|timed|retried] [c=16] [backlog=2000] [NORMAL|FULL] [--then-drain] [--sql] [--pg]`; with
  * `--sql`, the statements run per job, by SQL text (Postgres: the round trips; SQLite: their wall µs, and
  * how COMMIT's time is spread). Profile with `node --import tsx --cpu-prof`.
  * `tsx bench/queueProfile.ts starts [jobs=5000] [inFlight=64] [batch=1] [--sql] [--pg]`: the starts
@@ -59,7 +60,7 @@ const shape = steps === 'retried' ? RETRY_SHAPE : steps === 'timed' ? TIMED_SHAP
 const r =
   args[0] === 'starts'
     ? await runStarts({ store, synchronous: 'NORMAL', shape, jobs: Number(args[1] ?? 5000), inFlight: Number(args[2] ?? 64), batch: Number(args[3] ?? 1) })
-    : await runSpoolQueue({ store, synchronous: sync as 'NORMAL', shape, concurrency: Number(c), backlog: Number(backlog), mode: 'while-draining' });
+    : await runSpoolQueue({ store, synchronous: sync as 'NORMAL', shape, concurrency: Number(c), backlog: Number(backlog), mode: process.argv.includes('--then-drain') ? 'then-drain' : 'while-draining' });
 console.log(JSON.stringify(r));
 // Per job: how many times each statement ran and, on SQLite, the wall µs it took (the native work, its I/O included).
 for (const [sql, n] of [...bySql].sort((a, b) => b[1] - a[1])) {
