@@ -57,18 +57,18 @@ describe('CommitBatcher', () => {
     // outcome recorded alone (a retry: no step, no counted operation) is queued before the last
     // two submit. With it counted as one of theirs, the round went when two commits were in, and
     // the third took a batch of its own.
-    const release: (() => void)[] = [];
+    const proceed: (() => void)[] = [];
     const steps = ['a', 'b', 'c'].map((id) =>
       batcher.unit(async () => {
-        await new Promise<void>((resolve) => release.push(resolve));
+        await new Promise<void>((resolve) => proceed.push(resolve));
         return batcher.submit(commit(id));
       }),
     );
-    release[0]!();
+    proceed[0]!();
     await Promise.resolve();
     const retried = batcher.submitFinish(finish('e1'));
-    release[1]!();
-    release[2]!();
+    proceed[1]!();
+    proceed[2]!();
     await Promise.all([...steps, retried]);
     expect(calls).toEqual([{ kind: 'writeBatch', size: 4 }]);
   });
