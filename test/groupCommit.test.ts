@@ -367,4 +367,52 @@ describe('batches in flight (an asynchronous store)', () => {
     await new Promise(setImmediate);
     expect(acked).toEqual(['a', 'b', 'c', 'd', 'e']);
   });
+
+  it('sends a second batch while one is in flight only once as many writes wait as it carries', async () => {
+    const batches: string[][] = [];
+    const pending: (() => void)[] = [];
+    const store = {
+      commit: (commits: readonly TransitionCommit[]) => {
+        batches.push(commits.map((c) => c.jobId));
+        return new Promise<CommitResult[]>((resolve) => pending.push(() => resolve(commits.map(() => ({ ok: true, revision: 2 }) as unknown as CommitResult))));
+      },
+    } as unknown as JobStore;
+    const batcher = new CommitBatcher(store);
+    // Two event-loop turns: a write queued after a microtask is flushed (or held) at the end of the next one.
+    const turns = async () => {
+      await new Promise(setImmediate);
+      await new Promise(setImmediate);
+    };
+    // Counted operations that compute (a microtask) before they commit; three together go as one batch of three.
+    const round = (ids: string[]) =>
+      ids.map((id) =>
+        batcher.unit(async () => {
+          await Promise.resolve();
+          return batcher.submit({ jobId: id } as TransitionCommit);
+        }),
+      );
+    const first = round(['a', 'b', 'c']);
+    await turns();
+    expect(batches).toEqual([['a', 'b', 'c']]);
+    // One write, then another, while it is in flight: fewer than it carries, they wait.
+    const later = [...round(['d']), ...round(['e'])];
+    await turns();
+    expect(batches).toEqual([['a', 'b', 'c']]);
+    // A third: as many as in flight, so the second batch goes without waiting for the first.
+    later.push(...round(['f']));
+    await turns();
+    expect(batches).toEqual([['a', 'b', 'c'], ['d', 'e', 'f']]);
+    // The first lands: a lone write now waits for the second (in flight with three) to land.
+    pending.shift()!();
+    await Promise.all(first);
+    const g = round(['g']);
+    await turns();
+    expect(batches).toEqual([['a', 'b', 'c'], ['d', 'e', 'f']]);
+    pending.shift()!();
+    await Promise.all(later);
+    await turns();
+    expect(batches).toEqual([['a', 'b', 'c'], ['d', 'e', 'f'], ['g']]);
+    pending.splice(0).forEach((land) => land());
+    await Promise.all(g);
+  });
 });

@@ -33,7 +33,11 @@ const MAX_BATCH = 256;
  * Batches in the store at once at most. While they are, new writes wait and join the next batch:
  * with an asynchronous store (Postgres) a batch takes round trips, and writes arriving meanwhile
  * share the next transaction and its sync instead of each taking a connection of their own. A
- * synchronous store (SQLite) has written a batch before the call returns, so this never holds one back.
+ * second batch goes while one is in flight only once at least as many writes wait as that one
+ * carries: fewer wait for it to land and go with the writes that come meanwhile (activities that
+ * end apart otherwise sent a batch of two or three every round trip, each a transaction of the
+ * server's). A synchronous store (SQLite) has written a batch before the call returns, so this
+ * never holds one back.
  */
 const MAX_IN_FLIGHT = 2;
 
@@ -63,6 +67,8 @@ export class CommitBatcher {
   readonly #again = new WeakMap<QueuedWrite, number>();
   /** Batches sent to the store and not yet settled. */
   #inFlight = 0;
+  /** The sizes of the batches in flight (writes each), in the order they went. */
+  readonly #inFlightSizes: number[] = [];
   /** The queue holds a startMany call's writes, to go in one batch (flush(true) while two were in flight). */
   #whole = false;
   /** How long the queue waits, at most, while attempts run here ({@link siblings}); 0: never. */
@@ -191,6 +197,8 @@ export class CommitBatcher {
     this.#delaying = false;
     if (whole) this.#whole = true;
     while (this.#queue.length > 0 && this.#inFlight < MAX_IN_FLIGHT) {
+      // A second batch only when it carries as much as the one in flight (MAX_IN_FLIGHT).
+      if (this.#inFlight > 0 && !this.#whole && this.#queue.length < this.#inFlightSizes[0]!) break;
       const size = this.#whole ? this.#queue.length : MAX_BATCH;
       this.#whole = false;
       this.#write(this.#queue.splice(0, size));
@@ -198,8 +206,9 @@ export class CommitBatcher {
   }
 
   /** A batch settled: the writes that waited for it go now. */
-  #landed(): void {
+  #landed(size: number): void {
     this.#inFlight -= 1;
+    this.#inFlightSizes.splice(this.#inFlightSizes.indexOf(size), 1);
     if (this.#queue.length > 0) this.flush();
   }
 
@@ -224,8 +233,10 @@ export class CommitBatcher {
             claims: claims.map((b) => b.claim),
             ...(dueClaims.length > 0 ? { dueClaims: dueClaims.map((b) => b.dueClaim) } : {}),
           });
+    const size = batch.length;
     this.#inFlight += 1;
-    written.finally(() => this.#landed()).catch(() => {});
+    this.#inFlightSizes.push(size);
+    written.finally(() => this.#landed(size)).catch(() => {});
     written.then(
       (results) => {
         // Callers go on in the order their writes took effect: a claim that took a job's lease
