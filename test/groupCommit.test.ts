@@ -343,16 +343,22 @@ async function expectHeldWaiting(inner: JobStore, jobId: string, reason: string,
   expect((await inner.pendingEvents(jobId, 10)).map((e) => e.source)).toEqual(['effect']);
 }
 
+/** An asynchronous store whose commits land when the test says: the batches it was handed (job ids), and each one's landing. */
+function heldStore(): { store: JobStore; batches: string[][]; pending: (() => void)[] } {
+  const batches: string[][] = [];
+  const pending: (() => void)[] = [];
+  const store = {
+    commit: (commits: readonly TransitionCommit[]) => {
+      batches.push(commits.map((c) => c.jobId));
+      return new Promise<CommitResult[]>((resolve) => pending.push(() => resolve(commits.map(() => ({ ok: true, revision: 2 }) as unknown as CommitResult))));
+    },
+  } as unknown as JobStore;
+  return { store, batches, pending };
+}
+
 describe('batches in flight (an asynchronous store)', () => {
   it('holds at most two batches in the store; writes arriving meanwhile wait and share the next one', async () => {
-    const batches: string[][] = [];
-    const pending: (() => void)[] = [];
-    const store = {
-      commit: (commits: readonly TransitionCommit[]) => {
-        batches.push(commits.map((c) => c.jobId));
-        return new Promise<CommitResult[]>((resolve) => pending.push(() => resolve(commits.map(() => ({ ok: true, revision: 2 }) as unknown as CommitResult))));
-      },
-    } as unknown as JobStore;
+    const { store, batches, pending } = heldStore();
     const batcher = new CommitBatcher(store);
     const commit = (jobId: string) => batcher.submit({ jobId } as TransitionCommit);
     const acked: string[] = [];
@@ -369,14 +375,7 @@ describe('batches in flight (an asynchronous store)', () => {
   });
 
   it('sends a second batch while one is in flight only once as many writes wait as it carries', async () => {
-    const batches: string[][] = [];
-    const pending: (() => void)[] = [];
-    const store = {
-      commit: (commits: readonly TransitionCommit[]) => {
-        batches.push(commits.map((c) => c.jobId));
-        return new Promise<CommitResult[]>((resolve) => pending.push(() => resolve(commits.map(() => ({ ok: true, revision: 2 }) as unknown as CommitResult))));
-      },
-    } as unknown as JobStore;
+    const { store, batches, pending } = heldStore();
     const batcher = new CommitBatcher(store);
     // Two event-loop turns: a write queued after a microtask is flushed (or held) at the end of the next one.
     const turns = async () => {
