@@ -65,10 +65,8 @@ export class CommitBatcher {
   readonly #readBack: ReadBackOptions;
   /** Writes written again after an unknown outcome, and how many times. */
   readonly #again = new WeakMap<QueuedWrite, number>();
-  /** Batches sent to the store and not yet settled. */
-  #inFlight = 0;
-  /** The sizes of the batches in flight (writes each), in the order they went. */
-  readonly #inFlightSizes: number[] = [];
+  /** The batches sent to the store and not yet settled: their sizes (writes each), in the order they went. */
+  readonly #inFlight: number[] = [];
   /** The queue holds a startMany call's writes, to go in one batch (flush(true) while two were in flight). */
   #whole = false;
   /** How long the queue waits, at most, while attempts run here ({@link siblings}); 0: never. */
@@ -196,9 +194,9 @@ export class CommitBatcher {
     }
     this.#delaying = false;
     if (whole) this.#whole = true;
-    while (this.#queue.length > 0 && this.#inFlight < MAX_IN_FLIGHT) {
+    while (this.#queue.length > 0 && this.#inFlight.length < MAX_IN_FLIGHT) {
       // A second batch only when it carries as much as the one in flight (MAX_IN_FLIGHT).
-      if (this.#inFlight > 0 && !this.#whole && this.#queue.length < this.#inFlightSizes[0]!) break;
+      if (this.#inFlight.length > 0 && !this.#whole && this.#queue.length < this.#inFlight[0]!) break;
       const size = this.#whole ? this.#queue.length : MAX_BATCH;
       this.#whole = false;
       this.#write(this.#queue.splice(0, size));
@@ -207,8 +205,7 @@ export class CommitBatcher {
 
   /** A batch settled: the writes that waited for it go now. */
   #landed(size: number): void {
-    this.#inFlight -= 1;
-    this.#inFlightSizes.splice(this.#inFlightSizes.indexOf(size), 1);
+    this.#inFlight.splice(this.#inFlight.indexOf(size), 1);
     if (this.#queue.length > 0) this.flush();
   }
 
@@ -234,8 +231,7 @@ export class CommitBatcher {
             ...(dueClaims.length > 0 ? { dueClaims: dueClaims.map((b) => b.dueClaim) } : {}),
           });
     const size = batch.length;
-    this.#inFlight += 1;
-    this.#inFlightSizes.push(size);
+    this.#inFlight.push(size);
     written.finally(() => this.#landed(size)).catch(() => {});
     written.then(
       (results) => {
